@@ -1,0 +1,205 @@
+// Package sandbox runs untrusted JavaScript plans written by language models.
+//
+// A plan is the body of an async function run in a fresh goja runtime. It
+// reaches the outside world only through callTool, which the sandbox forwards
+// to a Host supplied by the caller (the broker or the meta-tools). Only JSON
+// crosses the boundary in either direction.
+//
+// Engines: the worker-process engine (the default) runs each script in a
+// separate process that caps its own memory; the in-process engine runs it in
+// the calling process and cannot cap memory, so it is for trusted code and
+// tests.
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Status is the outcome class of a script, as in the meta:execute output table.
+type Status string
+
+// The statuses of a script result.
+const (
+	StatusOK            Status = "ok"
+	StatusSyntaxError   Status = "syntax_error"
+	StatusIllegalAccess Status = "illegal_access"
+	StatusRuntimeError  Status = "runtime_error"
+	StatusToolError     Status = "tool_error"
+	StatusTimeout       Status = "timeout"
+)
+
+// Script error codes (meta-tools spec, "Errors").
+const (
+	CodeSyntaxError          = "SYNTAX_ERROR"
+	CodeValidationError      = "VALIDATION_ERROR"
+	CodeSelfReferenceBlocked = "SELF_REFERENCE_BLOCKED"
+	CodeToolNotFound         = "TOOL_NOT_FOUND"
+	CodeAccessDenied         = "ACCESS_DENIED"
+	CodeExecutionError       = "EXECUTION_ERROR"
+	CodeTimeout              = "TIMEOUT"
+	CodeToolExecutionError   = "TOOL_EXECUTION_ERROR"
+)
+
+// Engine and worker-pool error codes (meta-tools spec, "Worker pool errors").
+const (
+	CodeWorkerTimeout        = "WORKER_TIMEOUT"
+	CodeWorkerMemoryExceeded = "WORKER_MEMORY_EXCEEDED"
+	CodeWorkerCrashed        = "WORKER_CRASHED"
+	CodePoolDisposed         = "POOL_DISPOSED"
+	CodeQueueFull            = "QUEUE_FULL"
+	CodeQueueTimeout         = "QUEUE_TIMEOUT"
+	CodeExecutionAborted     = "EXECUTION_ABORTED"
+	CodeMessageFlood         = "MESSAGE_FLOOD"
+	CodeMessageInvalid       = "MESSAGE_INVALID"
+	CodeMessageTooLarge      = "MESSAGE_TOO_LARGE"
+	CodeWorkerStartupFailed  = "WORKER_STARTUP_FAILED"
+	CodeTooManyPendingCalls  = "TOO_MANY_PENDING_CALLS"
+)
+
+// Result is what a script produced. Everything attributable to the script
+// itself (its return value, its errors, its time or memory overrun, a worker
+// that died running it) is reported here, never as a Go error.
+type Result struct {
+	Status Status `json:"status"`
+	// Result is the script's return value as JSON; set only when Status is ok.
+	// A script that returns undefined yields JSON null.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Logs holds console output when console is allowed ("[warn] ..." and
+	// "[error] ..." prefixes mark the level).
+	Logs  []string     `json:"logs,omitempty"`
+	Error *ScriptError `json:"error,omitempty"`
+	// Stats describe the run; they are not part of the meta:execute output.
+	Stats Stats `json:"-"`
+}
+
+// ScriptError is the error part of a Result. Which fields are set depends on
+// the status, following the meta:execute output table.
+type ScriptError struct {
+	// Code is one of the script or engine error codes above.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Kind is set for illegal_access, for example "IllegalBuiltinAccess".
+	Kind string `json:"kind,omitempty"`
+	// Name is the JavaScript error name for runtime_error, e.g. "TypeError".
+	Name string `json:"name,omitempty"`
+	// Source is "script" for runtime_error and "tool" for tool_error.
+	Source string `json:"source,omitempty"`
+	// ToolName is set for tool_error.
+	ToolName string `json:"toolName,omitempty"`
+	// Location is set for syntax_error and, where known, illegal_access.
+	Location *Location `json:"location,omitempty"`
+	// Stack is the script stack trace unless sanitization removes it.
+	Stack string `json:"stack,omitempty"`
+}
+
+// Location is a 1-based line and column in the submitted script.
+type Location struct {
+	Line   int `json:"line"`
+	Column int `json:"column"`
+}
+
+// Stats describe one execution.
+type Stats struct {
+	Duration  time.Duration
+	ToolCalls int
+	Steps     int64
+}
+
+// ToolCall is one callTool made by a script. Input is the JSON of the
+// script's argument (never a Go value).
+type ToolCall struct {
+	// ID is unique within one execution.
+	ID    string          `json:"id"`
+	Name  string          `json:"name"`
+	Input json.RawMessage `json:"input"`
+}
+
+// ToolError is a tool failure as the script sees it: callTool throws it (or
+// returns it under `error` with throwOnError false). Codes NOT_FOUND and
+// VALIDATION_ERROR are non-transient.
+type ToolError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *ToolError) Error() string { return e.Code + ": " + e.Message }
+
+// ToolInfo is what getTool(name) returns to a script.
+type ToolInfo struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+}
+
+// Host connects scripts to tools. The broker and the meta-tools implement it.
+// Methods are called from goroutines other than the script's and may be
+// called concurrently.
+type Host interface {
+	// LookupTool reports a tool's metadata; ok false makes callTool fail with
+	// TOOL_NOT_FOUND and getTool return null.
+	LookupTool(name string) (info ToolInfo, ok bool)
+	// CallTool runs one tool call and returns its result as JSON. A returned
+	// *ToolError reaches the script with its code; any other error reaches it
+	// as TOOL_EXECUTION_ERROR with the error's text. ctx ends when the
+	// execution times out or is aborted.
+	CallTool(ctx context.Context, call ToolCall) (json.RawMessage, error)
+}
+
+// LogHost is an optional Host capability: a Host that implements it sees each
+// console entry as it is written (the broker streams them), in addition to
+// Result.Logs.
+type LogHost interface {
+	Log(level, message string)
+}
+
+// Request is one script to run.
+type Request struct {
+	// Code is the plan: the body of an async function.
+	Code string
+	// AllowedTools, when non-nil, is the whitelist of tool names the script
+	// may call (ACCESS_DENIED otherwise).
+	AllowedTools []string
+	// Context is JSON exposed to the script, deep-frozen, as metaContext.
+	// Empty means {}.
+	Context json.RawMessage
+	// Limits override the engine's limits field by field; zero fields keep
+	// the engine's value.
+	Limits Limits
+}
+
+// Limits bound one execution. A zero field means "use the preset's value".
+type Limits struct {
+	Timeout           time.Duration
+	MaxSteps          int64
+	MaxToolCalls      int
+	MaxCallDepth      int
+	MaxSourceBytes    int
+	MaxNestingDepth   int
+	MaxResultBytes    int
+	MaxConsoleEntries int
+	MaxConsoleBytes   int
+	// MemoryBytes caps a worker process (worker engine only).
+	MemoryBytes int64
+	// AllowConsole enables console.* capture (vm.allowConsole).
+	AllowConsole bool
+}
+
+// Engine runs scripts. Execute returns a Result for every outcome the script
+// caused; it returns a non-nil *Error only when the engine could not run the
+// script at all (POOL_DISPOSED, QUEUE_FULL, QUEUE_TIMEOUT, EXECUTION_ABORTED,
+// WORKER_STARTUP_FAILED).
+type Engine interface {
+	Execute(ctx context.Context, req Request, host Host) (*Result, error)
+	Close() error
+}
+
+// Error is an engine failure with a stable code.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }

@@ -1,0 +1,118 @@
+// Package caddymodules puts the codemode libraries (guard, broker, metatools,
+// oauth) into Caddy: the codemode app, the HTTP handlers, the Caddyfile
+// directives and the command-line subcommands. It is the only package of this
+// module that imports Caddy.
+package caddymodules
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// App is the `codemode` app. It owns what every codemode handler shares: the
+// guard manager built from `throttle`, the sandbox engine, the broker, the
+// meta-tool index and the authorization server. Handlers find it with
+// ctx.App("codemode"), so a config without a `codemode` block still gets an
+// app with embedded defaults (in-memory state, no secrets).
+//
+// Each area keeps its configuration type and its provision/cleanup hooks in its
+// own file (app_<area>.go); this file only orders them.
+type App struct {
+	// Throttle is the server-level GuardConfig: rate limits, concurrency,
+	// timeouts and the IP filter applied per tool and per agent by the broker
+	// and the meta-tools. Unset means no per-entity limits.
+	Throttle *ThrottleConfig `json:"throttle,omitempty"`
+
+	// Sandbox configures the engine that runs scripts: adapter, preset, limits
+	// and worker pool. Unset means the worker-process adapter with the
+	// `secure` preset.
+	Sandbox *SandboxConfig `json:"sandbox,omitempty"`
+
+	// Broker configures sessions, tools, the OpenAPI catalog and session
+	// storage. Unset means an in-memory broker with no tools.
+	Broker *BrokerConfig `json:"broker,omitempty"`
+
+	// Meta configures the meta-tools (search strategy, tool naming, upstream
+	// MCP servers, per-meta-tool rate limits).
+	Meta *MetaConfig `json:"meta,omitempty"`
+
+	// Auth configures the OAuth 2.1 authorization server (orchestrated mode)
+	// or the validation of an external identity provider's tokens
+	// (transparent mode). Unset means no authentication.
+	Auth *AuthConfig `json:"auth,omitempty"`
+
+	ctx    caddy.Context
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "codemode",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision builds every area in dependency order: the guard first (the
+// broker and the meta-tools use it), then the sandbox, the broker, the
+// meta-tools and authentication.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
+	a.logger = ctx.Logger()
+	steps := []func(caddy.Context) error{
+		a.provisionThrottle,
+		a.provisionSandbox,
+		a.provisionBroker,
+		a.provisionMeta,
+		a.provisionAuth,
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Start starts background work (catalog polling, upstream connections).
+func (a *App) Start() error {
+	for _, step := range []func() error{a.startBroker, a.startMeta} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops background work started by Start.
+func (a *App) Stop() error {
+	var first error
+	for _, step := range []func() error{a.stopMeta, a.stopBroker} {
+		if err := step(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Cleanup releases what Provision acquired, in reverse order.
+func (a *App) Cleanup() error {
+	var first error
+	for _, step := range []func() error{a.cleanupAuth, a.cleanupMeta, a.cleanupBroker, a.cleanupSandbox, a.cleanupThrottle} {
+		if err := step(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Interface guards
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)
