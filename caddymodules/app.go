@@ -45,6 +45,13 @@ type App struct {
 	// (transparent mode). Unset means no authentication.
 	Auth *AuthConfig `json:"auth,omitempty"`
 
+	// Run-time state of each area, declared in its app_<area>.go.
+	throttle throttleState
+	sandbox  sandboxState
+	broker   brokerState
+	meta     metaState
+	auth     authState
+
 	ctx    caddy.Context
 	logger *zap.Logger
 }

@@ -9,6 +9,9 @@ import (
 // area's issue replaces this file.
 type AuthConfig struct{}
 
+// authState is what the area keeps at run time.
+type authState struct{}
+
 func (a *App) provisionAuth(caddy.Context) error { return nil }
 func (a *App) cleanupAuth() error                { return nil }
 

@@ -9,6 +9,9 @@ import (
 // area's issue replaces this file.
 type BrokerConfig struct{}
 
+// brokerState is what the area keeps at run time.
+type brokerState struct{}
+
 func (a *App) provisionBroker(caddy.Context) error { return nil }
 func (a *App) cleanupBroker() error                { return nil }
 

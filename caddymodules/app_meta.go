@@ -9,6 +9,9 @@ import (
 // area's issue replaces this file.
 type MetaConfig struct{}
 
+// metaState is what the area keeps at run time.
+type metaState struct{}
+
 func (a *App) provisionMeta(caddy.Context) error { return nil }
 func (a *App) cleanupMeta() error                { return nil }
 

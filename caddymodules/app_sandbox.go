@@ -9,6 +9,9 @@ import (
 // area's issue replaces this file.
 type SandboxConfig struct{}
 
+// sandboxState is what the area keeps at run time.
+type sandboxState struct{}
+
 func (a *App) provisionSandbox(caddy.Context) error { return nil }
 func (a *App) cleanupSandbox() error                { return nil }
 

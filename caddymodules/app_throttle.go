@@ -9,6 +9,9 @@ import (
 // area's issue replaces this file.
 type ThrottleConfig struct{}
 
+// throttleState is what the area keeps at run time.
+type throttleState struct{}
+
 func (a *App) provisionThrottle(caddy.Context) error { return nil }
 func (a *App) cleanupThrottle() error                { return nil }
 
