@@ -1,0 +1,217 @@
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Reasons of an IpFilterResult.
+const (
+	ReasonAllowlisted = "allowlisted"
+	ReasonDenylisted  = "denylisted"
+	ReasonDefault     = "default"
+)
+
+// IpFilterResult is the outcome of an IP filter check.
+type IpFilterResult struct {
+	// Allowed reports whether the client may proceed.
+	Allowed bool
+	// Reason is "allowlisted", "denylisted" or "default".
+	Reason string
+	// MatchedRule is the list entry (IP or CIDR, as configured) that matched;
+	// empty for "default".
+	MatchedRule string
+}
+
+// Err returns nil when r allows the client, else IP_BLOCKED (deny list) or
+// IP_NOT_ALLOWED (default deny) for clientIP.
+func (r *IpFilterResult) Err(clientIP string) error {
+	if r == nil || r.Allowed {
+		return nil
+	}
+	if r.Reason == ReasonDenylisted {
+		return NewIPBlockedError(clientIP)
+	}
+	return NewIPNotAllowedError(clientIP)
+}
+
+type ipRule struct {
+	prefix netip.Prefix
+	raw    string
+}
+
+// IpFilter applies allow and deny lists of IPs and CIDR ranges. Rules are
+// parsed once, at construction. Evaluation order: deny list, allow list,
+// default action. IPv4-mapped IPv6 addresses (::ffff:a.b.c.d), in rules and
+// in client addresses, are treated as the IPv4 address.
+type IpFilter struct {
+	allow, deny []ipRule
+	defaultDeny bool
+	trustProxy  bool
+	depth       int
+}
+
+// NewIpFilter parses cfg's rules.
+func NewIpFilter(cfg IpFilterConfig) (*IpFilter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	f := &IpFilter{defaultDeny: cfg.DefaultAction == ActionDeny, trustProxy: cfg.TrustProxy, depth: cfg.TrustedProxyDepth}
+	if f.depth == 0 {
+		f.depth = DefaultTrustedProxyDepth
+	}
+	for _, r := range cfg.AllowList {
+		p, _ := ParseIPRule(r)
+		f.allow = append(f.allow, ipRule{p, r})
+	}
+	for _, r := range cfg.DenyList {
+		p, _ := ParseIPRule(r)
+		f.deny = append(f.deny, ipRule{p, r})
+	}
+	return f, nil
+}
+
+// Check evaluates clientIP. An address that does not parse matches no rule
+// and gets the default action.
+func (f *IpFilter) Check(clientIP string) IpFilterResult {
+	addr, err := ParseClientIP(clientIP)
+	if err == nil {
+		if r, ok := match(f.deny, addr); ok {
+			return IpFilterResult{Allowed: false, Reason: ReasonDenylisted, MatchedRule: r}
+		}
+		if r, ok := match(f.allow, addr); ok {
+			return IpFilterResult{Allowed: true, Reason: ReasonAllowlisted, MatchedRule: r}
+		}
+	}
+	return IpFilterResult{Allowed: !f.defaultDeny, Reason: ReasonDefault}
+}
+
+// IsAllowListed reports whether clientIP matches the allow list (whatever
+// the deny list says).
+func (f *IpFilter) IsAllowListed(clientIP string) bool {
+	addr, err := ParseClientIP(clientIP)
+	if err != nil {
+		return false
+	}
+	_, ok := match(f.allow, addr)
+	return ok
+}
+
+// ClientIP returns the client address of a request that came from
+// remoteAddr ("host:port" or a bare IP) with the given X-Forwarded-For header
+// values. Without trustProxy it is remoteAddr's host; with it, see
+// ClientIPFromXFF.
+func (f *IpFilter) ClientIP(remoteAddr string, xff []string) string {
+	if !f.trustProxy {
+		return hostOnly(remoteAddr)
+	}
+	return ClientIPFromXFF(remoteAddr, xff, f.depth)
+}
+
+func match(rules []ipRule, addr netip.Addr) (string, bool) {
+	for _, r := range rules {
+		if r.prefix.Contains(addr) {
+			return r.raw, true
+		}
+	}
+	return "", false
+}
+
+// ParseIPRule parses an IP or a CIDR range, IPv4 or IPv6. A bare IP is a
+// single-address range; an IPv4-mapped IPv6 rule is turned into its IPv4
+// form (::ffff:10.0.0.0/104 is 10.0.0.0/8). Host bits are masked off.
+func ParseIPRule(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return netip.Prefix{}, errors.New("empty IP rule")
+	}
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("invalid CIDR %q: %w", s, err)
+		}
+		a, bits := p.Addr(), p.Bits()
+		if a.Is4In6() {
+			if bits < 96 {
+				return netip.Prefix{}, fmt.Errorf("invalid CIDR %q: an IPv4-mapped range needs at least 96 bits", s)
+			}
+			a, bits = a.Unmap(), bits-96
+		}
+		return netip.PrefixFrom(a, bits).Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("invalid IP %q: %w", s, err)
+	}
+	if a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("invalid IP %q: zones are not allowed in rules", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// ParseClientIP parses a client address: a bare IPv4 or IPv6 address,
+// optionally bracketed, with a port or a zone; IPv4-mapped IPv6 becomes IPv4.
+func ParseClientIP(s string) (netip.Addr, error) {
+	s = strings.TrimSpace(s)
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().WithZone("").Unmap(), nil
+	}
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("invalid client IP %q: %w", s, err)
+	}
+	return a.WithZone("").Unmap(), nil
+}
+
+// ClientIPFromXFF picks the client address from X-Forwarded-For, reading
+// from the right: each of the (at most depth) trusted proxies appended the
+// address it saw, so the client is the depth-th entry from the right, or the
+// leftmost when there are fewer entries. Values may be spread over several
+// header lines. When there is no entry, or the chosen one is not an IP,
+// remoteAddr's host is returned. The result is normalised (no port, no
+// zone, IPv4-mapped IPv6 as IPv4).
+func ClientIPFromXFF(remoteAddr string, xff []string, depth int) string {
+	if depth <= 0 {
+		depth = DefaultTrustedProxyDepth
+	}
+	// Walk the entries from the right without allocating a split slice.
+	seen := 0
+	chosen := ""
+	for i := len(xff) - 1; i >= 0 && seen < depth; i-- {
+		v := xff[i]
+		for seen < depth {
+			j := strings.LastIndexByte(v, ',')
+			part := strings.TrimSpace(v[j+1:])
+			if part != "" {
+				seen++
+				chosen = part
+			}
+			if j < 0 {
+				break
+			}
+			v = v[:j]
+		}
+	}
+	if chosen != "" {
+		if a, err := ParseClientIP(chosen); err == nil {
+			return a.String()
+		}
+	}
+	return hostOnly(remoteAddr)
+}
+
+// hostOnly returns the normalised IP of remoteAddr, or remoteAddr without a
+// port when it is not an IP.
+func hostOnly(remoteAddr string) string {
+	if a, err := ParseClientIP(remoteAddr); err == nil {
+		return a.String()
+	}
+	if i := strings.LastIndexByte(remoteAddr, ':'); i >= 0 && !strings.Contains(remoteAddr[:i], ":") {
+		return remoteAddr[:i]
+	}
+	return remoteAddr
+}

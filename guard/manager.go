@@ -1,0 +1,273 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Entity names the manager uses for its global limits.
+const (
+	GlobalEntity = "__global__"
+)
+
+// Key suffixes that keep rate-limit and semaphore state apart.
+const (
+	suffixRate = "rate"
+	suffixSem  = "sem"
+)
+
+// ManagerOptions configures NewGuardManager; nil means defaults.
+type ManagerOptions struct {
+	// Logger receives storage failures and recoveries. Default zap.NewNop().
+	Logger *zap.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Storage, when set, is used instead of building one from
+	// GuardConfig.Storage (its failureMode still applies); Destroy does not
+	// close it. Lets several managers share state, e.g. across a reload.
+	Storage Storage
+	// TicketTTLSeconds is the semaphore ticket time to live. Default 300.
+	TicketTTLSeconds int
+}
+
+// GuardManager applies a GuardConfig: it checks rate limits, hands out
+// semaphore tickets and filters IPs, for named entities and globally. It is
+// safe for concurrent use.
+type GuardManager struct {
+	cfg       GuardConfig
+	store     Storage
+	ownsStore bool
+	limiter   *SlidingWindowRateLimiter
+	sem       *DistributedSemaphore
+	ipFilter  *IpFilter
+	logger    *zap.Logger
+	failOpen  bool
+	degraded  atomic.Bool
+}
+
+// NewGuardManager validates cfg, creates its storage backend (in-memory when
+// cfg.Storage is unset; Redis is pinged, and an unreachable Redis is logged,
+// not fatal: the failure mode applies until it answers) and returns the
+// manager. Call Destroy when done.
+func NewGuardManager(ctx context.Context, cfg GuardConfig, opts *ManagerOptions) (*GuardManager, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid guard config: %w", err)
+	}
+	if opts == nil {
+		opts = &ManagerOptions{}
+	}
+	m := &GuardManager{cfg: cfg, logger: opts.Logger, failOpen: true}
+	if m.logger == nil {
+		m.logger = zap.NewNop()
+	}
+	if m.cfg.KeyPrefix == "" {
+		m.cfg.KeyPrefix = DefaultKeyPrefix
+	}
+	if cfg.Storage != nil && cfg.Storage.FailureMode == FailClosed {
+		m.failOpen = false
+	}
+	if cfg.IpFilter != nil {
+		f, err := NewIpFilter(*cfg.IpFilter)
+		if err != nil {
+			return nil, fmt.Errorf("invalid guard config: ipFilter: %w", err)
+		}
+		m.ipFilter = f
+	}
+	switch {
+	case opts.Storage != nil:
+		m.store = opts.Storage
+	case cfg.Storage != nil && cfg.Storage.Provider == ProviderRedis:
+		rs, err := NewRedisStorage(*cfg.Storage, m.cfg.KeyPrefix, &RedisStorageOptions{Logger: m.logger})
+		if err != nil {
+			return nil, err
+		}
+		if err := rs.Ping(ctx); err != nil {
+			m.logger.Warn("guard storage: redis is unreachable at start; applying the failure mode until it answers",
+				zap.String("failure_mode", m.failureMode()), zap.Error(err))
+			m.degraded.Store(true)
+		}
+		m.store, m.ownsStore = rs, true
+	default:
+		m.store, m.ownsStore = NewMemoryStorage(&MemoryStorageOptions{Now: opts.Now}), true
+	}
+	lo := &LimiterOptions{Now: opts.Now, TicketTTLSeconds: opts.TicketTTLSeconds}
+	m.limiter = NewSlidingWindowRateLimiter(m.store, lo)
+	m.sem = NewDistributedSemaphore(m.store, lo)
+	return m, nil
+}
+
+// Config returns the manager's configuration with defaults applied.
+func (m *GuardManager) Config() GuardConfig { return m.cfg }
+
+// Storage returns the manager's storage backend.
+func (m *GuardManager) Storage() Storage { return m.store }
+
+// RateLimiter returns the manager's limiter (e.g. to Reset a key).
+func (m *GuardManager) RateLimiter() *SlidingWindowRateLimiter { return m.limiter }
+
+// Semaphore returns the manager's semaphore (e.g. to ForceReset a key).
+func (m *GuardManager) Semaphore() *DistributedSemaphore { return m.sem }
+
+// CheckRateLimit counts a request of entityName against cfg, else against
+// defaultRateLimit. When no config applies (or the guard is disabled) it
+// allows with Remaining Unlimited. A storage failure gives an allowed result
+// (failure mode open) or a STORAGE_UNAVAILABLE *GuardError (closed).
+func (m *GuardManager) CheckRateLimit(ctx context.Context, entityName string, cfg *RateLimitConfig, pc PartitionKeyContext) (RateLimitResult, error) {
+	if cfg == nil {
+		cfg = m.cfg.DefaultRateLimit
+	}
+	return m.checkRate(ctx, entityName, cfg, pc)
+}
+
+// CheckGlobalRateLimit counts a request against the global rate limit;
+// allowed when it is unset.
+func (m *GuardManager) CheckGlobalRateLimit(ctx context.Context, pc PartitionKeyContext) (RateLimitResult, error) {
+	return m.checkRate(ctx, GlobalEntity, m.cfg.Global, pc)
+}
+
+func (m *GuardManager) checkRate(ctx context.Context, entityName string, cfg *RateLimitConfig, pc PartitionKeyContext) (RateLimitResult, error) {
+	if cfg == nil || !m.cfg.Enabled {
+		return allowAll, nil
+	}
+	key := BuildStorageKey(entityName, ResolvePartitionKey(cfg.PartitionBy, pc), suffixRate)
+	r, err := m.limiter.Check(ctx, key, cfg.MaxRequests, cfg.Window())
+	if err != nil {
+		if err := m.storageFailed(ctx, "rate limit", err); err != nil {
+			return RateLimitResult{}, err
+		}
+		return RateLimitResult{Allowed: true, Limit: cfg.MaxRequests, Remaining: cfg.MaxRequests}, nil
+	}
+	m.storageOK()
+	return r, nil
+}
+
+// AcquireSemaphore takes a slot of entityName under cfg, else under
+// defaultConcurrency. It returns (nil, nil) when no config applies, a
+// CONCURRENCY_LIMIT *GuardError when all slots are taken and queueTimeoutMs
+// is 0, and a QUEUE_TIMEOUT *GuardError when the wait expires. A storage
+// failure gives a ticket whose Release does nothing (failure mode open) or
+// a STORAGE_UNAVAILABLE *GuardError (closed).
+func (m *GuardManager) AcquireSemaphore(ctx context.Context, entityName string, cfg *ConcurrencyConfig, pc PartitionKeyContext) (*SemaphoreTicket, error) {
+	if cfg == nil {
+		cfg = m.cfg.DefaultConcurrency
+	}
+	return m.acquire(ctx, entityName, cfg, pc)
+}
+
+// AcquireGlobalSemaphore takes a slot of the global concurrency limit;
+// (nil, nil) when it is unset.
+func (m *GuardManager) AcquireGlobalSemaphore(ctx context.Context, pc PartitionKeyContext) (*SemaphoreTicket, error) {
+	return m.acquire(ctx, GlobalEntity, m.cfg.GlobalConcurrency, pc)
+}
+
+func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *ConcurrencyConfig, pc PartitionKeyContext) (*SemaphoreTicket, error) {
+	if cfg == nil || !m.cfg.Enabled {
+		return nil, nil
+	}
+	key := BuildStorageKey(entityName, ResolvePartitionKey(cfg.PartitionBy, pc), suffixSem)
+	t, err := m.sem.Acquire(ctx, key, cfg.MaxConcurrent, cfg.QueueTimeoutMs, entityName)
+	if err != nil {
+		var ge *GuardError
+		if errors.As(err, &ge) {
+			m.storageOK()
+			return nil, err
+		}
+		if err := m.storageFailed(ctx, "semaphore", err); err != nil {
+			return nil, err
+		}
+		return &SemaphoreTicket{Ticket: newUUID(), Key: key}, nil
+	}
+	m.storageOK()
+	if t == nil {
+		return nil, NewConcurrencyLimitError(entityName, cfg.MaxConcurrent)
+	}
+	inner := t.release
+	t.release = func(ctx context.Context) error {
+		if err := inner(ctx); err != nil {
+			m.logger.Warn("guard storage: releasing a semaphore ticket failed; the slot returns when the ticket expires",
+				zap.String("key", key), zap.Error(err))
+			return fmt.Errorf("releasing semaphore ticket: %w", err)
+		}
+		return nil
+	}
+	return t, nil
+}
+
+// TimeoutMs returns cfg's executeMs, else defaultTimeout's, else 0 (none).
+func (m *GuardManager) TimeoutMs(cfg *TimeoutConfig) int64 {
+	if !m.cfg.Enabled {
+		return 0
+	}
+	if cfg == nil {
+		cfg = m.cfg.DefaultTimeout
+	}
+	if cfg == nil {
+		return 0
+	}
+	return cfg.ExecuteMs
+}
+
+// CheckIpFilter evaluates clientIP; nil when no filter is configured, the
+// guard is disabled or clientIP is empty.
+func (m *GuardManager) CheckIpFilter(clientIP string) *IpFilterResult {
+	if m.ipFilter == nil || !m.cfg.Enabled || clientIP == "" {
+		return nil
+	}
+	r := m.ipFilter.Check(clientIP)
+	return &r
+}
+
+// IsIpAllowListed reports whether a filter is configured, clientIP is given
+// and it matches the allow list.
+func (m *GuardManager) IsIpAllowListed(clientIP string) bool {
+	if m.ipFilter == nil || !m.cfg.Enabled || clientIP == "" {
+		return false
+	}
+	return m.ipFilter.IsAllowListed(clientIP)
+}
+
+// IpFilter returns the configured filter, or nil.
+func (m *GuardManager) IpFilter() *IpFilter { return m.ipFilter }
+
+// Destroy closes the storage backend when the manager created it.
+func (m *GuardManager) Destroy(context.Context) error {
+	if m.ownsStore {
+		return m.store.Close()
+	}
+	return nil
+}
+
+func (m *GuardManager) failureMode() string {
+	if m.failOpen {
+		return FailOpen
+	}
+	return FailClosed
+}
+
+// storageFailed logs the first failure of an outage and applies the failure
+// mode: nil to fail open, a STORAGE_UNAVAILABLE error to fail closed. A
+// cancelled ctx is returned as is.
+func (m *GuardManager) storageFailed(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if m.degraded.CompareAndSwap(false, true) {
+		m.logger.Error("guard storage unreachable; applying the failure mode until it recovers",
+			zap.String("operation", op), zap.String("failure_mode", m.failureMode()), zap.Error(err))
+	}
+	if m.failOpen {
+		return nil
+	}
+	return NewStorageUnavailableError(err)
+}
+
+func (m *GuardManager) storageOK() {
+	if m.degraded.Load() && m.degraded.CompareAndSwap(true, false) {
+		m.logger.Info("guard storage reachable again")
+	}
+}

@@ -1,0 +1,158 @@
+package guard
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+)
+
+// Polling backoff of queued waiters: 100 ms doubling to 1000 ms. Release
+// notifications wake waiters sooner; polling also notices expired tickets.
+const (
+	pollMin = 100 * time.Millisecond
+	pollMax = 1000 * time.Millisecond
+)
+
+// SemaphoreTicket is a held slot of a semaphore.
+type SemaphoreTicket struct {
+	// Ticket is the slot's UUID.
+	Ticket string
+	// Key is the semaphore's storage key.
+	Key string
+
+	once    sync.Once
+	release func(context.Context) error
+}
+
+// Release returns the slot. It is safe to call more than once and on a nil
+// ticket; only the first call does anything.
+func (t *SemaphoreTicket) Release(ctx context.Context) error {
+	if t == nil {
+		return nil
+	}
+	var err error
+	t.once.Do(func() {
+		if t.release != nil {
+			err = t.release(ctx)
+		}
+	})
+	return err
+}
+
+// DistributedSemaphore bounds concurrent holders per key. Tickets expire
+// after a time to live (default 300 s) so that a crashed holder's slot comes
+// back; a holder running longer than that loses its slot.
+type DistributedSemaphore struct {
+	store Storage
+	now   func() time.Time
+	ttlMs int64
+}
+
+// NewDistributedSemaphore returns a semaphore over store.
+func NewDistributedSemaphore(store Storage, opts *LimiterOptions) *DistributedSemaphore {
+	s := &DistributedSemaphore{store: store, now: time.Now, ttlMs: DefaultTicketTTLSeconds * 1000}
+	if opts != nil {
+		if opts.Now != nil {
+			s.now = opts.Now
+		}
+		if opts.TicketTTLSeconds > 0 {
+			s.ttlMs = int64(opts.TicketTTLSeconds) * 1000
+		}
+	}
+	return s
+}
+
+// Acquire takes a slot of key. When none is free it returns (nil, nil) if
+// queueTimeoutMs is 0 or less, else it waits up to queueTimeoutMs and then
+// fails with a QUEUE_TIMEOUT *GuardError. A cancelled ctx ends the wait with
+// ctx's error.
+func (s *DistributedSemaphore) Acquire(ctx context.Context, key string, maxConcurrent, queueTimeoutMs int64, entityName string) (*SemaphoreTicket, error) {
+	ticket := newUUID()
+	ok, err := s.try(ctx, key, ticket, maxConcurrent)
+	if err != nil || ok {
+		return s.ticket(key, ticket, ok), err
+	}
+	if queueTimeoutMs <= 0 {
+		return nil, nil
+	}
+
+	deadline := time.NewTimer(time.Duration(queueTimeoutMs) * time.Millisecond)
+	defer deadline.Stop()
+	var wake <-chan struct{}
+	if n, isN := s.store.(ReleaseNotifier); isN {
+		ch, stop := n.WatchReleases(key)
+		defer stop()
+		wake = ch
+		// A release between the first try and the watch would be missed.
+		if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {
+			return s.ticket(key, ticket, ok), err
+		}
+	}
+	poll := pollMin
+	pollTimer := time.NewTimer(poll)
+	defer pollTimer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-deadline.C:
+			// One last try: a slot may have been freed at the same moment.
+			if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {
+				return s.ticket(key, ticket, ok), err
+			}
+			return nil, NewQueueTimeoutError(entityName, queueTimeoutMs)
+		case <-wake:
+		case <-pollTimer.C:
+			poll = min(poll*2, pollMax)
+			pollTimer.Reset(poll)
+		}
+		if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {
+			return s.ticket(key, ticket, ok), err
+		}
+	}
+}
+
+func (s *DistributedSemaphore) try(ctx context.Context, key, ticket string, maxConcurrent int64) (bool, error) {
+	nowMs := s.now().UnixMilli()
+	return s.store.AcquireSlot(ctx, key, ticket, maxConcurrent, nowMs, nowMs+s.ttlMs)
+}
+
+func (s *DistributedSemaphore) ticket(key, ticket string, ok bool) *SemaphoreTicket {
+	if !ok {
+		return nil
+	}
+	return &SemaphoreTicket{Ticket: ticket, Key: key, release: func(ctx context.Context) error {
+		return s.store.ReleaseSlot(ctx, key, ticket)
+	}}
+}
+
+// GetActiveCount returns the number of unexpired tickets of key.
+func (s *DistributedSemaphore) GetActiveCount(ctx context.Context, key string) (int64, error) {
+	return s.store.ActiveSlots(ctx, key, s.now().UnixMilli())
+}
+
+// ForceReset removes every ticket of key (their Release becomes a no-op).
+func (s *DistributedSemaphore) ForceReset(ctx context.Context, key string) error {
+	return s.store.ResetSlots(ctx, key)
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
