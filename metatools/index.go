@@ -1,0 +1,225 @@
+package metatools
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/metatools/search"
+)
+
+// Search strategies (embedding.strategy).
+const (
+	// StrategyTFIDF is BM25F text ranking with stemming and intent synonyms;
+	// offline, no model. The default.
+	StrategyTFIDF = "tfidf"
+	// StrategyML ranks by cosine similarity of embeddings from an
+	// OpenAI-compatible endpoint.
+	StrategyML = "ml"
+)
+
+// IndexOptions configure an Index. The zero value is the tfidf strategy.
+type IndexOptions struct {
+	// Strategy is StrategyTFIDF (default) or StrategyML.
+	Strategy string
+	// Embedding is the endpoint used by StrategyML; required with it.
+	Embedding *search.EmbeddingClient
+	// Logger defaults to zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Index is the one tool index behind the meta-tools: the union of its
+// sources' tools, searchable, rebuilt whenever a source reports a change.
+// Reads never block on a rebuild: they see the latest complete snapshot.
+type Index struct {
+	sources []ToolSource
+	opts    IndexOptions
+	logger  *zap.Logger
+	vectors *search.VectorCache
+
+	mu        sync.Mutex // serialises rebuilds
+	lists     [][]Tool   // last good list per source
+	snap      atomic.Pointer[snapshot]
+	listeners []func(total int)
+}
+
+type snapshot struct {
+	tools   []Tool
+	source  []int // source index per tool
+	byName  map[string]int
+	ranker  search.Ranker
+	schemas []*lazySchema
+}
+
+type lazySchema struct {
+	once sync.Once
+	raw  []byte
+	c    compiledSchema
+}
+
+func (l *lazySchema) get() compiledSchema {
+	l.once.Do(func() { l.c = compileSchema(l.raw) })
+	return l.c
+}
+
+// NewIndex returns an index over sources; call Reload to fill it. Sources
+// implementing ChangeNotifier are reloaded when they report a change.
+func NewIndex(sources []ToolSource, opts *IndexOptions) (*Index, error) {
+	ix := &Index{sources: sources, lists: make([][]Tool, len(sources)), vectors: search.NewVectorCache()}
+	if opts != nil {
+		ix.opts = *opts
+	}
+	switch ix.opts.Strategy {
+	case "":
+		ix.opts.Strategy = StrategyTFIDF
+	case StrategyTFIDF:
+	case StrategyML:
+		if ix.opts.Embedding == nil || ix.opts.Embedding.URL == "" || ix.opts.Embedding.Model == "" {
+			return nil, fmt.Errorf("search strategy %q needs an embeddings endpoint URL and model", StrategyML)
+		}
+	default:
+		return nil, fmt.Errorf("unknown search strategy %q (want %q or %q)", ix.opts.Strategy, StrategyTFIDF, StrategyML)
+	}
+	ix.logger = ix.opts.Logger
+	if ix.logger == nil {
+		ix.logger = zap.NewNop()
+	}
+	ix.snap.Store(ix.build())
+	for i, s := range sources {
+		if n, ok := s.(ChangeNotifier); ok {
+			n.OnChange(func() {
+				// A notification may arrive while the source holds its own
+				// lock; reload from a fresh goroutine.
+				go ix.reloadSource(context.Background(), i)
+			})
+		}
+	}
+	return ix, nil
+}
+
+// OnReload registers fn to be called after each rebuild with the new tool
+// count (tests and the MCP server use it).
+func (ix *Index) OnReload(fn func(total int)) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.listeners = append(ix.listeners, fn)
+}
+
+// Reload lists every source and rebuilds the index. A source that fails keeps
+// its previous tools; the first error is returned after the rebuild.
+func (ix *Index) Reload(ctx context.Context) error {
+	ix.mu.Lock()
+	var first error
+	for i, s := range ix.sources {
+		tools, err := s.Tools(ctx)
+		if err != nil {
+			ix.logger.Warn("listing tools of a source failed; keeping its previous tools", zap.Int("source", i), zap.Error(err))
+			if first == nil {
+				first = fmt.Errorf("listing tools of source %d: %w", i, err)
+			}
+			continue
+		}
+		ix.lists[i] = tools
+	}
+	ix.rebuildLocked()
+	return first
+}
+
+func (ix *Index) reloadSource(ctx context.Context, i int) {
+	ix.mu.Lock()
+	tools, err := ix.sources[i].Tools(ctx)
+	if err != nil {
+		ix.mu.Unlock()
+		ix.logger.Warn("reloading tools of a source failed", zap.Int("source", i), zap.Error(err))
+		return
+	}
+	ix.lists[i] = tools
+	ix.rebuildLocked()
+}
+
+// rebuildLocked builds and publishes a snapshot, then unlocks ix.mu and
+// notifies listeners.
+func (ix *Index) rebuildLocked() {
+	snap := ix.build()
+	ix.snap.Store(snap)
+	listeners := append([]func(int){}, ix.listeners...)
+	ix.mu.Unlock()
+	for _, fn := range listeners {
+		fn(len(snap.tools))
+	}
+}
+
+func (ix *Index) build() *snapshot {
+	s := &snapshot{byName: map[string]int{}}
+	for si, list := range ix.lists {
+		for _, t := range list {
+			if t.Name == "" || IsMetaToolName(t.Name) {
+				ix.logger.Warn("skipping tool with an empty or reserved name", zap.String("tool", t.Name))
+				continue
+			}
+			if _, dup := s.byName[t.Name]; dup {
+				ix.logger.Warn("duplicate tool name; the first source wins", zap.String("tool", t.Name))
+				continue
+			}
+			s.byName[t.Name] = len(s.tools)
+			s.tools = append(s.tools, t)
+			s.source = append(s.source, si)
+			s.schemas = append(s.schemas, &lazySchema{raw: t.InputSchema})
+		}
+	}
+	docs := make([]search.Doc, len(s.tools))
+	for i, t := range s.tools {
+		docs[i] = docOf(t)
+	}
+	if ix.opts.Strategy == StrategyML {
+		s.ranker = search.NewEmbeddings(docs, ix.opts.Embedding, ix.vectors)
+	} else {
+		s.ranker = search.NewBM25(docs)
+	}
+	return s
+}
+
+// Len is the number of tools in the index.
+func (ix *Index) Len() int { return len(ix.snap.Load().tools) }
+
+// Tools returns the indexed tools sorted by name.
+func (ix *Index) Tools() []Tool {
+	out := append([]Tool(nil), ix.snap.Load().tools...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Lookup finds a tool by name.
+func (ix *Index) Lookup(name string) (Tool, bool) {
+	s := ix.snap.Load()
+	i, ok := s.byName[name]
+	if !ok {
+		return Tool{}, false
+	}
+	return s.tools[i], true
+}
+
+// docOf is what search indexes of a tool: the parameter names and their
+// descriptions come from the input schema's top-level properties.
+func docOf(t Tool) search.Doc {
+	return search.Doc{Name: t.Name, AppID: t.AppID, Description: t.Description, Params: schemaText(t.InputSchema), Tags: t.Tags}
+}
+
+func schemaText(raw []byte) string {
+	props := schemaProperties(raw)
+	var b strings.Builder
+	for _, p := range props {
+		b.WriteString(p.name)
+		b.WriteByte(' ')
+		if d, _ := p.schema["description"].(string); d != "" {
+			b.WriteString(d)
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
+}

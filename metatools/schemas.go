@@ -1,0 +1,129 @@
+package metatools
+
+import "encoding/json"
+
+// The JSON Schemas of the four meta-tools, as listed by tools/list. Inputs
+// are also validated against them before a meta-tool runs.
+var (
+	searchInputSchema = json.RawMessage(`{
+  "type": "object",
+  "description": "Find tools by natural-language query. Give queries (or the earlier single query).",
+  "properties": {
+    "queries": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 1000}, "minItems": 1, "maxItems": 20,
+      "description": "Natural-language queries, e.g. [\"create a github issue\"]; each returns up to topK tools."},
+    "query": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "Earlier contract: a single query (merged into queries)."},
+    "topK": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10, "description": "Maximum results per query."},
+    "appIds": {"type": "array", "items": {"type": "string"}, "description": "Only tools of these apps."},
+    "excludeToolNames": {"type": "array", "items": {"type": "string"}, "description": "Tools to leave out."},
+    "minRelevanceScore": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results scoring below this (0..1)."},
+    "filter": {"type": "object", "properties": {"appIds": {"type": "array", "items": {"type": "string"}}},
+      "description": "Earlier contract: filter.appIds (merged into appIds)."}
+  },
+  "anyOf": [{"required": ["queries"]}, {"required": ["query"]}]
+}`)
+
+	searchOutputSchema = json.RawMessage(`{
+  "type": "object",
+  "required": ["tools", "totalAvailableTools", "warnings"],
+  "properties": {
+    "tools": {"type": "array", "items": {"type": "object",
+      "required": ["name", "appId", "description", "relevanceScore", "matchedQueries"],
+      "properties": {
+        "name": {"type": "string"},
+        "appId": {"type": "string"},
+        "description": {"type": "string"},
+        "relevanceScore": {"type": "number", "minimum": 0, "maximum": 1},
+        "matchedQueries": {"type": "array", "items": {"type": "string"}}
+      }}},
+    "totalAvailableTools": {"type": "integer", "minimum": 0},
+    "warnings": {"type": "array", "items": {"type": "object", "required": ["type", "message"],
+      "properties": {
+        "type": {"type": "string", "enum": ["excluded_tool_not_found", "no_results", "low_relevance"]},
+        "message": {"type": "string"},
+        "affectedTools": {"type": "array", "items": {"type": "string"}}
+      }}}
+  }
+}`)
+
+	describeInputSchema = json.RawMessage(`{
+  "type": "object",
+  "required": ["toolNames"],
+  "properties": {
+    "toolNames": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 50,
+      "description": "Names of tools to describe, as returned by search."}
+  }
+}`)
+
+	describeOutputSchema = json.RawMessage(`{
+  "type": "object",
+  "required": ["tools"],
+  "properties": {
+    "tools": {"type": "array", "items": {"type": "object",
+      "required": ["name", "appId", "description", "inputSchema", "outputSchema", "annotations", "usageExamples"],
+      "properties": {
+        "name": {"type": "string"},
+        "appId": {"type": "string"},
+        "description": {"type": "string"},
+        "inputSchema": {"type": "object"},
+        "outputSchema": {"type": ["object", "boolean", "null"]},
+        "annotations": {"type": "object", "required": ["readOnlyHint"], "properties": {
+          "title": {"type": "string"},
+          "readOnlyHint": {"type": "boolean"},
+          "destructiveHint": {"type": "boolean"},
+          "idempotentHint": {"type": "boolean"},
+          "openWorldHint": {"type": "boolean"}
+        }},
+        "usageExamples": {"type": "array", "maxItems": 5, "items": {"type": "object", "required": ["description", "code"],
+          "properties": {"description": {"type": "string"}, "code": {"type": "string"}}}}
+      }}},
+    "notFound": {"type": "array", "items": {"type": "string"}}
+  }
+}`)
+
+	executeInputSchema = json.RawMessage(`{
+  "type": "object",
+  "required": ["script"],
+  "properties": {
+    "script": {"type": "string", "minLength": 1, "maxLength": 262144,
+      "description": "JavaScript: the body of an async function. Use await callTool(name, input, {throwOnError}), getTool(name), metaContext, __safe_parallel(fns, {maxConcurrency}) and, when enabled, console. Return the result."},
+    "allowedTools": {"type": "array", "items": {"type": "string"}, "description": "Whitelist of tool names the script may call."},
+    "context": {"type": "object", "description": "Earlier contract: read-only object exposed to the script as metaContext."}
+  }
+}`)
+
+	executeOutputSchema = json.RawMessage(`{
+  "type": "object",
+  "required": ["status"],
+  "properties": {
+    "status": {"type": "string", "enum": ["ok", "syntax_error", "illegal_access", "runtime_error", "tool_error", "timeout"]},
+    "result": {"description": "The script's return value (status ok)."},
+    "logs": {"type": "array", "items": {"type": "string"}},
+    "error": {"type": "object", "required": ["message"], "properties": {
+      "code": {"type": "string"},
+      "message": {"type": "string"},
+      "kind": {"type": "string"},
+      "name": {"type": "string"},
+      "source": {"type": "string", "enum": ["script", "tool"]},
+      "toolName": {"type": "string"},
+      "location": {"type": "object", "properties": {"line": {"type": "integer"}, "column": {"type": "integer"}}},
+      "stack": {"type": "string"}
+    }}
+  }
+}`)
+
+	invokeInputSchema = json.RawMessage(`{
+  "type": "object",
+  "required": ["tool", "input"],
+  "properties": {
+    "tool": {"type": "string", "minLength": 1, "description": "The tool to call, as returned by search."},
+    "input": {"type": "object", "description": "The tool's arguments; validated against its input schema."}
+  }
+}`)
+
+	// invokeOutputSchema describes structuredContent of meta:invoke: the
+	// invoked tool's own structured result, which follows that tool's
+	// outputSchema (see meta:describe), so it is any JSON value here.
+	invokeOutputSchema = json.RawMessage(`{
+  "description": "The invoked tool's structured result; it follows that tool's outputSchema (see describe). Present when the tool declares an output schema or returns a JSON object."
+}`)
+)

@@ -1,0 +1,264 @@
+package metatools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ServerOptions configure the MCP server; nil means defaults.
+type ServerOptions struct {
+	// Name and Version identify the server in initialize; defaults
+	// "codemode-meta-tools" and "v1".
+	Name, Version string
+	// Logger receives the SDK's own log records; nil discards them. (The
+	// SDK logs a warning for the spec names, whose ':' SEP-986 does not
+	// allow; NamingSafe avoids it.)
+	Logger *slog.Logger
+}
+
+// NewServer returns an MCP server exposing the service's four meta-tools.
+// One server serves any number of sessions; hand it to
+// mcp.NewStreamableHTTPHandler or run it on mcp.StdioTransport.
+func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
+	o := ServerOptions{Name: "codemode-meta-tools", Version: "v1"}
+	if opts != nil {
+		if opts.Name != "" {
+			o.Name = opts.Name
+		}
+		if opts.Version != "" {
+			o.Version = opts.Version
+		}
+		o.Logger = opts.Logger
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	n := s.opts.Naming
+	srv := mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{
+		Logger: o.Logger,
+		Instructions: fmt.Sprintf("Find tools with %s, read their schemas with %s, then call one with %s or orchestrate several in a JavaScript plan with %s.",
+			n.ExposedName(MetaSearch), n.ExposedName(MetaDescribe), n.ExposedName(MetaInvoke), n.ExposedName(MetaExecute)),
+	})
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)}
+	srv.AddTool(&mcp.Tool{
+		Name:         n.ExposedName(MetaSearch),
+		Title:        "Search tools",
+		Description:  "Search the available tools by natural-language queries. Returns tool names with a relevance score (0..1), the queries each matched, the total number of tools and warnings.",
+		InputSchema:  searchInputSchema,
+		OutputSchema: searchOutputSchema,
+		Annotations:  readOnly,
+	}, s.handler(MetaSearch, func(ctx context.Context, args json.RawMessage) (any, error) {
+		var in SearchInput
+		if err := decodeArgs(args, &in); err != nil {
+			return nil, err
+		}
+		return s.Search(ctx, in)
+	}))
+	srv.AddTool(&mcp.Tool{
+		Name:         n.ExposedName(MetaDescribe),
+		Title:        "Describe tools",
+		Description:  "Describe tools by name: full input and output schemas, annotations and up to 5 JavaScript usage examples. Unknown names (and meta-tools) are listed in notFound.",
+		InputSchema:  describeInputSchema,
+		OutputSchema: describeOutputSchema,
+		Annotations:  readOnly,
+	}, s.handler(MetaDescribe, func(ctx context.Context, args json.RawMessage) (any, error) {
+		var in DescribeInput
+		if err := decodeArgs(args, &in); err != nil {
+			return nil, err
+		}
+		return s.Describe(ctx, in)
+	}))
+	srv.AddTool(&mcp.Tool{
+		Name:         n.ExposedName(MetaExecute),
+		Title:        "Execute a plan",
+		Description:  "Run a JavaScript plan in a restricted sandbox. The plan calls tools with await callTool(name, input) and returns a value. Statuses: ok, syntax_error, illegal_access, runtime_error, tool_error, timeout. Meta-tools cannot be called from a plan.",
+		InputSchema:  executeInputSchema,
+		OutputSchema: executeOutputSchema,
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
+	}, s.handler(MetaExecute, func(ctx context.Context, args json.RawMessage) (any, error) {
+		var in ExecuteInput
+		if err := decodeArgs(args, &in); err != nil {
+			return nil, err
+		}
+		return s.Execute(ctx, in)
+	}))
+	srv.AddTool(&mcp.Tool{
+		Name:         n.ExposedName(MetaInvoke),
+		Title:        "Invoke a tool",
+		Description:  "Call a single tool directly with input (validated against its schema). Use it for one call with no data transformation; use the execute tool for several calls.",
+		InputSchema:  invokeInputSchema,
+		OutputSchema: invokeOutputSchema,
+		Annotations:  &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
+	}, s.invokeHandler())
+	return srv
+}
+
+// decodeArgs decodes tool arguments strictly; a type mismatch or unknown
+// field is a VALIDATION_ERROR naming the field.
+func decodeArgs(args json.RawMessage, v any) error {
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return validationError(te.Field, fmt.Sprintf("must be %s, got %s", jsonTypeName(te.Type.String()), te.Value))
+		}
+		if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
+			return validationError(strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`), "unknown field")
+		}
+		return validationError("input", "arguments are not a valid JSON object: "+err.Error())
+	}
+	return nil
+}
+
+func jsonTypeName(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case goType == "string":
+		return "a string"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "*int"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float") || strings.HasPrefix(goType, "*float"):
+		return "a number"
+	}
+	return "an object"
+}
+
+func callInfo(metaTool string, req *mcp.CallToolRequest) CallInfo {
+	ci := CallInfo{MetaTool: metaTool}
+	if req != nil {
+		if req.Session != nil {
+			ci.SessionID = req.Session.ID()
+		}
+		if req.Extra != nil {
+			ci.Header = req.Extra.Header
+		}
+	}
+	return ci
+}
+
+func (s *Service) checkLimit(ctx context.Context, metaTool string, req *mcp.CallToolRequest) error {
+	if s.opts.Limiter == nil {
+		return nil
+	}
+	if err := s.opts.Limiter.Check(ctx, callInfo(metaTool, req)); err != nil {
+		var me *Error
+		if errors.As(err, &me) {
+			return me
+		}
+		return &Error{Code: CodeRateLimit, Message: err.Error(), Transient: true}
+	}
+	return nil
+}
+
+// handler adapts a meta-tool function to an MCP tool handler: its value
+// becomes structuredContent and a JSON text block; an *Error becomes an
+// isError result.
+func (s *Service) handler(metaTool string, fn func(context.Context, json.RawMessage) (any, error)) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := s.checkLimit(ctx, metaTool, req); err != nil {
+			return errorResult(err), nil
+		}
+		out, err := fn(ctx, req.Params.Arguments)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		raw, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("encoding %s result: %w", metaTool, err)
+		}
+		return &mcp.CallToolResult{
+			Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
+			StructuredContent: json.RawMessage(raw),
+		}, nil
+	}
+}
+
+// errorResult is the isError result of a failed meta-tool call. The text is
+// the JSON {"error": {...}} so a model can read the code and field; _meta
+// carries the same object under "codemode/error".
+func errorResult(err error) *mcp.CallToolResult {
+	var me *Error
+	if !errors.As(err, &me) {
+		me = newError(CodeToolExecutionError, err.Error())
+	}
+	raw, _ := json.Marshal(map[string]any{"error": me})
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}},
+		IsError: true,
+		Meta:    mcp.Meta{"codemode/error": me},
+	}
+}
+
+// invokeHandler is meta:invoke: the tool's result as a standard call-tool
+// result.
+func (s *Service) invokeHandler() mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := s.checkLimit(ctx, MetaInvoke, req); err != nil {
+			return errorResult(err), nil
+		}
+		var in InvokeInput
+		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
+			return errorResult(err), nil
+		}
+		res, err := s.Invoke(ctx, in)
+		if err != nil {
+			return errorResult(err), nil
+		}
+		return res, nil
+	}
+}
+
+// Invoke runs meta:invoke and returns the standard call-tool result. Only
+// invalid meta:invoke input is returned as an error; every failure of the
+// tool itself, including an unknown tool, is an isError result.
+func (s *Service) Invoke(ctx context.Context, in InvokeInput) (*mcp.CallToolResult, error) {
+	if strings.TrimSpace(in.Tool) == "" {
+		return nil, validationError("tool", "tool name is required")
+	}
+	if len(in.Input) == 0 || string(in.Input) == "null" {
+		return nil, validationError("input", "input is required (use {} for a tool without arguments)")
+	}
+	if !isJSONObject(in.Input) {
+		return nil, validationError("input", "must be a JSON object")
+	}
+	out, cerr := s.CallTool(ctx, in.Tool, in.Input)
+	if cerr != nil {
+		if cerr.Code == CodeNotFound {
+			// The spec's shape: one text entry saying not found, pointing to search.
+			return &mcp.CallToolResult{
+				Content: []mcp.Content{&mcp.TextContent{Text: cerr.Message}},
+				IsError: true,
+				Meta:    mcp.Meta{"codemode/error": cerr},
+			}, nil
+		}
+		return errorResult(cerr), nil
+	}
+	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: textOf(out)}}}
+	t, _ := s.index.Lookup(in.Tool)
+	if len(t.OutputSchema) > 0 || isJSONObject(out) {
+		res.StructuredContent = out
+	}
+	return res, nil
+}
+
+// textOf is the text content of a tool result: a JSON string as its plain
+// text, any other value as JSON.
+func textOf(raw json.RawMessage) string {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}

@@ -1,0 +1,479 @@
+package metatools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/metatools/search"
+)
+
+// Limits of the meta-tool inputs (spec: not shown; chosen here).
+const (
+	DefaultTopK       = 10
+	MaxTopK           = 100
+	MaxQueries        = 20
+	MaxQueryLength    = 1000
+	MaxDescribeNames  = 50
+	MaxScriptBytes    = 256 << 10
+	lowRelevanceScore = 0.25
+)
+
+// CallInfo describes a meta-tool call for the Limiter.
+type CallInfo struct {
+	// MetaTool is the spec name ("meta:search"), whatever the naming option.
+	MetaTool string
+	// SessionID is the MCP session, empty on stateless transports.
+	SessionID string
+	// Header is the HTTP request header (nil over stdio).
+	Header http.Header
+}
+
+// Limiter enforces the per-meta-tool rate limit rules. A non-nil error
+// refuses the call; an *Error keeps its code (RATE_LIMIT).
+type Limiter interface {
+	Check(ctx context.Context, call CallInfo) error
+}
+
+// Sanitization strips details from script errors (sanitization.*).
+type Sanitization struct {
+	// RemoveStackTraces drops error.stack.
+	RemoveStackTraces bool
+	// RemoveFilePaths replaces absolute file paths in messages by "<path>".
+	RemoveFilePaths bool
+}
+
+// Options configure a Service; nil means defaults.
+type Options struct {
+	// Engine runs meta:execute scripts; nil makes meta:execute fail with
+	// ENGINE_ERROR.
+	Engine sandbox.Engine
+	// Limits are passed with every script (zero fields keep the engine's).
+	Limits sandbox.Limits
+	// Naming is how the meta-tools are named on the MCP server.
+	Naming Naming
+	// Limiter, when set, is consulted before every meta-tool call.
+	Limiter  Limiter
+	Sanitize Sanitization
+	Logger   *zap.Logger
+}
+
+// Service implements the four meta-tools over an Index.
+type Service struct {
+	index  *Index
+	opts   Options
+	logger *zap.Logger
+}
+
+// NewService returns the meta-tools over index.
+func NewService(index *Index, opts *Options) *Service {
+	s := &Service{index: index}
+	if opts != nil {
+		s.opts = *opts
+	}
+	if s.opts.Naming == "" {
+		s.opts.Naming = NamingSpec
+	}
+	s.logger = s.opts.Logger
+	if s.logger == nil {
+		s.logger = zap.NewNop()
+	}
+	return s
+}
+
+// Index returns the service's tool index.
+func (s *Service) Index() *Index { return s.index }
+
+// SearchInput is meta:search's input. Query and Filter are the earlier
+// contract's spelling and are merged into Queries and AppIDs.
+type SearchInput struct {
+	Queries           []string      `json:"queries,omitempty"`
+	Query             string        `json:"query,omitempty"`
+	TopK              *int          `json:"topK,omitempty"`
+	AppIDs            []string      `json:"appIds,omitempty"`
+	ExcludeToolNames  []string      `json:"excludeToolNames,omitempty"`
+	MinRelevanceScore *float64      `json:"minRelevanceScore,omitempty"`
+	Filter            *SearchFilter `json:"filter,omitempty"`
+}
+
+// SearchFilter is the earlier contract's filter object.
+type SearchFilter struct {
+	AppIDs []string `json:"appIds,omitempty"`
+}
+
+// SearchResult is one entry of meta:search's tools.
+type SearchResult struct {
+	Name           string   `json:"name"`
+	AppID          string   `json:"appId"`
+	Description    string   `json:"description"`
+	RelevanceScore float64  `json:"relevanceScore"`
+	MatchedQueries []string `json:"matchedQueries"`
+}
+
+// Warning is one entry of meta:search's warnings.
+type Warning struct {
+	Type          string   `json:"type"`
+	Message       string   `json:"message"`
+	AffectedTools []string `json:"affectedTools,omitempty"`
+}
+
+// SearchOutput is meta:search's output.
+type SearchOutput struct {
+	Tools               []SearchResult `json:"tools"`
+	TotalAvailableTools int            `json:"totalAvailableTools"`
+	Warnings            []Warning      `json:"warnings"`
+}
+
+// Search runs meta:search. Invalid input gives an *Error with
+// VALIDATION_ERROR; an unreachable embeddings endpoint SEARCH_UNAVAILABLE.
+func (s *Service) Search(ctx context.Context, in SearchInput) (*SearchOutput, error) {
+	queries := append([]string(nil), in.Queries...)
+	if q := strings.TrimSpace(in.Query); q != "" {
+		queries = append(queries, q)
+	}
+	if len(queries) == 0 {
+		return nil, validationError("queries", "at least one query is required")
+	}
+	if len(queries) > MaxQueries {
+		return nil, validationError("queries", fmt.Sprintf("at most %d queries are allowed, got %d", MaxQueries, len(queries)))
+	}
+	for i, q := range queries {
+		if strings.TrimSpace(q) == "" {
+			return nil, validationError(fmt.Sprintf("queries.%d", i), "query is empty")
+		}
+		if len(q) > MaxQueryLength {
+			return nil, validationError(fmt.Sprintf("queries.%d", i), fmt.Sprintf("query is longer than %d bytes", MaxQueryLength))
+		}
+	}
+	topK := DefaultTopK
+	if in.TopK != nil {
+		topK = *in.TopK
+		if topK < 1 || topK > MaxTopK {
+			return nil, validationError("topK", fmt.Sprintf("must be between 1 and %d, got %d", MaxTopK, topK))
+		}
+	}
+	minScore := 0.0
+	if in.MinRelevanceScore != nil {
+		minScore = *in.MinRelevanceScore
+		if minScore < 0 || minScore > 1 {
+			return nil, validationError("minRelevanceScore", fmt.Sprintf("must be between 0 and 1, got %g", minScore))
+		}
+	}
+	appIDs := append([]string(nil), in.AppIDs...)
+	if in.Filter != nil {
+		appIDs = append(appIDs, in.Filter.AppIDs...)
+	}
+
+	snap := s.index.snap.Load()
+	out := &SearchOutput{Tools: []SearchResult{}, TotalAvailableTools: len(snap.tools), Warnings: []Warning{}}
+	apps := map[string]bool{}
+	for _, a := range appIDs {
+		apps[a] = true
+	}
+	excluded := map[string]bool{}
+	var missing []string
+	for _, n := range in.ExcludeToolNames {
+		excluded[n] = true
+		if _, ok := snap.byName[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		out.Warnings = append(out.Warnings, Warning{Type: "excluded_tool_not_found",
+			Message:       fmt.Sprintf("%d excluded tool name(s) are not in the index", len(missing)),
+			AffectedTools: missing})
+	}
+	allow := func(i int) bool {
+		t := &snap.tools[i]
+		return (len(apps) == 0 || apps[t.AppID]) && !excluded[t.Name]
+	}
+
+	merged := map[int]*SearchResult{}
+	var empty []string
+	for _, q := range queries {
+		hits, err := snap.ranker.Rank(ctx, q, topK, allow)
+		if err != nil {
+			if errors.Is(err, search.ErrUnavailable) {
+				return nil, newError(CodeSearchUnavailable, err.Error())
+			}
+			return nil, err
+		}
+		n := 0
+		for _, h := range hits {
+			if h.Score < minScore || h.Score <= 0 {
+				continue
+			}
+			n++
+			score := float64(int(h.Score*1e4+0.5)) / 1e4
+			r, ok := merged[h.Doc]
+			if !ok {
+				t := snap.tools[h.Doc]
+				r = &SearchResult{Name: t.Name, AppID: t.AppID, Description: t.Description}
+				merged[h.Doc] = r
+			}
+			r.RelevanceScore = max(r.RelevanceScore, score)
+			r.MatchedQueries = append(r.MatchedQueries, q)
+		}
+		if n == 0 {
+			empty = append(empty, q)
+		}
+	}
+	for _, r := range merged {
+		out.Tools = append(out.Tools, *r)
+	}
+	sort.Slice(out.Tools, func(i, j int) bool {
+		a, b := out.Tools[i], out.Tools[j]
+		if a.RelevanceScore != b.RelevanceScore {
+			return a.RelevanceScore > b.RelevanceScore
+		}
+		return a.Name < b.Name
+	})
+	switch {
+	case len(out.Tools) == 0:
+		out.Warnings = append(out.Warnings, Warning{Type: "no_results",
+			Message: "no tool matched; try other words, fewer filters or a lower minRelevanceScore"})
+	case len(empty) > 0:
+		out.Warnings = append(out.Warnings, Warning{Type: "no_results",
+			Message: fmt.Sprintf("no tool matched the quer%s %s", plural(len(empty), "y", "ies"), quoteList(empty))})
+	}
+	if len(out.Tools) > 0 && out.Tools[0].RelevanceScore < lowRelevanceScore {
+		out.Warnings = append(out.Warnings, Warning{Type: "low_relevance",
+			Message: fmt.Sprintf("the best match scores %.2f (below %.2f); results may not fit the query", out.Tools[0].RelevanceScore, lowRelevanceScore)})
+	}
+	return out, nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func quoteList(qs []string) string {
+	b, _ := json.Marshal(qs)
+	return string(b)
+}
+
+// DescribeInput is meta:describe's input.
+type DescribeInput struct {
+	ToolNames []string `json:"toolNames"`
+}
+
+// DescribeEntry is one entry of meta:describe's tools.
+type DescribeEntry struct {
+	Name          string          `json:"name"`
+	AppID         string          `json:"appId"`
+	Description   string          `json:"description"`
+	InputSchema   json.RawMessage `json:"inputSchema"`
+	OutputSchema  json.RawMessage `json:"outputSchema"`
+	Annotations   DescribedHints  `json:"annotations"`
+	UsageExamples []Example       `json:"usageExamples"`
+}
+
+// DescribedHints are the annotations of a describe entry; readOnlyHint is
+// always present (false when the tool does not declare it).
+type DescribedHints struct {
+	Title           string `json:"title,omitempty"`
+	ReadOnlyHint    bool   `json:"readOnlyHint"`
+	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool  `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
+}
+
+// DescribeOutput is meta:describe's output.
+type DescribeOutput struct {
+	Tools    []DescribeEntry `json:"tools"`
+	NotFound []string        `json:"notFound,omitempty"`
+}
+
+// Describe runs meta:describe.
+func (s *Service) Describe(_ context.Context, in DescribeInput) (*DescribeOutput, error) {
+	if len(in.ToolNames) == 0 {
+		return nil, validationError("toolNames", "at least one tool name is required")
+	}
+	if len(in.ToolNames) > MaxDescribeNames {
+		return nil, validationError("toolNames", fmt.Sprintf("at most %d names are allowed, got %d", MaxDescribeNames, len(in.ToolNames)))
+	}
+	snap := s.index.snap.Load()
+	out := &DescribeOutput{Tools: []DescribeEntry{}}
+	seen := map[string]bool{}
+	for i, name := range in.ToolNames {
+		if strings.TrimSpace(name) == "" {
+			return nil, validationError(fmt.Sprintf("toolNames.%d", i), "tool name is empty")
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		idx, ok := snap.byName[name]
+		if !ok || IsMetaToolName(name) {
+			out.NotFound = append(out.NotFound, name)
+			continue
+		}
+		t := snap.tools[idx]
+		e := DescribeEntry{Name: t.Name, AppID: t.AppID, Description: t.Description,
+			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
+		if len(e.InputSchema) == 0 {
+			e.InputSchema = json.RawMessage(`{"type":"object"}`)
+		}
+		if len(e.OutputSchema) == 0 {
+			e.OutputSchema = json.RawMessage(`null`)
+		}
+		if a := t.Annotations; a != nil {
+			e.Annotations = DescribedHints{Title: a.Title, DestructiveHint: a.DestructiveHint,
+				IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+			if a.ReadOnlyHint != nil {
+				e.Annotations.ReadOnlyHint = *a.ReadOnlyHint
+			}
+		}
+		e.UsageExamples = usageExamples(t, snap.schemas[idx].get())
+		out.Tools = append(out.Tools, e)
+	}
+	return out, nil
+}
+
+// ExecuteInput is meta:execute's input. Context is the earlier contract's
+// read-only object exposed as metaContext.
+type ExecuteInput struct {
+	Script       string          `json:"script"`
+	AllowedTools []string        `json:"allowedTools,omitempty"`
+	Context      json.RawMessage `json:"context,omitempty"`
+}
+
+// Execute runs meta:execute. Script outcomes (including errors) are in the
+// result; an error is returned only for invalid input or when the engine
+// could not run the script.
+func (s *Service) Execute(ctx context.Context, in ExecuteInput) (*sandbox.Result, error) {
+	if strings.TrimSpace(in.Script) == "" {
+		return nil, validationError("script", "script is empty")
+	}
+	if len(in.Script) > MaxScriptBytes {
+		return nil, validationError("script", fmt.Sprintf("script is longer than %d bytes", MaxScriptBytes))
+	}
+	if len(in.Context) > 0 && !isJSONObject(in.Context) {
+		return nil, validationError("context", "must be a JSON object")
+	}
+	if s.opts.Engine == nil {
+		return nil, newError(CodeEngineError, "no sandbox engine is configured")
+	}
+	req := sandbox.Request{Code: in.Script, AllowedTools: in.AllowedTools, Context: in.Context, Limits: s.opts.Limits}
+	res, err := s.opts.Engine.Execute(ctx, req, &host{s: s})
+	if err != nil {
+		var ee *sandbox.Error
+		if errors.As(err, &ee) {
+			return nil, &Error{Code: ee.Code, Message: ee.Message, Transient: true}
+		}
+		return nil, newError(CodeEngineError, err.Error())
+	}
+	if e := res.Error; e != nil {
+		// The engine sees a meta-tool call in a form it cannot know (a safe
+		// name, a computed name) only when the host refuses it: report that
+		// as the spec's illegal_access, like the literal meta: form.
+		if e.Code == CodeSelfReferenceBlocked && res.Status == sandbox.StatusToolError {
+			res.Status = sandbox.StatusIllegalAccess
+			e.Kind = "SelfReference"
+			e.Source = ""
+		}
+		if s.opts.Sanitize.RemoveStackTraces {
+			e.Stack = ""
+		}
+		if s.opts.Sanitize.RemoveFilePaths {
+			e.Message = stripPaths(e.Message)
+			e.Stack = stripPaths(e.Stack)
+		}
+	}
+	return res, nil
+}
+
+var pathRe = regexp.MustCompile(`(?:[A-Za-z]:\\|/)(?:[\w.@+-]+[/\\])+[\w.@+-]*`)
+
+func stripPaths(s string) string { return pathRe.ReplaceAllString(s, "<path>") }
+
+func isJSONObject(raw json.RawMessage) bool {
+	var m map[string]any
+	return json.Unmarshal(raw, &m) == nil && m != nil
+}
+
+// InvokeInput is meta:invoke's input.
+type InvokeInput struct {
+	Tool  string          `json:"tool"`
+	Input json.RawMessage `json:"input"`
+}
+
+// CallTool runs one indexed tool: self-reference check, lookup, input
+// validation against the tool's schema, then the tool's source. It is what
+// meta:invoke and scripts' callTool share.
+func (s *Service) CallTool(ctx context.Context, name string, input json.RawMessage) (json.RawMessage, *Error) {
+	if IsMetaToolName(name) {
+		return nil, newError(CodeSelfReferenceBlocked, fmt.Sprintf("%s is a meta-tool and cannot be called from here", name))
+	}
+	snap := s.index.snap.Load()
+	idx, ok := snap.byName[name]
+	if !ok {
+		return nil, newError(CodeNotFound, fmt.Sprintf("tool %q not found; use %s to find available tools", name, s.opts.Naming.ExposedName(MetaSearch)))
+	}
+	if len(input) == 0 || string(input) == "null" {
+		input = json.RawMessage(`{}`)
+	}
+	if verr := snap.schemas[idx].get().validate(input); verr != nil {
+		verr.Message = fmt.Sprintf("input of %s: %s", name, verr.Message)
+		return nil, verr
+	}
+	out, err := s.index.sources[snap.source[idx]].Call(ctx, name, input)
+	if err != nil {
+		var me *Error
+		if errors.As(err, &me) {
+			c := *me
+			c.Transient = Transient(c.Code)
+			return nil, &c
+		}
+		var te *sandbox.ToolError
+		if errors.As(err, &te) {
+			return nil, newError(te.Code, te.Message)
+		}
+		return nil, newError(CodeToolExecutionError, err.Error())
+	}
+	if len(out) == 0 {
+		out = json.RawMessage(`null`)
+	}
+	return out, nil
+}
+
+// host connects scripts to the index.
+type host struct{ s *Service }
+
+func (h *host) LookupTool(name string) (sandbox.ToolInfo, bool) {
+	if IsMetaToolName(name) {
+		return sandbox.ToolInfo{}, false
+	}
+	t, ok := h.s.index.Lookup(name)
+	if !ok {
+		return sandbox.ToolInfo{}, false
+	}
+	in := t.InputSchema
+	if len(in) == 0 {
+		in = json.RawMessage(`{"type":"object"}`)
+	}
+	return sandbox.ToolInfo{Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: t.OutputSchema}, true
+}
+
+func (h *host) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMessage, error) {
+	out, err := h.s.CallTool(ctx, call.Name, call.Input)
+	if err != nil {
+		msg := err.Message
+		if err.Field != "" {
+			msg = err.Field + ": " + msg
+		}
+		return nil, &sandbox.ToolError{Code: err.Code, Message: msg}
+	}
+	return out, nil
+}

@@ -1,0 +1,287 @@
+package metatools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// UpstreamConfig is one upstream MCP server whose tools join the index as
+// <Name>:<tool>. Exactly one of URL and Command is set.
+type UpstreamConfig struct {
+	// Name is the app id and name prefix; letters, digits, '_', '-', '.'.
+	Name string
+	// URL is a Streamable HTTP endpoint.
+	URL string
+	// Command and Args start a stdio server; Env is added to this process's
+	// environment for it.
+	Command string
+	Args    []string
+	Env     []string
+	// HTTPClient is used for URL upstreams; nil means http.DefaultClient.
+	HTTPClient *http.Client
+}
+
+// Validate checks the config.
+func (c UpstreamConfig) Validate() error {
+	if c.Name == "" {
+		return errors.New("upstream needs a name")
+	}
+	for _, r := range c.Name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return fmt.Errorf("upstream name %q: only letters, digits, '_', '-' and '.' are allowed", c.Name)
+		}
+	}
+	if IsMetaToolName(c.Name+":x") || strings.EqualFold(c.Name, "meta") {
+		return fmt.Errorf("upstream name %q is reserved", c.Name)
+	}
+	if (c.URL == "") == (c.Command == "") {
+		return fmt.Errorf("upstream %q: set exactly one of url and command", c.Name)
+	}
+	return nil
+}
+
+// Upstream is a ToolSource over an upstream MCP server, connected with the
+// go-sdk client. It refreshes its tool list on notifications/tools/list_changed
+// and on every (re)connect, and reconnects with backoff when the session ends.
+type Upstream struct {
+	cfg    UpstreamConfig
+	logger *zap.Logger
+
+	mu        sync.Mutex
+	session   *mcp.ClientSession
+	tools     []Tool
+	listeners []func()
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Backoff bounds between reconnect attempts.
+var (
+	upstreamMinBackoff = 500 * time.Millisecond
+	upstreamMaxBackoff = 30 * time.Second
+)
+
+// NewUpstream returns an unconnected upstream; Start connects it.
+func NewUpstream(cfg UpstreamConfig, logger *zap.Logger) (*Upstream, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &Upstream{cfg: cfg, logger: logger.With(zap.String("upstream", cfg.Name))}, nil
+}
+
+// OnChange implements ChangeNotifier.
+func (u *Upstream) OnChange(fn func()) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.listeners = append(u.listeners, fn)
+}
+
+func (u *Upstream) notify() {
+	u.mu.Lock()
+	ls := append([]func(){}, u.listeners...)
+	u.mu.Unlock()
+	for _, fn := range ls {
+		fn()
+	}
+}
+
+// Start makes a first connection attempt, waiting at most until ctx ends,
+// then keeps the connection up in the background until Close. A failed
+// first attempt is logged and retried; it is not an error, so a gateway
+// starts while an upstream is down.
+func (u *Upstream) Start(ctx context.Context) error {
+	runCtx, cancel := context.WithCancel(context.Background())
+	u.cancel = cancel
+	u.done = make(chan struct{})
+	first := make(chan struct{})
+	go u.run(runCtx, first)
+	select {
+	case <-first:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// Close ends the session and stops reconnecting.
+func (u *Upstream) Close() error {
+	if u.cancel == nil {
+		return nil
+	}
+	u.cancel()
+	u.mu.Lock()
+	if u.session != nil {
+		u.session.Close()
+	}
+	u.mu.Unlock()
+	<-u.done
+	return nil
+}
+
+func (u *Upstream) run(ctx context.Context, first chan struct{}) {
+	defer close(u.done)
+	backoff := upstreamMinBackoff
+	signalled := false
+	for {
+		cs, err := u.connect(ctx)
+		if err == nil {
+			backoff = upstreamMinBackoff
+			err = u.refresh(ctx, cs)
+		}
+		if !signalled {
+			close(first)
+			signalled = true
+		}
+		if err != nil {
+			u.logger.Warn("upstream MCP server unavailable; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+		} else {
+			cs.Wait()
+			u.mu.Lock()
+			u.session = nil
+			u.mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			u.logger.Warn("upstream MCP session ended; reconnecting")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, upstreamMaxBackoff)
+	}
+}
+
+func (u *Upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "codemode-gateway", Version: "v1"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			u.mu.Lock()
+			cs := u.session
+			u.mu.Unlock()
+			if cs != nil {
+				go func() {
+					if err := u.refresh(ctx, cs); err != nil {
+						u.logger.Warn("refreshing upstream tools failed", zap.Error(err))
+					}
+				}()
+			}
+		},
+	})
+	var t mcp.Transport
+	if u.cfg.URL != "" {
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.cfg.HTTPClient}
+	} else {
+		cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
+		if len(u.cfg.Env) > 0 {
+			cmd.Env = append(cmd.Environ(), u.cfg.Env...)
+		}
+		t = &mcp.CommandTransport{Command: cmd}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(cctx, t, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to upstream %q: %w", u.cfg.Name, err)
+	}
+	u.mu.Lock()
+	u.session = cs
+	u.mu.Unlock()
+	return cs, nil
+}
+
+// refresh lists the upstream's tools and notifies the index.
+func (u *Upstream) refresh(ctx context.Context, cs *mcp.ClientSession) error {
+	var tools []Tool
+	for t, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return fmt.Errorf("listing tools of upstream %q: %w", u.cfg.Name, err)
+		}
+		tools = append(tools, u.toolOf(t))
+	}
+	u.mu.Lock()
+	u.tools = tools
+	u.mu.Unlock()
+	u.notify()
+	return nil
+}
+
+func (u *Upstream) toolOf(t *mcp.Tool) Tool {
+	out := Tool{Name: u.cfg.Name + ":" + t.Name, AppID: u.cfg.Name, Description: t.Description}
+	if t.InputSchema != nil {
+		out.InputSchema, _ = json.Marshal(t.InputSchema)
+	}
+	if t.OutputSchema != nil {
+		out.OutputSchema, _ = json.Marshal(t.OutputSchema)
+	}
+	if a := t.Annotations; a != nil {
+		ro, idem := a.ReadOnlyHint, a.IdempotentHint
+		out.Annotations = &Annotations{Title: a.Title, ReadOnlyHint: &ro, IdempotentHint: &idem,
+			DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint}
+	}
+	return out
+}
+
+// Tools implements ToolSource: the list from the last (re)connect or change
+// notification.
+func (u *Upstream) Tools(context.Context) ([]Tool, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]Tool(nil), u.tools...), nil
+}
+
+// Call implements ToolSource.
+func (u *Upstream) Call(ctx context.Context, name string, input json.RawMessage) (json.RawMessage, error) {
+	u.mu.Lock()
+	cs := u.session
+	u.mu.Unlock()
+	if cs == nil {
+		return nil, &Error{Code: "UPSTREAM_UNAVAILABLE", Message: fmt.Sprintf("upstream MCP server %q is not connected", u.cfg.Name), Transient: true}
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: strings.TrimPrefix(name, u.cfg.Name+":"), Arguments: input})
+	if err != nil {
+		return nil, fmt.Errorf("calling %s on upstream %q: %w", name, u.cfg.Name, err)
+	}
+	return resultJSON(res)
+}
+
+// resultJSON turns an MCP call result into the JSON a script sees: the
+// structured content when present, else the text (parsed when it is JSON).
+func resultJSON(res *mcp.CallToolResult) (json.RawMessage, error) {
+	var texts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, tc.Text)
+		}
+	}
+	text := strings.Join(texts, "\n")
+	if res.IsError {
+		if text == "" {
+			text = "tool reported an error"
+		}
+		return nil, &Error{Code: CodeToolExecutionError, Message: text, Transient: true}
+	}
+	if res.StructuredContent != nil {
+		return json.Marshal(res.StructuredContent)
+	}
+	if len(texts) == 1 && json.Valid([]byte(text)) {
+		return json.RawMessage(text), nil
+	}
+	if len(texts) == 0 && len(res.Content) > 0 {
+		return json.Marshal(res.Content)
+	}
+	return json.Marshal(text)
+}
