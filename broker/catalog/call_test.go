@@ -1,0 +1,181 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCallMapsEveryParameterLocation(t *testing.T) {
+	c, _ := startShop(t, nil)
+	cases := []struct {
+		name   string
+		action string
+		input  string
+		want   echo
+	}{
+		{
+			name:   "query scalar, exploded array, header, deepObject; credentials added",
+			action: "shop_listPets_2",
+			input:  `{"limit": 5, "tags": ["a b", "c&d"], "X-Request-Id": "r-1", "filter": {"color": "red", "age": 3}}`,
+			want: echo{Method: "GET", Path: "/api/v1/pets", Query: "limit=5&tags=a+b&tags=c%26d&filter%5Bage%5D=3&filter%5Bcolor%5D=red",
+				RequestID: "r-1", Auth: "Bearer s3cret", APIKey: "k1"},
+		},
+		{
+			name:   "no input at all",
+			action: "shop_listPets_2",
+			input:  ``,
+			want:   echo{Method: "GET", Path: "/api/v1/pets", Auth: "Bearer s3cret", APIKey: "k1"},
+		},
+		{
+			name:   "null fields are absent",
+			action: "shop_listPets_2",
+			input:  `{"limit": null, "tags": "solo"}`,
+			want:   echo{Method: "GET", Path: "/api/v1/pets", Query: "tags=solo", Auth: "Bearer s3cret", APIKey: "k1"},
+		},
+		{
+			name:   "path value escaped, form array not exploded",
+			action: "shop_pets_get_by_id",
+			input:  `{"petId": "a/b c?", "fields": ["id", "name"]}`,
+			want:   echo{Method: "GET", Path: "/api/v1/pets/a%2Fb%20c%3F", Query: "fields=id,name", Auth: "Bearer s3cret", APIKey: "k1"},
+		},
+		{
+			name:   "numeric path value",
+			action: "shop_pets_get_by_id",
+			input:  `{"petId": 42}`,
+			want:   echo{Method: "GET", Path: "/api/v1/pets/42", Auth: "Bearer s3cret", APIKey: "k1"},
+		},
+		{
+			name:   "JSON body sent as given",
+			action: "shop_createPet",
+			input:  `{"body": {"name": "Rex", "tags": ["dog"], "big": 12345678901234567890}}`,
+			want: echo{Method: "POST", Path: "/api/v1/pets", Auth: "Bearer s3cret", APIKey: "k1",
+				ContentType: "application/json", Body: `{"name": "Rex", "tags": ["dog"], "big": 12345678901234567890}`},
+		},
+		{
+			name:   "form-encoded body",
+			action: "shop_updatePet",
+			input:  `{"petId": "p1", "body": {"name": "Rex & co"}}`,
+			want: echo{Method: "PUT", Path: "/api/v1/pets/p1", Auth: "Bearer s3cret", APIKey: "k1",
+				ContentType: "application/x-www-form-urlencoded", Body: "name=Rex+%26+co"},
+		},
+		{
+			name:   "cookie, array header, JSON-content query",
+			action: "shop_whoAmI",
+			input:  `{"session_id": "s 1", "X-Tags": ["x", "y"], "where": {"a": [1, 2]}}`,
+			want: echo{Method: "GET", Path: "/api/v1/session", Query: "where=%7B%22a%22%3A%5B1%2C2%5D%7D", XTags: "x,y",
+				Cookie: "session_id=s+1", Auth: "Bearer s3cret", APIKey: "k1"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := c.Call(context.Background(), tc.action, json.RawMessage(tc.input))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got echo
+			if err := json.Unmarshal(out, &got); err != nil {
+				t.Fatalf("%s: %v", out, err)
+			}
+			if got != tc.want {
+				t.Fatalf("\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCallResponses(t *testing.T) {
+	c, _ := startShop(t, nil)
+	ctx := context.Background()
+
+	out, err := c.Call(ctx, "shop_getPhoto", json.RawMessage(`{"petId": "p1", "size": "small"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertJSON(t, out, `{"status": 200, "contentType": "image/png", "base64": "iVBOR/8A"}`)
+
+	out, err = c.Call(ctx, "shop_createNote", json.RawMessage(`{"body": "buy milk", "body_query": "q"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertJSON(t, out, `{"status": 200, "contentType": "text/plain; charset=utf-8", "text": "stored: buy milk"}`)
+
+	out, err = c.Call(ctx, "shop_delete_pets_by_petId", json.RawMessage(`{"petId": "gone"}`))
+	if err != nil || string(out) != "null" {
+		t.Fatalf("204: %s, %v", out, err)
+	}
+
+	// A same-host redirect is followed.
+	out, err = c.Call(ctx, "shop_pets_get_by_id", json.RawMessage(`{"petId": "here"}`))
+	if err != nil || !strings.Contains(string(out), `"/api/v1/pets/moved"`) {
+		t.Fatalf("redirect: %s, %v", out, err)
+	}
+}
+
+func TestCallErrors(t *testing.T) {
+	c, up := startShop(t, func(s *Source) { s.MaxResponseBytes = 32 << 10; s.Timeout = 200 * time.Millisecond })
+	cases := []struct {
+		name    string
+		action  string
+		input   string
+		code    string
+		message string
+	}{
+		{"unknown action", "shop_nope", `{}`, CodeToolNotFound, `no catalog action named "shop_nope"`},
+		{"not an object", "shop_listPets_2", `[1]`, CodeValidationError, "input must be a JSON object"},
+		{"invalid JSON", "shop_listPets_2", `{"limit":`, CodeValidationError, "input is not valid JSON"},
+		{"missing path parameter", "shop_pets_get_by_id", `{}`, CodeValidationError, `missing required field "petId" (path parameter of shop_pets_get_by_id)`},
+		{"missing cookie", "shop_whoAmI", `{}`, CodeValidationError, `missing required field "session_id" (cookie parameter`},
+		{"missing body", "shop_createPet", `{}`, CodeValidationError, `missing required field "body" (request body of shop_createPet)`},
+		{"unknown field", "shop_listPets_2", `{"limt": 3}`, CodeValidationError, `unknown input field "limt" for shop_listPets_2 (accepted: X-Request-Id, filter, limit, tags)`},
+		{"array for scalar", "shop_listPets_2", `{"limit": [1, 2]}`, CodeValidationError, `field "limit" must be a string, number or boolean, not an array`},
+		{"object for array", "shop_listPets_2", `{"tags": {"a": 1}}`, CodeValidationError, `field "tags" must be an array, not an object`},
+		{"nested array item", "shop_listPets_2", `{"tags": [[1]]}`, CodeValidationError, `field "tags": item 0 must be a string`},
+		{"header line break", "shop_listPets_2", `{"X-Request-Id": "a\r\nX-Evil: 1"}`, CodeValidationError, "cannot contain line breaks"},
+		{"text body not a string", "shop_createNote", `{"body": {"a": 1}}`, CodeValidationError, `field "body" must be a string (sent as text/plain)`},
+		{"form body not an object", "shop_updatePet", `{"petId": "p", "body": "x"}`, CodeValidationError, `field "body" must be an object`},
+		{"upstream 404", "shop_pets_get_by_id", `{"petId": "missing"}`, CodeUpstreamError, "GET /pets/{petId} answered 404 Not Found"},
+		{"upstream 502 html", "shop_pets_get_by_id", `{"petId": "broken"}`, CodeUpstreamError, "answered 502 Bad Gateway"},
+		{"too large", "shop_pets_get_by_id", `{"petId": "huge"}`, CodeResponseTooLarge, "exceeds the limit of 32768 bytes"},
+		{"timeout", "shop_pets_get_by_id", `{"petId": "slow"}`, CodeTimeout, "timed out"},
+		{"cross-host redirect", "shop_pets_get_by_id", `{"petId": "away"}`, CodeUpstreamUnreachable, "redirect to another host (127.0.0.2:1) refused"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := c.Call(context.Background(), tc.action, json.RawMessage(tc.input))
+			if err == nil {
+				t.Fatalf("no error, got %s", out)
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Code != tc.code || !strings.Contains(e.Message, tc.message) {
+				t.Fatalf("err = %v, want %s containing %q", err, tc.code, tc.message)
+			}
+		})
+	}
+
+	_, err := c.Call(context.Background(), "shop_pets_get_by_id", json.RawMessage(`{"petId": "missing"}`))
+	var e *Error
+	errors.As(err, &e)
+	if e.Status != 404 || string(e.Body) != `{"error":"no such pet"}` {
+		t.Fatalf("404 error: status %d body %s", e.Status, e.Body)
+	}
+	_, err = c.Call(context.Background(), "shop_pets_get_by_id", json.RawMessage(`{"petId": "broken"}`))
+	errors.As(err, &e)
+	if e.Status != 502 || string(e.Body) != `"<html>bad gateway</html>"` {
+		t.Fatalf("502 error: status %d body %s", e.Status, e.Body)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Call(ctx, "shop_listPets_2", nil); ErrorCode(err) != CodeCanceled {
+		t.Fatalf("canceled: %v", err)
+	}
+
+	up.srv.Close()
+	if _, err := c.Call(context.Background(), "shop_listPets_2", nil); ErrorCode(err) != CodeUpstreamUnreachable {
+		t.Fatalf("closed server: %v", err)
+	}
+}
