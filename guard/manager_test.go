@@ -1,0 +1,258 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func newTestManager(t *testing.T, cfg GuardConfig, clock *fakeClock) *GuardManager {
+	t.Helper()
+	m, err := NewGuardManager(context.Background(), cfg, &ManagerOptions{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Destroy(context.Background()) })
+	return m
+}
+
+func TestManagerRateLimits(t *testing.T) {
+	ctx := context.Background()
+	m := newTestManager(t, GuardConfig{
+		Enabled:          true,
+		Global:           &RateLimitConfig{MaxRequests: 3, WindowMs: 1000},
+		DefaultRateLimit: &RateLimitConfig{MaxRequests: 1, PartitionBy: PartitionKey{Strategy: PartitionUserID}},
+	}, newFakeClock(t0))
+	if m.Config().KeyPrefix != DefaultKeyPrefix {
+		t.Fatalf("key prefix %q", m.Config().KeyPrefix)
+	}
+	alice := PartitionKeyContext{UserID: "alice"}
+	bob := PartitionKeyContext{UserID: "bob"}
+	// Default rate limit, partitioned by user.
+	if r, _ := m.CheckRateLimit(ctx, "search", nil, alice); !r.Allowed {
+		t.Fatal("alice denied")
+	}
+	if r, _ := m.CheckRateLimit(ctx, "search", nil, alice); r.Allowed {
+		t.Fatal("alice allowed twice")
+	}
+	if r, _ := m.CheckRateLimit(ctx, "search", nil, bob); !r.Allowed {
+		t.Fatal("bob shares alice's counter")
+	}
+	if r, _ := m.CheckRateLimit(ctx, "other", nil, alice); !r.Allowed {
+		t.Fatal("another entity shares the counter")
+	}
+	// An entity's own config wins over the default.
+	own := &RateLimitConfig{MaxRequests: 2}
+	for i, want := range []bool{true, true, false} {
+		if r, _ := m.CheckRateLimit(ctx, "exec", own, alice); r.Allowed != want {
+			t.Fatalf("own config request %d: allowed=%v", i, r.Allowed)
+		}
+	}
+	// Global.
+	for i, want := range []bool{true, true, true, false} {
+		r, err := m.CheckGlobalRateLimit(ctx, bob)
+		if err != nil || r.Allowed != want {
+			t.Fatalf("global request %d: %+v %v", i, r, err)
+		}
+	}
+	// No config: allowed, unlimited.
+	m2 := newTestManager(t, GuardConfig{Enabled: true}, newFakeClock(t0))
+	r, err := m2.CheckRateLimit(ctx, "x", nil, alice)
+	if err != nil || !r.Allowed || r.Remaining != Unlimited || r.ResetMs != 0 {
+		t.Fatalf("no config: %+v %v", r, err)
+	}
+	if r, _ := m2.CheckGlobalRateLimit(ctx, alice); !r.Allowed {
+		t.Fatal("global unset denied")
+	}
+}
+
+func TestManagerDisabled(t *testing.T) {
+	ctx := context.Background()
+	m := newTestManager(t, GuardConfig{
+		Enabled: false, Global: &RateLimitConfig{MaxRequests: 1}, GlobalConcurrency: &ConcurrencyConfig{MaxConcurrent: 1},
+		DefaultTimeout: &TimeoutConfig{ExecuteMs: 5}, IpFilter: &IpFilterConfig{DefaultAction: "deny"},
+	}, newFakeClock(t0))
+	for range 3 {
+		if r, _ := m.CheckGlobalRateLimit(ctx, PartitionKeyContext{}); !r.Allowed {
+			t.Fatal("disabled guard denied")
+		}
+		if tk, err := m.AcquireGlobalSemaphore(ctx, PartitionKeyContext{}); tk != nil || err != nil {
+			t.Fatalf("disabled guard gave %v %v", tk, err)
+		}
+	}
+	if m.CheckIpFilter("1.2.3.4") != nil || m.TimeoutMs(nil) != 0 {
+		t.Fatal("disabled guard filters or times out")
+	}
+}
+
+func TestManagerErrorKinds(t *testing.T) {
+	ctx := context.Background()
+	m := newTestManager(t, GuardConfig{
+		Enabled:            true,
+		GlobalConcurrency:  &ConcurrencyConfig{MaxConcurrent: 1},
+		DefaultConcurrency: &ConcurrencyConfig{MaxConcurrent: 1, QueueTimeoutMs: 1, PartitionBy: PartitionKey{Strategy: "session"}},
+		DefaultTimeout:     &TimeoutConfig{ExecuteMs: 30000},
+		IpFilter:           &IpFilterConfig{AllowList: []string{"10.0.0.0/8"}, DenyList: []string{"10.6.6.6"}, DefaultAction: "deny"},
+	}, newFakeClock(t0))
+	pc := PartitionKeyContext{SessionID: "s1"}
+
+	// CONCURRENCY_LIMIT (global, no queue).
+	tk, err := m.AcquireGlobalSemaphore(ctx, pc)
+	if err != nil || tk == nil {
+		t.Fatal(err)
+	}
+	_, err = m.AcquireGlobalSemaphore(ctx, pc)
+	assertGuardError(t, err, CodeConcurrencyLimit, 429, func(ge *GuardError) bool { return ge.MaxConcurrent == 1 && ge.EntityName == GlobalEntity })
+	tk.Release(ctx)
+
+	// QUEUE_TIMEOUT (default concurrency, queued 1 ms).
+	held, _ := m.AcquireSemaphore(ctx, "exec", nil, pc)
+	_, err = m.AcquireSemaphore(ctx, "exec", nil, pc)
+	assertGuardError(t, err, CodeQueueTimeout, 429, func(ge *GuardError) bool { return ge.QueueTimeoutMs == 1 && ge.EntityName == "exec" })
+	// Another session has its own slot.
+	if tk, err := m.AcquireSemaphore(ctx, "exec", nil, PartitionKeyContext{SessionID: "s2"}); tk == nil || err != nil {
+		t.Fatalf("session partition: %v %v", tk, err)
+	}
+	held.Release(ctx)
+	if n, _ := m.Semaphore().GetActiveCount(ctx, BuildStorageKey("exec", "s1", suffixSem)); n != 0 {
+		t.Fatalf("active %d after release", n)
+	}
+
+	// No config applies: nil, nil.
+	m2 := newTestManager(t, GuardConfig{Enabled: true}, newFakeClock(t0))
+	if tk, err := m2.AcquireSemaphore(ctx, "x", nil, pc); tk != nil || err != nil {
+		t.Fatalf("no config: %v %v", tk, err)
+	}
+
+	// EXECUTION_TIMEOUT via WithTimeout and the default timeout.
+	if ms := m.TimeoutMs(nil); ms != 30000 {
+		t.Fatalf("TimeoutMs(nil) = %d", ms)
+	}
+	if ms := m.TimeoutMs(&TimeoutConfig{ExecuteMs: 1}); ms != 1 {
+		t.Fatalf("TimeoutMs(own) = %d", ms)
+	}
+	_, err = WithTimeout(ctx, m.TimeoutMs(&TimeoutConfig{ExecuteMs: 1}), "exec", func(ctx context.Context) (int, error) { <-ctx.Done(); return 0, ctx.Err() })
+	assertGuardError(t, err, CodeExecutionTimeout, 408, func(ge *GuardError) bool { return ge.TimeoutMs == 1 })
+
+	// IP_BLOCKED and IP_NOT_ALLOWED.
+	r := m.CheckIpFilter("10.6.6.6")
+	assertGuardError(t, r.Err("10.6.6.6"), CodeIPBlocked, 403, func(ge *GuardError) bool { return ge.ClientIP == "10.6.6.6" })
+	r = m.CheckIpFilter("8.8.8.8")
+	assertGuardError(t, r.Err("8.8.8.8"), CodeIPNotAllowed, 403, func(ge *GuardError) bool { return ge.ClientIP == "8.8.8.8" })
+	if r := m.CheckIpFilter("10.1.1.1"); r == nil || !r.Allowed || r.Reason != ReasonAllowlisted {
+		t.Fatalf("allowed IP: %+v", r)
+	}
+	if m.CheckIpFilter("") != nil || m2.CheckIpFilter("1.2.3.4") != nil {
+		t.Fatal("CheckIpFilter without ip or filter is not nil")
+	}
+	if !m.IsIpAllowListed("10.1.1.1") || m.IsIpAllowListed("") || m2.IsIpAllowListed("10.1.1.1") {
+		t.Fatal("IsIpAllowListed")
+	}
+
+	// RATE_LIMIT and STORAGE_UNAVAILABLE constructors.
+	assertGuardError(t, NewRateLimitError("x", 5, 100), CodeRateLimit, 429, func(ge *GuardError) bool { return ge.RetryAfterMs == 100 })
+	cause := errors.New("dial tcp: refused")
+	err = NewStorageUnavailableError(cause)
+	assertGuardError(t, err, CodeStorageUnavailable, 503, func(ge *GuardError) bool { return ge.RetryAfterMs == 1000 })
+	if !errors.Is(err, cause) {
+		t.Fatal("STORAGE_UNAVAILABLE does not wrap its cause")
+	}
+}
+
+func assertGuardError(t *testing.T, err error, code string, status int, extra func(*GuardError) bool) {
+	t.Helper()
+	var ge *GuardError
+	if !errors.As(err, &ge) {
+		t.Fatalf("error %v is not a *GuardError", err)
+	}
+	if ge.Code != code || ge.StatusCode != status || ge.Message == "" || !extra(ge) {
+		t.Fatalf("got %+v, want %s %d", ge, code, status)
+	}
+	if ge.Error() == "" {
+		t.Fatal("empty Error()")
+	}
+}
+
+func TestNewGuardManagerRejectsBadConfig(t *testing.T) {
+	_, err := NewGuardManager(context.Background(), GuardConfig{Enabled: true, Global: &RateLimitConfig{MaxRequests: -1}}, nil)
+	if err == nil || err.Error() != "invalid guard config: global: maxRequests: must be positive, got -1" {
+		t.Fatalf("error = %v", err)
+	}
+}
+
+// flakyStorage fails every operation while down is set; it exercises the
+// failure modes without a network (the Redis tests stop a real server).
+type flakyStorage struct {
+	Storage
+	down atomic.Bool
+}
+
+var errDown = errors.New("connection refused")
+
+func (f *flakyStorage) SlidingWindow(ctx context.Context, key string, ws, w, now, max int64) (WindowState, error) {
+	if f.down.Load() {
+		return WindowState{}, errDown
+	}
+	return f.Storage.SlidingWindow(ctx, key, ws, w, now, max)
+}
+
+func (f *flakyStorage) AcquireSlot(ctx context.Context, key, ticket string, max, now, exp int64) (bool, error) {
+	if f.down.Load() {
+		return false, errDown
+	}
+	return f.Storage.AcquireSlot(ctx, key, ticket, max, now, exp)
+}
+
+func TestManagerFailureModes(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []string{FailOpen, FailClosed} {
+		t.Run(mode, func(t *testing.T) {
+			core, logs := observer.New(zapcore.InfoLevel)
+			st := &flakyStorage{Storage: NewMemoryStorage(nil)}
+			defer st.Close()
+			m, err := NewGuardManager(ctx, GuardConfig{
+				Enabled: true, Storage: &StorageConfig{FailureMode: mode},
+				Global: &RateLimitConfig{MaxRequests: 1}, GlobalConcurrency: &ConcurrencyConfig{MaxConcurrent: 1},
+			}, &ManagerOptions{Logger: zap.New(core), Storage: st})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.down.Store(true)
+			for range 3 {
+				r, err := m.CheckGlobalRateLimit(ctx, PartitionKeyContext{})
+				tk, terr := m.AcquireGlobalSemaphore(ctx, PartitionKeyContext{})
+				if mode == FailOpen {
+					if err != nil || !r.Allowed || terr != nil || tk == nil || tk.Release(ctx) != nil {
+						t.Fatalf("fail open: %+v %v %v %v", r, err, tk, terr)
+					}
+				} else {
+					assertGuardError(t, err, CodeStorageUnavailable, 503, func(*GuardError) bool { return true })
+					assertGuardError(t, terr, CodeStorageUnavailable, 503, func(*GuardError) bool { return true })
+				}
+			}
+			if n := logs.FilterMessage("guard storage unreachable; applying the failure mode until it recovers").Len(); n != 1 {
+				t.Fatalf("%d outage log lines, want 1", n)
+			}
+			st.down.Store(false)
+			if r, err := m.CheckGlobalRateLimit(ctx, PartitionKeyContext{}); err != nil || !r.Allowed {
+				t.Fatalf("after recovery: %+v %v", r, err)
+			}
+			if r, _ := m.CheckGlobalRateLimit(ctx, PartitionKeyContext{}); r.Allowed {
+				t.Fatal("limit not applied after recovery")
+			}
+			if n := logs.FilterMessage("guard storage reachable again").Len(); n != 1 {
+				t.Fatalf("%d recovery log lines, want 1", n)
+			}
+			// A shared storage is not closed by Destroy.
+			m.Destroy(ctx)
+			if _, err := st.Storage.SlidingWindow(ctx, "x", 0, 1000, 0, 1); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -1,0 +1,176 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+
+func newTestSemaphore(clock *fakeClock) (*DistributedSemaphore, *MemoryStorage) {
+	st := NewMemoryStorage(&MemoryStorageOptions{Now: clock.Now, SweepInterval: -1})
+	return NewDistributedSemaphore(st, &LimiterOptions{Now: clock.Now}), st
+}
+
+func TestSemaphoreAcquireRelease(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTestSemaphore(newFakeClock(t0))
+	t1, err := s.Acquire(ctx, "k", 2, 0, "tool")
+	if err != nil || t1 == nil || !uuidRE.MatchString(t1.Ticket) {
+		t.Fatalf("first acquire: %+v %v", t1, err)
+	}
+	t2, _ := s.Acquire(ctx, "k", 2, 0, "tool")
+	if t2 == nil || t2.Ticket == t1.Ticket {
+		t.Fatalf("second acquire: %+v", t2)
+	}
+	if t3, err := s.Acquire(ctx, "k", 2, 0, "tool"); t3 != nil || err != nil {
+		t.Fatalf("third acquire with no queue: %+v %v, want nil, nil", t3, err)
+	}
+	if n, _ := s.GetActiveCount(ctx, "k"); n != 2 {
+		t.Fatalf("active %d, want 2", n)
+	}
+	if err := t1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = t1.Release(ctx) // idempotent
+	var nilTicket *SemaphoreTicket
+	_ = nilTicket.Release(ctx)
+	if n, _ := s.GetActiveCount(ctx, "k"); n != 1 {
+		t.Fatalf("active %d after release, want 1", n)
+	}
+	if err := s.ForceReset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := s.GetActiveCount(ctx, "k"); n != 0 {
+		t.Fatalf("active %d after ForceReset, want 0", n)
+	}
+	_ = t2.Release(ctx) // releasing a reset ticket is harmless
+}
+
+func TestSemaphoreTicketTTL(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock(t0)
+	s, st := newTestSemaphore(clock)
+	if tk, _ := s.Acquire(ctx, "k", 1, 0, "tool"); tk == nil {
+		t.Fatal("no ticket")
+	} // never released: a crashed holder
+	if tk, _ := s.Acquire(ctx, "k", 1, 0, "tool"); tk != nil {
+		t.Fatal("slot free while held")
+	}
+	clock.Advance(299 * time.Second)
+	if tk, _ := s.Acquire(ctx, "k", 1, 0, "tool"); tk != nil {
+		t.Fatal("slot free before the TTL")
+	}
+	clock.Advance(time.Second)
+	if n, _ := s.GetActiveCount(ctx, "k"); n != 0 {
+		t.Fatalf("active %d after TTL, want 0", n)
+	}
+	if tk, _ := s.Acquire(ctx, "k", 1, 0, "tool"); tk == nil {
+		t.Fatal("expired ticket still holds the slot")
+	}
+	// Custom TTL.
+	s2 := NewDistributedSemaphore(st, &LimiterOptions{Now: clock.Now, TicketTTLSeconds: 5})
+	s2.Acquire(ctx, "k2", 1, 0, "tool")
+	clock.Advance(5 * time.Second)
+	if tk, _ := s2.Acquire(ctx, "k2", 1, 0, "tool"); tk == nil {
+		t.Fatal("5 s ticket still holds the slot")
+	}
+	clock.Advance(time.Hour)
+	st.Sweep()
+	if _, n := st.Len(); n != 0 {
+		t.Fatalf("%d semaphore keys after sweep, want 0", n)
+	}
+}
+
+func TestSemaphoreQueueWakesOnRelease(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTestSemaphore(newFakeClock(t0))
+	held, _ := s.Acquire(ctx, "k", 1, 0, "tool")
+	got := make(chan *SemaphoreTicket)
+	go func() {
+		tk, err := s.Acquire(ctx, "k", 1, 10_000, "tool")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- tk
+	}()
+	waitForWatchers(t, s.store.(*MemoryStorage), "k")
+	released := time.Now()
+	held.Release(ctx)
+	tk := <-got
+	if tk == nil {
+		t.Fatal("queued waiter got no ticket")
+	}
+	if d := time.Since(released); d > 50*time.Millisecond {
+		t.Fatalf("queued waiter woke %v after the release, want < 50ms", d)
+	}
+	tk.Release(ctx)
+}
+
+// waitForWatchers waits until a waiter watches key, so that the test
+// releases only once someone is queued.
+func waitForWatchers(t *testing.T, st *MemoryStorage, key string) {
+	t.Helper()
+	sh := st.shard(key)
+	for range 5000 {
+		sh.mu.Lock()
+		n := len(sh.waiters[key])
+		sh.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no waiter queued")
+}
+
+func TestSemaphoreQueueTimeout(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTestSemaphore(newFakeClock(t0))
+	s.Acquire(ctx, "k", 1, 0, "tool")
+	tk, err := s.Acquire(ctx, "k", 1, 5, "tool")
+	var ge *GuardError
+	if tk != nil || !errors.As(err, &ge) || ge.Code != CodeQueueTimeout || ge.StatusCode != 429 || ge.QueueTimeoutMs != 5 || ge.EntityName != "tool" {
+		t.Fatalf("got %+v, %v; want QUEUE_TIMEOUT", tk, err)
+	}
+	// A cancelled context ends the wait with its error.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Acquire(cctx, "k", 1, 10_000, "tool"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled wait: %v", err)
+	}
+}
+
+func TestSemaphoreNeverExceedsMax(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newTestSemaphore(newFakeClock(t0))
+	var cur, peak atomic.Int64
+	var wg sync.WaitGroup
+	for range 200 {
+		wg.Go(func() {
+			tk, err := s.Acquire(ctx, "k", 5, 10_000, "tool")
+			if err != nil || tk == nil {
+				t.Error("acquire:", err)
+				return
+			}
+			n := cur.Add(1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			cur.Add(-1)
+			tk.Release(ctx)
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 5 || p < 1 {
+		t.Fatalf("peak concurrency %d, want 1..5", p)
+	}
+}
