@@ -31,6 +31,7 @@ const (
 	ReasonNotYetValid   = "not_yet_valid"  // nbf or iat (minus leeway) is in the future
 	ReasonWrongIssuer   = "wrong_issuer"   // iss differs from the expected issuer
 	ReasonWrongAudience = "wrong_audience" // aud does not contain the expected audience
+	ReasonRevoked       = "revoked"        // our server ended the token's session (revocation, refresh reuse)
 )
 
 // ErrKeySetUnavailable is returned (wrapped) when the provider's discovery
@@ -92,6 +93,9 @@ type VerifiedToken struct {
 	TenantID string `json:"tenant_id,omitempty"`
 	// ID is the jti claim.
 	ID string `json:"jti,omitempty"`
+	// SessionID is the grant of a token our own server issued (sid); the
+	// token vault is keyed by it. Empty for an external provider's tokens.
+	SessionID string `json:"sid,omitempty"`
 	// ExpiresAt, IssuedAt and NotBefore are the exp, iat and nbf claims (zero when absent).
 	ExpiresAt time.Time `json:"exp"`
 	IssuedAt  time.Time `json:"iat,omitzero"`
