@@ -1,0 +1,487 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard"
+	"go.uber.org/zap"
+)
+
+// Broker runs scripts in sessions. Create it with New; its methods are safe
+// for concurrent use.
+type Broker struct {
+	opts        BrokerOptions
+	tools       *ToolRegistry
+	store       store
+	logger      *zap.Logger
+	now         func() time.Time
+	started     time.Time
+	listeners   listeners
+	engine      atomic.Pointer[engineBox]
+	guard       atomic.Pointer[guard.GuardManager]
+	httpGuardMu sync.Mutex
+	httpGuard   *guard.GuardManager // private manager for RateLimiting when Guard is nil or disabled
+
+	mu      sync.Mutex
+	runs    map[string]*run // pending and running sessions of this broker
+	closing bool
+	wg      sync.WaitGroup // one per run
+	total   atomic.Int64
+
+	server      *http.Server
+	ln          net.Listener
+	stopJanitor chan struct{}
+	janitorDone chan struct{}
+	closeOnce   sync.Once
+	closeErr    error
+}
+
+type engineBox struct{ e sandbox.Engine }
+
+// ExecuteOptions are the per-execution options.
+type ExecuteOptions struct {
+	// Timeout bounds the execution, including waits for caller-supplied
+	// tool results. Zero means BrokerOptions.DefaultTimeout (30 s); it is
+	// capped at SessionTimeout.
+	Timeout time.Duration
+	// MaxToolCalls caps the tool calls of the execution; the call over the
+	// limit fails with TOOL_CALL_LIMIT. Zero means
+	// BrokerOptions.DefaultMaxToolCalls (100).
+	MaxToolCalls int
+	// Context is exposed to the script as the frozen metaContext and to
+	// tool handlers as ExecutionContext.Context.
+	Context map[string]any
+	// Filter restricts the event types delivered (BlockedTypes wins over
+	// Types).
+	Filter *EventFilter
+	// AllowedTools, when non-nil, is the whitelist of tools the script may
+	// call (ACCESS_DENIED otherwise).
+	AllowedTools []string
+	// Auth is the caller's identity; the session belongs to Auth.UserID.
+	Auth *AuthResult
+	// ClientIP is the caller's address, for partitioning guard limits.
+	ClientIP string
+}
+
+// New returns a broker. opts.Engine is required; the zero values of the
+// other fields mean their documented defaults.
+func New(opts *BrokerOptions) (*Broker, error) {
+	if opts == nil || opts.Engine == nil {
+		return nil, errors.New("broker: an Engine is required")
+	}
+	o := *opts
+	if o.SessionTimeout < 0 || o.MaxConcurrentSessions < 0 || o.DefaultTimeout < 0 || o.DefaultMaxToolCalls < 0 || o.MaxBodyBytes < 0 {
+		return nil, errors.New("broker: sessionTimeout, maxConcurrentSessions, defaultTimeout, defaultMaxToolCalls and maxBodyBytes must not be negative")
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = DefaultSessionTimeout
+	}
+	if o.MaxConcurrentSessions == 0 {
+		o.MaxConcurrentSessions = DefaultMaxConcurrentSessions
+	}
+	if o.DefaultTimeout == 0 {
+		o.DefaultTimeout = DefaultExecutionTimeout
+	}
+	o.DefaultTimeout = min(o.DefaultTimeout, o.SessionTimeout)
+	if o.DefaultMaxToolCalls == 0 {
+		o.DefaultMaxToolCalls = DefaultMaxToolCalls
+	}
+	if o.MaxBodyBytes == 0 {
+		o.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Tools == nil {
+		o.Tools = NewToolRegistry()
+	}
+	if a := o.Authentication; a != nil {
+		switch a.Type {
+		case AuthBearer, AuthAPIKey, AuthCustom:
+		default:
+			return nil, fmt.Errorf("broker: authentication type must be bearer, api-key or custom, got %q", a.Type)
+		}
+		if a.Validate == nil {
+			return nil, errors.New("broker: authentication needs a Validate function")
+		}
+	}
+	if rl := o.RateLimiting; rl != nil && (rl.WindowMs <= 0 || rl.MaxRequests <= 0) {
+		return nil, errors.New("broker: rateLimiting needs positive windowMs and maxRequests")
+	}
+	b := &Broker{
+		opts:    o,
+		tools:   o.Tools,
+		logger:  o.Logger,
+		now:     o.Now,
+		started: o.Now(),
+		runs:    make(map[string]*run),
+	}
+	b.engine.Store(&engineBox{o.Engine})
+	b.guard.Store(o.Guard)
+	if o.Redis != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		rs, err := newRedisStore(ctx, o.Redis, o.KeyPrefix, o.Now, b.deliver, o.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+		b.store = rs
+	} else {
+		b.store = newMemoryStore(o.Now, b.deliver)
+		b.stopJanitor = make(chan struct{})
+		b.janitorDone = make(chan struct{})
+		go b.janitor()
+	}
+	return b, nil
+}
+
+// SetEngine replaces the engine used by new executions (running ones keep
+// theirs). The Caddy app calls it when a config reload brings a new engine
+// but keeps the broker.
+func (b *Broker) SetEngine(e sandbox.Engine) {
+	if e != nil {
+		b.engine.Store(&engineBox{e})
+	}
+}
+
+// SetGuard replaces the guard manager used for tool calls and rate limits.
+func (b *Broker) SetGuard(m *guard.GuardManager) { b.guard.Store(m) }
+
+// Tools returns the broker's tool registry.
+func (b *Broker) Tools() *ToolRegistry { return b.tools }
+
+// On registers a listener for an in-process event: session:created,
+// session:completed, session:error, tool:called or tool:completed.
+func (b *Broker) On(event string, l Listener) { b.listeners.on(event, l) }
+
+// janitor removes expired sessions from the memory store.
+func (b *Broker) janitor() {
+	defer close(b.janitorDone)
+	t := time.NewTicker(min(b.opts.SessionTimeout/4, time.Minute))
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stopJanitor:
+			return
+		case <-t.C:
+			b.store.sweep(b.now().UnixMilli())
+		}
+	}
+}
+
+// GetSession returns a session by id, or nil when it is unknown or has
+// expired. With Redis it finds sessions of every broker sharing it.
+func (b *Broker) GetSession(ctx context.Context, id string) (*Session, error) {
+	if id == "" {
+		return nil, nil
+	}
+	return b.store.get(ctx, id)
+}
+
+// ToolResult is a caller-supplied answer to a tool call. When Error is set
+// the call failed and Result is ignored.
+type ToolResult struct {
+	CallID string           `json:"callId"`
+	Result json.RawMessage  `json:"result,omitempty"`
+	Error  *ToolResultError `json:"error,omitempty"`
+}
+
+// ToolResultError is a caller-reported tool failure. Code defaults to
+// TOOL_EXECUTION_ERROR.
+type ToolResultError struct {
+	Message string `json:"message"`
+	Code    string `json:"code,omitempty"`
+}
+
+// SubmitToolResult answers a tool call that a session is waiting on. It
+// fails, changing nothing, with NOT_FOUND (404) for an unknown session or
+// call, CALL_ALREADY_ANSWERED (409) for a second answer and
+// SESSION_FINISHED (409) when the session is over. It does not check who
+// owns the session; the HTTP handler does.
+func (b *Broker) SubmitToolResult(ctx context.Context, sessionID string, res ToolResult) error {
+	if res.CallID == "" {
+		return newError(http.StatusBadRequest, CodeInvalidRequest, "callId is required")
+	}
+	a := &toolAnswer{SessionID: sessionID, CallID: res.CallID, Result: res.Result}
+	if res.Error != nil {
+		if res.Error.Message == "" {
+			return newError(http.StatusBadRequest, CodeInvalidRequest, "error.message is required")
+		}
+		a.Error = &answerError{Message: res.Error.Message, Code: res.Error.Code}
+		a.Result = nil
+	} else if len(res.Result) == 0 {
+		return newError(http.StatusBadRequest, CodeInvalidRequest, "result is required (use null for no value)")
+	}
+	switch err := b.store.resolveCall(ctx, a); {
+	case err == nil:
+		return nil
+	case errors.Is(err, errSessionGone):
+		return newError(http.StatusNotFound, CodeNotFound, "session not found")
+	case errors.Is(err, errCallUnknown):
+		return newError(http.StatusNotFound, CodeNotFound, fmt.Sprintf("session has no pending call %q", res.CallID))
+	case errors.Is(err, errCallAnswered):
+		return newError(http.StatusConflict, CodeCallAlreadyAnswered, fmt.Sprintf("call %q was already answered", res.CallID))
+	case errors.Is(err, errCallClosed):
+		return newError(http.StatusConflict, CodeSessionFinished, "session is finished")
+	default:
+		return asError(err)
+	}
+}
+
+// deliver hands a caller-supplied answer to the local run waiting for it.
+// Answers for sessions of other brokers (seen through Redis) are ignored.
+func (b *Broker) deliver(a *toolAnswer) {
+	b.mu.Lock()
+	r := b.runs[a.SessionID]
+	b.mu.Unlock()
+	if r != nil {
+		r.answer(a)
+	}
+}
+
+// Stats are the session counters of GET /health.
+type Stats struct {
+	// Active counts this broker's pending and running sessions.
+	Active int `json:"active"`
+	// Total counts the sessions this broker created since it started.
+	Total int64 `json:"total"`
+}
+
+// Stats returns the session counters.
+func (b *Broker) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Stats{Active: len(b.runs), Total: b.total.Load()}
+}
+
+// Execute runs code in a new session and yields its events: session first,
+// then tool_call, tool_result and log events as they happen, and a final
+// result or error (see EventFilter for filtering). The session starts when
+// iteration starts. A failure to start (SESSION_LIMIT, SHUTTING_DOWN,
+// VALIDATION_ERROR) is yielded once as an *Error. Stopping the iteration
+// early, or cancelling ctx, aborts the execution.
+func (b *Broker) Execute(ctx context.Context, code string, opts ExecuteOptions) iter.Seq2[StreamEvent, error] {
+	return func(yield func(StreamEvent, error) bool) {
+		r, err := b.start(ctx, code, opts)
+		if err != nil {
+			yield(StreamEvent{}, err)
+			return
+		}
+		r.stream(yield)
+	}
+}
+
+// start creates the session and launches the execution.
+func (b *Broker) start(ctx context.Context, code string, opts ExecuteOptions) (*run, error) {
+	if err := opts.Filter.validate(); err != nil {
+		return nil, err
+	}
+	if opts.Timeout < 0 || opts.MaxToolCalls < 0 {
+		return nil, newError(http.StatusBadRequest, CodeValidationError, "timeout and maxToolCalls must not be negative")
+	}
+	if code == "" {
+		return nil, newError(http.StatusBadRequest, CodeValidationError, "code is required")
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = b.opts.DefaultTimeout
+	}
+	timeout = min(timeout, b.opts.SessionTimeout)
+	maxCalls := opts.MaxToolCalls
+	if maxCalls == 0 {
+		maxCalls = b.opts.DefaultMaxToolCalls
+	}
+	var ctxJSON json.RawMessage
+	if opts.Context != nil {
+		var err error
+		if ctxJSON, err = json.Marshal(opts.Context); err != nil {
+			return nil, newError(http.StatusBadRequest, CodeValidationError, "context is not JSON-serializable: "+err.Error())
+		}
+	}
+
+	now := b.now()
+	s := &Session{
+		ID:        newID(),
+		Status:    StatusPending,
+		CreatedAt: now.UnixMilli(),
+		ExpiresAt: now.Add(b.opts.SessionTimeout).UnixMilli(),
+		UpdatedAt: now.UnixMilli(),
+	}
+	if opts.Auth != nil {
+		s.UserID, s.TenantID, s.Permissions = opts.Auth.UserID, opts.Auth.TenantID, opts.Auth.Permissions
+	}
+	// The execution outlives nothing of the caller but its cancellation.
+	rctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
+	r := &run{
+		b:        b,
+		sess:     s,
+		ctx:      rctx,
+		cancel:   cancel,
+		events:   make(chan StreamEvent, 16),
+		stop:     make(chan struct{}),
+		filter:   opts.Filter,
+		auth:     opts.Auth,
+		clientIP: opts.ClientIP,
+		context:  opts.Context,
+		maxCalls: maxCalls,
+		waiters:  make(map[string]chan *toolAnswer),
+		begun:    now,
+		engine:   b.engine.Load().e,
+		req: sandbox.Request{
+			Code:         code,
+			AllowedTools: opts.AllowedTools,
+			Context:      ctxJSON,
+			Limits:       sandbox.Limits{Timeout: timeout, MaxToolCalls: maxCalls},
+		},
+	}
+
+	b.mu.Lock()
+	switch {
+	case b.closing:
+		b.mu.Unlock()
+		cancel()
+		return nil, &Error{Code: CodeShuttingDown, Message: "broker is shutting down", Status: http.StatusServiceUnavailable, RetryAfter: 5 * time.Second}
+	case len(b.runs) >= b.opts.MaxConcurrentSessions:
+		b.mu.Unlock()
+		cancel()
+		return nil, &Error{Code: CodeSessionLimit, Message: fmt.Sprintf("too many concurrent sessions (limit %d)", b.opts.MaxConcurrentSessions), Status: http.StatusTooManyRequests, RetryAfter: time.Second}
+	}
+	b.runs[s.ID] = r
+	b.wg.Add(1)
+	b.total.Add(1)
+	b.mu.Unlock()
+
+	if err := b.store.put(rctx, s); err != nil {
+		b.mu.Lock()
+		delete(b.runs, s.ID)
+		b.mu.Unlock()
+		b.wg.Done()
+		cancel()
+		return nil, asError(fmt.Errorf("creating session: %w", err))
+	}
+	b.listeners.emit(Event{Name: OnSessionCreated, Session: s.clone()})
+	r.send(StreamEvent{Type: EventSession, Payload: s.clone()})
+	go r.execute()
+	return r, nil
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Listen serves the broker's HTTP interface on addr (host:port; port 0
+// picks a free one) in the background. It returns once the socket is bound.
+func (b *Broker) Listen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("broker: listening on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	b.mu.Lock()
+	if b.server != nil || b.closing {
+		b.mu.Unlock()
+		_ = ln.Close()
+		return errors.New("broker: already listening or closed")
+	}
+	b.server, b.ln = srv, ln
+	b.mu.Unlock()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			b.logger.Error("broker server stopped", zap.Error(err))
+		}
+	}()
+	return nil
+}
+
+// Addr returns the address Listen bound, or "" before Listen.
+func (b *Broker) Addr() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ln == nil {
+		return ""
+	}
+	return b.ln.Addr().String()
+}
+
+// Close stops accepting executions (they get SHUTTING_DOWN, 503), waits
+// for running sessions to finish until ctx ends, then aborts the rest,
+// stops the server started by Listen and releases the store. Tool results
+// are still accepted while draining. Close does not close the Engine,
+// Catalog, Guard or Redis client it was given.
+func (b *Broker) Close(ctx context.Context) error {
+	b.closeOnce.Do(func() { b.closeErr = b.close(ctx) })
+	return b.closeErr
+}
+
+func (b *Broker) close(ctx context.Context) error {
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
+
+	drained := make(chan struct{})
+	go func() { b.wg.Wait(); close(drained) }()
+	var err error
+	select {
+	case <-drained:
+	case <-ctx.Done():
+		b.mu.Lock()
+		n := len(b.runs)
+		for _, r := range b.runs {
+			r.cancel()
+		}
+		b.mu.Unlock()
+		b.logger.Warn("aborting sessions still running at close", zap.Int("sessions", n))
+		err = fmt.Errorf("broker: aborted %d running sessions: %w", n, ctx.Err())
+		select {
+		case <-drained:
+		case <-time.After(5 * time.Second):
+			b.logger.Error("sessions did not stop after abort")
+		}
+	}
+	b.mu.Lock()
+	srv := b.server
+	b.mu.Unlock()
+	if srv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	if b.stopJanitor != nil {
+		close(b.stopJanitor)
+		<-b.janitorDone
+	}
+	if cerr := b.store.close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	b.closeGuard()
+	return err
+}
+
+func (b *Broker) closeGuard() {
+	b.httpGuardMu.Lock()
+	defer b.httpGuardMu.Unlock()
+	if b.httpGuard != nil {
+		_ = b.httpGuard.Destroy(context.Background())
+		b.httpGuard = nil
+	}
+}

@@ -1,0 +1,102 @@
+package broker
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+)
+
+// DemoTools returns a small set of tools for examples, tests and load runs:
+//
+//	math:add      {a, b}          -> {sum}
+//	text:upper    {text}          -> {text}
+//	kv:set        {key, value}    -> {ok}    (in memory, shared by these tools)
+//	kv:get        {key}           -> {key, value, found}
+//	client:prompt {question}      -> answered by the caller of /execute
+//
+// client:prompt has no handler: its calls are streamed to the caller, who
+// answers them through POST /sessions/{id}/tool-result.
+func DemoTools() []ToolDefinition {
+	var mu sync.Mutex
+	kv := map[string]any{}
+	yes, no := true, false
+	readOnly := &ToolAnnotations{ReadOnlyHint: &yes, DestructiveHint: &no, IdempotentHint: &yes, OpenWorldHint: &no}
+	return []ToolDefinition{
+		{
+			Name:        "math:add",
+			Description: "Adds two numbers.",
+			Parameters: map[string]ParameterDef{
+				"a": {Type: TypeNumber, Description: "First addend.", Required: true},
+				"b": {Type: TypeNumber, Description: "Second addend.", Default: 0.0},
+			},
+			OutputSchema: []byte(`{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"]}`),
+			Annotations:  readOnly,
+			Tags:         []string{"demo", "math"},
+			Examples:     []ToolExample{{Description: "add two numbers", Code: `const { sum } = await callTool("math:add", { a: 2, b: 3 });\nreturn sum;`}},
+			Handler: func(_ context.Context, in map[string]any, _ *ExecutionContext) (any, error) {
+				return map[string]float64{"sum": in["a"].(float64) + in["b"].(float64)}, nil
+			},
+		},
+		{
+			Name:        "text:upper",
+			Description: "Returns the text in upper case.",
+			Parameters: map[string]ParameterDef{
+				"text": {Type: TypeString, Description: "Text to convert.", Required: true},
+			},
+			OutputSchema: []byte(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
+			Annotations:  readOnly,
+			Tags:         []string{"demo", "text"},
+			Handler: func(_ context.Context, in map[string]any, _ *ExecutionContext) (any, error) {
+				return map[string]string{"text": strings.ToUpper(in["text"].(string))}, nil
+			},
+		},
+		{
+			Name:        "kv:set",
+			Description: "Stores a value under a key in the demo key-value store (in memory, lost on restart).",
+			Parameters: map[string]ParameterDef{
+				"key":   {Type: TypeString, Description: "Key.", Required: true},
+				"value": {Type: TypeString, Description: "Value to store.", Required: true},
+			},
+			Annotations: &ToolAnnotations{ReadOnlyHint: &no, DestructiveHint: &no, IdempotentHint: &yes, OpenWorldHint: &no},
+			Tags:        []string{"demo", "kv"},
+			Handler: func(_ context.Context, in map[string]any, _ *ExecutionContext) (any, error) {
+				key := in["key"].(string)
+				if len(key) > 256 {
+					return nil, &sandbox.ToolError{Code: CodeValidationError, Message: `parameter "key" must be at most 256 bytes`}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if _, ok := kv[key]; !ok && len(kv) >= 10000 {
+					return nil, &sandbox.ToolError{Code: "KV_FULL", Message: "the demo store holds at most 10000 keys"}
+				}
+				kv[key] = in["value"]
+				return map[string]bool{"ok": true}, nil
+			},
+		},
+		{
+			Name:        "kv:get",
+			Description: "Reads a value from the demo key-value store.",
+			Parameters: map[string]ParameterDef{
+				"key": {Type: TypeString, Description: "Key.", Required: true},
+			},
+			Annotations: readOnly,
+			Tags:        []string{"demo", "kv"},
+			Handler: func(_ context.Context, in map[string]any, _ *ExecutionContext) (any, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				v, ok := kv[in["key"].(string)]
+				return map[string]any{"key": in["key"], "value": v, "found": ok}, nil
+			},
+		},
+		{
+			Name:        "client:prompt",
+			Description: "Asks the caller of /execute a question; the caller answers through POST /sessions/{id}/tool-result.",
+			Parameters: map[string]ParameterDef{
+				"question": {Type: TypeString, Description: "Question to ask.", Required: true},
+			},
+			Tags: []string{"demo", "client"},
+		},
+	}
+}

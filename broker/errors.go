@@ -1,0 +1,76 @@
+package broker
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Stable error codes of the broker. They appear in HTTP error bodies
+// ({"error":{"code","message"}}), in Go errors (*Error) and, for tool calls,
+// in the *sandbox.ToolError a script sees.
+const (
+	CodeInvalidRequest       = "INVALID_REQUEST"        // 400: malformed body or parameters
+	CodeValidationError      = "VALIDATION_ERROR"       // 400 / tool error: input does not match the declared parameters
+	CodeUnauthorized         = "UNAUTHORIZED"           // 401: missing or rejected credentials
+	CodeNotFound             = "NOT_FOUND"              // 404: unknown route, session or call
+	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"     // 405
+	CodeCallAlreadyAnswered  = "CALL_ALREADY_ANSWERED"  // 409: a second result for one call
+	CodeSessionFinished      = "SESSION_FINISHED"       // 409: a result for a finished session
+	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"      // 413: body over the size limit
+	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE" // 415: body is not application/json
+	CodeRateLimit            = "RATE_LIMIT"             // 429: request rate limit, or a tool's rate limit
+	CodeSessionLimit         = "SESSION_LIMIT"          // 429: maxConcurrentSessions reached
+	CodeShuttingDown         = "SHUTTING_DOWN"          // 503: the broker is closing
+	CodeInternal             = "INTERNAL_ERROR"         // 500: storage or other internal failure
+	CodeToolNotFound         = "TOOL_NOT_FOUND"         // tool error: no such tool
+	CodeToolCallLimit        = "TOOL_CALL_LIMIT"        // tool error: maxToolCalls reached
+	CodeToolExecutionError   = "TOOL_EXECUTION_ERROR"   // tool error: the handler failed
+	CodeExecutionTimeout     = "EXECUTION_TIMEOUT"      // tool error: the tool ran past its timeout
+)
+
+// Error is a broker failure with a stable code and the HTTP status it maps to.
+type Error struct {
+	Code    string
+	Message string
+	// Status is the HTTP status the error is served with.
+	Status int
+	// RetryAfter, when positive, is sent as the Retry-After header (rounded
+	// up to whole seconds) with 429 and 503 responses.
+	RetryAfter time.Duration
+	// Err is the cause, if any; it is never shown to HTTP clients.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Code + ": " + e.Message + ": " + e.Err.Error()
+	}
+	return e.Code + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func newError(status int, code, msg string) *Error {
+	return &Error{Code: code, Message: msg, Status: status}
+}
+
+// asError maps any error to an *Error, hiding unknown causes behind
+// INTERNAL_ERROR.
+func asError(err error) *Error {
+	var be *Error
+	if errors.As(err, &be) {
+		return be
+	}
+	return &Error{Code: CodeInternal, Message: "internal error", Status: http.StatusInternalServerError, Err: err}
+}
+
+// retryAfterSeconds rounds d up to whole seconds, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
+}

@@ -1,0 +1,426 @@
+package broker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
+	"github.com/codemode-gateway/caddy-codemode/guard"
+	"go.uber.org/zap"
+)
+
+// HandlerOptions adjust one HTTP handler of a broker; nil fields use the
+// BrokerOptions.
+type HandlerOptions struct {
+	// RateLimiting replaces BrokerOptions.RateLimiting for this handler.
+	RateLimiting *RateLimitConfig
+	// RateLimitEntity names the guard entity counting this handler's
+	// requests. Default "broker:http".
+	RateLimitEntity string
+}
+
+// Handler returns the HTTP interface with the BrokerOptions settings. Paths
+// are matched as given (mount it under a prefix with http.StripPrefix):
+//
+//	POST /execute                       run code, stream NDJSON events
+//	GET  /sessions/{sessionId}          read a session
+//	POST /sessions/{sessionId}/tool-result  answer a pending tool call
+//	GET  /health                        liveness and session counters
+//	GET  /code/actions                  the action catalog
+func (b *Broker) Handler() http.Handler { return b.HTTPHandler(nil) }
+
+// HTTPHandler is Handler with per-handler options.
+func (b *Broker) HTTPHandler(opts *HandlerOptions) http.Handler {
+	h := &httpHandler{b: b, rl: b.opts.RateLimiting, entity: "broker:http"}
+	if opts != nil {
+		if opts.RateLimiting != nil {
+			h.rl = opts.RateLimiting
+		}
+		if opts.RateLimitEntity != "" {
+			h.entity = opts.RateLimitEntity
+		}
+	}
+	return h
+}
+
+type httpHandler struct {
+	b      *Broker
+	rl     *RateLimitConfig
+	entity string
+}
+
+func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	if path != "/" {
+		path = strings.TrimSuffix(path, "/")
+	}
+	var route func(http.ResponseWriter, *http.Request, *AuthResult)
+	var method string
+	var sessionID string
+	switch {
+	case path == "/health":
+		if !allowMethod(w, r, http.MethodGet) {
+			return
+		}
+		h.health(w)
+		return
+	case path == "/execute":
+		method, route = http.MethodPost, h.execute
+	case path == "/code/actions":
+		method, route = http.MethodGet, h.actions
+	case strings.HasPrefix(path, "/sessions/"):
+		rest := strings.TrimPrefix(path, "/sessions/")
+		id, tail, _ := strings.Cut(rest, "/")
+		switch {
+		case id != "" && tail == "":
+			method, route = http.MethodGet, h.getSession
+		case id != "" && tail == "tool-result":
+			method, route = http.MethodPost, h.toolResult
+		}
+		sessionID = id
+	}
+	if route == nil {
+		writeError(w, newError(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
+		return
+	}
+	if !allowMethod(w, r, method) {
+		return
+	}
+	auth, err := h.authenticate(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := h.rateLimit(r, auth); err != nil {
+		writeError(w, err)
+		return
+	}
+	if sessionID != "" {
+		r.SetPathValue("sessionId", sessionID)
+	}
+	route(w, r, auth)
+}
+
+func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
+	if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
+		return true
+	}
+	w.Header().Set("Allow", method)
+	writeError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, fmt.Sprintf("use %s", method)))
+	return false
+}
+
+// writeError writes {"error":{"code","message"}} with the error's status.
+func writeError(w http.ResponseWriter, err error) {
+	e := asError(err)
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", retryAfterSeconds(e.RetryAfter))
+	}
+	if e.Status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="codemode"`)
+	}
+	writeJSON(w, e.Status, map[string]ErrorBody{"error": {Code: e.Code, Message: e.Message}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// authenticate returns the caller's identity: one placed in the context by
+// an outer layer (WithAuth), else the configured hook's verdict, else nil
+// (anonymous) when authentication is off.
+func (h *httpHandler) authenticate(r *http.Request) (*AuthResult, error) {
+	if a := AuthFromContext(r.Context()); a != nil && a.Valid {
+		return a, nil
+	}
+	cfg := h.b.opts.Authentication
+	if cfg == nil {
+		return nil, nil
+	}
+	var token string
+	switch cfg.Type {
+	case AuthBearer:
+		token = bearerToken(r)
+	case AuthAPIKey:
+		token = r.Header.Get("X-API-Key")
+	default:
+		if cfg.Token != nil {
+			token = cfg.Token(r)
+		} else if token = bearerToken(r); token == "" {
+			token = r.Header.Get("X-API-Key")
+		}
+	}
+	if token == "" {
+		return nil, newError(http.StatusUnauthorized, CodeUnauthorized, "missing credentials")
+	}
+	res, err := cfg.Validate(r.Context(), token)
+	if err != nil {
+		h.b.logger.Info("authentication failed", zap.Error(err), zap.String("remote", r.RemoteAddr))
+		return nil, newError(http.StatusUnauthorized, CodeUnauthorized, "invalid credentials")
+	}
+	if res == nil || !res.Valid {
+		return nil, newError(http.StatusUnauthorized, CodeUnauthorized, "invalid credentials")
+	}
+	return res, nil
+}
+
+func bearerToken(r *http.Request) string {
+	v := r.Header.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
+}
+
+// rateLimit counts the request in its bucket with the guard's sliding window.
+func (h *httpHandler) rateLimit(r *http.Request, auth *AuthResult) error {
+	rl := h.rl
+	if rl == nil {
+		return nil
+	}
+	var key string
+	switch {
+	case rl.KeyGenerator != nil:
+		key = rl.KeyGenerator(r)
+	case auth != nil && auth.UserID != "":
+		key = "user:" + auth.UserID
+	default:
+		key = "ip:" + clientIP(r)
+	}
+	m := h.b.rateGuard()
+	cfg := &guard.RateLimitConfig{MaxRequests: rl.MaxRequests, WindowMs: rl.WindowMs,
+		PartitionBy: guard.PartitionKey{Func: func(guard.PartitionKeyContext) string { return key }}}
+	res, err := m.CheckRateLimit(r.Context(), h.entity, cfg, guard.PartitionKeyContext{})
+	if err != nil {
+		return guardHTTPError(err)
+	}
+	if err := res.Err(h.entity); err != nil {
+		return guardHTTPError(err)
+	}
+	return nil
+}
+
+func guardHTTPError(err error) error {
+	var ge *guard.GuardError
+	if !errors.As(err, &ge) {
+		return err
+	}
+	e := &Error{Code: ge.Code, Message: ge.Message, Status: ge.StatusCode, Err: err}
+	if ge.StatusCode == http.StatusTooManyRequests || ge.StatusCode == http.StatusServiceUnavailable {
+		e.RetryAfter = max(time.Duration(ge.RetryAfterMs)*time.Millisecond, time.Second)
+	}
+	return e
+}
+
+// rateGuard is the manager counting HTTP requests: the broker's guard when
+// it is enabled (shared through its storage), else a private in-memory one.
+func (b *Broker) rateGuard() *guard.GuardManager {
+	if m := b.guard.Load(); m != nil && m.Config().Enabled {
+		return m
+	}
+	b.httpGuardMu.Lock()
+	defer b.httpGuardMu.Unlock()
+	if b.httpGuard == nil {
+		m, _ := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true}, &guard.ManagerOptions{Logger: b.logger, Now: b.now})
+		b.httpGuard = m
+	}
+	return b.httpGuard
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// readJSON decodes a JSON object body strictly, mapping failures to 400,
+// 413 and 415.
+func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type must be application/json")
+		}
+	}
+	limit := h.b.opts.MaxBodyBytes
+	if r.ContentLength > limit {
+		return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("body exceeds %d bytes", limit))
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("body exceeds %d bytes", limit))
+		}
+		return newError(http.StatusBadRequest, CodeInvalidRequest, "reading body: "+err.Error())
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return newError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON body: "+err.Error())
+	}
+	if dec.More() {
+		return newError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON body: trailing data")
+	}
+	return nil
+}
+
+type executeRequest struct {
+	Code         string         `json:"code"`
+	Timeout      *float64       `json:"timeout"`
+	MaxToolCalls *float64       `json:"maxToolCalls"`
+	Context      map[string]any `json:"context"`
+	Filter       *EventFilter   `json:"filter"`
+	AllowedTools []string       `json:"allowedTools"`
+}
+
+func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *AuthResult) {
+	var req executeRequest
+	if err := h.readJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if strings.TrimSpace(req.Code) == "" {
+		writeError(w, newError(http.StatusBadRequest, CodeValidationError, "code is required"))
+		return
+	}
+	opts := ExecuteOptions{Context: req.Context, Filter: req.Filter, AllowedTools: req.AllowedTools, Auth: auth, ClientIP: clientIP(r)}
+	if t := req.Timeout; t != nil {
+		if *t <= 0 || math.IsInf(*t, 0) || *t > float64(h.b.opts.SessionTimeout.Milliseconds()) {
+			writeError(w, newError(http.StatusBadRequest, CodeValidationError,
+				fmt.Sprintf("timeout must be between 1 and %d milliseconds", h.b.opts.SessionTimeout.Milliseconds())))
+			return
+		}
+		opts.Timeout = time.Duration(*t * float64(time.Millisecond))
+	}
+	if n := req.MaxToolCalls; n != nil {
+		if *n < 1 || *n != math.Trunc(*n) || *n > 1e6 {
+			writeError(w, newError(http.StatusBadRequest, CodeValidationError, "maxToolCalls must be a whole number between 1 and 1000000"))
+			return
+		}
+		opts.MaxToolCalls = int(*n)
+	}
+	run, err := h.b.start(r.Context(), req.Code, opts)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.Header().Set("X-Session-Id", run.sess.ID)
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	enc := json.NewEncoder(w)
+	run.stream(func(ev StreamEvent, _ error) bool {
+		if err := enc.Encode(ev); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	})
+}
+
+// owns reports whether auth may see s: the same user and tenant (both
+// empty for anonymous sessions).
+func owns(auth *AuthResult, s *Session) bool {
+	var user, tenant string
+	if auth != nil {
+		user, tenant = auth.UserID, auth.TenantID
+	}
+	return s.UserID == user && s.TenantID == tenant
+}
+
+func (h *httpHandler) session(r *http.Request, auth *AuthResult) (*Session, error) {
+	s, err := h.b.GetSession(r.Context(), r.PathValue("sessionId"))
+	if err != nil {
+		return nil, err
+	}
+	// Someone else's session is reported as unknown, not forbidden, so ids
+	// cannot be probed.
+	if s == nil || !owns(auth, s) {
+		return nil, newError(http.StatusNotFound, CodeNotFound, "session not found")
+	}
+	return s, nil
+}
+
+func (h *httpHandler) getSession(w http.ResponseWriter, r *http.Request, auth *AuthResult) {
+	s, err := h.session(r, auth)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+func (h *httpHandler) toolResult(w http.ResponseWriter, r *http.Request, auth *AuthResult) {
+	var req ToolResult
+	if err := h.readJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	s, err := h.session(r, auth)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := h.b.SubmitToolResult(r.Context(), s.ID, req); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+}
+
+// HealthResponse is the body of GET /health.
+type HealthResponse struct {
+	// Status is always "ok".
+	Status string `json:"status"`
+	// Uptime is the time since the broker was created, in seconds.
+	Uptime   float64 `json:"uptime"`
+	Sessions Stats   `json:"sessions"`
+}
+
+// Health returns the body of GET /health.
+func (b *Broker) Health() HealthResponse {
+	up := b.now().Sub(b.started).Seconds()
+	return HealthResponse{Status: "ok", Uptime: math.Round(up*1000) / 1000, Sessions: b.Stats()}
+}
+
+func (h *httpHandler) health(w http.ResponseWriter) {
+	writeJSON(w, http.StatusOK, h.b.Health())
+}
+
+// emptyCatalogVersion is the version of a catalog with no sources.
+var emptyCatalogVersion = func() string {
+	s := sha256.Sum256(nil)
+	return hex.EncodeToString(s[:])
+}()
+
+// Actions returns the body of GET /code/actions: the catalog's actions,
+// or an empty catalog when no OpenAPI source is configured.
+func (b *Broker) Actions() catalog.CatalogResponse {
+	if c := b.opts.Catalog; c != nil {
+		return c.Response()
+	}
+	return catalog.CatalogResponse{Actions: []catalog.CatalogAction{}, Services: []catalog.CatalogService{}, Version: emptyCatalogVersion}
+}
+
+func (h *httpHandler) actions(w http.ResponseWriter, _ *http.Request, _ *AuthResult) {
+	writeJSON(w, http.StatusOK, h.b.Actions())
+}

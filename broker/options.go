@@ -1,0 +1,130 @@
+package broker
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// Defaults of BrokerOptions and ExecuteOptions.
+const (
+	DefaultSessionTimeout        = 5 * time.Minute
+	DefaultMaxConcurrentSessions = 1000
+	DefaultExecutionTimeout      = 30 * time.Second
+	DefaultMaxToolCalls          = 100
+	DefaultMaxBodyBytes          = 1 << 20
+	DefaultKeyPrefix             = "codemode:broker:"
+	DefaultDrainTimeout          = 10 * time.Second
+)
+
+// BrokerOptions configures a Broker. Only Engine is required.
+type BrokerOptions struct {
+	// Redis, when set, keeps sessions and caller-answered calls in Redis so
+	// that every broker sharing it (and KeyPrefix) serves the same sessions.
+	// Nil means in-memory state for this broker only. The broker does not
+	// close the client.
+	Redis redis.UniversalClient
+	// KeyPrefix prefixes every Redis key and the pub/sub channel. Default
+	// "codemode:broker:".
+	KeyPrefix string
+	// SessionTimeout is how long a session record lives after creation; an
+	// execution is never allowed to run longer. Default 5 minutes.
+	SessionTimeout time.Duration
+	// MaxConcurrentSessions caps the pending and running sessions of this
+	// broker; more get SESSION_LIMIT (HTTP 429). Default 1000.
+	MaxConcurrentSessions int
+	// Tools is the registry of Go tools and caller-answered tools. Nil
+	// means an empty registry.
+	Tools *ToolRegistry
+	// ToolHandler answers calls to registered tools that have no Handler of
+	// their own. Nil means such calls are streamed to the caller.
+	ToolHandler ToolHandler
+	// Engine runs scripts. Required. The broker does not close it.
+	Engine sandbox.Engine
+	// Catalog, when set, contributes its OpenAPI actions as callable tools
+	// and serves GET /code/actions. The broker does not start or close it.
+	Catalog *catalog.Catalog
+	// Authentication, when set, is required on every endpoint but /health.
+	Authentication *AuthConfig
+	// RateLimiting, when set, limits requests to every endpoint but /health.
+	RateLimiting *RateLimitConfig
+	// Guard enforces tool rate limits, concurrency and timeouts (the
+	// per-tool ToolGuard, else the manager's defaults from `throttle`) and
+	// RateLimiting. Nil means tool calls are not throttled and RateLimiting
+	// uses a private in-memory manager.
+	Guard *guard.GuardManager
+	// DefaultTimeout is an execution's timeout when the request gives none.
+	// Default 30 s; never more than SessionTimeout.
+	DefaultTimeout time.Duration
+	// DefaultMaxToolCalls is an execution's tool call limit when the
+	// request gives none. Default 100.
+	DefaultMaxToolCalls int
+	// MaxBodyBytes caps request bodies; larger ones get 413. Default 1 MiB.
+	MaxBodyBytes int64
+	// Logger receives operational logs. Nil means no logging.
+	Logger *zap.Logger
+	// Now is the clock; nil means time.Now. Tests inject one.
+	Now func() time.Time
+}
+
+// Authentication types.
+const (
+	AuthBearer = "bearer"
+	AuthAPIKey = "api-key"
+	AuthCustom = "custom"
+)
+
+// AuthConfig is the authentication hook.
+type AuthConfig struct {
+	// Type is bearer (token from "Authorization: Bearer <token>"), api-key
+	// (token from "X-API-Key: <token>") or custom (Token extracts it; by
+	// default either header).
+	Type string
+	// Validate checks a token. A nil error with Valid false, or an error,
+	// is a 401; errors are logged, never shown.
+	Validate func(ctx context.Context, token string) (*AuthResult, error)
+	// Token extracts the credential for type custom. Nil means the Bearer
+	// token, else X-API-Key.
+	Token func(r *http.Request) string
+}
+
+// AuthResult is the outcome of authentication; it travels with the session.
+type AuthResult struct {
+	Valid       bool     `json:"valid"`
+	UserID      string   `json:"userId,omitempty"`
+	TenantID    string   `json:"tenantId,omitempty"`
+	Permissions []string `json:"permissions,omitempty"`
+}
+
+// RateLimitConfig limits HTTP requests per key with the guard's sliding
+// window.
+type RateLimitConfig struct {
+	// WindowMs is the window length in milliseconds. Required (> 0).
+	WindowMs int64
+	// MaxRequests is the number of requests per window and key. Required (> 0).
+	MaxRequests int64
+	// KeyGenerator returns a request's bucket key. Nil means the
+	// authenticated user id, else the client address.
+	KeyGenerator func(r *http.Request) string
+}
+
+type authContextKey struct{}
+
+// WithAuth returns a context carrying an AuthResult from an authentication
+// layer in front of the broker (for example Caddy's authentication
+// handler). The broker's HTTP handler accepts it instead of checking a token.
+func WithAuth(ctx context.Context, a *AuthResult) context.Context {
+	return context.WithValue(ctx, authContextKey{}, a)
+}
+
+// AuthFromContext returns the AuthResult placed by WithAuth, or nil.
+func AuthFromContext(ctx context.Context) *AuthResult {
+	a, _ := ctx.Value(authContextKey{}).(*AuthResult)
+	return a
+}

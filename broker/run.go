@@ -1,0 +1,290 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"go.uber.org/zap"
+)
+
+// run is one session executing on this broker. It is the sandbox.Host of
+// its script.
+type run struct {
+	b        *Broker
+	ctx      context.Context
+	cancel   context.CancelFunc
+	events   chan StreamEvent
+	stop     chan struct{} // closed when the consumer stops reading
+	stopOnce sync.Once
+	filter   *EventFilter
+	auth     *AuthResult
+	clientIP string
+	context  map[string]any
+	maxCalls int
+	calls    atomic.Int64
+	begun    time.Time
+	engine   sandbox.Engine
+	req      sandbox.Request
+
+	mu      sync.Mutex
+	sess    *Session
+	waiters map[string]chan *toolAnswer
+}
+
+var (
+	_ sandbox.Host    = (*run)(nil)
+	_ sandbox.LogHost = (*run)(nil)
+)
+
+// send delivers an event to the consumer unless the filter drops it or the
+// consumer has gone.
+func (r *run) send(ev StreamEvent) {
+	if !r.filter.allows(ev.Type) {
+		return
+	}
+	select {
+	case r.events <- ev:
+	case <-r.stop:
+	}
+}
+
+// stream yields events until the run ends or yield returns false.
+func (r *run) stream(yield func(StreamEvent, error) bool) {
+	defer r.detach()
+	for ev := range r.events {
+		if !yield(ev, nil) {
+			return
+		}
+	}
+}
+
+// detach stops delivery and aborts the execution if it still runs.
+func (r *run) detach() {
+	r.stopOnce.Do(func() { close(r.stop) })
+	r.cancel()
+}
+
+// transition moves the session to status, allowing only pending -> running
+// -> completed | error.
+func (r *run) transition(status string) (*Session, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	from := r.sess.Status
+	ok := (from == StatusPending && status == StatusRunning) ||
+		(from == StatusRunning && (status == StatusCompleted || status == StatusError))
+	if !ok {
+		return nil, fmt.Errorf("session %s: invalid transition %s -> %s", r.sess.ID, from, status)
+	}
+	r.sess.Status = status
+	r.sess.UpdatedAt = r.b.now().UnixMilli()
+	return r.sess.clone(), nil
+}
+
+func (r *run) snapshot() *Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sess.clone()
+}
+
+func (r *run) execute() {
+	b := r.b
+	defer b.wg.Done()
+	defer r.cancel()
+	defer close(r.events)
+
+	if s, err := r.transition(StatusRunning); err == nil {
+		if err := b.store.put(r.ctx, s); err != nil {
+			b.logger.Warn("storing running session", zap.String("session", s.ID), zap.Error(err))
+		}
+	}
+	res, err := r.engine.Execute(r.ctx, r.req, r)
+	r.finish(res, err)
+}
+
+// finish records the outcome, then sends the final event: a caller that
+// reads the result and then asks GET /sessions/{id} sees the final status.
+func (r *run) finish(res *sandbox.Result, err error) {
+	b := r.b
+	dur := float64(b.now().Sub(r.begun).Microseconds()) / 1000
+	calls := int(r.calls.Load())
+	var final StreamEvent
+	var sessErr error
+	status := StatusCompleted
+	switch {
+	case err != nil:
+		status = StatusError
+		code, msg := sandbox.CodeExecutionAborted, err.Error()
+		var se *sandbox.Error
+		if errors.As(err, &se) {
+			code, msg = se.Code, se.Message
+		}
+		sessErr = &sandbox.ToolError{Code: code, Message: msg}
+		final = StreamEvent{Type: EventError, Payload: &ErrorPayload{ScriptStatus: "engine_error", Error: ErrorBody{Code: code, Message: msg}}}
+	case res.Status != sandbox.StatusOK:
+		status = StatusError
+		p := &ErrorPayload{ScriptStatus: string(res.Status)}
+		if res.Error != nil {
+			p.Error = ErrorBody{Code: res.Error.Code, Message: res.Error.Message}
+			if l := res.Error.Location; l != nil {
+				p.Location = &Location{Line: l.Line, Column: l.Column}
+			}
+			if res.Error.Kind != "" || res.Error.Name != "" || res.Error.Source != "" || res.Error.ToolName != "" {
+				p.Details = &ErrDetail{Kind: res.Error.Kind, Name: res.Error.Name, Source: res.Error.Source, ToolName: res.Error.ToolName}
+			}
+		} else {
+			p.Error = ErrorBody{Code: sandbox.CodeExecutionError, Message: string(res.Status)}
+		}
+		sessErr = &sandbox.ToolError{Code: p.Error.Code, Message: p.Error.Message}
+		final = StreamEvent{Type: EventError, Payload: p}
+	default:
+		result := res.Result
+		if len(result) == 0 {
+			result = json.RawMessage("null")
+		}
+		final = StreamEvent{Type: EventResult, Payload: &ResultPayload{Status: StatusCompleted, Result: result}}
+	}
+
+	r.mu.Lock()
+	r.sess.ToolCalls = calls
+	if sessErr != nil {
+		var te *sandbox.ToolError
+		errors.As(sessErr, &te)
+		r.sess.Error = &SessionError{Code: te.Code, Message: te.Message}
+	}
+	r.mu.Unlock()
+	s, terr := r.transition(status)
+	if terr != nil {
+		b.logger.Error("finishing session", zap.Error(terr))
+		s = r.snapshot()
+	}
+	// The caller's context may be gone; the record must still be written.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 5*time.Second)
+	if err := b.store.put(sctx, s); err != nil {
+		b.logger.Warn("storing finished session", zap.String("session", s.ID), zap.Error(err))
+	}
+	if err := b.store.closeCalls(sctx, s); err != nil {
+		b.logger.Warn("closing calls of finished session", zap.String("session", s.ID), zap.Error(err))
+	}
+	cancel()
+	b.mu.Lock()
+	delete(b.runs, s.ID)
+	b.mu.Unlock()
+
+	switch p := final.Payload.(type) {
+	case *ResultPayload:
+		p.SessionID, p.ToolCalls, p.DurationMs = s.ID, calls, dur
+		b.listeners.emit(Event{Name: OnSessionCompleted, Session: s, Result: p.Result})
+	case *ErrorPayload:
+		p.SessionID, p.Status, p.ToolCalls, p.DurationMs = s.ID, StatusError, calls, dur
+		b.listeners.emit(Event{Name: OnSessionError, Session: s, Err: sessErr})
+	}
+	r.send(final)
+}
+
+// LookupTool implements sandbox.Host.
+func (r *run) LookupTool(name string) (sandbox.ToolInfo, bool) {
+	return r.b.lookupTool(name)
+}
+
+// Log implements sandbox.LogHost: console entries become log events.
+func (r *run) Log(level, message string) {
+	r.send(StreamEvent{Type: EventLog, Payload: &LogPayload{Level: level, Message: message}})
+}
+
+// CallTool implements sandbox.Host: the call is counted, validated,
+// admitted by the guard and answered by Go, the catalog or the caller.
+func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMessage, error) {
+	b := r.b
+	sess := r.snapshot()
+	started := b.now()
+	b.listeners.emit(Event{Name: OnToolCalled, Session: sess, Tool: call.Name, CallID: call.ID, Input: call.Input})
+
+	announced := false
+	announce := func(awaiting bool) {
+		announced = true
+		r.send(StreamEvent{Type: EventToolCall, Payload: &ToolCallPayload{
+			SessionID: sess.ID, CallID: call.ID, Tool: call.Name, Input: call.Input, AwaitingResult: awaiting,
+		}})
+	}
+	var out json.RawMessage
+	var err error
+	if n := r.calls.Add(1); n > int64(r.maxCalls) {
+		err = &sandbox.ToolError{Code: CodeToolCallLimit, Message: fmt.Sprintf("tool call limit of %d reached", r.maxCalls)}
+	} else {
+		ic := &invocation{
+			sessionID: sess.ID, callID: call.ID, auth: r.auth, clientIP: r.clientIP, context: r.context,
+			caller: r, announce: announce,
+		}
+		out, err = b.invoke(ctx, call.Name, call.Input, ic)
+	}
+	if !announced {
+		announce(false)
+	}
+	err = toolError(err)
+	p := &ToolResultPayload{CallID: call.ID, Tool: call.Name, DurationMs: float64(b.now().Sub(started).Microseconds()) / 1000}
+	if err != nil {
+		te := err.(*sandbox.ToolError)
+		p.Error = &ErrorBody{Code: te.Code, Message: te.Message}
+	} else {
+		p.Result = out
+	}
+	r.send(StreamEvent{Type: EventToolResult, Payload: p})
+	b.listeners.emit(Event{Name: OnToolCompleted, Session: r.snapshot(), Tool: call.Name, CallID: call.ID, Result: out, Err: err})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// awaitCaller registers the call as pending, announces it and waits for the
+// caller's answer through SubmitToolResult (possibly on another broker).
+func (r *run) awaitCaller(ctx context.Context, callID string, announce func(bool)) (json.RawMessage, error) {
+	b := r.b
+	ch := make(chan *toolAnswer, 1)
+	r.mu.Lock()
+	r.waiters[callID] = ch
+	sess := r.sess.clone()
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.waiters, callID)
+		r.mu.Unlock()
+	}()
+	if err := b.store.addCall(ctx, sess, callID); err != nil {
+		return nil, &sandbox.ToolError{Code: CodeInternal, Message: "cannot record the pending call"}
+	}
+	announce(true)
+	select {
+	case a := <-ch:
+		if a.Error != nil {
+			code := a.Error.Code
+			if code == "" {
+				code = CodeToolExecutionError
+			}
+			return nil, &sandbox.ToolError{Code: code, Message: a.Error.Message}
+		}
+		return a.Result, nil
+	case <-ctx.Done():
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = b.store.dropCall(dctx, sess.ID, callID)
+		cancel()
+		return nil, ctx.Err()
+	}
+}
+
+// answer hands a caller's answer to the waiting call.
+func (r *run) answer(a *toolAnswer) {
+	r.mu.Lock()
+	ch := r.waiters[a.CallID]
+	delete(r.waiters, a.CallID)
+	r.mu.Unlock()
+	if ch != nil {
+		ch <- a // buffered, one answer per call
+	}
+}

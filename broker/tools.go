@@ -1,0 +1,319 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard"
+)
+
+// ToolGuard is a tool's own guard settings; nil fields use the guard
+// manager's defaults (defaultRateLimit, defaultConcurrency, defaultTimeout
+// of the throttle block). Limits are counted per tool name and partitioned
+// by each config's partitionBy (global, session, userId, ip).
+type ToolGuard struct {
+	RateLimit   *guard.RateLimitConfig
+	Concurrency *guard.ConcurrencyConfig
+	Timeout     *guard.TimeoutConfig
+}
+
+// Tool sources reported in ToolSpec.Source.
+const (
+	SourceRegistry = "registry"
+	SourceCatalog  = "catalog"
+)
+
+// CodeToolNotCallable is the tool error for a caller-answered tool invoked
+// without a session stream to ask the caller through.
+const CodeToolNotCallable = "TOOL_NOT_CALLABLE"
+
+// ToolSpec describes one callable tool, from the registry or the catalog,
+// the way tool indexes (the meta-tools) need it.
+type ToolSpec struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// InputSchema is a JSON Schema object (never empty).
+	InputSchema json.RawMessage `json:"inputSchema"`
+	// OutputSchema is the result's JSON Schema, or empty.
+	OutputSchema json.RawMessage  `json:"outputSchema,omitempty"`
+	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
+	Examples     []ToolExample    `json:"examples,omitempty"`
+	Tags         []string         `json:"tags,omitempty"`
+	// Source is "registry" or "catalog".
+	Source string `json:"source"`
+	// Service is the catalog service of an action ("" for registry tools).
+	Service    string `json:"service,omitempty"`
+	Deprecated bool   `json:"deprecated,omitempty"`
+	// CallerAnswered is true for registry tools answered by the caller
+	// through the tool-result endpoint (no Go handler): they cannot be
+	// invoked outside an /execute stream.
+	CallerAnswered bool `json:"callerAnswered,omitempty"`
+}
+
+// ListTools returns every callable tool: registry tools sorted by name,
+// then catalog actions sorted by name. A registry tool hides a catalog
+// action of the same name.
+func (b *Broker) ListTools() []ToolSpec {
+	defs := b.tools.List()
+	out := make([]ToolSpec, 0, len(defs))
+	seen := make(map[string]bool, len(defs))
+	for _, d := range defs {
+		out = append(out, b.registrySpec(d))
+		seen[d.Name] = true
+	}
+	if c := b.opts.Catalog; c != nil {
+		for _, a := range c.Response().Actions {
+			if !seen[a.Name] {
+				out = append(out, actionSpec(a))
+			}
+		}
+	}
+	return out
+}
+
+// LookupTool returns the ToolSpec of name.
+func (b *Broker) LookupTool(name string) (ToolSpec, bool) {
+	if d := b.tools.Get(name); d != nil {
+		return b.registrySpec(d), true
+	}
+	if c := b.opts.Catalog; c != nil {
+		if a, ok := c.Action(name); ok {
+			return actionSpec(a), true
+		}
+	}
+	return ToolSpec{}, false
+}
+
+// OnToolsChange calls f after a tool is registered or the catalog's actions
+// change, so indexes can reload ListTools.
+func (b *Broker) OnToolsChange(f func()) {
+	b.tools.OnChange(f)
+	if c := b.opts.Catalog; c != nil {
+		c.OnChange(f)
+	}
+}
+
+// Catalog returns the action catalog, or nil.
+func (b *Broker) Catalog() *catalog.Catalog { return b.opts.Catalog }
+
+func (b *Broker) registrySpec(d *ToolDefinition) ToolSpec {
+	return ToolSpec{
+		Name: d.Name, Description: d.Description, InputSchema: d.Schema(), OutputSchema: d.OutputSchema,
+		Annotations: d.Annotations, Examples: d.Examples, Tags: d.Tags, Source: SourceRegistry,
+		CallerAnswered: d.Handler == nil && b.opts.ToolHandler == nil,
+	}
+}
+
+func actionSpec(a catalog.CatalogAction) ToolSpec {
+	schema := a.InputSchema
+	if len(schema) == 0 {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	an := a.Annotations
+	return ToolSpec{
+		Name: a.Name, Description: a.Description, InputSchema: schema, OutputSchema: a.OutputSchema,
+		Annotations: &ToolAnnotations{ReadOnlyHint: &an.ReadOnlyHint, DestructiveHint: &an.DestructiveHint,
+			IdempotentHint: &an.IdempotentHint, OpenWorldHint: &an.OpenWorldHint},
+		Tags: a.Tags, Source: SourceCatalog, Service: a.Service, Deprecated: a.Deprecated,
+	}
+}
+
+func (b *Broker) lookupTool(name string) (sandbox.ToolInfo, bool) {
+	s, ok := b.LookupTool(name)
+	if !ok {
+		return sandbox.ToolInfo{}, false
+	}
+	return sandbox.ToolInfo{Name: s.Name, Description: s.Description, InputSchema: s.InputSchema, OutputSchema: s.OutputSchema}, true
+}
+
+// InvokeOptions identify who invokes a tool outside a script.
+type InvokeOptions struct {
+	// SessionID partitions guard limits by session (meta-tools pass their
+	// MCP session id).
+	SessionID string
+	// Auth partitions by user and reaches handlers.
+	Auth *AuthResult
+	// ClientIP partitions by address.
+	ClientIP string
+	// Context reaches handlers as ExecutionContext.Context.
+	Context map[string]any
+}
+
+// InvokeTool calls one tool through the same path as a script's callTool:
+// input validation (defaults applied), the guard (rate limit, concurrency,
+// timeout) and the handler or catalog. A failure is a *sandbox.ToolError
+// with a stable code (TOOL_NOT_FOUND, VALIDATION_ERROR, RATE_LIMIT,
+// CONCURRENCY_LIMIT, QUEUE_TIMEOUT, EXECUTION_TIMEOUT, TOOL_NOT_CALLABLE,
+// TOOL_EXECUTION_ERROR or a catalog code).
+func (b *Broker) InvokeTool(ctx context.Context, name string, input json.RawMessage, opts *InvokeOptions) (json.RawMessage, error) {
+	if opts == nil {
+		opts = &InvokeOptions{}
+	}
+	ic := &invocation{sessionID: opts.SessionID, callID: newID(), auth: opts.Auth, clientIP: opts.ClientIP, context: opts.Context}
+	out, err := b.invoke(ctx, name, input, ic)
+	return out, toolError(err)
+}
+
+// ToolHost returns a sandbox.Host whose calls go through InvokeTool with
+// opts, for callers that run scripts on their own engine (meta:execute).
+func (b *Broker) ToolHost(opts *InvokeOptions) sandbox.Host {
+	if opts == nil {
+		opts = &InvokeOptions{}
+	}
+	return &invokeHost{b: b, opts: opts}
+}
+
+type invokeHost struct {
+	b    *Broker
+	opts *InvokeOptions
+}
+
+func (h *invokeHost) LookupTool(name string) (sandbox.ToolInfo, bool) { return h.b.lookupTool(name) }
+
+func (h *invokeHost) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMessage, error) {
+	ic := &invocation{sessionID: h.opts.SessionID, callID: call.ID, auth: h.opts.Auth, clientIP: h.opts.ClientIP, context: h.opts.Context}
+	out, err := h.b.invoke(ctx, call.Name, call.Input, ic)
+	return out, toolError(err)
+}
+
+// invocation is one tool call and who makes it.
+type invocation struct {
+	sessionID string
+	callID    string
+	auth      *AuthResult
+	clientIP  string
+	context   map[string]any
+	// caller is the session run, when the call comes from /execute; it lets
+	// caller-answered tools ask the stream's consumer.
+	caller *run
+	// announce sends the tool_call event (nil outside a stream).
+	announce func(awaiting bool)
+}
+
+func (ic *invocation) announceCall(awaiting bool) {
+	if ic.announce != nil {
+		ic.announce(awaiting)
+	}
+}
+
+// invoke resolves, validates, guards and runs one call.
+func (b *Broker) invoke(ctx context.Context, name string, input json.RawMessage, ic *invocation) (json.RawMessage, error) {
+	var tg ToolGuard
+	var run func(context.Context) (json.RawMessage, error)
+	if d := b.tools.Get(name); d != nil {
+		args, err := d.Validate(input)
+		if err != nil {
+			return nil, err
+		}
+		tg = d.Guard
+		handler := d.Handler
+		if handler == nil {
+			handler = b.opts.ToolHandler
+		}
+		switch {
+		case handler != nil:
+			ec := &ExecutionContext{SessionID: ic.sessionID, CallID: ic.callID, Tool: name, Auth: ic.auth, Context: ic.context, ClientIP: ic.clientIP}
+			run = func(ctx context.Context) (json.RawMessage, error) {
+				ic.announceCall(false)
+				v, err := handler(ctx, args, ec)
+				if err != nil {
+					return nil, err
+				}
+				return marshalResult(v)
+			}
+		case ic.caller != nil:
+			run = func(ctx context.Context) (json.RawMessage, error) {
+				return ic.caller.awaitCaller(ctx, ic.callID, ic.announceCall)
+			}
+		default:
+			return nil, &sandbox.ToolError{Code: CodeToolNotCallable, Message: fmt.Sprintf("tool %q is answered by the caller of /execute and cannot be invoked here", name)}
+		}
+	} else if c := b.opts.Catalog; c != nil {
+		if _, ok := c.Action(name); !ok {
+			return nil, &sandbox.ToolError{Code: CodeToolNotFound, Message: fmt.Sprintf("tool %q not found", name)}
+		}
+		run = func(ctx context.Context) (json.RawMessage, error) {
+			ic.announceCall(false)
+			return c.Call(ctx, name, input)
+		}
+	} else {
+		return nil, &sandbox.ToolError{Code: CodeToolNotFound, Message: fmt.Sprintf("tool %q not found", name)}
+	}
+	return b.guarded(ctx, name, tg, ic, run)
+}
+
+// guarded runs fn under the tool's rate limit, concurrency slot and timeout.
+func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *invocation, fn func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	m := b.guard.Load()
+	if m == nil {
+		return fn(ctx)
+	}
+	pc := guard.PartitionKeyContext{SessionID: ic.sessionID, ClientIP: ic.clientIP}
+	if ic.auth != nil {
+		pc.UserID = ic.auth.UserID
+	}
+	rl, err := m.CheckRateLimit(ctx, name, tg.RateLimit, pc)
+	if err != nil {
+		return nil, err
+	}
+	if err := rl.Err(name); err != nil {
+		return nil, err
+	}
+	ticket, err := m.AcquireSemaphore(ctx, name, tg.Concurrency, pc)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = ticket.Release(context.WithoutCancel(ctx)) }()
+	return guard.WithTimeout(ctx, m.TimeoutMs(tg.Timeout), name, fn)
+}
+
+func marshalResult(v any) (json.RawMessage, error) {
+	switch x := v.(type) {
+	case json.RawMessage:
+		if len(x) == 0 {
+			return json.RawMessage("null"), nil
+		}
+		if !json.Valid(x) {
+			return nil, errors.New("tool returned invalid JSON")
+		}
+		return x, nil
+	case []byte:
+		return nil, errors.New("tool returned bytes; return json.RawMessage for raw JSON")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("tool result is not JSON-serializable: %w", err)
+	}
+	return b, nil
+}
+
+// toolError gives every tool failure a stable code, as the script sees it.
+func toolError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var te *sandbox.ToolError
+	if errors.As(err, &te) {
+		return te
+	}
+	var ge *guard.GuardError
+	if errors.As(err, &ge) {
+		msg := ge.Message
+		if ge.RetryAfterMs > 0 {
+			msg = fmt.Sprintf("%s; retry after %d ms", msg, ge.RetryAfterMs)
+		}
+		return &sandbox.ToolError{Code: ge.Code, Message: msg}
+	}
+	var ce *catalog.Error
+	if errors.As(err, &ce) {
+		return &sandbox.ToolError{Code: ce.Code, Message: ce.Message}
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return &sandbox.ToolError{Code: sandbox.CodeTimeout, Message: "the execution ended before the tool answered"}
+	}
+	return &sandbox.ToolError{Code: CodeToolExecutionError, Message: err.Error()}
+}
