@@ -1,0 +1,232 @@
+package oauth
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+// client is a pre-registered or dynamically registered client.
+type client struct {
+	ID           string           `json:"client_id"`
+	SecretHash   []byte           `json:"secret_hash,omitempty"` // SHA-256 of the secret
+	Name         string           `json:"client_name,omitempty"`
+	URIs         []string         `json:"redirect_uris"`
+	AuthMeth     oidc.AuthMethod  `json:"token_endpoint_auth_method"`
+	Grants       []oidc.GrantType `json:"grant_types"`
+	AllowedScope []string         `json:"scopes"`
+	IssuedAt     int64            `json:"client_id_issued_at,omitempty"`
+
+	dev bool
+	ttl time.Duration
+}
+
+var _ op.Client = (*client)(nil)
+
+func (c *client) checkSecret(secret string) bool {
+	if len(c.SecretHash) == 0 {
+		return false
+	}
+	h := sha256.Sum256([]byte(secret))
+	return subtle.ConstantTimeCompare(h[:], c.SecretHash) == 1
+}
+
+func (c *client) public() bool { return len(c.SecretHash) == 0 }
+
+func (c *client) displayName() string {
+	if c.Name != "" {
+		return c.Name
+	}
+	return c.ID
+}
+
+func (c *client) GetID() string                    { return c.ID }
+func (c *client) RedirectURIs() []string           { return c.URIs }
+func (c *client) PostLogoutRedirectURIs() []string { return nil }
+
+// ApplicationType is native so op accepts loopback http redirect URIs; the
+// server's own exact-match check runs before op and refuses op's loopback
+// port leniency.
+func (c *client) ApplicationType() op.ApplicationType { return op.ApplicationTypeNative }
+func (c *client) AuthMethod() oidc.AuthMethod         { return c.AuthMeth }
+func (c *client) ResponseTypes() []oidc.ResponseType {
+	return []oidc.ResponseType{oidc.ResponseTypeCode}
+}
+func (c *client) GrantTypes() []oidc.GrantType        { return c.Grants }
+func (c *client) LoginURL(id string) string           { return pathLogin + "?id=" + id }
+func (c *client) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeJWT }
+func (c *client) IDTokenLifetime() time.Duration      { return c.ttl }
+func (c *client) DevMode() bool                       { return c.dev }
+func (c *client) RestrictAdditionalIdTokenScopes() func([]string) []string {
+	return func(s []string) []string { return s }
+}
+func (c *client) RestrictAdditionalAccessTokenScopes() func([]string) []string {
+	return func(s []string) []string { return s }
+}
+func (c *client) IsScopeAllowed(scope string) bool     { return slices.Contains(c.AllowedScope, scope) }
+func (c *client) IDTokenUserinfoClaimsAssertion() bool { return false }
+func (c *client) ClockSkew() time.Duration             { return 0 }
+
+// client finds a client by id: configuration first, then registrations.
+func (s *Server) client(ctx context.Context, id string) (*client, error) {
+	if c, ok := s.clients[id]; ok {
+		return c, nil
+	}
+	if id == "" || !s.cfg.dcr {
+		return nil, errors.New("unknown client")
+	}
+	b, err := s.store.Get(ctx, keyClient(id))
+	if err != nil {
+		return nil, errors.New("unknown client")
+	}
+	c := new(client)
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, errors.New("unknown client")
+	}
+	c.dev, c.ttl = s.cfg.development, s.cfg.accessTTL
+	return c, nil
+}
+
+func (s *Server) grantTypes() []oidc.GrantType {
+	g := []oidc.GrantType{oidc.GrantTypeCode}
+	if s.cfg.refreshOn {
+		g = append(g, oidc.GrantTypeRefreshToken)
+	}
+	return g
+}
+
+// registrationRequest is the RFC 7591 client metadata we read.
+type registrationRequest struct {
+	RedirectURIs            []string `json:"redirect_uris"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+	GrantTypes              []string `json:"grant_types"`
+	ResponseTypes           []string `json:"response_types"`
+	ClientName              string   `json:"client_name"`
+	Scope                   string   `json:"scope"`
+}
+
+type registrationResponse struct {
+	ClientID                string   `json:"client_id"`
+	ClientSecret            string   `json:"client_secret,omitempty"`
+	ClientIDIssuedAt        int64    `json:"client_id_issued_at"`
+	ClientSecretExpiresAt   *int64   `json:"client_secret_expires_at,omitempty"`
+	RedirectURIs            []string `json:"redirect_uris"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method"`
+	GrantTypes              []string `json:"grant_types"`
+	ResponseTypes           []string `json:"response_types"`
+	ClientName              string   `json:"client_name,omitempty"`
+	Scope                   string   `json:"scope,omitempty"`
+}
+
+const maxRedirectURIs = 10
+
+// register serves RFC 7591 dynamic client registration.
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	var req registrationRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err := dec.Decode(&req); err != nil {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "body must be a JSON object of client metadata")
+		return
+	}
+	if len(req.RedirectURIs) == 0 || len(req.RedirectURIs) > maxRedirectURIs {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_redirect_uri", "between 1 and 10 redirect_uris are required")
+		return
+	}
+	for _, u := range req.RedirectURIs {
+		if err := checkRedirectURI(u, s.cfg.development); err != nil {
+			writeOAuthError(w, http.StatusBadRequest, "invalid_redirect_uri", err.Error())
+			return
+		}
+	}
+	method := oidc.AuthMethod(req.TokenEndpointAuthMethod)
+	switch method {
+	case "":
+		method = oidc.AuthMethodNone
+	case oidc.AuthMethodNone, oidc.AuthMethodBasic, oidc.AuthMethodPost:
+	default:
+		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "token_endpoint_auth_method must be none, client_secret_basic or client_secret_post")
+		return
+	}
+	grants := s.grantTypes()
+	if len(req.GrantTypes) > 0 {
+		grants = grants[:0:0]
+		for _, g := range req.GrantTypes {
+			gt := oidc.GrantType(g)
+			if !slices.Contains(s.grantTypes(), gt) {
+				writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "grant type "+g+" is not offered")
+				return
+			}
+			if !slices.Contains(grants, gt) {
+				grants = append(grants, gt)
+			}
+		}
+		if !slices.Contains(grants, oidc.GrantTypeCode) {
+			writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "grant_types must include authorization_code")
+			return
+		}
+	}
+	for _, rt := range req.ResponseTypes {
+		if rt != "code" {
+			writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "response_types must be [\"code\"]")
+			return
+		}
+	}
+	scopes := s.cfg.scopes
+	if req.Scope != "" {
+		scopes = nil
+		for _, sc := range strings.Fields(req.Scope) {
+			if !slices.Contains(s.cfg.scopes, sc) {
+				writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "scope "+sc+" is not offered")
+				return
+			}
+			scopes = append(scopes, sc)
+		}
+	}
+	if len(req.ClientName) > 200 {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "client_name is longer than 200 characters")
+		return
+	}
+	now := s.now()
+	c := &client{
+		ID: "mcp_" + s.randomToken(16), Name: req.ClientName, URIs: req.RedirectURIs,
+		AuthMeth: method, Grants: grants, AllowedScope: scopes, IssuedAt: now.Unix(),
+	}
+	var secret string
+	if method != oidc.AuthMethodNone {
+		secret = s.randomToken(32)
+		h := sha256.Sum256([]byte(secret))
+		c.SecretHash = h[:]
+	}
+	b, err := json.Marshal(c)
+	if err == nil {
+		err = s.store.Set(r.Context(), keyClient(c.ID), b, 0)
+	}
+	if err != nil {
+		s.log.Error("storing registered client", errField(err))
+		writeOAuthError(w, http.StatusServiceUnavailable, "server_error", "token storage unavailable")
+		return
+	}
+	resp := registrationResponse{
+		ClientID: c.ID, ClientSecret: secret, ClientIDIssuedAt: c.IssuedAt, RedirectURIs: c.URIs,
+		TokenEndpointAuthMethod: string(method), ResponseTypes: []string{"code"}, ClientName: c.Name,
+		Scope: strings.Join(scopes, " "),
+	}
+	for _, g := range grants {
+		resp.GrantTypes = append(resp.GrantTypes, string(g))
+	}
+	if secret != "" {
+		zero := int64(0)
+		resp.ClientSecretExpiresAt = &zero
+	}
+	s.log.Info("client registered", logClientID(c.ID), logInt("redirect_uris", len(c.URIs)))
+	writeJSON(w, http.StatusCreated, resp)
+}

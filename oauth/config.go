@@ -1,0 +1,335 @@
+package oauth
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// ServerConfig mirrors the spec's auth.* keys for orchestrated mode.
+type ServerConfig struct {
+	// Issuer is the public base URL of the gateway (scheme and host, no
+	// path), for example https://gateway.example.com. It is the iss claim
+	// of every token and the base of every endpoint URL. Required. It must
+	// use https unless Development is true.
+	Issuer string `json:"issuer,omitempty"`
+
+	// TokenStorage says where pending authorizations, codes, refresh
+	// tokens, sessions, registered clients and the vault are kept.
+	// Default: memory (one instance only).
+	TokenStorage TokenStorageConfig `json:"token_storage,omitempty"`
+
+	// Local holds the signing key and its rotation.
+	Local LocalConfig `json:"local,omitempty"`
+
+	// Refresh sets token lifetimes and refresh-token behaviour.
+	Refresh RefreshConfig `json:"refresh,omitempty"`
+
+	// Consent configures the consent screen.
+	Consent ConsentConfig `json:"consent,omitempty"`
+
+	// AllowDefaultPublic lets requests without a bearer token through as
+	// the anonymous user. The authorization server only reports it (see
+	// Server.AllowDefaultPublic); the Caddy authentication provider applies
+	// it. Default false; must stay false in production.
+	AllowDefaultPublic bool `json:"allow_default_public,omitempty"`
+
+	// DCREnabled turns on RFC 7591 dynamic client registration at
+	// /oauth/register. Default false (the endpoint answers 404).
+	DCREnabled bool `json:"dcr_enabled,omitempty"`
+
+	// Development allows an http issuer, generates a signing key when none
+	// is supplied, lets clients use http redirect URIs that are not
+	// loopback, and enables the demo login. Default false. Never in
+	// production.
+	Development bool `json:"development,omitempty"`
+
+	// Users are the local accounts of the login page.
+	Users []User `json:"users,omitempty"`
+
+	// Clients are pre-registered OAuth clients.
+	Clients []ClientConfig `json:"clients,omitempty"`
+
+	// Scopes are the scopes clients may request. A request without a
+	// scope gets all of them. Default: ["mcp"].
+	Scopes []string `json:"scopes,omitempty"`
+
+	// Redact names log fields whose values are replaced by "[REDACTED]"
+	// (logging.redact). Tokens, codes, secrets and passwords are never
+	// logged whatever this says.
+	Redact []string `json:"redact,omitempty"`
+}
+
+// TokenStorageConfig is auth.tokenStorage.
+type TokenStorageConfig struct {
+	// Type is memory or redis. Default memory, which keeps everything in
+	// this process: one instance only, lost on restart.
+	Type string `json:"type,omitempty"`
+	// Host of the Redis server. Default from REDIS_HOST, else localhost.
+	Host string `json:"host,omitempty"`
+	// Port of the Redis server. Default from REDIS_PORT, else 6379.
+	Port int `json:"port,omitempty"`
+	// Password of the Redis server. Default from REDIS_PASSWORD.
+	Password string `json:"password,omitempty"`
+	// TLS connects to Redis over TLS. Default false.
+	TLS bool `json:"tls,omitempty"`
+	// KeyPrefix is put before every key. Default "codemode:auth:".
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	// Client, when set, is used instead of dialing Host:Port; the caller
+	// keeps ownership of it (Close does not close it).
+	Client redis.UniversalClient `json:"-"`
+}
+
+// LocalConfig is auth.local: the signing key.
+type LocalConfig struct {
+	// SignKey is the private signing key as a JSON Web Key (RSA for RS256,
+	// P-256 EC for ES256). Default from JWT_SIGNING_KEY. Required unless
+	// Development is true, in which case a key is generated (and lost on
+	// restart).
+	SignKey string `json:"sign_key,omitempty"`
+	// KeyRotationDays is the rotation period in days; 0 disables rotation
+	// and SignKey signs every token. With rotation, each period signs with
+	// an ES256 key derived from SignKey (see the README). Recommended 30
+	// to 90.
+	KeyRotationDays int `json:"key_rotation_days,omitempty"`
+	// MaxKeys is how many previous rotated keys stay in the key set so
+	// tokens they signed still validate. Default 2.
+	MaxKeys int `json:"max_keys,omitempty"`
+}
+
+// RefreshConfig is auth.refresh: lifetimes and refresh tokens.
+type RefreshConfig struct {
+	// Enabled issues refresh tokens. Default false.
+	Enabled bool `json:"enabled,omitempty"`
+	// SkewSeconds is the clock skew tolerated when checking expiry, in
+	// seconds. Default 0.
+	SkewSeconds int `json:"skew_seconds,omitempty"`
+	// AccessTokenTTL is the access token lifetime in seconds. Default
+	// 900 (15 minutes).
+	AccessTokenTTL int `json:"access_token_ttl,omitempty"`
+	// RefreshTokenTTL is the refresh token lifetime in seconds, which is
+	// also the session lifetime. Default 604800 (7 days).
+	RefreshTokenTTL int `json:"refresh_token_ttl,omitempty"`
+	// RotateRefreshToken is accepted for compatibility with the spec's
+	// key; refresh tokens are always rotated on every use (OAuth 2.1 and
+	// production rule 5), so false is refused.
+	RotateRefreshToken *bool `json:"rotate_refresh_token,omitempty"`
+	// ReuseGraceSeconds lets a refresh token that was just rotated be used
+	// again for this many seconds without revoking the chain, for clients
+	// that lose the response in flight. Default 0 (off): any reuse revokes
+	// the whole chain.
+	ReuseGraceSeconds int `json:"reuse_grace_seconds,omitempty"`
+}
+
+// ConsentConfig is auth.consent.
+type ConsentConfig struct {
+	// Enabled shows the consent screen after login. Default false.
+	Enabled bool `json:"enabled,omitempty"`
+}
+
+// User is a local account of the login page.
+type User struct {
+	// Username typed on the login page. Required.
+	Username string `json:"username,omitempty"`
+	// PasswordHash is the bcrypt hash of the password. Required.
+	PasswordHash string `json:"password_hash,omitempty"`
+	// Subject is the sub claim of the user's tokens. Default Username.
+	Subject string `json:"subject,omitempty"`
+}
+
+// ClientConfig is a pre-registered client.
+type ClientConfig struct {
+	// ID is the client_id. Required.
+	ID string `json:"id,omitempty"`
+	// Secret makes the client confidential (client_secret_basic or
+	// client_secret_post). Empty means a public client that relies on
+	// PKCE alone.
+	Secret string `json:"secret,omitempty"`
+	// Name is shown on the consent screen. Default ID.
+	Name string `json:"name,omitempty"`
+	// RedirectURIs are matched exactly, character for character.
+	// Required.
+	RedirectURIs []string `json:"redirect_uris,omitempty"`
+	// Scopes limits the scopes this client may get. Default: all of
+	// ServerConfig.Scopes.
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// ServerOptions are the optional collaborators of a Server; nil means
+// defaults.
+type ServerOptions struct {
+	// Logger receives the server's logs. Default zap.NewNop().
+	Logger *zap.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Rand is the source of randomness for tokens, codes and generated
+	// keys. Default crypto/rand.
+	Rand io.Reader
+}
+
+// Defaults and limits.
+const (
+	DefaultAccessTokenTTL  = 15 * time.Minute
+	DefaultRefreshTokenTTL = 7 * 24 * time.Hour
+	DefaultMaxKeys         = 2
+	DefaultKeyPrefix       = "codemode:auth:"
+	PendingTTL             = 10 * time.Minute
+	CodeTTL                = 60 * time.Second
+)
+
+// Environment variable names read by ConfigFromEnv.
+const (
+	EnvRedisHost     = "REDIS_HOST"
+	EnvRedisPort     = "REDIS_PORT"
+	EnvRedisPassword = "REDIS_PASSWORD"
+	EnvSigningKey    = "JWT_SIGNING_KEY"
+)
+
+// ConfigFromEnv fills the fields of cfg that are empty from the spec's
+// environment variables (REDIS_HOST, REDIS_PORT, REDIS_PASSWORD,
+// JWT_SIGNING_KEY), read through getenv (nil means os.Getenv). Values set
+// in the configuration win. A REDIS_HOST with no storage type selects redis.
+func ConfigFromEnv(cfg *ServerConfig, getenv func(string) string) error {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	ts := &cfg.TokenStorage
+	if h := getenv(EnvRedisHost); h != "" && ts.Host == "" {
+		ts.Host = h
+		if ts.Type == "" {
+			ts.Type = "redis"
+		}
+	}
+	if p := getenv(EnvRedisPort); p != "" && ts.Port == 0 {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 || n > 65535 {
+			return fmt.Errorf("%s=%q: not a port number", EnvRedisPort, p)
+		}
+		ts.Port = n
+	}
+	if pw := getenv(EnvRedisPassword); pw != "" && ts.Password == "" {
+		ts.Password = pw
+	}
+	if k := getenv(EnvSigningKey); k != "" && cfg.Local.SignKey == "" {
+		cfg.Local.SignKey = k
+	}
+	return nil
+}
+
+// settings are the validated, defaulted values the server runs on.
+type settings struct {
+	issuer        string
+	accessTTL     time.Duration
+	refreshTTL    time.Duration
+	skew          time.Duration
+	reuseGrace    time.Duration
+	rotation      time.Duration
+	maxKeys       int
+	scopes        []string
+	keyPrefix     string
+	refreshOn     bool
+	consentOn     bool
+	development   bool
+	dcr           bool
+	defaultPublic bool
+}
+
+func (cfg *ServerConfig) settings() (settings, error) {
+	var s settings
+	u, err := url.Parse(cfg.Issuer)
+	if cfg.Issuer == "" || err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return s, fmt.Errorf("issuer %q: must be an absolute http(s) URL", cfg.Issuer)
+	}
+	if u.Scheme == "http" && !cfg.Development {
+		return s, fmt.Errorf("issuer %q: must use https outside development mode", cfg.Issuer)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return s, fmt.Errorf("issuer %q: must have no path, query or fragment", cfg.Issuer)
+	}
+	s.issuer = strings.TrimSuffix(cfg.Issuer, "/")
+	r := cfg.Refresh
+	if r.AccessTokenTTL < 0 || r.RefreshTokenTTL < 0 || r.SkewSeconds < 0 || r.ReuseGraceSeconds < 0 {
+		return s, fmt.Errorf("refresh: lifetimes, skew and grace must not be negative")
+	}
+	if r.RotateRefreshToken != nil && !*r.RotateRefreshToken {
+		return s, fmt.Errorf("refresh.rotate_refresh_token: refresh tokens are always rotated (OAuth 2.1); false is not supported")
+	}
+	s.accessTTL = secondsOr(r.AccessTokenTTL, DefaultAccessTokenTTL)
+	s.refreshTTL = secondsOr(r.RefreshTokenTTL, DefaultRefreshTokenTTL)
+	s.skew = time.Duration(r.SkewSeconds) * time.Second
+	s.reuseGrace = time.Duration(r.ReuseGraceSeconds) * time.Second
+	s.refreshOn = r.Enabled
+	if cfg.Local.KeyRotationDays < 0 || cfg.Local.MaxKeys < 0 {
+		return s, fmt.Errorf("local: key_rotation_days and max_keys must not be negative")
+	}
+	s.rotation = time.Duration(cfg.Local.KeyRotationDays) * 24 * time.Hour
+	s.maxKeys = cfg.Local.MaxKeys
+	if s.maxKeys == 0 {
+		s.maxKeys = DefaultMaxKeys
+	}
+	s.scopes = cfg.Scopes
+	if len(s.scopes) == 0 {
+		s.scopes = []string{"mcp"}
+	}
+	for _, sc := range s.scopes {
+		if sc == "" || strings.ContainsAny(sc, " \"\\") {
+			return s, fmt.Errorf("scope %q: not a valid scope token", sc)
+		}
+	}
+	s.keyPrefix = cfg.TokenStorage.KeyPrefix
+	if s.keyPrefix == "" {
+		s.keyPrefix = DefaultKeyPrefix
+	}
+	s.consentOn = cfg.Consent.Enabled
+	s.development = cfg.Development
+	s.dcr = cfg.DCREnabled
+	s.defaultPublic = cfg.AllowDefaultPublic
+	switch cfg.TokenStorage.Type {
+	case "", "memory", "redis":
+	default:
+		return s, fmt.Errorf("token_storage.type %q: must be memory or redis", cfg.TokenStorage.Type)
+	}
+	seen := map[string]bool{}
+	for i, u := range cfg.Users {
+		if u.Username == "" || u.PasswordHash == "" {
+			return s, fmt.Errorf("users[%d]: username and password_hash are required", i)
+		}
+		if !strings.HasPrefix(u.PasswordHash, "$2") {
+			return s, fmt.Errorf("users[%d] %q: password_hash must be a bcrypt hash", i, u.Username)
+		}
+		if seen[u.Username] {
+			return s, fmt.Errorf("users[%d]: duplicate username %q", i, u.Username)
+		}
+		seen[u.Username] = true
+	}
+	seen = map[string]bool{}
+	for i, c := range cfg.Clients {
+		if c.ID == "" || len(c.RedirectURIs) == 0 {
+			return s, fmt.Errorf("clients[%d]: id and redirect_uris are required", i)
+		}
+		if seen[c.ID] {
+			return s, fmt.Errorf("clients[%d]: duplicate id %q", i, c.ID)
+		}
+		seen[c.ID] = true
+		for _, ru := range c.RedirectURIs {
+			if err := checkRedirectURI(ru, cfg.Development); err != nil {
+				return s, fmt.Errorf("clients[%d] %q: %w", i, c.ID, err)
+			}
+		}
+	}
+	return s, nil
+}
+
+func secondsOr(n int, def time.Duration) time.Duration {
+	if n == 0 {
+		return def
+	}
+	return time.Duration(n) * time.Second
+}

@@ -1,0 +1,115 @@
+package oauth
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Stable codes of the errors the Vault and the token storage return.
+// Rejected access tokens are *TokenError with a Reason* constant instead.
+const (
+	CodeStorage       = "STORAGE_ERROR"    // the token storage failed
+	CodeNoSession     = "VAULT_NO_SESSION" // the vault's session does not exist
+	CodeVaultNotFound = "VAULT_NOT_FOUND"  // no credential stored under that name
+	CodeVaultCorrupt  = "VAULT_CORRUPT"    // ciphertext does not decrypt with this key
+)
+
+// Error is an error with a stable code. Status is the HTTP status a handler
+// should answer with.
+type Error struct {
+	Code   string
+	Status int
+	Msg    string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Msg + ": " + e.Err.Error()
+	}
+	return e.Msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func newError(code string, status int, msg string, err error) *Error {
+	return &Error{Code: code, Status: status, Msg: msg, Err: err}
+}
+
+// ErrorCode returns the stable code of err, or "" when it has none.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// errNotFound is what a store returns for a missing or expired key.
+var errNotFound = errors.New("not found")
+
+// rfcError is an RFC 6749 section 5.2 error body.
+type rfcError struct {
+	Error       string `json:"error"`
+	Description string `json:"error_description,omitempty"`
+}
+
+// writeOAuthError answers with an RFC 6749 JSON error.
+func writeOAuthError(w http.ResponseWriter, status int, code, desc string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Basic realm="oauth"`)
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(rfcError{Error: code, Description: desc})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// checkRedirectURI accepts an absolute URI without fragment: https, http on
+// a loopback host (any http host in development), or a private-use scheme of
+// a native app.
+func checkRedirectURI(raw string, development bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() {
+		return fmt.Errorf("redirect uri %q: must be an absolute URI", raw)
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		return fmt.Errorf("redirect uri %q: must not have a fragment", raw)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "https":
+		if u.Host == "" {
+			return fmt.Errorf("redirect uri %q: has no host", raw)
+		}
+		return nil
+	case "http":
+		if development || isLoopbackHost(u.Hostname()) {
+			return nil
+		}
+		return fmt.Errorf("redirect uri %q: http is allowed only on a loopback host", raw)
+	case "javascript", "data", "file", "vbscript", "about", "blob":
+		return fmt.Errorf("redirect uri %q: scheme %q is not allowed", raw, u.Scheme)
+	}
+	// Private-use scheme of a native app (RFC 8252 section 7.1).
+	return nil
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,192 @@
+package oauth
+
+import (
+	"crypto/subtle"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"go.uber.org/zap"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// DemoUser is the subject the development-only demo login signs in as.
+const DemoUser = "demo"
+
+var pageTemplates = template.Must(template.New("page").Parse(`{{define "head"}}<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{{.Title}}</title>
+<style>body{font-family:system-ui,sans-serif;max-width:26rem;margin:3rem auto;padding:0 1rem;color:#222}
+label{display:block;margin:.8rem 0 .2rem}input[type=text],input[type=password]{width:100%;padding:.45rem;box-sizing:border-box}
+button{margin-top:1rem;padding:.5rem 1.2rem}.error{color:#b00020}.dev{border:2px dashed #b36b00;padding:.5rem;margin-top:1.5rem}
+ul.scopes li{margin:.3rem 0}</style></head><body>{{end}}
+{{define "login"}}{{template "head" .}}
+<h1>Sign in</h1>
+<p><strong id="client">{{.Client}}</strong> asks to use your account.</p>
+{{if .Error}}<p class="error" id="error">{{.Error}}</p>{{end}}
+<form method="post" action="{{.Action}}" id="login">
+<input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
+<label for="username">Username</label><input type="text" id="username" name="username" autocomplete="username" required autofocus>
+<label for="password">Password</label><input type="password" id="password" name="password" autocomplete="current-password" required>
+<button type="submit" id="submit">Sign in</button>
+</form>
+{{if .Demo}}<form method="post" action="{{.Action}}" class="dev" id="demo-form">
+<input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}"><input type="hidden" name="demo" value="1">
+<p>Development mode: sign in as <code>{{.DemoUser}}</code> without a password.</p><button type="submit" id="demo">Demo login</button>
+</form>{{end}}
+</body></html>{{end}}
+{{define "consent"}}{{template "head" .}}
+<h1>Allow access?</h1>
+<p><strong id="client">{{.Client}}</strong> asks for access to your account <strong id="subject">{{.Subject}}</strong> with these permissions:</p>
+<ul class="scopes" id="scopes">{{range .Scopes}}<li>{{.}}</li>{{end}}</ul>
+<p>It will be sent back to <code id="redirect">{{.Redirect}}</code>.</p>
+<form method="post" action="{{.Action}}" id="consent">
+<input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
+<button type="submit" name="decision" value="approve" id="approve">Allow</button>
+<button type="submit" name="decision" value="deny" id="deny">Deny</button>
+</form>
+</body></html>{{end}}
+{{define "error"}}{{template "head" .}}<h1>Sign-in failed</h1><p class="error" id="error">{{.Error}}</p></body></html>{{end}}`))
+
+type pageData struct {
+	Title, Client, Subject, Redirect, Error, ID, CSRF, Action, DemoUser string
+	Scopes                                                              []string
+	Demo                                                                bool
+}
+
+// A bcrypt hash of a random string: comparing against it when the user is
+// unknown keeps the answer time the same as for a wrong password.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("no such user: constant-time filler"), bcrypt.DefaultCost)
+
+func (s *Server) render(w http.ResponseWriter, status int, name string, d pageData) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(status)
+	if err := pageTemplates.ExecuteTemplate(w, name, d); err != nil {
+		s.log.Error("rendering page", zap.String("page", name), errField(err))
+	}
+}
+
+// formRequest loads the pending authorization a page works on. On POST it
+// checks the CSRF token bound to that authorization and, when the browser
+// sends one, that Origin is the issuer.
+func (s *Server) formRequest(w http.ResponseWriter, r *http.Request) (*authRequest, bool) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		s.render(w, http.StatusMethodNotAllowed, "error", pageData{Title: "Error", Error: "Method not allowed."})
+		return nil, false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		s.render(w, http.StatusBadRequest, "error", pageData{Title: "Error", Error: "The form could not be read."})
+		return nil, false
+	}
+	a, err := s.pending(r.Context(), r.Form.Get("id"))
+	if err != nil {
+		s.render(w, http.StatusBadRequest, "error", pageData{Title: "Error", Error: "This sign-in request is unknown or has expired. Start again from the application."})
+		return nil, false
+	}
+	if r.Method == http.MethodPost {
+		if o := r.Header.Get("Origin"); o != "" && o != "null" && !strings.EqualFold(o, s.cfg.issuer) {
+			s.render(w, http.StatusForbidden, "error", pageData{Title: "Error", Error: "Cross-site form submission refused."})
+			return nil, false
+		}
+		if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(a.CSRF)) != 1 {
+			s.log.Warn("login form with a wrong CSRF token", logClientID(a.ClientID))
+			s.render(w, http.StatusForbidden, "error", pageData{Title: "Error", Error: "The form has expired or was not sent by this page. Start again from the application."})
+			return nil, false
+		}
+	}
+	return a, true
+}
+
+func (s *Server) clientName(r *http.Request, id string) string {
+	if c, err := s.client(r.Context(), id); err == nil {
+		return c.displayName()
+	}
+	return id
+}
+
+// login serves the login page (GET) and checks the credentials (POST).
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.formRequest(w, r)
+	if !ok {
+		return
+	}
+	d := pageData{Title: "Sign in", Client: s.clientName(r, a.ClientID), ID: a.ID, CSRF: a.CSRF, Action: pathLogin,
+		Demo: s.cfg.development, DemoUser: DemoUser}
+	if r.Method == http.MethodGet {
+		s.render(w, http.StatusOK, "login", d)
+		return
+	}
+	var subject string
+	if r.PostForm.Get("demo") != "" {
+		if !s.cfg.development {
+			s.render(w, http.StatusForbidden, "error", pageData{Title: "Error", Error: "The demo login works only in development mode."})
+			return
+		}
+		subject = DemoUser
+	} else {
+		name := r.PostForm.Get("username")
+		u, known := s.users[name]
+		hash := dummyHash
+		if known {
+			hash = []byte(u.PasswordHash)
+		}
+		if bcrypt.CompareHashAndPassword(hash, []byte(r.PostForm.Get("password"))) != nil || !known {
+			s.log.Info("login failed", logClientID(a.ClientID))
+			d.Error = "Wrong username or password."
+			s.render(w, http.StatusUnauthorized, "login", d)
+			return
+		}
+		subject = u.Subject
+	}
+	a.Subject, a.AuthTime, a.LoggedIn = subject, s.now(), true
+	a.Approved = !s.cfg.consentOn
+	if err := s.savePending(r.Context(), a); err != nil {
+		s.log.Error("saving pending authorization", errField(err))
+		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
+		return
+	}
+	s.log.Info("user signed in", logClientID(a.ClientID), zap.String("subject", subject))
+	next := pathCallback
+	if s.cfg.consentOn {
+		next = pathConsent
+	}
+	http.Redirect(w, r, next+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
+}
+
+// consent shows the requested scopes (GET) and records the decision (POST).
+func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
+	a, ok := s.formRequest(w, r)
+	if !ok {
+		return
+	}
+	if !a.LoggedIn {
+		http.Redirect(w, r, pathLogin+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
+		return
+	}
+	if r.Method == http.MethodGet {
+		s.render(w, http.StatusOK, "consent", pageData{Title: "Allow access", Client: s.clientName(r, a.ClientID),
+			Subject: a.Subject, Scopes: visibleScopes(a.Scopes), Redirect: a.RedirectURI, ID: a.ID, CSRF: a.CSRF, Action: pathConsent})
+		return
+	}
+	if r.PostForm.Get("decision") != "approve" {
+		_ = s.store.Del(r.Context(), keyPending(a.ID))
+		s.log.Info("consent denied", logClientID(a.ClientID))
+		redirectError(w, r, a.RedirectURI, a.State, "access_denied", "the user denied access", s.cfg.issuer)
+		return
+	}
+	a.Approved = true
+	if err := s.savePending(r.Context(), a); err != nil {
+		s.log.Error("saving pending authorization", errField(err))
+		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
+		return
+	}
+	http.Redirect(w, r, pathCallback+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
+}

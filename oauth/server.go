@@ -1,0 +1,649 @@
+package oauth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+	"github.com/zitadel/oidc/v3/pkg/op"
+	"go.uber.org/zap"
+)
+
+// Endpoint paths, relative to the issuer.
+const (
+	pathAuthorize = "/oauth/authorize"
+	pathCallback  = "/oauth/authorize/callback"
+	pathToken     = "/oauth/token"
+	pathRegister  = "/oauth/register"
+	pathRevoke    = "/oauth/revoke"
+	pathLogin     = "/oauth/login"
+	pathConsent   = "/oauth/consent"
+	pathJWKS      = "/.well-known/jwks.json"
+	pathASMeta    = "/.well-known/oauth-authorization-server"
+	pathOIDCMeta  = "/.well-known/openid-configuration"
+)
+
+// Server is the OAuth 2.1 authorization server of orchestrated mode.
+type Server struct {
+	cfg      settings
+	log      *zap.Logger
+	now      func() time.Time
+	rand     io.Reader
+	store    kvStore
+	keys     *keyRing
+	provider *op.Provider
+	users    map[string]User
+	clients  map[string]*client
+	vault    *Vault
+	handler  http.Handler
+}
+
+// NewServer validates cfg and builds the server. The caller must Close it.
+func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
+	if opts == nil {
+		opts = &ServerOptions{}
+	}
+	st, err := cfg.settings()
+	if err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
+	s := &Server{cfg: st, log: opts.Logger, now: opts.Now, rand: opts.Rand}
+	if s.log == nil {
+		s.log = zap.NewNop()
+	}
+	s.log = redactLogger(s.log, cfg.Redact)
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.rand == nil {
+		s.rand = rand.Reader
+	}
+
+	var root *signingKey
+	switch {
+	case cfg.Local.SignKey != "":
+		if root, err = parseSigningKey(cfg.Local.SignKey); err != nil {
+			return nil, fmt.Errorf("oauth: %w", err)
+		}
+	case st.development:
+		if root, err = generateSigningKey(s.rand); err != nil {
+			return nil, fmt.Errorf("oauth: %w", err)
+		}
+		s.log.Warn("DEVELOPMENT MODE: generated a throwaway signing key; every token dies with this process. Supply local.sign_key or JWT_SIGNING_KEY in production",
+			zap.String("kid", root.id))
+	default:
+		return nil, errors.New("oauth: local.sign_key (or JWT_SIGNING_KEY) is required outside development mode")
+	}
+	if s.keys, err = newKeyRing(root, st.rotation, st.maxKeys, s.now); err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
+
+	s.users = make(map[string]User, len(cfg.Users))
+	for _, u := range cfg.Users {
+		if u.Subject == "" {
+			u.Subject = u.Username
+		}
+		s.users[u.Username] = u
+	}
+	s.clients = make(map[string]*client, len(cfg.Clients))
+	for _, cc := range cfg.Clients {
+		c := &client{ID: cc.ID, Name: cc.Name, URIs: cc.RedirectURIs, Grants: s.grantTypes(),
+			AllowedScope: cc.Scopes, AuthMeth: oidc.AuthMethodNone, dev: st.development, ttl: st.accessTTL}
+		if len(c.AllowedScope) == 0 {
+			c.AllowedScope = st.scopes
+		}
+		for _, sc := range c.AllowedScope {
+			if !slices.Contains(st.scopes, sc) {
+				return nil, fmt.Errorf("oauth: client %q: scope %q is not in scopes", cc.ID, sc)
+			}
+		}
+		if cc.Secret != "" {
+			h := sha256.Sum256([]byte(cc.Secret))
+			c.SecretHash, c.AuthMeth = h[:], oidc.AuthMethodBasic
+		}
+		s.clients[cc.ID] = c
+	}
+
+	switch cfg.TokenStorage.Type {
+	case "redis":
+		rs, err := newRedisStore(cfg.TokenStorage, st.keyPrefix)
+		if err != nil {
+			return nil, fmt.Errorf("oauth: %w", err)
+		}
+		s.store = rs
+	default:
+		s.store = prefixedMemory{newMemoryStore(s.now), st.keyPrefix}
+		s.log.Warn("oauth token storage is in memory: for one instance only, and every session is lost on restart")
+	}
+	s.vault = newVault(s, root)
+
+	if st.development {
+		s.log.Warn("DEVELOPMENT MODE: http issuer allowed, demo login enabled; never use in production")
+	}
+	if st.defaultPublic && !st.development {
+		s.log.Warn("allow_default_public is on: requests without a token pass as anonymous (production rule 7)")
+	}
+	if st.dcr && !st.development {
+		s.log.Warn("dynamic client registration is on: anyone can register a client (production rule 7)")
+	}
+
+	var cryptoKey [32]byte
+	if _, err := io.ReadFull(s.rand, cryptoKey[:]); err != nil {
+		return nil, fmt.Errorf("oauth: reading randomness: %w", err)
+	}
+	opCfg := &op.Config{
+		CryptoKey:             cryptoKey,
+		CodeMethodS256:        true,
+		AuthMethodPost:        true,
+		GrantTypeRefreshToken: st.refreshOn,
+		SupportedScopes:       st.scopes,
+	}
+	opOpts := []op.Option{
+		op.WithCustomAuthEndpoint(op.NewEndpoint(pathAuthorize)),
+		op.WithCustomTokenEndpoint(op.NewEndpoint(pathToken)),
+		op.WithCustomRevocationEndpoint(op.NewEndpoint(pathRevoke)),
+		op.WithCustomKeysEndpoint(op.NewEndpoint(pathJWKS)),
+		op.WithCustomIntrospectionEndpoint(op.NewEndpoint("/oauth/introspect")),
+		op.WithCustomUserinfoEndpoint(op.NewEndpoint("/oauth/userinfo")),
+		op.WithCustomEndSessionEndpoint(op.NewEndpoint("/oauth/end_session")),
+		op.WithCustomDeviceAuthorizationEndpoint(op.NewEndpoint("/oauth/device_authorization")),
+	}
+	if st.development {
+		opOpts = append(opOpts, op.WithAllowInsecure())
+	}
+	s.provider, err = op.NewProvider(opCfg, opStorage{s}, op.StaticIssuer(st.issuer), opOpts...)
+	if err != nil {
+		_ = s.store.Close()
+		return nil, fmt.Errorf("oauth: building provider: %w", err)
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Close releases the token storage (a Redis client the caller supplied in
+// TokenStorage.Client stays open).
+func (s *Server) Close() error { return s.store.Close() }
+
+// Handler serves every endpoint of the authorization server at its path
+// below the issuer.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Issuer is the iss of every token.
+func (s *Server) Issuer() string { return s.cfg.issuer }
+
+// AllowDefaultPublic reports allow_default_public, for the authentication
+// provider.
+func (s *Server) AllowDefaultPublic() bool { return s.cfg.defaultPublic }
+
+// Development reports whether development mode is on.
+func (s *Server) Development() bool { return s.cfg.development }
+
+// JWKS returns the public key set: the key that signs now and the ones
+// still accepted.
+func (s *Server) JWKS() (jose.JSONWebKeySet, error) { return s.keys.JWKS() }
+
+// Vault is the session token vault.
+func (s *Server) Vault() *Vault { return s.vault }
+
+// Ping checks the token storage.
+func (s *Server) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
+
+// Paths lists the endpoint paths the handler serves, for the Caddy side's
+// routing and HTTPS checks.
+func (s *Server) Paths() []string {
+	p := []string{pathAuthorize, pathCallback, pathToken, pathRevoke, pathLogin, pathConsent, pathJWKS, pathASMeta, pathOIDCMeta}
+	if s.cfg.dcr {
+		p = append(p, pathRegister)
+	}
+	return p
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(pathAuthorize, s.authorize)
+	mux.Handle(pathCallback, s.provider)
+	mux.HandleFunc(pathToken, cors(s.token))
+	mux.HandleFunc(pathRevoke, cors(s.revoke))
+	if s.cfg.dcr {
+		mux.HandleFunc(pathRegister, cors(post(s.register)))
+	}
+	mux.HandleFunc(pathLogin, s.login)
+	mux.HandleFunc(pathConsent, s.consent)
+	mux.HandleFunc(pathJWKS, cors(s.serveJWKS))
+	mux.HandleFunc(pathASMeta, cors(s.serveMetadata(false)))
+	mux.HandleFunc(pathOIDCMeta, cors(s.serveMetadata(true)))
+	return mux
+}
+
+// cors lets browser-based MCP clients call the JSON endpoints.
+func cors(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		if r.Method == http.MethodOptions {
+			w.Header().Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			w.Header().Set("Access-Control-Allow-Headers", "Authorization, Content-Type, MCP-Protocol-Version")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func post(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			writeOAuthError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// randomToken returns n random bytes, base64url encoded.
+func (s *Server) randomToken(n int) string {
+	b := make([]byte, n)
+	if _, err := io.ReadFull(s.rand, b); err != nil {
+		// A failing system random source leaves nothing safe to do.
+		panic(fmt.Sprintf("oauth: reading randomness: %v", err))
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// pending loads a live pending authorization.
+func (s *Server) pending(ctx context.Context, id string) (*authRequest, error) {
+	if id == "" {
+		return nil, errors.New("authorization request unknown or expired")
+	}
+	b, err := s.store.Get(ctx, keyPending(id))
+	if errors.Is(err, errNotFound) {
+		return nil, errors.New("authorization request unknown or expired")
+	}
+	if err != nil {
+		return nil, err
+	}
+	a := new(authRequest)
+	if err := json.Unmarshal(b, a); err != nil {
+		return nil, fmt.Errorf("decoding pending authorization: %w", err)
+	}
+	if !s.now().Before(a.Expires) {
+		return nil, errors.New("authorization request unknown or expired")
+	}
+	return a, nil
+}
+
+func (s *Server) savePending(ctx context.Context, a *authRequest) error {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("encoding pending authorization: %w", err)
+	}
+	return s.store.Set(ctx, keyPending(a.ID), b, a.Expires.Sub(s.now()))
+}
+
+// revokeSession ends a grant: its refresh tokens stop working at once, its
+// access tokens at the next VerifyAccessToken, and its vault is erased.
+func (s *Server) revokeSession(ctx context.Context, sid, why string) {
+	if err := s.store.Del(ctx, keySession(sid), keyVault(sid)); err != nil {
+		s.log.Error("revoking session", zap.String("reason", why), errField(err))
+		return
+	}
+	s.log.Warn("session revoked", zap.String("reason", why), zap.String("session", shortID(sid)))
+}
+
+// shortID keeps log lines correlatable without writing a whole identifier.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+type authorizeExtraKey struct{}
+
+// authorizeExtra carries what op's AuthRequest has no field for.
+type authorizeExtra struct {
+	audience []string
+}
+
+// authorize enforces what op leaves open, then hands over to op: a known
+// client, an exactly registered redirect URI, response_type code, a state,
+// PKCE with S256, known scopes, at most one absolute resource indicator.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		writeOAuthError(w, http.StatusMethodNotAllowed, "invalid_request", "use GET or POST")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "cannot parse the request")
+		return
+	}
+	q := r.Form
+	for _, p := range []string{"client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "response_type", "scope"} {
+		if len(q[p]) > 1 {
+			writeOAuthError(w, http.StatusBadRequest, "invalid_request", p+" is repeated")
+			return
+		}
+	}
+	c, err := s.client(r.Context(), q.Get("client_id"))
+	if err != nil {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_client", "unknown client_id")
+		return
+	}
+	redirect := q.Get("redirect_uri")
+	if redirect == "" || !slices.Contains(c.URIs, redirect) {
+		// Never redirect to an unregistered URI (RFC 6749 section 4.1.2.1).
+		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "redirect_uri is missing or not registered for this client (exact match)")
+		return
+	}
+	state := q.Get("state")
+	fail := func(code, desc string) {
+		s.log.Info("authorization request refused", logClientID(c.ID), zap.String("error", code), zap.String("reason", desc))
+		redirectError(w, r, redirect, state, code, desc, s.cfg.issuer)
+	}
+	switch {
+	case q.Get("response_type") != "code":
+		fail("unsupported_response_type", "response_type must be code")
+		return
+	case state == "":
+		fail("invalid_request", "state is required")
+		return
+	case q.Get("code_challenge") == "":
+		fail("invalid_request", "code_challenge is required (PKCE with S256)")
+		return
+	case q.Get("code_challenge_method") != "S256":
+		fail("invalid_request", "code_challenge_method must be S256")
+		return
+	case !validChallenge(q.Get("code_challenge")):
+		fail("invalid_request", "code_challenge must be 43 base64url characters")
+		return
+	case q.Has("request") || q.Has("request_uri"):
+		fail("request_not_supported", "request objects are not supported")
+		return
+	}
+	if m := q.Get("response_mode"); m != "" && m != "query" {
+		fail("invalid_request", "response_mode must be query")
+		return
+	}
+	scopes := strings.Fields(q.Get("scope"))
+	if len(scopes) == 0 {
+		scopes = slices.Clone(c.AllowedScope)
+	}
+	for _, sc := range scopes {
+		if sc != oidc.ScopeOpenID && sc != oidc.ScopeOfflineAccess && !c.IsScopeAllowed(sc) {
+			fail("invalid_scope", "scope "+sc+" is not allowed for this client")
+			return
+		}
+	}
+	if s.cfg.refreshOn && !slices.Contains(scopes, oidc.ScopeOfflineAccess) {
+		scopes = append(scopes, oidc.ScopeOfflineAccess)
+	}
+	if !s.cfg.refreshOn {
+		scopes = slices.DeleteFunc(scopes, func(sc string) bool { return sc == oidc.ScopeOfflineAccess })
+	}
+	audience := []string{s.cfg.issuer}
+	if res := q["resource"]; len(res) > 0 {
+		if len(res) > 1 || !validResource(res[0]) {
+			fail("invalid_target", "resource must be one absolute URI without a fragment")
+			return
+		}
+		audience = []string{res[0]}
+	}
+	q.Set("scope", strings.Join(scopes, " "))
+	q.Del("prompt")
+	q.Del("id_token_hint")
+	r.Form = q
+	r.URL.RawQuery = q.Encode()
+	r = r.WithContext(context.WithValue(r.Context(), authorizeExtraKey{}, &authorizeExtra{audience: audience}))
+	s.provider.ServeHTTP(w, r)
+}
+
+func validChallenge(c string) bool {
+	if len(c) != 43 {
+		return false
+	}
+	for _, ch := range c {
+		if !(ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func validResource(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.IsAbs() && u.Host != "" && u.Fragment == "" && !strings.Contains(raw, "#")
+}
+
+// redirectError sends the browser back to the client with an RFC 6749
+// section 4.1.2.1 error.
+func redirectError(w http.ResponseWriter, r *http.Request, redirect, state, code, desc, issuer string) {
+	u, err := url.Parse(redirect)
+	if err != nil {
+		writeOAuthError(w, http.StatusBadRequest, code, desc)
+		return
+	}
+	v := u.Query()
+	v.Set("error", code)
+	v.Set("error_description", desc)
+	if state != "" {
+		v.Set("state", state)
+	}
+	v.Set("iss", issuer)
+	u.RawQuery = v.Encode()
+	http.Redirect(w, r, u.String(), http.StatusFound)
+}
+
+// token checks the grant before op exchanges it: only authorization_code
+// (with a code_verifier) and refresh_token (when enabled).
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeOAuthError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "cannot parse the form body")
+		return
+	}
+	switch r.PostForm.Get("grant_type") {
+	case string(oidc.GrantTypeCode):
+		if r.PostForm.Get("code") == "" {
+			writeOAuthError(w, http.StatusBadRequest, "invalid_request", "code is required")
+			return
+		}
+		if r.PostForm.Get("code_verifier") == "" {
+			writeOAuthError(w, http.StatusBadRequest, "invalid_request", "code_verifier is required (PKCE)")
+			return
+		}
+	case string(oidc.GrantTypeRefreshToken):
+		if !s.cfg.refreshOn {
+			writeOAuthError(w, http.StatusBadRequest, "unsupported_grant_type", "refresh tokens are not enabled")
+			return
+		}
+	case "":
+		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "grant_type is required")
+		return
+	default:
+		writeOAuthError(w, http.StatusBadRequest, "unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+		return
+	}
+	// op reads the parameters from r.Form; the query string must not add
+	// any (RFC 6749 section 3.2 wants them in the body).
+	r.Form = r.PostForm
+	s.provider.ServeHTTP(w, r)
+}
+
+// revoke serves RFC 7009: it ends the whole grant the token belongs to,
+// whether a refresh or an access token is presented. Unknown tokens get 200
+// as the RFC asks.
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeOAuthError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "cannot parse the form body")
+		return
+	}
+	token := r.PostForm.Get("token")
+	if token == "" {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "token is required")
+		return
+	}
+	c, ok := s.authenticateClient(w, r)
+	if !ok {
+		return
+	}
+	ctx := r.Context()
+	var rec refreshRecord
+	b, err := s.store.Get(ctx, keyRefresh(token))
+	switch {
+	case err == nil && json.Unmarshal(b, &rec) == nil:
+		if rec.ClientID != c.ID {
+			writeOAuthError(w, http.StatusBadRequest, "invalid_request", "the token was not issued to this client")
+			return
+		}
+		s.revokeSession(ctx, rec.SessionID, "refresh token revoked by the client")
+	case err != nil && !errors.Is(err, errNotFound):
+		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
+		return
+	default:
+		if cl, err := s.parseAccessToken(token); err == nil {
+			if cl.ClientID != c.ID {
+				writeOAuthError(w, http.StatusBadRequest, "invalid_request", "the token was not issued to this client")
+				return
+			}
+			s.revokeSession(ctx, cl.SessionID, "access token revoked by the client")
+		}
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+}
+
+// authenticateClient reads client_id and, for a confidential client, its
+// secret from HTTP Basic or the form; it answers the error itself.
+func (s *Server) authenticateClient(w http.ResponseWriter, r *http.Request) (*client, bool) {
+	id, secret, basic := r.BasicAuth()
+	if basic {
+		var err1, err2 error
+		id, err1 = url.QueryUnescape(id)
+		secret, err2 = url.QueryUnescape(secret)
+		if err1 != nil || err2 != nil {
+			writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "malformed client credentials")
+			return nil, false
+		}
+	} else {
+		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
+	}
+	c, err := s.client(r.Context(), id)
+	if err != nil {
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "unknown client")
+		return nil, false
+	}
+	if !c.public() && !c.checkSecret(secret) {
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client authentication failed")
+		return nil, false
+	}
+	return c, true
+}
+
+func (s *Server) serveJWKS(w http.ResponseWriter, r *http.Request) {
+	set, err := s.keys.JWKS()
+	if err != nil {
+		s.log.Error("building key set", errField(err))
+		writeOAuthError(w, http.StatusInternalServerError, "server_error", "key set unavailable")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	_ = json.NewEncoder(w).Encode(set)
+}
+
+// Metadata is the RFC 8414 authorization server metadata (and, with the
+// OpenID fields, the discovery document).
+type Metadata struct {
+	Issuer                            string   `json:"issuer"`
+	AuthorizationEndpoint             string   `json:"authorization_endpoint"`
+	TokenEndpoint                     string   `json:"token_endpoint"`
+	RegistrationEndpoint              string   `json:"registration_endpoint,omitempty"`
+	RevocationEndpoint                string   `json:"revocation_endpoint"`
+	JWKSURI                           string   `json:"jwks_uri"`
+	ScopesSupported                   []string `json:"scopes_supported"`
+	ResponseTypesSupported            []string `json:"response_types_supported"`
+	ResponseModesSupported            []string `json:"response_modes_supported"`
+	GrantTypesSupported               []string `json:"grant_types_supported"`
+	TokenEndpointAuthMethodsSupported []string `json:"token_endpoint_auth_methods_supported"`
+	RevocationEndpointAuthMethods     []string `json:"revocation_endpoint_auth_methods_supported"`
+	CodeChallengeMethodsSupported     []string `json:"code_challenge_methods_supported"`
+	AuthorizationResponseIssParameter bool     `json:"authorization_response_iss_parameter_supported"`
+	SubjectTypesSupported             []string `json:"subject_types_supported,omitempty"`
+	IDTokenSigningAlgValuesSupported  []string `json:"id_token_signing_alg_values_supported,omitempty"`
+	ClaimsSupported                   []string `json:"claims_supported,omitempty"`
+	ResourceIndicatorsSupported       bool     `json:"resource_indicators_supported,omitempty"`
+}
+
+// Metadata returns the server metadata document.
+func (s *Server) Metadata(openid bool) Metadata {
+	iss := s.cfg.issuer
+	scopes := slices.Clone(s.cfg.scopes)
+	if s.cfg.refreshOn {
+		scopes = append(scopes, oidc.ScopeOfflineAccess)
+	}
+	m := Metadata{
+		Issuer:                            iss,
+		AuthorizationEndpoint:             iss + pathAuthorize,
+		TokenEndpoint:                     iss + pathToken,
+		RevocationEndpoint:                iss + pathRevoke,
+		JWKSURI:                           iss + pathJWKS,
+		ScopesSupported:                   scopes,
+		ResponseTypesSupported:            []string{"code"},
+		ResponseModesSupported:            []string{"query"},
+		TokenEndpointAuthMethodsSupported: []string{"none", "client_secret_basic", "client_secret_post"},
+		RevocationEndpointAuthMethods:     []string{"none", "client_secret_basic", "client_secret_post"},
+		CodeChallengeMethodsSupported:     []string{"S256"},
+		AuthorizationResponseIssParameter: false,
+		ResourceIndicatorsSupported:       true,
+	}
+	for _, g := range s.grantTypes() {
+		m.GrantTypesSupported = append(m.GrantTypesSupported, string(g))
+	}
+	if s.cfg.dcr {
+		m.RegistrationEndpoint = iss + pathRegister
+	}
+	if openid {
+		m.SubjectTypesSupported = []string{"public"}
+		keys, _ := s.keys.published()
+		for _, k := range keys {
+			if !slices.Contains(m.IDTokenSigningAlgValuesSupported, string(k.alg)) {
+				m.IDTokenSigningAlgValuesSupported = append(m.IDTokenSigningAlgValuesSupported, string(k.alg))
+			}
+		}
+		m.ClaimsSupported = []string{"iss", "sub", "aud", "exp", "iat", "client_id", "scope", "sid"}
+	}
+	return m
+}
+
+func (s *Server) serveMetadata(openid bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "public, max-age=300")
+		_ = json.NewEncoder(w).Encode(s.Metadata(openid))
+	}
+}
