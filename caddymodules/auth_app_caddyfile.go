@@ -1,0 +1,368 @@
+package caddymodules
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/oauth"
+)
+
+// parseAuth parses the `auth` subdirective of the codemode global option.
+// Durations take Caddy's duration syntax (15m, 7d) and are stored in
+// seconds. Syntax:
+//
+//	auth {
+//		mode orchestrated|transparent
+//		development [true|false]
+//		issuer <url>
+//		resource <url>
+//		scopes <scope...>
+//		token_storage memory|redis {
+//			host <host>
+//			port <port>
+//			password <password>
+//			tls
+//			key_prefix <prefix>
+//		}
+//		local {
+//			sign_key <jwk-json>
+//			key_rotation_days <days>
+//			max_keys <n>
+//		}
+//		refresh {
+//			enabled [true|false]
+//			skew <duration>
+//			access_token_ttl <duration>
+//			refresh_token_ttl <duration>
+//			rotate_refresh_token true|false
+//			reuse_grace <duration>
+//		}
+//		consent [true|false]
+//		allow_default_public [true|false]
+//		dcr_enabled [true|false]
+//		user <username> <bcrypt-hash> [<subject>]
+//		client <id> {
+//			secret <secret>
+//			name <name>
+//			redirect_uri <uri...>
+//			scopes <scope...>
+//		}
+//		provider_url <url>
+//		client_id <id>
+//		client_secret <secret>
+//		expected_audience <aud>
+//		jwks_url <url>
+//		token_rate_limit <max_requests> [<window>] [ip|global]
+//		behind_tls_proxy [true|false]
+//		logging {
+//			redact <field...>
+//		}
+//	}
+func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
+	cfg := new(AuthConfig)
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "mode":
+			err = oneArg(d, &cfg.Mode)
+			if err == nil && cfg.Mode != AuthModeOrchestrated && cfg.Mode != AuthModeTransparent {
+				err = d.Errf("mode: %q is not orchestrated or transparent", cfg.Mode)
+			}
+		case "development":
+			err = optBool(d, &cfg.Development)
+		case "issuer":
+			err = oneArg(d, &cfg.Issuer)
+		case "resource":
+			err = oneArg(d, &cfg.Resource)
+		case "scopes":
+			cfg.Scopes = d.RemainingArgs()
+			if len(cfg.Scopes) == 0 {
+				err = d.ArgErr()
+			}
+		case "token_storage":
+			err = parseTokenStorage(d, &cfg.TokenStorage)
+		case "local":
+			err = parseLocal(d, &cfg.Local)
+		case "refresh":
+			err = parseRefresh(d, &cfg.Refresh)
+		case "consent":
+			err = optBool(d, &cfg.Consent.Enabled)
+		case "allow_default_public":
+			err = optBool(d, &cfg.AllowDefaultPublic)
+		case "dcr_enabled":
+			err = optBool(d, &cfg.DCREnabled)
+		case "user":
+			args := d.RemainingArgs()
+			if len(args) < 2 || len(args) > 3 {
+				return nil, d.Errf("user: want <username> <bcrypt-hash> [<subject>]")
+			}
+			u := oauth.User{Username: args[0], PasswordHash: args[1]}
+			if len(args) == 3 {
+				u.Subject = args[2]
+			}
+			cfg.Users = append(cfg.Users, u)
+		case "client":
+			var c oauth.ClientConfig
+			c, err = parseClient(d)
+			cfg.Clients = append(cfg.Clients, c)
+		case "provider_url":
+			err = oneArg(d, &cfg.ProviderURL)
+		case "client_id":
+			err = oneArg(d, &cfg.ClientID)
+		case "client_secret":
+			err = oneArg(d, &cfg.ClientSecret)
+		case "expected_audience":
+			err = oneArg(d, &cfg.ExpectedAudience)
+		case "jwks_url":
+			err = oneArg(d, &cfg.JWKSURL)
+		case "token_rate_limit":
+			cfg.TokenRateLimit, err = parseTokenRateLimit(d)
+		case "behind_tls_proxy":
+			err = optBool(d, &cfg.BehindTLSProxy)
+		case "logging":
+			for n := d.Nesting(); d.NextBlock(n); {
+				switch d.Val() {
+				case "redact":
+					fields := d.RemainingArgs()
+					if len(fields) == 0 {
+						return nil, d.ArgErr()
+					}
+					cfg.Redact = append(cfg.Redact, fields...)
+				default:
+					return nil, d.Errf("logging: unrecognized subdirective %q", d.Val())
+				}
+			}
+		default:
+			return nil, d.Errf("auth: unrecognized subdirective %q", d.Val())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+func oneArg(d *caddyfile.Dispenser, dst *string) error {
+	name := d.Val()
+	if !d.NextArg() {
+		return d.Errf("%s: missing value", name)
+	}
+	*dst = d.Val()
+	if d.NextArg() {
+		return d.Errf("%s: takes one value", name)
+	}
+	return nil
+}
+
+// optBool reads `name` (true) or `name true|false`.
+func optBool(d *caddyfile.Dispenser, dst *bool) error {
+	name := d.Val()
+	args := d.RemainingArgs()
+	switch len(args) {
+	case 0:
+		*dst = true
+	case 1:
+		b, err := strconv.ParseBool(args[0])
+		if err != nil {
+			return d.Errf("%s: %q is not true or false", name, args[0])
+		}
+		*dst = b
+	default:
+		return d.Errf("%s: takes at most one value", name)
+	}
+	return nil
+}
+
+func intArg(d *caddyfile.Dispenser, dst *int) error {
+	name := d.Val()
+	var s string
+	if err := oneArg(d, &s); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return d.Errf("%s: %q is not a non-negative integer", name, s)
+	}
+	*dst = n
+	return nil
+}
+
+// secondsArg reads a Caddy duration (or a bare number of seconds).
+func secondsArg(d *caddyfile.Dispenser, dst *int) error {
+	name := d.Val()
+	var s string
+	if err := oneArg(d, &s); err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+		*dst = n
+		return nil
+	}
+	dur, err := caddy.ParseDuration(s)
+	if err != nil || dur < 0 || dur%time.Second != 0 {
+		return d.Errf("%s: %q is not a duration in whole seconds", name, s)
+	}
+	*dst = int(dur / time.Second)
+	return nil
+}
+
+func parseTokenStorage(d *caddyfile.Dispenser, ts *oauth.TokenStorageConfig) error {
+	args := d.RemainingArgs()
+	if len(args) > 1 {
+		return d.Errf("token_storage: takes one type, memory or redis")
+	}
+	if len(args) == 1 {
+		if args[0] != "memory" && args[0] != "redis" {
+			return d.Errf("token_storage: %q is not memory or redis", args[0])
+		}
+		ts.Type = args[0]
+	}
+	for n := d.Nesting(); d.NextBlock(n); {
+		var err error
+		switch d.Val() {
+		case "host":
+			err = oneArg(d, &ts.Host)
+		case "port":
+			err = intArg(d, &ts.Port)
+		case "password":
+			err = oneArg(d, &ts.Password)
+		case "tls":
+			err = optBool(d, &ts.TLS)
+		case "key_prefix":
+			err = oneArg(d, &ts.KeyPrefix)
+		default:
+			return d.Errf("token_storage: unrecognized subdirective %q", d.Val())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseLocal(d *caddyfile.Dispenser, l *oauth.LocalConfig) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for n := d.Nesting(); d.NextBlock(n); {
+		var err error
+		switch d.Val() {
+		case "sign_key":
+			err = oneArg(d, &l.SignKey)
+		case "key_rotation_days":
+			err = intArg(d, &l.KeyRotationDays)
+		case "max_keys":
+			err = intArg(d, &l.MaxKeys)
+		default:
+			return d.Errf("local: unrecognized subdirective %q", d.Val())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseRefresh(d *caddyfile.Dispenser, r *oauth.RefreshConfig) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for n := d.Nesting(); d.NextBlock(n); {
+		var err error
+		switch d.Val() {
+		case "enabled":
+			err = optBool(d, &r.Enabled)
+		case "skew":
+			err = secondsArg(d, &r.SkewSeconds)
+		case "access_token_ttl":
+			err = secondsArg(d, &r.AccessTokenTTL)
+		case "refresh_token_ttl":
+			err = secondsArg(d, &r.RefreshTokenTTL)
+		case "rotate_refresh_token":
+			var b bool
+			err = optBool(d, &b)
+			r.RotateRefreshToken = &b
+		case "reuse_grace":
+			err = secondsArg(d, &r.ReuseGraceSeconds)
+		default:
+			return d.Errf("refresh: unrecognized subdirective %q", d.Val())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseClient(d *caddyfile.Dispenser) (oauth.ClientConfig, error) {
+	var c oauth.ClientConfig
+	if err := oneArg(d, &c.ID); err != nil {
+		return c, err
+	}
+	for n := d.Nesting(); d.NextBlock(n); {
+		var err error
+		switch d.Val() {
+		case "secret":
+			err = oneArg(d, &c.Secret)
+		case "name":
+			c.Name = strings.Join(d.RemainingArgs(), " ")
+			if c.Name == "" {
+				err = d.ArgErr()
+			}
+		case "redirect_uri", "redirect_uris":
+			uris := d.RemainingArgs()
+			if len(uris) == 0 {
+				err = d.ArgErr()
+			}
+			c.RedirectURIs = append(c.RedirectURIs, uris...)
+		case "scopes":
+			c.Scopes = d.RemainingArgs()
+			if len(c.Scopes) == 0 {
+				err = d.ArgErr()
+			}
+		default:
+			return c, d.Errf("client: unrecognized subdirective %q", d.Val())
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	if len(c.RedirectURIs) == 0 {
+		return c, d.Errf("client %q: redirect_uri is required", c.ID)
+	}
+	return c, nil
+}
+
+// parseTokenRateLimit reads `token_rate_limit <max> [<window>] [ip|global]`.
+func parseTokenRateLimit(d *caddyfile.Dispenser) (*guard.RateLimitConfig, error) {
+	args := d.RemainingArgs()
+	if len(args) < 1 || len(args) > 3 {
+		return nil, d.Errf("token_rate_limit: want <max_requests> [<window>] [ip|global]")
+	}
+	n, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || n <= 0 {
+		return nil, d.Errf("token_rate_limit: %q is not a positive number of requests", args[0])
+	}
+	rl := &guard.RateLimitConfig{MaxRequests: n, WindowMs: defaultTokenWindowMs, PartitionBy: guard.PartitionKey{Strategy: guard.PartitionIP}}
+	for _, a := range args[1:] {
+		switch a {
+		case guard.PartitionIP, guard.PartitionGlobal:
+			rl.PartitionBy.Strategy = a
+		default:
+			dur, err := caddy.ParseDuration(a)
+			if err != nil || dur < time.Millisecond {
+				return nil, d.Errf("token_rate_limit: %q is not a window duration or ip|global", a)
+			}
+			rl.WindowMs = dur.Milliseconds()
+		}
+	}
+	return rl, nil
+}

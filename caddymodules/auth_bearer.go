@@ -1,0 +1,250 @@
+package caddymodules
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
+	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/oauth"
+)
+
+func init() {
+	caddy.RegisterModule(BearerAuth{})
+}
+
+// AuthVarKey is the request variable (caddyhttp.GetVar) holding the
+// *oauth.VerifiedToken of an authenticated request, for handlers (the
+// broker) that need more than the placeholders.
+const AuthVarKey = "codemode.auth"
+
+// AuthenticatedToken returns the token the codemode_bearer provider
+// accepted for r, if any. Anonymous requests (allow_default_public) have
+// none.
+func AuthenticatedToken(r *http.Request) (*oauth.VerifiedToken, bool) {
+	t, ok := caddyhttp.GetVar(r.Context(), AuthVarKey).(*oauth.VerifiedToken)
+	return t, ok && t != nil
+}
+
+// BearerAuth is an authentication provider for Caddy's `authentication`
+// handler (module http.authentication.providers.codemode_bearer). It
+// validates `Authorization: Bearer` access tokens issued by the codemode
+// app's authorization server (orchestrated mode) or by the external
+// identity provider (transparent mode), and sets the placeholders
+//
+//	{http.auth.user.id}          the token's subject (else its client id)
+//	{http.auth.user.scopes}      granted scopes, space-separated
+//	{http.auth.user.client_id}   the OAuth client
+//	{http.auth.user.tenant_id}   tenant_id/tid claim, when present
+//	{http.auth.user.issuer}      the issuer
+//	{http.auth.user.expires_at}  exp, Unix seconds
+//	{http.auth.user.anonymous}   "true" for anonymous access
+//
+// A refused request gets `WWW-Authenticate: Bearer resource_metadata="..."`
+// (RFC 9728), with error="invalid_token" when a token was sent, and the
+// handler's 401. Requires the codemode app's `auth` block.
+type BearerAuth struct {
+	// Resource is the protected resource's canonical URL: its RFC 9728
+	// metadata URL goes into the WWW-Authenticate header, and in
+	// orchestrated mode tokens must carry it as audience (RFC 8707).
+	// Default: the app's auth resource.
+	Resource string `json:"resource,omitempty"`
+
+	// Audience overrides the audience tokens must carry. Default: the
+	// expected audience in transparent mode, Resource in orchestrated mode.
+	Audience string `json:"audience,omitempty"`
+
+	// Scopes a token must all hold; a token lacking one is refused with
+	// error="insufficient_scope". Default none.
+	Scopes []string `json:"scopes,omitempty"`
+
+	app         *App
+	audience    string
+	metadataURL string
+	logger      *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (BearerAuth) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.authentication.providers.codemode_bearer",
+		New: func() caddy.Module { return new(BearerAuth) },
+	}
+}
+
+// Provision finds the codemode app and refuses to serve bearer
+// authentication over plain HTTP outside development on loopback.
+func (b *BearerAuth) Provision(ctx caddy.Context) error {
+	b.logger = ctx.Logger()
+	app, err := authApp(ctx)
+	if err != nil {
+		return fmt.Errorf("codemode_bearer: %w", err)
+	}
+	b.app = app
+	if err := checkTransport(ctx, app.auth.cfg); err != nil {
+		return fmt.Errorf("codemode_bearer: %w", err)
+	}
+	resource := b.Resource
+	if resource == "" {
+		resource = app.auth.resource
+	}
+	if resource != "" {
+		if err := (&oauth.ResourceMetadata{Resource: resource}).Validate(); err != nil {
+			return fmt.Errorf("codemode_bearer: %w", err)
+		}
+		b.metadataURL = oauth.MetadataURL(resource)
+	}
+	b.audience = b.Audience
+	if b.audience == "" {
+		if app.auth.cfg.Mode == AuthModeTransparent {
+			b.audience = app.auth.cfg.ExpectedAudience
+		} else {
+			b.audience = resource
+		}
+	}
+	if b.audience == "" {
+		return errors.New("codemode_bearer: no audience: set resource or audience")
+	}
+	return nil
+}
+
+// Authenticate implements caddyauth.Authenticator.
+func (b *BearerAuth) Authenticate(w http.ResponseWriter, r *http.Request) (caddyauth.User, bool, error) {
+	token := oauth.BearerToken(r)
+	st := &b.app.auth
+	if token == "" && st.cfg.AllowDefaultPublic {
+		return caddyauth.User{ID: "anonymous", Metadata: map[string]string{"anonymous": "true"}}, true, nil
+	}
+	vt, err := st.shared.verify(r.Context(), token, b.audience)
+	if err != nil {
+		reason := oauth.TokenReason(err)
+		if reason == "" {
+			reason = "unavailable"
+		}
+		st.metrics.failures.WithLabelValues(reason).Inc()
+		w.Header().Set("WWW-Authenticate", oauth.BearerChallenge(b.metadataURL, err, ""))
+		if reason == "unavailable" {
+			// A server-side failure, not a bad token: caddyauth logs it.
+			return caddyauth.User{}, false, err
+		}
+		if c := b.logger.Check(zap.DebugLevel, "bearer token refused"); c != nil {
+			c.Write(zap.String("reason", reason), zap.String("remote", remoteHost(r)))
+		}
+		return caddyauth.User{}, false, nil
+	}
+	for _, s := range b.Scopes {
+		if !vt.HasScope(s) {
+			st.metrics.failures.WithLabelValues("insufficient_scope").Inc()
+			w.Header().Set("WWW-Authenticate", insufficientScope(b.metadataURL, b.Scopes))
+			return caddyauth.User{ID: vt.Subject}, false, nil
+		}
+	}
+	caddyhttp.SetVar(r.Context(), AuthVarKey, vt)
+	id := vt.Subject
+	if id == "" {
+		id = vt.ClientID
+	}
+	md := map[string]string{
+		"scopes":    strings.Join(vt.Scopes, " "),
+		"client_id": vt.ClientID,
+		"issuer":    vt.Issuer,
+	}
+	if vt.TenantID != "" {
+		md["tenant_id"] = vt.TenantID
+	}
+	if !vt.ExpiresAt.IsZero() {
+		md["expires_at"] = strconv.FormatInt(vt.ExpiresAt.Unix(), 10)
+	}
+	return caddyauth.User{ID: id, Metadata: md}, true, nil
+}
+
+func insufficientScope(metadataURL string, scopes []string) string {
+	v := `Bearer error="insufficient_scope", scope="` + strings.Join(scopes, " ") + `"`
+	if metadataURL != "" {
+		v = `Bearer resource_metadata="` + metadataURL + `", ` + strings.TrimPrefix(v, "Bearer ")
+	}
+	return v
+}
+
+func remoteHost(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	h, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return h
+}
+
+// authApp returns the codemode app, which must have an auth block.
+func authApp(ctx caddy.Context) (*App, error) {
+	v, err := ctx.App("codemode")
+	if err != nil {
+		return nil, fmt.Errorf("loading the codemode app: %w", err)
+	}
+	app := v.(*App)
+	if app.auth.shared == nil {
+		return nil, errors.New("the codemode app has no auth configuration (add `auth { ... }` to the codemode global option)")
+	}
+	return app, nil
+}
+
+// checkTransport enforces production rule 1 at load: authentication is
+// never served over plain HTTP, except in development mode when every
+// listener of the server is on loopback, or behind a declared TLS proxy.
+func checkTransport(ctx caddy.Context, cfg *AuthConfig) error {
+	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if !ok || srv == nil {
+		return nil // not inside an HTTP server (e.g. a unit test)
+	}
+	if len(srv.TLSConnPolicies) > 0 {
+		return nil
+	}
+	if cfg.BehindTLSProxy {
+		return nil
+	}
+	loopback := len(srv.Listen) > 0
+	for _, l := range srv.Listen {
+		if !isLoopbackListener(l) {
+			loopback = false
+			break
+		}
+	}
+	if cfg.Development && loopback {
+		return nil
+	}
+	if !cfg.Development {
+		return fmt.Errorf("production rule 1: authentication over plain HTTP (listeners %v) is refused; serve the site over HTTPS (Caddy's automatic HTTPS does it), or set auth development mode and bind to loopback", srv.Listen)
+	}
+	return fmt.Errorf("production rule 1: plain HTTP is allowed only on loopback listeners in development mode, got %v (use `bind 127.0.0.1`)", srv.Listen)
+}
+
+func isLoopbackListener(addr string) bool {
+	na, err := caddy.ParseNetworkAddress(addr)
+	if err != nil {
+		return false
+	}
+	if na.IsUnixNetwork() {
+		return true
+	}
+	host := na.Host
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner       = (*BearerAuth)(nil)
+	_ caddyauth.Authenticator = (*BearerAuth)(nil)
+)

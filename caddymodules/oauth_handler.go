@@ -1,0 +1,203 @@
+package caddymodules
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/oauth"
+)
+
+func init() {
+	caddy.RegisterModule(OAuthHandler{})
+}
+
+// OAuthHandler (http.handlers.codemode_oauth) serves the codemode app's
+// authentication endpoints and passes every other request on:
+//
+//   - /.well-known/oauth-protected-resource[/<path>]: RFC 9728 metadata of
+//     the protected resources (both modes);
+//   - in orchestrated mode, the authorization server: /oauth/authorize,
+//     /oauth/token, /oauth/register (when dcr_enabled), /oauth/revoke, the
+//     login and consent pages under /oauth/, /.well-known/jwks.json,
+//     /.well-known/oauth-authorization-server and
+//     /.well-known/openid-configuration.
+//
+// The token, registration, revocation, login and consent endpoints are
+// rate limited with the guard library (auth.token_rate_limit); a refused
+// request gets 429 with Retry-After and an RFC 6749 JSON error body.
+type OAuthHandler struct {
+	// Resources are the protected resources whose metadata is served.
+	// Default: the app's auth resource.
+	Resources []string `json:"resources,omitempty"`
+
+	// ScopesSupported is the scopes_supported of the resource metadata.
+	// Default: the app's auth scopes (orchestrated mode).
+	ScopesSupported []string `json:"scopes_supported,omitempty"`
+
+	app      *App
+	metadata http.Handler
+	logger   *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (OAuthHandler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.codemode_oauth",
+		New: func() caddy.Module { return new(OAuthHandler) },
+	}
+}
+
+// Provision finds the app, enforces the HTTPS rule and builds the
+// metadata documents.
+func (h *OAuthHandler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	app, err := authApp(ctx)
+	if err != nil {
+		return fmt.Errorf("codemode_oauth: %w", err)
+	}
+	h.app = app
+	if err := checkTransport(ctx, app.auth.cfg); err != nil {
+		return fmt.Errorf("codemode_oauth: %w", err)
+	}
+	resources := h.Resources
+	if len(resources) == 0 && app.auth.resource != "" {
+		resources = []string{app.auth.resource}
+	}
+	scopes := h.ScopesSupported
+	if len(scopes) == 0 {
+		scopes = app.auth.cfg.Scopes
+		if len(scopes) == 0 && app.auth.cfg.Mode == AuthModeOrchestrated {
+			scopes = []string{"mcp"} // oauth.ServerConfig's default
+		}
+	}
+	var docs []oauth.ResourceMetadata
+	for _, r := range resources {
+		m := oauth.ResourceMetadata{Resource: r, AuthorizationServers: []string{app.auth.shared.issuer}, ScopesSupported: scopes}
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("codemode_oauth: %w", err)
+		}
+		docs = append(docs, m)
+	}
+	h.metadata = oauth.MetadataHandler(docs...)
+	return nil
+}
+
+// rateLimitedPaths are the endpoints of production rule 9.
+var rateLimitedPaths = map[string]bool{
+	"/oauth/token": true, "/oauth/register": true, "/oauth/revoke": true,
+	"/oauth/login": true, "/oauth/consent": true,
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (h *OAuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	p := r.URL.Path
+	if p == oauth.ProtectedResourcePath || strings.HasPrefix(p, oauth.ProtectedResourcePath+"/") {
+		h.metadata.ServeHTTP(w, r)
+		return nil
+	}
+	sh := h.app.auth.shared
+	if sh.handler == nil || !(strings.HasPrefix(p, "/oauth/") || p == "/.well-known/jwks.json" ||
+		p == "/.well-known/oauth-authorization-server" || p == "/.well-known/openid-configuration") {
+		return next.ServeHTTP(w, r)
+	}
+	if rateLimitedPaths[p] && r.Method != http.MethodOptions && (r.Method != http.MethodGet || p == "/oauth/token") {
+		res, err := sh.limiter.CheckRateLimit(r.Context(), "oauth_endpoints", h.app.auth.cfg.TokenRateLimit,
+			guard.PartitionKeyContext{ClientIP: remoteHost(r)})
+		if err != nil {
+			h.logger.Error("token endpoint rate limit check failed", zap.Error(err))
+		} else if !res.Allowed {
+			h.app.auth.metrics.rateLimited.Inc()
+			secs := (res.RetryAfterMs + 999) / 1000
+			if secs < 1 {
+				secs = 1
+			}
+			w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_ = json.NewEncoder(w).Encode(map[string]string{
+				"error":             "slow_down",
+				"error_description": fmt.Sprintf("too many requests; retry in %d s", secs),
+			})
+			return nil
+		}
+	}
+	if p != "/oauth/token" {
+		sh.handler.ServeHTTP(w, r)
+		return nil
+	}
+	grant := peekGrantType(r)
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	sh.handler.ServeHTTP(rec, r)
+	h.app.auth.metrics.tokenLatency.WithLabelValues(grant, statusClass(rec.status)).Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// peekGrantType reads grant_type from a form body without consuming it.
+func peekGrantType(r *http.Request) string {
+	if r.Body == nil || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		return "unknown"
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+	if err != nil {
+		return "unknown"
+	}
+	for _, kv := range strings.Split(string(buf), "&") {
+		if g, ok := strings.CutPrefix(kv, "grant_type="); ok {
+			switch g {
+			case "authorization_code", "refresh_token":
+				return g
+			}
+			return "other"
+		}
+	}
+	return "unknown"
+}
+
+type statusRecorder struct {
+	*caddyhttp.ResponseWriterWrapper
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriterWrapper.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriterWrapper.Write(b)
+}
+
+func statusClass(code int) string {
+	if code == 0 {
+		code = http.StatusOK
+	}
+	return strconv.Itoa(code/100) + "xx"
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*OAuthHandler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*OAuthHandler)(nil)
+)
