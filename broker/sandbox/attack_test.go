@@ -1,0 +1,380 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// attackCase is one hostile script and the outcome it must get.
+type attackCase struct {
+	name string
+	code string
+	// want lists the acceptable statuses (the first is the usual one; a
+	// second one is allowed where the engines legitimately differ, e.g. a
+	// memory bomb stopped by a size cap in one and by the memory limit in
+	// the other).
+	want []Status
+	// codes lists acceptable error codes; empty means do not check.
+	codes []string
+	// contains must occur in the error message (or the JSON result for ok).
+	contains string
+	// limits override the engine's limits for this case (small timeouts
+	// keep the suite fast).
+	limits Limits
+	// allowed is Request.AllowedTools.
+	allowed []string
+	// context is Request.Context.
+	context string
+	// check runs extra assertions on the result.
+	check func(t *testing.T, r *Result, h *testHost)
+	// workerOnly explains why only the worker engine can fully stop this
+	// attack; the in-process run is still bounded by the mitigations.
+	workerOnly string
+}
+
+var (
+	okOnly       = []Status{StatusOK}
+	illegalOnly  = []Status{StatusIllegalAccess}
+	runtimeOnly  = []Status{StatusRuntimeError}
+	timeoutOnly  = []Status{StatusTimeout}
+	syntaxOnly   = []Status{StatusSyntaxError}
+	toolOnly     = []Status{StatusToolError}
+	stopped      = []Status{StatusRuntimeError, StatusTimeout}
+	fastTimeout  = Limits{Timeout: 400 * time.Millisecond}
+	validationCd = []string{CodeValidationError}
+	execCd       = []string{CodeExecutionError}
+)
+
+// attackCases is the table. Every case ends with the engine serving a
+// normal script again.
+func attackCases() []attackCase {
+	deep := strings.Repeat("[", 5000) + strings.Repeat("]", 5000)
+	deepParens := "return " + strings.Repeat("(", 3000) + "1" + strings.Repeat(")", 3000)
+	unary := "return " + strings.Repeat("!", 100000) + "1"
+	big := "return 1;" + strings.Repeat("//"+strings.Repeat("x", 98)+"\n", 20000)
+	return []attackCase{
+		// --- code factories through constructor chains -------------------
+		{name: "function constructor chain", code: `return (function(){}).constructor("return 1")()`, want: illegalOnly, codes: validationCd, contains: "constructor"},
+		{name: "async function constructor chain", code: `return (async()=>{}).constructor("return 1")`, want: illegalOnly, codes: validationCd},
+		{name: "generator constructor chain", code: `return (function*(){}).constructor("yield 1")`, want: illegalOnly, codes: validationCd},
+		{name: "computed constructor access", code: `const k = "constr" + "uctor"; return (async()=>{})[k]("return 1")`, want: runtimeOnly, codes: execCd, contains: "code generation"},
+		{name: "computed generator constructor", code: `const k = ["con","structor"].join(""); const G = Object.getPrototypeOf(function*(){}); return G[k]("yield 1")().next()`, want: runtimeOnly, contains: "code generation"},
+		{name: "constructor via getOwnPropertyDescriptor", code: `const d = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(()=>{}), "const"+"ructor"); return d.value("return 1")()`, want: runtimeOnly, contains: "code generation"},
+		{name: "constructor of a native function", code: `const k = "constr"+"uctor"; return callTool[k]("return 1")()`, want: runtimeOnly, contains: "code generation"},
+		{name: "constructor of a bound function", code: `const k = "constr"+"uctor"; return (function(){}).bind(null)[k]("return 1")()`, want: runtimeOnly, contains: "code generation"},
+		{name: "constructor string literal", code: `return (()=>1)["constructor"]("return 1")`, want: illegalOnly, codes: validationCd},
+		{name: "__proto__ access", code: `return ({}).__proto__`, want: illegalOnly, codes: validationCd},
+		{name: "Reflect.construct on prototype constructor", code: `const P = Object.getPrototypeOf(async function(){}); return Reflect.construct(Reflect.get(P, "constr"+"uctor"), ["return 1"])`, want: runtimeOnly, contains: "code generation"},
+		{name: "Function global deleted at run time", code: `const g = [].map.call([1], function(){ return this; })[0]; return typeof g`, want: okOnly, contains: `"undefined"`},
+		{name: "no code factory reachable from any builtin", code: codeFactoryWalk, want: okOnly, contains: `"factories":[]`},
+
+		// --- eval variants ---------------------------------------------------
+		{name: "direct eval", code: `return eval("1+1")`, want: illegalOnly, codes: validationCd, contains: "eval"},
+		{name: "indirect eval", code: `return (0, eval)("1+1")`, want: illegalOnly, codes: validationCd},
+		{name: "eval through a computed global lookup", code: `const o = Object.getOwnPropertyNames(Object.prototype); return typeof Object["ev"+"al"]`, want: okOnly, contains: `"undefined"`},
+		{name: "Function identifier", code: `return new Function("return 1")()`, want: illegalOnly, codes: validationCd, contains: "Function"},
+		{name: "globalThis", code: `return globalThis.eval`, want: illegalOnly, codes: validationCd},
+		{name: "require", code: `const fs = require("fs"); return fs.readFileSync("/etc/passwd", "utf8")`, want: illegalOnly, codes: validationCd},
+		{name: "dynamic import", code: `const m = await import("fs"); return 1`, want: illegalOnly, codes: validationCd},
+		{name: "setTimeout", code: `setTimeout(() => {}, 10)`, want: illegalOnly, codes: validationCd},
+		{name: "with statement", code: `with ({a: 1}) { a }`, want: illegalOnly, codes: validationCd},
+		{name: "reserved internal name", code: `return __cm$step`, want: illegalOnly, codes: validationCd},
+		{name: "closing the wrapper", code: "}}); (function(){ return async function(){", want: syntaxOnly, codes: []string{CodeSyntaxError}},
+
+		// --- unicode escapes -------------------------------------------------
+		{name: "unicode-escaped eval", code: `return \u0065val("1")`, want: illegalOnly, codes: validationCd, contains: "eval"},
+		{name: "unicode-escaped Function", code: `return new \u{46}unction("return 1")()`, want: illegalOnly, codes: validationCd},
+		{name: "unicode-escaped constructor property", code: `return (()=>1).\u0063onstructor`, want: illegalOnly, codes: validationCd},
+		{name: "escaped string key for constructor", code: `return (()=>1)["\x63onstructor"]("return 1")`, want: illegalOnly, codes: validationCd},
+
+		// --- host objects and Go errors --------------------------------------
+		{name: "tool error is a plain JS error", code: `
+			try { await callTool("boom", {}) } catch (e) {
+				return {proto: Object.getPrototypeOf(e) === Error.prototype, keys: Object.keys(e).sort(), type: typeof e.value}
+			}`, want: okOnly, contains: `"proto":true`},
+		{name: "tool result is plain JSON data", code: `
+			const r = await callTool("echo", {a: [1, {b: 2}]});
+			return {proto: Object.getPrototypeOf(r) === Object.prototype, arr: Array.isArray(r.a), json: JSON.stringify(r)}`, want: okOnly, contains: `"proto":true,"arr":true`},
+		{name: "native hooks are not reachable", code: `
+			const names = Object.getOwnPropertyNames(callTool).concat(Object.getOwnPropertyNames(console));
+			return {names: names.sort(), caller: (() => { try { return typeof callTool.caller } catch (e) { return "blocked" } })()}`, want: okOnly, contains: `"caller":"blocked"`},
+		{name: "getTool returns data only", code: `const t = getTool("echo"); return {t, proto: Object.getPrototypeOf(t) === Object.prototype}`, want: okOnly, contains: `"name":"echo"`},
+		{name: "tool returns invalid JSON", code: `await callTool("invalid", {})`, want: toolOnly, codes: []string{CodeToolExecutionError}},
+
+		// --- pollution across executions (the next script checks) ------------
+		{name: "prototype pollution", code: `Object.prototype.polluted = 1; Array.prototype.push = null; JSON.parse = () => 1; return 1`, want: okOnly,
+			check: func(t *testing.T, _ *Result, _ *testHost) { t.Helper() }},
+		{name: "global pollution", code: `Math.random = () => 4; callTool.x = 1; return 1`, want: []Status{StatusOK, StatusRuntimeError}},
+		{name: "overwrite callTool", code: `callTool = () => 1; return 1`, want: runtimeOnly, contains: "read only"},
+
+		// --- frozen context --------------------------------------------------
+		{name: "metaContext property write", code: `metaContext.user.name = "x"`, context: `{"user":{"name":"a"}}`, want: runtimeOnly, codes: execCd, contains: "read only"},
+		{name: "metaContext add property", code: `metaContext.x = 1`, context: `{"user":{"name":"a"}}`, want: runtimeOnly, codes: execCd},
+		{name: "metaContext rebind", code: `metaContext = {}`, want: runtimeOnly, codes: execCd},
+		{name: "metaContext delete", code: `delete metaContext.user`, context: `{"user":{}}`, want: runtimeOnly, codes: execCd},
+		{name: "metaContext array push", code: `metaContext.list.push(1)`, context: `{"list":[1]}`, want: runtimeOnly, codes: execCd},
+
+		// --- infinite loops --------------------------------------------------
+		{name: "sync infinite loop", code: `while (true) {}`, want: runtimeOnly, codes: execCd, contains: "step limit"},
+		{name: "loop step limit cannot be caught", code: `for (;;) { try { while (true) {} } catch (e) {} finally { continue } }`, want: runtimeOnly, contains: "step limit"},
+		{name: "do-while loop", code: `do {} while (true)`, want: runtimeOnly, contains: "step limit"},
+		{name: "for-of over endless generator", code: `function* g(){ let i = 0; while (true) yield i++ } for (const x of g()) {}`, want: runtimeOnly, contains: "step limit"},
+		{name: "async infinite loop", code: `while (true) { await null }`, want: runtimeOnly, contains: "step limit"},
+		{name: "async loop awaiting tools", code: `for (;;) { try { await callTool("echo", {}) } catch (e) {} }`, want: runtimeOnly, contains: "tool call limit"},
+		{name: "recursion through callbacks", code: `[1].forEach(function f() { [1].forEach(f) })`, want: runtimeOnly, codes: execCd},
+		{name: "loop without steps times out", code: `while (true) {}`, limits: Limits{Timeout: 50 * time.Millisecond, MaxSteps: 1 << 60}, want: timeoutOnly, codes: []string{CodeTimeout}, contains: "50 ms"},
+		{name: "microtask flood", code: `const f = () => Promise.resolve().then(f); f(); await new Promise(() => {})`, limits: fastTimeout, want: stopped},
+		{name: "microtask flood without functions counted", code: `let p = Promise.resolve(); for (;;) { p = p.then(x => x) }`, limits: fastTimeout, want: stopped},
+		{name: "never settling promise", code: `await new Promise(() => {})`, want: runtimeOnly},
+
+		// --- memory bombs ----------------------------------------------------
+		{name: "array growth", code: `const a = []; for (;;) a.push(new Array(1000).fill(1))`, want: stopped, limits: fastTimeout},
+		{name: "Array(n).fill", code: `return Array(1e9).fill(0).length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
+		{name: "Array.from length", code: `return Array.from({length: 1e9}).length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
+		{name: "sparse array join", code: `const a = []; a.length = 1e9; return a.join("x").length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
+		{name: "string repeat", code: `return "x".repeat(2 ** 30).length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
+		{name: "string padStart", code: `return "".padStart(2 ** 30, "x").length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
+		{name: "string doubling", code: `let s = "x"; for (let i = 0; i < 40; i++) s += s; return s.length`, want: stopped, limits: fastTimeout,
+			workerOnly: "a string that doubles 30 times is built by the + operator, which no wrapper sees; in-process a heap watchdog interrupts the script, the worker's RLIMIT_DATA is the hard cap"},
+		{name: "typed array allocation", code: `return new Uint8Array(2 ** 31).length`, want: runtimeOnly, contains: "not defined"},
+		{name: "object key flood", code: `const o = {}; for (let i = 0; ; i++) o["k" + i] = i`, want: stopped, limits: fastTimeout},
+
+		// --- regular expressions ---------------------------------------------
+		{name: "catastrophic regex (backtracking engine)", code: `return /^(a+)+\1$/.test("a".repeat(40) + "b")`, want: []Status{StatusTimeout, StatusOK}, limits: Limits{Timeout: 300 * time.Millisecond}},
+		{name: "catastrophic regex in a loop", code: `for (;;) /^(a|a)+\1$/.test("a".repeat(30) + "b")`, want: stopped, limits: Limits{Timeout: 300 * time.Millisecond}},
+		{name: "nested quantifier (linear engine)", code: `return /(a+)+$/.test("a".repeat(5000) + "b")`, want: okOnly},
+
+		// --- recursion -------------------------------------------------------
+		{name: "deep recursion", code: `function f(n) { return f(n + 1) + 1 } return f(0)`, want: runtimeOnly, codes: execCd, contains: "call stack"},
+		{name: "recursion cannot be caught", code: `function f() { try { return f() } catch (e) { return f() } } return f()`, want: stopped},
+		{name: "deep recursion through getters", code: `const o = { get x() { return this.x } }; return o.x`, want: runtimeOnly, contains: "call stack"},
+
+		// --- sources ---------------------------------------------------------
+		{name: "deeply nested arrays", code: "return " + deep, want: illegalOnly, codes: validationCd, contains: "nests"},
+		{name: "deeply nested parentheses", code: deepParens, want: illegalOnly, codes: validationCd},
+		{name: "long prefix operator chain", code: unary, limits: Limits{MaxSourceBytes: 1 << 20}, want: illegalOnly, codes: validationCd},
+		{name: "very large source", code: big, want: illegalOnly, codes: validationCd, contains: "bytes"},
+		{name: "unterminated comment", code: "/* " + strings.Repeat("x", 1000), want: []Status{StatusSyntaxError, StatusIllegalAccess}},
+		{name: "syntax error location", code: "const a = 1;\nconst b = ;", want: syntaxOnly, codes: []string{CodeSyntaxError},
+			check: func(t *testing.T, r *Result, _ *testHost) {
+				t.Helper()
+				if r.Error.Location == nil || r.Error.Location.Line != 2 {
+					t.Errorf("location = %+v, want line 2", r.Error.Location)
+				}
+			}},
+
+		// --- results ---------------------------------------------------------
+		{name: "oversized result", code: `return "x".repeat(2 << 20)`, want: runtimeOnly, contains: "limit"},
+		{name: "cyclic result", code: `const o = {}; o.self = o; return o`, want: runtimeOnly, contains: "circular"},
+		{name: "BigInt result", code: `return {n: 10n}`, want: runtimeOnly, contains: "BigInt"},
+		{name: "Symbol result", code: `return {s: Symbol("x")}`, want: runtimeOnly, contains: "Symbol"},
+		{name: "getter in result that throws", code: `return { get x() { throw new Error("getter says no") } }`, want: runtimeOnly, contains: "getter says no"},
+		{name: "getter in result that loops", code: `return { get x() { for (;;) {} } }`, want: runtimeOnly, contains: "step limit"},
+		{name: "toJSON in result", code: `return { toJSON() { return "replaced" } }`, want: okOnly, contains: `"replaced"`},
+		{name: "function result", code: `return () => 1`, want: okOnly, check: func(t *testing.T, r *Result, _ *testHost) {
+			t.Helper()
+			if string(r.Result) != "null" {
+				t.Errorf("result = %s, want null", r.Result)
+			}
+		}},
+
+		// --- tool inputs -----------------------------------------------------
+		{name: "getter in tool input", code: `let n = 0; await callTool("echo", { get x() { n++; return n } }); return n`, want: okOnly, contains: "1"},
+		{name: "throwing getter in tool input", code: `await callTool("echo", { get x() { throw new Error("nope") } })`, want: runtimeOnly, contains: "nope"},
+		{name: "cyclic tool input", code: `const o = {}; o.o = o; await callTool("echo", o)`, want: runtimeOnly, contains: "circular"},
+		{name: "BigInt tool input", code: `await callTool("echo", {n: 1n})`, want: runtimeOnly, contains: "BigInt"},
+		{name: "Symbol tool input", code: `await callTool("echo", {s: Symbol("x")})`, want: runtimeOnly, contains: "Symbol"},
+		{name: "Symbol tool name", code: `await callTool(Symbol("echo"), {})`, want: runtimeOnly, contains: "must be a string"},
+		{name: "proxy tool input", code: `return await callTool("echo", new Proxy({}, { ownKeys() { return ["a"] }, getOwnPropertyDescriptor() { return {value: 1, enumerable: true, configurable: true} }, get() { return 7 } }))`, want: okOnly, contains: `"a":7`},
+
+		// --- console ---------------------------------------------------------
+		{name: "console flood", code: `for (let i = 0; i < 5000; i++) console.log("line " + i); return 1`, limits: Limits{AllowConsole: true}, want: okOnly,
+			check: func(t *testing.T, r *Result, _ *testHost) {
+				t.Helper()
+				if len(r.Logs) > 201 || !strings.Contains(r.Logs[len(r.Logs)-1], "truncated") {
+					t.Errorf("logs not bounded: %d entries, last %q", len(r.Logs), r.Logs[len(r.Logs)-1])
+				}
+			}},
+		{name: "console byte flood", code: `console.log("y".repeat(1 << 20)); console.log("z"); return 1`, limits: Limits{AllowConsole: true}, want: okOnly,
+			check: func(t *testing.T, r *Result, _ *testHost) {
+				t.Helper()
+				n := 0
+				for _, l := range r.Logs {
+					n += len(l)
+				}
+				if n > 65<<10 {
+					t.Errorf("console bytes not bounded: %d", n)
+				}
+			}},
+		{name: "console disabled", code: `console.log("secret"); return 1`, want: okOnly, check: func(t *testing.T, r *Result, _ *testHost) {
+			t.Helper()
+			if len(r.Logs) != 0 {
+				t.Errorf("logs = %q, want none", r.Logs)
+			}
+		}},
+
+		// --- parallel --------------------------------------------------------
+		{name: "101 parallel operations", code: `return await __safe_parallel(Array.from({length: 101}, () => () => 1))`, want: runtimeOnly, contains: "at most 100"},
+		{name: "100 parallel operations", code: `const r = await __safe_parallel(Array.from({length: 100}, (_, i) => () => callTool("echo", {i})), {maxConcurrency: 1000}); return r.length`,
+			limits: Limits{MaxToolCalls: 100}, want: okOnly, contains: "100"},
+		{name: "parallel failures listed", code: `return await __safe_parallel([() => 1, () => callTool("fail", {}), () => { throw new TypeError("bad") }])`, want: runtimeOnly,
+			contains: "2 of 3 parallel operations failed: [1] RATE_LIMIT: slow down; [2] bad"},
+
+		// --- self-reference and access ----------------------------------------
+		{name: "meta:execute", code: `await callTool("meta:execute", {script: "return 1"})`, want: illegalOnly, codes: []string{CodeSelfReferenceBlocked}},
+		{name: "meta_search built at run time", code: `const n = ["meta", "search"].join("_"); await callTool(n, {})`, want: illegalOnly, codes: []string{CodeSelfReferenceBlocked}},
+		{name: "meta:invoke self-reference cannot be caught", code: `try { await callTool("META:invoke", {}) } catch (e) {} return 1`, want: illegalOnly, codes: []string{CodeSelfReferenceBlocked}},
+		{name: "meta-describe with invisible characters", code: `await callTool("\u200bmeta_describe", {})`, want: illegalOnly, codes: []string{CodeSelfReferenceBlocked}},
+		{name: "meta tool inside parallel", code: `await __safe_parallel([() => callTool("meta:search", {})])`, want: illegalOnly, codes: []string{CodeSelfReferenceBlocked}},
+		{name: "tool not allowed", code: `await callTool("add", {a: 1, b: 2})`, allowed: []string{"echo"}, want: toolOnly, codes: []string{CodeAccessDenied}},
+		{name: "unknown tool", code: `await callTool("does_not_exist", {})`, want: toolOnly, codes: []string{CodeToolNotFound}},
+		{name: "tool call limit", code: `for (let i = 0; i < 1000; i++) await callTool("echo", {i})`, limits: Limits{MaxToolCalls: 5}, want: runtimeOnly, contains: "tool call limit"},
+	}
+}
+
+// codeFactoryWalk visits every object reachable from the builtins and the
+// script API (own properties, accessors, prototypes) and calls every function
+// it finds with a source string, plain and as a constructor: none may return
+// a function compiled from that string.
+const codeFactoryWalk = `
+	const roots = [Object, Array, Promise, Reflect, Proxy, Math, JSON, Symbol, Map, Set, WeakMap, WeakSet, Date, RegExp,
+		Error, TypeError, RangeError, SyntaxError, String, Number, Boolean, BigInt, parseInt, parseFloat, isNaN, encodeURIComponent,
+		metaContext, console, getTool,
+		async function () {}, function* () {}, async () => {}, class {}, /x/, new Map(), Promise.resolve(), [][Symbol.iterator](),
+		(function* () {})(), new Error("x"), Object.getPrototypeOf(async function () {})];
+	const skip = new Set([callTool, __safe_parallel]);
+	const seen = new Set();
+	const queue = roots.slice();
+	const fns = [];
+	const P = "const" + "ructor";
+	while (queue.length > 0) {
+		const o = queue.pop();
+		if (o === null || (typeof o !== "object" && typeof o !== "function") || seen.has(o)) continue;
+		seen.add(o);
+		if (typeof o === "function" && !skip.has(o)) fns.push(o);
+		queue.push(Object.getPrototypeOf(o));
+		for (const k of Reflect.ownKeys(o)) {
+			const d = Object.getOwnPropertyDescriptor(o, k);
+			if (!d) continue;
+			queue.push(d.value, d.get, d.set);
+		}
+	}
+	const factories = [];
+	for (const f of fns) {
+		for (const asNew of [false, true]) {
+			let r;
+			try { r = asNew ? new f("return 7") : f("return 7"); } catch (e) { continue; }
+			if (typeof r === "function") {
+				let v;
+				try { v = r(); } catch (e) { continue; }
+				if (v === 7) factories.push(String(f.name));
+			}
+		}
+	}
+	return {visited: seen.size, functions: fns.length, factories};
+`
+
+// runAttackSuite runs every attack case against engines made by newEngine
+// (one engine for the whole suite, so each case also proves that the engine
+// still serves the next script).
+func runAttackSuite(t *testing.T, newEngine func(t *testing.T) Engine) {
+	engine := newEngine(t)
+	for _, tc := range attackCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newTestHost(echoTools())
+			req := Request{Code: tc.code, Limits: tc.limits, AllowedTools: tc.allowed}
+			if tc.context != "" {
+				req.Context = json.RawMessage(tc.context)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			start := time.Now()
+			r, err := engine.Execute(ctx, req, h)
+			if err != nil {
+				t.Fatalf("Execute error: %v", err)
+			}
+			if took := time.Since(start); took > 15*time.Second {
+				t.Errorf("took %v", took)
+			}
+			desc := describeResult(r)
+			t.Logf("%v: %s", time.Since(start).Round(time.Millisecond), desc)
+			if !statusIn(r.Status, tc.want) {
+				t.Fatalf("status %s, want one of %v: %s", r.Status, tc.want, desc)
+			}
+			if len(tc.codes) > 0 {
+				if r.Error == nil || !stringIn(r.Error.Code, tc.codes) {
+					t.Errorf("code %v, want one of %v: %s", errCode(r), tc.codes, desc)
+				}
+			}
+			if tc.contains != "" && !strings.Contains(desc, tc.contains) {
+				t.Errorf("result does not mention %q: %s", tc.contains, desc)
+			}
+			if tc.check != nil {
+				tc.check(t, r, h)
+			}
+			assertServes(t, engine)
+		})
+	}
+}
+
+// assertServes proves the engine still runs a normal script, and that no
+// pollution from earlier scripts is visible.
+func assertServes(t *testing.T, engine Engine) {
+	t.Helper()
+	code := `
+		const clean = Object.prototype.polluted === undefined && typeof Array.prototype.push === "function" &&
+			JSON.parse("2") === 2 && Math.random() < 1 && callTool.x === undefined;
+		const r = await callTool("add", {a: 1, b: 1});
+		return {r, clean}`
+	r, err := engine.Execute(context.Background(), Request{Code: code}, newTestHost(echoTools()))
+	if err != nil {
+		t.Fatalf("follow-up script: %v", err)
+	}
+	if r.Status != StatusOK || string(r.Result) != `{"r":2,"clean":true}` {
+		t.Fatalf("follow-up script: %s", describeResult(r))
+	}
+}
+
+func describeResult(r *Result) string {
+	b, _ := json.Marshal(r)
+	return string(b)
+}
+
+func statusIn(s Status, list []Status) bool {
+	for _, x := range list {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+func stringIn(s string, list []string) bool {
+	for _, x := range list {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+func errCode(r *Result) string {
+	if r.Error == nil {
+		return "<none>"
+	}
+	return r.Error.Code
+}
+
+func TestAttackSuiteInProcess(t *testing.T) {
+	runAttackSuite(t, func(t *testing.T) Engine {
+		e := NewInProcess(nil)
+		t.Cleanup(func() { _ = e.Close() })
+		return e
+	})
+}
+
+var _ = fmt.Sprintf

@@ -1,0 +1,614 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+
+	"github.com/dlclark/regexp2/v2"
+	"github.com/dop251/goja"
+	"go.uber.org/zap"
+)
+
+// regexpMatchTimeout bounds one backtracking regular-expression match. goja
+// runs regexps that Go's linear-time engine cannot handle (backreferences,
+// lookaround) on regexp2, whose matcher ignores runtime interrupts; a timed
+// out match counts as "no match". Only goja uses regexp2/v2 in this module.
+const regexpMatchTimeout = time.Second
+
+var (
+	preludeOnce sync.Once
+	preludePrg  *goja.Program
+)
+
+func preludeProgram() *goja.Program {
+	preludeOnce.Do(func() {
+		preludePrg = goja.MustCompile("prelude.js", preludeSource, true)
+		if regexp2.DefaultMatchTimeout > regexpMatchTimeout {
+			regexp2.DefaultMatchTimeout = regexpMatchTimeout
+		}
+	})
+	return preludePrg
+}
+
+// InProcess runs each script in a fresh goja runtime on the calling
+// goroutine (plus one goroutine per tool call). It cannot cap memory: goja
+// has no heap limit and some built-ins ignore interrupts, so it is meant for
+// trusted code, tests, and as the engine inside a memory-capped worker
+// process.
+type InProcess struct {
+	limits   Limits
+	sanitize Sanitization
+	logger   *zap.Logger
+	closed   atomic.Bool
+}
+
+// NewInProcess returns an engine that runs scripts in the calling process.
+// A nil opts means the secure preset with default sanitization.
+func NewInProcess(opts *Options) Engine {
+	limits, san, logger := opts.resolve()
+	preludeProgram()
+	return &InProcess{limits: limits, sanitize: san, logger: logger}
+}
+
+// Limits reports the engine's effective limits (before Request.Limits).
+func (e *InProcess) Limits() Limits { return e.limits }
+
+// Close makes later Execute calls fail with POOL_DISPOSED. Running scripts
+// finish normally.
+func (e *InProcess) Close() error {
+	e.closed.Store(true)
+	return nil
+}
+
+// Execute runs one script. See Engine.
+func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Result, error) {
+	if e.closed.Load() {
+		return nil, &Error{Code: CodePoolDisposed, Message: "sandbox engine is closed"}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Code: CodeExecutionAborted, Message: "execution aborted before it started: " + err.Error()}
+	}
+	start := time.Now()
+	limits := MergeLimits(e.limits, req.Limits)
+	plan, res := compilePlan(req.Code, limits)
+	if res != nil {
+		res.Stats.Duration = time.Since(start)
+		return e.finish(res), nil
+	}
+	x := newExecution(ctx, limits, req, host)
+	res, err := x.run(plan)
+	if err != nil {
+		return nil, err
+	}
+	res.Stats.Duration = time.Since(start)
+	res.Stats.ToolCalls = x.toolCalls
+	res.Stats.Steps = x.steps
+	return e.finish(res), nil
+}
+
+// finish applies sanitization.
+func (e *InProcess) finish(r *Result) *Result {
+	if r.Error == nil {
+		return r
+	}
+	if e.sanitize.RemoveStackTraces {
+		r.Error.Stack = ""
+	}
+	if e.sanitize.RemoveFilePaths {
+		r.Error.Message = RemoveFilePaths(r.Error.Message)
+		r.Error.Stack = RemoveFilePaths(r.Error.Stack)
+	}
+	return r
+}
+
+// abort is the value a run is interrupted with; it carries the outcome.
+type abort struct {
+	result *Result
+	err    error
+}
+
+// completion is a finished tool call on its way back to the VM goroutine.
+type completion struct {
+	id      int64
+	ok      bool
+	payload string
+}
+
+// execution is the state of one script run. Everything except the
+// completions channel, the timer and ctx is touched only by the goroutine
+// that runs the VM.
+type execution struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	limits  Limits
+	req     Request
+	host    Host
+	logHost LogHost
+	allowed map[string]bool
+
+	rt          *goja.Runtime
+	done        chan struct{}
+	completions chan completion
+	pending     int
+	nextID      int64
+	toolCalls   int
+	steps       int64
+	logs        []string
+	logBytes    int
+	logFull     bool
+}
+
+func newExecution(ctx context.Context, limits Limits, req Request, host Host) *execution {
+	cctx, cancel := context.WithCancel(ctx)
+	x := &execution{
+		ctx:         cctx,
+		cancel:      cancel,
+		limits:      limits,
+		req:         req,
+		host:        host,
+		done:        make(chan struct{}),
+		completions: make(chan completion, 16),
+	}
+	x.logHost, _ = host.(LogHost)
+	if req.AllowedTools != nil {
+		x.allowed = make(map[string]bool, len(req.AllowedTools))
+		for _, n := range req.AllowedTools {
+			x.allowed[n] = true
+		}
+	}
+	return x
+}
+
+// interrupt stops the script with a final outcome that no script code can
+// catch or change.
+func (x *execution) interrupt(r *Result) {
+	x.rt.Interrupt(&abort{result: r})
+}
+
+func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
+	defer func() {
+		close(x.done)
+		x.cancel()
+	}()
+	rt := goja.New()
+	x.rt = rt
+	if x.limits.MaxCallDepth > 0 {
+		rt.SetMaxCallStackSize(x.limits.MaxCallDepth)
+	}
+
+	timeoutMs := x.limits.Timeout.Milliseconds()
+	timer := time.AfterFunc(x.limits.Timeout, func() {
+		rt.Interrupt(&abort{result: timeoutResult(timeoutMs)})
+	})
+	defer timer.Stop()
+	stopCtx := context.AfterFunc(x.ctx, func() {
+		rt.Interrupt(&abort{err: &Error{Code: CodeExecutionAborted, Message: "execution aborted: " + context.Cause(x.ctx).Error()}})
+	})
+	defer stopCtx()
+
+	settle, result, describe, res, err := x.setup()
+	if res != nil || err != nil {
+		return res, err
+	}
+
+	v, gerr := rt.RunProgram(plan.prg)
+	if gerr != nil {
+		return x.failure(gerr, describe)
+	}
+	factory, _ := goja.AssertFunction(v)
+	main, gerr := factory(goja.Undefined(), rt.ToValue(x.stepFunc()))
+	if gerr != nil {
+		return x.failure(gerr, describe)
+	}
+	mainFn, _ := goja.AssertFunction(main)
+	pv, gerr := mainFn(goja.Undefined())
+	if gerr != nil {
+		return x.failure(gerr, describe)
+	}
+	promise, ok := pv.Export().(*goja.Promise)
+	if !ok {
+		return nil, &Error{Code: CodeExecutionError, Message: "internal error: plan did not return a promise"}
+	}
+
+	for promise.State() == goja.PromiseStatePending {
+		if x.pending == 0 {
+			return runtimeResult("Error", "the script is waiting for a promise that can never settle (no tool call is pending)", ""), nil
+		}
+		var c completion
+		select {
+		case c = <-x.completions:
+		case <-x.ctx.Done():
+			// The context callback has interrupted the runtime; entering
+			// it once more surfaces the interrupt.
+			c = completion{id: -1}
+		}
+		if c.id >= 0 {
+			x.pending--
+		}
+		if _, gerr := settle(goja.Undefined(), rt.ToValue(c.id), rt.ToValue(c.ok), rt.ToValue(c.payload)); gerr != nil {
+			return x.failure(gerr, describe)
+		}
+	}
+
+	if promise.State() == goja.PromiseStateRejected {
+		d, gerr := describe(goja.Undefined(), promise.Result())
+		if gerr != nil {
+			return x.failure(gerr, nil)
+		}
+		return x.described(d), nil
+	}
+	out, gerr := result(goja.Undefined(), promise.Result())
+	if gerr != nil {
+		return x.failure(gerr, describe)
+	}
+	text, ok := out.Export().(string)
+	if !ok || !json.Valid([]byte(text)) {
+		return runtimeResult("TypeError", "the script result is not serializable to JSON", ""), nil
+	}
+	if x.limits.MaxResultBytes > 0 && len(text) > x.limits.MaxResultBytes {
+		return runtimeResult("RangeError", fmt.Sprintf("the script result is %d bytes of JSON, more than the limit of %d bytes", len(text), x.limits.MaxResultBytes), ""), nil
+	}
+	return &Result{Status: StatusOK, Result: json.RawMessage(text), Logs: x.logs}, nil
+}
+
+// setup runs the prelude and returns the internal functions.
+func (x *execution) setup() (settle, result, describe goja.Callable, res *Result, err error) {
+	rt := x.rt
+	v, gerr := rt.RunProgram(preludeProgram())
+	if gerr == nil {
+		setupFn, _ := goja.AssertFunction(v)
+		nat := rt.NewObject()
+		_ = nat.Set("call", x.callFunc())
+		_ = nat.Set("getTool", x.getToolFunc())
+		_ = nat.Set("log", x.logFunc())
+		ctxJSON := "{}"
+		if len(x.req.Context) > 0 {
+			if !json.Valid(x.req.Context) {
+				return nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context is not valid JSON"}
+			}
+			ctxJSON = string(x.req.Context)
+		}
+		maxArray, maxString := memoryCaps(x.limits)
+		v, gerr = setupFn(goja.Undefined(), nat, rt.ToValue(ctxJSON), rt.ToValue(x.limits.AllowConsole),
+			rt.ToValue(maxParallelOps), rt.ToValue(maxArray), rt.ToValue(maxString))
+	}
+	if gerr != nil {
+		if r, e := interrupted(gerr); r != nil || e != nil {
+			return nil, nil, nil, r, e
+		}
+		return nil, nil, nil, nil, &Error{Code: CodeExecutionError, Message: "internal error: sandbox setup failed: " + gerr.Error()}
+	}
+	fns := v.Export().([]any)
+	settle, _ = goja.AssertFunction(rt.ToValue(fns[0]))
+	result, _ = goja.AssertFunction(rt.ToValue(fns[1]))
+	describe, _ = goja.AssertFunction(rt.ToValue(fns[2]))
+	return settle, result, describe, nil, nil
+}
+
+// maxParallelOps is the __safe_parallel operation limit (spec rule 2).
+const maxParallelOps = 100
+
+// memoryCaps derives the built-in size caps from the memory budget: an array
+// element costs goja at least 16 bytes, a string character 1 to 2 bytes.
+func memoryCaps(l Limits) (maxArray, maxString int64) {
+	mem := l.MemoryBytes
+	if mem <= 0 {
+		mem = presets[DefaultPreset].MemoryBytes
+	}
+	return mem / 64, mem / 4
+}
+
+// interrupted maps an uncatchable goja error to its outcome.
+func interrupted(gerr error) (*Result, error) {
+	var ie *goja.InterruptedError
+	if errors.As(gerr, &ie) {
+		if a, ok := ie.Value().(*abort); ok {
+			return a.result, a.err
+		}
+		return runtimeResult("Error", "script interrupted", ""), nil
+	}
+	var so *goja.StackOverflowError
+	if errors.As(gerr, &so) {
+		return runtimeResult("RangeError", "maximum call stack size exceeded", ""), nil
+	}
+	return nil, nil
+}
+
+// failure maps an error returned by goja to the script's outcome.
+func (x *execution) failure(gerr error, describe goja.Callable) (*Result, error) {
+	var so *goja.StackOverflowError
+	if errors.As(gerr, &so) {
+		r := runtimeResult("RangeError", fmt.Sprintf("maximum call stack size of %d frames exceeded", x.limits.MaxCallDepth), "")
+		r.Logs = x.logs
+		return r, nil
+	}
+	if r, e := interrupted(gerr); r != nil || e != nil {
+		if r != nil {
+			r.Logs = x.logs
+		}
+		return r, e
+	}
+	var ex *goja.Exception
+	if errors.As(gerr, &ex) && describe != nil {
+		d, derr := describe(goja.Undefined(), ex.Value())
+		if derr == nil {
+			return x.described(d), nil
+		}
+		if r, e := interrupted(derr); r != nil || e != nil {
+			return r, e
+		}
+	}
+	return runtimeResult("Error", "uncaught exception", ""), nil
+}
+
+// described turns the prelude's JSON description of a thrown value into a
+// result.
+func (x *execution) described(d goja.Value) *Result {
+	text, _ := d.Export().(string)
+	var desc struct {
+		Tool     bool   `json:"tool"`
+		ToolName string `json:"toolName"`
+		Code     string `json:"code"`
+		Name     string `json:"name"`
+		Message  string `json:"message"`
+		Stack    string `json:"stack"`
+	}
+	if err := json.Unmarshal([]byte(text), &desc); err != nil {
+		return runtimeResult("Error", "uncaught exception", "")
+	}
+	var r *Result
+	if desc.Tool {
+		r = &Result{Status: StatusToolError, Error: &ScriptError{
+			Code: desc.Code, Source: "tool", ToolName: desc.ToolName, Message: desc.Message, Stack: planStack(desc.Stack),
+		}}
+	} else {
+		r = runtimeResult(desc.Name, desc.Message, planStack(desc.Stack))
+	}
+	r.Logs = x.logs
+	return r
+}
+
+func runtimeResult(name, msg, stack string) *Result {
+	return &Result{Status: StatusRuntimeError, Error: &ScriptError{
+		Code: CodeExecutionError, Source: "script", Name: name, Message: msg, Stack: stack,
+	}}
+}
+
+func timeoutResult(ms int64) *Result {
+	return &Result{Status: StatusTimeout, Error: &ScriptError{
+		Code: CodeTimeout, Message: fmt.Sprintf("script exceeded the time limit of %d ms", ms),
+	}}
+}
+
+// planStack keeps the frames of a goja stack that belong to the plan and
+// shifts line-1 columns back to the plan's coordinates.
+func planStack(stack string) string {
+	if stack == "" {
+		return ""
+	}
+	lines := strings.Split(stack, "\n")
+	out := lines[:0]
+	for _, l := range lines {
+		t := strings.TrimSpace(l)
+		if strings.Contains(t, "prelude.js") {
+			continue
+		}
+		if i := strings.Index(l, planFileName+":1:"); i >= 0 {
+			rest := l[i+len(planFileName)+3:]
+			j := 0
+			for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+				j++
+			}
+			if col, err := strconv.Atoi(rest[:j]); err == nil && col > len(planPrefix) {
+				l = l[:i] + planFileName + ":1:" + strconv.Itoa(col-len(planPrefix)) + rest[j:]
+			}
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
+
+// --- native hooks (run on the VM goroutine) ---------------------------------
+
+func (x *execution) stepFunc() func(goja.FunctionCall) goja.Value {
+	return func(goja.FunctionCall) goja.Value {
+		x.steps++
+		if x.limits.MaxSteps > 0 && x.steps > x.limits.MaxSteps {
+			x.interrupt(runtimeResult("RangeError", fmt.Sprintf("step limit of %d loop iterations and function calls exceeded", x.limits.MaxSteps), ""))
+		}
+		return goja.Undefined()
+	}
+}
+
+// toolErrorJSON is what callTool's promise rejects with, as JSON.
+func toolErrorJSON(code, msg string) string {
+	b, _ := json.Marshal(ToolError{Code: code, Message: msg})
+	return string(b)
+}
+
+func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
+	return func(call goja.FunctionCall) goja.Value {
+		name, _ := call.Argument(0).Export().(string)
+		input, _ := call.Argument(1).Export().(string)
+		if IsMetaTool(name) {
+			x.interrupt(&Result{Status: StatusIllegalAccess, Error: &ScriptError{
+				Code: CodeSelfReferenceBlocked, Kind: KindSelfReference,
+				Message: fmt.Sprintf("scripts cannot call meta-tools (%q)", name),
+			}})
+			return goja.Undefined()
+		}
+		if x.allowed != nil && !x.allowed[name] {
+			return x.rt.ToValue(toolErrorJSON(CodeAccessDenied, fmt.Sprintf("tool %q is not in allowedTools", name)))
+		}
+		if _, ok := x.host.LookupTool(name); !ok {
+			return x.rt.ToValue(toolErrorJSON(CodeToolNotFound, fmt.Sprintf("tool %q not found", name)))
+		}
+		x.toolCalls++
+		if x.limits.MaxToolCalls > 0 && x.toolCalls > x.limits.MaxToolCalls {
+			x.interrupt(runtimeResult("RangeError", fmt.Sprintf("tool call limit of %d calls exceeded", x.limits.MaxToolCalls), ""))
+			return goja.Undefined()
+		}
+		if !json.Valid([]byte(input)) {
+			return x.rt.ToValue(toolErrorJSON(CodeToolExecutionError, "tool input is not valid JSON"))
+		}
+		x.nextID++
+		id := x.nextID
+		x.pending++
+		tc := ToolCall{ID: strconv.FormatInt(id, 10), Name: name, Input: json.RawMessage(input)}
+		go x.runTool(id, tc)
+		return x.rt.ToValue(id)
+	}
+}
+
+// runTool runs one tool call off the VM goroutine and hands the outcome
+// back as JSON text.
+func (x *execution) runTool(id int64, tc ToolCall) {
+	c := completion{id: id}
+	data, err := callHost(x.ctx, x.host, tc)
+	switch {
+	case err != nil:
+		var te *ToolError
+		if errors.As(err, &te) {
+			c.payload = toolErrorJSON(te.Code, te.Message)
+		} else {
+			c.payload = toolErrorJSON(CodeToolExecutionError, err.Error())
+		}
+	case len(data) == 0:
+		c.ok, c.payload = true, "null"
+	case !json.Valid(data):
+		c.payload = toolErrorJSON(CodeToolExecutionError, fmt.Sprintf("tool %q returned invalid JSON", tc.Name))
+	default:
+		c.ok, c.payload = true, string(data)
+	}
+	select {
+	case x.completions <- c:
+	case <-x.done:
+	}
+}
+
+// callHost calls the host, turning a panic into a tool error.
+func callHost(ctx context.Context, h Host, tc ToolCall) (data json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %q failed: internal error", tc.Name)
+		}
+	}()
+	return h.CallTool(ctx, tc)
+}
+
+func (x *execution) getToolFunc() func(goja.FunctionCall) goja.Value {
+	return func(call goja.FunctionCall) goja.Value {
+		name, _ := call.Argument(0).Export().(string)
+		if IsMetaTool(name) || (x.allowed != nil && !x.allowed[name]) {
+			return x.rt.ToValue("")
+		}
+		info, ok := x.host.LookupTool(name)
+		if !ok {
+			return x.rt.ToValue("")
+		}
+		if info.Name == "" {
+			info.Name = name
+		}
+		b, err := json.Marshal(info)
+		if err != nil {
+			return x.rt.ToValue("")
+		}
+		return x.rt.ToValue(string(b))
+	}
+}
+
+// logFunc records one console entry; it returns false once the budget is
+// spent so the script stops formatting further entries.
+func (x *execution) logFunc() func(goja.FunctionCall) goja.Value {
+	return func(call goja.FunctionCall) goja.Value {
+		level, _ := call.Argument(0).Export().(string)
+		msg, _ := call.Argument(1).Export().(string)
+		if x.logFull {
+			return x.rt.ToValue(false)
+		}
+		if level != "log" {
+			msg = "[" + level + "] " + msg
+		}
+		maxEntries, maxBytes := x.limits.MaxConsoleEntries, x.limits.MaxConsoleBytes
+		if (maxEntries > 0 && len(x.logs) >= maxEntries) || (maxBytes > 0 && x.logBytes+len(msg) > maxBytes) {
+			if maxBytes > 0 && len(x.logs) < maxEntries && x.logBytes < maxBytes {
+				// Keep what fits of the entry that overflows the budget.
+				msg = truncateUTF8(msg, maxBytes-x.logBytes)
+				x.appendLog(level, msg)
+			}
+			x.logFull = true
+			x.logs = append(x.logs, fmt.Sprintf("[warn] console output truncated: limit of %d entries or %d bytes reached", maxEntries, maxBytes))
+			return x.rt.ToValue(false)
+		}
+		x.appendLog(level, msg)
+		return x.rt.ToValue(true)
+	}
+}
+
+func (x *execution) appendLog(level, msg string) {
+	x.logs = append(x.logs, msg)
+	x.logBytes += len(msg)
+	if x.logHost != nil {
+		x.logHost.Log(level, msg)
+	}
+}
+
+func truncateUTF8(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
+
+// metaToolNames are the meta-tools under their separator-free base names.
+var metaToolNames = map[string]bool{"search": true, "describe": true, "execute": true, "invoke": true}
+
+// IsMetaTool reports whether name designates a meta-tool, however it was
+// spelled: any "meta:" name, and the four meta-tools with "_", "-", "." or
+// "/" as separator, in any case, with surrounding space or invisible
+// characters.
+func IsMetaTool(name string) bool {
+	n := strings.ToLower(strings.TrimFunc(name, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.Is(unicode.Cf, r)
+	}))
+	n = strings.Map(func(r rune) rune {
+		if unicode.Is(unicode.Cf, r) {
+			return -1
+		}
+		return r
+	}, n)
+	if strings.HasPrefix(n, "meta:") {
+		return true
+	}
+	if len(n) > 5 && strings.HasPrefix(n, "meta") && strings.ContainsRune("_-./", rune(n[4])) {
+		return metaToolNames[n[5:]]
+	}
+	return false
+}
+
+// RemoveFilePaths replaces absolute file paths and file URLs in s with
+// "[path]" (sanitization.removeFilePaths).
+func RemoveFilePaths(s string) string {
+	if s == "" {
+		return s
+	}
+	return filePathRE.ReplaceAllString(s, "${1}[path]")
+}
+
+var _ Engine = (*InProcess)(nil)
+
+// filePathRE matches file URLs, Windows paths and absolute Unix paths of at
+// least two components that start a word.
+var filePathRE = regexp.MustCompile(`(^|[\s'"(=,\[<])(file://[^\s'"()<>]+|[A-Za-z]:\\[^\s'"()<>]+|/(?:[\w.@+~-]+/)+[\w.@+~-]*)`)

@@ -1,0 +1,180 @@
+package sandbox
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Preset names (vm.preset).
+const (
+	PresetLockedDown   = "locked_down"
+	PresetSecure       = "secure"
+	PresetBalanced     = "balanced"
+	PresetExperimental = "experimental"
+
+	// DefaultPreset is used when no preset is named.
+	DefaultPreset = PresetSecure
+)
+
+// presets holds every limit of every preset. Each field is set so that a
+// preset alone is a complete configuration; the README tabulates them.
+var presets = map[string]Limits{
+	PresetLockedDown: {
+		Timeout:           2 * time.Second,
+		MaxSteps:          10_000,
+		MaxToolCalls:      10,
+		MaxCallDepth:      64,
+		MaxSourceBytes:    16 << 10,
+		MaxNestingDepth:   32,
+		MaxResultBytes:    256 << 10,
+		MaxConsoleEntries: 50,
+		MaxConsoleBytes:   16 << 10,
+		MemoryBytes:       64 << 20,
+	},
+	PresetSecure: {
+		Timeout:           3500 * time.Millisecond,
+		MaxSteps:          100_000,
+		MaxToolCalls:      50,
+		MaxCallDepth:      128,
+		MaxSourceBytes:    64 << 10,
+		MaxNestingDepth:   64,
+		MaxResultBytes:    1 << 20,
+		MaxConsoleEntries: 200,
+		MaxConsoleBytes:   64 << 10,
+		MemoryBytes:       128 << 20,
+	},
+	PresetBalanced: {
+		Timeout:           5 * time.Second,
+		MaxSteps:          1_000_000,
+		MaxToolCalls:      100,
+		MaxCallDepth:      256,
+		MaxSourceBytes:    128 << 10,
+		MaxNestingDepth:   100,
+		MaxResultBytes:    4 << 20,
+		MaxConsoleEntries: 1000,
+		MaxConsoleBytes:   256 << 10,
+		MemoryBytes:       256 << 20,
+	},
+	PresetExperimental: {
+		Timeout:           30 * time.Second,
+		MaxSteps:          10_000_000,
+		MaxToolCalls:      1000,
+		MaxCallDepth:      512,
+		MaxSourceBytes:    512 << 10,
+		MaxNestingDepth:   200,
+		MaxResultBytes:    16 << 20,
+		MaxConsoleEntries: 10_000,
+		MaxConsoleBytes:   1 << 20,
+		MemoryBytes:       512 << 20,
+	},
+}
+
+// Preset returns the limits of a named preset. The empty name is the default
+// preset (secure). AllowConsole is false in every preset: console capture is
+// a separate setting (vm.allowConsole).
+func Preset(name string) (Limits, error) {
+	if name == "" {
+		name = DefaultPreset
+	}
+	l, ok := presets[name]
+	if !ok {
+		return Limits{}, fmt.Errorf("unknown sandbox preset %q (want one of %v)", name, PresetNames())
+	}
+	return l, nil
+}
+
+// PresetNames lists the preset names in a stable order.
+func PresetNames() []string {
+	names := make([]string, 0, len(presets))
+	for n := range presets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// MergeLimits returns base with every non-zero field of override applied
+// ("zero field = keep"). AllowConsole can only be switched on by an override.
+// Both engines use it to apply Request.Limits over the engine's limits.
+func MergeLimits(base, override Limits) Limits {
+	if override.Timeout > 0 {
+		base.Timeout = override.Timeout
+	}
+	if override.MaxSteps > 0 {
+		base.MaxSteps = override.MaxSteps
+	}
+	if override.MaxToolCalls > 0 {
+		base.MaxToolCalls = override.MaxToolCalls
+	}
+	if override.MaxCallDepth > 0 {
+		base.MaxCallDepth = override.MaxCallDepth
+	}
+	if override.MaxSourceBytes > 0 {
+		base.MaxSourceBytes = override.MaxSourceBytes
+	}
+	if override.MaxNestingDepth > 0 {
+		base.MaxNestingDepth = override.MaxNestingDepth
+	}
+	if override.MaxResultBytes > 0 {
+		base.MaxResultBytes = override.MaxResultBytes
+	}
+	if override.MaxConsoleEntries > 0 {
+		base.MaxConsoleEntries = override.MaxConsoleEntries
+	}
+	if override.MaxConsoleBytes > 0 {
+		base.MaxConsoleBytes = override.MaxConsoleBytes
+	}
+	if override.MemoryBytes > 0 {
+		base.MemoryBytes = override.MemoryBytes
+	}
+	if override.AllowConsole {
+		base.AllowConsole = true
+	}
+	return base
+}
+
+// Sanitization controls what error details reach the script's caller
+// (sanitization.removeStackTraces, sanitization.removeFilePaths).
+type Sanitization struct {
+	// RemoveStackTraces drops ScriptError.Stack. Default false.
+	RemoveStackTraces bool
+	// RemoveFilePaths replaces absolute file paths and file URLs in error
+	// messages and stacks with "[path]". Default false.
+	RemoveFilePaths bool
+}
+
+// Options configure an engine. A nil *Options means all defaults.
+type Options struct {
+	// Preset names the base limits (locked_down, secure, balanced,
+	// experimental). Default secure. An unknown name falls back to secure
+	// with a warning; validate names with Preset first.
+	Preset string
+	// Limits override the preset field by field; zero fields keep the
+	// preset's value.
+	Limits Limits
+	// Sanitization of error details. Default: keep stacks and paths.
+	Sanitization Sanitization
+	// Logger receives engine diagnostics (never script data). Default nop.
+	Logger *zap.Logger
+}
+
+// resolve returns the effective limits and logger of opts.
+func (o *Options) resolve() (Limits, Sanitization, *zap.Logger) {
+	var opts Options
+	if o != nil {
+		opts = *o
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	base, err := Preset(opts.Preset)
+	if err != nil {
+		logger.Warn("unknown sandbox preset, using default", zap.String("preset", opts.Preset), zap.String("default", DefaultPreset))
+		base = presets[DefaultPreset]
+	}
+	return MergeLimits(base, opts.Limits), opts.Sanitization, logger
+}

@@ -1,0 +1,729 @@
+package sandbox
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/ast"
+	"github.com/dop251/goja/file"
+	"github.com/dop251/goja/parser"
+	"github.com/dop251/goja/unistring"
+)
+
+// A plan is compiled as the body of an async function inside a factory that
+// receives the step counter. The prefix stays on line 1 so line numbers of the
+// plan are unchanged; only columns on line 1 shift by len(planPrefix).
+const (
+	stepName   = "__cm$step"
+	planPrefix = "(function(" + stepName + "){return async function(){"
+	planSuffix = "\n}})"
+	// reservedPrefix marks engine-internal names a plan may not mention.
+	reservedPrefix = "__cm$"
+	planFileName   = "plan.js"
+)
+
+// Validation kinds reported in ScriptError.Kind with VALIDATION_ERROR.
+const (
+	KindIllegalBuiltinAccess = "IllegalBuiltinAccess"
+	KindIllegalSyntax        = "IllegalSyntax"
+	KindIllegalPropertyAcces = "IllegalPropertyAccess"
+	KindReservedIdentifier   = "ReservedIdentifier"
+	KindSourceTooLarge       = "SourceTooLarge"
+	KindNestingTooDeep       = "NestingTooDeep"
+	KindSelfReference        = "SelfReference"
+	KindStepLimit            = "StepLimit"
+)
+
+// blockedIdentifiers are names a plan may neither reference nor bind: code
+// factories, module loaders, timers (the sandbox has no event loop for them)
+// and host globals of other JavaScript platforms.
+var blockedIdentifiers = map[string]string{
+	"eval":                   "eval is not available in the sandbox",
+	"Function":               "the Function constructor is not available in the sandbox",
+	"AsyncFunction":          "the AsyncFunction constructor is not available in the sandbox",
+	"GeneratorFunction":      "the GeneratorFunction constructor is not available in the sandbox",
+	"AsyncGeneratorFunction": "the AsyncGeneratorFunction constructor is not available in the sandbox",
+	"require":                "modules cannot be loaded in the sandbox",
+	"module":                 "modules cannot be loaded in the sandbox",
+	"exports":                "modules cannot be loaded in the sandbox",
+	"importScripts":          "modules cannot be loaded in the sandbox",
+	"process":                "process is not available in the sandbox",
+	"global":                 "global is not available in the sandbox",
+	"globalThis":             "globalThis is not available in the sandbox",
+	"window":                 "window is not available in the sandbox",
+	"self":                   "self is not available in the sandbox",
+	"setTimeout":             "timers are not available in the sandbox",
+	"setInterval":            "timers are not available in the sandbox",
+	"setImmediate":           "timers are not available in the sandbox",
+	"clearTimeout":           "timers are not available in the sandbox",
+	"clearInterval":          "timers are not available in the sandbox",
+	"clearImmediate":         "timers are not available in the sandbox",
+	"queueMicrotask":         "queueMicrotask is not available in the sandbox",
+	"WebAssembly":            "WebAssembly is not available in the sandbox",
+	"SharedArrayBuffer":      "SharedArrayBuffer is not available in the sandbox",
+	"Atomics":                "Atomics is not available in the sandbox",
+	"fetch":                  "network access is only possible through callTool",
+	"XMLHttpRequest":         "network access is only possible through callTool",
+	"WebSocket":              "network access is only possible through callTool",
+}
+
+// blockedProperties are property names whose access is the first step of
+// the classic sandbox escapes (constructor chains to a code factory,
+// prototype rewiring). Computed accesses with other spellings are harmless
+// because the runtime removes the factories themselves.
+var blockedProperties = map[string]string{
+	"constructor":      "access to .constructor is not allowed in the sandbox",
+	"__proto__":        "access to __proto__ is not allowed in the sandbox",
+	"__defineGetter__": "legacy accessor methods are not allowed in the sandbox",
+	"__defineSetter__": "legacy accessor methods are not allowed in the sandbox",
+	"__lookupGetter__": "legacy accessor methods are not allowed in the sandbox",
+	"__lookupSetter__": "legacy accessor methods are not allowed in the sandbox",
+}
+
+// checkSource applies the size and nesting limits before the parser sees the
+// source, so that hostile input cannot exhaust the (recursive) parser.
+func checkSource(code string, l Limits) *Result {
+	if l.MaxSourceBytes > 0 && len(code) > l.MaxSourceBytes {
+		return illegal(KindSourceTooLarge, fmt.Sprintf("script is %d bytes, more than the limit of %d bytes", len(code), l.MaxSourceBytes), nil)
+	}
+	if l.MaxNestingDepth > 0 {
+		if depth, off := nestingDepth(code, l.MaxNestingDepth); depth > l.MaxNestingDepth {
+			return illegal(KindNestingTooDeep, fmt.Sprintf("script nests brackets deeper than the limit of %d levels", l.MaxNestingDepth), locationAt(code, off))
+		}
+	}
+	return nil
+}
+
+// nestingDepth scans code for ( [ { and template substitutions outside
+// strings and comments and returns the maximum depth reached, stopping at
+// the first offset where it exceeds limit. Long runs of prefix operators
+// (!!!!x, - - - x) nest the parser as deeply as brackets do, so each
+// operator in a run counts as one level for that run.
+func nestingDepth(code string, limit int) (max int, at int) {
+	// stack of open constructs: '(' '[' '{' or '$' for a template
+	// substitution; templates themselves are lexed in place.
+	stack := make([]byte, 0, 64)
+	depth := func(extra int) bool {
+		d := len(stack) + extra
+		if d > max {
+			max = d
+		}
+		return max > limit
+	}
+	run := 0 // current run of prefix operators
+	inTemplate := false
+	i := 0
+	n := len(code)
+	for i < n {
+		c := code[i]
+		if inTemplate {
+			switch c {
+			case '\\':
+				i += 2
+				continue
+			case '`':
+				inTemplate = false
+			case '$':
+				if i+1 < n && code[i+1] == '{' {
+					stack = append(stack, '$')
+					inTemplate = false
+					if depth(0) {
+						return max, i
+					}
+					i += 2
+					continue
+				}
+			}
+			i++
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			i++
+			continue
+		case '"', '\'':
+			i++
+			for i < n && code[i] != c && code[i] != '\n' {
+				if code[i] == '\\' {
+					i++
+				}
+				i++
+			}
+			i++
+			run = 0
+			continue
+		case '`':
+			inTemplate = true
+			run = 0
+			i++
+			continue
+		case '/':
+			if i+1 < n && code[i+1] == '/' {
+				for i < n && code[i] != '\n' {
+					i++
+				}
+				continue
+			}
+			if i+1 < n && code[i+1] == '*' {
+				end := strings.Index(code[i+2:], "*/")
+				if end < 0 {
+					return max, i
+				}
+				i += end + 4
+				continue
+			}
+		case '(', '[', '{':
+			stack = append(stack, c)
+			if depth(0) {
+				return max, i
+			}
+		case ')', ']':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case '}':
+			if len(stack) > 0 {
+				top := stack[len(stack)-1]
+				stack = stack[:len(stack)-1]
+				if top == '$' {
+					inTemplate = true
+				}
+			}
+		case '!', '~', '+', '-':
+			run++
+			if depth(run / 2) {
+				return max, i
+			}
+			i++
+			continue
+		}
+		run = 0
+		i++
+	}
+	return max, 0
+}
+
+// importKeyword reports the offset of an `import` keyword (not a property
+// name) outside strings and comments, or -1. goja rejects import as a
+// syntax error; the sandbox reports it as illegal access instead.
+func importKeyword(code string) int {
+	for i := 0; ; {
+		j := strings.Index(code[i:], "import")
+		if j < 0 {
+			return -1
+		}
+		j += i
+		before := byte(' ')
+		if j > 0 {
+			before = code[j-1]
+		}
+		after := byte(' ')
+		if j+6 < len(code) {
+			after = code[j+6]
+		}
+		if !isIdentByte(before) && before != '.' && !isIdentByte(after) {
+			rest := strings.TrimLeft(code[j+6:], " \t\r\n")
+			if strings.HasPrefix(rest, "(") || strings.HasPrefix(rest, ".") || strings.HasPrefix(rest, "{") ||
+				strings.HasPrefix(rest, "*") || strings.HasPrefix(rest, "'") || strings.HasPrefix(rest, "\"") ||
+				(len(rest) > 0 && isIdentByte(rest[0])) {
+				return j
+			}
+		}
+		i = j + 6
+	}
+}
+
+func isIdentByte(c byte) bool {
+	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c >= 0x80
+}
+
+// locationAt converts a byte offset in the plan to a 1-based location.
+func locationAt(code string, off int) *Location {
+	if off > len(code) {
+		off = len(code)
+	}
+	line := 1 + strings.Count(code[:off], "\n")
+	col := off - strings.LastIndexByte(code[:off], '\n')
+	return &Location{Line: line, Column: col}
+}
+
+func illegal(kind, msg string, loc *Location) *Result {
+	return &Result{Status: StatusIllegalAccess, Error: &ScriptError{
+		Code: CodeValidationError, Kind: kind, Message: msg, Location: loc,
+	}}
+}
+
+// compiledPlan is a validated, instrumented plan ready to run.
+type compiledPlan struct {
+	prg *goja.Program
+}
+
+// compilePlan parses, validates, instruments and compiles a plan. A non-nil
+// *Result is the script's outcome (syntax_error or illegal_access).
+func compilePlan(code string, l Limits) (*compiledPlan, *Result) {
+	if r := checkSource(code, l); r != nil {
+		return nil, r
+	}
+	src := planPrefix + code + planSuffix
+	prog, err := parser.ParseFile(nil, planFileName, src, 0, parser.WithDisableSourceMaps)
+	if err != nil {
+		if off := importKeyword(code); off >= 0 {
+			return nil, illegal(KindIllegalSyntax, "import is not available in the sandbox", locationAt(code, off))
+		}
+		return nil, syntaxResult(code, err)
+	}
+	body, ok := planBody(prog, code)
+	if !ok {
+		return nil, &Result{Status: StatusSyntaxError, Error: &ScriptError{
+			Code: CodeSyntaxError, Message: "unbalanced braces: the script closes the function body it runs in",
+			Location: locationAt(code, len(code)),
+		}}
+	}
+	v := &validator{file: prog.File}
+	v.stmts(body.List)
+	if v.fail != nil {
+		return nil, v.fail
+	}
+	prg, err := goja.CompileAST(prog, true)
+	if err != nil {
+		return nil, syntaxResult(code, err)
+	}
+	return &compiledPlan{prg: prg}, nil
+}
+
+// planBody returns the plan's function body if the parsed program has exactly
+// the wrapper's shape with the plan between its braces (so a plan cannot
+// close the wrapper and run code outside it).
+func planBody(prog *ast.Program, code string) (*ast.BlockStatement, bool) {
+	if len(prog.Body) != 1 {
+		return nil, false
+	}
+	es, ok := prog.Body[0].(*ast.ExpressionStatement)
+	if !ok {
+		return nil, false
+	}
+	outer, ok := es.Expression.(*ast.FunctionLiteral)
+	if !ok || outer.Body == nil || len(outer.Body.List) != 1 {
+		return nil, false
+	}
+	ret, ok := outer.Body.List[0].(*ast.ReturnStatement)
+	if !ok {
+		return nil, false
+	}
+	inner, ok := ret.Argument.(*ast.FunctionLiteral)
+	if !ok || !inner.Async || inner.Generator || inner.Body == nil {
+		return nil, false
+	}
+	base := prog.File.Base()
+	left := int(inner.Body.LeftBrace) - base
+	right := int(inner.Body.RightBrace) - base
+	if left != len(planPrefix)-1 || right != len(planPrefix)+len(code)+1 {
+		return nil, false
+	}
+	return inner.Body, true
+}
+
+// syntaxResult maps a parser or compiler error to syntax_error with a
+// location in the plan's coordinates.
+func syntaxResult(code string, err error) *Result {
+	msg := err.Error()
+	loc := &Location{Line: 1, Column: 1}
+	switch e := err.(type) {
+	case parser.ErrorList:
+		if len(e) > 0 {
+			msg = e[0].Message
+			loc = planLocation(code, e[0].Position.Line, e[0].Position.Column)
+		}
+	case *parser.Error:
+		msg = e.Message
+		loc = planLocation(code, e.Position.Line, e.Position.Column)
+	case *goja.CompilerSyntaxError:
+		msg = e.Message
+		if e.File != nil {
+			p := e.File.Position(e.Offset)
+			loc = planLocation(code, p.Line, p.Column)
+		}
+	case *goja.CompilerReferenceError:
+		msg = e.Message
+		if e.File != nil {
+			p := e.File.Position(e.Offset)
+			loc = planLocation(code, p.Line, p.Column)
+		}
+	}
+	msg = strings.TrimPrefix(msg, planFileName+": ")
+	return &Result{Status: StatusSyntaxError, Error: &ScriptError{Code: CodeSyntaxError, Message: msg, Location: loc}}
+}
+
+// planLocation converts a position in the wrapped source to the plan's
+// coordinates, clamping positions in the wrapper to the plan's end.
+func planLocation(code string, line, col int) *Location {
+	lines := strings.Count(code, "\n") + 1
+	if line > lines {
+		return locationAt(code, len(code))
+	}
+	if line == 1 {
+		col -= len(planPrefix)
+		if col < 1 {
+			col = 1
+		}
+	}
+	if line < 1 {
+		line = 1
+	}
+	return &Location{Line: line, Column: col}
+}
+
+// validator walks the plan's syntax tree, rejecting blocked constructs and
+// instrumenting loops and function bodies with the step counter.
+type validator struct {
+	file *file.File
+	fail *Result
+}
+
+func (v *validator) reject(kind, msg string, idx file.Idx) {
+	if v.fail != nil {
+		return
+	}
+	var loc *Location
+	if idx > 0 && v.file != nil {
+		p := v.file.Position(int(idx) - v.file.Base())
+		loc = &Location{Line: p.Line, Column: p.Column}
+		if loc.Line == 1 {
+			loc.Column -= len(planPrefix)
+		}
+	}
+	v.fail = illegal(kind, msg, loc)
+}
+
+// stepCall builds the statement `__cm$step();` positioned at idx.
+func stepCall(idx file.Idx) *ast.CallExpression {
+	return &ast.CallExpression{
+		Callee:           &ast.Identifier{Name: unistring.String(stepName), Idx: idx},
+		LeftParenthesis:  idx,
+		RightParenthesis: idx,
+	}
+}
+
+func stepStmt(idx file.Idx) ast.Statement {
+	return &ast.ExpressionStatement{Expression: stepCall(idx)}
+}
+
+// countBody prefixes a loop body with a step.
+func (v *validator) countBody(body ast.Statement, idx file.Idx) ast.Statement {
+	v.stmt(body)
+	return &ast.BlockStatement{LeftBrace: idx, List: []ast.Statement{stepStmt(idx), body}, RightBrace: idx}
+}
+
+func (v *validator) ident(id *ast.Identifier) {
+	if id == nil {
+		return
+	}
+	name := id.Name.String()
+	if msg, ok := blockedIdentifiers[name]; ok {
+		v.reject(KindIllegalBuiltinAccess, msg, id.Idx)
+		return
+	}
+	if strings.HasPrefix(name, reservedPrefix) {
+		v.reject(KindReservedIdentifier, fmt.Sprintf("identifier %q is reserved by the sandbox", name), id.Idx)
+	}
+}
+
+func (v *validator) property(name string, idx file.Idx) {
+	if msg, ok := blockedProperties[name]; ok {
+		v.reject(KindIllegalPropertyAcces, msg, idx)
+	}
+}
+
+func (v *validator) stmts(list []ast.Statement) {
+	for _, s := range list {
+		if v.fail != nil {
+			return
+		}
+		v.stmt(s)
+	}
+}
+
+func (v *validator) stmt(s ast.Statement) {
+	if v.fail != nil || s == nil {
+		return
+	}
+	switch s := s.(type) {
+	case *ast.BlockStatement:
+		v.stmts(s.List)
+	case *ast.ExpressionStatement:
+		v.expr(s.Expression)
+	case *ast.VariableStatement:
+		v.bindings(s.List)
+	case *ast.LexicalDeclaration:
+		v.bindings(s.List)
+	case *ast.FunctionDeclaration:
+		v.function(s.Function)
+	case *ast.ClassDeclaration:
+		v.class(s.Class)
+	case *ast.IfStatement:
+		v.expr(s.Test)
+		v.stmt(s.Consequent)
+		v.stmt(s.Alternate)
+	case *ast.ForStatement:
+		switch in := s.Initializer.(type) {
+		case *ast.ForLoopInitializerExpression:
+			v.expr(in.Expression)
+		case *ast.ForLoopInitializerVarDeclList:
+			v.bindings(in.List)
+		case *ast.ForLoopInitializerLexicalDecl:
+			v.bindings(in.LexicalDeclaration.List)
+		}
+		v.expr(s.Test)
+		v.expr(s.Update)
+		s.Body = v.countBody(s.Body, s.For)
+	case *ast.ForInStatement:
+		v.forInto(s.Into)
+		v.expr(s.Source)
+		s.Body = v.countBody(s.Body, s.For)
+	case *ast.ForOfStatement:
+		v.forInto(s.Into)
+		v.expr(s.Source)
+		s.Body = v.countBody(s.Body, s.For)
+	case *ast.WhileStatement:
+		v.expr(s.Test)
+		s.Body = v.countBody(s.Body, s.While)
+	case *ast.DoWhileStatement:
+		s.Body = v.countBody(s.Body, s.Do)
+		v.expr(s.Test)
+	case *ast.LabelledStatement:
+		v.stmt(s.Statement)
+	case *ast.ReturnStatement:
+		v.expr(s.Argument)
+	case *ast.ThrowStatement:
+		v.expr(s.Argument)
+	case *ast.TryStatement:
+		v.stmt(s.Body)
+		if s.Catch != nil {
+			v.target(s.Catch.Parameter)
+			v.stmt(s.Catch.Body)
+		}
+		if s.Finally != nil {
+			v.stmt(s.Finally)
+		}
+	case *ast.SwitchStatement:
+		v.expr(s.Discriminant)
+		for _, c := range s.Body {
+			v.expr(c.Test)
+			v.stmts(c.Consequent)
+		}
+	case *ast.CaseStatement:
+		v.expr(s.Test)
+		v.stmts(s.Consequent)
+	case *ast.WithStatement:
+		v.reject(KindIllegalSyntax, "with statements are not allowed in the sandbox", s.With)
+	case *ast.DebuggerStatement:
+		v.reject(KindIllegalSyntax, "debugger statements are not allowed in the sandbox", s.Debugger)
+	case *ast.BranchStatement, *ast.EmptyStatement:
+	case *ast.BadStatement:
+		v.reject(KindIllegalSyntax, "unparsable statement", s.From)
+	default:
+		v.reject(KindIllegalSyntax, fmt.Sprintf("unsupported statement %T", s), s.Idx0())
+	}
+}
+
+func (v *validator) forInto(into ast.ForInto) {
+	switch in := into.(type) {
+	case *ast.ForIntoVar:
+		v.binding(in.Binding)
+	case *ast.ForDeclaration:
+		v.target(in.Target)
+	case *ast.ForIntoExpression:
+		v.expr(in.Expression)
+	}
+}
+
+func (v *validator) bindings(list []*ast.Binding) {
+	for _, b := range list {
+		v.binding(b)
+	}
+}
+
+func (v *validator) binding(b *ast.Binding) {
+	if b == nil {
+		return
+	}
+	v.target(b.Target)
+	v.expr(b.Initializer)
+}
+
+func (v *validator) target(t ast.Expression) {
+	if t == nil {
+		return
+	}
+	v.expr(t)
+}
+
+func (v *validator) params(p *ast.ParameterList) {
+	if p == nil {
+		return
+	}
+	v.bindings(p.List)
+	v.expr(p.Rest)
+}
+
+func (v *validator) function(f *ast.FunctionLiteral) {
+	if f == nil {
+		return
+	}
+	if f.Name != nil {
+		v.ident(f.Name)
+	}
+	v.params(f.ParameterList)
+	if f.Body != nil {
+		v.stmts(f.Body.List)
+		f.Body.List = append([]ast.Statement{stepStmt(f.Body.LeftBrace)}, f.Body.List...)
+	}
+}
+
+func (v *validator) class(c *ast.ClassLiteral) {
+	if c == nil {
+		return
+	}
+	if c.Name != nil {
+		v.ident(c.Name)
+	}
+	v.expr(c.SuperClass)
+	for _, el := range c.Body {
+		switch el := el.(type) {
+		case *ast.FieldDefinition:
+			v.key(el.Key, el.Computed)
+			v.expr(el.Initializer)
+		case *ast.MethodDefinition:
+			v.key(el.Key, el.Computed)
+			v.function(el.Body)
+		case *ast.ClassStaticBlock:
+			if el.Block != nil {
+				v.stmts(el.Block.List)
+				el.Block.List = append([]ast.Statement{stepStmt(el.Static)}, el.Block.List...)
+			}
+		}
+	}
+}
+
+// key checks an object or class member key: computed keys are expressions,
+// plain keys are names (blocked only if they are a blocked property).
+func (v *validator) key(k ast.Expression, computed bool) {
+	if computed {
+		v.expr(k)
+		return
+	}
+	switch k := k.(type) {
+	case *ast.StringLiteral:
+		v.property(k.Value.String(), k.Idx)
+	case *ast.Identifier:
+		v.property(k.Name.String(), k.Idx)
+	}
+}
+
+func (v *validator) exprs(list []ast.Expression) {
+	for _, e := range list {
+		v.expr(e)
+	}
+}
+
+func (v *validator) expr(e ast.Expression) {
+	if v.fail != nil || e == nil {
+		return
+	}
+	switch e := e.(type) {
+	case *ast.Identifier:
+		v.ident(e)
+	case *ast.ArrayLiteral:
+		v.exprs(e.Value)
+	case *ast.ArrayPattern:
+		v.exprs(e.Elements)
+		v.expr(e.Rest)
+	case *ast.ObjectLiteral:
+		for _, p := range e.Value {
+			v.expr(p)
+		}
+	case *ast.ObjectPattern:
+		for _, p := range e.Properties {
+			v.expr(p)
+		}
+		v.expr(e.Rest)
+	case *ast.PropertyShort:
+		v.ident(&e.Name)
+		v.property(e.Name.Name.String(), e.Name.Idx)
+		v.expr(e.Initializer)
+	case *ast.PropertyKeyed:
+		v.key(e.Key, e.Computed)
+		v.expr(e.Value)
+	case *ast.SpreadElement:
+		v.expr(e.Expression)
+	case *ast.AssignExpression:
+		v.expr(e.Left)
+		v.expr(e.Right)
+	case *ast.BinaryExpression:
+		v.expr(e.Left)
+		v.expr(e.Right)
+	case *ast.UnaryExpression:
+		v.expr(e.Operand)
+	case *ast.ConditionalExpression:
+		v.expr(e.Test)
+		v.expr(e.Consequent)
+		v.expr(e.Alternate)
+	case *ast.SequenceExpression:
+		v.exprs(e.Sequence)
+	case *ast.CallExpression:
+		v.expr(e.Callee)
+		v.exprs(e.ArgumentList)
+	case *ast.NewExpression:
+		v.expr(e.Callee)
+		v.exprs(e.ArgumentList)
+	case *ast.DotExpression:
+		v.expr(e.Left)
+		v.property(e.Identifier.Name.String(), e.Identifier.Idx)
+	case *ast.PrivateDotExpression:
+		v.expr(e.Left)
+	case *ast.BracketExpression:
+		v.expr(e.Left)
+		v.expr(e.Member)
+		if s, ok := e.Member.(*ast.StringLiteral); ok {
+			v.property(s.Value.String(), s.Idx)
+		}
+	case *ast.OptionalChain:
+		v.expr(e.Expression)
+	case *ast.Optional:
+		v.expr(e.Expression)
+	case *ast.FunctionLiteral:
+		v.function(e)
+	case *ast.ArrowFunctionLiteral:
+		v.params(e.ParameterList)
+		switch b := e.Body.(type) {
+		case *ast.BlockStatement:
+			v.stmts(b.List)
+			b.List = append([]ast.Statement{stepStmt(b.LeftBrace)}, b.List...)
+		case *ast.ExpressionBody:
+			v.expr(b.Expression)
+			b.Expression = &ast.SequenceExpression{Sequence: []ast.Expression{stepCall(e.Start), b.Expression}}
+		}
+	case *ast.ClassLiteral:
+		v.class(e)
+	case *ast.TemplateLiteral:
+		v.expr(e.Tag)
+		v.exprs(e.Expressions)
+	case *ast.AwaitExpression:
+		v.expr(e.Argument)
+	case *ast.YieldExpression:
+		v.expr(e.Argument)
+	case *ast.Binding:
+		v.binding(e)
+	case *ast.MetaProperty:
+		if e.Meta != nil && e.Meta.Name == "import" {
+			v.reject(KindIllegalSyntax, "import.meta is not available in the sandbox", e.Idx)
+		}
+	case *ast.ThisExpression, *ast.SuperExpression, *ast.NullLiteral, *ast.NumberLiteral,
+		*ast.StringLiteral, *ast.BooleanLiteral, *ast.RegExpLiteral:
+	case *ast.BadExpression:
+		v.reject(KindIllegalSyntax, "unparsable expression", e.From)
+	default:
+		v.reject(KindIllegalSyntax, fmt.Sprintf("unsupported expression %T", e), e.Idx0())
+	}
+}
