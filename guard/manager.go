@@ -47,8 +47,15 @@ type GuardManager struct {
 	ipFilter  *IpFilter
 	logger    *zap.Logger
 	failOpen  bool
+	now       func() time.Time
 	degraded  atomic.Bool
+	retryAtMs atomic.Int64 // while degraded, storage is skipped until then
 }
+
+// storageRetryInterval is how long the manager applies the failure mode
+// without asking storage after a failure, so that an outage costs each
+// request nothing; then the next request probes storage again.
+const storageRetryInterval = time.Second
 
 // NewGuardManager validates cfg, creates its storage backend (in-memory when
 // cfg.Storage is unset; Redis is pinged, and an unreachable Redis is logged,
@@ -61,7 +68,10 @@ func NewGuardManager(ctx context.Context, cfg GuardConfig, opts *ManagerOptions)
 	if opts == nil {
 		opts = &ManagerOptions{}
 	}
-	m := &GuardManager{cfg: cfg, logger: opts.Logger, failOpen: true}
+	m := &GuardManager{cfg: cfg, logger: opts.Logger, failOpen: true, now: opts.Now}
+	if m.now == nil {
+		m.now = time.Now
+	}
 	if m.logger == nil {
 		m.logger = zap.NewNop()
 	}
@@ -90,6 +100,7 @@ func NewGuardManager(ctx context.Context, cfg GuardConfig, opts *ManagerOptions)
 			m.logger.Warn("guard storage: redis is unreachable at start; applying the failure mode until it answers",
 				zap.String("failure_mode", m.failureMode()), zap.Error(err))
 			m.degraded.Store(true)
+			m.retryAtMs.Store(m.now().Add(storageRetryInterval).UnixMilli())
 		}
 		m.store, m.ownsStore = rs, true
 	default:
@@ -135,7 +146,11 @@ func (m *GuardManager) checkRate(ctx context.Context, entityName string, cfg *Ra
 		return allowAll, nil
 	}
 	key := BuildStorageKey(entityName, ResolvePartitionKey(cfg.PartitionBy, pc), suffixRate)
-	r, err := m.limiter.Check(ctx, key, cfg.MaxRequests, cfg.Window())
+	var r RateLimitResult
+	err := m.skipStorage()
+	if err == nil {
+		r, err = m.limiter.Check(ctx, key, cfg.MaxRequests, cfg.Window())
+	}
 	if err != nil {
 		if err := m.storageFailed(ctx, "rate limit", err); err != nil {
 			return RateLimitResult{}, err
@@ -170,7 +185,11 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 		return nil, nil
 	}
 	key := BuildStorageKey(entityName, ResolvePartitionKey(cfg.PartitionBy, pc), suffixSem)
-	t, err := m.sem.Acquire(ctx, key, cfg.MaxConcurrent, cfg.QueueTimeoutMs, entityName)
+	var t *SemaphoreTicket
+	err := m.skipStorage()
+	if err == nil {
+		t, err = m.sem.Acquire(ctx, key, cfg.MaxConcurrent, cfg.QueueTimeoutMs, entityName)
+	}
 	if err != nil {
 		var ge *GuardError
 		if errors.As(err, &ge) {
@@ -249,12 +268,28 @@ func (m *GuardManager) failureMode() string {
 	return FailClosed
 }
 
+// errStorageSkipped stands for the last storage error while the manager
+// waits before probing storage again.
+var errStorageSkipped = errors.New("guard storage failed recently; not retried yet")
+
+// skipStorage returns errStorageSkipped during an outage until the next
+// probe is due.
+func (m *GuardManager) skipStorage() error {
+	if m.degraded.Load() && m.now().UnixMilli() < m.retryAtMs.Load() {
+		return errStorageSkipped
+	}
+	return nil
+}
+
 // storageFailed logs the first failure of an outage and applies the failure
 // mode: nil to fail open, a STORAGE_UNAVAILABLE error to fail closed. A
 // cancelled ctx is returned as is.
 func (m *GuardManager) storageFailed(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if err != errStorageSkipped {
+		m.retryAtMs.Store(m.now().Add(storageRetryInterval).UnixMilli())
 	}
 	if m.degraded.CompareAndSwap(false, true) {
 		m.logger.Error("guard storage unreachable; applying the failure mode until it recovers",

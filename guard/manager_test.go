@@ -213,12 +213,13 @@ func TestManagerFailureModes(t *testing.T) {
 	for _, mode := range []string{FailOpen, FailClosed} {
 		t.Run(mode, func(t *testing.T) {
 			core, logs := observer.New(zapcore.InfoLevel)
+			clock := newFakeClock(t0)
 			st := &flakyStorage{Storage: NewMemoryStorage(nil)}
 			defer st.Close()
 			m, err := NewGuardManager(ctx, GuardConfig{
 				Enabled: true, Storage: &StorageConfig{FailureMode: mode},
 				Global: &RateLimitConfig{MaxRequests: 1}, GlobalConcurrency: &ConcurrencyConfig{MaxConcurrent: 1},
-			}, &ManagerOptions{Logger: zap.New(core), Storage: st})
+			}, &ManagerOptions{Logger: zap.New(core), Storage: st, Now: clock.Now})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -239,6 +240,11 @@ func TestManagerFailureModes(t *testing.T) {
 				t.Fatalf("%d outage log lines, want 1", n)
 			}
 			st.down.Store(false)
+			// Storage is not asked again until the retry interval passed.
+			if _, err := m.CheckGlobalRateLimit(ctx, PartitionKeyContext{}); (err != nil) != (mode == FailClosed) {
+				t.Fatalf("within the retry interval: %v", err)
+			}
+			clock.Advance(storageRetryInterval)
 			if r, err := m.CheckGlobalRateLimit(ctx, PartitionKeyContext{}); err != nil || !r.Allowed {
 				t.Fatalf("after recovery: %+v %v", r, err)
 			}

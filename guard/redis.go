@@ -125,6 +125,8 @@ func NewRedisStorage(cfg StorageConfig, keyPrefix string, opts *RedisStorageOpti
 			Addr: net.JoinHostPort(host, strconv.Itoa(port)), Password: cfg.Password, DB: cfg.DB,
 			DialTimeout: 2 * timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 			PoolTimeout: 2 * timeout, MaxRetries: 1,
+			// Fail fast while Redis is down: the failure mode answers instead.
+			DialerRetries: 1,
 		}
 		if cfg.TLS {
 			o.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}

@@ -1,0 +1,341 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// redisPair returns two managers with separate clients of one real Redis,
+// like two gateways.
+func redisPair(t *testing.T, cfg GuardConfig, clock *fakeClock) (*GuardManager, *GuardManager) {
+	t.Helper()
+	c1, prefix := redistest.Client(t)
+	c2 := redis.NewClient(&redis.Options{Addr: c1.Options().Addr})
+	t.Cleanup(func() { _ = c2.Close() })
+	var ms [2]*GuardManager
+	for i, c := range []*redis.Client{c1, c2} {
+		cfg := cfg
+		cfg.KeyPrefix = prefix
+		cfg.Storage = &StorageConfig{Provider: ProviderRedis, Client: c}
+		m, err := NewGuardManager(context.Background(), cfg, &ManagerOptions{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Destroy(context.Background()) })
+		ms[i] = m
+	}
+	return ms[0], ms[1]
+}
+
+func TestRedisRateLimitExactAcrossManagers(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock(t0 + 30000)
+	a, b := redisPair(t, GuardConfig{Enabled: true}, clock)
+	cfg := &RateLimitConfig{MaxRequests: 100}
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 2000 {
+		m := a
+		if i%2 == 1 {
+			m = b
+		}
+		wg.Go(func() {
+			r, err := m.CheckRateLimit(ctx, "tool", cfg, PartitionKeyContext{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if r.Allowed {
+				allowed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if n := allowed.Load(); n != 100 {
+		t.Fatalf("allowed %d of 2000 against a limit of 100, want exactly 100", n)
+	}
+}
+
+// The Redis script and the memory store compute the same sliding window.
+func TestRedisSlidingWindowMatchesMemory(t *testing.T) {
+	ctx := context.Background()
+	c, prefix := redistest.Client(t)
+	clock := newFakeClock(t0)
+	rs, _ := NewRedisStorage(StorageConfig{Client: c}, prefix, nil)
+	ms := NewMemoryStorage(&MemoryStorageOptions{SweepInterval: -1})
+	lr := NewSlidingWindowRateLimiter(rs, &LimiterOptions{Now: clock.Now})
+	lm := NewSlidingWindowRateLimiter(ms, &LimiterOptions{Now: clock.Now})
+	steps := []time.Duration{0, 100 * time.Millisecond, 300 * time.Millisecond, 700 * time.Millisecond, 250 * time.Millisecond, 2 * time.Second, 10 * time.Millisecond}
+	for i := range 120 {
+		clock.Advance(steps[i%len(steps)])
+		r1, err := lr.Check(ctx, "k", 7, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, _ := lm.Check(ctx, "k", 7, 1000)
+		if r1 != r2 {
+			t.Fatalf("step %d: redis %+v, memory %+v", i, r1, r2)
+		}
+	}
+	if err := lr.Reset(ctx, "k", 1000); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := lr.Check(ctx, "k", 1, 1000); !r.Allowed {
+		t.Fatal("denied after Reset")
+	}
+}
+
+func TestRedisSemaphoreNeverExceedsMax(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock(t0)
+	a, b := redisPair(t, GuardConfig{Enabled: true}, clock)
+	cfg := &ConcurrencyConfig{MaxConcurrent: 5, QueueTimeoutMs: 60_000}
+	var cur, peak, done atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 200 {
+		m := a
+		if i%2 == 1 {
+			m = b
+		}
+		wg.Go(func() {
+			tk, err := m.AcquireSemaphore(ctx, "tool", cfg, PartitionKeyContext{})
+			if err != nil || tk == nil {
+				t.Error("acquire:", err)
+				return
+			}
+			n := cur.Add(1)
+			for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+			}
+			time.Sleep(time.Millisecond) // hold the slot so that holders overlap
+			cur.Add(-1)
+			if err := tk.Release(ctx); err != nil {
+				t.Error(err)
+			}
+			done.Add(1)
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 5 {
+		t.Fatalf("peak concurrency %d across two managers, want <= 5", p)
+	}
+	if done.Load() != 200 {
+		t.Fatalf("%d of 200 finished", done.Load())
+	}
+	if n, _ := a.Semaphore().GetActiveCount(ctx, BuildStorageKey("tool", "global", suffixSem)); n != 0 {
+		t.Fatalf("%d tickets left", n)
+	}
+}
+
+func TestRedisQueuedWaiterWakesOnRelease(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock(t0)
+	a, b := redisPair(t, GuardConfig{Enabled: true}, clock)
+	cfg := &ConcurrencyConfig{MaxConcurrent: 1, QueueTimeoutMs: 10_000}
+	held, err := a.AcquireSemaphore(ctx, "tool", cfg, PartitionKeyContext{})
+	if err != nil || held == nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		woke := make(chan time.Time, 1)
+		var tk *SemaphoreTicket
+		go func() {
+			var err error
+			tk, err = b.AcquireSemaphore(ctx, "tool", cfg, PartitionKeyContext{})
+			if err != nil {
+				t.Error(err)
+			}
+			woke <- time.Now()
+		}()
+		// Release once the waiter is subscribed and past its first tries.
+		waitRedisWatcher(t, b.Storage().(*RedisStorage), "tool:global:sem")
+		time.Sleep(150 * time.Millisecond) // past the first poll, so only pub/sub can explain a fast wake-up
+		released := time.Now()
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		at := <-woke
+		if d := at.Sub(released); d > 50*time.Millisecond {
+			t.Fatalf("round %d: waiter woke %v after the release, want < 50ms", round, d)
+		}
+		if tk == nil {
+			t.Fatal("waiter got no ticket")
+		}
+		held = tk
+		a, b = b, a
+	}
+	held.Release(ctx)
+}
+
+func waitRedisWatcher(t *testing.T, s *RedisStorage, key string) {
+	t.Helper()
+	for range 5000 {
+		s.mu.Lock()
+		n := len(s.waiters[key])
+		s.mu.Unlock()
+		if n > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no waiter")
+}
+
+func TestRedisExpiredTicketFreesSlot(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock(t0)
+	a, b := redisPair(t, GuardConfig{Enabled: true}, clock)
+	cfg := &ConcurrencyConfig{MaxConcurrent: 1}
+	if tk, err := a.AcquireSemaphore(ctx, "tool", cfg, PartitionKeyContext{}); tk == nil || err != nil {
+		t.Fatal(err) // never released: the holder crashed
+	}
+	_, err := b.AcquireSemaphore(ctx, "tool", cfg, PartitionKeyContext{})
+	var ge *GuardError
+	if !errors.As(err, &ge) || ge.Code != CodeConcurrencyLimit {
+		t.Fatalf("held slot: %v", err)
+	}
+	clock.Advance(DefaultTicketTTLSeconds * time.Second)
+	if n, _ := b.Semaphore().GetActiveCount(ctx, "tool:global:sem"); n != 0 {
+		t.Fatalf("active %d after the TTL", n)
+	}
+	if tk, err := b.AcquireSemaphore(ctx, "tool", cfg, PartitionKeyContext{}); tk == nil || err != nil {
+		t.Fatalf("expired ticket still holds the slot: %v", err)
+	}
+	if err := b.Semaphore().ForceReset(ctx, "tool:global:sem"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.Semaphore().GetActiveCount(ctx, "tool:global:sem"); n != 0 {
+		t.Fatalf("active %d after ForceReset", n)
+	}
+}
+
+func TestRedisStoppedAndRestarted(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.Start(t)
+	for _, mode := range []string{FailOpen, FailClosed} {
+		t.Run(mode, func(t *testing.T) {
+			core, logs := observer.New(zapcore.InfoLevel)
+			clock := newFakeClock(t0)
+			host, port := splitAddr(t, srv.Addr)
+			m, err := NewGuardManager(ctx, GuardConfig{
+				Enabled: true, KeyPrefix: "restart:" + mode + ":",
+				Storage:           &StorageConfig{Provider: ProviderRedis, Host: host, Port: port, FailureMode: mode, TimeoutMs: 200},
+				Global:            &RateLimitConfig{MaxRequests: 2},
+				GlobalConcurrency: &ConcurrencyConfig{MaxConcurrent: 1, QueueTimeoutMs: 100},
+			}, &ManagerOptions{Logger: zap.New(core), Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Destroy(ctx)
+			check := func() (RateLimitResult, error) { return m.CheckGlobalRateLimit(ctx, PartitionKeyContext{}) }
+			if r, err := check(); err != nil || !r.Allowed {
+				t.Fatalf("before stop: %+v %v", r, err)
+			}
+			// A waiter subscribes, so the pub/sub connection exists across the outage.
+			tk, _ := m.AcquireGlobalSemaphore(ctx, PartitionKeyContext{})
+			if _, err := m.AcquireGlobalSemaphore(ctx, PartitionKeyContext{}); err == nil {
+				t.Fatal("second holder admitted")
+			}
+			_ = tk
+
+			srv.Stop()
+			for range 3 {
+				r, err := check()
+				tk, terr := m.AcquireGlobalSemaphore(ctx, PartitionKeyContext{})
+				if mode == FailOpen {
+					if err != nil || !r.Allowed || terr != nil || tk == nil {
+						t.Fatalf("redis down, fail open: %+v %v / %v %v", r, err, tk, terr)
+					}
+					tk.Release(ctx)
+				} else {
+					assertGuardError(t, err, CodeStorageUnavailable, 503, func(*GuardError) bool { return true })
+					assertGuardError(t, terr, CodeStorageUnavailable, 503, func(*GuardError) bool { return true })
+				}
+			}
+			if n := logs.FilterMessage("guard storage unreachable; applying the failure mode until it recovers").Len(); n != 1 {
+				t.Fatalf("%d outage log lines, want 1", n)
+			}
+
+			srv.Restart() // empty: counters and tickets are gone
+			// Stale pooled connections may fail a few more commands (each
+			// failure restarts the retry interval); then limits apply again.
+			recovered := false
+			for range 50 {
+				clock.Advance(storageRetryInterval)
+				r1, e1 := check()
+				r2, e2 := check()
+				r3, e3 := check()
+				if e1 == nil && e2 == nil && e3 == nil && r1.Allowed && r2.Allowed && !r3.Allowed && r3.RetryAfterMs > 0 {
+					recovered = true
+					break
+				}
+				_ = m.RateLimiter().Reset(ctx, BuildStorageKey(GlobalEntity, "global", suffixRate), 0)
+			}
+			if !recovered {
+				t.Fatal("limits not enforced again after the restart")
+			}
+			if n := logs.FilterMessage("guard storage reachable again").Len(); n < 1 {
+				t.Fatal("no recovery log line")
+			}
+			// Semaphores work again, and pub/sub wakes a waiter after the restart.
+			held, err := m.AcquireGlobalSemaphore(ctx, PartitionKeyContext{})
+			if err != nil || held == nil {
+				t.Fatalf("semaphore after restart: %v", err)
+			}
+			go func() { time.Sleep(20 * time.Millisecond); held.Release(ctx) }()
+			m2 := m
+			if tk, err := m2.AcquireSemaphore(ctx, GlobalEntity, &ConcurrencyConfig{MaxConcurrent: 1, QueueTimeoutMs: 5000}, PartitionKeyContext{}); err != nil || tk == nil {
+				t.Fatalf("queued acquire after restart: %v", err)
+			} else {
+				tk.Release(ctx)
+			}
+		})
+	}
+}
+
+func splitAddr(t *testing.T, addr string) (string, int) {
+	t.Helper()
+	var host string
+	var port int
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			host = addr[:i]
+			for _, c := range addr[i+1:] {
+				port = port*10 + int(c-'0')
+			}
+			break
+		}
+	}
+	return host, port
+}
+
+func BenchmarkRedisLimiterCheck(b *testing.B) {
+	c, prefix := redistest.Client(b)
+	rs, _ := NewRedisStorage(StorageConfig{Client: c}, prefix, nil)
+	l := NewSlidingWindowRateLimiter(rs, nil)
+	ctx := context.Background()
+	keys := []string{"a:1:rate", "a:2:rate", "b:1:rate", "b:2:rate"}
+	b.SetParallelism(16)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			if _, err := l.Check(ctx, keys[i%len(keys)], 1<<40, 60000); err != nil {
+				b.Error(err)
+				return
+			}
+			i++
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "checks/s")
+}
