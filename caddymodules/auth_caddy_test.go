@@ -1,0 +1,399 @@
+package caddymodules
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"golang.org/x/oauth2"
+
+	"github.com/codemode-gateway/caddy-codemode/oauth"
+)
+
+// caddyMu serialises the tests that run a Caddy instance: caddy.Load
+// replaces the process-wide config.
+var caddyMu sync.Mutex
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// caddyConfig is a whole Caddy JSON config with one HTTP server on
+// 127.0.0.1:port running routes, and the codemode app's auth.
+func caddyConfig(port int, auth map[string]any, routes []any) []byte {
+	cfg := map[string]any{
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"apps": map[string]any{
+			"codemode": map[string]any{"auth": auth},
+			"http": map[string]any{"servers": map[string]any{"test": map[string]any{
+				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
+				"automatic_https": map[string]any{"disable": true},
+				"routes":          routes,
+			}}},
+		},
+	}
+	b, _ := json.Marshal(cfg)
+	return b
+}
+
+// standardRoutes: codemode_oauth first, /private* behind codemode_bearer
+// answering with the auth placeholders, everything else public.
+func standardRoutes(provider map[string]any) []any {
+	if provider == nil {
+		provider = map[string]any{}
+	}
+	return []any{
+		map[string]any{"handle": []any{map[string]any{"handler": "codemode_oauth"}}},
+		map[string]any{
+			"match": []any{map[string]any{"path": []string{"/private*"}}},
+			"handle": []any{
+				map[string]any{"handler": "authentication", "providers": map[string]any{"codemode_bearer": provider}},
+				map[string]any{"handler": "static_response",
+					"body": "user={http.auth.user.id} scopes={http.auth.user.scopes} client={http.auth.user.client_id} tenant={http.auth.user.tenant_id}"},
+			},
+			"terminal": true,
+		},
+		map[string]any{"handle": []any{map[string]any{"handler": "static_response", "body": "public"}}},
+	}
+}
+
+func startCaddy(t *testing.T, cfg []byte) {
+	t.Helper()
+	caddyMu.Lock()
+	if err := caddy.Load(cfg, true); err != nil {
+		caddyMu.Unlock()
+		t.Fatalf("caddy.Load: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = caddy.Stop()
+		caddyMu.Unlock()
+	})
+}
+
+func loadErr(t *testing.T, cfg []byte) error {
+	t.Helper()
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	err := caddy.Load(cfg, true)
+	_ = caddy.Stop()
+	return err
+}
+
+type fakeIDP struct {
+	srv  *httptest.Server
+	key  *ecdsa.PrivateKey
+	kid  string
+	mu   sync.Mutex
+	keys []jose.JSONWebKey
+}
+
+func newFakeIDP(t *testing.T) *fakeIDP {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &fakeIDP{key: k, kid: "idp-1"}
+	p.keys = []jose.JSONWebKey{{Key: k.Public(), KeyID: p.kid, Algorithm: "ES256", Use: "sig"}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(oauth.ProviderMetadata{Issuer: p.srv.URL, JWKSURI: p.srv.URL + "/jwks"})
+	})
+	mux.HandleFunc("/jwks", func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: p.keys})
+	})
+	p.srv = httptest.NewServer(mux)
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *fakeIDP) token(t *testing.T, mut func(map[string]any)) string {
+	t.Helper()
+	now := time.Now()
+	c := map[string]any{"iss": p.srv.URL, "sub": "user-7", "aud": "placeholder", "exp": now.Add(10 * time.Minute).Unix(),
+		"iat": now.Unix(), "scope": "mcp read", "azp": "cli-1", "tid": "acme"}
+	if mut != nil {
+		mut(c)
+	}
+	sg, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: p.key}, (&jose.SignerOptions{}).WithHeader("kid", p.kid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := jwt.Signed(sg).Claims(c).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func get(t *testing.T, u, token string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, u, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestCaddyTransparentMode(t *testing.T) {
+	idp := newFakeIDP(t)
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	resource := base + "/private"
+	startCaddy(t, caddyConfig(port, map[string]any{
+		"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": resource,
+	}, standardRoutes(nil)))
+	aud := func(m map[string]any) { m["aud"] = resource }
+	metadataURL := base + "/.well-known/oauth-protected-resource/private"
+
+	if resp, body := get(t, base+"/hello", ""); resp.StatusCode != 200 || body != "public" {
+		t.Fatalf("public route: %d %q", resp.StatusCode, body)
+	}
+	resp, body := get(t, base+"/private/x", idp.token(t, aud))
+	if resp.StatusCode != 200 || body != "user=user-7 scopes=mcp read client=cli-1 tenant=acme" {
+		t.Fatalf("valid token: %d %q", resp.StatusCode, body)
+	}
+
+	resp, _ = get(t, base+"/private/x", "")
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+metadataURL+`"` {
+		t.Fatalf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	for name, tok := range map[string]string{
+		"wrong_audience": idp.token(t, nil),
+		"expired":        idp.token(t, func(m map[string]any) { aud(m); m["exp"] = time.Now().Add(-time.Hour).Unix() }),
+		"wrong_issuer":   idp.token(t, func(m map[string]any) { aud(m); m["iss"] = "https://elsewhere.example" }),
+		"malformed":      "abc.def.ghi",
+	} {
+		resp, _ := get(t, base+"/private/x", tok)
+		want := `Bearer resource_metadata="` + metadataURL + `", error="invalid_token", error_description="` + name + `"`
+		if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != want {
+			t.Errorf("%s: %d %q", name, resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+
+	// RFC 9728 metadata, at the path the challenge names.
+	resp, body = get(t, metadataURL, "")
+	var md oauth.ResourceMetadata
+	if err := json.Unmarshal([]byte(body), &md); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("metadata: %d %s", resp.StatusCode, body)
+	}
+	if md.Resource != resource || len(md.AuthorizationServers) != 1 || md.AuthorizationServers[0] != idp.srv.URL {
+		t.Fatalf("metadata: %+v", md)
+	}
+	// Transparent mode has no authorization server endpoints of its own.
+	if resp, body := get(t, base+"/oauth/token", ""); resp.StatusCode != 200 || body != "public" {
+		t.Fatalf("/oauth/token in transparent mode: %d %q", resp.StatusCode, body)
+	}
+}
+
+func TestCaddyProductionRuleHTTPS(t *testing.T) {
+	idp := newFakeIDP(t)
+	port := freePort(t)
+	routes := standardRoutes(nil)
+	// Development mode but listening on every interface: refused.
+	cfg := map[string]any{}
+	_ = json.Unmarshal(caddyConfig(port, map[string]any{
+		"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": "https://x.example/mcp",
+	}, routes), &cfg)
+	cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)["test"].(map[string]any)["listen"] = []string{fmt.Sprintf(":%d", port)}
+	b, _ := json.Marshal(cfg)
+	if err := loadErr(t, b); err == nil || !strings.Contains(err.Error(), "production rule 1") {
+		t.Fatalf("dev on all interfaces: %v", err)
+	}
+	// Not development: plain HTTP even on loopback is refused, and so is an
+	// http provider URL.
+	err := loadErr(t, caddyConfig(port, map[string]any{
+		"mode": "transparent", "provider_url": "https://idp.example", "expected_audience": "https://x.example/mcp",
+	}, routes))
+	if err == nil || !strings.Contains(err.Error(), "production rule 1") {
+		t.Fatalf("plain http outside development: %v", err)
+	}
+	err = loadErr(t, caddyConfig(port, map[string]any{
+		"mode": "transparent", "provider_url": idp.srv.URL, "expected_audience": "https://x.example/mcp",
+	}, routes))
+	if err == nil || !strings.Contains(err.Error(), "https") {
+		t.Fatalf("http provider outside development: %v", err)
+	}
+	// Transparent mode without an audience: refused (rule 6).
+	err = loadErr(t, caddyConfig(port, map[string]any{"mode": "transparent", "development": true, "provider_url": idp.srv.URL}, routes))
+	if err == nil || !strings.Contains(err.Error(), "expected_audience") {
+		t.Fatalf("no audience: %v", err)
+	}
+	// A provider without the app's auth block: refused.
+	err = loadErr(t, caddyConfig(port, nil, routes))
+	if err == nil || !strings.Contains(err.Error(), "no auth configuration") {
+		t.Fatalf("no auth block: %v", err)
+	}
+}
+
+var hiddenField = regexp.MustCompile(`name="(id|csrf)" value="([^"]*)"`)
+
+// TestCaddyOrchestratedFlow drives the whole flow through Caddy with
+// golang.org/x/oauth2: PKCE S256 with a resource indicator, the login and
+// consent pages, code exchange, the protected route, refresh rotation,
+// refresh reuse, revocation, and the token endpoint's rate limit.
+func TestCaddyOrchestratedFlow(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	resource := base + "/private"
+	redirect := "http://127.0.0.1:1/callback" // never contacted: we stop at the redirect
+	startCaddy(t, caddyConfig(port, map[string]any{
+		"development":      true,
+		"issuer":           base,
+		"resource":         resource,
+		"scopes":           []string{"mcp", "admin"},
+		"refresh":          map[string]any{"enabled": true},
+		"consent":          map[string]any{"enabled": true},
+		"clients":          []any{map[string]any{"id": "cli", "redirect_uris": []string{redirect}}},
+		"token_rate_limit": map[string]any{"maxRequests": 8, "windowMs": 60000, "partitionBy": "ip"},
+	}, standardRoutes(nil)))
+
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	expect := func(want int) func(*http.Response, error) (*url.URL, string) {
+		return func(resp *http.Response, err error) (*url.URL, string) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != want {
+				t.Fatalf("%s %s: status %d, want %d: %s", resp.Request.Method, resp.Request.URL, resp.StatusCode, want, b)
+			}
+			loc, _ := resp.Location()
+			return loc, string(b)
+		}
+	}
+	form := func(page string) url.Values {
+		v := url.Values{}
+		for _, m := range hiddenField.FindAllStringSubmatch(page, -1) {
+			v.Set(m[1], m[2])
+		}
+		return v
+	}
+
+	// Discovery the MCP way: 401 -> resource metadata -> AS metadata.
+	resp, _ := get(t, resource, "")
+	if !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="`+base+`/.well-known/oauth-protected-resource/private"`) {
+		t.Fatalf("challenge: %q", resp.Header.Get("WWW-Authenticate"))
+	}
+	_, body := get(t, base+"/.well-known/oauth-protected-resource/private", "")
+	var md oauth.ResourceMetadata
+	_ = json.Unmarshal([]byte(body), &md)
+	if md.Resource != resource || md.AuthorizationServers[0] != base {
+		t.Fatalf("resource metadata: %s", body)
+	}
+	asMeta, err := oauth.Discover(context.Background(), http.DefaultClient, md.AuthorizationServers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	conf := &oauth2.Config{ClientID: "cli", RedirectURL: redirect, Scopes: []string{"mcp"},
+		Endpoint: oauth2.Endpoint{AuthURL: asMeta.AuthorizationEndpoint, TokenURL: asMeta.TokenEndpoint, AuthStyle: oauth2.AuthStyleInParams}}
+	verifier := oauth2.GenerateVerifier()
+	authURL := conf.AuthCodeURL("state-1", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource))
+	loginURL, _ := expect(http.StatusFound)(browser.Get(authURL))
+	_, page := expect(200)(browser.Get(base + loginURL.RequestURI()))
+	next, _ := expect(http.StatusSeeOther)(browser.PostForm(base+"/oauth/login", withDemo(form(page))))
+	_, page = expect(200)(browser.Get(base + next.RequestURI()))
+	if !strings.Contains(page, "<li>mcp</li>") {
+		t.Fatalf("consent page: %s", page)
+	}
+	v := form(page)
+	v.Set("decision", "approve")
+	next, _ = expect(http.StatusSeeOther)(browser.PostForm(base+"/oauth/consent", v))
+	back, _ := expect(http.StatusFound)(browser.Get(base + next.RequestURI()))
+	if back.Query().Get("state") != "state-1" || back.Query().Get("code") == "" {
+		t.Fatalf("callback: %s", back)
+	}
+
+	ctx := context.Background()
+	tok, err := conf.Exchange(ctx, back.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatalf("exchange: %v", err)
+	}
+	resp, body = get(t, resource+"/data", tok.AccessToken)
+	if resp.StatusCode != 200 || !strings.HasPrefix(body, "user="+oauth.DemoUser+" scopes=mcp client=cli") {
+		t.Fatalf("protected route: %d %q", resp.StatusCode, body)
+	}
+	// A token for another resource (the default audience) is refused here.
+	if resp, _ := get(t, resource, tok.AccessToken+"x"); resp.StatusCode != 401 {
+		t.Fatalf("tampered token: %d", resp.StatusCode)
+	}
+
+	// Refresh rotates; reusing the old refresh token revokes the chain.
+	fresh, err := conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token()
+	if err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	if fresh.RefreshToken == tok.RefreshToken || fresh.AccessToken == tok.AccessToken {
+		t.Fatal("refresh did not rotate")
+	}
+	if resp, _ := get(t, resource, fresh.AccessToken); resp.StatusCode != 200 {
+		t.Fatalf("refreshed token: %d", resp.StatusCode)
+	}
+	if _, err := conf.TokenSource(ctx, &oauth2.Token{RefreshToken: tok.RefreshToken}).Token(); err == nil {
+		t.Fatal("reused refresh token accepted")
+	}
+	resp, _ = get(t, resource, fresh.AccessToken)
+	if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error_description="revoked"`) {
+		t.Fatalf("after reuse: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+
+	// Rate limit of the token endpoint: 8 per minute per IP in this config;
+	// 2 requests went to /oauth/token + 1 refresh reuse so far.
+	var last *http.Response
+	for range 10 {
+		r, err := http.PostForm(base+"/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"nope"}, "client_id": {"cli"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		last = r
+		if r.StatusCode == http.StatusTooManyRequests {
+			break
+		}
+	}
+	if last.StatusCode != http.StatusTooManyRequests || last.Header.Get("Retry-After") == "" {
+		t.Fatalf("rate limit: %d Retry-After=%q", last.StatusCode, last.Header.Get("Retry-After"))
+	}
+}
+
+func withDemo(v url.Values) url.Values {
+	v.Set("demo", "1")
+	return v
+}
