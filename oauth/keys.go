@@ -83,14 +83,14 @@ func (kr *keyRing) current() (*signingKey, error) {
 	return kr.derive(kr.period(kr.now()))
 }
 
-// published are the keys in the key set: the current one and maxKeys
-// before it (with rotation), plus the root key when it signs or signed.
+// published are the keys in the key set: the root key, and with rotation
+// the current derived key and the maxKeys before it.
 func (kr *keyRing) published() ([]*signingKey, error) {
 	if kr.rotation <= 0 {
 		return []*signingKey{kr.root}, nil
 	}
 	p := kr.period(kr.now())
-	out := make([]*signingKey, 0, kr.maxKeys+1)
+	out := make([]*signingKey, 0, kr.maxKeys+2)
 	for i := int64(0); i <= int64(kr.maxKeys); i++ {
 		k, err := kr.derive(p - i)
 		if err != nil {
@@ -98,7 +98,9 @@ func (kr *keyRing) published() ([]*signingKey, error) {
 		}
 		out = append(out, k)
 	}
-	return out, nil
+	// The root key stays published so that tokens it signed before
+	// rotation was turned on keep validating.
+	return append(out, kr.root), nil
 }
 
 // lookup finds a published key by kid.

@@ -1,0 +1,470 @@
+package oauth
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/oauth2"
+)
+
+func TestConfidentialClientFlow(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.Consent.Enabled = false })
+	cfg := e.oauth2(asSecretID, asConfRedir)
+	cfg.ClientSecret = asSecret
+	cfg.Endpoint.AuthStyle = oauth2.AuthStyleInHeader
+	v := oauth2.GenerateVerifier()
+	code := e.code(cfg, v)
+	tok, err := cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatalf("exchange with client_secret_basic: %v", err)
+	}
+	if _, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, asResource); err != nil {
+		t.Fatal(err)
+	}
+	// A wrong secret is invalid_client, whatever the code.
+	bad := *cfg
+	bad.ClientSecret = "wrong"
+	code = e.code(cfg, v)
+	if _, err := bad.Exchange(e.ctx(), code, oauth2.VerifierOption(v)); !isOAuthError(err, "invalid_client") {
+		t.Fatalf("wrong secret: %v", err)
+	}
+	// Revocation needs the client's credentials too.
+	resp := e.postForm(e.srv.URL+"/oauth/revoke", url.Values{"token": {tok.AccessToken}, "client_id": {asSecretID}})
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("revoke without secret: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+	resp = e.postForm(e.srv.URL+"/oauth/revoke", url.Values{"token": {tok.AccessToken}, "client_id": {asSecretID}, "client_secret": {asSecret}})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke access token: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+	if _, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, ""); TokenReason(err) != ReasonRevoked {
+		t.Fatalf("after revoking the access token: %v", err)
+	}
+	e.assertNoSecretsLogged(asSecret, tok.AccessToken, tok.RefreshToken, code)
+}
+
+func TestRevokeOtherClientsToken(t *testing.T) {
+	e := newAS(t, nil)
+	cfg := e.oauth2(asClientID, asRedirect)
+	v := oauth2.GenerateVerifier()
+	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := e.postForm(e.srv.URL+"/oauth/revoke", url.Values{"token": {tok.RefreshToken}, "client_id": {asSecretID}, "client_secret": {asSecret}})
+	if b := body(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "invalid_request") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	if _, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, ""); err != nil {
+		t.Fatalf("another client revoked the grant: %v", err)
+	}
+}
+
+func TestNoRefreshTokensWhenDisabled(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.Refresh.Enabled = false })
+	cfg := e.oauth2(asClientID, asRedirect)
+	v := oauth2.GenerateVerifier()
+	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.RefreshToken != "" {
+		t.Fatal("refresh token issued with refresh disabled")
+	}
+	resp := e.postForm(e.srv.URL+"/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"x"}, "client_id": {asClientID}})
+	if b := body(t, resp); !strings.Contains(b, "unsupported_grant_type") {
+		t.Fatal(b)
+	}
+	// The session lives as long as the access token.
+	e.clock.Add(time.Hour)
+	if _, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, ""); err == nil {
+		t.Fatal("token valid after its lifetime")
+	}
+}
+
+func register(t *testing.T, e *asEnv, meta map[string]any) (int, map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(meta)
+	resp, err := e.http.Post(e.srv.URL+"/oauth/register", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	_ = json.Unmarshal([]byte(body(t, resp)), &out)
+	return resp.StatusCode, out
+}
+
+func TestDynamicClientRegistration(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true })
+	redirect := "http://127.0.0.1:33418/oauth/callback"
+	status, out := register(t, e, map[string]any{"redirect_uris": []string{redirect}, "client_name": "Inspector", "token_endpoint_auth_method": "none"})
+	if status != http.StatusCreated {
+		t.Fatalf("register: %d %v", status, out)
+	}
+	id, _ := out["client_id"].(string)
+	if id == "" || out["client_secret"] != nil || out["token_endpoint_auth_method"] != "none" {
+		t.Fatalf("registration response %v", out)
+	}
+	cfg := e.oauth2(id, redirect)
+	v := oauth2.GenerateVerifier()
+	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatalf("flow with a registered client: %v", err)
+	}
+	if _, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, asResource); err != nil {
+		t.Fatal(err)
+	}
+
+	// A confidential registration gets a secret that works.
+	status, out = register(t, e, map[string]any{"redirect_uris": []string{"https://app.example.test/cb2"}, "token_endpoint_auth_method": "client_secret_post"})
+	if status != http.StatusCreated || out["client_secret"] == nil {
+		t.Fatalf("confidential registration: %d %v", status, out)
+	}
+
+	for name, meta := range map[string]map[string]any{
+		"no redirect":         {"client_name": "x"},
+		"http non-loopback":   {"redirect_uris": []string{"http://evil.example/cb"}},
+		"fragment":            {"redirect_uris": []string{"https://a.example/cb#x"}},
+		"javascript scheme":   {"redirect_uris": []string{"javascript:alert(1)"}},
+		"implicit grant":      {"redirect_uris": []string{redirect}, "grant_types": []string{"implicit"}},
+		"client_credentials":  {"redirect_uris": []string{redirect}, "grant_types": []string{"client_credentials"}},
+		"token response type": {"redirect_uris": []string{redirect}, "response_types": []string{"token"}},
+		"private_key_jwt":     {"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "private_key_jwt"},
+		"scope not offered":   {"redirect_uris": []string{redirect}, "scope": "admin"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status, out := register(t, e, meta)
+			if status != http.StatusBadRequest || !strings.HasPrefix(out["error"].(string), "invalid_") {
+				t.Fatalf("%d %v", status, out)
+			}
+		})
+	}
+	e.assertNoSecretsLogged(tok.AccessToken, tok.RefreshToken)
+}
+
+func TestRegistrationOffByDefault(t *testing.T) {
+	e := newAS(t, nil)
+	status, _ := register(t, e, map[string]any{"redirect_uris": []string{asRedirect}})
+	if status != http.StatusNotFound {
+		t.Fatalf("registration with dcr off: %d", status)
+	}
+	if e.s.Metadata(false).RegistrationEndpoint != "" {
+		t.Fatal("metadata advertises registration")
+	}
+}
+
+func TestMetadata(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true })
+	for _, p := range []string{"/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"} {
+		resp := e.get(e.srv.URL + p)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body(t, resp)), &m); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]any{
+			"issuer":                           e.srv.URL,
+			"authorization_endpoint":           e.srv.URL + "/oauth/authorize",
+			"token_endpoint":                   e.srv.URL + "/oauth/token",
+			"registration_endpoint":            e.srv.URL + "/oauth/register",
+			"revocation_endpoint":              e.srv.URL + "/oauth/revoke",
+			"jwks_uri":                         e.srv.URL + "/.well-known/jwks.json",
+			"code_challenge_methods_supported": []any{"S256"},
+			"grant_types_supported":            []any{"authorization_code", "refresh_token"},
+			"response_types_supported":         []any{"code"},
+		}
+		for k, v := range want {
+			got, _ := json.Marshal(m[k])
+			exp, _ := json.Marshal(v)
+			if !bytes.Equal(got, exp) {
+				t.Errorf("%s %s = %s, want %s", p, k, got, exp)
+			}
+		}
+		if p == "/.well-known/openid-configuration" && m["id_token_signing_alg_values_supported"] == nil {
+			t.Errorf("discovery lacks id_token_signing_alg_values_supported")
+		}
+	}
+	// The discovery document passes the transparent-mode verifier's
+	// discovery, so a gateway could trust another gateway's server.
+	md, err := Discover(context.Background(), e.http, e.srv.URL)
+	if err != nil || md.JWKSURI != e.srv.URL+"/.well-known/jwks.json" {
+		t.Fatalf("Discover: %+v %v", md, err)
+	}
+}
+
+// The Verifier of transparent mode validates our tokens through our own
+// discovery document and key set: the two halves agree on the wire.
+func TestTransparentVerifierAcceptsOurTokens(t *testing.T) {
+	e := newAS(t, nil)
+	cfg := e.oauth2(asClientID, asRedirect)
+	v := oauth2.GenerateVerifier()
+	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ver, err := NewVerifier(VerifierConfig{Issuer: e.srv.URL, Audience: asResource}, &VerifierOptions{HTTPClient: e.http})
+	if err != nil {
+		t.Skipf("verifier options differ: %v", err)
+	}
+	vt, err := ver.Verify(context.Background(), tok.AccessToken)
+	if err != nil || vt.Subject != asUser {
+		t.Fatalf("transparent verifier on our token: %+v %v", vt, err)
+	}
+}
+
+func TestLoginAndConsentPages(t *testing.T) {
+	e := newAS(t, nil)
+	cfg := e.oauth2(asClientID, asRedirect)
+	start := func() (id, csrf string) {
+		loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
+		page := body(t, e.get(e.srv.URL+loginURL.RequestURI()))
+		if strings.Contains(page, "Demo login") {
+			t.Fatal("demo login offered outside development mode")
+		}
+		if !strings.Contains(page, "Test CLI") {
+			t.Fatal("login page does not name the client")
+		}
+		return hidden(t, page)
+	}
+	login := func(v url.Values) *http.Response { return e.postForm(e.srv.URL+"/oauth/login", v) }
+
+	t.Run("wrong password", func(t *testing.T) {
+		id, csrf := start()
+		resp := login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {"nope"}})
+		if b := body(t, resp); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(b, "Wrong username or password") {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	})
+	t.Run("unknown user", func(t *testing.T) {
+		id, csrf := start()
+		resp := login(url.Values{"id": {id}, "csrf": {csrf}, "username": {"bob"}, "password": {asPassword}})
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("%d", resp.StatusCode)
+		}
+		resp.Body.Close()
+	})
+	t.Run("wrong csrf", func(t *testing.T) {
+		id, _ := start()
+		resp := login(url.Values{"id": {id}, "csrf": {"forged"}, "username": {asUser}, "password": {asPassword}})
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%d", resp.StatusCode)
+		}
+		resp.Body.Close()
+	})
+	t.Run("csrf of another authorization", func(t *testing.T) {
+		id, _ := start()
+		_, otherCSRF := start()
+		resp := login(url.Values{"id": {id}, "csrf": {otherCSRF}, "username": {asUser}, "password": {asPassword}})
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%d", resp.StatusCode)
+		}
+		resp.Body.Close()
+	})
+	t.Run("cross-site origin", func(t *testing.T) {
+		id, csrf := start()
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/oauth/login", strings.NewReader(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "https://evil.example")
+		resp, err := e.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%d", resp.StatusCode)
+		}
+		resp.Body.Close()
+	})
+	t.Run("demo login refused outside development", func(t *testing.T) {
+		id, csrf := start()
+		resp := login(url.Values{"id": {id}, "csrf": {csrf}, "demo": {"1"}})
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("%d", resp.StatusCode)
+		}
+		resp.Body.Close()
+	})
+	t.Run("callback before consent", func(t *testing.T) {
+		id, csrf := start()
+		next := location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		if next.Path != "/oauth/consent" {
+			t.Fatalf("after login: %s", next)
+		}
+		resp := e.get(e.srv.URL + "/oauth/authorize/callback?id=" + url.QueryEscape(id))
+		if loc := resp.Header.Get("Location"); strings.Contains(loc, "code=") {
+			t.Fatalf("code issued without consent: %s", loc)
+		}
+		resp.Body.Close()
+	})
+	t.Run("consent denied", func(t *testing.T) {
+		id, csrf := start()
+		location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		back := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"deny"}}), http.StatusFound)
+		if back.Query().Get("error") != "access_denied" || back.Query().Get("state") != "st" || !strings.HasPrefix(back.String(), asRedirect) {
+			t.Fatalf("deny redirect %s", back)
+		}
+	})
+	t.Run("one code per authorization", func(t *testing.T) {
+		id, csrf := start()
+		location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}}), http.StatusSeeOther)
+		first := location(t, e.get(e.srv.URL+"/oauth/authorize/callback?id="+url.QueryEscape(id)), http.StatusFound)
+		if first.Query().Get("code") == "" {
+			t.Fatalf("first callback: %s", first)
+		}
+		resp := e.get(e.srv.URL + "/oauth/authorize/callback?id=" + url.QueryEscape(id))
+		if loc := resp.Header.Get("Location"); strings.Contains(loc, "code=") {
+			t.Fatalf("second code for one authorization: %s", loc)
+		}
+		resp.Body.Close()
+	})
+	t.Run("pending authorization expires after 10 minutes", func(t *testing.T) {
+		id, csrf := start()
+		e.clock.Add(PendingTTL)
+		resp := login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}})
+		if b := body(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "expired") {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	})
+	t.Run("security headers", func(t *testing.T) {
+		loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
+		resp := e.get(e.srv.URL + loginURL.RequestURI())
+		resp.Body.Close()
+		if resp.Header.Get("X-Frame-Options") != "DENY" || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+			t.Fatalf("headers %v", resp.Header)
+		}
+	})
+	e.assertNoSecretsLogged(asPassword)
+}
+
+func TestDevelopmentMode(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	s, err := NewServer(ServerConfig{Issuer: "http://127.0.0.1:1", Development: true,
+		Clients: []ClientConfig{{ID: "dev", RedirectURIs: []string{"http://devbox.local:3000/cb"}}}},
+		&ServerOptions{Logger: zap.New(core)})
+	if err != nil {
+		t.Fatalf("development server: %v", err)
+	}
+	defer s.Close()
+	if logs.FilterMessageSnippet("DEVELOPMENT MODE: generated a throwaway signing key").Len() != 1 {
+		t.Fatal("generated key not announced loudly")
+	}
+	if logs.FilterMessageSnippet("for one instance only").Len() != 1 {
+		t.Fatal("memory storage warning missing")
+	}
+	// Drive the demo login over real HTTP.
+	e := newAS(t, func(c *ServerConfig) { c.Development = true; c.Consent.Enabled = false })
+	cfg := e.oauth2(asClientID, asRedirect)
+	v := oauth2.GenerateVerifier()
+	loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(v))), http.StatusFound)
+	page := body(t, e.get(e.srv.URL+loginURL.RequestURI()))
+	if !strings.Contains(page, "Demo login") {
+		t.Fatal("demo login not offered in development mode")
+	}
+	id, csrf := hidden(t, page)
+	next := location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "demo": {"1"}}), http.StatusSeeOther)
+	back := location(t, e.get(e.srv.URL+next.RequestURI()), http.StatusFound)
+	tok, err := cfg.Exchange(e.ctx(), back.Query().Get("code"), oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, "")
+	if err != nil || cl.Subject != DemoUser {
+		t.Fatalf("%+v %v", cl, err)
+	}
+	// Without a resource indicator the audience is the issuer.
+	if !slices.Contains(cl.Audience, e.srv.URL) {
+		t.Fatalf("audience %v", cl.Audience)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	jwk, hash := testKey(t)
+	f := false
+	base := func() ServerConfig {
+		return ServerConfig{Issuer: "https://auth.example.test", Local: LocalConfig{SignKey: jwk}}
+	}
+	cases := map[string]func(*ServerConfig){
+		"no issuer":                 func(c *ServerConfig) { c.Issuer = "" },
+		"http issuer in production": func(c *ServerConfig) { c.Issuer = "http://auth.example.test" },
+		"issuer with path":          func(c *ServerConfig) { c.Issuer = "https://auth.example.test/base" },
+		"no key in production":      func(c *ServerConfig) { c.Local.SignKey = "" },
+		"bad key":                   func(c *ServerConfig) { c.Local.SignKey = `{"kty":"RSA"}` },
+		"rotation off":              func(c *ServerConfig) { c.Refresh.RotateRefreshToken = &f },
+		"negative ttl":              func(c *ServerConfig) { c.Refresh.AccessTokenTTL = -1 },
+		"storage type":              func(c *ServerConfig) { c.TokenStorage.Type = "etcd" },
+		"plain password":            func(c *ServerConfig) { c.Users = []User{{Username: "a", PasswordHash: "hunter2"}} },
+		"duplicate user": func(c *ServerConfig) {
+			c.Users = []User{{Username: "a", PasswordHash: hash}, {Username: "a", PasswordHash: hash}}
+		},
+		"client without redirect": func(c *ServerConfig) { c.Clients = []ClientConfig{{ID: "x"}} },
+		"client http redirect": func(c *ServerConfig) {
+			c.Clients = []ClientConfig{{ID: "x", RedirectURIs: []string{"http://x.example/cb"}}}
+		},
+		"client scope not offered": func(c *ServerConfig) {
+			c.Clients = []ClientConfig{{ID: "x", RedirectURIs: []string{asRedirect}, Scopes: []string{"root"}}}
+		},
+		"bad scope": func(c *ServerConfig) { c.Scopes = []string{"a b"} },
+	}
+	for name, edit := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := base()
+			edit(&c)
+			if s, err := NewServer(c, nil); err == nil {
+				s.Close()
+				t.Fatal("accepted")
+			}
+		})
+	}
+	s, err := NewServer(base(), nil)
+	if err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	s.Close()
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	env := map[string]string{EnvRedisHost: "redis.internal", EnvRedisPort: "6380", EnvRedisPassword: "pw", EnvSigningKey: `{"kty":"EC"}`}
+	var c ServerConfig
+	if err := ConfigFromEnv(&c, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if c.TokenStorage.Type != "redis" || c.TokenStorage.Host != "redis.internal" || c.TokenStorage.Port != 6380 ||
+		c.TokenStorage.Password != "pw" || c.Local.SignKey != `{"kty":"EC"}` {
+		t.Fatalf("%+v", c)
+	}
+	c = ServerConfig{TokenStorage: TokenStorageConfig{Type: "memory", Host: "keep"}}
+	_ = ConfigFromEnv(&c, func(k string) string { return env[k] })
+	if c.TokenStorage.Type != "memory" || c.TokenStorage.Host != "keep" {
+		t.Fatalf("configuration must win over the environment: %+v", c.TokenStorage)
+	}
+	env[EnvRedisPort] = "http"
+	if err := ConfigFromEnv(&ServerConfig{}, func(k string) string { return env[k] }); err == nil {
+		t.Fatal("bad port accepted")
+	}
+}
+
+func TestRedactedLogFields(t *testing.T) {
+	core, logs := observer.New(zap.DebugLevel)
+	l := redactLogger(zap.New(core), []string{"api_key"})
+	l.Info("x", zap.String("api_key", "k-123"), zap.String("client_secret", "s-456"), zap.String("client_id", "c"))
+	l.With(zap.String("refresh_token", "r-789")).Info("y")
+	for _, entry := range logs.All() {
+		for k, v := range entry.ContextMap() {
+			if s, _ := v.(string); strings.Contains(s, "-") && k != "client_id" {
+				t.Errorf("%s=%v not redacted", k, v)
+			}
+		}
+	}
+	if logs.All()[0].ContextMap()["client_id"] != "c" {
+		t.Fatal("an ordinary field was redacted")
+	}
+}
