@@ -1,24 +1,577 @@
 package caddymodules
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/metatools"
+	"github.com/codemode-gateway/caddy-codemode/metatools/search"
 )
 
-// MetaConfig is the `meta` part of the codemode app. Not built yet: the
-// area's issue replaces this file.
-type MetaConfig struct{}
+// MetaConfig is the `meta` part of the codemode app: the meta-tools
+// (meta:search, meta:describe, meta:execute, meta:invoke) served by the
+// codemode_mcp handler and the codemode-mcp-stdio command. Script limits
+// (vm.*) are the sandbox block's.
+type MetaConfig struct {
+	// Naming is how the meta-tools are named on MCP: "spec" (default:
+	// meta:search, ...) or "safe" (meta_search, ...: letters, digits and
+	// '_' only, for clients and model APIs that reject ':').
+	Naming string `json:"naming,omitempty"`
 
-// metaState is what the area keeps at run time.
-type metaState struct{}
+	// Embedding selects the search strategy (embedding.strategy).
+	Embedding *MetaEmbedding `json:"embedding,omitempty"`
 
-func (a *App) provisionMeta(caddy.Context) error { return nil }
-func (a *App) cleanupMeta() error                { return nil }
+	// Sanitization strips details from script errors
+	// (sanitization.removeStackTraces, sanitization.removeFilePaths),
+	// in addition to the sandbox's own settings. Default: keep both.
+	Sanitization *MetaSanitization `json:"sanitization,omitempty"`
 
-// parseMeta parses the `meta` subdirective of the codemode global option.
-func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
-	return nil, d.Errf("codemode: %q is not available in this build yet", d.Val())
+	// Upstreams are MCP servers whose tools join the index as <name>:<tool>.
+	Upstreams []MetaUpstream `json:"upstreams,omitempty"`
+
+	// RateLimits are per-meta-tool rate limit rules enforced with the guard
+	// library (code RATE_LIMIT). Default: none.
+	RateLimits []MetaRateLimit `json:"rate_limits,omitempty"`
+
+	// ConnectTimeout is how long start-up waits for each upstream's first
+	// connection before serving without its tools (they join when it
+	// connects). Default 10s.
+	ConnectTimeout caddy.Duration `json:"connect_timeout,omitempty"`
+
+	// NoBroker leaves the broker's tools (registry and OpenAPI catalog) out
+	// of the index. Default false: they are in.
+	NoBroker bool `json:"no_broker,omitempty"`
 }
 
-func (a *App) startMeta() error { return nil }
-func (a *App) stopMeta() error  { return nil }
+// MetaEmbedding is the search strategy.
+type MetaEmbedding struct {
+	// Strategy is "tfidf" (default: BM25F text ranking, offline) or "ml"
+	// (embeddings from an OpenAI-compatible endpoint).
+	Strategy string `json:"strategy,omitempty"`
+	// URL is the embeddings endpoint for "ml", e.g.
+	// http://127.0.0.1:11434/v1/embeddings ("/embeddings" is appended when
+	// missing). Placeholders such as {env.EMBEDDINGS_URL} are replaced.
+	URL string `json:"url,omitempty"`
+	// Model is the embedding model name for "ml".
+	Model string `json:"model,omitempty"`
+	// APIKey is sent as a bearer token; use a placeholder such as
+	// {env.OPENAI_API_KEY}. Never logged.
+	APIKey string `json:"api_key,omitempty"`
+	// Timeout bounds one embeddings request. Default 30s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+}
+
+// MetaSanitization mirrors the spec's sanitization.* keys.
+type MetaSanitization struct {
+	// RemoveStackTraces drops error.stack from script results.
+	RemoveStackTraces bool `json:"remove_stack_traces,omitempty"`
+	// RemoveFilePaths replaces file paths in error messages with <path>.
+	RemoveFilePaths bool `json:"remove_file_paths,omitempty"`
+}
+
+// MetaUpstream is one upstream MCP server. Exactly one of URL and Command.
+type MetaUpstream struct {
+	// Name is the app id and tool-name prefix (letters, digits, '_', '-', '.').
+	Name string `json:"name"`
+	// URL is a Streamable HTTP endpoint.
+	URL string `json:"url,omitempty"`
+	// Command and Args start a stdio MCP server.
+	Command string   `json:"command,omitempty"`
+	Args    []string `json:"args,omitempty"`
+	// Env adds KEY=VALUE entries to the command's environment; values may
+	// use placeholders such as {env.TOKEN}.
+	Env []string `json:"env,omitempty"`
+}
+
+// MetaRateLimit is one rule: at most Limit calls of Tool per Window.
+type MetaRateLimit struct {
+	// Tool is a meta-tool in either spelling (meta:search or meta_search).
+	Tool string `json:"tool"`
+	// Limit is the number of calls allowed per window (> 0).
+	Limit int64 `json:"limit"`
+	// Window is the window length. Default 1m.
+	Window caddy.Duration `json:"window,omitempty"`
+	// PartitionBy gives each session, client IP or user its own counter:
+	// global (default), session, ip or userId.
+	PartitionBy string `json:"partition_by,omitempty"`
+}
+
+// metaState is what the area keeps at run time.
+type metaState struct {
+	// rt is set once by provisionMeta, before any handler or Start runs,
+	// and read-only afterwards (a pointer keeps App copyable).
+	rt *metaRuntime
+}
+
+type metaRuntime struct {
+	index     *metatools.Index
+	service   *metatools.Service
+	server    *mcp.Server
+	upstreams []*metatools.Upstream
+	limiter   *guard.GuardManager
+}
+
+// clientIPHeader carries the client address from the codemode_mcp handler
+// to the rate limiter; the handler overwrites any value a client sends.
+const clientIPHeader = "Codemode-Client-Ip"
+
+func (a *App) provisionMeta(ctx caddy.Context) error {
+	cfg := a.Meta
+	if cfg == nil {
+		cfg = &MetaConfig{}
+	}
+	logger := a.logger.Named("meta")
+	repl := caddy.NewReplacer()
+
+	naming := metatools.NamingSpec
+	switch cfg.Naming {
+	case "", "spec":
+	case "safe":
+		naming = metatools.NamingSafe
+	default:
+		return fmt.Errorf("codemode meta: naming %q: want spec or safe", cfg.Naming)
+	}
+
+	iopts := &metatools.IndexOptions{Logger: logger}
+	if e := cfg.Embedding; e != nil {
+		iopts.Strategy = e.Strategy
+		if e.Strategy == metatools.StrategyML {
+			timeout := time.Duration(e.Timeout)
+			if timeout <= 0 {
+				timeout = 30 * time.Second
+			}
+			iopts.Embedding = &search.EmbeddingClient{URL: repl.ReplaceAll(e.URL, ""), Model: e.Model,
+				APIKey: repl.ReplaceAll(e.APIKey, ""), HTTPClient: &http.Client{Timeout: timeout}}
+		}
+	}
+
+	var sources []metatools.ToolSource
+	if !cfg.NoBroker {
+		if src := a.metaBrokerSource(); src != nil {
+			sources = append(sources, src)
+		}
+	}
+	var ups []*metatools.Upstream
+	for _, u := range cfg.Upstreams {
+		env := make([]string, len(u.Env))
+		for i, kv := range u.Env {
+			env[i] = repl.ReplaceAll(kv, "")
+		}
+		up, err := metatools.NewUpstream(metatools.UpstreamConfig{Name: u.Name, URL: repl.ReplaceAll(u.URL, ""),
+			Command: u.Command, Args: u.Args, Env: env}, logger)
+		if err != nil {
+			return fmt.Errorf("codemode meta: %w", err)
+		}
+		ups = append(ups, up)
+		sources = append(sources, up)
+	}
+	index, err := metatools.NewIndex(sources, iopts)
+	if err != nil {
+		return fmt.Errorf("codemode meta: %w", err)
+	}
+
+	opts := &metatools.Options{Engine: a.metaEngine(), Naming: naming, Logger: logger}
+	if s := cfg.Sanitization; s != nil {
+		opts.Sanitize = metatools.Sanitization{RemoveStackTraces: s.RemoveStackTraces, RemoveFilePaths: s.RemoveFilePaths}
+	}
+	var gm *guard.GuardManager
+	if len(cfg.RateLimits) > 0 {
+		lim, m, err := a.newMetaLimiter(ctx, cfg.RateLimits, logger)
+		if err != nil {
+			return err
+		}
+		opts.Limiter, gm = lim, m
+	}
+	svc := metatools.NewService(index, opts)
+	a.meta.rt = &metaRuntime{index: index, service: svc, upstreams: ups, limiter: gm,
+		server: metatools.NewServer(svc, nil)}
+	return nil
+}
+
+// metaBrokerSource is the broker's tools (registry and OpenAPI catalog) as
+// a tool source, or nil when the build has no broker.
+func (a *App) metaBrokerSource() metatools.ToolSource { return nil }
+
+// metaEngine is the sandbox area's engine, discovered by its accessor.
+func (a *App) metaEngine() sandbox.Engine {
+	if p, ok := any(a).(interface{ SandboxEngine() sandbox.Engine }); ok {
+		return p.SandboxEngine()
+	}
+	return nil
+}
+
+// newMetaLimiter builds the guard manager that counts meta-tool calls. It
+// shares the throttle area's storage (memory or Redis) when there is one,
+// so limits hold across instances, and is always enabled: meta-tool rules
+// apply even when the throttle block is off.
+func (a *App) newMetaLimiter(ctx caddy.Context, rules []MetaRateLimit, logger *zap.Logger) (*metaLimiter, *guard.GuardManager, error) {
+	l := &metaLimiter{rules: map[string]*guard.RateLimitConfig{}}
+	for i, r := range rules {
+		spec, ok := metaSpecName(r.Tool)
+		if !ok {
+			return nil, nil, fmt.Errorf("codemode meta: rate_limits[%d]: unknown meta-tool %q", i, r.Tool)
+		}
+		if r.Limit <= 0 {
+			return nil, nil, fmt.Errorf("codemode meta: rate_limits[%d]: limit must be > 0", i)
+		}
+		window := time.Duration(r.Window)
+		if window == 0 {
+			window = time.Minute
+		}
+		if window < time.Millisecond {
+			return nil, nil, fmt.Errorf("codemode meta: rate_limits[%d]: window must be at least 1ms", i)
+		}
+		rc := &guard.RateLimitConfig{MaxRequests: r.Limit, WindowMs: window.Milliseconds(),
+			PartitionBy: guard.PartitionKey{Strategy: r.PartitionBy}}
+		if err := rc.Validate(); err != nil {
+			return nil, nil, fmt.Errorf("codemode meta: rate_limits[%d]: %w", i, err)
+		}
+		l.rules[spec] = rc
+	}
+	mopts := &guard.ManagerOptions{Logger: logger}
+	if p, ok := any(a).(interface{ Guard() *guard.GuardManager }); ok && p.Guard() != nil {
+		mopts.Storage = p.Guard().Storage()
+	}
+	m, err := guard.NewGuardManager(ctx, guard.GuardConfig{Enabled: true}, mopts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("codemode meta: rate limits: %w", err)
+	}
+	l.m = m
+	return l, m, nil
+}
+
+// metaSpecName maps either spelling of a meta-tool to its spec name.
+func metaSpecName(name string) (string, bool) {
+	for _, spec := range []string{metatools.MetaSearch, metatools.MetaDescribe, metatools.MetaExecute, metatools.MetaInvoke} {
+		if name == spec || name == metatools.NamingSafe.ExposedName(spec) {
+			return spec, true
+		}
+	}
+	return "", false
+}
+
+// metaLimiter enforces MetaRateLimit rules through a guard manager.
+type metaLimiter struct {
+	m     *guard.GuardManager
+	rules map[string]*guard.RateLimitConfig
+}
+
+func (l *metaLimiter) Check(ctx context.Context, ci metatools.CallInfo) error {
+	rc := l.rules[ci.MetaTool]
+	if rc == nil {
+		return nil
+	}
+	pc := guard.PartitionKeyContext{SessionID: ci.SessionID}
+	if ci.Header != nil {
+		pc.ClientIP = ci.Header.Get(clientIPHeader)
+	}
+	res, err := l.m.CheckRateLimit(ctx, ci.MetaTool, rc, pc)
+	if err != nil {
+		var ge *guard.GuardError
+		if errors.As(err, &ge) {
+			return &metatools.Error{Code: ge.Code, Message: ge.Message, Transient: true, RetryAfterSeconds: int((ge.RetryAfterMs + 999) / 1000)}
+		}
+		return err
+	}
+	if !res.Allowed {
+		ge := guard.NewRateLimitError(ci.MetaTool, rc.MaxRequests, res.RetryAfterMs)
+		return &metatools.Error{Code: metatools.CodeRateLimit, Message: ge.Message, Transient: true,
+			RetryAfterSeconds: int((res.RetryAfterMs + 999) / 1000)}
+	}
+	return nil
+}
+
+func (a *App) cleanupMeta() error {
+	if rt := a.meta.rt; rt != nil && rt.limiter != nil {
+		return rt.limiter.Destroy(context.Background())
+	}
+	return nil
+}
+
+func (a *App) startMeta() error {
+	rt := a.meta.rt
+	if rt == nil {
+		return nil
+	}
+	ups, index := rt.upstreams, rt.index
+	timeout := 10 * time.Second
+	if a.Meta != nil && a.Meta.ConnectTimeout > 0 {
+		timeout = time.Duration(a.Meta.ConnectTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, u := range ups {
+		wg.Go(func() { u.Start(ctx) })
+	}
+	wg.Wait()
+	if err := index.Reload(ctx); err != nil {
+		a.logger.Warn("meta-tools: some tool sources failed to list; serving the others", zap.Error(err))
+	}
+	return nil
+}
+
+func (a *App) stopMeta() error {
+	if rt := a.meta.rt; rt != nil {
+		for _, u := range rt.upstreams {
+			u.Close()
+		}
+	}
+	return nil
+}
+
+// MetaServer returns the MCP server of the meta-tools (codemode_mcp and
+// codemode-mcp-stdio serve it).
+func (a *App) MetaServer() *mcp.Server {
+	if a.meta.rt == nil {
+		return nil
+	}
+	return a.meta.rt.server
+}
+
+// MetaService returns the meta-tools as Go methods.
+func (a *App) MetaService() *metatools.Service {
+	if a.meta.rt == nil {
+		return nil
+	}
+	return a.meta.rt.service
+}
+
+// parseMeta parses the `meta` subdirective of the codemode global option:
+//
+//	meta {
+//		naming spec|safe
+//		embedding {
+//			strategy tfidf|ml
+//			url     <endpoint>
+//			model   <name>
+//			api_key <key>
+//			timeout <duration>
+//		}
+//		sanitization {
+//			remove_stack_traces [true|false]
+//			remove_file_paths   [true|false]
+//		}
+//		upstream <name> {
+//			url     <streamable-http-url>
+//			command <program> [<args>...]
+//			env     <KEY=VALUE>...
+//		}
+//		rate_limit <meta-tool> <limit> [<window>] [global|session|ip|userId]
+//		connect_timeout <duration>
+//		no_broker
+//	}
+func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
+	cfg := new(MetaConfig)
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "naming":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			cfg.Naming = d.Val()
+			if cfg.Naming != "spec" && cfg.Naming != "safe" {
+				return nil, d.Errf("naming: want spec or safe, got %q", cfg.Naming)
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+		case "embedding":
+			e, err := parseMetaEmbedding(d)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Embedding = e
+		case "sanitization":
+			s := new(MetaSanitization)
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			for n := d.Nesting(); d.NextBlock(n); {
+				var dst *bool
+				switch d.Val() {
+				case "remove_stack_traces":
+					dst = &s.RemoveStackTraces
+				case "remove_file_paths":
+					dst = &s.RemoveFilePaths
+				default:
+					return nil, d.Errf("unrecognized subdirective %q", d.Val())
+				}
+				v, err := parseMetaBool(d)
+				if err != nil {
+					return nil, err
+				}
+				*dst = v
+			}
+			cfg.Sanitization = s
+		case "upstream":
+			u, err := parseMetaUpstream(d)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Upstreams = append(cfg.Upstreams, *u)
+		case "rate_limit":
+			args := d.RemainingArgs()
+			if len(args) < 2 || len(args) > 4 {
+				return nil, d.Errf("rate_limit: want <meta-tool> <limit> [<window>] [<partition>], got %d arguments", len(args))
+			}
+			if _, ok := metaSpecName(args[0]); !ok {
+				return nil, d.Errf("rate_limit: unknown meta-tool %q (meta:search, meta:describe, meta:execute, meta:invoke or their _ spellings)", args[0])
+			}
+			limit, err := strconv.ParseInt(args[1], 10, 64)
+			if err != nil || limit <= 0 {
+				return nil, d.Errf("rate_limit: limit must be a positive integer, got %q", args[1])
+			}
+			r := MetaRateLimit{Tool: args[0], Limit: limit}
+			for _, arg := range args[2:] {
+				switch arg {
+				case "global", "session", "ip", "userId":
+					r.PartitionBy = arg
+					continue
+				}
+				w, err := caddy.ParseDuration(arg)
+				if err != nil || w <= 0 {
+					return nil, d.Errf("rate_limit: window must be a duration like 1m, got %q", arg)
+				}
+				r.Window = caddy.Duration(w)
+			}
+			cfg.RateLimits = append(cfg.RateLimits, r)
+		case "connect_timeout":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return nil, d.Errf("connect_timeout: %v", err)
+			}
+			cfg.ConnectTimeout = caddy.Duration(dur)
+		case "no_broker":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			cfg.NoBroker = true
+		default:
+			return nil, d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	return cfg, nil
+}
+
+func parseMetaEmbedding(d *caddyfile.Dispenser) (*MetaEmbedding, error) {
+	e := new(MetaEmbedding)
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for n := d.Nesting(); d.NextBlock(n); {
+		key := d.Val()
+		if !d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		val := d.Val()
+		if d.NextArg() {
+			return nil, d.ArgErr()
+		}
+		switch key {
+		case "strategy":
+			if val != metatools.StrategyTFIDF && val != metatools.StrategyML {
+				return nil, d.Errf("strategy: want tfidf or ml, got %q", val)
+			}
+			e.Strategy = val
+		case "url":
+			e.URL = val
+		case "model":
+			e.Model = val
+		case "api_key":
+			e.APIKey = val
+		case "timeout":
+			dur, err := caddy.ParseDuration(val)
+			if err != nil {
+				return nil, d.Errf("timeout: %v", err)
+			}
+			e.Timeout = caddy.Duration(dur)
+		default:
+			return nil, d.Errf("unrecognized subdirective %q", key)
+		}
+	}
+	if e.Strategy == metatools.StrategyML && (e.URL == "" || e.Model == "") {
+		return nil, d.Err("embedding: strategy ml needs url and model")
+	}
+	return e, nil
+}
+
+func parseMetaUpstream(d *caddyfile.Dispenser) (*MetaUpstream, error) {
+	u := new(MetaUpstream)
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	u.Name = d.Val()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for n := d.Nesting(); d.NextBlock(n); {
+		switch d.Val() {
+		case "url":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			u.URL = d.Val()
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+		case "command":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return nil, d.ArgErr()
+			}
+			u.Command, u.Args = args[0], args[1:]
+		case "env":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return nil, d.ArgErr()
+			}
+			for _, kv := range args {
+				if !strings.Contains(kv, "=") {
+					return nil, d.Errf("env: want KEY=VALUE, got %q", kv)
+				}
+			}
+			u.Env = append(u.Env, args...)
+		default:
+			return nil, d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	if err := (metatools.UpstreamConfig{Name: u.Name, URL: u.URL, Command: u.Command}).Validate(); err != nil {
+		return nil, d.Errf("upstream: %v", err)
+	}
+	return u, nil
+}
+
+// parseMetaBool reads an optional true/false argument; none means true.
+func parseMetaBool(d *caddyfile.Dispenser) (bool, error) {
+	if !d.NextArg() {
+		return true, nil
+	}
+	v, err := strconv.ParseBool(d.Val())
+	if err != nil {
+		return false, d.Errf("%s: want true or false, got %q", d.Val(), d.Val())
+	}
+	if d.NextArg() {
+		return false, d.ArgErr()
+	}
+	return v, nil
+}

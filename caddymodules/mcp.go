@@ -1,0 +1,87 @@
+package caddymodules
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func init() {
+	caddy.RegisterModule(MCPHandler{})
+}
+
+// MCPHandler serves the meta-tools (meta:search, meta:describe, meta:execute,
+// meta:invoke) of the codemode app over MCP Streamable HTTP. It is a
+// terminal handler: it answers every request it gets (POST for messages, GET
+// for the server-to-client stream, DELETE to end a session).
+type MCPHandler struct {
+	// Stateless serves each request without a session (no Mcp-Session-Id,
+	// no server-to-client requests). Default false.
+	Stateless bool `json:"stateless,omitempty"`
+	// JSONResponse answers POSTs with application/json instead of an SSE
+	// stream. Default false.
+	JSONResponse bool `json:"json_response,omitempty"`
+	// SessionTimeout closes sessions idle for this long. Default 30m; a
+	// negative value keeps idle sessions forever.
+	SessionTimeout caddy.Duration `json:"session_timeout,omitempty"`
+
+	app     *App
+	handler http.Handler
+}
+
+// CaddyModule returns the Caddy module information.
+func (MCPHandler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.codemode_mcp",
+		New: func() caddy.Module { return new(MCPHandler) },
+	}
+}
+
+// Provision finds the codemode app and builds the Streamable HTTP handler.
+func (h *MCPHandler) Provision(ctx caddy.Context) error {
+	v, err := ctx.App("codemode")
+	if err != nil {
+		return fmt.Errorf("codemode_mcp: loading the codemode app: %w", err)
+	}
+	h.app = v.(*App)
+	if h.app.MetaServer() == nil {
+		return fmt.Errorf("codemode_mcp: the meta-tools are not provisioned")
+	}
+	timeout := time.Duration(h.SessionTimeout)
+	switch {
+	case timeout == 0:
+		timeout = 30 * time.Minute
+	case timeout < 0:
+		timeout = 0
+	}
+	app := h.app
+	h.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return app.MetaServer() },
+		&mcp.StreamableHTTPOptions{Stateless: h.Stateless, JSONResponse: h.JSONResponse, SessionTimeout: timeout})
+	return nil
+}
+
+// ServeHTTP hands the request to the MCP handler. The client address
+// reaches the meta-tool rate limiter in a header that only this handler
+// sets.
+func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	r.Header.Del(clientIPHeader)
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		r.Header.Set(clientIPHeader, host)
+	}
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		r.Header.Set(clientIPHeader, ip)
+	}
+	h.handler.ServeHTTP(w, r)
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*MCPHandler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*MCPHandler)(nil)
+)

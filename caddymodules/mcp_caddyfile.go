@@ -1,0 +1,64 @@
+package caddymodules
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("codemode_mcp", parseMCPCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("codemode_mcp", httpcaddyfile.Before, "respond")
+}
+
+func parseMCPCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(MCPHandler)
+	err := m.UnmarshalCaddyfile(h.Dispenser)
+	return m, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
+//
+//	codemode_mcp [<matcher>] {
+//		stateless
+//		json_response
+//		session_timeout <duration>
+//	}
+func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "stateless":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Stateless = true
+		case "json_response":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.JSONResponse = true
+		case "session_timeout":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil {
+				return d.Errf("session_timeout: %v", err)
+			}
+			h.SessionTimeout = caddy.Duration(dur)
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	return nil
+}
+
+var _ caddyfile.Unmarshaler = (*MCPHandler)(nil)
