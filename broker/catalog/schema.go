@@ -1,63 +1,100 @@
 package catalog
 
 import (
+	"sort"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
-// maxSchemaDepth bounds how deep a converted schema nests. Deeper parts become
-// `{}` (any value): tool schemas are read by models, and a few levels carry
-// the meaning.
-const maxSchemaDepth = 12
+// Bounds of one converted schema (an action's input, or its output). Deeper
+// or larger parts become stubs: tool schemas are read by models, a few
+// levels carry the meaning, and some public documents have schema graphs
+// whose full expansion is exponential.
+const (
+	maxSchemaDepth   = 12   // nesting of schema objects
+	maxRefDepth      = 6    // $refs followed on one path
+	maxSchemaNodes   = 2000 // schema objects in one top-level schema
+	notExpandedLabel = "not expanded: the schema is too deep or too large"
+)
 
 // schemaConverter turns OpenAPI schema objects into self-contained JSON
 // Schema values (maps ready for encoding/json) with every $ref inlined. A
 // recursive reference is cut at its second appearance on the current path and
 // replaced by a stub that names the referenced schema. Converted subtrees that
-// did not involve a cut are memoized per document, so a component schema
-// referenced by a hundred operations is converted once.
+// involved no cut are memoized per document (with their size, which counts
+// against the budget when reused), so a component schema referenced by a
+// hundred operations is converted once. Properties are visited in name order
+// so that cuts, and hence the output, are deterministic.
 type schemaConverter struct {
-	memo  map[*openapi3.Schema]any
-	stack map[*openapi3.Schema]bool
+	memo   map[*openapi3.Schema]memoEntry
+	stack  map[*openapi3.Schema]bool
+	budget int // schema objects left for the current top-level schema
+}
+
+type memoEntry struct {
+	v    any
+	size int
 }
 
 func newSchemaConverter() *schemaConverter {
-	return &schemaConverter{memo: map[*openapi3.Schema]any{}, stack: map[*openapi3.Schema]bool{}}
+	return &schemaConverter{memo: map[*openapi3.Schema]memoEntry{}, stack: map[*openapi3.Schema]bool{}}
 }
 
-// convert returns the JSON Schema for ref and whether the result is complete
-// (no recursion or depth cut inside, so it may be memoized).
-func (sc *schemaConverter) convert(ref *openapi3.SchemaRef, depth int) (any, bool) {
+// stub stands for a schema that is not expanded.
+func stub(ref *openapi3.SchemaRef, why string) map[string]any {
+	s := ref.Value
+	m := map[string]any{}
+	if s.Type != nil && len(*s.Type) == 1 {
+		m["type"] = (*s.Type)[0]
+	}
+	switch name := refName(ref.Ref); {
+	case name != "":
+		m["description"] = why + " " + name
+	case s.Description != "":
+		m["description"] = s.Description
+	}
+	return m
+}
+
+// convert returns the JSON Schema for ref, the number of schema objects in
+// it, and whether it is complete (no cut inside, so it may be memoized).
+func (sc *schemaConverter) convert(ref *openapi3.SchemaRef, depth, refDepth int) (any, int, bool) {
 	if ref == nil || ref.Value == nil {
-		return map[string]any{}, true
+		return map[string]any{}, 1, true
 	}
 	s := ref.Value
-	if v, ok := sc.memo[s]; ok {
-		return v, true
-	}
 	if s.Always != nil {
-		return *s.Always, true
+		return *s.Always, 1, true
 	}
-	if sc.stack[s] || depth > maxSchemaDepth {
-		stub := map[string]any{}
-		if s.Type != nil && len(*s.Type) == 1 {
-			stub["type"] = (*s.Type)[0]
-		}
-		if name := refName(ref.Ref); name != "" {
-			stub["description"] = "recursive reference to " + name
-		} else if s.Description != "" {
-			stub["description"] = s.Description
-		}
-		return stub, false
+	if sc.stack[s] {
+		return stub(ref, "recursive reference to"), 1, false
 	}
+	if ref.Ref != "" {
+		refDepth++
+	}
+	if e, ok := sc.memo[s]; ok && e.size <= sc.budget {
+		sc.budget -= e.size
+		return e.v, e.size, true
+	}
+	if depth > maxSchemaDepth || refDepth > maxRefDepth || sc.budget <= 0 {
+		if refName(ref.Ref) != "" {
+			return stub(ref, notExpandedLabel+":"), 1, false
+		}
+		st := stub(ref, "")
+		st["description"] = notExpandedLabel
+		return st, 1, false
+	}
+	sc.budget--
 	sc.stack[s] = true
 	defer delete(sc.stack, s)
 
 	complete := true
+	size := 1
 	sub := func(r *openapi3.SchemaRef) any {
-		v, ok := sc.convert(r, depth+1)
+		v, n, ok := sc.convert(r, depth+1, refDepth)
 		complete = complete && ok
+		size += n
 		return v
 	}
 	subs := func(rs openapi3.SchemaRefs) []any {
@@ -134,9 +171,14 @@ func (sc *schemaConverter) convert(ref *openapi3.SchemaRef, depth int) (any, boo
 		m["prefixItems"] = subs(s.PrefixItems)
 	}
 	if len(s.Properties) > 0 {
+		names := make([]string, 0, len(s.Properties))
+		for name := range s.Properties {
+			names = append(names, name)
+		}
+		sort.Strings(names)
 		props := make(map[string]any, len(s.Properties))
-		for name, p := range s.Properties {
-			props[name] = sub(p)
+		for _, name := range names {
+			props[name] = sub(s.Properties[name])
 		}
 		m["properties"] = props
 	}
@@ -158,14 +200,15 @@ func (sc *schemaConverter) convert(ref *openapi3.SchemaRef, depth int) (any, boo
 		m["not"] = sub(s.Not)
 	}
 	if complete {
-		sc.memo[s] = m
+		sc.memo[s] = memoEntry{m, size}
 	}
-	return m, complete
+	return m, size, complete
 }
 
-// schema converts ref at the top of a new path.
+// schema converts ref as a top-level schema with a fresh budget.
 func (sc *schemaConverter) schema(ref *openapi3.SchemaRef) map[string]any {
-	v, _ := sc.convert(ref, 0)
+	sc.budget = maxSchemaNodes
+	v, _, _ := sc.convert(ref, 0, 0)
 	switch t := v.(type) {
 	case map[string]any:
 		return t
