@@ -1,0 +1,192 @@
+package caddymodules
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/codemode-gateway/caddy-codemode/oauth"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestAuthConfigEnvironment(t *testing.T) {
+	// IDP_* select transparent mode and fill its fields.
+	c := &AuthConfig{}
+	if err := c.applyDefaults(envOf(map[string]string{
+		EnvIDPProviderURL: "https://idp.example/realms/x", EnvIDPClientID: "gw", EnvIDPClientSecret: "s3cret",
+		EnvIDPExpectedAudience: "https://gw.example/mcp",
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if c.Mode != AuthModeTransparent || c.ProviderURL != "https://idp.example/realms/x" || c.ClientID != "gw" ||
+		c.ClientSecret != "s3cret" || c.ExpectedAudience != "https://gw.example/mcp" || c.Resource != "https://gw.example/mcp" {
+		t.Fatalf("transparent from env: %+v", c)
+	}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Without an audience the client id is used.
+	c = &AuthConfig{Mode: AuthModeTransparent, ProviderURL: "https://idp.example"}
+	_ = c.applyDefaults(envOf(map[string]string{EnvIDPClientID: "gw"}))
+	if c.ExpectedAudience != "gw" || c.Resource != "" {
+		t.Fatalf("audience fallback: %+v", c)
+	}
+
+	// Orchestrated: REDIS_* and JWT_SIGNING_KEY, config values win.
+	c = &AuthConfig{ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example/", TokenStorage: oauth.TokenStorageConfig{Port: 7000}}}
+	if err := c.applyDefaults(envOf(map[string]string{
+		"REDIS_HOST": "redis.internal", "REDIS_PORT": "6390", "REDIS_PASSWORD": "pw", "JWT_SIGNING_KEY": `{"kty":"EC"}`,
+	})); err != nil {
+		t.Fatal(err)
+	}
+	ts := c.TokenStorage
+	if c.Mode != AuthModeOrchestrated || ts.Type != "redis" || ts.Host != "redis.internal" || ts.Port != 7000 ||
+		ts.Password != "pw" || c.Local.SignKey != `{"kty":"EC"}` || c.Issuer != "https://gw.example" || c.Resource != "https://gw.example" {
+		t.Fatalf("orchestrated from env: %+v", c)
+	}
+	if c.TokenRateLimit == nil || c.TokenRateLimit.MaxRequests != defaultTokenMaxRequests || c.TokenRateLimit.PartitionBy.Strategy != "ip" {
+		t.Fatalf("default rate limit: %+v", c.TokenRateLimit)
+	}
+
+	// Caddy placeholders such as {env.X} are resolved.
+	t.Setenv("CODEMODE_TEST_IDP", "https://idp.placeholder.example")
+	c = &AuthConfig{Mode: AuthModeTransparent, ProviderURL: "{env.CODEMODE_TEST_IDP}", ExpectedAudience: "aud"}
+	if err := c.applyDefaults(envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if c.ProviderURL != "https://idp.placeholder.example" {
+		t.Fatalf("placeholder: %q", c.ProviderURL)
+	}
+}
+
+func TestAuthConfigValidate(t *testing.T) {
+	cases := []struct {
+		cfg  AuthConfig
+		want string
+	}{
+		{AuthConfig{Mode: "remote"}, "must be orchestrated or transparent"},
+		{AuthConfig{Mode: AuthModeTransparent, ExpectedAudience: "a"}, "provider_url"},
+		{AuthConfig{Mode: AuthModeTransparent, ProviderURL: "http://idp.example", ExpectedAudience: "a"}, "https outside development"},
+		{AuthConfig{Mode: AuthModeTransparent, ProviderURL: "https://idp.example"}, "expected_audience"},
+		{AuthConfig{Mode: AuthModeOrchestrated}, "issuer"},
+		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"}, ProviderURL: "https://idp.example"}, "belong to transparent mode"},
+		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"}, Resource: "/mcp"}, "absolute URL"},
+	}
+	for _, tc := range cases {
+		c := tc.cfg
+		err := c.applyDefaults(envOf(nil))
+		if err == nil {
+			err = c.validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestAuthConfigWarnings(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	no := false
+	c := &AuthConfig{ServerConfig: oauth.ServerConfig{
+		Issuer: "http://localhost:8080", Development: true, AllowDefaultPublic: true, DCREnabled: true,
+		Refresh: oauth.RefreshConfig{AccessTokenTTL: 7200, RotateRefreshToken: &no, RefreshTokenTTL: 90 * 86400},
+	}}
+	_ = c.applyDefaults(envOf(nil))
+	c.warn(zap.New(core))
+	var all []string
+	for _, e := range logs.All() {
+		all = append(all, e.Message)
+	}
+	joined := strings.Join(all, "\n")
+	for _, want := range []string{"development mode", "allow_default_public", "in memory", "no signing key",
+		"not rotated", "rotate_refresh_token is false", "dcr_enabled", "consent screen is off",
+		"longer than 1 hour", "longer than 30 days"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("no warning about %q in:\n%s", want, joined)
+		}
+	}
+
+	// A production-shaped config warns about nothing.
+	core, logs = observer.New(zapcore.WarnLevel)
+	c = &AuthConfig{ServerConfig: oauth.ServerConfig{
+		Issuer: "https://gw.example", Consent: oauth.ConsentConfig{Enabled: true},
+		TokenStorage: oauth.TokenStorageConfig{Type: "redis", TLS: true},
+		Local:        oauth.LocalConfig{SignKey: "{...}", KeyRotationDays: 30},
+	}}
+	_ = c.applyDefaults(envOf(nil))
+	c.warn(zap.New(core))
+	if n := logs.Len(); n != 0 {
+		t.Fatalf("production config warned %d times: %v", n, logs.All())
+	}
+}
+
+func TestAuthMetricsRegisterTwice(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m1, err := newAuthMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := newAuthMetrics(reg) // a reload provisions the app again
+	if err != nil {
+		t.Fatal(err)
+	}
+	m1.failures.WithLabelValues("expired").Inc()
+	m2.failures.WithLabelValues("expired").Inc()
+	if got := counterValue(t, m1.failures.WithLabelValues("expired")); got != 2 {
+		t.Fatalf("shared counter = %v, want 2", got)
+	}
+}
+
+func TestIsLoopbackListener(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "tcp/127.0.0.1:80": true, "[::1]:8080": true, "localhost:9000": true,
+		"unix//tmp/caddy.sock": true, ":8080": false, "0.0.0.0:80": false, "10.0.0.1:80": false, "example.com:443": false,
+	} {
+		if got := isLoopbackListener(addr); got != want {
+			t.Errorf("%s: %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestCaddyAuthMetrics checks that refused tokens are counted by reason
+// in the registry Caddy's metrics endpoint serves.
+func TestCaddyAuthMetrics(t *testing.T) {
+	idp := newFakeIDP(t)
+	port := freePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	startCaddy(t, caddyConfig(port, map[string]any{
+		"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": base + "/private",
+	}, standardRoutes(nil)))
+	get(t, base+"/private", "")
+	get(t, base+"/private", "")
+	get(t, base+"/private", idp.token(t, nil)) // wrong audience
+	app, err := caddy.ActiveContext().App("codemode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := app.(*App).auth.metrics
+	if got := counterValue(t, m.failures.WithLabelValues(oauth.ReasonMissing)); got < 2 {
+		t.Errorf("missing_token = %v, want >= 2", got)
+	}
+	if got := counterValue(t, m.failures.WithLabelValues(oauth.ReasonWrongAudience)); got < 1 {
+		t.Errorf("wrong_audience = %v, want >= 1", got)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
