@@ -1,0 +1,185 @@
+package oauth
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/oauth2"
+)
+
+func newRedisAS(t *testing.T, mutate func(*ServerConfig)) (*asEnv, *redis.Client, string) {
+	t.Helper()
+	rc, prefix := redistest.Client(t)
+	e := newAS(t, func(c *ServerConfig) {
+		c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: prefix}
+		if mutate != nil {
+			mutate(c)
+		}
+	})
+	return e, rc, prefix
+}
+
+func keysWith(t *testing.T, rc *redis.Client, pattern string) []string {
+	t.Helper()
+	keys, err := rc.Keys(context.Background(), pattern).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func ttlOf(t *testing.T, rc *redis.Client, key string) time.Duration {
+	t.Helper()
+	d, err := rc.PTTL(context.Background(), key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestRedisStorageFlowAndKeys(t *testing.T) {
+	e, rc, prefix := newRedisAS(t, nil)
+	if e.logs.FilterMessageSnippet("in memory").Len() != 0 {
+		t.Fatal("redis storage announced as memory")
+	}
+	cfg := e.oauth2(asClientID, asRedirect)
+	v := oauth2.GenerateVerifier()
+	code := e.code(cfg, v)
+
+	pend := keysWith(t, rc, prefix+"pending:*")
+	codes := keysWith(t, rc, prefix+"code:*")
+	if len(pend) != 1 || len(codes) != 1 {
+		t.Fatalf("pending %v codes %v", pend, codes)
+	}
+	if d := ttlOf(t, rc, pend[0]); d <= 9*time.Minute || d > PendingTTL {
+		t.Fatalf("pending ttl %v, want 10 minutes", d)
+	}
+	if d := ttlOf(t, rc, codes[0]); d <= 50*time.Second || d > CodeTTL {
+		t.Fatalf("code ttl %v, want 60 s", d)
+	}
+	if strings.Contains(codes[0], code) {
+		t.Fatal("the code itself is a key")
+	}
+
+	tok, err := cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keysWith(t, rc, prefix+"code:*")) != 0 || len(keysWith(t, rc, prefix+"pending:*")) != 0 {
+		t.Fatal("code or pending authorization left after the exchange")
+	}
+	if _, err := cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v)); !isOAuthError(err, "invalid_grant") {
+		t.Fatalf("code reuse on redis: %v", err)
+	}
+	refresh := keysWith(t, rc, prefix+"refresh:*")
+	sessions := keysWith(t, rc, prefix+"session:*")
+	if len(refresh) != 1 || len(sessions) != 1 {
+		t.Fatalf("refresh %v sessions %v", refresh, sessions)
+	}
+	week := 7 * 24 * time.Hour
+	if d := ttlOf(t, rc, refresh[0]); d <= week-time.Minute || d > week {
+		t.Fatalf("refresh ttl %v", d)
+	}
+	if d := ttlOf(t, rc, sessions[0]); d <= week-time.Minute || d > week {
+		t.Fatalf("session ttl %v", d)
+	}
+	all := keysWith(t, rc, prefix+"*")
+	for _, k := range all {
+		val, _ := rc.Get(context.Background(), k).Result()
+		for _, secret := range []string{tok.AccessToken, tok.RefreshToken, code} {
+			if strings.Contains(k, secret) || strings.Contains(val, secret) {
+				t.Fatalf("key %s holds a token in the clear", k)
+			}
+		}
+	}
+
+	if _, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, asResource); err != nil {
+		t.Fatal(err)
+	}
+	refreshOnce := func(rt string) (*oauth2.Token, error) {
+		return cfg.TokenSource(e.ctx(), &oauth2.Token{RefreshToken: rt, Expiry: time.Now().Add(-time.Minute)}).Token()
+	}
+	tok2, err := refreshOnce(tok.RefreshToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refreshOnce(tok.RefreshToken); !isOAuthError(err, "invalid_grant") {
+		t.Fatalf("reuse on redis: %v", err)
+	}
+	if _, err := e.s.VerifyAccessToken(context.Background(), tok2.AccessToken, ""); TokenReason(err) != ReasonRevoked {
+		t.Fatalf("chain not revoked on redis: %v", err)
+	}
+	if len(keysWith(t, rc, prefix+"session:*")) != 0 {
+		t.Fatal("session left after reuse")
+	}
+}
+
+// Two server instances on one Redis are one authorization server: a code
+// from one is exchanged at the other, a token from one verifies at the
+// other, and a revocation at one is seen by the other.
+func TestRedisTwoInstances(t *testing.T) {
+	rc, prefix := redistest.Client(t)
+	a := newAS(t, func(c *ServerConfig) {
+		c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: prefix}
+		c.Local.KeyRotationDays = 30
+	})
+	// b is a second instance of the same server (same issuer, key and
+	// Redis) on its own socket.
+	b := newAS(t, func(c *ServerConfig) {
+		c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: prefix}
+		c.Local.KeyRotationDays = 30
+		c.Issuer = a.srv.URL
+	})
+	b.clock.Set(a.clock.Now())
+
+	v := oauth2.GenerateVerifier()
+	code := a.code(a.oauth2(asClientID, asRedirect), v)
+	cfgB := b.oauth2(asClientID, asRedirect)
+	tok, err := cfgB.Exchange(b.ctx(), code, oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatalf("code from instance a exchanged at instance b: %v", err)
+	}
+	if _, err := a.s.VerifyAccessToken(context.Background(), tok.AccessToken, asResource); err != nil {
+		t.Fatalf("instance a rejects instance b's token: %v", err)
+	}
+	tok2, err := a.oauth2(asClientID, asRedirect).TokenSource(a.ctx(), &oauth2.Token{RefreshToken: tok.RefreshToken, Expiry: time.Now().Add(-time.Minute)}).Token()
+	if err != nil {
+		t.Fatalf("refresh at instance a: %v", err)
+	}
+	// Reuse at b of the token a rotated revokes the chain everywhere.
+	_, err = cfgB.TokenSource(b.ctx(), &oauth2.Token{RefreshToken: tok.RefreshToken, Expiry: time.Now().Add(-time.Minute)}).Token()
+	if !isOAuthError(err, "invalid_grant") {
+		t.Fatalf("reuse at the other instance: %v", err)
+	}
+	if _, err := a.s.VerifyAccessToken(context.Background(), tok2.AccessToken, ""); TokenReason(err) != ReasonRevoked {
+		t.Fatalf("revocation not shared: %v", err)
+	}
+}
+
+func TestRedisUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = rc.Close() })
+	e := newAS(t, func(c *ServerConfig) {
+		c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: "t:"}
+	})
+	cfg := e.oauth2(asClientID, asRedirect)
+	v := oauth2.GenerateVerifier()
+	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	_, err = e.s.VerifyAccessToken(context.Background(), tok.AccessToken, "")
+	if !errors.Is(err, ErrTokenStorage) || TokenReason(err) != "" {
+		t.Fatalf("storage down: %v, want ErrTokenStorage and no token reason", err)
+	}
+	if err := e.s.Ping(context.Background()); ErrorCode(err) != CodeStorage {
+		t.Fatalf("ping: %v", err)
+	}
+}
