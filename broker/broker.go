@@ -50,6 +50,9 @@ type Broker struct {
 
 type engineBox struct{ e sandbox.Engine }
 
+// errExecutionTimeout is the cancel cause of an execution past its timeout.
+var errExecutionTimeout = errors.New("execution timeout")
+
 // ExecuteOptions are the per-execution options.
 type ExecuteOptions struct {
 	// Timeout bounds the execution, including waits for caller-supplied
@@ -328,8 +331,9 @@ func (b *Broker) start(ctx context.Context, code string, opts ExecuteOptions) (*
 	if opts.Auth != nil {
 		s.UserID, s.TenantID, s.Permissions = opts.Auth.UserID, opts.Auth.TenantID, opts.Auth.Permissions
 	}
-	// The execution outlives nothing of the caller but its cancellation.
-	rctx, cancel := context.WithTimeout(ctx, timeout+time.Second)
+	// The broker bounds the whole execution, waits for tool results
+	// included, whatever the engine does with Limits.Timeout.
+	rctx, cancel := context.WithTimeoutCause(ctx, timeout, errExecutionTimeout)
 	r := &run{
 		b:        b,
 		sess:     s,

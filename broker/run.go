@@ -22,6 +22,8 @@ type run struct {
 	events   chan StreamEvent
 	stop     chan struct{} // closed when the consumer stops reading
 	stopOnce sync.Once
+	sendMu   sync.RWMutex
+	closed   bool // events is closed; guarded by sendMu
 	filter   *EventFilter
 	auth     *AuthResult
 	clientIP string
@@ -48,10 +50,24 @@ func (r *run) send(ev StreamEvent) {
 	if !r.filter.allows(ev.Type) {
 		return
 	}
+	// A tool goroutine abandoned by a timeout may still send after the run
+	// ended; the read lock orders it against closeEvents.
+	r.sendMu.RLock()
+	defer r.sendMu.RUnlock()
+	if r.closed {
+		return
+	}
 	select {
 	case r.events <- ev:
 	case <-r.stop:
 	}
+}
+
+func (r *run) closeEvents() {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	r.closed = true
+	close(r.events)
 }
 
 // stream yields events until the run ends or yield returns false.
@@ -96,7 +112,7 @@ func (r *run) execute() {
 	b := r.b
 	defer b.wg.Done()
 	defer r.cancel()
-	defer close(r.events)
+	defer r.closeEvents()
 
 	if s, err := r.transition(StatusRunning); err == nil {
 		if err := b.store.put(r.ctx, s); err != nil {
@@ -116,6 +132,14 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	var final StreamEvent
 	var sessErr error
 	status := StatusCompleted
+	if (err != nil || res.Status != sandbox.StatusOK) && context.Cause(r.ctx) == errExecutionTimeout {
+		// Whatever the engine made of our deadline (an abort, a failed tool
+		// call), it is the execution's timeout.
+		err = nil
+		res = &sandbox.Result{Status: sandbox.StatusTimeout, Error: &sandbox.ScriptError{
+			Code: sandbox.CodeTimeout, Message: fmt.Sprintf("script exceeded the time limit of %d ms", r.req.Limits.Timeout.Milliseconds()),
+		}}
+	}
 	switch {
 	case err != nil:
 		status = StatusError
@@ -205,9 +229,13 @@ func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMess
 	started := b.now()
 	b.listeners.emit(Event{Name: OnToolCalled, Session: sess, Tool: call.Name, CallID: call.ID, Input: call.Input})
 
-	announced := false
+	// announce runs once: from the handler path (possibly on a guard
+	// goroutine that outlives a timeout) or, failing that, below.
+	var announced atomic.Bool
 	announce := func(awaiting bool) {
-		announced = true
+		if !announced.CompareAndSwap(false, true) {
+			return
+		}
 		r.send(StreamEvent{Type: EventToolCall, Payload: &ToolCallPayload{
 			SessionID: sess.ID, CallID: call.ID, Tool: call.Name, Input: call.Input, AwaitingResult: awaiting,
 		}})
@@ -223,9 +251,7 @@ func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMess
 		}
 		out, err = b.invoke(ctx, call.Name, call.Input, ic)
 	}
-	if !announced {
-		announce(false)
-	}
+	announce(false)
 	err = toolError(err)
 	p := &ToolResultPayload{CallID: call.ID, Tool: call.Name, DurationMs: float64(b.now().Sub(started).Microseconds()) / 1000}
 	if err != nil {

@@ -1,0 +1,484 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/guard"
+)
+
+func TestHTTPExecuteStreams(t *testing.T) {
+	_, srv := newTestBroker(t, nil)
+	s := startExecute(t, srv.URL, map[string]any{
+		"code":    `const r = await callTool("math:add", {a: 1, b: 2}); return r.sum`,
+		"timeout": 5000, "maxToolCalls": 5,
+	}, nil)
+	sessEv := s.next()
+	if sessEv.Type != EventSession {
+		t.Fatalf("first event %s", sessEv.Type)
+	}
+	var sess Session
+	sessEv.decode(t, &sess)
+	if s.resp.Header.Get("X-Session-Id") != sess.ID {
+		t.Errorf("X-Session-Id = %q, want %q", s.resp.Header.Get("X-Session-Id"), sess.ID)
+	}
+	evs := s.rest()
+	if got := types(evs); got != "tool_call,tool_result,result" {
+		t.Fatalf("events = %s", got)
+	}
+	var res ResultPayload
+	evs[2].decode(t, &res)
+	if string(res.Result) != "3" || res.SessionID != sess.ID || res.ToolCalls != 1 {
+		t.Errorf("result = %+v", res)
+	}
+	code, _, body := do(t, http.MethodGet, srv.URL+"/sessions/"+sess.ID, nil, nil)
+	var got Session
+	_ = json.Unmarshal(body, &got)
+	if code != http.StatusOK || got.Status != StatusCompleted || got.ID != sess.ID || got.CreatedAt == 0 || got.ExpiresAt <= got.CreatedAt {
+		t.Errorf("GET session: %d %s", code, body)
+	}
+}
+
+// TestHTTPCallerAnsweredTools streams tool calls to the caller, who answers
+// them through POST /sessions/{id}/tool-result, including every error path
+// of that endpoint.
+func TestHTTPCallerAnsweredTools(t *testing.T) {
+	_, srv := newTestBroker(t, nil)
+	s := startExecute(t, srv.URL, map[string]any{"code": `
+const a = await callTool("client:prompt", {question: "first?"});
+const b = await callTool("client:prompt", {question: "second?"}, {throwOnError: false});
+return {a, b};`}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	resultURL := srv.URL + "/sessions/" + sess.ID + "/tool-result"
+
+	// The session is running and waits: the stream has shown the call.
+	ev := s.next()
+	var call ToolCallPayload
+	ev.decode(t, &call)
+	if ev.Type != EventToolCall || !call.AwaitingResult || call.Tool != "client:prompt" || string(call.Input) != `{"question":"first?"}` {
+		t.Fatalf("event %s %+v", ev.Type, call)
+	}
+	code, _, body := do(t, http.MethodGet, srv.URL+"/sessions/"+sess.ID, nil, nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `"status":"running"`) {
+		t.Errorf("GET running session: %d %s", code, body)
+	}
+
+	// Errors that change nothing.
+	for _, tc := range []struct {
+		name   string
+		url    string
+		body   any
+		status int
+		code   string
+	}{
+		{"unknown call", resultURL, map[string]any{"callId": "nope", "result": 1}, 404, CodeNotFound},
+		{"unknown session", srv.URL + "/sessions/nope/tool-result", map[string]any{"callId": call.CallID, "result": 1}, 404, CodeNotFound},
+		{"missing callId", resultURL, map[string]any{"result": 1}, 400, CodeInvalidRequest},
+		{"missing result", resultURL, map[string]any{"callId": call.CallID}, 400, CodeInvalidRequest},
+		{"error without message", resultURL, map[string]any{"callId": call.CallID, "error": map[string]any{"code": "X"}}, 400, CodeInvalidRequest},
+		{"unknown field", resultURL, map[string]any{"callId": call.CallID, "result": 1, "extra": 1}, 400, CodeInvalidRequest},
+		{"bad json", resultURL, `{"callId":`, 400, CodeInvalidRequest},
+	} {
+		code, _, body := do(t, http.MethodPost, tc.url, tc.body, nil)
+		if code != tc.status || errorCode(t, body) != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, code, body, tc.status, tc.code)
+		}
+	}
+
+	// The answer reaches the script; a second answer is a conflict.
+	code, _, body = do(t, http.MethodPost, resultURL, map[string]any{"callId": call.CallID, "result": map[string]any{"answer": 42}}, nil)
+	if code != http.StatusOK || strings.TrimSpace(string(body)) != `{"success":true}` {
+		t.Fatalf("tool-result: %d %s", code, body)
+	}
+	code, _, body = do(t, http.MethodPost, resultURL, map[string]any{"callId": call.CallID, "result": 1}, nil)
+	if code != http.StatusConflict || errorCode(t, body) != CodeCallAlreadyAnswered {
+		t.Errorf("second answer: %d %s", code, body)
+	}
+	ev = s.next()
+	var tr ToolResultPayload
+	ev.decode(t, &tr)
+	if ev.Type != EventToolResult || tr.CallID != call.CallID || string(tr.Result) != `{"answer":42}` {
+		t.Fatalf("event %s %s", ev.Type, ev.Payload)
+	}
+
+	// The second call is answered with an error: the script sees it.
+	var call2 ToolCallPayload
+	s.next().decode(t, &call2)
+	code, _, body = do(t, http.MethodPost, resultURL, map[string]any{"callId": call2.CallID, "result": "ignored", "error": map[string]any{"message": "user said no", "code": "DECLINED"}}, nil)
+	if code != http.StatusOK {
+		t.Fatalf("error answer: %d %s", code, body)
+	}
+	evs := s.rest()
+	if got := types(evs); got != "tool_result,result" {
+		t.Fatalf("events = %s", got)
+	}
+	var tr2 ToolResultPayload
+	evs[0].decode(t, &tr2)
+	if tr2.Error == nil || tr2.Error.Code != "DECLINED" || tr2.Result != nil {
+		t.Errorf("tool_result = %+v", tr2)
+	}
+	var res ResultPayload
+	evs[1].decode(t, &res)
+	want := `{"a":{"answer":42},"b":{"success":false,"data":null,"error":{"message":"user said no","code":"DECLINED"}}}`
+	if string(res.Result) != want {
+		t.Errorf("result = %s\nwant %s", res.Result, want)
+	}
+
+	// The session is finished: late answers are conflicts.
+	code, _, body = do(t, http.MethodPost, resultURL, map[string]any{"callId": call2.CallID, "result": 1}, nil)
+	if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
+		t.Errorf("answer after finish: %d %s", code, body)
+	}
+}
+
+func TestHTTPCallerTimeout(t *testing.T) {
+	_, srv := newTestBroker(t, nil)
+	s := startExecute(t, srv.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`, "timeout": 100}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var call ToolCallPayload
+	s.next().decode(t, &call)
+	evs := s.rest() // nobody answers: the execution times out
+	last := evs[len(evs)-1]
+	var p ErrorPayload
+	last.decode(t, &p)
+	if last.Type != EventError || p.ScriptStatus != "timeout" {
+		t.Fatalf("last event %s %s", last.Type, last.Payload)
+	}
+	code, _, body := do(t, http.MethodPost, srv.URL+"/sessions/"+sess.ID+"/tool-result", map[string]any{"callId": call.CallID, "result": 1}, nil)
+	if code != http.StatusConflict {
+		t.Errorf("answer after timeout: %d %s", code, body)
+	}
+}
+
+func TestHTTPErrors(t *testing.T) {
+	_, srv := newTestBroker(t, func(o *BrokerOptions) { o.MaxBodyBytes = 1024 })
+	big := fmt.Sprintf(`{"code":%q}`, strings.Repeat("x", 2048))
+	for _, tc := range []struct {
+		name, method, path string
+		body               any
+		ctype              string
+		status             int
+		code               string
+	}{
+		{"unknown route", "GET", "/nope", nil, "", 404, CodeNotFound},
+		{"unknown session", "GET", "/sessions/nope", nil, "", 404, CodeNotFound},
+		{"sessions without id", "GET", "/sessions/", nil, "", 404, CodeNotFound},
+		{"wrong method", "GET", "/execute", nil, "", 405, CodeMethodNotAllowed},
+		{"wrong method health", "POST", "/health", "{}", "", 405, CodeMethodNotAllowed},
+		{"invalid json", "POST", "/execute", `{"code":`, "", 400, CodeInvalidRequest},
+		{"not an object", "POST", "/execute", `[1]`, "", 400, CodeInvalidRequest},
+		{"unknown field", "POST", "/execute", `{"code":"return 1","bogus":1}`, "", 400, CodeInvalidRequest},
+		{"missing code", "POST", "/execute", `{}`, "", 400, CodeValidationError},
+		{"negative timeout", "POST", "/execute", `{"code":"return 1","timeout":-1}`, "", 400, CodeValidationError},
+		{"huge timeout", "POST", "/execute", `{"code":"return 1","timeout":1e12}`, "", 400, CodeValidationError},
+		{"fractional maxToolCalls", "POST", "/execute", `{"code":"return 1","maxToolCalls":1.5}`, "", 400, CodeValidationError},
+		{"bad filter", "POST", "/execute", `{"code":"return 1","filter":{"types":["nope"]}}`, "", 400, CodeValidationError},
+		{"too large", "POST", "/execute", big, "", 413, CodePayloadTooLarge},
+		{"wrong content type", "POST", "/execute", `{"code":"return 1"}`, "text/plain", 415, CodeUnsupportedMediaType},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h http.Header
+			if tc.ctype != "" {
+				h = http.Header{"Content-Type": {tc.ctype}}
+			}
+			code, hdr, body := do(t, tc.method, srv.URL+tc.path, tc.body, h)
+			if code != tc.status || errorCode(t, body) != tc.code {
+				t.Errorf("%d %s, want %d %s", code, body, tc.status, tc.code)
+			}
+			if hdr.Get("Content-Type") != "application/json" {
+				t.Errorf("Content-Type = %q", hdr.Get("Content-Type"))
+			}
+		})
+	}
+	// A chunked body over the limit (no Content-Length) is also refused.
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/execute", strings.NewReader(big))
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("chunked large body: %d", resp.StatusCode)
+	}
+}
+
+func TestHTTPHealthAndActions(t *testing.T) {
+	clock := &fakeClock{t: time.Now()}
+	b, srv := newTestBroker(t, func(o *BrokerOptions) { o.Now = clock.Now })
+	if _, err := collect(t, b, "return 1", ExecuteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(90 * time.Second)
+	code, _, body := do(t, http.MethodGet, srv.URL+"/health", nil, nil)
+	var h HealthResponse
+	if err := json.Unmarshal(body, &h); err != nil || code != 200 || h.Status != "ok" || h.Uptime != 90 || h.Sessions.Active != 0 || h.Sessions.Total != 1 {
+		t.Errorf("health: %d %s", code, body)
+	}
+	code, _, body = do(t, http.MethodGet, srv.URL+"/code/actions", nil, nil)
+	if code != 200 || !strings.HasPrefix(string(body), `{"actions":[],"services":[],"version":"`) {
+		t.Errorf("actions: %d %s", code, body)
+	}
+}
+
+func TestHTTPAuthentication(t *testing.T) {
+	keys := map[string]*AuthResult{
+		"alice-key": {Valid: true, UserID: "alice", TenantID: "acme", Permissions: []string{"run"}},
+		"bob-key":   {Valid: true, UserID: "bob"},
+	}
+	validate := func(_ context.Context, token string) (*AuthResult, error) {
+		if r, ok := keys[token]; ok {
+			return r, nil
+		}
+		if token == "broken" {
+			return nil, fmt.Errorf("backend down")
+		}
+		return &AuthResult{Valid: false}, nil
+	}
+	for _, typ := range []string{AuthBearer, AuthAPIKey, AuthCustom} {
+		t.Run(typ, func(t *testing.T) {
+			_, srv := newTestBroker(t, func(o *BrokerOptions) {
+				o.Authentication = &AuthConfig{Type: typ, Validate: validate}
+			})
+			cred := func(token string) http.Header {
+				if typ == AuthAPIKey {
+					return http.Header{"X-Api-Key": {token}}
+				}
+				return http.Header{"Authorization": {"Bearer " + token}}
+			}
+			// /health needs no credentials.
+			if code, _, _ := do(t, http.MethodGet, srv.URL+"/health", nil, nil); code != 200 {
+				t.Errorf("health: %d", code)
+			}
+			for _, h := range []http.Header{nil, cred("wrong"), cred("broken")} {
+				code, hdr, body := do(t, http.MethodPost, srv.URL+"/execute", `{"code":"return 1"}`, h)
+				if code != 401 || errorCode(t, body) != CodeUnauthorized || hdr.Get("WWW-Authenticate") == "" {
+					t.Errorf("execute with %v: %d %s", h, code, body)
+				}
+			}
+			if code, _, _ := do(t, http.MethodGet, srv.URL+"/code/actions", nil, nil); code != 401 {
+				t.Errorf("actions without credentials: %d", code)
+			}
+			s := startExecute(t, srv.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`}, cred("alice-key"))
+			var sess Session
+			s.next().decode(t, &sess)
+			var call ToolCallPayload
+			s.next().decode(t, &call)
+			if sess.UserID != "alice" || sess.TenantID != "acme" {
+				t.Errorf("session owner %q/%q", sess.UserID, sess.TenantID)
+			}
+			// Bob can neither read nor answer Alice's session.
+			if code, _, body := do(t, http.MethodGet, srv.URL+"/sessions/"+sess.ID, nil, cred("bob-key")); code != 404 {
+				t.Errorf("bob reads alice's session: %d %s", code, body)
+			}
+			resultURL := srv.URL + "/sessions/" + sess.ID + "/tool-result"
+			if code, _, body := do(t, http.MethodPost, resultURL, map[string]any{"callId": call.CallID, "result": "bob"}, cred("bob-key")); code != 404 {
+				t.Errorf("bob answers alice's call: %d %s", code, body)
+			}
+			if code, _, _ := do(t, http.MethodGet, srv.URL+"/sessions/"+sess.ID, nil, cred("alice-key")); code != 200 {
+				t.Errorf("alice reads her session: %d", code)
+			}
+			if code, _, body := do(t, http.MethodPost, resultURL, map[string]any{"callId": call.CallID, "result": "alice"}, cred("alice-key")); code != 200 {
+				t.Fatalf("alice answers: %d %s", code, body)
+			}
+			evs := s.rest()
+			var res ResultPayload
+			evs[len(evs)-1].decode(t, &res)
+			if string(res.Result) != `"alice"` {
+				t.Errorf("result = %s", res.Result)
+			}
+		})
+	}
+}
+
+func TestHTTPAuthFromOuterLayer(t *testing.T) {
+	b, _ := newTestBroker(t, func(o *BrokerOptions) {
+		o.Authentication = &AuthConfig{Type: AuthBearer, Validate: func(context.Context, string) (*AuthResult, error) {
+			return &AuthResult{Valid: false}, nil
+		}}
+	})
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-User") != "" {
+			r = r.WithContext(WithAuth(r.Context(), &AuthResult{Valid: true, UserID: r.Header.Get("X-User")}))
+		}
+		b.Handler().ServeHTTP(w, r)
+	})
+	srv := newServer(t, outer)
+	code, _, body := do(t, http.MethodPost, srv+"/execute", `{"code":"return 1"}`, http.Header{"X-User": {"carol"}})
+	if code != 200 || !strings.Contains(string(body), `"userId":"carol"`) {
+		t.Errorf("outer auth: %d %s", code, body)
+	}
+	if code, _, _ := do(t, http.MethodPost, srv+"/execute", `{"code":"return 1"}`, nil); code != 401 {
+		t.Errorf("no outer auth: %d", code)
+	}
+}
+
+func TestHTTPRateLimiting(t *testing.T) {
+	clock := &fakeClock{t: time.Now()}
+	_, srv := newTestBroker(t, func(o *BrokerOptions) {
+		o.Now = clock.Now
+		o.RateLimiting = &RateLimitConfig{WindowMs: 60000, MaxRequests: 2, KeyGenerator: func(r *http.Request) string { return r.Header.Get("X-Client") }}
+	})
+	a := http.Header{"X-Client": {"a"}}
+	for i := 0; i < 2; i++ {
+		if code, _, body := do(t, http.MethodGet, srv.URL+"/code/actions", nil, a); code != 200 {
+			t.Fatalf("request %d: %d %s", i, code, body)
+		}
+	}
+	code, hdr, body := do(t, http.MethodGet, srv.URL+"/code/actions", nil, a)
+	if code != 429 || errorCode(t, body) != CodeRateLimit || hdr.Get("Retry-After") == "" {
+		t.Errorf("third request: %d %s (Retry-After %q)", code, body, hdr.Get("Retry-After"))
+	}
+	if code, _, _ := do(t, http.MethodGet, srv.URL+"/code/actions", nil, http.Header{"X-Client": {"b"}}); code != 200 {
+		t.Errorf("other key limited: %d", code)
+	}
+	if code, _, _ := do(t, http.MethodGet, srv.URL+"/health", nil, a); code != 200 {
+		t.Errorf("health limited: %d", code)
+	}
+	clock.Add(2 * time.Minute)
+	if code, _, _ := do(t, http.MethodGet, srv.URL+"/code/actions", nil, a); code != 200 {
+		t.Errorf("after the window: %d", code)
+	}
+}
+
+func TestHTTPSessionLimitAndShutdown(t *testing.T) {
+	b, srv := newTestBroker(t, func(o *BrokerOptions) { o.MaxConcurrentSessions = 1 })
+	s := startExecute(t, srv.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var call ToolCallPayload
+	s.next().decode(t, &call)
+
+	code, hdr, body := do(t, http.MethodPost, srv.URL+"/execute", `{"code":"return 1"}`, nil)
+	if code != 429 || errorCode(t, body) != CodeSessionLimit || hdr.Get("Retry-After") != "1" {
+		t.Errorf("over the session cap: %d %s %v", code, body, hdr)
+	}
+
+	// Close drains: new executions get 503 while the running session may
+	// still be answered and finish.
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		closed <- b.Close(ctx)
+	}()
+	for {
+		code, hdr, body = do(t, http.MethodPost, srv.URL+"/execute", `{"code":"return 1"}`, nil)
+		if code == 503 {
+			break
+		}
+		if code != 429 {
+			t.Fatalf("during close: %d %s", code, body)
+		}
+	}
+	if errorCode(t, body) != CodeShuttingDown || hdr.Get("Retry-After") == "" {
+		t.Errorf("503 body %s, headers %v", body, hdr)
+	}
+	if code, _, body := do(t, http.MethodPost, srv.URL+"/sessions/"+sess.ID+"/tool-result", map[string]any{"callId": call.CallID, "result": "late"}, nil); code != 200 {
+		t.Fatalf("answer while draining: %d %s", code, body)
+	}
+	if got := types(s.rest()); got != "tool_result,result" {
+		t.Errorf("events = %s", got)
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+func TestCloseAbortsAfterDeadline(t *testing.T) {
+	b, srv := newTestBroker(t, nil)
+	s := startExecute(t, srv.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	s.next()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no time to drain
+	if err := b.Close(ctx); err == nil {
+		t.Error("Close with a spent deadline reported no aborted session")
+	}
+	evs := s.rest()
+	if len(evs) == 0 || evs[len(evs)-1].Type != EventError {
+		t.Errorf("events after abort = %s", types(evs))
+	}
+	if st := b.Stats(); st.Active != 0 {
+		t.Errorf("active sessions after Close: %d", st.Active)
+	}
+}
+
+func TestToolGuard(t *testing.T) {
+	m, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Destroy(context.Background()) })
+	release := make(chan struct{})
+	b, srv := newTestBroker(t, func(o *BrokerOptions) {
+		o.Guard = m
+		o.Tools.Register(ToolDefinition{Name: "g:limited", Guard: ToolGuard{
+			RateLimit: &guard.RateLimitConfig{MaxRequests: 2, WindowMs: 60000, PartitionBy: guard.PartitionKey{Strategy: guard.PartitionSession}},
+		}, Handler: func(context.Context, map[string]any, *ExecutionContext) (any, error) { return 1, nil }})
+		o.Tools.Register(ToolDefinition{Name: "g:single", Guard: ToolGuard{
+			Concurrency: &guard.ConcurrencyConfig{MaxConcurrent: 1},
+		}, Handler: func(ctx context.Context, _ map[string]any, _ *ExecutionContext) (any, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return 1, nil
+		}})
+		o.Tools.Register(ToolDefinition{Name: "g:slow", Guard: ToolGuard{
+			Timeout: &guard.TimeoutConfig{ExecuteMs: 20},
+		}, Handler: func(ctx context.Context, _ map[string]any, _ *ExecutionContext) (any, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}})
+	})
+	_ = srv
+	codes := func(code string) string {
+		t.Helper()
+		evs, err := collect(t, b, code, ExecuteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := evs[len(evs)-1]
+		if last.Type != EventResult {
+			t.Fatalf("last event %s %+v", last.Type, last.Payload)
+		}
+		return string(last.Payload.(*ResultPayload).Result)
+	}
+	soft := `(r) => r.success ? "ok" : r.error.code`
+	got := codes(`const f = ` + soft + `; const out = [];
+for (let i = 0; i < 3; i++) out.push(f(await callTool("g:limited", {}, {throwOnError: false})));
+return out;`)
+	if got != `["ok","ok","RATE_LIMIT"]` {
+		t.Errorf("rate limit: %s", got)
+	}
+	// A new session has its own partition.
+	if got := codes(`return (await callTool("g:limited", {}, {throwOnError: false})).success`); got != "true" {
+		t.Errorf("rate limit in a new session: %s", got)
+	}
+	// Whichever call gets the slot holds it until the other was refused.
+	var once sync.Once
+	b.On(OnToolCompleted, func(ev Event) {
+		if ev.Tool == "g:single" && ev.Err != nil {
+			once.Do(func() { close(release) })
+		}
+	})
+	got = codes(`const f = ` + soft + `;
+const rs = await Promise.all([callTool("g:single", {}, {throwOnError: false}), callTool("g:single", {}, {throwOnError: false})]);
+return rs.map(f).sort();`)
+	if got != `["CONCURRENCY_LIMIT","ok"]` {
+		t.Errorf("concurrency: %s", got)
+	}
+	if got := codes(`const r = await callTool("g:slow", {}, {throwOnError: false}); return r.error.code`); got != `"EXECUTION_TIMEOUT"` {
+		t.Errorf("timeout: %s", got)
+	}
+}
