@@ -127,7 +127,7 @@ func (h *OAuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 			w.Header().Set("Cache-Control", "no-store")
 			w.WriteHeader(http.StatusTooManyRequests)
 			_ = json.NewEncoder(w).Encode(map[string]string{
-				"error":             "slow_down",
+				"error":             "temporarily_unavailable",
 				"error_description": fmt.Sprintf("too many requests; retry in %d s", secs),
 			})
 			return nil
