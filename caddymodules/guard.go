@@ -1,0 +1,570 @@
+package caddymodules
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/codemode-gateway/caddy-codemode/guard"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(Guard{})
+}
+
+// Guard is the `codemode_guard` HTTP handler: it applies an IP filter, a
+// global and named rate limits, global and named concurrency limits (with
+// queueing) and a request timeout to the requests it sees.
+//
+// Denials are answered with 403 (IP_BLOCKED, IP_NOT_ALLOWED), 429
+// (RATE_LIMIT, CONCURRENCY_LIMIT, QUEUE_TIMEOUT; with Retry-After), 408
+// (EXECUTION_TIMEOUT) or 503 (STORAGE_UNAVAILABLE, failure mode closed) and
+// the body {"error":{"code":"...","message":"..."}}. When the server has
+// `handle_errors` routes the handler writes no body and returns a
+// caddyhttp.Error instead, so those routes answer; {http.error.status_code}
+// and {http.vars.codemode_guard_code} name the denial.
+//
+// Counters and tickets live in a storage (memory or Redis) shared by every
+// handler and reload with the same storage settings and key prefix; each
+// handler's keys are namespaced by its zone.
+type Guard struct {
+	// Zone namespaces this handler's counters. Handlers (and gateways
+	// sharing a Redis) with the same zone share counters. Default: a hash
+	// of the handler's limits, so an unchanged config keeps its counters
+	// across reloads and a changed one starts afresh.
+	Zone string `json:"zone,omitempty"`
+
+	// Storage selects the backend. Default in-memory.
+	Storage *GuardStorage `json:"storage,omitempty"`
+
+	// KeyPrefix prefixes every storage key. Default "mcp:guard:".
+	KeyPrefix string `json:"key_prefix,omitempty"`
+
+	// RateLimits are sliding-window rate limits; the one without a name is
+	// the global limit. A request must pass all of them.
+	RateLimits []GuardRateLimit `json:"rate_limits,omitempty"`
+
+	// Concurrency limits simultaneous requests; the one without a name is
+	// the global limit. A request holds a slot of each until it is served.
+	Concurrency []GuardConcurrency `json:"concurrency,omitempty"`
+
+	// Timeout bounds the time the rest of the route has to answer. When it
+	// passes the request's context is cancelled and, if no response was
+	// started, 408 EXECUTION_TIMEOUT is returned. Default none.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// IPFilter allows or denies clients by address.
+	IPFilter *GuardIPFilter `json:"ip_filter,omitempty"`
+
+	// SessionHeader is the request header holding the session id of the
+	// `session` partition. Default "Mcp-Session-Id".
+	SessionHeader string `json:"session_header,omitempty"`
+
+	// User is the placeholder holding the user id of the `userId`
+	// partition. Default "{http.auth.user.id}".
+	User string `json:"user,omitempty"`
+
+	manager  *guard.GuardManager
+	storeKey string
+	rates    []guardRate
+	sems     []guardSem
+	logger   *zap.Logger
+}
+
+// GuardStorage selects the handler's (or throttle's) storage backend.
+type GuardStorage struct {
+	// Provider is "memory" (default) or "redis".
+	Provider string `json:"provider,omitempty"`
+	// Host of the Redis server. Default 127.0.0.1. Placeholders such as
+	// {env.REDIS_HOST} are replaced at provision.
+	Host string `json:"host,omitempty"`
+	// Port of the Redis server. Default 6379.
+	Port int `json:"port,omitempty"`
+	// Password of the Redis server; placeholders are replaced at provision.
+	Password string `json:"password,omitempty"`
+	// DB is the Redis database number. Default 0.
+	DB int `json:"db,omitempty"`
+	// TLS connects to Redis over TLS.
+	TLS bool `json:"tls,omitempty"`
+	// FailureMode is "open" (default: let requests through while Redis is
+	// unreachable) or "closed" (answer 503 STORAGE_UNAVAILABLE).
+	FailureMode string `json:"failure_mode,omitempty"`
+	// Timeout bounds each Redis command. Default 500ms.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+}
+
+// GuardRateLimit is a sliding-window rate limit of the handler.
+type GuardRateLimit struct {
+	// Name of the limit; empty for the global limit.
+	Name string `json:"name,omitempty"`
+	// MaxRequests allowed per window. Required.
+	MaxRequests int64 `json:"max_requests"`
+	// Window length. Default 1m.
+	Window caddy.Duration `json:"window,omitempty"`
+	// PartitionBy is global (default), ip, session, userId, or a string
+	// with placeholders such as {http.request.header.X-Agent}: each value
+	// gets its own counter (an empty value counts as "unknown").
+	PartitionBy string `json:"partition_by,omitempty"`
+}
+
+// GuardConcurrency is a concurrency limit of the handler.
+type GuardConcurrency struct {
+	// Name of the limit; empty for the global limit.
+	Name string `json:"name,omitempty"`
+	// MaxConcurrent simultaneous requests. Required.
+	MaxConcurrent int64 `json:"max_concurrent"`
+	// QueueTimeout is how long a request waits for a slot. Default 0:
+	// rejected at once with 429 CONCURRENCY_LIMIT.
+	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
+	// PartitionBy is as for rate limits.
+	PartitionBy string `json:"partition_by,omitempty"`
+}
+
+// GuardIPFilter allows or denies clients by address.
+type GuardIPFilter struct {
+	// Allow lists IPs and CIDR ranges always allowed.
+	Allow []string `json:"allow,omitempty"`
+	// Deny lists IPs and CIDR ranges always blocked; it wins over Allow.
+	Deny []string `json:"deny,omitempty"`
+	// DefaultAction for addresses on neither list: "allow" (default) or "deny".
+	DefaultAction string `json:"default_action,omitempty"`
+	// TrustProxy takes the client address from X-Forwarded-For, read from
+	// the right. Ignored when the server has Caddy's trusted_proxies set:
+	// then Caddy's client IP is used.
+	TrustProxy bool `json:"trust_proxy,omitempty"`
+	// TrustedProxyDepth is the most proxy hops to trust. Default 1.
+	TrustedProxyDepth int `json:"trusted_proxy_depth,omitempty"`
+}
+
+type guardRate struct {
+	entity string
+	cfg    guard.RateLimitConfig
+	tmpl   string // placeholder partition, if any
+}
+
+type guardSem struct {
+	entity string
+	cfg    guard.ConcurrencyConfig
+	tmpl   string
+}
+
+// CaddyModule returns the Caddy module information.
+func (Guard) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.codemode_guard",
+		New: func() caddy.Module { return new(Guard) },
+	}
+}
+
+// Provision builds the guard manager on the shared storage.
+func (g *Guard) Provision(ctx caddy.Context) error {
+	g.logger = ctx.Logger()
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	if g.KeyPrefix == "" {
+		g.KeyPrefix = guard.DefaultKeyPrefix
+	}
+	if g.SessionHeader == "" {
+		g.SessionHeader = "Mcp-Session-Id"
+	}
+	if g.User == "" {
+		g.User = "{http.auth.user.id}"
+	}
+	if g.Zone == "" {
+		b, _ := json.Marshal([]any{g.RateLimits, g.Concurrency})
+		sum := sha256.Sum256(b)
+		g.Zone = hex.EncodeToString(sum[:6])
+	}
+	cfg := guard.GuardConfig{Enabled: true, KeyPrefix: g.KeyPrefix}
+	if g.Storage != nil {
+		cfg.Storage = replaceStorageConfig(g.Storage.config())
+	}
+	if g.IPFilter != nil {
+		cfg.IpFilter = g.IPFilter.config()
+	}
+	g.rates, g.sems = nil, nil
+	for _, rl := range g.RateLimits {
+		r := guardRate{entity: g.entity(rl.Name), cfg: *rl.config()}
+		if isPlaceholderPartition(rl.PartitionBy) {
+			r.tmpl = rl.PartitionBy
+		}
+		g.rates = append(g.rates, r)
+	}
+	for _, cc := range g.Concurrency {
+		s := guardSem{entity: g.entity(cc.Name), cfg: *cc.config()}
+		if isPlaceholderPartition(cc.PartitionBy) {
+			s.tmpl = cc.PartitionBy
+		}
+		g.sems = append(g.sems, s)
+	}
+	key, store, err := loadGuardStorage(cfg.Storage, cfg.KeyPrefix, g.logger)
+	if err != nil {
+		return fmt.Errorf("codemode_guard: %w", err)
+	}
+	m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: g.logger, Storage: store})
+	if err != nil {
+		_, _ = guardStorages.Delete(key)
+		return fmt.Errorf("codemode_guard: %w", err)
+	}
+	g.manager, g.storeKey = m, key
+	return nil
+}
+
+func (g *Guard) entity(name string) string {
+	if name == "" {
+		name = guard.GlobalEntity
+	}
+	return g.Zone + ":" + name
+}
+
+// Validate checks the configuration, so that a bad config fails at load.
+func (g *Guard) Validate() error {
+	names := map[string]bool{}
+	for i, rl := range g.RateLimits {
+		if names[rl.Name] {
+			return fmt.Errorf("codemode_guard: rate_limits[%d]: duplicate name %q", i, rl.Name)
+		}
+		names[rl.Name] = true
+		if err := rl.config().Validate(); err != nil {
+			return fmt.Errorf("codemode_guard: rate_limits[%d]: %w", i, err)
+		}
+	}
+	names = map[string]bool{}
+	for i, cc := range g.Concurrency {
+		if names[cc.Name] {
+			return fmt.Errorf("codemode_guard: concurrency[%d]: duplicate name %q", i, cc.Name)
+		}
+		names[cc.Name] = true
+		if err := cc.config().Validate(); err != nil {
+			return fmt.Errorf("codemode_guard: concurrency[%d]: %w", i, err)
+		}
+	}
+	if g.Timeout < 0 {
+		return errors.New("codemode_guard: timeout: must not be negative")
+	}
+	if g.Storage != nil {
+		if err := g.Storage.config().Validate(); err != nil {
+			return fmt.Errorf("codemode_guard: storage: %w", err)
+		}
+	}
+	if g.IPFilter != nil {
+		if err := g.IPFilter.config().Validate(); err != nil {
+			return fmt.Errorf("codemode_guard: ip_filter: %w", err)
+		}
+	}
+	return nil
+}
+
+// Cleanup releases the handler's hold on the shared storage.
+func (g *Guard) Cleanup() error {
+	if g.manager == nil {
+		return nil
+	}
+	_ = g.manager.Destroy(context.Background())
+	g.manager = nil
+	_, err := guardStorages.Delete(g.storeKey)
+	return err
+}
+
+// ServeHTTP applies the guard and, when it allows, calls next.
+func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	ctx := r.Context()
+	ip := g.clientIP(r)
+	if res := g.manager.CheckIpFilter(ip); res != nil && !res.Allowed {
+		return g.deny(w, r, res.Err(ip))
+	}
+	repl, _ := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	pc := guard.PartitionKeyContext{SessionID: r.Header.Get(g.SessionHeader), ClientIP: ip}
+	if repl != nil {
+		pc.UserID = repl.ReplaceAll(g.User, "")
+	}
+
+	// Rate limits: all are counted; the tightest sets the RateLimit-* headers.
+	var tightest guard.RateLimitResult
+	for i := range g.rates {
+		rl := &g.rates[i]
+		cfg := &rl.cfg
+		if rl.tmpl != "" {
+			c := rl.cfg
+			c.PartitionBy = placeholderPartition(repl, rl.tmpl)
+			cfg = &c
+		}
+		res, err := g.manager.CheckRateLimit(ctx, rl.entity, cfg, pc)
+		if err != nil {
+			return g.deny(w, r, err)
+		}
+		if i == 0 || res.Remaining < tightest.Remaining {
+			tightest = res
+		}
+		if !res.Allowed {
+			setRateLimitHeaders(w.Header(), res)
+			return g.deny(w, r, res.Err(rl.entity[len(g.Zone)+1:]))
+		}
+	}
+	if len(g.rates) > 0 {
+		setRateLimitHeaders(w.Header(), tightest)
+	}
+
+	// Concurrency: hold a slot of each limit until the request is served.
+	for i := range g.sems {
+		s := &g.sems[i]
+		cfg := &s.cfg
+		if s.tmpl != "" {
+			c := s.cfg
+			c.PartitionBy = placeholderPartition(repl, s.tmpl)
+			cfg = &c
+		}
+		t, err := g.manager.AcquireSemaphore(ctx, s.entity, cfg, pc)
+		if err != nil {
+			var ge *guard.GuardError
+			if errors.As(err, &ge) && ge.EntityName != "" {
+				ge.EntityName = strings.TrimPrefix(ge.EntityName, g.Zone+":")
+			}
+			return g.deny(w, r, err)
+		}
+		defer func() { _ = t.Release(context.WithoutCancel(ctx)) }()
+	}
+
+	if g.Timeout <= 0 {
+		return next.ServeHTTP(w, r)
+	}
+	return g.serveWithTimeout(w, r, next)
+}
+
+var errRequestTimeout = errors.New("codemode_guard: request timeout")
+
+// serveWithTimeout runs next with a deadline. It does not start a
+// goroutine: next sees its context cancelled at the deadline, and when it
+// returns without having started a response the guard answers 408.
+func (g *Guard) serveWithTimeout(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	ctx, cancel := context.WithTimeoutCause(r.Context(), time.Duration(g.Timeout), errRequestTimeout)
+	defer cancel()
+	tw := &timeoutWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	err := next.ServeHTTP(tw, r.WithContext(ctx))
+	if context.Cause(ctx) == errRequestTimeout && !tw.started {
+		ms := time.Duration(g.Timeout).Milliseconds()
+		return g.deny(w, r, guard.NewExecutionTimeoutError(r.URL.Path, ms))
+	}
+	return err
+}
+
+// timeoutWriter notes whether a response was started.
+type timeoutWriter struct {
+	*caddyhttp.ResponseWriterWrapper
+	started bool
+}
+
+func (tw *timeoutWriter) WriteHeader(status int) {
+	if status >= 200 || status == http.StatusSwitchingProtocols {
+		tw.started = true
+	}
+	tw.ResponseWriterWrapper.WriteHeader(status)
+}
+
+func (tw *timeoutWriter) Write(b []byte) (int, error) {
+	tw.started = true
+	return tw.ResponseWriterWrapper.Write(b)
+}
+
+func (tw *timeoutWriter) ReadFrom(src io.Reader) (int64, error) {
+	tw.started = true
+	return tw.ResponseWriterWrapper.ReadFrom(src)
+}
+
+// Flush sends the headers, so it starts the response.
+func (tw *timeoutWriter) Flush() {
+	tw.started = true
+	_ = http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush()
+}
+
+// clientIP is Caddy's client IP when the server has trusted_proxies (Caddy
+// then did the X-Forwarded-For work), else the filter's own logic.
+func (g *Guard) clientIP(r *http.Request) string {
+	if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil && len(srv.TrustedProxiesRaw) > 0 {
+		if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+			if a, err := guard.ParseClientIP(ip); err == nil {
+				return a.String()
+			}
+			return ip
+		}
+	}
+	if f := g.manager.IpFilter(); f != nil {
+		return f.ClientIP(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	}
+	return guard.ClientIPFromXFF(r.RemoteAddr, nil, 1)
+}
+
+// deny answers a guard error. Non-guard errors (a cancelled request) are
+// returned as they are.
+func (g *Guard) deny(w http.ResponseWriter, r *http.Request, err error) error {
+	var ge *guard.GuardError
+	if !errors.As(err, &ge) {
+		return err
+	}
+	caddyhttp.SetVar(r.Context(), "codemode_guard_code", ge.Code)
+	h := w.Header()
+	if ge.StatusCode == http.StatusTooManyRequests || ge.StatusCode == http.StatusServiceUnavailable {
+		secs := int64(1)
+		if ge.RetryAfterMs > 0 {
+			secs = (ge.RetryAfterMs + 999) / 1000
+		}
+		h.Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	if c := g.logger.Check(zap.DebugLevel, "request denied by guard"); c != nil {
+		c.Write(zap.String("code", ge.Code), zap.String("client_ip", ge.ClientIP), zap.String("entity", ge.EntityName))
+	}
+	herr := caddyhttp.Error(ge.StatusCode, ge)
+	if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil && srv.Errors != nil && len(srv.Errors.Routes) > 0 {
+		return herr // handle_errors writes the response
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(ge.StatusCode)
+	_ = json.NewEncoder(w).Encode(guardErrorBody{Error: guardErrorDetail{Code: ge.Code, Message: ge.Message}})
+	return nil
+}
+
+type guardErrorBody struct {
+	Error guardErrorDetail `json:"error"`
+}
+
+type guardErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// setRateLimitHeaders sets RateLimit-Limit, RateLimit-Remaining and
+// RateLimit-Reset (seconds; for a denial, until a request is allowed again).
+func setRateLimitHeaders(h http.Header, res guard.RateLimitResult) {
+	if res.Limit == 0 {
+		return
+	}
+	reset := res.ResetMs
+	if !res.Allowed {
+		reset = res.RetryAfterMs
+	}
+	h.Set("RateLimit-Limit", strconv.FormatInt(res.Limit, 10))
+	h.Set("RateLimit-Remaining", strconv.FormatInt(res.Remaining, 10))
+	h.Set("RateLimit-Reset", strconv.FormatInt((reset+999)/1000, 10))
+}
+
+func isPlaceholderPartition(p string) bool { return strings.Contains(p, "{") }
+
+// placeholderPartition resolves a placeholder partition for this request.
+func placeholderPartition(repl *caddy.Replacer, tmpl string) guard.PartitionKey {
+	v := ""
+	if repl != nil {
+		v = repl.ReplaceAll(tmpl, "")
+	}
+	if v == "" {
+		v = "unknown"
+	}
+	return guard.PartitionKey{Func: func(guard.PartitionKeyContext) string { return v }}
+}
+
+func (s *GuardStorage) config() *guard.StorageConfig {
+	if s == nil {
+		return nil
+	}
+	return &guard.StorageConfig{
+		Provider: s.Provider, Host: s.Host, Port: s.Port, Password: s.Password, DB: s.DB, TLS: s.TLS,
+		FailureMode: s.FailureMode, TimeoutMs: time.Duration(s.Timeout).Milliseconds(),
+	}
+}
+
+func (rl *GuardRateLimit) config() *guard.RateLimitConfig {
+	c := &guard.RateLimitConfig{MaxRequests: rl.MaxRequests, WindowMs: time.Duration(rl.Window).Milliseconds()}
+	if !isPlaceholderPartition(rl.PartitionBy) {
+		c.PartitionBy = guard.PartitionKey{Strategy: rl.PartitionBy}
+	}
+	return c
+}
+
+func (cc *GuardConcurrency) config() *guard.ConcurrencyConfig {
+	c := &guard.ConcurrencyConfig{MaxConcurrent: cc.MaxConcurrent, QueueTimeoutMs: time.Duration(cc.QueueTimeout).Milliseconds()}
+	if !isPlaceholderPartition(cc.PartitionBy) {
+		c.PartitionBy = guard.PartitionKey{Strategy: cc.PartitionBy}
+	}
+	return c
+}
+
+func (f *GuardIPFilter) config() *guard.IpFilterConfig {
+	return &guard.IpFilterConfig{
+		AllowList: f.Allow, DenyList: f.Deny, DefaultAction: f.DefaultAction,
+		TrustProxy: f.TrustProxy, TrustedProxyDepth: f.TrustedProxyDepth,
+	}
+}
+
+// replaceStorageConfig replaces global placeholders ({env.*}) in the
+// Redis host and password.
+func replaceStorageConfig(c *guard.StorageConfig) *guard.StorageConfig {
+	if c == nil {
+		return nil
+	}
+	repl := caddy.NewReplacer()
+	cp := *c
+	cp.Host = repl.ReplaceAll(cp.Host, "")
+	cp.Password = repl.ReplaceAll(cp.Password, "")
+	return &cp
+}
+
+// guardStorages holds the storage backends of guard handlers and of
+// `throttle`, keyed by their settings, so that counters and tickets survive
+// a config reload.
+var guardStorages = caddy.NewUsagePool()
+
+type pooledGuardStorage struct{ guard.Storage }
+
+func (p pooledGuardStorage) Destruct() error { return p.Close() }
+
+// loadGuardStorage returns the pool key and the shared storage for cfg.
+func loadGuardStorage(cfg *guard.StorageConfig, keyPrefix string, logger *zap.Logger) (string, guard.Storage, error) {
+	var c guard.StorageConfig
+	if cfg != nil {
+		c = *cfg
+	}
+	c.FailureMode = "" // applied per manager
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(append(b, keyPrefix...))
+	key := "guard-storage:" + hex.EncodeToString(sum[:])
+	v, _, err := guardStorages.LoadOrNew(key, func() (caddy.Destructor, error) {
+		if c.Provider != guard.ProviderRedis {
+			return pooledGuardStorage{guard.NewMemoryStorage(nil)}, nil
+		}
+		rs, err := guard.NewRedisStorage(c, keyPrefix, &guard.RedisStorageOptions{Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := rs.Ping(pctx); err != nil {
+			logger.Warn("guard storage: redis is unreachable at start; the failure mode applies until it answers",
+				zap.String("addr", c.Host), zap.Error(err))
+		}
+		return pooledGuardStorage{rs}, nil
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return key, v.(pooledGuardStorage).Storage, nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Guard)(nil)
+	_ caddy.Validator             = (*Guard)(nil)
+	_ caddy.CleanerUpper          = (*Guard)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Guard)(nil)
+)

@@ -1,0 +1,343 @@
+package caddymodules
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/codemode-gateway/caddy-codemode/guard"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("codemode_guard", parseGuardCaddyfile)
+	// After authentication (so {http.auth.user.id} is known) and encode,
+	// before the handlers that do the work (handle, route, reverse_proxy...).
+	httpcaddyfile.RegisterDirectiveOrder("codemode_guard", httpcaddyfile.After, "encode")
+}
+
+func parseGuardCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	g := new(Guard)
+	if err := g.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	codemode_guard [<matcher>] {
+//		zone <name>
+//		storage memory
+//		storage redis {
+//			host <host>
+//			port <port>
+//			password <password>
+//			db <n>
+//			tls
+//			failure_mode <open|closed>
+//			timeout <duration>
+//		}
+//		key_prefix <prefix>
+//		rate_limit [<name>] <max_requests> <window> [<partition>]
+//		concurrency [<name>] <max_concurrent> [<queue_timeout>] [<partition>]
+//		timeout <duration>
+//		ip_filter {
+//			allow <ip|cidr>...
+//			deny <ip|cidr>...
+//			default <allow|deny>
+//			trust_proxy [<depth>]
+//		}
+//		session_header <header>
+//		user <placeholder>
+//	}
+//
+// rate_limit and concurrency may repeat; the one without a name is the
+// global limit. <partition> is global (default), ip, session, userId or any
+// string with placeholders, e.g. {http.request.header.X-Agent}.
+func (g *Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		sub := d.Val()
+		var err error
+		switch sub {
+		case "zone":
+			if !d.AllArgs(&g.Zone) {
+				return d.ArgErr()
+			}
+		case "storage":
+			g.Storage, err = parseGuardStorage(d)
+		case "key_prefix":
+			if !d.AllArgs(&g.KeyPrefix) {
+				return d.ArgErr()
+			}
+		case "rate_limit":
+			var rl *GuardRateLimit
+			if rl, err = parseGuardRateLimit(d, true, true); err == nil {
+				g.RateLimits = append(g.RateLimits, *rl)
+			}
+		case "concurrency":
+			var cc *GuardConcurrency
+			if cc, err = parseGuardConcurrency(d, true, true); err == nil {
+				g.Concurrency = append(g.Concurrency, *cc)
+			}
+		case "timeout":
+			g.Timeout, err = parseGuardDuration(d, "timeout")
+		case "ip_filter":
+			g.IPFilter, err = parseGuardIPFilter(d)
+		case "session_header":
+			if !d.AllArgs(&g.SessionHeader) {
+				return d.ArgErr()
+			}
+		case "user":
+			if !d.AllArgs(&g.User) {
+				return d.ArgErr()
+			}
+		default:
+			return d.Errf("unrecognized subdirective %q", sub)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := g.Validate(); err != nil {
+		return d.Err(err.Error())
+	}
+	return nil
+}
+
+// parseGuardStorage parses `storage memory` or `storage redis { ... }`.
+func parseGuardStorage(d *caddyfile.Dispenser) (*GuardStorage, error) {
+	var provider string
+	if !d.AllArgs(&provider) {
+		return nil, d.ArgErr()
+	}
+	s := &GuardStorage{Provider: provider}
+	switch provider {
+	case guard.ProviderMemory:
+		if d.NextBlock(d.Nesting()) {
+			return nil, d.Errf("storage: memory takes no options")
+		}
+		return s, nil
+	case guard.ProviderRedis:
+	default:
+		return nil, d.Errf("storage: %q is not memory or redis", provider)
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "host":
+			if !d.AllArgs(&s.Host) {
+				return nil, d.ArgErr()
+			}
+		case "password":
+			if !d.AllArgs(&s.Password) {
+				return nil, d.ArgErr()
+			}
+		case "port", "db":
+			var v string
+			if !d.AllArgs(&v) {
+				return nil, d.ArgErr()
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || (opt == "port" && (n == 0 || n > 65535)) {
+				return nil, d.Errf("storage: %s: %q is not a valid number", opt, v)
+			}
+			if opt == "port" {
+				s.Port = n
+			} else {
+				s.DB = n
+			}
+		case "tls":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			s.TLS = true
+		case "failure_mode":
+			if !d.AllArgs(&s.FailureMode) {
+				return nil, d.ArgErr()
+			}
+			if s.FailureMode != guard.FailOpen && s.FailureMode != guard.FailClosed {
+				return nil, d.Errf("storage: failure_mode: %q is not open or closed", s.FailureMode)
+			}
+		case "timeout":
+			dur, err := parseGuardDuration(d, "storage: timeout")
+			if err != nil {
+				return nil, err
+			}
+			s.Timeout = dur
+		default:
+			return nil, d.Errf("storage: unrecognized option %q", opt)
+		}
+	}
+	return s, nil
+}
+
+// parseGuardRateLimit parses `[<name>] <max> <window> [<partition>]`.
+func parseGuardRateLimit(d *caddyfile.Dispenser, named, placeholders bool) (*GuardRateLimit, error) {
+	dir := d.Val()
+	args := d.RemainingArgs()
+	rl := &GuardRateLimit{}
+	if named && len(args) > 0 && !isNumber(args[0]) {
+		rl.Name, args = args[0], args[1:]
+	}
+	if len(args) < 2 || len(args) > 3 {
+		return nil, d.Errf("%s: want %s<max_requests> <window> [<partition>]", dir, nameHint(named))
+	}
+	n, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || n <= 0 {
+		return nil, d.Errf("%s: %q is not a positive number of requests", dir, args[0])
+	}
+	rl.MaxRequests = n
+	w, err := caddy.ParseDuration(args[1])
+	if err != nil || w <= 0 {
+		return nil, d.Errf("%s: window %q is not a positive duration", dir, args[1])
+	}
+	rl.Window = caddy.Duration(w)
+	if len(args) == 3 {
+		if rl.PartitionBy, err = checkPartition(args[2], placeholders); err != nil {
+			return nil, d.Errf("%s: %v", dir, err)
+		}
+	}
+	if d.NextBlock(d.Nesting()) {
+		return nil, d.Errf("%s takes no block", dir)
+	}
+	return rl, nil
+}
+
+// parseGuardConcurrency parses `[<name>] <max> [<queue_timeout>] [<partition>]`.
+func parseGuardConcurrency(d *caddyfile.Dispenser, named, placeholders bool) (*GuardConcurrency, error) {
+	dir := d.Val()
+	args := d.RemainingArgs()
+	cc := &GuardConcurrency{}
+	if named && len(args) > 0 && !isNumber(args[0]) {
+		cc.Name, args = args[0], args[1:]
+	}
+	if len(args) < 1 || len(args) > 3 {
+		return nil, d.Errf("%s: want %s<max_concurrent> [<queue_timeout>] [<partition>]", dir, nameHint(named))
+	}
+	n, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil || n <= 0 {
+		return nil, d.Errf("%s: %q is not a positive number of slots", dir, args[0])
+	}
+	cc.MaxConcurrent = n
+	args = args[1:]
+	if len(args) > 0 {
+		if q, err := caddy.ParseDuration(args[0]); err == nil {
+			if q < 0 {
+				return nil, d.Errf("%s: queue timeout %q is negative", dir, args[0])
+			}
+			cc.QueueTimeout = caddy.Duration(q)
+			args = args[1:]
+		}
+	}
+	if len(args) == 1 {
+		if cc.PartitionBy, err = checkPartition(args[0], placeholders); err != nil {
+			return nil, d.Errf("%s: %v", dir, err)
+		}
+	} else if len(args) > 1 {
+		return nil, d.Errf("%s: want %s<max_concurrent> [<queue_timeout>] [<partition>]", dir, nameHint(named))
+	}
+	if d.NextBlock(d.Nesting()) {
+		return nil, d.Errf("%s takes no block", dir)
+	}
+	return cc, nil
+}
+
+func nameHint(named bool) string {
+	if named {
+		return "[<name>] "
+	}
+	return ""
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseInt(s, 10, 64)
+	return err == nil
+}
+
+func checkPartition(p string, placeholders bool) (string, error) {
+	switch p {
+	case guard.PartitionGlobal, guard.PartitionIP, guard.PartitionSession, guard.PartitionUserID:
+		return p, nil
+	}
+	if placeholders && strings.Contains(p, "{") {
+		return p, nil
+	}
+	if placeholders {
+		return "", fmt.Errorf("partition %q is not global, ip, session, userId or a placeholder", p)
+	}
+	return "", fmt.Errorf("partition %q is not global, ip, session or userId", p)
+}
+
+// parseGuardDuration parses the one duration argument of a subdirective.
+func parseGuardDuration(d *caddyfile.Dispenser, name string) (caddy.Duration, error) {
+	var v string
+	if !d.AllArgs(&v) {
+		return 0, d.ArgErr()
+	}
+	dur, err := caddy.ParseDuration(v)
+	if err != nil || dur <= 0 {
+		return 0, d.Errf("%s: %q is not a positive duration", name, v)
+	}
+	return caddy.Duration(dur), nil
+}
+
+// parseGuardIPFilter parses an `ip_filter { ... }` block.
+func parseGuardIPFilter(d *caddyfile.Dispenser) (*GuardIPFilter, error) {
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	f := &GuardIPFilter{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "allow", "deny":
+			rules := d.RemainingArgs()
+			if len(rules) == 0 {
+				return nil, d.ArgErr()
+			}
+			for _, r := range rules {
+				if _, err := guard.ParseIPRule(r); err != nil {
+					return nil, d.Errf("ip_filter: %s: %v", opt, err)
+				}
+			}
+			if opt == "allow" {
+				f.Allow = append(f.Allow, rules...)
+			} else {
+				f.Deny = append(f.Deny, rules...)
+			}
+		case "default":
+			if !d.AllArgs(&f.DefaultAction) {
+				return nil, d.ArgErr()
+			}
+			if f.DefaultAction != guard.ActionAllow && f.DefaultAction != guard.ActionDeny {
+				return nil, d.Errf("ip_filter: default: %q is not allow or deny", f.DefaultAction)
+			}
+		case "trust_proxy":
+			f.TrustProxy = true
+			args := d.RemainingArgs()
+			if len(args) > 1 {
+				return nil, d.ArgErr()
+			}
+			if len(args) == 1 {
+				n, err := strconv.Atoi(args[0])
+				if err != nil || n <= 0 {
+					return nil, d.Errf("ip_filter: trust_proxy: depth %q is not a positive number", args[0])
+				}
+				f.TrustedProxyDepth = n
+			}
+		default:
+			return nil, d.Errf("ip_filter: unrecognized option %q", opt)
+		}
+	}
+	return f, nil
+}
+
+var _ caddyfile.Unmarshaler = (*Guard)(nil)
