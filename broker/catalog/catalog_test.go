@@ -443,3 +443,34 @@ func TestStartReportsFailedSourcesAndServesTheOthers(t *testing.T) {
 		t.Fatalf("broken service %+v", r.Services[2])
 	}
 }
+
+// TestDemoDocument loads the demo source that Caddyfile.example serves (as a
+// file, so with a base URL) and checks its actions; .ci/smoke calls the
+// demo API itself through Caddy.
+func TestDemoDocument(t *testing.T) {
+	up := newUpstream(t, nil)
+	c, err := New([]Source{{
+		Name:    "demo",
+		SpecURL: filepath.Join("..", "..", "caddymodules", "testdata", "demo", "openapi.json"),
+		BaseURL: up.srv.URL + "/api/v1",
+	}}, &Options{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got := actionNames(c.Response()); !reflect.DeepEqual(got, []string{"demo_echo", "demo_getGreeting", "demo_get_time"}) {
+		t.Fatalf("demo actions %v", got)
+	}
+	out, err := c.Call(context.Background(), "demo_getGreeting", json.RawMessage(`{"name": "Ada", "greeting": "Hi", "X-Punctuation": "?"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e echo
+	_ = json.Unmarshal(out, &e)
+	if e.Path != "/api/v1/greet/Ada" || e.Query != "greeting=Hi" {
+		t.Fatalf("demo call %+v", e)
+	}
+}
