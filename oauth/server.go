@@ -48,6 +48,7 @@ type Server struct {
 	clients  map[string]*client
 	vault    *Vault
 	handler  http.Handler
+	verified verifiedCache
 }
 
 // NewServer validates cfg and builds the server. The caller must Close it.

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -54,6 +56,14 @@ func (s *Server) parseAccessToken(token string) (*Claims, error) {
 	if token == "" {
 		return nil, &TokenError{Reason: ReasonMissing}
 	}
+	if c, kid, ok := s.verified.get(token); ok {
+		// The token is byte for byte one whose signature verified; its
+		// key must still be in the key set.
+		if _, ok := s.keys.lookup(kid); ok {
+			return c, nil
+		}
+		return nil, tokenErr(ReasonUnknownKey, "kid %q is no longer in the key set", kid)
+	}
 	if len(token) > 16<<10 || strings.Count(token, ".") != 2 {
 		return nil, tokenErr(ReasonMalformed, "not a compact JWS")
 	}
@@ -83,12 +93,59 @@ func (s *Server) parseAccessToken(token string) (*Claims, error) {
 	if err := json.Unmarshal(payload, &ac); err != nil || ac.TokenUse != "access" || ac.SID == "" || ac.Subject == "" || ac.Expiry == 0 {
 		return nil, tokenErr(ReasonMalformed, "not an access token of this server")
 	}
-	return &Claims{
+	c := &Claims{
 		Subject: ac.Subject, Issuer: ac.Issuer, Audience: ac.Audience, ClientID: ac.ClientID,
 		Scopes: strings.Fields(ac.Scope), ID: ac.ID, SessionID: ac.SID,
 		ExpiresAt: time.Unix(ac.Expiry, 0), IssuedAt: time.Unix(ac.IssuedAt, 0),
-		Claims: map[string]any{"sid": ac.SID, "kid": hdr.KeyID, "token_use": ac.TokenUse},
-	}, nil
+	}
+	s.verified.put(token, c, hdr.KeyID)
+	cp := *c
+	cp.Audience, cp.Scopes = slices.Clone(cp.Audience), slices.Clone(cp.Scopes)
+	return &cp, nil
+}
+
+// verifiedCache remembers the claims of tokens whose signature verified,
+// keyed by the whole token, so that a client presenting the same token on
+// every request pays for the signature once. Expiry, audience and session
+// are still checked on every call; only the signature and decoding are
+// skipped. Bounded: a full cache drops an arbitrary entry.
+type verifiedCache struct {
+	mu sync.Mutex
+	m  map[string]verifiedEntry
+}
+
+type verifiedEntry struct {
+	c   *Claims
+	kid string
+}
+
+const verifiedCacheSize = 4096
+
+func (vc *verifiedCache) get(token string) (*Claims, string, bool) {
+	vc.mu.Lock()
+	e, ok := vc.m[token]
+	vc.mu.Unlock()
+	if !ok {
+		return nil, "", false
+	}
+	cp := *e.c
+	cp.Audience, cp.Scopes = slices.Clone(cp.Audience), slices.Clone(cp.Scopes)
+	return &cp, e.kid, true
+}
+
+func (vc *verifiedCache) put(token string, c *Claims, kid string) {
+	vc.mu.Lock()
+	defer vc.mu.Unlock()
+	if vc.m == nil {
+		vc.m = make(map[string]verifiedEntry)
+	}
+	if len(vc.m) >= verifiedCacheSize {
+		for k := range vc.m {
+			delete(vc.m, k)
+			break
+		}
+	}
+	vc.m[token] = verifiedEntry{c: c, kid: kid}
 }
 
 // ErrTokenStorage is returned (wrapped) when the session of a token cannot
