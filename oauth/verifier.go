@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -141,6 +142,12 @@ type VerifierConfig struct {
 	// id, so a flood of tokens with made-up kids cannot hammer the provider:
 	// at most one such refetch per interval. Default 30s.
 	MinRefreshInterval time.Duration
+
+	// ResultCacheSize is how many validated tokens are remembered (by
+	// SHA-256 of the token) so a token presented again skips the signature
+	// check until it expires or the key set changes. Default 4096; negative
+	// disables the cache.
+	ResultCacheSize int
 }
 
 // VerifierOptions are optional collaborators of a Verifier. A nil
@@ -172,7 +179,8 @@ type Verifier struct {
 	logger *zap.Logger
 	now    func() time.Time
 
-	keys atomic.Pointer[keyCache]
+	keys    atomic.Pointer[keyCache]
+	results *resultCache
 
 	mu            sync.Mutex // serialises fetches
 	jwksURL       string
@@ -236,6 +244,12 @@ func NewVerifier(cfg VerifierConfig, opts *VerifierOptions) (*Verifier, error) {
 	if v.cfg.MinRefreshInterval == 0 {
 		v.cfg.MinRefreshInterval = 30 * time.Second
 	}
+	if v.cfg.ResultCacheSize == 0 {
+		v.cfg.ResultCacheSize = 4096
+	}
+	if v.cfg.ResultCacheSize > 0 {
+		v.results = &resultCache{max: v.cfg.ResultCacheSize, m: make(map[[32]byte]resultEntry)}
+	}
 	if v.client == nil {
 		v.client = &http.Client{Timeout: 10 * time.Second}
 	}
@@ -276,6 +290,13 @@ func (v *Verifier) VerifyAudience(ctx context.Context, token, audience string) (
 	if strings.Count(token, ".") != 2 {
 		return nil, tokenErr(ReasonMalformed, "not a compact JWS")
 	}
+	var sum [32]byte
+	if v.results != nil {
+		sum = sha256.Sum256([]byte(token))
+		if t, ok := v.results.get(sum, v.keys.Load()); ok {
+			return v.recheck(t, audience)
+		}
+	}
 	parsed, err := jwt.ParseSigned(token, v.algs)
 	if err != nil {
 		var ua *jose.ErrUnexpectedSignatureAlgorithm
@@ -310,7 +331,57 @@ func (v *Verifier) VerifyAudience(ctx context.Context, token, audience string) (
 	if !verified {
 		return nil, tokenErr(ReasonBadSignature, "")
 	}
-	return v.checkClaims(raw, audience)
+	t, err := v.checkClaims(raw, audience)
+	if err == nil && v.results != nil {
+		cp := *t // callers own what they get
+		v.results.put(sum, &cp, v.keys.Load())
+	}
+	return t, err
+}
+
+// recheck applies the checks that depend on the time and the audience to a
+// token whose signature and issuer were verified before.
+func (v *Verifier) recheck(t *VerifiedToken, audience string) (*VerifiedToken, error) {
+	if v.now().After(t.ExpiresAt.Add(v.cfg.Leeway)) {
+		return nil, tokenErr(ReasonExpired, "expired at %s", t.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if !slices.Contains(t.Audience, audience) {
+		return nil, tokenErr(ReasonWrongAudience, "audience %q not in token", audience)
+	}
+	cp := *t
+	return &cp, nil
+}
+
+// resultCache remembers validated tokens. An entry is valid only with the
+// key set it was verified against: any key-set change empties it in effect.
+type resultCache struct {
+	mu  sync.RWMutex
+	max int
+	m   map[[32]byte]resultEntry
+}
+
+type resultEntry struct {
+	tok  *VerifiedToken
+	keys *keyCache
+}
+
+func (c *resultCache) get(sum [32]byte, keys *keyCache) (*VerifiedToken, bool) {
+	c.mu.RLock()
+	e, ok := c.m[sum]
+	c.mu.RUnlock()
+	if !ok || e.keys != keys {
+		return nil, false
+	}
+	return e.tok, true
+}
+
+func (c *resultCache) put(sum [32]byte, t *VerifiedToken, keys *keyCache) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= c.max {
+		clear(c.m) // crude but bounded; a busy gateway refills it at once
+	}
+	c.m[sum] = resultEntry{tok: t, keys: keys}
 }
 
 func (v *Verifier) checkClaims(raw map[string]any, audience string) (*VerifiedToken, error) {

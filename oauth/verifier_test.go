@@ -453,11 +453,11 @@ func TestVerifierConcurrent(t *testing.T) {
 	}
 }
 
-func benchVerify(b *testing.B, alg jose.SignatureAlgorithm) {
+func benchVerify(b *testing.B, alg jose.SignatureAlgorithm, cacheSize int) {
 	p := newIDP(b, "")
 	s := newSigner(b, "k1", alg)
 	p.publish(s)
-	v, err := NewVerifier(VerifierConfig{Issuer: p.issuer(), Audience: testAudience},
+	v, err := NewVerifier(VerifierConfig{Issuer: p.issuer(), Audience: testAudience, ResultCacheSize: cacheSize},
 		&VerifierOptions{HTTPClient: p.srv.Client()})
 	if err != nil {
 		b.Fatal(err)
@@ -476,6 +476,48 @@ func benchVerify(b *testing.B, alg jose.SignatureAlgorithm) {
 	}
 }
 
-func BenchmarkVerifyRS256(b *testing.B) { benchVerify(b, jose.RS256) }
-func BenchmarkVerifyES256(b *testing.B) { benchVerify(b, jose.ES256) }
-func BenchmarkVerifyEdDSA(b *testing.B) { benchVerify(b, jose.EdDSA) }
+// Full validation of every request (signature included): the cache is off.
+func BenchmarkVerifyRS256(b *testing.B) { benchVerify(b, jose.RS256, -1) }
+func BenchmarkVerifyES256(b *testing.B) { benchVerify(b, jose.ES256, -1) }
+func BenchmarkVerifyEdDSA(b *testing.B) { benchVerify(b, jose.EdDSA, -1) }
+
+// The same token presented again: served by the result cache.
+func BenchmarkVerifyCachedES256(b *testing.B) { benchVerify(b, jose.ES256, 0) }
+
+func TestVerifierResultCache(t *testing.T) {
+	p := newIDP(t, "")
+	k1 := newSigner(t, "k1", jose.ES256)
+	k2 := newSigner(t, "k2", jose.ES256)
+	p.publish(k1)
+	c := &clock{t: time.Unix(1_900_000_000, 0)}
+	v := newTestVerifier(t, p, c)
+	ctx := context.Background()
+	tok := k1.sign(t, claimsAt(p.issuer(), c.Now()))
+	first, err := v.Verify(ctx, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Subject = "mutated by a caller"
+	second, err := v.Verify(ctx, tok)
+	if err != nil || second.Subject != "user-42" {
+		t.Fatalf("cached result: %+v %v", second, err)
+	}
+	// The audience and the clock still apply to a cached token.
+	if _, err := v.VerifyAudience(ctx, tok, "https://elsewhere.test/"); TokenReason(err) != ReasonWrongAudience {
+		t.Fatalf("cached, other audience: %v", err)
+	}
+	c.Add(16 * time.Minute)
+	if _, err := v.Verify(ctx, tok); TokenReason(err) != ReasonExpired {
+		t.Fatalf("cached, expired: %v", err)
+	}
+	c.Add(-16 * time.Minute)
+	// The provider drops k1: once the key set is refetched, the cached
+	// result no longer counts.
+	p.publish(k2)
+	if err := v.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(ctx, tok); TokenReason(err) != ReasonUnknownKey {
+		t.Fatalf("after k1 was dropped: %v", err)
+	}
+}
