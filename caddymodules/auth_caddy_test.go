@@ -111,7 +111,7 @@ type fakeIDP struct {
 	keys []jose.JSONWebKey
 }
 
-func newFakeIDP(t *testing.T) *fakeIDP {
+func newFakeIDP(t testing.TB) *fakeIDP {
 	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -133,7 +133,7 @@ func newFakeIDP(t *testing.T) *fakeIDP {
 	return p
 }
 
-func (p *fakeIDP) token(t *testing.T, mut func(map[string]any)) string {
+func (p *fakeIDP) token(t testing.TB, mut func(map[string]any)) string {
 	t.Helper()
 	now := time.Now()
 	c := map[string]any{"iss": p.srv.URL, "sub": "user-7", "aud": "placeholder", "exp": now.Add(10 * time.Minute).Unix(),
