@@ -175,15 +175,14 @@ type Catalog struct {
 	refreshMu sync.Mutex // one refresh at a time
 
 	listenersMu sync.Mutex
-	listeners   map[int]func()
-	nextID      int
+	listeners   []func()
 
-	startOnce sync.Once
-	closeOnce sync.Once
-	ctx       context.Context
-	cancel    context.CancelFunc
-	done      chan struct{}
-	started   atomic.Bool
+	lifeMu      sync.Mutex // guards startCalled, closed and running.Add
+	startCalled bool
+	closed      bool
+	running     sync.WaitGroup // Start and the polling loop
+	ctx         context.Context
+	cancel      context.CancelFunc // Close
 }
 
 // snapshot is an immutable view of the catalog; a refresh swaps in a new one.
@@ -237,8 +236,6 @@ func New(sources []Source, opts *Options) (*Catalog, error) {
 		logger:    logger,
 		client:    client,
 		callerCli: &callerCli,
-		listeners: map[int]func(){},
-		done:      make(chan struct{}),
 	}
 	seen := map[string]bool{}
 	for i, src := range sources {
@@ -264,34 +261,44 @@ func New(sources []Source, opts *Options) (*Catalog, error) {
 // It returns the sources' first-fetch errors joined (each naming its source),
 // or nil; the catalog runs either way, serving the sources that loaded and
 // retrying the others every RetryInterval, so a caller may log the error and
-// go on. Start may be called once; ctx bounds only the first fetch.
+// go on (or call Start in a goroutine). Start may be called once; ctx bounds
+// only the first fetch, which Close also interrupts.
 func (c *Catalog) Start(ctx context.Context) error {
-	err := errors.New("catalog: already started")
-	c.startOnce.Do(func() {
-		err = c.refresh(ctx)
-		c.started.Store(true)
-		if c.opts.PollInterval < 0 {
-			close(c.done)
-			return
-		}
+	c.lifeMu.Lock()
+	if c.startCalled || c.closed {
+		c.lifeMu.Unlock()
+		return errors.New("catalog: Start called twice or after Close")
+	}
+	c.startCalled = true
+	c.running.Add(1)
+	c.lifeMu.Unlock()
+	defer c.running.Done()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+	err := c.refresh(ctx)
+	if c.opts.PollInterval >= 0 {
+		c.running.Add(1) // before the deferred Done: Close cannot miss it
 		go c.loop()
-	})
+	}
 	return err
 }
 
-// Close stops polling and waits for an ongoing fetch to end. Calls already
-// running are not interrupted (their own context and Timeout bound them).
+// Close stops polling and waits for an ongoing fetch (Start's included) to
+// end. Calls already running are not interrupted: their own context and
+// Timeout bound them.
 func (c *Catalog) Close() {
-	c.closeOnce.Do(func() {
-		c.cancel()
-		if c.started.Load() {
-			<-c.done
-		}
-	})
+	c.lifeMu.Lock()
+	c.closed = true
+	c.lifeMu.Unlock()
+	c.cancel()
+	c.running.Wait()
 }
 
 func (c *Catalog) loop() {
-	defer close(c.done)
+	defer c.running.Done()
 	for {
 		wait := c.opts.PollInterval
 		if c.anyNeverLoaded() && c.opts.RetryInterval < wait {
@@ -410,8 +417,23 @@ func (c *Catalog) Response() CatalogResponse {
 	if r.Actions == nil {
 		r.Actions = []CatalogAction{}
 	}
+	if r.Services == nil {
+		r.Services = []CatalogService{}
+	}
 	return r
 }
+
+// EmptyResponse is what a catalog with no sources serves: no actions, no
+// services and the version of that empty set. A broker without OpenAPI
+// sources answers GET /code/actions with it.
+func EmptyResponse() CatalogResponse {
+	return CatalogResponse{Actions: []CatalogAction{}, Services: []CatalogService{}, Version: emptyVersion}
+}
+
+var emptyVersion = func() string {
+	sum := sha256.Sum256(nil)
+	return hex.EncodeToString(sum[:])[:16]
+}()
 
 // Version returns the current catalog version.
 func (c *Catalog) Version() string { return c.snap.Load().resp.Version }
@@ -427,32 +449,18 @@ func (c *Catalog) Action(name string) (CatalogAction, bool) {
 
 // OnChange registers fn to run after a refresh changed the catalog: an action
 // added, removed or changed (schema, description, ...), which is wider than a
-// version change. fn runs on the polling goroutine (or in Start/Refresh):
-// keep it short. The returned function unregisters fn.
-func (c *Catalog) OnChange(fn func()) (unregister func()) {
+// version change. fn runs on the polling goroutine (or in Start/Refresh)
+// while the refresh holds its lock: keep it short, and do not call Refresh
+// from it. Catalog thereby satisfies metatools.ChangeNotifier.
+func (c *Catalog) OnChange(fn func()) {
 	c.listenersMu.Lock()
-	id := c.nextID
-	c.nextID++
-	c.listeners[id] = fn
+	c.listeners = append(c.listeners, fn)
 	c.listenersMu.Unlock()
-	return func() {
-		c.listenersMu.Lock()
-		delete(c.listeners, id)
-		c.listenersMu.Unlock()
-	}
 }
 
 func (c *Catalog) notify() {
 	c.listenersMu.Lock()
-	ids := make([]int, 0, len(c.listeners))
-	for id := range c.listeners {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
-	fns := make([]func(), 0, len(ids))
-	for _, id := range ids {
-		fns = append(fns, c.listeners[id])
-	}
+	fns := append([]func(){}, c.listeners...)
 	c.listenersMu.Unlock()
 	for _, fn := range fns {
 		fn()

@@ -3,6 +3,10 @@ package catalog
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -217,21 +221,33 @@ func TestPollingLoop(t *testing.T) {
 	}
 }
 
-func TestOnChangeUnregister(t *testing.T) {
-	up := newUpstream(t, readTestdata(t, "shop.yaml"))
-	c, err := New([]Source{{Name: "shop", SpecURL: up.srv.URL + "/openapi.yaml"}}, &Options{PollInterval: -1})
+// TestCloseInterruptsStart closes the catalog while Start waits on a
+// document server that never answers: Close returns once Start has given up.
+func TestCloseInterruptsStart(t *testing.T) {
+	hang := make(chan struct{})
+	reached := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+	c, err := New([]Source{{Name: "slow", SpecURL: srv.URL + "/openapi.json"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	var n atomic.Int32
-	unregister := c.OnChange(func() { n.Add(1) })
-	unregister()
-	if err := c.Start(context.Background()); err != nil {
-		t.Fatal(err)
+	started := make(chan error)
+	go func() { started <- c.Start(context.Background()) }()
+	<-reached // the first fetch is in flight
+	c.Close()
+	if err := <-started; err == nil || !strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("Start after Close: %v", err)
 	}
-	if n.Load() != 0 {
-		t.Fatal("unregistered listener ran")
+	if err := c.Start(context.Background()); err == nil {
+		t.Fatal("Start after Close succeeded")
 	}
 }
 
@@ -242,7 +258,10 @@ func TestCloseWithoutStart(t *testing.T) {
 	}
 	c.Close()
 	r := c.Response()
-	if r.Actions == nil || len(r.Services) != 0 || r.Version == "" {
-		t.Fatalf("empty catalog response %+v", r)
+	if !reflect.DeepEqual(r, EmptyResponse()) {
+		t.Fatalf("empty catalog response %+v, want %+v", r, EmptyResponse())
+	}
+	if b, _ := json.Marshal(r); string(b) != `{"actions":[],"services":[],"version":"`+EmptyResponse().Version+`"}` {
+		t.Fatalf("empty catalog JSON %s", b)
 	}
 }
