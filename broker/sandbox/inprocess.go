@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,14 +86,47 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 		return e.finish(res), nil
 	}
 	x := newExecution(ctx, limits, req, host)
-	res, err := x.run(plan)
-	if err != nil {
-		return nil, err
+	out := make(chan runOutcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				e.logger.Error("sandbox engine panic", zap.Any("panic", p))
+				out <- runOutcome{res: runtimeResult("Error", "internal error in the sandbox engine", "")}
+			}
+		}()
+		res, err := x.run(plan)
+		out <- runOutcome{res: res, err: err}
+	}()
+	// The VM normally stops at its deadline through the interrupt; a
+	// built-in that ignores interrupts can keep it busy longer. Execute
+	// still answers at the deadline plus a grace and abandons the VM
+	// goroutine, which stops at its next JavaScript instruction.
+	hard := time.NewTimer(limits.Timeout + hardDeadlineGrace)
+	defer hard.Stop()
+	var o runOutcome
+	select {
+	case o = <-out:
+	case <-hard.C:
+		x.stop(&abort{result: timeoutResult(limits.Timeout.Milliseconds())})
+		e.logger.Warn("sandbox script ignored its deadline inside a built-in; abandoning its goroutine",
+			zap.Duration("timeout", limits.Timeout))
+		o.res = timeoutResult(limits.Timeout.Milliseconds())
+		o.res.Error.Message += " (the script was stuck in a built-in function and was abandoned)"
 	}
-	res.Stats.Duration = time.Since(start)
-	res.Stats.ToolCalls = x.toolCalls
-	res.Stats.Steps = x.steps
-	return e.finish(res), nil
+	if o.err != nil {
+		return nil, o.err
+	}
+	o.res.Stats.Duration = time.Since(start)
+	return e.finish(o.res), nil
+}
+
+// hardDeadlineGrace is how long Execute waits past the timeout for a VM
+// stuck in a built-in before it answers without it.
+const hardDeadlineGrace = 500 * time.Millisecond
+
+type runOutcome struct {
+	res *Result
+	err error
 }
 
 // finish applies sanitization.
@@ -137,6 +171,9 @@ type execution struct {
 
 	rt          *goja.Runtime
 	done        chan struct{}
+	stopOnce    sync.Once
+	stopCh      chan struct{}
+	stopped     *abort
 	completions chan completion
 	pending     int
 	nextID      int64
@@ -156,6 +193,8 @@ func newExecution(ctx context.Context, limits Limits, req Request, host Host) *e
 		req:         req,
 		host:        host,
 		done:        make(chan struct{}),
+		stopCh:      make(chan struct{}),
+		rt:          goja.New(),
 		completions: make(chan completion, 16),
 	}
 	x.logHost, _ = host.(LogHost)
@@ -171,29 +210,44 @@ func newExecution(ctx context.Context, limits Limits, req Request, host Host) *e
 // interrupt stops the script with a final outcome that no script code can
 // catch or change.
 func (x *execution) interrupt(r *Result) {
-	x.rt.Interrupt(&abort{result: r})
+	x.stop(&abort{result: r})
+}
+
+// stop ends the run with a; the first reason wins. It may be called from any
+// goroutine.
+func (x *execution) stop(a *abort) {
+	x.stopOnce.Do(func() {
+		x.stopped = a
+		x.rt.Interrupt(a)
+		close(x.stopCh)
+	})
 }
 
 func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
+	rt := x.rt
 	defer func() {
 		close(x.done)
 		x.cancel()
+		if res != nil {
+			res.Stats.ToolCalls = x.toolCalls
+			res.Stats.Steps = x.steps
+		}
 	}()
-	rt := goja.New()
-	x.rt = rt
 	if x.limits.MaxCallDepth > 0 {
 		rt.SetMaxCallStackSize(x.limits.MaxCallDepth)
 	}
 
-	timeoutMs := x.limits.Timeout.Milliseconds()
 	timer := time.AfterFunc(x.limits.Timeout, func() {
-		rt.Interrupt(&abort{result: timeoutResult(timeoutMs)})
+		x.stop(&abort{result: timeoutResult(x.limits.Timeout.Milliseconds())})
 	})
 	defer timer.Stop()
 	stopCtx := context.AfterFunc(x.ctx, func() {
-		rt.Interrupt(&abort{err: &Error{Code: CodeExecutionAborted, Message: "execution aborted: " + context.Cause(x.ctx).Error()}})
+		x.stop(&abort{err: &Error{Code: CodeExecutionAborted, Message: "execution aborted: " + context.Cause(x.ctx).Error()}})
 	})
 	defer stopCtx()
+	if x.limits.MemoryBytes > 0 {
+		go x.watchMemory()
+	}
 
 	settle, result, describe, res, err := x.setup()
 	if res != nil || err != nil {
@@ -226,14 +280,10 @@ func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
 		var c completion
 		select {
 		case c = <-x.completions:
-		case <-x.ctx.Done():
-			// The context callback has interrupted the runtime; entering
-			// it once more surfaces the interrupt.
-			c = completion{id: -1}
+		case <-x.stopCh:
+			return x.stopped.result, x.stopped.err
 		}
-		if c.id >= 0 {
-			x.pending--
-		}
+		x.pending--
 		if _, gerr := settle(goja.Undefined(), rt.ToValue(c.id), rt.ToValue(c.ok), rt.ToValue(c.payload)); gerr != nil {
 			return x.failure(gerr, describe)
 		}
@@ -279,7 +329,8 @@ func (x *execution) setup() (settle, result, describe goja.Callable, res *Result
 		}
 		maxArray, maxString := memoryCaps(x.limits)
 		v, gerr = setupFn(goja.Undefined(), nat, rt.ToValue(ctxJSON), rt.ToValue(x.limits.AllowConsole),
-			rt.ToValue(maxParallelOps), rt.ToValue(maxArray), rt.ToValue(maxString))
+			rt.ToValue(maxParallelOps), rt.ToValue(maxArray), rt.ToValue(maxString),
+			rt.ToValue(positiveOr(x.limits.MaxResultBytes, maxString)), rt.ToValue(positiveOr(x.limits.MaxConsoleBytes, maxString)))
 	}
 	if gerr != nil {
 		if r, e := interrupted(gerr); r != nil || e != nil {
@@ -292,6 +343,57 @@ func (x *execution) setup() (settle, result, describe goja.Callable, res *Result
 	result, _ = goja.AssertFunction(rt.ToValue(fns[1]))
 	describe, _ = goja.AssertFunction(rt.ToValue(fns[2]))
 	return settle, result, describe, nil, nil
+}
+
+// memoryPollInterval is how often the heap watchdog samples the heap.
+const memoryPollInterval = 5 * time.Millisecond
+
+// watchMemory interrupts the script when the process heap (live objects and
+// not yet collected garbage, as RLIMIT_DATA would count them) grows by more
+// than MemoryBytes during the run. It never forces a collection: a stop-the-
+// world pause would wait for the script's own non-preemptible copy of a huge
+// string and stall the whole process. The heap is process-wide, so this is a
+// mitigation: in a worker process (one script at a time) it is accurate and
+// fires before RLIMIT_DATA; in-process, concurrent runs share the budget.
+func (x *execution) watchMemory() {
+	limit := uint64(x.limits.MemoryBytes)
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(sample)
+	base := sample[0].Value.Uint64()
+	t := time.NewTicker(memoryPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-x.done:
+			return
+		case <-x.stopCh:
+			return
+		case <-t.C:
+		}
+		metrics.Read(sample)
+		heap := sample[0].Value.Uint64()
+		// Garbage of earlier work is in the first sample; once the
+		// collector frees it the baseline follows the heap down.
+		base = min(base, heap)
+		if heap > base+limit {
+			x.stop(&abort{result: memoryResult(x.limits.MemoryBytes)})
+			return
+		}
+	}
+}
+
+func memoryResult(limit int64) *Result {
+	return &Result{Status: StatusRuntimeError, Error: &ScriptError{
+		Code: CodeWorkerMemoryExceeded, Source: "script", Name: "WorkerMemoryError",
+		Message: fmt.Sprintf("script exceeded the memory limit of %d MiB", limit>>20),
+	}}
+}
+
+func positiveOr(v int, def int64) int64 {
+	if v > 0 {
+		return int64(v)
+	}
+	return def
 }
 
 // maxParallelOps is the __safe_parallel operation limit (spec rule 2).

@@ -9,7 +9,7 @@ package sandbox
 // plan that rewrites builtins only breaks itself.
 const preludeSource = `(function () {
 "use strict";
-return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLength, maxStringLength) {
+return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLength, maxStringLength, maxResultBytes, maxConsoleBytes) {
 	const G = globalThis;
 	const O = Object;
 	const defineProperty = O.defineProperty;
@@ -56,7 +56,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	function wrap(obj, name, check) {
 		const orig = obj[name];
 		const w = {[name](...args) { check(this, args); return apply(orig, this, args); }}[name];
-		defineProperty(obj, name, {value: w, writable: false, enumerable: false, configurable: false});
+		defineProperty(obj, name, {value: w, writable: true, enumerable: false, configurable: true});
 	}
 	function lenOf(x) {
 		if (x === null || x === undefined) return 0;
@@ -67,22 +67,42 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	wrap(SP, "repeat", (s, a) => { const n = StringC(s).length * Number(a[0]); if (n > maxStringLength) tooLong("string length", n); });
 	wrap(SP, "padStart", (s, a) => { const n = Number(a[0]); if (n > maxStringLength) tooLong("string length", n); });
 	wrap(SP, "padEnd", (s, a) => { const n = Number(a[0]); if (n > maxStringLength) tooLong("string length", n); });
-	wrap(AP, "fill", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "join", (t, a) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "toString", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "keys", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "entries", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "values", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "copyWithin", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "reverse", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "sort", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "flat", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "slice", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "concat", (t, a) => { let n = lenOf(t); for (let i = 0; i < a.length; i++) n += lenOf(a[i]); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "indexOf", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "lastIndexOf", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(AP, "includes", (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); });
+	// Every array method loops in Go over the receiver's length, which a
+	// sparse array can set to 2^32-1 for free: check it first.
+	const checkArray = (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); };
+	const apKeys = Reflect.ownKeys(AP);
+	for (let i = 0; i < apKeys.length; i++) {
+		const k = apKeys[i];
+		if (k === "constructor" || k === "concat" || k === "join") continue;
+		const d = O.getOwnPropertyDescriptor(AP, k);
+		if (typeof d.value === "function") wrap(AP, k, checkArray);
+	}
+	wrap(AP, "concat", (t, a) => {
+		let n = lenOf(t);
+		for (let i = 0; i < a.length; i++) n += isArray(a[i]) ? lenOf(a[i]) : 1;
+		if (n > maxArrayLength) tooLong("array length", n);
+	});
+	wrap(AP, "join", (t, a) => {
+		const n = lenOf(t);
+		if (n > maxArrayLength) tooLong("array length", n);
+		const sep = a[0] === undefined ? 1 : StringC(a[0]).length;
+		let total = sep * n;
+		for (let i = 0; i < n && total <= maxStringLength; i++) {
+			const v = t[i];
+			if (typeof v === "string") total += v.length;
+		}
+		if (total > maxStringLength) tooLong("string length", total);
+	});
+	wrap(SP, "concat", (s, a) => {
+		let n = StringC(s).length;
+		for (let i = 0; i < a.length; i++) if (typeof a[i] === "string") n += a[i].length;
+		if (n > maxStringLength) tooLong("string length", n);
+	});
 	wrap(Array, "from", (t, a) => { const n = lenOf(a[0]); if (n > maxArrayLength) tooLong("array length", n); });
+	// Spreading an argument list copies it in Go.
+	wrap(getPrototypeOf(function () {}), "apply", (t, a) => { const n = lenOf(a[1]); if (n > maxArrayLength) tooLong("array length", n); });
+	wrap(Reflect, "apply", (t, a) => { const n = lenOf(a[2]); if (n > maxArrayLength) tooLong("array length", n); });
+	wrap(Reflect, "construct", (t, a) => { const n = lenOf(a[1]); if (n > maxArrayLength) tooLong("array length", n); });
 	const ArrayC = Array;
 	// Typed arrays and ArrayBuffer allocate their whole size in one Go call.
 	const bufferNames = ["ArrayBuffer", "DataView", "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array",
@@ -90,25 +110,152 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	for (let i = 0; i < bufferNames.length; i++) delete G[bufferNames[i]];
 
 	// --- serialization ------------------------------------------------------
-	function jsonReplacer(what) {
-		return function (key, value) {
-			const t = typeof value;
-			if (t === "bigint") throw new TypeErrorC(what + ": cannot serialize a BigInt" + (key === "" ? "" : " (at key " + jsonStringify(key) + ")") + " to JSON");
-			if (t === "symbol") throw new TypeErrorC(what + ": cannot serialize a Symbol" + (key === "" ? "" : " (at key " + jsonStringify(key) + ")") + " to JSON");
-			return value;
-		};
+	// goja's native JSON.stringify runs in Go, ignores interrupts and expands
+	// shared references, so a small object graph (a DAG of doubling arrays)
+	// can produce gigabytes in one call. serialize is JSON.stringify written
+	// in JavaScript: interruptible, and bounded by an output size limit.
+	const objectKeys = O.keys;
+	const ObjectProto = O.prototype;
+	const numberIsNaN = Number.isNaN;
+	const NumberC = Number, BooleanC = Boolean, BigIntC = BigInt;
+	const stringSlice = SP.slice;
+	const setHas = Set.prototype.has, setAdd = Set.prototype.add, setDelete = Set.prototype.delete;
+	const SetC = Set;
+	const origRepeat = SP.repeat;
+	function serialize(value, replacer, space, what, limit, strict) {
+		let size = 0;
+		const path = [];
+		let replacerFn, propList;
+		if (typeof replacer === "function") {
+			replacerFn = replacer;
+		} else if (isArray(replacer)) {
+			propList = [];
+			const seenKeys = new SetC();
+			const n = lenOf(replacer);
+			for (let i = 0; i < n; i++) {
+				const v = replacer[i];
+				let k;
+				if (typeof v === "string") k = v;
+				else if (typeof v === "number" || v instanceof NumberC || v instanceof StringC) k = StringC(v);
+				if (k !== undefined && !apply(setHas, seenKeys, [k])) { apply(setAdd, seenKeys, [k]); apply(arrayPush, propList, [k]); }
+			}
+		}
+		if (space instanceof NumberC) space = NumberC(space); else if (space instanceof StringC) space = StringC(space);
+		let gap = "";
+		if (typeof space === "number") {
+			const n = space > 10 ? 10 : mathFloor(space);
+			if (n >= 1) gap = apply(origRepeat, " ", [n]);
+		} else if (typeof space === "string") {
+			gap = apply(stringSlice, space, [0, 10]);
+		}
+		function grow(n) {
+			size += n;
+			if (size > limit) throw new RangeErrorC(what + " is larger than the limit of " + limit + " bytes of JSON");
+		}
+		function fail(kind, key) {
+			throw new TypeErrorC(what + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
+		}
+		function str(key, holder, indent) {
+			let value = holder[key];
+			if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
+				const toJSON = value.toJSON;
+				if (typeof toJSON === "function") value = apply(toJSON, value, [key]);
+			}
+			if (replacerFn !== undefined) value = apply(replacerFn, holder, [key, value]);
+			if (value !== null && typeof value === "object" && !isArray(value) && getPrototypeOf(value) !== ObjectProto) {
+				if (value instanceof NumberC) value = NumberC(value);
+				else if (value instanceof StringC) value = StringC(value);
+				else if (value instanceof BooleanC) value = apply(BooleanC.prototype.valueOf, value, []);
+				else if (value instanceof BigIntC) value = apply(BigIntC.prototype.valueOf, value, []);
+			}
+			switch (typeof value) {
+			case "string": {
+				const q = jsonStringify(value);
+				size += q.length;
+				if (size > limit) grow(0);
+				return q;
+			}
+			case "number": {
+				const t = numberIsFinite(value) ? "" + value : "null";
+				size += t.length;
+				if (size > limit) grow(0);
+				return t;
+			}
+			case "boolean":
+				size += 5;
+				if (size > limit) grow(0);
+				return value ? "true" : "false";
+			case "bigint":
+				if (strict) fail("BigInt", key);
+				throw new TypeErrorC("Do not know how to serialize a BigInt");
+			case "symbol":
+				if (strict) fail("Symbol", key);
+				return undefined;
+			case "undefined":
+			case "function":
+				return undefined;
+			}
+			if (value === null) {
+				grow(4);
+				return "null";
+			}
+			for (let i = 0; i < path.length; i++) {
+				if (path[i] === value) throw new TypeErrorC(what + ": Converting circular structure to JSON");
+			}
+			path[path.length] = value;
+			const inner = indent + gap;
+			const parts = [];
+			let out;
+			if (isArray(value)) {
+				const n = lenOf(value);
+				if (n > maxArrayLength) tooLong("array length", n);
+				for (let i = 0; i < n; i++) {
+					const v = str(StringC(i), value, inner);
+					parts[i] = v === undefined ? "null" : v;
+				}
+				size += n + 2;
+				if (size > limit) grow(0);
+				if (parts.length === 0) out = "[]";
+				else if (gap === "") out = "[" + apply(arrayJoin, parts, [","]) + "]";
+				else out = "[\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "]";
+			} else {
+				const ks = propList !== undefined ? propList : objectKeys(value);
+				for (let i = 0; i < ks.length; i++) {
+					const k = ks[i];
+					const v = str(k, value, inner);
+					if (v === undefined) continue;
+					const q = jsonStringify(k);
+					size += q.length + 2;
+					parts[parts.length] = q + (gap === "" ? ":" : ": ") + v;
+				}
+				size += 2;
+				if (size > limit) grow(0);
+				if (parts.length === 0) out = "{}";
+				else if (gap === "") out = "{" + apply(arrayJoin, parts, [","]) + "}";
+				else out = "{\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "}";
+			}
+			path.length--;
+			grow(gap === "" ? 0 : parts.length * (inner.length + 2));
+			return out;
+		}
+		return str("", {"": value}, "");
 	}
-	function toJSONText(value, what) {
-		let s;
+	function toJSONText(value, what, limit) {
 		try {
-			s = jsonStringify(value, jsonReplacer(what));
+			return serialize(value, undefined, undefined, what, limit, true);
 		} catch (e) {
-			if (e instanceof TypeErrorC && StringC(e.message).indexOf(what) === 0) throw e;
+			if (e instanceof ErrorC && StringC(e.message).indexOf(what) === 0) throw e;
+			if (e instanceof RangeErrorC) throw e;
 			const msg = (e !== null && typeof e === "object") ? StringC(e.message) : StringC(e);
 			throw new TypeErrorC(what + " is not serializable to JSON: " + msg);
 		}
-		return s;
 	}
+	defineProperty(JSON, "stringify", {
+		value: {stringify(value, replacer, space) {
+			return serialize(value, replacer, space, "JSON.stringify output", maxStringLength, false);
+		}}.stringify,
+		writable: true, enumerable: false, configurable: true,
+	});
 
 	// --- tool calls -------------------------------------------------------
 	const pending = new MapC();
@@ -139,7 +286,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		}
 		let text;
 		try {
-			text = input === undefined ? "{}" : toJSONText(input, "callTool(" + jsonStringify(name) + ") input");
+			text = input === undefined ? "{}" : toJSONText(input, "callTool(" + jsonStringify(name) + ") input", maxStringLength);
 			if (text === undefined) throw new TypeErrorC("callTool(" + jsonStringify(name) + ") input is not serializable to JSON");
 		} catch (e) {
 			return apply(promiseReject, PromiseC, [e]);
@@ -238,7 +385,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		if (a instanceof ErrorC) return errorMessage(a);
 		if (a === undefined || typeof a === "function" || typeof a === "symbol" || typeof a === "bigint") return StringC(a);
 		try {
-			const s = jsonStringify(a, (k, v) => typeof v === "bigint" ? StringC(v) : v);
+			const s = serialize(a, (k, v) => typeof v === "bigint" ? StringC(v) : v, undefined, "console argument", maxConsoleBytes, false);
 			return s === undefined ? StringC(a) : s;
 		} catch (_) {
 			return StringC(a);
@@ -277,7 +424,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	// --- the result and errors as the Go side sees them -------------------
 	function result(v) {
 		if (v === undefined) return "null";
-		const s = toJSONText(v, "the script result");
+		const s = toJSONText(v, "the script result", maxResultBytes);
 		return s === undefined ? "null" : s;
 	}
 	function describe(e) {
