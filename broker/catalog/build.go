@@ -8,7 +8,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/getkin/kin-openapi/openapi2"
+	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/oasdiff/yaml"
 )
 
 // operation is an action plus what Call needs to make its request.
@@ -56,15 +59,9 @@ func buildOperations(s *sourceState, data []byte) ([]*operation, error) {
 	// A fetched document must not make the gateway read local files or
 	// other URLs through external $refs.
 	loader.IsExternalRefsAllowed = false
-	doc, err := loader.LoadFromData(data)
+	doc, err := loadDocument(loader, data)
 	if err != nil {
 		return nil, fmt.Errorf("parsing OpenAPI document: %w", err)
-	}
-	if !strings.HasPrefix(doc.OpenAPI, "3.") {
-		if doc.OpenAPI == "" {
-			return nil, errors.New("parsing OpenAPI document: no `openapi: 3.x` field (Swagger 2.0 documents are not supported)")
-		}
-		return nil, fmt.Errorf("parsing OpenAPI document: unsupported version %q (want 3.x)", doc.OpenAPI)
 	}
 
 	type entry struct {
@@ -131,6 +128,44 @@ func buildOperations(s *sourceState, data []byte) ([]*operation, error) {
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].action.Name < ops[j].action.Name })
 	return ops, nil
+}
+
+// loadDocument parses an OpenAPI 3.x document, or a Swagger 2.0 one which it
+// converts to 3.0 (kin-openapi's openapi2conv: host, basePath and schemes
+// become the server; body and formData parameters the request body).
+func loadDocument(loader *openapi3.Loader, data []byte) (*openapi3.T, error) {
+	var probe struct {
+		Swagger string `json:"swagger"`
+		OpenAPI string `json:"openapi"`
+	}
+	asJSON := data
+	if err := json.Unmarshal(data, &probe); err != nil {
+		if asJSON, err = yaml.YAMLToJSON(data); err != nil {
+			return nil, fmt.Errorf("neither JSON nor YAML: %w", err)
+		}
+		if err := json.Unmarshal(asJSON, &probe); err != nil {
+			return nil, errors.New("the document is not an object")
+		}
+	}
+	switch {
+	case strings.HasPrefix(probe.OpenAPI, "3."):
+		return loader.LoadFromData(data)
+	case probe.Swagger == "2.0":
+		var doc2 openapi2.T
+		if err := json.Unmarshal(asJSON, &doc2); err != nil {
+			return nil, fmt.Errorf("swagger 2.0: %w", err)
+		}
+		doc, err := openapi2conv.ToV3WithLoader(&doc2, loader, nil)
+		if err != nil {
+			return nil, fmt.Errorf("converting swagger 2.0 to OpenAPI 3: %w", err)
+		}
+		return doc, nil
+	case probe.OpenAPI != "":
+		return nil, fmt.Errorf("unsupported openapi version %q (want 3.x)", probe.OpenAPI)
+	case probe.Swagger != "":
+		return nil, fmt.Errorf("unsupported swagger version %q (want 2.0)", probe.Swagger)
+	}
+	return nil, errors.New("no `openapi: 3.x` (or `swagger: \"2.0\"`) field")
 }
 
 func buildOperation(s *sourceState, sc *schemaConverter, name, method, path string, item *openapi3.PathItem, o *openapi3.Operation) (*operation, error) {

@@ -35,7 +35,8 @@ type Source struct {
 	// a file:// URL or a file path. Required.
 	SpecURL string
 	// SpecHeaders are added to the request that fetches an http(s) SpecURL
-	// (for a document behind authentication). Never logged.
+	// (for a document behind authentication); with them, redirects to
+	// another host are refused. Never logged.
 	SpecHeaders map[string]string
 	// BaseURL, when set, is where actions send their requests, overriding the
 	// document's servers (document-, path- and operation-level alike).

@@ -439,7 +439,7 @@ func TestStartReportsFailedSourcesAndServesTheOthers(t *testing.T) {
 	if r.Services[1].LastUpdated != "" || r.Services[1].ActionCount != 0 || r.Services[1].LastError == "" {
 		t.Fatalf("missing service %+v", r.Services[1])
 	}
-	if !strings.Contains(r.Services[2].LastError, "Swagger 2.0") {
+	if !strings.Contains(r.Services[2].LastError, "no `openapi: 3.x`") {
 		t.Fatalf("broken service %+v", r.Services[2])
 	}
 }

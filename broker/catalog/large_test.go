@@ -176,3 +176,62 @@ func BenchmarkBuildLargeDocument(b *testing.B) {
 		})
 	}
 }
+
+// TestSwagger2Document loads the classic Swagger 2.0 petstore (kin-openapi's
+// openapi2 test data), converted to OpenAPI 3, and calls a form-encoded
+// operation and a header/path one.
+func TestSwagger2Document(t *testing.T) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/getkin/kin-openapi").Output()
+	if err != nil {
+		t.Fatalf("locating kin-openapi: %v", err)
+	}
+	path := filepath.Join(strings.TrimSpace(string(out)), "openapi2", "testdata", "swagger.json")
+	up := newUpstream(t, nil)
+
+	c, err := New([]Source{
+		{Name: "petstore", SpecURL: path},
+		{Name: "local", SpecURL: path, BaseURL: up.srv.URL + "/api/v1"},
+	}, &Options{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Response()
+	if r.Services[0].ActionCount != 20 {
+		t.Fatalf("petstore actions %d", r.Services[0].ActionCount)
+	}
+	// host, basePath and the first scheme make the server.
+	if op := c.snap.Load().ops["petstore_getPetById"]; op == nil || op.baseURL != "https://petstore.swagger.io/v2" {
+		t.Fatalf("converted base URL: %+v", op)
+	}
+	a, _ := c.Action("local_updatePetWithForm")
+	assertJSON(t, a.InputSchema, `{
+		"type": "object", "additionalProperties": false, "required": ["petId"],
+		"properties": {
+			"petId": {"type": "integer", "format": "int64", "description": "ID of pet that needs to be updated"},
+			"body": {"type": "object", "description": "Request body (application/x-www-form-urlencoded).", "properties": {
+				"name": {"type": "string", "description": "Updated name of the pet"},
+				"status": {"type": "string", "description": "Updated status of the pet"}}}
+		}
+	}`)
+	res, err := c.Call(context.Background(), "local_updatePetWithForm", json.RawMessage(`{"petId": 7, "body": {"name": "Rex", "status": "sold"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e echo
+	_ = json.Unmarshal(res, &e)
+	if e.Method != "POST" || e.Path != "/api/v1/pet/7" || e.ContentType != "application/x-www-form-urlencoded" || e.Body != "name=Rex&status=sold" {
+		t.Fatalf("form call %+v", e)
+	}
+	res, err = c.Call(context.Background(), "local_deletePet", json.RawMessage(`{"petId": 7, "api_key": "k"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(res, &e)
+	if e.Method != "DELETE" || e.Path != "/api/v1/pet/7" {
+		t.Fatalf("delete call %+v", e)
+	}
+}

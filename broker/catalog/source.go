@@ -188,7 +188,11 @@ func (c *Catalog) fetchHTTP(ctx context.Context, s *sourceState) (data []byte, e
 	}
 	s.mu.Unlock()
 
-	resp, err := c.client.Do(req)
+	client := c.client
+	if len(s.src.SpecHeaders) > 0 {
+		client = c.callerCli // credentials stay on the document's host
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, "", "", false, fmt.Errorf("fetching document: %w", err)
 	}
