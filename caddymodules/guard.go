@@ -389,10 +389,11 @@ func (tw *timeoutWriter) Flush() {
 	_ = http.NewResponseController(tw.ResponseWriterWrapper.ResponseWriter).Flush()
 }
 
-// clientIP is Caddy's client IP when the server has trusted_proxies (Caddy
-// then did the X-Forwarded-For work), else the filter's own logic.
+// clientIP is Caddy's client IP when the request came from one of the
+// server's trusted_proxies (Caddy then did the X-Forwarded-For work), else
+// the filter's own trust_proxy logic, else the peer address.
 func (g *Guard) clientIP(r *http.Request) string {
-	if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil && len(srv.TrustedProxiesRaw) > 0 {
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); trusted {
 		if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
 			if a, err := guard.ParseClientIP(ip); err == nil {
 				return a.String()

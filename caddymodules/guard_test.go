@@ -1,0 +1,405 @@
+package caddymodules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+)
+
+// guardServer provisions g and serves it over a real loopback listener with
+// Caddy's request context (replacer, vars, client_ip) in front and next
+// behind. userHeader, when set on a request, plays the authenticated user.
+func guardServer(t *testing.T, g *Guard, next caddyhttp.HandlerFunc) *httptest.Server {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	if err := g.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Cleanup() })
+	if next == nil {
+		next = func(w http.ResponseWriter, r *http.Request) error {
+			_, err := io.WriteString(w, "ok")
+			return err
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		repl := caddy.NewReplacer()
+		c := context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl)
+		c = context.WithValue(c, caddyhttp.VarsCtxKey, map[string]any{caddyhttp.ClientIPVarKey: "203.0.113.99"})
+		r = r.WithContext(c)
+		repl.Set("http.request.header.X-Agent", r.Header.Get("X-Agent"))
+		if u := r.Header.Get("X-Test-User"); u != "" {
+			repl.Set("http.auth.user.id", u)
+		}
+		if err := g.ServeHTTP(w, r, next); err != nil {
+			t.Logf("handler error: %v", err)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type guardReply struct {
+	status int
+	header http.Header
+	code   string
+	body   string
+}
+
+func guardGet(t *testing.T, url string, headers map[string]string) guardReply {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	r := guardReply{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	if resp.StatusCode >= 400 {
+		var e guardErrorBody
+		if err := json.Unmarshal(b, &e); err != nil || e.Error.Message == "" {
+			t.Fatalf("status %d body %q is not the JSON error shape", resp.StatusCode, b)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("error content type %q", ct)
+		}
+		r.code = e.Error.Code
+	}
+	return r
+}
+
+func TestGuardHandlerGlobalRateLimit(t *testing.T) {
+	srv := guardServer(t, &Guard{RateLimits: []GuardRateLimit{{MaxRequests: 3, Window: caddy.Duration(time.Minute)}}}, nil)
+	for i := range 3 {
+		r := guardGet(t, srv.URL, nil)
+		if r.status != 200 || r.body != "ok" {
+			t.Fatalf("request %d: %d %q", i, r.status, r.body)
+		}
+		if r.header.Get("RateLimit-Limit") != "3" || r.header.Get("RateLimit-Remaining") != fmt.Sprint(2-i) || r.header.Get("RateLimit-Reset") == "" {
+			t.Fatalf("request %d: headers %v", i, r.header)
+		}
+	}
+	r := guardGet(t, srv.URL, nil)
+	if r.status != 429 || r.code != "RATE_LIMIT" {
+		t.Fatalf("4th request: %d %s", r.status, r.code)
+	}
+	if ra := r.header.Get("Retry-After"); ra == "" || ra == "0" || r.header.Get("RateLimit-Remaining") != "0" || r.header.Get("RateLimit-Reset") != ra {
+		t.Fatalf("429 headers: %v", r.header)
+	}
+}
+
+func TestGuardHandlerNamedPartitions(t *testing.T) {
+	srv := guardServer(t, &Guard{RateLimits: []GuardRateLimit{
+		{Name: "per_agent", MaxRequests: 2, PartitionBy: "{http.request.header.X-Agent}"},
+		{Name: "per_user", MaxRequests: 3, PartitionBy: "userId"},
+	}}, nil)
+	a := map[string]string{"X-Agent": "a", "X-Test-User": "alice"}
+	b := map[string]string{"X-Agent": "b", "X-Test-User": "alice"}
+	for i, tc := range []struct {
+		h      map[string]string
+		status int
+	}{{a, 200}, {a, 200}, {a, 429}, {b, 200}, {b, 429 /* alice's 3 are used: per_user */}} {
+		if r := guardGet(t, srv.URL, tc.h); r.status != tc.status {
+			t.Fatalf("request %d: status %d, want %d (%s)", i, r.status, tc.status, r.body)
+		}
+	}
+	// Another user on agent c is not limited by alice's counters; with
+	// no user the partition is "anonymous".
+	if r := guardGet(t, srv.URL, map[string]string{"X-Agent": "c", "X-Test-User": "bob"}); r.status != 200 {
+		t.Fatalf("bob: %d", r.status)
+	}
+	if r := guardGet(t, srv.URL, map[string]string{"X-Agent": "d"}); r.status != 200 || r.header.Get("RateLimit-Remaining") != "1" {
+		t.Fatalf("anonymous: %d %v", r.status, r.header)
+	}
+}
+
+func TestGuardHandlerIPFilter(t *testing.T) {
+	deny := guardServer(t, &Guard{IPFilter: &GuardIPFilter{Deny: []string{"127.0.0.0/8"}}}, nil)
+	if r := guardGet(t, deny.URL, nil); r.status != 403 || r.code != "IP_BLOCKED" {
+		t.Fatalf("deny list: %d %s", r.status, r.code)
+	}
+	allow := guardServer(t, &Guard{IPFilter: &GuardIPFilter{Allow: []string{"10.0.0.0/8"}, DefaultAction: "deny"}}, nil)
+	if r := guardGet(t, allow.URL, nil); r.status != 403 || r.code != "IP_NOT_ALLOWED" {
+		t.Fatalf("default deny: %d %s", r.status, r.code)
+	}
+	// Own proxy logic: the client is read from X-Forwarded-For (depth 2).
+	proxied := guardServer(t, &Guard{IPFilter: &GuardIPFilter{Allow: []string{"10.0.0.0/8"}, DefaultAction: "deny", TrustProxy: true, TrustedProxyDepth: 2}}, nil)
+	if r := guardGet(t, proxied.URL, map[string]string{"X-Forwarded-For": "8.8.8.8, 10.1.2.3, 192.168.0.1"}); r.status != 200 {
+		t.Fatalf("trusted XFF: %d %s", r.status, r.body)
+	}
+	if r := guardGet(t, proxied.URL, map[string]string{"X-Forwarded-For": "10.1.2.3, 8.8.8.8, 192.168.0.1"}); r.status != 403 {
+		t.Fatalf("spoofed XFF entry trusted: %d", r.status)
+	}
+}
+
+func TestGuardHandlerConcurrency(t *testing.T) {
+	entered := make(chan struct{}, 4)
+	release := make(chan struct{})
+	next := func(w http.ResponseWriter, r *http.Request) error {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		_, err := io.WriteString(w, "ok")
+		return err
+	}
+	srv := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{MaxConcurrent: 1}}}, next)
+	var wg sync.WaitGroup
+	wg.Go(func() { guardGet(t, srv.URL+"/slow", nil) })
+	<-entered
+	if r := guardGet(t, srv.URL, nil); r.status != 429 || r.code != "CONCURRENCY_LIMIT" || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("while held: %d %s %v", r.status, r.code, r.header)
+	}
+	close(release)
+	wg.Wait()
+	if r := guardGet(t, srv.URL, nil); r.status != 200 {
+		t.Fatalf("after release: %d", r.status)
+	}
+
+	// Queueing: the second request waits for the slot.
+	entered2 := make(chan struct{}, 4)
+	release2 := make(chan struct{})
+	next2 := func(w http.ResponseWriter, r *http.Request) error {
+		if r.URL.Path == "/slow" {
+			entered2 <- struct{}{}
+			<-release2
+		}
+		_, err := io.WriteString(w, "ok")
+		return err
+	}
+	q := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{Name: "q", MaxConcurrent: 1, QueueTimeout: caddy.Duration(30 * time.Second)}}}, next2)
+	wg.Go(func() { guardGet(t, q.URL+"/slow", nil) })
+	<-entered2
+	done := make(chan guardReply)
+	go func() { done <- guardGet(t, q.URL, nil) }()
+	time.Sleep(50 * time.Millisecond) // let it queue
+	close(release2)
+	if r := <-done; r.status != 200 {
+		t.Fatalf("queued request: %d %s", r.status, r.body)
+	}
+	wg.Wait()
+
+	// Queue timeout.
+	qt := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{MaxConcurrent: 1, QueueTimeout: caddy.Duration(time.Millisecond)}}}, func(w http.ResponseWriter, r *http.Request) error {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-r.Context().Done()
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, qt.URL+"/slow", nil)
+	go func() {
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	if r := guardGet(t, qt.URL, nil); r.status != 429 || r.code != "QUEUE_TIMEOUT" {
+		t.Fatalf("queue timeout: %d %s", r.status, r.code)
+	}
+	cancel()
+}
+
+func TestGuardHandlerTimeout(t *testing.T) {
+	srv := guardServer(t, &Guard{Timeout: caddy.Duration(20 * time.Millisecond)}, func(w http.ResponseWriter, r *http.Request) error {
+		if r.URL.Path == "/started" {
+			w.WriteHeader(200)
+			io.WriteString(w, "partial")
+		}
+		<-r.Context().Done()
+		return r.Context().Err()
+	})
+	if r := guardGet(t, srv.URL, nil); r.status != 408 || r.code != "EXECUTION_TIMEOUT" {
+		t.Fatalf("timeout: %d %s", r.status, r.code)
+	}
+	// A response already started is not replaced.
+	resp, err := http.Get(srv.URL + "/started")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(string(b), "partial") {
+		t.Fatalf("started response: %d %q", resp.StatusCode, b)
+	}
+}
+
+func TestGuardValidate(t *testing.T) {
+	tests := []struct {
+		g    Guard
+		want string
+	}{
+		{Guard{RateLimits: []GuardRateLimit{{MaxRequests: 0}}}, "rate_limits[0]: maxRequests"},
+		{Guard{RateLimits: []GuardRateLimit{{MaxRequests: 1, PartitionBy: "tenant"}}}, "rate_limits[0]: partitionBy"},
+		{Guard{Concurrency: []GuardConcurrency{{MaxConcurrent: 1}, {MaxConcurrent: 2}}}, "concurrency[1]: duplicate name"},
+		{Guard{IPFilter: &GuardIPFilter{Allow: []string{"x"}}}, "ip_filter: allowList[0]"},
+		{Guard{Storage: &GuardStorage{Provider: "etcd"}}, "storage: provider"},
+		{Guard{Timeout: -1}, "timeout"},
+	}
+	for _, tt := range tests {
+		if err := tt.g.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate() = %v, want %q", err, tt.want)
+		}
+	}
+}
+
+// guardCaddyConfig is a Caddy config with one server on port whose routes
+// are a codemode_guard (g) and a static response; errorRoutes, when set,
+// become handle_errors routes.
+func guardCaddyConfig(port int, g map[string]any, server map[string]any, app map[string]any) []byte {
+	g["handler"] = "codemode_guard"
+	srv := map[string]any{
+		"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
+		"automatic_https": map[string]any{"disable": true},
+		"routes": []any{map[string]any{"handle": []any{g,
+			map[string]any{"handler": "static_response", "body": "ok {http.vars.client_ip}"}}}},
+	}
+	for k, v := range server {
+		srv[k] = v
+	}
+	cfg := map[string]any{
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"apps": map[string]any{
+			"http": map[string]any{"servers": map[string]any{"guard": srv}},
+		},
+	}
+	if app != nil {
+		cfg["apps"].(map[string]any)["codemode"] = app
+	}
+	b, _ := json.Marshal(cfg)
+	return b
+}
+
+func TestGuardInCaddy(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	limit := map[string]any{"rate_limits": []any{map[string]any{"max_requests": 3, "window": int64(time.Minute)}}}
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	defer caddy.Stop()
+	if err := caddy.Load(guardCaddyConfig(port, limit, nil, nil), true); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := guardGet(t, base, nil); r.status != 200 {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	}
+	// A reload with the same limits keeps the counters: one request left.
+	limit = map[string]any{"rate_limits": []any{map[string]any{"max_requests": 3, "window": int64(time.Minute)}}}
+	if err := caddy.Load(guardCaddyConfig(port, limit, map[string]any{"idle_timeout": int64(time.Minute)}, nil), true); err != nil {
+		t.Fatal(err)
+	}
+	if r := guardGet(t, base, nil); r.status != 200 || r.header.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("after reload: %d %v", r.status, r.header)
+	}
+	if r := guardGet(t, base, nil); r.status != 429 || r.code != "RATE_LIMIT" {
+		t.Fatalf("after reload, 4th: %d %s", r.status, r.code)
+	}
+
+	// handle_errors routes answer instead of the guard's JSON body.
+	errs := map[string]any{"errors": map[string]any{"routes": []any{map[string]any{"handle": []any{map[string]any{
+		"handler": "static_response", "status_code": "{http.error.status_code}",
+		"body": "custom {http.error.status_code} {http.vars.codemode_guard_code}"}}}}}}
+	limit = map[string]any{"zone": "errs", "rate_limits": []any{map[string]any{"max_requests": 1}}}
+	if err := caddy.Load(guardCaddyConfig(port, limit, errs, nil), true); err != nil {
+		t.Fatal(err)
+	}
+	guardGet(t, base, nil)
+	resp, err := http.Get(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || string(b) != "custom 429 RATE_LIMIT" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("handle_errors: %d %q %v", resp.StatusCode, b, resp.Header)
+	}
+
+	// With Caddy's trusted_proxies, Caddy's client_ip decides.
+	trusted := map[string]any{"trusted_proxies": map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}}}
+	filter := map[string]any{"ip_filter": map[string]any{"deny": []string{"198.51.100.7"}}}
+	if err := caddy.Load(guardCaddyConfig(port, filter, trusted, nil), true); err != nil {
+		t.Fatal(err)
+	}
+	if r := guardGet(t, base, map[string]string{"X-Forwarded-For": "198.51.100.7"}); r.status != 403 || r.code != "IP_BLOCKED" {
+		t.Fatalf("trusted proxy client: %d %s", r.status, r.code)
+	}
+	if r := guardGet(t, base, map[string]string{"X-Forwarded-For": "198.51.100.8"}); r.status != 200 || r.body != "ok 198.51.100.8" {
+		t.Fatalf("trusted proxy other client: %d %q", r.status, r.body)
+	}
+
+	// The throttle app builds the manager the broker and meta-tools use.
+	throttle := map[string]any{"throttle": map[string]any{"enabled": true, "defaultRateLimit": map[string]any{"maxRequests": 1}}}
+	if err := caddy.Load(guardCaddyConfig(port, map[string]any{}, nil, throttle), true); err != nil {
+		t.Fatal(err)
+	}
+	appIface, err := caddy.ActiveContext().AppIfConfigured("codemode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := appIface.(*App).Guard()
+	if m == nil {
+		t.Fatal("no guard manager from throttle")
+	}
+	ctx := context.Background()
+	if r, _ := m.CheckRateLimit(ctx, "tool", nil, guardPC("s")); !r.Allowed {
+		t.Fatal("first call denied")
+	}
+	if r, _ := m.CheckRateLimit(ctx, "tool", nil, guardPC("s")); r.Allowed {
+		t.Fatal("throttle default rate limit not applied")
+	}
+	// Bad throttle config fails at load.
+	bad := map[string]any{"throttle": map[string]any{"enabled": true, "global": map[string]any{"maxRequests": 0}}}
+	if err := caddy.Load(guardCaddyConfig(port, map[string]any{}, nil, bad), true); err == nil || !strings.Contains(err.Error(), "throttle: global: maxRequests") {
+		t.Fatalf("bad throttle: %v", err)
+	}
+}
+
+func guardPC(session string) guard.PartitionKeyContext {
+	return guard.PartitionKeyContext{SessionID: session}
+}
+
+// Two handlers on one Redis (two gateways) share a zone's counters.
+func TestGuardHandlerRedisShared(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	host, portStr, _ := net.SplitHostPort(c.Options().Addr)
+	port, _ := strconv.Atoi(portStr)
+	newGuard := func() *Guard {
+		return &Guard{
+			Zone: "shared", KeyPrefix: prefix,
+			Storage:    &GuardStorage{Provider: "redis", Host: host, Port: port},
+			RateLimits: []GuardRateLimit{{MaxRequests: 3}},
+		}
+	}
+	a := guardServer(t, newGuard(), nil)
+	b := guardServer(t, newGuard(), nil)
+	var statuses []int
+	for _, u := range []string{a.URL, b.URL, a.URL, b.URL} {
+		statuses = append(statuses, guardGet(t, u, nil).status)
+	}
+	if fmt.Sprint(statuses) != "[200 200 200 429]" {
+		t.Fatalf("statuses %v, want [200 200 200 429]", statuses)
+	}
+}
