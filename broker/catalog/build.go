@@ -241,7 +241,7 @@ func buildOperation(s *sourceState, sc *schemaConverter, name, method, path stri
 			ps.prop += "_"
 		}
 		op.props[ps.prop] = true
-		properties[ps.prop] = withExtras(sc.schema(schemaRef), p.Description, p.Deprecated)
+		properties[ps.prop] = withExtras(sc.schema(schemaRef, maxInputNodes), p.Description, p.Deprecated)
 		if ps.required {
 			required = append(required, ps.prop)
 		}
@@ -258,7 +258,7 @@ func buildOperation(s *sourceState, sc *schemaConverter, name, method, path stri
 		op.props[op.body.prop] = true
 		var bodySchema map[string]any
 		if media != nil && media.Schema != nil {
-			bodySchema = sc.schema(media.Schema)
+			bodySchema = sc.schema(media.Schema, maxInputNodes)
 		} else {
 			bodySchema = map[string]any{}
 		}
@@ -287,7 +287,7 @@ func buildOperation(s *sourceState, sc *schemaConverter, name, method, path stri
 	a.InputSchema = raw
 
 	if out := successSchema(o.Responses); out != nil {
-		raw, err := json.Marshal(sc.schema(out))
+		raw, err := json.Marshal(sc.schema(out, maxOutputNodes))
 		if err != nil {
 			return nil, fmt.Errorf("encoding output schema: %w", err)
 		}

@@ -14,7 +14,8 @@ import (
 const (
 	maxSchemaDepth   = 12   // nesting of schema objects
 	maxRefDepth      = 6    // $refs followed on one path
-	maxSchemaNodes   = 2000 // schema objects in one top-level schema
+	maxInputNodes    = 2000 // schema objects in one input schema part (a parameter, the body)
+	maxOutputNodes   = 500  // schema objects in one output schema: a hint, not a contract
 	notExpandedLabel = "not expanded: the schema is too deep or too large"
 )
 
@@ -205,9 +206,9 @@ func (sc *schemaConverter) convert(ref *openapi3.SchemaRef, depth, refDepth int)
 	return m, size, complete
 }
 
-// schema converts ref as a top-level schema with a fresh budget.
-func (sc *schemaConverter) schema(ref *openapi3.SchemaRef) map[string]any {
-	sc.budget = maxSchemaNodes
+// schema converts ref as a top-level schema with a fresh budget of nodes.
+func (sc *schemaConverter) schema(ref *openapi3.SchemaRef, budget int) map[string]any {
+	sc.budget = budget
 	v, _, _ := sc.convert(ref, 0, 0)
 	switch t := v.(type) {
 	case map[string]any:
