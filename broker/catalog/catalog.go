@@ -377,7 +377,7 @@ func (c *Catalog) buildSnapshot() *snapshot {
 	snap := &snapshot{ops: map[string]*operation{}}
 	actions := []CatalogAction{}
 	services := make([]CatalogService, 0, len(c.sources))
-	versionHash := sha256.New()
+	var specHashes []string
 	contentHash := sha256.New()
 	for _, s := range c.sources {
 		st := s.state()
@@ -395,10 +395,17 @@ func (c *Catalog) buildSnapshot() *snapshot {
 			actions = append(actions, op.action)
 			snap.ops[op.action.Name] = op
 		}
-		fmt.Fprintf(versionHash, "%s\x00%s\n", s.src.Name, st.specHash)
+		specHashes = append(specHashes, s.src.Name+"\x00"+st.specHash+"\n")
 		fmt.Fprintf(contentHash, "%s\x00%s\n", s.src.Name, st.contentHash)
 	}
 	sort.Slice(actions, func(i, j int) bool { return actions[i].Name < actions[j].Name })
+	// By service name, so that reordering the configuration (which adds or
+	// removes no action) keeps the version.
+	sort.Strings(specHashes)
+	versionHash := sha256.New()
+	for _, h := range specHashes {
+		versionHash.Write([]byte(h))
+	}
 	snap.resp = CatalogResponse{
 		Actions:  actions,
 		Services: services,

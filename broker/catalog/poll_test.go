@@ -148,6 +148,24 @@ func TestVersionIsDeterministicAcrossCatalogs(t *testing.T) {
 	if len(versions) != 1 {
 		t.Fatalf("versions differ: %v", versions)
 	}
+	// The order of the sources does not matter.
+	upA, upB := newUpstream(t, doc), newUpstream(t, withExtraPath(doc))
+	var orders []string
+	for _, names := range [][2]string{{"a", "b"}, {"b", "a"}} {
+		byName := map[string]string{"a": upA.srv.URL + "/openapi.yaml", "b": upB.srv.URL + "/openapi.yaml"}
+		c, err := New([]Source{{Name: names[0], SpecURL: byName[names[0]]}, {Name: names[1], SpecURL: byName[names[1]]}}, &Options{PollInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		orders = append(orders, c.Version())
+		c.Close()
+	}
+	if orders[0] != orders[1] {
+		t.Fatalf("source order changed the version: %v", orders)
+	}
 	// A different service name with the same document is a different catalog.
 	up := newUpstream(t, doc)
 	c, _ := New([]Source{{Name: "other", SpecURL: up.srv.URL + "/openapi.yaml"}}, &Options{PollInterval: -1})
