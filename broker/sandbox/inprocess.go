@@ -116,6 +116,10 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 	if o.err != nil {
 		return nil, o.err
 	}
+	if err := ctx.Err(); err != nil {
+		// The caller gave up; whatever the script did is moot.
+		return nil, &Error{Code: CodeExecutionAborted, Message: "execution aborted: " + context.Cause(ctx).Error()}
+	}
 	o.res.Stats.Duration = time.Since(start)
 	return e.finish(o.res), nil
 }

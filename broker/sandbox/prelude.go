@@ -32,6 +32,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	const wmGet = WeakMap.prototype.get, wmSet = WeakMap.prototype.set;
 	const arrayPush = Array.prototype.push, arrayJoin = Array.prototype.join, arraySort = Array.prototype.sort;
 	const mathFloor = Math.floor;
+	const NumberC = Number, BooleanC = Boolean, BigIntC = BigInt;
 	const numberIsFinite = Number.isFinite;
 
 	// --- no route to a code factory ---------------------------------------
@@ -73,7 +74,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	const apKeys = Reflect.ownKeys(AP);
 	for (let i = 0; i < apKeys.length; i++) {
 		const k = apKeys[i];
-		if (k === "constructor" || k === "concat" || k === "join") continue;
+		if (k === "constructor" || k === "concat" || k === "join" || k === "flat") continue;
 		const d = O.getOwnPropertyDescriptor(AP, k);
 		if (typeof d.value === "function") wrap(AP, k, checkArray);
 	}
@@ -92,6 +93,24 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 			if (typeof v === "string") total += v.length;
 		}
 		if (total > maxStringLength) tooLong("string length", total);
+	});
+	// flat expands shared references: [s, s] nested 40 times flattens to
+	// 2^40 elements from a few bytes. Count before flattening.
+	function flatCount(arr, depth, acc) {
+		const n = lenOf(arr);
+		for (let i = 0; i < n; i++) {
+			const v = arr[i];
+			if (depth >= 1 && isArray(v)) acc = flatCount(v, depth - 1, acc);
+			else acc++;
+			if (acc > maxArrayLength) tooLong("flattened array length", acc);
+		}
+		return acc;
+	}
+	wrap(AP, "flat", (t, a) => {
+		checkArray(t);
+		let depth = a[0] === undefined ? 1 : NumberC(a[0]);
+		if (depth !== depth) depth = 0;
+		flatCount(t, depth, 0);
 	});
 	wrap(SP, "concat", (s, a) => {
 		let n = StringC(s).length;
@@ -117,7 +136,6 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	const objectKeys = O.keys;
 	const ObjectProto = O.prototype;
 	const numberIsNaN = Number.isNaN;
-	const NumberC = Number, BooleanC = Boolean, BigIntC = BigInt;
 	const stringSlice = SP.slice;
 	const setHas = Set.prototype.has, setAdd = Set.prototype.add, setDelete = Set.prototype.delete;
 	const SetC = Set;

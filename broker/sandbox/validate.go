@@ -592,10 +592,10 @@ func (v *validator) class(c *ast.ClassLiteral) {
 	for _, el := range c.Body {
 		switch el := el.(type) {
 		case *ast.FieldDefinition:
-			v.key(el.Key, el.Computed)
+			v.key(el.Key, el.Computed, false)
 			v.expr(el.Initializer)
 		case *ast.MethodDefinition:
-			v.key(el.Key, el.Computed)
+			v.key(el.Key, el.Computed, false)
 			v.function(el.Body)
 		case *ast.ClassStaticBlock:
 			if el.Block != nil {
@@ -606,11 +606,16 @@ func (v *validator) class(c *ast.ClassLiteral) {
 	}
 }
 
-// key checks an object or class member key: computed keys are expressions,
-// plain keys are names (blocked only if they are a blocked property).
-func (v *validator) key(k ast.Expression, computed bool) {
+// key checks an object or class member key. Computed keys are expressions.
+// Defining a member named constructor or __proto__ is harmless (and class
+// constructors are common), so plain keys are checked only where they read
+// a property: in destructuring patterns (access true).
+func (v *validator) key(k ast.Expression, computed, access bool) {
 	if computed {
 		v.expr(k)
+		return
+	}
+	if !access {
 		return
 	}
 	switch k := k.(type) {
@@ -618,6 +623,24 @@ func (v *validator) key(k ast.Expression, computed bool) {
 		v.property(k.Value.String(), k.Idx)
 	case *ast.Identifier:
 		v.property(k.Name.String(), k.Idx)
+	}
+}
+
+// prop checks an object literal member (access false) or a destructuring
+// pattern member (access true: its key reads a property).
+func (v *validator) prop(p ast.Property, access bool) {
+	switch p := p.(type) {
+	case *ast.PropertyShort:
+		v.ident(&p.Name)
+		if access {
+			v.property(p.Name.Name.String(), p.Name.Idx)
+		}
+		v.expr(p.Initializer)
+	case *ast.PropertyKeyed:
+		v.key(p.Key, p.Computed, access)
+		v.expr(p.Value)
+	default:
+		v.expr(p)
 	}
 }
 
@@ -641,20 +664,17 @@ func (v *validator) expr(e ast.Expression) {
 		v.expr(e.Rest)
 	case *ast.ObjectLiteral:
 		for _, p := range e.Value {
-			v.expr(p)
+			v.prop(p, false)
 		}
 	case *ast.ObjectPattern:
 		for _, p := range e.Properties {
-			v.expr(p)
+			v.prop(p, true)
 		}
 		v.expr(e.Rest)
 	case *ast.PropertyShort:
-		v.ident(&e.Name)
-		v.property(e.Name.Name.String(), e.Name.Idx)
-		v.expr(e.Initializer)
+		v.prop(e, false)
 	case *ast.PropertyKeyed:
-		v.key(e.Key, e.Computed)
-		v.expr(e.Value)
+		v.prop(e, false)
 	case *ast.SpreadElement:
 		v.expr(e.Expression)
 	case *ast.AssignExpression:
