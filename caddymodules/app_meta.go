@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
+	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
 	"github.com/codemode-gateway/caddy-codemode/metatools"
@@ -125,8 +126,9 @@ type metaRuntime struct {
 }
 
 // clientIPHeader carries the client address from the codemode_mcp handler
-// to the rate limiter; the handler overwrites any value a client sends.
-const clientIPHeader = "Codemode-Client-Ip"
+// to the rate limiter and the broker; the handler overwrites any value a
+// client sends.
+const clientIPHeader = metatools.ClientIPHeader
 
 func (a *App) provisionMeta(ctx caddy.Context) error {
 	cfg := a.Meta
@@ -160,7 +162,11 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 
 	var sources []metatools.ToolSource
 	if !cfg.NoBroker {
-		if src := a.metaBrokerSource(); src != nil {
+		src, err := a.metaBrokerSource()
+		if err != nil {
+			return fmt.Errorf("codemode meta: broker: %w", err)
+		}
+		if src != nil {
 			sources = append(sources, src)
 		}
 	}
@@ -203,7 +209,21 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 
 // metaBrokerSource is the broker's tools (registry and OpenAPI catalog) as
 // a tool source, or nil when the build has no broker.
-func (a *App) metaBrokerSource() metatools.ToolSource { return nil }
+// The broker area offers it through SharedBroker (discovered by type
+// assertion, so that this file builds with or without it).
+func (a *App) metaBrokerSource() (metatools.ToolSource, error) {
+	p, ok := any(a).(interface {
+		SharedBroker() (*broker.Broker, error)
+	})
+	if !ok {
+		return nil, nil
+	}
+	b, err := p.SharedBroker()
+	if err != nil || b == nil {
+		return nil, err
+	}
+	return &metatools.BrokerSource{B: b}, nil
+}
 
 // metaEngine is the sandbox area's engine, discovered by its accessor.
 func (a *App) metaEngine() sandbox.Engine {

@@ -135,6 +135,20 @@ func jsonTypeName(goType string) string {
 	return "an object"
 }
 
+type callInfoKey struct{}
+
+// ClientIPHeader is the request header in which an HTTP front end (the
+// codemode_mcp handler) hands the client address to the meta-tools, for
+// rate-limit partitions; the front end must overwrite any client value.
+const ClientIPHeader = "Codemode-Client-Ip"
+
+// CallInfoFrom returns the meta-tool call that ctx belongs to, for tool
+// sources that partition limits by session or client.
+func CallInfoFrom(ctx context.Context) (CallInfo, bool) {
+	ci, ok := ctx.Value(callInfoKey{}).(CallInfo)
+	return ci, ok
+}
+
 func callInfo(metaTool string, req *mcp.CallToolRequest) CallInfo {
 	ci := CallInfo{MetaTool: metaTool}
 	if req != nil {
@@ -170,6 +184,7 @@ func (s *Service) handler(metaTool string, fn func(context.Context, json.RawMess
 		if err := s.checkLimit(ctx, metaTool, req); err != nil {
 			return errorResult(err), nil
 		}
+		ctx = context.WithValue(ctx, callInfoKey{}, callInfo(metaTool, req))
 		out, err := fn(ctx, req.Params.Arguments)
 		if err != nil {
 			return errorResult(err), nil
@@ -208,6 +223,7 @@ func (s *Service) invokeHandler() mcp.ToolHandler {
 		if err := s.checkLimit(ctx, MetaInvoke, req); err != nil {
 			return errorResult(err), nil
 		}
+		ctx = context.WithValue(ctx, callInfoKey{}, callInfo(MetaInvoke, req))
 		var in InvokeInput
 		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 			return errorResult(err), nil

@@ -1,0 +1,517 @@
+package metatools
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+)
+
+// upstreamServer starts a real go-sdk MCP server over Streamable HTTP with
+// two tools, "echo" (text result) and "add" (structured result with an output
+// schema).
+func upstreamServer(t *testing.T) (*mcp.Server, string) {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "v1"}, nil)
+	type addIn struct {
+		A int `json:"a" jsonschema:"first addend"`
+		B int `json:"b" jsonschema:"second addend"`
+	}
+	type addOut struct {
+		Sum int `json:"sum"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "add", Description: "Add two integers and return their sum"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in addIn) (*mcp.CallToolResult, addOut, error) {
+			return nil, addOut{Sum: in.A + in.B}, nil
+		})
+	type echoIn struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echo a text back"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo: " + in.Text}}}, nil, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return srv, hs.URL
+}
+
+// registeredTools stands for tools registered in-process (the broker's
+// registry): crm:createContact with declared examples and an output schema,
+// and crm:listContacts.
+func registeredTools() *StaticSource {
+	yes := true
+	return &StaticSource{
+		List: []Tool{
+			{
+				Name: "crm:createContact", AppID: "crm", Description: "Create a new contact in the CRM",
+				InputSchema:  json.RawMessage(`{"type":"object","properties":{"name":{"type":"string","minLength":1},"email":{"type":"string","format":"email"}},"required":["name","email"],"additionalProperties":false}`),
+				OutputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"},"name":{"type":"string"}}}`),
+				Examples:     []Example{{Description: "declared", Code: `return await callTool("crm:createContact", {name: "Ada", email: "ada@example.com"});`}},
+			},
+			{
+				Name: "crm:listContacts", AppID: "crm", Description: "List all contacts",
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"limit":{"type":"integer","minimum":1,"maximum":100}}}`),
+				Annotations: &Annotations{ReadOnlyHint: &yes},
+				Tags:        []string{"contacts"},
+			},
+		},
+		Handlers: map[string]func(context.Context, json.RawMessage) (json.RawMessage, error){
+			"crm:createContact": func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
+				var v struct{ Name string }
+				json.Unmarshal(in, &v)
+				return json.Marshal(map[string]any{"id": "c1", "name": v.Name})
+			},
+			"crm:listContacts": func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage(`[{"id":"c1","name":"Ada"},{"id":"c2","name":"Grace"}]`), nil
+			},
+		},
+	}
+}
+
+type fixture struct {
+	svc      *Service
+	index    *Index
+	upstream *mcp.Server
+	session  *mcp.ClientSession
+	reloads  chan int
+}
+
+type fixtureOptions struct {
+	naming  Naming
+	limiter Limiter
+	extra   []ToolSource
+}
+
+// newFixture serves the meta-tools over real HTTP and connects a go-sdk
+// client to them.
+func newFixture(t *testing.T, fo fixtureOptions) *fixture {
+	t.Helper()
+	up, url := upstreamServer(t)
+	u, err := NewUpstream(UpstreamConfig{Name: "math", URL: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := append([]ToolSource{registeredTools(), u}, fo.extra...)
+	ix, err := NewIndex(sources, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloads := make(chan int, 16)
+	ix.OnReload(func(n int) {
+		select {
+		case reloads <- n:
+		default:
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := u.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	if err := ix.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A short timeout and a step limit beyond reach, so that the timeout
+	// case ends by time rather than by steps.
+	engine := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: 300 * time.Millisecond, MaxSteps: 1 << 40}})
+	t.Cleanup(func() { engine.Close() })
+	svc := NewService(ix, &Options{Engine: engine, Naming: fo.naming, Limiter: fo.limiter,
+		Sanitize: Sanitization{RemoveStackTraces: true}})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return NewServer(svc, nil) }, nil))
+	t.Cleanup(hs.Close)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return &fixture{svc: svc, index: ix, upstream: up, session: cs, reloads: reloads}
+}
+
+func (f *fixture) call(t *testing.T, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := f.session.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("calling %s: %v", name, err)
+	}
+	return res
+}
+
+// structured decodes a result's structured content into v.
+func structured(t *testing.T, res *mcp.CallToolResult, v any) {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("unexpected error result: %s", text(res))
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("decoding %s: %v", raw, err)
+	}
+}
+
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// errorOf decodes the {"error": {...}} text of an isError result.
+func errorOf(t *testing.T, res *mcp.CallToolResult) Error {
+	t.Helper()
+	if !res.IsError {
+		t.Fatalf("expected an error result, got %s", text(res))
+	}
+	var body struct{ Error Error }
+	if err := json.Unmarshal([]byte(text(res)), &body); err != nil {
+		t.Fatalf("error text is not JSON: %q", text(res))
+	}
+	return body.Error
+}
+
+func TestMCPListsFourToolsWithSchemas(t *testing.T) {
+	for _, naming := range []Naming{NamingSpec, NamingSafe} {
+		t.Run(string(naming), func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{naming: naming})
+			res, err := f.session.ListTools(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tool := range res.Tools {
+				names = append(names, tool.Name)
+				if tool.InputSchema == nil || tool.OutputSchema == nil {
+					t.Errorf("%s: missing input or output schema", tool.Name)
+				}
+			}
+			want := "meta:describe meta:execute meta:invoke meta:search"
+			if naming == NamingSafe {
+				want = "meta_describe meta_execute meta_invoke meta_search"
+			}
+			if got := strings.Join(names, " "); got != want {
+				t.Errorf("tools = %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+func TestMCPSearch(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	var out SearchOutput
+	structured(t, f.call(t, "meta:search", map[string]any{"queries": []string{"add two numbers", "create a contact"}, "topK": 3}), &out)
+	if out.TotalAvailableTools != 4 {
+		t.Errorf("totalAvailableTools = %d, want 4", out.TotalAvailableTools)
+	}
+	names := map[string]SearchResult{}
+	for _, r := range out.Tools {
+		names[r.Name] = r
+		if r.RelevanceScore <= 0 || r.RelevanceScore > 1 {
+			t.Errorf("%s: relevanceScore %v not in (0,1]", r.Name, r.RelevanceScore)
+		}
+	}
+	if r, ok := names["math:add"]; !ok || r.MatchedQueries[0] != "add two numbers" || r.AppID != "math" {
+		t.Errorf("math:add missing or wrong: %+v", out.Tools)
+	}
+	if _, ok := names["crm:createContact"]; !ok {
+		t.Errorf("crm:createContact missing: %+v", out.Tools)
+	}
+
+	// The earlier contract: single query, filter.appIds.
+	structured(t, f.call(t, "meta:search", map[string]any{"query": "contacts", "filter": map[string]any{"appIds": []string{"crm"}}}), &out)
+	for _, r := range out.Tools {
+		if r.AppID != "crm" {
+			t.Errorf("appIds filter let %s through", r.Name)
+		}
+	}
+
+	// Warnings: excluded tool not found, no results, low relevance.
+	structured(t, f.call(t, "meta:search", map[string]any{"queries": []string{"zebra xylophone"}, "excludeToolNames": []string{"nope:tool"}}), &out)
+	kinds := map[string]Warning{}
+	for _, w := range out.Warnings {
+		kinds[w.Type] = w
+	}
+	if w := kinds["excluded_tool_not_found"]; len(w.AffectedTools) != 1 || w.AffectedTools[0] != "nope:tool" {
+		t.Errorf("excluded_tool_not_found warning = %+v", out.Warnings)
+	}
+	if _, ok := kinds["no_results"]; !ok || len(out.Tools) != 0 {
+		t.Errorf("want no_results and no tools, got %+v %+v", out.Warnings, out.Tools)
+	}
+	structured(t, f.call(t, "meta:search", map[string]any{"queries": []string{"echo the weather forecast for tomorrow in paris"}}), &out)
+	kinds = map[string]Warning{}
+	for _, w := range out.Warnings {
+		kinds[w.Type] = w
+	}
+	if _, ok := kinds["low_relevance"]; !ok {
+		t.Errorf("want low_relevance, got %+v (tools %+v)", out.Warnings, out.Tools)
+	}
+	// minRelevanceScore filters.
+	structured(t, f.call(t, "meta:search", map[string]any{"queries": []string{"add two numbers"}, "minRelevanceScore": 0.99}), &out)
+	if len(out.Tools) != 0 {
+		t.Errorf("minRelevanceScore 0.99 kept %+v", out.Tools)
+	}
+}
+
+func TestMCPSearchAndDescribeInvalidInput(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	cases := []struct {
+		tool  string
+		args  any
+		field string
+	}{
+		{"meta:search", map[string]any{}, "queries"},
+		{"meta:search", map[string]any{"queries": []string{""}}, "queries.0"},
+		{"meta:search", map[string]any{"queries": "not a list"}, "queries"},
+		{"meta:search", map[string]any{"queries": []string{"x"}, "topK": 0}, "topK"},
+		{"meta:search", map[string]any{"queries": []string{"x"}, "topK": 101}, "topK"},
+		{"meta:search", map[string]any{"queries": []string{"x"}, "minRelevanceScore": 2}, "minRelevanceScore"},
+		{"meta:search", map[string]any{"queries": []string{"x"}, "bogus": 1}, "bogus"},
+		{"meta:describe", map[string]any{}, "toolNames"},
+		{"meta:describe", map[string]any{"toolNames": []string{""}}, "toolNames.0"},
+		{"meta:describe", map[string]any{"toolNames": 3}, "toolNames"},
+		{"meta:execute", map[string]any{"script": ""}, "script"},
+		{"meta:invoke", map[string]any{"tool": "crm:listContacts"}, "input"},
+		{"meta:invoke", map[string]any{"input": map[string]any{}}, "tool"},
+	}
+	for _, c := range cases {
+		e := errorOf(t, f.call(t, c.tool, c.args))
+		if e.Code != CodeValidationError || e.Field != c.field || e.Transient {
+			t.Errorf("%s %v: got %+v, want VALIDATION_ERROR on %s, non-transient", c.tool, c.args, e, c.field)
+		}
+	}
+}
+
+func TestMCPDescribe(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	var out DescribeOutput
+	structured(t, f.call(t, "meta:describe", map[string]any{"toolNames": []string{"crm:createContact", "crm:listContacts", "math:add", "meta:execute", "meta_search", "nope"}}), &out)
+	if strings.Join(out.NotFound, ",") != "meta:execute,meta_search,nope" {
+		t.Errorf("notFound = %v", out.NotFound)
+	}
+	if len(out.Tools) != 3 {
+		t.Fatalf("described %d tools", len(out.Tools))
+	}
+	byName := map[string]DescribeEntry{}
+	for _, e := range out.Tools {
+		byName[e.Name] = e
+		if len(e.UsageExamples) == 0 || len(e.UsageExamples) > 5 {
+			t.Errorf("%s: %d usage examples", e.Name, len(e.UsageExamples))
+		}
+		for _, ex := range e.UsageExamples {
+			if !strings.Contains(ex.Code, e.Name) {
+				t.Errorf("%s: example does not use the tool: %s", e.Name, ex.Code)
+			}
+		}
+	}
+	cc := byName["crm:createContact"]
+	if cc.UsageExamples[0].Description != "declared" {
+		t.Errorf("declared example not first: %+v", cc.UsageExamples)
+	}
+	if string(cc.OutputSchema) == "null" {
+		t.Error("createContact lost its output schema")
+	}
+	if string(byName["crm:listContacts"].OutputSchema) != "null" || !byName["crm:listContacts"].Annotations.ReadOnlyHint {
+		t.Errorf("listContacts: outputSchema %s, readOnly %v", byName["crm:listContacts"].OutputSchema, byName["crm:listContacts"].Annotations.ReadOnlyHint)
+	}
+}
+
+// TestDescribeGeneratedExamplesValidate runs every generated example of a
+// tool through meta:execute: each must succeed, which proves its input
+// literal validates against the schema.
+func TestDescribeGeneratedExamplesRun(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	var out DescribeOutput
+	structured(t, f.call(t, "meta:describe", map[string]any{"toolNames": []string{"crm:createContact", "crm:listContacts", "math:add", "math:echo"}}), &out)
+	for _, e := range out.Tools {
+		for _, ex := range e.UsageExamples {
+			var res sandbox.Result
+			structured(t, f.call(t, "meta:execute", map[string]any{"script": ex.Code}), &res)
+			if res.Status != sandbox.StatusOK {
+				t.Errorf("%s example %q: status %s %+v\n%s", e.Name, ex.Description, res.Status, res.Error, ex.Code)
+			}
+		}
+	}
+}
+
+func TestMCPExecutePlanAcrossSources(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	script := `
+const contact = await callTool("crm:createContact", {name: "Ada", email: "ada@example.com"});
+const all = await callTool("crm:listContacts", {});
+const sum = await callTool("math:add", {a: all.length, b: 40});
+const echoed = await callTool("math:echo", {text: contact.name});
+return {id: contact.id, count: all.length, sum: sum.sum, echoed, ctx: metaContext.tenant};`
+	var res sandbox.Result
+	structured(t, f.call(t, "meta:execute", map[string]any{"script": script, "context": map[string]any{"tenant": "t1"}}), &res)
+	if res.Status != sandbox.StatusOK {
+		t.Fatalf("status %s: %+v", res.Status, res.Error)
+	}
+	var got map[string]any
+	json.Unmarshal(res.Result, &got)
+	if got["id"] != "c1" || got["count"] != 2.0 || got["sum"] != 42.0 || got["echoed"] != "echo: Ada" || got["ctx"] != "t1" {
+		t.Errorf("result = %s", res.Result)
+	}
+}
+
+func TestMCPExecuteStatuses(t *testing.T) {
+	f := newFixture(t, fixtureOptions{naming: NamingSafe})
+	cases := []struct {
+		name, script string
+		allowed      []string
+		status       sandbox.Status
+		code         string
+	}{
+		{"syntax", "return {", nil, sandbox.StatusSyntaxError, sandbox.CodeSyntaxError},
+		{"illegal", "return eval('1')", nil, sandbox.StatusIllegalAccess, ""},
+		{"self reference spec name", `return await callTool("meta:search", {queries: ["x"]})`, nil, sandbox.StatusIllegalAccess, sandbox.CodeSelfReferenceBlocked},
+		{"self reference safe name", `return await callTool("meta_search", {queries: ["x"]})`, nil, sandbox.StatusIllegalAccess, sandbox.CodeSelfReferenceBlocked},
+		{"self reference computed", `const n = ["meta", "invoke"].join("_"); return await callTool(n, {})`, nil, sandbox.StatusIllegalAccess, sandbox.CodeSelfReferenceBlocked},
+		{"runtime", "null.x", nil, sandbox.StatusRuntimeError, sandbox.CodeExecutionError},
+		{"not found", `return await callTool("nope:tool", {})`, nil, sandbox.StatusToolError, sandbox.CodeToolNotFound},
+		{"access denied", `return await callTool("crm:listContacts", {})`, []string{"math:add"}, sandbox.StatusToolError, sandbox.CodeAccessDenied},
+		{"validation", `return await callTool("crm:createContact", {name: "x"})`, nil, sandbox.StatusToolError, CodeValidationError},
+		{"timeout", "while (true) {}", nil, sandbox.StatusTimeout, sandbox.CodeTimeout},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			args := map[string]any{"script": c.script}
+			if c.allowed != nil {
+				args["allowedTools"] = c.allowed
+			}
+			var res sandbox.Result
+			structured(t, f.call(t, "meta_execute", args), &res)
+			if res.Status != c.status || (c.code != "" && (res.Error == nil || res.Error.Code != c.code)) {
+				t.Errorf("got %s %+v, want %s %s", res.Status, res.Error, c.status, c.code)
+			}
+			if res.Error != nil && res.Error.Stack != "" {
+				t.Errorf("stack not removed: %q", res.Error.Stack)
+			}
+		})
+	}
+	// throwOnError false: the failure is data, with a non-transient code.
+	var res sandbox.Result
+	structured(t, f.call(t, "meta_execute", map[string]any{"script": `const r = await callTool("crm:createContact", {name: 3, email: "a@b.c"}, {throwOnError: false}); return r;`}), &res)
+	var r struct {
+		Success bool
+		Error   struct{ Code, Message string }
+	}
+	json.Unmarshal(res.Result, &r)
+	if res.Status != sandbox.StatusOK || r.Success || r.Error.Code != CodeValidationError || !strings.Contains(r.Error.Message, "name") {
+		t.Errorf("throwOnError false: %s %s", res.Status, res.Result)
+	}
+}
+
+func TestMCPInvoke(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	// Output schema: structuredContent present, text is the JSON.
+	res := f.call(t, "meta:invoke", map[string]any{"tool": "crm:createContact", "input": map[string]any{"name": "Ada", "email": "ada@example.com"}})
+	var contact map[string]any
+	structured(t, res, &contact)
+	if contact["id"] != "c1" || !strings.Contains(text(res), `"c1"`) {
+		t.Errorf("createContact: %s", text(res))
+	}
+	// Upstream text result: plain text, no structured content.
+	res = f.call(t, "meta:invoke", map[string]any{"tool": "math:echo", "input": map[string]any{"text": "hi"}})
+	if res.IsError || text(res) != "echo: hi" || res.StructuredContent != nil {
+		t.Errorf("echo: %+v %q", res, text(res))
+	}
+	// Upstream structured result.
+	res = f.call(t, "meta:invoke", map[string]any{"tool": "math:add", "input": map[string]any{"a": 1, "b": 2}})
+	var sum map[string]any
+	structured(t, res, &sum)
+	if sum["sum"] != 3.0 {
+		t.Errorf("add: %s", text(res))
+	}
+	// Unknown tool: isError, one text entry pointing to meta:search.
+	res = f.call(t, "meta:invoke", map[string]any{"tool": "nope:tool", "input": map[string]any{}})
+	if !res.IsError || len(res.Content) != 1 || !strings.Contains(text(res), "not found") || !strings.Contains(text(res), "meta:search") {
+		t.Errorf("unknown tool: %+v %q", res, text(res))
+	}
+	// Validation error names the field and is non-transient.
+	e := errorOf(t, f.call(t, "meta:invoke", map[string]any{"tool": "crm:createContact", "input": map[string]any{"name": "Ada", "email": 5}}))
+	if e.Code != CodeValidationError || e.Field != "email" || e.Transient {
+		t.Errorf("validation: %+v", e)
+	}
+	e = errorOf(t, f.call(t, "meta:invoke", map[string]any{"tool": "crm:createContact", "input": map[string]any{"name": "Ada"}}))
+	if e.Code != CodeValidationError || e.Field != "email" {
+		t.Errorf("missing field: %+v", e)
+	}
+	// Self reference, both spellings.
+	for _, name := range []string{"meta:execute", "meta_execute"} {
+		e = errorOf(t, f.call(t, "meta:invoke", map[string]any{"tool": name, "input": map[string]any{"script": "return 1"}}))
+		if e.Code != CodeSelfReferenceBlocked {
+			t.Errorf("invoke %s: %+v", name, e)
+		}
+	}
+}
+
+// TestUpstreamListChanged: a tool added on the upstream server reaches the
+// index through notifications/tools/list_changed.
+func TestUpstreamListChanged(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	for len(f.reloads) > 0 {
+		<-f.reloads
+	}
+	mcp.AddTool(f.upstream, &mcp.Tool{Name: "multiply", Description: "Multiply two integers"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in struct{ A, B int }) (*mcp.CallToolResult, any, error) {
+			return nil, map[string]int{"product": in.A * in.B}, nil
+		})
+	deadline := time.After(20 * time.Second)
+	for {
+		if _, ok := f.index.Lookup("math:multiply"); ok {
+			break
+		}
+		select {
+		case <-f.reloads:
+		case <-deadline:
+			t.Fatal("math:multiply never reached the index")
+		}
+	}
+	var out SearchOutput
+	structured(t, f.call(t, "meta:search", map[string]any{"queries": []string{"multiply numbers"}}), &out)
+	if len(out.Tools) == 0 || out.Tools[0].Name != "math:multiply" {
+		t.Errorf("search after list_changed: %+v", out.Tools)
+	}
+}
+
+type denyAll struct{ calls []CallInfo }
+
+func (d *denyAll) Check(_ context.Context, ci CallInfo) error {
+	d.calls = append(d.calls, ci)
+	if ci.MetaTool == MetaSearch {
+		return &Error{Code: CodeRateLimit, Message: "rate limit of 1 per 1m exceeded for meta:search", Transient: true, RetryAfterSeconds: 60}
+	}
+	return nil
+}
+
+func TestMCPRateLimit(t *testing.T) {
+	lim := &denyAll{}
+	f := newFixture(t, fixtureOptions{limiter: lim, naming: NamingSafe})
+	e := errorOf(t, f.call(t, "meta_search", map[string]any{"queries": []string{"x"}}))
+	if e.Code != CodeRateLimit || !e.Transient || e.RetryAfterSeconds != 60 {
+		t.Errorf("rate limit: %+v", e)
+	}
+	res := f.call(t, "meta_describe", map[string]any{"toolNames": []string{"math:add"}})
+	if res.IsError {
+		t.Errorf("describe limited: %s", text(res))
+	}
+	if len(lim.calls) != 2 || lim.calls[0].SessionID == "" || lim.calls[0].Header == nil {
+		t.Errorf("limiter calls: %+v", lim.calls)
+	}
+}
