@@ -222,6 +222,16 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// displayName is the limit's name as configured ("global" for the unnamed
+// one), for error messages.
+func (g *Guard) displayName(entity string) string {
+	name := strings.TrimPrefix(entity, g.Zone+":")
+	if name == guard.GlobalEntity {
+		return "global"
+	}
+	return name
+}
+
 func (g *Guard) entity(name string) string {
 	if name == "" {
 		name = guard.GlobalEntity
@@ -310,7 +320,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		}
 		if !res.Allowed {
 			setRateLimitHeaders(w.Header(), res)
-			return g.deny(w, r, res.Err(rl.entity[len(g.Zone)+1:]))
+			return g.deny(w, r, res.Err(g.displayName(rl.entity)))
 		}
 	}
 	if len(g.rates) > 0 {
@@ -330,7 +340,9 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		if err != nil {
 			var ge *guard.GuardError
 			if errors.As(err, &ge) && ge.EntityName != "" {
-				ge.EntityName = strings.TrimPrefix(ge.EntityName, g.Zone+":")
+				name := g.displayName(ge.EntityName)
+				ge.Message = strings.ReplaceAll(ge.Message, strconv.Quote(ge.EntityName), strconv.Quote(name))
+				ge.EntityName = name
 			}
 			return g.deny(w, r, err)
 		}
