@@ -338,7 +338,9 @@ func TestLoginAndConsentPages(t *testing.T) {
 		loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
 		resp := e.get(e.srv.URL + loginURL.RequestURI())
 		resp.Body.Close()
-		if resp.Header.Get("X-Frame-Options") != "DENY" || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
+		csp := resp.Header.Get("Content-Security-Policy")
+		if resp.Header.Get("X-Frame-Options") != "DENY" || !strings.Contains(csp, "frame-ancestors 'none'") ||
+			!strings.Contains(csp, "form-action 'self' http://127.0.0.1:9999;") {
 			t.Fatalf("headers %v", resp.Header)
 		}
 	})

@@ -64,12 +64,32 @@ func (s *Server) render(w http.ResponseWriter, status int, name string, d pageDa
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	// Browsers apply form-action to the redirects that follow a form
+	// submission too, and the login and consent forms end in a redirect to
+	// the client: its origin must be allowed.
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"+formTarget(d.Redirect)+"; frame-ancestors 'none'")
 	h.Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)
 	if err := pageTemplates.ExecuteTemplate(w, name, d); err != nil {
 		s.log.Error("rendering page", zap.String("page", name), errField(err))
 	}
+}
+
+// formTarget is the CSP source of a redirect URI: its origin, or its
+// scheme for a native app's private-use scheme.
+func formTarget(redirect string) string {
+	u, err := url.Parse(redirect)
+	if err != nil || u.Scheme == "" {
+		return ""
+	}
+	src := u.Scheme + ":"
+	if u.Host != "" {
+		src = u.Scheme + "://" + u.Host
+	}
+	if strings.ContainsAny(src, " ;,'\"") {
+		return ""
+	}
+	return " " + src
 }
 
 // formRequest loads the pending authorization a page works on. On POST it
@@ -118,7 +138,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d := pageData{Title: "Sign in", Client: s.clientName(r, a.ClientID), ID: a.ID, CSRF: a.CSRF, Action: pathLogin,
+	d := pageData{Title: "Sign in", Client: s.clientName(r, a.ClientID), ID: a.ID, CSRF: a.CSRF, Action: pathLogin, Redirect: a.RedirectURI,
 		Demo: s.cfg.development, DemoUser: DemoUser}
 	if r.Method == http.MethodGet {
 		s.render(w, http.StatusOK, "login", d)
