@@ -283,3 +283,51 @@ func TestCloseWithoutStart(t *testing.T) {
 		t.Fatalf("empty catalog JSON %s", b)
 	}
 }
+
+// TestConcurrentCallsDuringRefresh runs calls and reads while refreshes swap
+// the catalog between two documents (run with -race).
+func TestConcurrentCallsDuringRefresh(t *testing.T) {
+	base := readTestdata(t, "shop.yaml")
+	up := newUpstream(t, base)
+	c, err := New([]Source{{Name: "shop", SpecURL: up.srv.URL + "/openapi.yaml"}}, &Options{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var changes atomic.Int32
+	c.OnChange(func() { changes.Add(1) })
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				if _, err := c.Call(context.Background(), "shop_pets_get_by_id", json.RawMessage(`{"petId": "p1"}`)); err != nil {
+					t.Error(err)
+					return
+				}
+				if r := c.Response(); len(r.Actions) != 9 && len(r.Actions) != 10 {
+					t.Errorf("%d actions", len(r.Actions))
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < 10; i++ {
+		if i%2 == 0 {
+			up.setSpec(withExtraPath(base), 0)
+		} else {
+			up.setSpec(base, 0)
+		}
+		if err := c.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if changes.Load() != 11 {
+		t.Fatalf("%d change notifications, want 11", changes.Load())
+	}
+}
