@@ -1,0 +1,194 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func TestTokenize(t *testing.T) {
+	cases := map[string][]string{
+		"listUserRepos":            {"list", "user", "repos"},
+		"HTTPServer_config":        {"http", "server", "config"},
+		"get-user/by_id":           {"get", "user", "by", "id"},
+		"github:createIssue":       {"github", "create", "issue"},
+		"v2beta":                   {"v", "2", "beta"},
+		"GET_access_settings-ip":   {"get", "access", "settings", "ip"},
+		"  Retrieve all Campaigns": {"retrieve", "all", "campaigns"},
+	}
+	for in, want := range cases {
+		if got := Tokenize(in); !reflect.DeepEqual(got, want) {
+			t.Errorf("Tokenize(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestStem(t *testing.T) {
+	cases := map[string]string{
+		"caresses": "caress", "ponies": "poni", "cats": "cat", "agreed": "agre", "plastered": "plaster",
+		"motoring": "motor", "hopping": "hop", "filing": "file", "happy": "happi", "relational": "relat",
+		"conditional": "condit", "generalization": "gener", "hopefulness": "hope", "electrical": "electr",
+		"adjustment": "adjust", "adoption": "adopt", "controlling": "control", "listing": "list",
+		"lists": "list", "listed": "list", "subscriptions": "subscript", "subscription": "subscript",
+		"by": "by", "API": "API",
+	}
+	for in, want := range cases {
+		if got := Stem(in); got != want {
+			t.Errorf("Stem(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func sampleDocs() []Doc {
+	return []Doc{
+		{Name: "crm:createContact", AppID: "crm", Description: "Create a new contact", Params: "name email"},
+		{Name: "crm:listContacts", AppID: "crm", Description: "List all contacts"},
+		{Name: "crm:deleteContact", AppID: "crm", Description: "Delete a contact by id", Params: "id"},
+		{Name: "mail:send_message", AppID: "mail", Description: "Send an email message", Tags: []string{"email"}},
+	}
+}
+
+func TestBM25Synonyms(t *testing.T) {
+	ix := NewBM25(sampleDocs())
+	cases := map[string]string{
+		"add a person to the address book": "crm:createContact",
+		"show me every contact":            "crm:listContacts",
+		"remove contact":                   "crm:deleteContact",
+		"email someone":                    "mail:send_message",
+	}
+	for q, want := range cases {
+		hits, _ := ix.Rank(context.Background(), q, 1, nil)
+		if len(hits) == 0 || sampleDocs()[hits[0].Doc].Name != want {
+			t.Errorf("%q: got %v, want %s", q, hits, want)
+		}
+		for _, h := range hits {
+			if h.Score <= 0 || h.Score > 1 {
+				t.Errorf("%q: score %v outside (0,1]", q, h.Score)
+			}
+		}
+	}
+	hits, _ := ix.Rank(context.Background(), "contact", 10, func(i int) bool { return i != 1 })
+	for _, h := range hits {
+		if h.Doc == 1 {
+			t.Error("filter ignored")
+		}
+	}
+}
+
+// embeddingServer is an OpenAI-compatible embeddings endpoint whose vectors
+// are bags of the letters a..z: enough to make similar texts close.
+func embeddingServer(t *testing.T, calls *atomic.Int64) *httptest.Server {
+	t.Helper()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/embeddings" || r.Header.Get("Authorization") != "Bearer k" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		calls.Add(1)
+		var req struct {
+			Model string
+			Input []string
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var data []item
+		for i, in := range req.Input {
+			v := make([]float32, 26)
+			for _, w := range Terms(in) {
+				v[int(w[0]-'a')%26] += 1
+			}
+			data = append(data, item{Index: i, Embedding: v})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"data": data, "model": req.Model})
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+func TestEmbeddingsRankAndCache(t *testing.T) {
+	var calls atomic.Int64
+	hs := embeddingServer(t, &calls)
+	client := &EmbeddingClient{URL: hs.URL + "/v1", Model: "m", APIKey: "k"}
+	cache := NewVectorCache()
+	e := NewEmbeddings(sampleDocs(), client, cache)
+	hits, err := e.Rank(context.Background(), "send email message", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || hits[0].Doc != 3 || hits[0].Score > 1 {
+		t.Fatalf("hits = %v", hits)
+	}
+	if calls.Load() != 2 || cache.Len() != 5 {
+		t.Fatalf("calls %d, cached %d", calls.Load(), cache.Len())
+	}
+	// A rebuilt index over the same docs reuses the cached vectors.
+	e2 := NewEmbeddings(sampleDocs(), client, cache)
+	if _, err := e2.Rank(context.Background(), "send email message", 2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 2 {
+		t.Errorf("cached vectors fetched again: %d calls", calls.Load())
+	}
+}
+
+func TestEmbeddingsUnreachable(t *testing.T) {
+	hs := httptest.NewServer(http.NotFoundHandler())
+	url := hs.URL
+	hs.Close()
+	e := NewEmbeddings(sampleDocs(), &EmbeddingClient{URL: url, Model: "m"}, nil)
+	_, err := e.Rank(context.Background(), "x", 1, nil)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), url) {
+		t.Fatalf("err = %v", err)
+	}
+	var calls atomic.Int64
+	bad := embeddingServer(t, &calls)
+	e = NewEmbeddings(sampleDocs(), &EmbeddingClient{URL: bad.URL + "/v1/embeddings", Model: "m", APIKey: "wrong"}, nil)
+	if _, err := e.Rank(context.Background(), "x", 1, nil); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func benchDocs(n int) []Doc {
+	verbs := []string{"create", "list", "get", "update", "delete", "search"}
+	nouns := []string{"user", "repo", "issue", "comment", "invoice", "order", "contact", "campaign", "alert", "template",
+		"segment", "webhook", "domain", "key", "team", "project", "file", "folder", "event", "report"}
+	docs := make([]Doc, n)
+	for i := range docs {
+		v, o := verbs[i%len(verbs)], nouns[(i/len(verbs))%len(nouns)]
+		app := fmt.Sprintf("app%d", i/120)
+		docs[i] = Doc{Name: fmt.Sprintf("%s:%s%s%d", app, v, strings.ToUpper(o[:1])+o[1:], i), AppID: app,
+			Description: fmt.Sprintf("%s a %s of the %s service. Returns the %s with its id, name and timestamps.", v, o, app, o),
+			Params:      fmt.Sprintf("%sId the %s identifier limit page size", o, o), Tags: []string{o}}
+	}
+	return docs
+}
+
+func BenchmarkBM25Build1000(b *testing.B) {
+	docs := benchDocs(1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		NewBM25(docs)
+	}
+}
+
+func BenchmarkBM25Search1200(b *testing.B) {
+	ix := NewBM25(benchDocs(1200))
+	queries := []string{"create a new invoice", "list all open issues in a repo", "delete webhook", "find contacts by email", "update the campaign template"}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		ix.Rank(ctx, queries[i%len(queries)], 10, nil)
+		i++
+	}
+}
