@@ -63,10 +63,11 @@ type Options struct {
 	// PollInterval is the time between two fetches of every source. Default
 	// 5 minutes; negative disables polling (the catalog loads once at Start).
 	PollInterval time.Duration
-	// RetryInterval is the time before the next fetch while some source has
-	// never loaded (its first fetch failed), when shorter than PollInterval:
-	// a gateway started before its upstream APIs gets their actions soon
-	// after they come up. Default 10s.
+	// RetryInterval caps the wait before the next fetch while some source
+	// has never loaded (its first fetch failed): the waits are 1s, 2s, 4s...
+	// up to RetryInterval (and never over PollInterval), so a gateway started
+	// before its upstream APIs, or before its own listener serves a demo
+	// document, gets their actions soon after they come up. Default 10s.
 	RetryInterval time.Duration
 	// HTTPClient fetches documents and calls actions. Default: a client with
 	// no overall timeout (Source.Timeout applies per call). Either way,
@@ -300,10 +301,14 @@ func (c *Catalog) Close() {
 
 func (c *Catalog) loop() {
 	defer c.running.Done()
+	retry := time.Second
 	for {
 		wait := c.opts.PollInterval
-		if c.anyNeverLoaded() && c.opts.RetryInterval < wait {
-			wait = c.opts.RetryInterval
+		if c.anyNeverLoaded() {
+			wait = min(wait, retry, c.opts.RetryInterval)
+			retry *= 2
+		} else {
+			retry = time.Second
 		}
 		select {
 		case <-c.ctx.Done():

@@ -205,8 +205,14 @@ func TestPollingLoop(t *testing.T) {
 	if len(c.Response().Actions) != 0 {
 		t.Fatal("actions before the source is up")
 	}
-	if d := <-waits; d != 3*time.Second {
-		t.Fatalf("first wait %v, want the retry interval", d)
+	// Retries back off 1s, 2s, 4s... capped by the retry interval.
+	for i, want := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second, 3 * time.Second} {
+		if d := <-waits; d != want {
+			t.Fatalf("retry wait %d: %v, want %v", i, d, want)
+		}
+		if i < 3 {
+			ticks <- time.Time{} // the source is still down
+		}
 	}
 
 	up.setSpec(base, 0)
