@@ -1,12 +1,14 @@
 package oauth
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -78,6 +80,35 @@ type asEnv struct {
 	clock *fakeNow
 	http  *http.Client // does not follow redirects
 	logs  *observer.ObservedLogs
+	slog  *lockedBuffer // what op logs through slog's default logger
+}
+
+// lockedBuffer collects op's slog output; handlers may write concurrently.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// captureSlog routes slog's default logger, which op logs its errors to,
+// into a buffer for the rest of the test.
+func captureSlog(t testing.TB) *lockedBuffer {
+	buf := &lockedBuffer{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	return buf
 }
 
 func newAS(t testing.TB, mutate func(*ServerConfig)) *asEnv {
@@ -122,7 +153,7 @@ func newAS(t testing.TB, mutate func(*ServerConfig)) *asEnv {
 	mu.Unlock()
 	c := srv.Client()
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &asEnv{t: t, srv: srv, s: s, clock: clk, http: c, logs: logs}
+	return &asEnv{t: t, srv: srv, s: s, clock: clk, http: c, logs: logs, slog: captureSlog(t)}
 }
 
 func (e *asEnv) oauth2(clientID, redirect string) *oauth2.Config {
@@ -325,6 +356,12 @@ func (e *asEnv) assertNoSecretsLogged(secrets ...string) {
 			if s != "" && strings.Contains(line, s) {
 				e.t.Errorf("log line leaks a secret: %s", line)
 			}
+		}
+	}
+	op := e.slog.String()
+	for _, s := range secrets {
+		if s != "" && strings.Contains(op, s) {
+			e.t.Errorf("op's slog output leaks a secret: %s", op)
 		}
 	}
 }
