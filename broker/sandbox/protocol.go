@@ -1,0 +1,317 @@
+package sandbox
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// The worker protocol: the parent and a worker process exchange frames over
+// the worker's stdin (parent to worker) and stdout (worker to parent). A frame
+// is a 4-byte big-endian length followed by that many bytes of one JSON
+// object, a wireMsg. The parent trusts nothing a worker sends: every frame is
+// size-checked before it is read, decoded strictly and validated against the
+// execution in progress.
+//
+//	parent -> worker   init, exec, result (tool call result), lookup (reply)
+//	worker -> parent   ready, call, lookup, log, done
+//
+// A session: the parent sends init (memory cap, message limit, engine
+// options); the worker caps its memory and answers ready. Then, one at a
+// time, the parent sends exec; while it runs the worker sends call (the
+// parent answers result), lookup (answered by lookup), log; it ends with done.
+const protocolVersion = 1
+
+// Message types.
+const (
+	msgInit   = "init"
+	msgReady  = "ready"
+	msgExec   = "exec"
+	msgCall   = "call"
+	msgResult = "result"
+	msgLookup = "lookup"
+	msgLog    = "log"
+	msgDone   = "done"
+)
+
+// frameHeader is the size of a frame's length prefix.
+const frameHeader = 4
+
+// Limits of what a worker may send, checked by the parent.
+const (
+	maxToolNameBytes = 512
+	maxLogLevelBytes = 8
+)
+
+// wireMsg is every message of the protocol; which fields are set depends on T.
+type wireMsg struct {
+	T string `json:"t"`
+	// ID is the execution the message belongs to (exec, call, result, lookup,
+	// log, done).
+	ID uint64 `json:"id,omitempty"`
+	// Call numbers a worker's calls and lookups within one execution,
+	// strictly increasing from 1.
+	Call uint64 `json:"call,omitempty"`
+
+	// init and ready.
+	V    int          `json:"v,omitempty"`
+	Init *wireInit    `json:"init,omitempty"`
+	PID  int          `json:"pid,omitempty"`
+	Exec *wireExec    `json:"exec,omitempty"`
+	Done *wireDone    `json:"done,omitempty"`
+	Tool *ToolInfo    `json:"tool,omitempty"`
+	Err  *wireToolErr `json:"err,omitempty"`
+
+	// call, lookup: the tool; call: its input and the engine's call ID.
+	Name   string          `json:"name,omitempty"`
+	CallID string          `json:"callId,omitempty"`
+	Input  json.RawMessage `json:"input,omitempty"`
+	// result: the tool's output.
+	Data json.RawMessage `json:"data,omitempty"`
+	// lookup reply: whether the tool exists (Tool holds its metadata).
+	Found bool `json:"found,omitempty"`
+
+	// log.
+	Level   string `json:"level,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// wireInit configures a worker once, before its first execution.
+type wireInit struct {
+	// MemoryBytes is the data-segment growth the worker allows itself
+	// (RLIMIT_DATA above its start-up size); 0 means no cap.
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// MaxMessageBytes bounds every frame in both directions.
+	MaxMessageBytes int `json:"maxMessageBytes"`
+	// Engine is the in-process engine configuration the worker runs
+	// scripts with.
+	Engine workerEngineConfig `json:"engine"`
+}
+
+// wireExec is one script to run.
+type wireExec struct {
+	Code string `json:"code"`
+	// Allowed is Request.AllowedTools; HasAllowed tells nil from empty.
+	Allowed    []string        `json:"allowed,omitempty"`
+	HasAllowed bool            `json:"hasAllowed,omitempty"`
+	Context    json.RawMessage `json:"context,omitempty"`
+	Limits     Limits          `json:"limits"`
+	// Tools are the allowed tools' metadata, looked up ahead so that the
+	// worker needs no round trip for them.
+	Tools []ToolInfo `json:"tools,omitempty"`
+	// Missing are allowed tools the host does not know.
+	Missing []string `json:"missing,omitempty"`
+	// Stream asks for log messages (the host is a LogHost).
+	Stream bool `json:"stream,omitempty"`
+}
+
+// wireDone ends an execution.
+type wireDone struct {
+	Result *Result `json:"result,omitempty"`
+	// Err is an engine failure (Engine.Execute returned an error).
+	Err   *Error    `json:"err,omitempty"`
+	Stats wireStats `json:"stats"`
+}
+
+type wireStats struct {
+	DurationNS int64 `json:"durationNs"`
+	ToolCalls  int   `json:"toolCalls"`
+	Steps      int64 `json:"steps"`
+}
+
+// wireToolErr is a failed tool call; Plain marks an error that was not a
+// *ToolError, so the worker hands its engine a plain error with the same text.
+type wireToolErr struct {
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message"`
+	Plain   bool   `json:"plain,omitempty"`
+}
+
+// protocolError is a broken rule of the protocol; Code is MESSAGE_INVALID,
+// MESSAGE_TOO_LARGE or MESSAGE_FLOOD.
+type protocolError struct {
+	Code string
+	Msg  string
+}
+
+func (e *protocolError) Error() string { return e.Code + ": " + e.Msg }
+
+func invalidf(format string, args ...any) *protocolError {
+	return &protocolError{Code: CodeMessageInvalid, Msg: fmt.Sprintf(format, args...)}
+}
+
+// frameWriter writes whole frames; it is safe for concurrent use.
+type frameWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	max int
+	buf []byte
+}
+
+// write encodes m and writes it as one frame. A message larger than the limit
+// is refused with MESSAGE_TOO_LARGE and nothing is written.
+func (fw *frameWriter) write(m *wireMsg) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encoding %s message: %w", m.T, err)
+	}
+	if len(body) > fw.max {
+		return &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("%s message of %d bytes exceeds the limit of %d bytes", m.T, len(body), fw.max)}
+	}
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	fw.buf = append(fw.buf[:0], 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(fw.buf, uint32(len(body)))
+	fw.buf = append(fw.buf, body...)
+	_, err = fw.w.Write(fw.buf)
+	if cap(fw.buf) > 64<<10 {
+		fw.buf = nil // do not pin one huge result
+	}
+	return err
+}
+
+// frameReader reads frames no larger than max.
+type frameReader struct {
+	r   io.Reader
+	max int
+	hdr [frameHeader]byte
+	buf []byte
+}
+
+// read returns the next message. io.EOF means the stream ended cleanly
+// between frames; a *protocolError means the peer broke the protocol.
+func (fr *frameReader) read() (*wireMsg, error) {
+	if _, err := io.ReadFull(fr.r, fr.hdr[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, invalidf("stream ended inside a frame header")
+		}
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(fr.hdr[:])
+	if n == 0 {
+		return nil, invalidf("empty frame")
+	}
+	if uint64(n) > uint64(fr.max) {
+		return nil, &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("message of %d bytes exceeds the limit of %d bytes", n, fr.max)}
+	}
+	if cap(fr.buf) < int(n) {
+		fr.buf = make([]byte, n)
+	}
+	body := fr.buf[:n]
+	if _, err := io.ReadFull(fr.r, body); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, invalidf("stream ended inside a frame of %d bytes", n)
+		}
+		return nil, err
+	}
+	m := new(wireMsg)
+	if err := json.Unmarshal(body, m); err != nil {
+		return nil, invalidf("malformed JSON: %v", err)
+	}
+	if cap(fr.buf) > 64<<10 {
+		fr.buf = nil
+	}
+	return m, nil
+}
+
+// validateFromWorker checks the shape of a message a worker sent: a known
+// type with the fields that type needs. Whether it fits the execution in
+// progress is checked by the execution loop.
+func validateFromWorker(m *wireMsg) error {
+	switch m.T {
+	case msgReady:
+		if m.V != protocolVersion {
+			return invalidf("ready: protocol version %d, want %d", m.V, protocolVersion)
+		}
+	case msgCall:
+		if m.ID == 0 || m.Call == 0 {
+			return invalidf("call: missing execution or call number")
+		}
+		if err := validToolName(m.Name); err != nil {
+			return err
+		}
+		if len(m.Input) == 0 {
+			return invalidf("call: missing input")
+		}
+		if !json.Valid(m.Input) {
+			return invalidf("call: input is not JSON")
+		}
+	case msgLookup:
+		if m.ID == 0 || m.Call == 0 {
+			return invalidf("lookup: missing execution or call number")
+		}
+		if err := validToolName(m.Name); err != nil {
+			return err
+		}
+	case msgLog:
+		if m.ID == 0 {
+			return invalidf("log: missing execution")
+		}
+		switch m.Level {
+		case "log", "info", "warn", "error", "debug":
+		default:
+			return invalidf("log: unknown level %.*q", maxLogLevelBytes, m.Level)
+		}
+	case msgDone:
+		if m.ID == 0 || m.Done == nil {
+			return invalidf("done: missing execution or body")
+		}
+		return validateDone(m.Done)
+	default:
+		return invalidf("unknown message type %.32q", m.T)
+	}
+	return nil
+}
+
+func validToolName(name string) error {
+	if name == "" {
+		return invalidf("empty tool name")
+	}
+	if len(name) > maxToolNameBytes {
+		return invalidf("tool name of %d bytes exceeds %d", len(name), maxToolNameBytes)
+	}
+	return nil
+}
+
+// validateDone checks a worker's final report.
+func validateDone(d *wireDone) error {
+	if (d.Result == nil) == (d.Err == nil) {
+		return invalidf("done: exactly one of result and err must be set")
+	}
+	if d.Err != nil {
+		switch d.Err.Code {
+		case "":
+			return invalidf("done: engine error without a code")
+		}
+		return nil
+	}
+	r := d.Result
+	switch r.Status {
+	case StatusOK:
+		if r.Error != nil {
+			return invalidf("done: status ok with an error")
+		}
+		if len(r.Result) == 0 {
+			return invalidf("done: status ok without a result")
+		}
+		if !json.Valid(r.Result) {
+			return invalidf("done: result is not JSON")
+		}
+	case StatusSyntaxError, StatusIllegalAccess, StatusRuntimeError, StatusToolError, StatusTimeout:
+		if r.Error == nil || r.Error.Code == "" {
+			return invalidf("done: status %s without an error code", r.Status)
+		}
+		if len(r.Result) != 0 {
+			return invalidf("done: status %s with a result", r.Status)
+		}
+	default:
+		return invalidf("done: unknown status %.32q", r.Status)
+	}
+	if d.Stats.DurationNS < 0 || d.Stats.ToolCalls < 0 || d.Stats.Steps < 0 {
+		return invalidf("done: negative stats")
+	}
+	return nil
+}

@@ -1,0 +1,577 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Why the parent killed a worker; it decides how its death is reported.
+const (
+	killNone = iota
+	killTimeout
+	killAborted
+	killDisposed
+	killProtocol
+)
+
+// stderrTail is how much of a worker's stderr is kept for diagnosis.
+const stderrTail = 16 << 10
+
+// maxPrefetchTools bounds the allowed tools looked up ahead of an execution.
+const maxPrefetchTools = 256
+
+// worker is one worker process as the parent sees it.
+type worker struct {
+	p    *workerPool
+	cmd  *exec.Cmd
+	pid  int
+	in   io.WriteCloser
+	out  *frameWriter
+	runs int // executions served; guarded by p.mu
+
+	msgs   chan *wireMsg // from the reader goroutine; closed when it stops
+	exited chan struct{} // closed once the process is reaped
+	stderr *tailBuffer
+
+	// active is the execution in progress (0 when idle); a message while
+	// idle is a protocol violation.
+	active atomic.Uint64
+
+	mu         sync.Mutex
+	killReason int
+	readErr    error           // why the reader stopped
+	state      *exec.ExitError // set when the process exited with a failure
+	killOnce   sync.Once
+}
+
+// startWorker starts a worker process and waits for its handshake.
+func (p *workerPool) startWorker() (*worker, error) {
+	select {
+	case <-p.closing:
+		return nil, disposed()
+	default:
+	}
+	argv := p.opts.Command
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = p.env
+	cmd.SysProcAttr = workerSysProcAttr()
+	cmd.WaitDelay = time.Second
+	w := &worker{
+		p:      p,
+		cmd:    cmd,
+		msgs:   make(chan *wireMsg, 16),
+		exited: make(chan struct{}),
+		stderr: &tailBuffer{max: stderrTail},
+	}
+	cmd.Stderr = w.stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, startupFailed("creating the worker's stdin: %v", err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, startupFailed("creating the worker's stdout: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, startupFailed("starting worker command %q: %v", argv[0], err)
+	}
+	w.pid = cmd.Process.Pid
+	w.in = stdin
+	w.out = &frameWriter{w: stdin, max: p.opts.MaxMessageBytes}
+	p.procs.Add(1)
+	go w.readLoop(stdout)
+
+	init := &wireMsg{T: msgInit, V: protocolVersion, Init: &wireInit{
+		MemoryBytes:     p.opts.MemoryBytes,
+		MaxMessageBytes: p.opts.MaxMessageBytes,
+		Engine:          p.engine,
+	}}
+	if err := w.out.write(init); err != nil {
+		w.killAndDrain(killNone)
+		return nil, startupFailed("worker %d did not accept its configuration: %v%s", w.pid, err, w.stderrSummary())
+	}
+	timeout, stop := p.newTimer(p.opts.StartupTimeout)
+	defer stop()
+	select {
+	case m, ok := <-w.msgs:
+		if ok && m.T == msgReady {
+			return w, nil
+		}
+		w.killAndDrain(killNone)
+		return nil, startupFailed("worker %d exited before its handshake (%s)%s", w.pid, w.deathCause(), w.stderrSummary())
+	case <-timeout:
+		w.killAndDrain(killNone)
+		return nil, startupFailed("worker %d did not complete its handshake within %v%s", w.pid, p.opts.StartupTimeout, w.stderrSummary())
+	case <-p.closing:
+		w.killAndDrain(killDisposed)
+		return nil, disposed()
+	}
+}
+
+func startupFailed(format string, args ...any) error {
+	return &Error{Code: CodeWorkerStartupFailed, Message: fmt.Sprintf(format, args...)}
+}
+
+// readLoop reads, limits and validates the worker's messages until the
+// stream ends, then reaps the process.
+func (w *worker) readLoop(stdout io.Reader) {
+	p := w.p
+	fr := &frameReader{r: bufio.NewReaderSize(stdout, 64<<10), max: p.opts.MaxMessageBytes}
+	var (
+		windowStart = p.now()
+		count       int
+		first       = true
+		err         error
+	)
+	for {
+		var m *wireMsg
+		m, err = fr.read()
+		if err != nil {
+			break
+		}
+		if now := p.now(); now.Sub(windowStart) >= p.opts.FloodInterval {
+			windowStart, count = now, 0
+		}
+		count++
+		if count > p.opts.FloodMessages {
+			err = &protocolError{Code: CodeMessageFlood, Msg: fmt.Sprintf("worker sent more than %d messages within %v", p.opts.FloodMessages, p.opts.FloodInterval)}
+			break
+		}
+		if err = validateFromWorker(m); err != nil {
+			break
+		}
+		if first != (m.T == msgReady) {
+			err = invalidf("unexpected %s message %s the handshake", m.T, map[bool]string{true: "before", false: "after"}[first])
+			break
+		}
+		if !first && w.active.Load() == 0 {
+			err = invalidf("%s message while no script runs", m.T)
+			break
+		}
+		first = false
+		w.msgs <- m
+	}
+	w.setReadErr(err)
+	var pe *protocolError
+	if errors.As(err, &pe) {
+		w.kill(killProtocol)
+	} else {
+		// The stream ended: the worker exited or closed stdout. Make sure
+		// it is gone either way.
+		w.kill(killNone)
+	}
+	close(w.msgs)
+	waitErr := w.cmd.Wait()
+	var ee *exec.ExitError
+	if errors.As(waitErr, &ee) {
+		w.mu.Lock()
+		w.state = ee
+		w.mu.Unlock()
+	}
+	close(w.exited)
+	if tail := w.stderr.String(); tail != "" {
+		p.log.Debug("sandbox worker exited", zap.Int("pid", w.pid), zap.String("stderr", tail))
+	}
+	p.workerExited(w)
+	p.procs.Done()
+}
+
+// kill ends the process; the first reason given is kept.
+func (w *worker) kill(reason int) {
+	w.killOnce.Do(func() {
+		w.mu.Lock()
+		w.killReason = reason
+		w.mu.Unlock()
+		_ = w.cmd.Process.Kill()
+	})
+}
+
+// killAndDrain kills the process and waits until it is reaped, reading
+// away whatever it still sent so that the reader can finish.
+func (w *worker) killAndDrain(reason int) {
+	w.kill(reason)
+	for range w.msgs {
+	}
+	<-w.exited
+}
+
+// retire ends an idle worker gently: it exits when its stdin closes.
+func (w *worker) retire() {
+	_ = w.in.Close()
+	go func() {
+		t, stop := w.p.newTimer(5 * time.Second)
+		defer stop()
+		select {
+		case <-w.exited:
+		case <-t:
+			w.kill(killNone)
+		}
+	}()
+}
+
+func (w *worker) reason() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.killReason
+}
+
+// deathCause describes how the process ended, for operators.
+func (w *worker) deathCause() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state != nil {
+		return w.state.String()
+	}
+	if w.readErr != nil && !errors.Is(w.readErr, io.EOF) {
+		return w.readErr.Error()
+	}
+	return "exit status 0"
+}
+
+func (w *worker) stderrSummary() string {
+	s := strings.TrimSpace(w.stderr.String())
+	if s == "" {
+		return ""
+	}
+	if len(s) > 300 {
+		s = "..." + s[len(s)-300:]
+	}
+	return "; stderr: " + s
+}
+
+// execState is the parent's bookkeeping of one execution.
+type execState struct {
+	id        uint64
+	lim       Limits
+	lastCall  uint64
+	toolCalls int
+	logs      int
+	pending   atomic.Int32
+	calls     sync.WaitGroup
+	ctx       context.Context
+	host      Host
+	logHost   LogHost
+}
+
+// run executes one script on w. reusable reports whether w may serve
+// another script.
+func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (res *Result, err error, reusable bool) {
+	p := w.p
+	lim := MergeLimits(p.limits, req.Limits)
+	callCtx, cancelCalls := context.WithCancel(ctx)
+	st := &execState{id: id, lim: lim, ctx: callCtx, host: host}
+	st.logHost, _ = host.(LogHost)
+	defer func() {
+		cancelCalls()
+		st.calls.Wait()
+		w.active.Store(0)
+		if reusable && len(w.msgs) > 0 {
+			// The worker kept talking after done.
+			w.killAndDrain(killProtocol)
+			reusable = false
+		}
+	}()
+
+	ex := &wireExec{
+		Code:    req.Code,
+		Context: req.Context,
+		Limits:  req.Limits,
+		Stream:  st.logHost != nil,
+	}
+	if req.AllowedTools != nil {
+		ex.HasAllowed = true
+		ex.Allowed = req.AllowedTools
+		if len(req.AllowedTools) <= maxPrefetchTools {
+			seen := make(map[string]bool, len(req.AllowedTools))
+			for _, name := range req.AllowedTools {
+				if seen[name] || validToolName(name) != nil {
+					continue
+				}
+				seen[name] = true
+				if info, ok := safeLookup(host, name); ok {
+					info.Name = name
+					ex.Tools = append(ex.Tools, info)
+				} else {
+					ex.Missing = append(ex.Missing, name)
+				}
+			}
+		}
+	}
+	w.active.Store(id)
+	if err := w.out.write(&wireMsg{T: msgExec, ID: id, Exec: ex}); err != nil {
+		var pe *protocolError
+		if errors.As(err, &pe) {
+			// Nothing was written: the worker is intact.
+			return failure(StatusRuntimeError, CodeMessageTooLarge, "MessageSizeError",
+				fmt.Sprintf("the script and its context exceed the worker message limit of %d bytes", p.opts.MaxMessageBytes)), nil, true
+		}
+		w.killAndDrain(killNone)
+		return w.deathResult(lim), nil, false
+	}
+
+	watchdog, stop := p.newTimer(lim.Timeout + p.opts.WatchdogGrace)
+	defer stop()
+	for {
+		select {
+		case m, ok := <-w.msgs:
+			if !ok {
+				<-w.exited
+				return w.deathResult(lim), nil, false
+			}
+			var perr error
+			switch {
+			case m.ID != id:
+				perr = invalidf("%s message for execution %d during execution %d", m.T, m.ID, id)
+			case m.T == msgDone:
+				return w.finish(st, m.Done)
+			default:
+				perr = w.handle(st, m)
+			}
+			if perr != nil {
+				w.setReadErr(perr)
+				w.killAndDrain(killProtocol)
+				return w.deathResult(lim), nil, false
+			}
+		case <-watchdog:
+			w.killAndDrain(killTimeout)
+			return w.deathResult(lim), nil, false
+		case <-ctx.Done():
+			w.killAndDrain(killAborted)
+			return nil, aborted(context.Cause(ctx)), false
+		case <-p.closing:
+			w.killAndDrain(killDisposed)
+			return nil, disposed(), false
+		}
+	}
+}
+
+// setReadErr records a protocol violation found by the execution loop
+// unless the reader already recorded one.
+func (w *worker) setReadErr(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var pe *protocolError
+	if !errors.As(w.readErr, &pe) {
+		w.readErr = err
+	}
+}
+
+// handle serves one call, lookup or log message.
+func (w *worker) handle(st *execState, m *wireMsg) error {
+	switch m.T {
+	case msgCall, msgLookup:
+		if m.Call <= st.lastCall {
+			return invalidf("%s number %d does not follow %d", m.T, m.Call, st.lastCall)
+		}
+		st.lastCall = m.Call
+	}
+	switch m.T {
+	case msgLookup:
+		info, ok := safeLookup(st.host, m.Name)
+		reply := &wireMsg{T: msgLookup, ID: st.id, Call: m.Call, Found: ok}
+		if ok {
+			info.Name = m.Name
+			reply.Tool = &info
+		}
+		if err := w.out.write(reply); err != nil {
+			reply.Tool = &ToolInfo{Name: m.Name, Description: "(metadata too large)"}
+			_ = w.out.write(reply)
+		}
+	case msgCall:
+		st.toolCalls++
+		if st.lim.MaxToolCalls > 0 && st.toolCalls > st.lim.MaxToolCalls {
+			return invalidf("worker exceeded maxToolCalls %d", st.lim.MaxToolCalls)
+		}
+		if int(st.pending.Load()) >= w.p.opts.MaxPendingCalls {
+			return &protocolError{Code: CodeTooManyPendingCalls, Msg: fmt.Sprintf("the script has more than %d tool calls in flight", w.p.opts.MaxPendingCalls)}
+		}
+		st.pending.Add(1)
+		st.calls.Add(1)
+		go w.callTool(st, m)
+	case msgLog:
+		st.logs++
+		if st.lim.MaxConsoleEntries > 0 && st.logs > st.lim.MaxConsoleEntries {
+			return nil // the engine counts too; extra entries are dropped
+		}
+		if st.logHost != nil {
+			st.logHost.Log(m.Level, m.Message)
+		}
+	}
+	return nil
+}
+
+// callTool runs one tool call on the host and answers the worker.
+func (w *worker) callTool(st *execState, m *wireMsg) {
+	defer st.calls.Done()
+	callID := m.CallID
+	if callID == "" {
+		callID = strconv.FormatUint(m.Call, 10)
+	}
+	data, err := safeCall(st.ctx, st.host, ToolCall{ID: callID, Name: m.Name, Input: m.Input})
+	reply := &wireMsg{T: msgResult, ID: st.id, Call: m.Call}
+	if err != nil {
+		reply.Err = toWireToolErr(err)
+	} else {
+		if len(data) == 0 {
+			data = json.RawMessage("null")
+		}
+		reply.Data = data
+	}
+	st.pending.Add(-1)
+	if err := w.out.write(reply); err != nil {
+		var pe *protocolError
+		if errors.As(err, &pe) {
+			reply.Data = nil
+			reply.Err = &wireToolErr{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool %s returned more than the worker message limit of %d bytes", m.Name, w.p.opts.MaxMessageBytes)}
+			_ = w.out.write(reply)
+		}
+	}
+}
+
+func toWireToolErr(err error) *wireToolErr {
+	var te *ToolError
+	if errors.As(err, &te) {
+		return &wireToolErr{Code: te.Code, Message: te.Message}
+	}
+	return &wireToolErr{Message: err.Error(), Plain: true}
+}
+
+// safeLookup and safeCall keep a panicking host from taking the pool down.
+func safeLookup(h Host, name string) (info ToolInfo, ok bool) {
+	defer func() {
+		if recover() != nil {
+			info, ok = ToolInfo{}, false
+		}
+	}()
+	return h.LookupTool(name)
+}
+
+func safeCall(ctx context.Context, h Host, call ToolCall) (data json.RawMessage, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			data, err = nil, fmt.Errorf("tool %s failed unexpectedly", call.Name)
+		}
+	}()
+	data, err = h.CallTool(ctx, call)
+	if err == nil && len(data) > 0 && !json.Valid(data) {
+		return nil, fmt.Errorf("tool %s returned invalid JSON", call.Name)
+	}
+	return data, err
+}
+
+// finish turns a worker's done message into the execution's outcome.
+func (w *worker) finish(st *execState, d *wireDone) (*Result, error, bool) {
+	if d.Err != nil {
+		return nil, &Error{Code: d.Err.Code, Message: d.Err.Message}, true
+	}
+	res := d.Result
+	if st.lim.MaxConsoleEntries > 0 && len(res.Logs) > st.lim.MaxConsoleEntries {
+		res.Logs = res.Logs[:st.lim.MaxConsoleEntries]
+	}
+	res.Stats = Stats{
+		Duration:  time.Duration(d.Stats.DurationNS),
+		ToolCalls: d.Stats.ToolCalls,
+		Steps:     d.Stats.Steps,
+	}
+	return res, nil, true
+}
+
+// deathResult reports a worker that died or was killed during a script.
+func (w *worker) deathResult(lim Limits) *Result {
+	w.mu.Lock()
+	reason, readErr, state := w.killReason, w.readErr, w.state
+	w.mu.Unlock()
+	if reason == killTimeout {
+		ms := lim.Timeout.Milliseconds()
+		return failure(StatusTimeout, CodeWorkerTimeout, "WorkerTimeoutError",
+			fmt.Sprintf("script exceeded the time limit of %d ms and did not stop; its worker was killed", ms))
+	}
+	var pe *protocolError
+	if errors.As(readErr, &pe) {
+		names := map[string]string{
+			CodeMessageInvalid:      "MessageValidationError",
+			CodeMessageTooLarge:     "MessageSizeError",
+			CodeMessageFlood:        "MessageFloodError",
+			CodeTooManyPendingCalls: "TooManyPendingCallsError",
+		}
+		w.p.log.Warn("sandbox worker broke the protocol", zap.Int("pid", w.pid), zap.String("code", pe.Code), zap.String("detail", pe.Msg))
+		return failure(StatusRuntimeError, pe.Code, names[pe.Code], "worker stopped: "+pe.Msg)
+	}
+	tail := w.stderr.String()
+	if isOutOfMemory(tail) {
+		return failure(StatusRuntimeError, CodeWorkerMemoryExceeded, "WorkerMemoryError",
+			fmt.Sprintf("script exceeded the worker memory limit of %s", formatBytes(w.p.opts.MemoryBytes)))
+	}
+	how := "exit status 0"
+	if state != nil {
+		how = state.String()
+	}
+	w.p.log.Warn("sandbox worker crashed", zap.Int("pid", w.pid), zap.String("exit", how), zap.String("stderr", tail))
+	return failure(StatusRuntimeError, CodeWorkerCrashed, "WorkerCrashedError",
+		fmt.Sprintf("the worker running the script crashed (%s)", how))
+}
+
+// isOutOfMemory recognises the Go runtime's and the race runtime's
+// allocation failures, which is how hitting RLIMIT_DATA shows.
+func isOutOfMemory(stderr string) bool {
+	s := strings.ToLower(stderr)
+	return strings.Contains(s, "out of memory") ||
+		strings.Contains(s, "cannot allocate memory") ||
+		strings.Contains(s, "failed to allocate")
+}
+
+func failure(status Status, code, name, msg string) *Result {
+	e := &ScriptError{Code: code, Message: msg}
+	if status == StatusRuntimeError {
+		e.Name = name
+		e.Source = "script"
+	}
+	return &Result{Status: status, Error: e}
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n <= 0:
+		return "unlimited"
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, b...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(b), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

@@ -1,0 +1,53 @@
+package sandbox
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"syscall"
+)
+
+// workerSysProcAttr makes a worker die with its parent's thread (the pipes
+// closing is the main guarantee: a worker exits when its stdin ends).
+func workerSysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// capMemory limits this process's data segment to its current size plus
+// limit bytes (RLIMIT_DATA; RLIMIT_AS does not work for Go, which reserves
+// address space it never uses) and sets the Go soft memory limit to 3/4 of
+// limit so the collector works hard before the hard cap is reached. Beyond
+// the cap the runtime fails to map memory and dies with "out of memory".
+func capMemory(limit int64) error {
+	base, err := dataSegmentBytes()
+	if err != nil {
+		return err
+	}
+	hard := uint64(base) + uint64(limit)
+	if err := syscall.Setrlimit(syscall.RLIMIT_DATA, &syscall.Rlimit{Cur: hard, Max: hard}); err != nil {
+		return fmt.Errorf("setrlimit RLIMIT_DATA %d: %w", hard, err)
+	}
+	debug.SetMemoryLimit(limit / 4 * 3)
+	return nil
+}
+
+// dataSegmentBytes reads VmData from /proc/self/status.
+func dataSegmentBytes() (int64, error) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("VmData:")); ok {
+			v = bytes.TrimSpace(bytes.TrimSuffix(bytes.TrimSpace(v), []byte("kB")))
+			kb, err := strconv.ParseInt(string(v), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("parsing VmData %q: %w", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmData in /proc/self/status")
+}

@@ -1,0 +1,344 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// newWorkerEngine builds the engine a worker runs scripts with. Tests of the
+// pool mechanics replace it (in the worker process) with a scripted fake.
+var newWorkerEngine = func(c workerEngineConfig) (Engine, error) {
+	return NewInProcess(&Options{Preset: c.Preset, Limits: c.Limits, Sanitization: c.Sanitization}), nil
+}
+
+// workerEngineConfig is the part of Options sent to a worker.
+type workerEngineConfig struct {
+	Preset       string       `json:"preset,omitempty"`
+	Limits       Limits       `json:"limits"`
+	Sanitization Sanitization `json:"sanitization"`
+}
+
+// MaybeServeWorker serves the worker protocol on stdin and stdout and exits
+// the process when this process was started by a worker pool (the pool sets
+// a marker variable in the worker's environment); otherwise it returns
+// false at once. Test binaries that use the worker engine call it first
+// thing in TestMain, since the pool re-executes the test binary:
+//
+//	func TestMain(m *testing.M) {
+//		sandbox.MaybeServeWorker()
+//		os.Exit(m.Run())
+//	}
+func MaybeServeWorker() bool {
+	if os.Getenv(workerEnvVar) != "1" {
+		return false
+	}
+	os.Exit(ServeWorkerStdio())
+	return true
+}
+
+// ServeWorkerStdio serves the worker protocol on the process's stdin and
+// stdout and returns the process exit code. Anything else the process
+// prints to stdout afterwards goes to stderr, so it cannot corrupt the
+// protocol. The `caddy codemode-worker` subcommand calls it.
+func ServeWorkerStdio() int {
+	out := os.Stdout
+	os.Stdout = os.Stderr
+	if err := ServeWorker(os.Stdin, out); err != nil {
+		fmt.Fprintf(os.Stderr, "codemode worker: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// ServeWorker is the worker side of the pool: it reads its configuration
+// from in, caps this process's memory, then runs the scripts it is sent, one
+// at a time, with the in-process engine, forwarding tool calls and console
+// output to the parent over out. It returns nil when in ends.
+func ServeWorker(in io.Reader, out io.Writer) error {
+	fr := &frameReader{r: bufio.NewReaderSize(in, 64<<10), max: 1 << 20}
+	m, err := fr.read()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return fmt.Errorf("reading the configuration: %w", err)
+	}
+	if m.T != msgInit || m.Init == nil || m.V != protocolVersion {
+		return fmt.Errorf("expected an init message of protocol version %d, got %q version %d", protocolVersion, m.T, m.V)
+	}
+	cfg := m.Init
+	if cfg.MemoryBytes > 0 {
+		if err := capMemory(cfg.MemoryBytes); err != nil {
+			return fmt.Errorf("capping memory: %w", err)
+		}
+	}
+	if cfg.MaxMessageBytes < 64<<10 {
+		return fmt.Errorf("message limit %d below 64 KiB", cfg.MaxMessageBytes)
+	}
+	fr.max = cfg.MaxMessageBytes
+	engine, err := newWorkerEngine(cfg.Engine)
+	if err != nil {
+		return fmt.Errorf("building the engine: %w", err)
+	}
+	s := &workerServer{
+		engine:  engine,
+		out:     &frameWriter{w: out, max: cfg.MaxMessageBytes},
+		replies: make(map[uint64]chan *wireMsg),
+		stopped: make(chan struct{}),
+	}
+	var running sync.WaitGroup
+	defer func() {
+		close(s.stopped)
+		running.Wait()
+		engine.Close()
+	}()
+	if err := s.out.write(&wireMsg{T: msgReady, V: protocolVersion, PID: os.Getpid()}); err != nil {
+		return fmt.Errorf("sending ready: %w", err)
+	}
+	for {
+		m, err := fr.read()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		switch m.T {
+		case msgExec:
+			if m.Exec == nil || m.ID == 0 {
+				return errors.New("exec message without a body")
+			}
+			s.mu.Lock()
+			busy := s.execID != 0
+			if !busy {
+				s.execID = m.ID
+				s.nextCall = 0
+			}
+			s.mu.Unlock()
+			if busy {
+				return errors.New("exec message while a script runs")
+			}
+			running.Add(1)
+			go func() {
+				defer running.Done()
+				s.execute(m.ID, m.Exec)
+			}()
+		case msgResult, msgLookup:
+			s.deliver(m)
+		default:
+			return fmt.Errorf("unexpected %q message", m.T)
+		}
+	}
+}
+
+// workerServer is the state of a serving worker.
+type workerServer struct {
+	engine Engine
+	out    *frameWriter
+
+	mu       sync.Mutex
+	execID   uint64
+	nextCall uint64
+	replies  map[uint64]chan *wireMsg
+	stopped  chan struct{} // closed when ServeWorker returns
+}
+
+// execute runs one script and reports it with done.
+func (s *workerServer) execute(id uint64, ex *wireExec) {
+	start := time.Now()
+	ph := &proxyHost{s: s, id: id, tools: make(map[string]*ToolInfo, len(ex.Tools)+len(ex.Missing))}
+	for i := range ex.Tools {
+		ph.tools[ex.Tools[i].Name] = &ex.Tools[i]
+	}
+	for _, name := range ex.Missing {
+		ph.tools[name] = nil
+	}
+	var host Host = ph
+	if ex.Stream {
+		host = &proxyLogHost{ph}
+	}
+	req := Request{Code: ex.Code, Context: ex.Context, Limits: ex.Limits}
+	if ex.HasAllowed {
+		req.AllowedTools = ex.Allowed
+		if req.AllowedTools == nil {
+			req.AllowedTools = []string{}
+		}
+	}
+	res, err := s.engine.Execute(context.Background(), req, host)
+	done := &wireDone{}
+	switch {
+	case err != nil:
+		var e *Error
+		if !errors.As(err, &e) {
+			e = &Error{Code: CodeWorkerCrashed, Message: err.Error()}
+		}
+		done.Err = e
+	case res == nil:
+		done.Err = &Error{Code: CodeWorkerCrashed, Message: "engine returned no result"}
+	default:
+		done.Result = res
+		done.Stats = wireStats{DurationNS: int64(res.Stats.Duration), ToolCalls: res.Stats.ToolCalls, Steps: res.Stats.Steps}
+		if res.Stats.Duration == 0 {
+			done.Stats.DurationNS = int64(time.Since(start))
+		}
+	}
+	s.mu.Lock()
+	s.execID = 0
+	for call, ch := range s.replies {
+		close(ch)
+		delete(s.replies, call)
+	}
+	s.mu.Unlock()
+	if err := s.out.write(&wireMsg{T: msgDone, ID: id, Done: done}); err != nil {
+		var pe *protocolError
+		if errors.As(err, &pe) {
+			// The result outgrew the message limit.
+			small := &wireDone{Result: &Result{Status: StatusRuntimeError, Error: &ScriptError{
+				Code: CodeMessageTooLarge, Name: "MessageSizeError", Source: "script",
+				Message: fmt.Sprintf("the script's result and logs exceed the worker message limit of %d bytes", s.out.max),
+			}}}
+			_ = s.out.write(&wireMsg{T: msgDone, ID: id, Done: small})
+		}
+	}
+}
+
+// deliver hands a reply to the call or lookup waiting for it; replies to
+// calls that gave up are dropped.
+func (s *workerServer) deliver(m *wireMsg) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.ID != s.execID {
+		return
+	}
+	if ch, ok := s.replies[m.Call]; ok {
+		delete(s.replies, m.Call)
+		ch <- m
+	}
+}
+
+// request sends a call or lookup and returns the channel its reply arrives
+// on; the channel is closed if the execution ends first.
+func (s *workerServer) request(m *wireMsg) (chan *wireMsg, error) {
+	ch := make(chan *wireMsg, 1)
+	s.mu.Lock()
+	if s.execID != m.ID {
+		s.mu.Unlock()
+		return nil, errors.New("execution ended")
+	}
+	s.nextCall++
+	m.Call = s.nextCall
+	s.replies[m.Call] = ch
+	// Send under the lock so that call numbers reach the parent in order.
+	err := s.out.write(m)
+	if err != nil {
+		delete(s.replies, m.Call)
+	}
+	s.mu.Unlock()
+	return ch, err
+}
+
+func (s *workerServer) forget(id, call uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.execID == id {
+		delete(s.replies, call)
+	}
+}
+
+// proxyHost is the Host a worker's engine sees: it forwards to the parent.
+type proxyHost struct {
+	s     *workerServer
+	id    uint64
+	mu    sync.Mutex
+	tools map[string]*ToolInfo // nil value: known not to exist
+}
+
+func (h *proxyHost) LookupTool(name string) (ToolInfo, bool) {
+	h.mu.Lock()
+	info, known := h.tools[name]
+	h.mu.Unlock()
+	if known {
+		if info == nil {
+			return ToolInfo{}, false
+		}
+		return *info, true
+	}
+	if validToolName(name) != nil {
+		return ToolInfo{}, false
+	}
+	ch, err := h.s.request(&wireMsg{T: msgLookup, ID: h.id, Name: name})
+	if err != nil {
+		return ToolInfo{}, false
+	}
+	var reply *wireMsg
+	select {
+	case reply = <-ch:
+	case <-h.s.stopped:
+	}
+	if reply == nil {
+		return ToolInfo{}, false
+	}
+	if !reply.Found || reply.Tool == nil {
+		info = nil
+	} else {
+		info = reply.Tool
+	}
+	h.mu.Lock()
+	h.tools[name] = info
+	h.mu.Unlock()
+	if info == nil {
+		return ToolInfo{}, false
+	}
+	return *info, true
+}
+
+func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessage, error) {
+	if err := validToolName(call.Name); err != nil {
+		return nil, &ToolError{Code: "NOT_FOUND", Message: "invalid tool name"}
+	}
+	input := call.Input
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	m := &wireMsg{T: msgCall, ID: h.id, Name: call.Name, CallID: call.ID, Input: input}
+	ch, err := h.s.request(m)
+	if err != nil {
+		var pe *protocolError
+		if errors.As(err, &pe) {
+			return nil, &ToolError{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool input exceeds the worker message limit of %d bytes", h.s.out.max)}
+		}
+		return nil, err
+	}
+	select {
+	case reply, ok := <-ch:
+		if !ok {
+			return nil, errors.New("execution ended")
+		}
+		if reply.Err != nil {
+			if reply.Err.Plain {
+				return nil, errors.New(reply.Err.Message)
+			}
+			return nil, &ToolError{Code: reply.Err.Code, Message: reply.Err.Message}
+		}
+		return reply.Data, nil
+	case <-ctx.Done():
+		h.s.forget(h.id, m.Call)
+		return nil, ctx.Err()
+	case <-h.s.stopped:
+		return nil, errors.New("worker stopping")
+	}
+}
+
+// proxyLogHost also streams console entries to the parent.
+type proxyLogHost struct{ *proxyHost }
+
+func (h *proxyLogHost) Log(level, message string) {
+	_ = h.s.out.write(&wireMsg{T: msgLog, ID: h.id, Level: level, Message: message})
+}
