@@ -262,8 +262,9 @@ func New(sources []Source, opts *Options) (*Catalog, error) {
 // Start fetches every source once, then polls in the background until Close.
 // It returns the sources' first-fetch errors joined (each naming its source),
 // or nil; the catalog runs either way, serving the sources that loaded and
-// retrying the others every RetryInterval, so a caller may log the error and
-// go on (or call Start in a goroutine). Start may be called once; ctx bounds
+// retrying the others (1s, 2s, 4s... up to RetryInterval), so a caller may
+// log the error and go on, or call Start in a goroutine. With polling
+// disabled (negative PollInterval) there are no retries either. Start may be called once; ctx bounds
 // only the first fetch, which Close also interrupts.
 func (c *Catalog) Start(ctx context.Context) error {
 	c.lifeMu.Lock()
