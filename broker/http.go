@@ -193,9 +193,11 @@ func (h *httpHandler) rateLimit(r *http.Request, auth *AuthResult) error {
 		return nil
 	}
 	var key string
-	switch {
-	case rl.KeyGenerator != nil:
+	if rl.KeyGenerator != nil {
 		key = rl.KeyGenerator(r)
+	}
+	switch {
+	case key != "":
 	case auth != nil && auth.UserID != "":
 		key = "user:" + auth.UserID
 	default:

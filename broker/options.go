@@ -109,8 +109,8 @@ type RateLimitConfig struct {
 	WindowMs int64
 	// MaxRequests is the number of requests per window and key. Required (> 0).
 	MaxRequests int64
-	// KeyGenerator returns a request's bucket key. Nil means the
-	// authenticated user id, else the client address.
+	// KeyGenerator returns a request's bucket key. Nil, or an empty key,
+	// means the authenticated user id, else the client address.
 	KeyGenerator func(r *http.Request) string
 }
 

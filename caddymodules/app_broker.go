@@ -1,24 +1,685 @@
 package caddymodules
 
 import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/dustin/go-humanize"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard"
 )
 
-// BrokerConfig is the `broker` part of the codemode app. Not built yet: the
-// area's issue replaces this file.
-type BrokerConfig struct{}
-
-// brokerState is what the area keeps at run time.
-type brokerState struct{}
-
-func (a *App) provisionBroker(caddy.Context) error { return nil }
-func (a *App) cleanupBroker() error                { return nil }
-
-// parseBroker parses the `broker` subdirective of the codemode global option.
-func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
-	return nil, d.Errf("codemode: %q is not available in this build yet", d.Val())
+// BrokerConfig is the `broker` part of the codemode app: sessions, tools,
+// the OpenAPI action catalog and session storage. The broker it describes
+// is shared by every codemode_broker handler (and the meta-tools) and
+// survives config reloads that leave this block unchanged: running
+// sessions, their pending tool calls and the catalog carry over. A changed
+// block builds a new broker; the old one drains its sessions (up to
+// drain_timeout) once the old config is cleaned up.
+//
+// String values (keys, passwords, URLs, headers) may use runtime
+// placeholders such as {env.API_TOKEN}.
+type BrokerConfig struct {
+	// SessionTimeout is how long a session record lives after creation
+	// (an execution never runs longer). Default 5m.
+	SessionTimeout caddy.Duration `json:"session_timeout,omitempty"`
+	// MaxConcurrentSessions caps the pending and running sessions of this
+	// gateway; more get 429 SESSION_LIMIT. Default 1000.
+	MaxConcurrentSessions int `json:"max_concurrent_sessions,omitempty"`
+	// ExecutionTimeout is an execution's timeout when the request gives
+	// none. Default 30s.
+	ExecutionTimeout caddy.Duration `json:"execution_timeout,omitempty"`
+	// MaxToolCalls is an execution's tool call limit when the request
+	// gives none. Default 100.
+	MaxToolCalls int `json:"max_tool_calls,omitempty"`
+	// MaxBodySize caps request bodies, in bytes; larger ones get 413.
+	// Default 1 MiB.
+	MaxBodySize int64 `json:"max_body_size,omitempty"`
+	// DrainTimeout is how long a broker being replaced or stopped waits for
+	// running sessions before aborting them. Default 10s.
+	DrainTimeout caddy.Duration `json:"drain_timeout,omitempty"`
+	// DemoTools registers the demo tools (math:add, text:upper, kv:set,
+	// kv:get, client:prompt). Default false.
+	DemoTools bool `json:"demo_tools,omitempty"`
+	// Redis keeps sessions in Redis so that every gateway sharing it serves
+	// them. Unset means in-memory sessions of this gateway only.
+	Redis *BrokerRedisConfig `json:"redis,omitempty"`
+	// Authentication requires credentials on every endpoint but /health.
+	// A user authenticated by Caddy ({http.auth.user.id}) is always
+	// accepted. Unset means no authentication.
+	Authentication *BrokerAuthConfig `json:"authentication,omitempty"`
+	// OpenAPI lists the sources of the action catalog.
+	OpenAPI []OpenAPISourceConfig `json:"openapi,omitempty"`
+	// PollInterval is the time between two fetches of the OpenAPI sources.
+	// Default 5m; negative disables polling.
+	PollInterval caddy.Duration `json:"poll_interval,omitempty"`
 }
 
-func (a *App) startBroker() error { return nil }
-func (a *App) stopBroker() error  { return nil }
+// BrokerRedisConfig is the Redis server holding sessions.
+type BrokerRedisConfig struct {
+	// Address is host:port. Default 127.0.0.1:6379.
+	Address string `json:"address,omitempty"`
+	// Password, if any. Never logged.
+	Password string `json:"password,omitempty"`
+	// DB is the database number. Default 0.
+	DB int `json:"db,omitempty"`
+	// TLS connects over TLS. Default false.
+	TLS bool `json:"tls,omitempty"`
+	// KeyPrefix prefixes every key and the pub/sub channel; gateways
+	// sharing sessions use the same prefix. Default "codemode:broker:".
+	KeyPrefix string `json:"key_prefix,omitempty"`
+}
+
+// BrokerAuthConfig checks static credentials.
+type BrokerAuthConfig struct {
+	// Type is bearer (Authorization: Bearer <key>) or api-key
+	// (X-API-Key: <key>).
+	Type string `json:"type"`
+	// Keys are the accepted credentials and whom they identify.
+	Keys []BrokerAuthKey `json:"keys,omitempty"`
+}
+
+// BrokerAuthKey is one accepted credential.
+type BrokerAuthKey struct {
+	// Key is the secret; use a placeholder such as {env.BROKER_KEY}.
+	Key string `json:"key"`
+	// UserID owns the sessions created with this key.
+	UserID string `json:"user_id,omitempty"`
+	// TenantID is the user's tenant.
+	TenantID string `json:"tenant_id,omitempty"`
+	// Permissions travel with the session to tool handlers.
+	Permissions []string `json:"permissions,omitempty"`
+}
+
+// OpenAPISourceConfig is one OpenAPI 3 document whose operations become
+// actions named <name>_<operation>.
+type OpenAPISourceConfig struct {
+	// Name is the service name: a letter, then up to 31 letters, digits or
+	// underscores.
+	Name string `json:"name"`
+	// SpecURL is an http(s) URL, a file:// URL or a file path.
+	SpecURL string `json:"spec_url"`
+	// BaseURL overrides the document's servers.
+	BaseURL string `json:"base_url,omitempty"`
+	// Headers are added to every action request (credentials). Values may
+	// use placeholders such as {env.API_TOKEN}. Never logged.
+	Headers map[string]string `json:"headers,omitempty"`
+	// SpecHeaders are added to the request fetching the document.
+	SpecHeaders map[string]string `json:"spec_headers,omitempty"`
+	// Timeout bounds one action call. Default 30s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// MaxResponseSize caps an action's response body, in bytes. Default 10 MiB.
+	MaxResponseSize int64 `json:"max_response_size,omitempty"`
+}
+
+// brokerState is what the area keeps at run time. It is a pointer so the
+// App stays copyable (CaddyModule has a value receiver).
+type brokerState struct{ *brokerRuntime }
+
+type brokerRuntime struct {
+	mu     sync.Mutex
+	key    string
+	shared *sharedBroker
+	err    error
+}
+
+// brokers holds the brokers of the running configs, keyed by a hash of
+// their `broker` block, so a reload with the same block reuses the broker.
+var brokers = caddy.NewUsagePool()
+
+// sharedBroker is a broker with what it owns; it is destroyed when the last
+// config using it is cleaned up.
+type sharedBroker struct {
+	b       *broker.Broker
+	cat     *catalog.Catalog
+	rdb     *redis.Client
+	engine  sandbox.Engine // fallback engine when the sandbox area offers none
+	drain   time.Duration
+	logger  *zap.Logger
+	started sync.Once
+}
+
+// Destruct implements caddy.Destructor.
+func (s *sharedBroker) Destruct() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.drain)
+	defer cancel()
+	err := s.b.Close(ctx)
+	if s.cat != nil {
+		s.cat.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+	if s.engine != nil {
+		_ = s.engine.Close()
+	}
+	if err != nil {
+		s.logger.Warn("broker closed with sessions aborted", zap.Error(err))
+	}
+	return nil
+}
+
+func (a *App) provisionBroker(caddy.Context) error {
+	a.broker.brokerRuntime = new(brokerRuntime)
+	// The broker is built on first use (Broker), so configs without a
+	// codemode_broker handler or meta-tools pay nothing; a bad block still
+	// fails here, at load.
+	return a.validateBroker()
+}
+
+// validateBroker checks the broker block without building the broker.
+func (a *App) validateBroker() error {
+	c := a.Broker
+	if c == nil {
+		return nil
+	}
+	if c.SessionTimeout < 0 || c.ExecutionTimeout < 0 || c.DrainTimeout < 0 || c.MaxConcurrentSessions < 0 || c.MaxToolCalls < 0 || c.MaxBodySize < 0 {
+		return errors.New("codemode broker: durations, limits and sizes must not be negative")
+	}
+	if au := c.Authentication; au != nil {
+		if au.Type != broker.AuthBearer && au.Type != broker.AuthAPIKey {
+			return fmt.Errorf("codemode broker: authentication type must be bearer or api-key, got %q", au.Type)
+		}
+		if len(au.Keys) == 0 {
+			return errors.New("codemode broker: authentication needs at least one key")
+		}
+	}
+	seen := map[string]bool{}
+	for _, s := range c.OpenAPI {
+		if s.Name == "" || s.SpecURL == "" {
+			return errors.New("codemode broker: every openapi source needs a name and a spec URL")
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("codemode broker: duplicate openapi source %q", s.Name)
+		}
+		seen[s.Name] = true
+	}
+	return nil
+}
+
+// SharedBroker returns the broker of this config, building it on first use.
+// Every codemode_broker handler and the meta-tools share it.
+func (a *App) SharedBroker() (*broker.Broker, error) {
+	if a.broker.brokerRuntime == nil {
+		return nil, errors.New("codemode broker: the codemode app is not provisioned")
+	}
+	a.broker.mu.Lock()
+	defer a.broker.mu.Unlock()
+	if a.broker.shared != nil || a.broker.err != nil {
+		return a.sharedBrokerLocked()
+	}
+	cfg := a.Broker
+	if cfg == nil {
+		cfg = &BrokerConfig{}
+	}
+	raw, _ := json.Marshal(cfg)
+	sum := sha256.Sum256(raw)
+	key := "codemode.broker." + hex.EncodeToString(sum[:])
+	v, loaded, err := brokers.LoadOrNew(key, func() (caddy.Destructor, error) { return a.newSharedBroker(cfg) })
+	if err != nil {
+		a.broker.err = err
+		return nil, err
+	}
+	sb := v.(*sharedBroker)
+	a.broker.key, a.broker.shared = key, sb
+	if loaded {
+		// Same block after a reload: keep the broker, use this config's
+		// engine and guard for new executions.
+		if e := a.sandboxEngine(); e != nil {
+			sb.b.SetEngine(e)
+		}
+		sb.b.SetGuard(a.guardManager())
+	}
+	return sb.b, nil
+}
+
+func (a *App) sharedBrokerLocked() (*broker.Broker, error) {
+	if a.broker.err != nil {
+		return nil, a.broker.err
+	}
+	return a.broker.shared.b, nil
+}
+
+func (a *App) newSharedBroker(cfg *BrokerConfig) (*sharedBroker, error) {
+	repl := caddy.NewReplacer()
+	logger := a.logger.Named("broker")
+	sb := &sharedBroker{drain: time.Duration(cfg.DrainTimeout), logger: logger}
+	if sb.drain == 0 {
+		sb.drain = 10 * time.Second
+	}
+	engine := a.sandboxEngine()
+	if engine == nil {
+		sb.engine = sandbox.NewInProcess(nil)
+		engine = sb.engine
+	}
+	opts := &broker.BrokerOptions{
+		SessionTimeout:        time.Duration(cfg.SessionTimeout),
+		MaxConcurrentSessions: cfg.MaxConcurrentSessions,
+		DefaultTimeout:        time.Duration(cfg.ExecutionTimeout),
+		DefaultMaxToolCalls:   cfg.MaxToolCalls,
+		MaxBodyBytes:          cfg.MaxBodySize,
+		Tools:                 broker.NewToolRegistry(),
+		Engine:                engine,
+		Guard:                 a.guardManager(),
+		Logger:                logger,
+	}
+	if cfg.DemoTools {
+		for _, t := range broker.DemoTools() {
+			opts.Tools.Register(t)
+		}
+	}
+	if r := cfg.Redis; r != nil {
+		ro := &redis.Options{Addr: repl.ReplaceAll(r.Address, ""), Password: repl.ReplaceAll(r.Password, ""), DB: r.DB}
+		if ro.Addr == "" {
+			ro.Addr = "127.0.0.1:6379"
+		}
+		if r.TLS {
+			ro.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		sb.rdb = redis.NewClient(ro)
+		opts.Redis = sb.rdb
+		opts.KeyPrefix = r.KeyPrefix
+	}
+	if au := cfg.Authentication; au != nil {
+		opts.Authentication = staticKeys(au, repl)
+	}
+	if len(cfg.OpenAPI) > 0 {
+		var sources []catalog.Source
+		for _, s := range cfg.OpenAPI {
+			src := catalog.Source{
+				Name: s.Name, SpecURL: repl.ReplaceAll(s.SpecURL, ""), BaseURL: repl.ReplaceAll(s.BaseURL, ""),
+				Timeout: time.Duration(s.Timeout), MaxResponseBytes: s.MaxResponseSize,
+				Headers: replaceMap(repl, s.Headers), SpecHeaders: replaceMap(repl, s.SpecHeaders),
+			}
+			sources = append(sources, src)
+		}
+		cat, err := catalog.New(sources, &catalog.Options{PollInterval: time.Duration(cfg.PollInterval), Logger: logger.Named("catalog")})
+		if err != nil {
+			sb.closeOwned()
+			return nil, fmt.Errorf("codemode broker: %w", err)
+		}
+		sb.cat = cat
+		opts.Catalog = cat
+	}
+	b, err := broker.New(opts)
+	if err != nil {
+		sb.closeOwned()
+		return nil, fmt.Errorf("codemode broker: %w", err)
+	}
+	sb.b = b
+	return sb, nil
+}
+
+func (s *sharedBroker) closeOwned() {
+	if s.cat != nil {
+		s.cat.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+	if s.engine != nil {
+		_ = s.engine.Close()
+	}
+}
+
+func replaceMap(repl *caddy.Replacer, m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = repl.ReplaceAll(v, "")
+	}
+	return out
+}
+
+// staticKeys validates tokens against the configured keys in constant time.
+func staticKeys(au *BrokerAuthConfig, repl *caddy.Replacer) *broker.AuthConfig {
+	type entry struct {
+		key []byte
+		res broker.AuthResult
+	}
+	var keys []entry
+	for _, k := range au.Keys {
+		secret := repl.ReplaceAll(k.Key, "")
+		if secret == "" {
+			continue // an unset environment variable must not accept an empty key
+		}
+		keys = append(keys, entry{[]byte(secret), broker.AuthResult{Valid: true, UserID: k.UserID, TenantID: k.TenantID, Permissions: k.Permissions}})
+	}
+	return &broker.AuthConfig{
+		Type: au.Type,
+		Validate: func(_ context.Context, token string) (*broker.AuthResult, error) {
+			var found *broker.AuthResult
+			for i := range keys {
+				if subtle.ConstantTimeCompare(keys[i].key, []byte(token)) == 1 && found == nil {
+					r := keys[i].res
+					found = &r
+				}
+			}
+			if found == nil {
+				return &broker.AuthResult{Valid: false}, nil
+			}
+			return found, nil
+		},
+	}
+}
+
+// sandboxEngine is the engine of the sandbox area, when it offers one.
+func (a *App) sandboxEngine() sandbox.Engine {
+	if p, ok := any(a).(interface{ SandboxEngine() sandbox.Engine }); ok {
+		return p.SandboxEngine()
+	}
+	return nil
+}
+
+// guardManager is the guard manager of the throttle area, when it offers one.
+func (a *App) guardManager() *guard.GuardManager {
+	if p, ok := any(a).(interface{ Guard() *guard.GuardManager }); ok {
+		return p.Guard()
+	}
+	return nil
+}
+
+func (a *App) cleanupBroker() error {
+	if a.broker.brokerRuntime == nil {
+		return nil
+	}
+	a.broker.mu.Lock()
+	defer a.broker.mu.Unlock()
+	if a.broker.shared == nil {
+		return nil
+	}
+	_, err := brokers.Delete(a.broker.key)
+	a.broker.shared = nil
+	return err
+}
+
+// startBroker loads the catalog in the background: an OpenAPI source served
+// by this very Caddy only answers once its servers are up, and the catalog
+// retries sources that failed their first fetch.
+func (a *App) startBroker() error {
+	if a.broker.brokerRuntime == nil {
+		return nil
+	}
+	a.broker.mu.Lock()
+	sb := a.broker.shared
+	a.broker.mu.Unlock()
+	if sb == nil || sb.cat == nil {
+		return nil
+	}
+	sb.started.Do(func() {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := sb.cat.Start(ctx); err != nil {
+				sb.logger.Warn("openapi catalog: first fetch failed; retrying in the background", zap.Error(err))
+			}
+		}()
+	})
+	return nil
+}
+
+func (a *App) stopBroker() error { return nil }
+
+// parseBroker parses the `broker` subdirective of the codemode global option:
+//
+//	broker {
+//		session_timeout   <duration>        # default 5m
+//		max_sessions      <n>               # default 1000
+//		execution_timeout <duration>        # default 30s
+//		max_tool_calls    <n>               # default 100
+//		max_body_size     <size>            # default 1MiB
+//		drain_timeout     <duration>        # default 10s
+//		demo_tools
+//		redis [<address>] {
+//			password   <password>
+//			db         <n>
+//			tls
+//			key_prefix <prefix>
+//		}
+//		authentication bearer|api-key {
+//			key <secret> [<user_id> [<tenant_id> [<permission>...]]]
+//		}
+//		openapi <name> <spec_url> {
+//			base_url          <url>
+//			header            <name> <value>
+//			spec_header       <name> <value>
+//			timeout           <duration>
+//			max_response_size <size>
+//		}
+//		poll_interval <duration>            # default 5m
+//	}
+func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
+	c := new(BrokerConfig)
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "session_timeout":
+			err = parseDurationArg(d, &c.SessionTimeout)
+		case "execution_timeout":
+			err = parseDurationArg(d, &c.ExecutionTimeout)
+		case "drain_timeout":
+			err = parseDurationArg(d, &c.DrainTimeout)
+		case "poll_interval":
+			err = parseDurationArg(d, &c.PollInterval)
+		case "max_sessions":
+			err = parseIntArg(d, &c.MaxConcurrentSessions)
+		case "max_tool_calls":
+			err = parseIntArg(d, &c.MaxToolCalls)
+		case "max_body_size":
+			err = parseSizeArg(d, &c.MaxBodySize)
+		case "demo_tools":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			c.DemoTools = true
+		case "redis":
+			c.Redis, err = parseBrokerRedis(d)
+		case "authentication":
+			c.Authentication, err = parseBrokerAuth(d)
+		case "openapi":
+			var s OpenAPISourceConfig
+			s, err = parseOpenAPISource(d)
+			c.OpenAPI = append(c.OpenAPI, s)
+		default:
+			return nil, d.Errf("unrecognized broker subdirective %q", d.Val())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func parseDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	name := d.Val()
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	v, err := caddy.ParseDuration(d.Val())
+	if err != nil {
+		return d.Errf("%s: invalid duration %q: %v", name, d.Val(), err)
+	}
+	*dst = caddy.Duration(v)
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func parseIntArg(d *caddyfile.Dispenser, dst *int) error {
+	name := d.Val()
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	n, err := strconv.Atoi(d.Val())
+	if err != nil || n < 0 {
+		return d.Errf("%s: want a non-negative integer, got %q", name, d.Val())
+	}
+	*dst = n
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func parseSizeArg(d *caddyfile.Dispenser, dst *int64) error {
+	name := d.Val()
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	n, err := humanize.ParseBytes(d.Val())
+	if err != nil {
+		return d.Errf("%s: invalid size %q: %v", name, d.Val(), err)
+	}
+	*dst = int64(n)
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func parseBrokerRedis(d *caddyfile.Dispenser) (*BrokerRedisConfig, error) {
+	r := new(BrokerRedisConfig)
+	if d.NextArg() {
+		r.Address = d.Val()
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "address", "password", "key_prefix":
+			name := d.Val()
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			switch name {
+			case "address":
+				r.Address = d.Val()
+			case "password":
+				r.Password = d.Val()
+			default:
+				r.KeyPrefix = d.Val()
+			}
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+		case "db":
+			if err := parseIntArg(d, &r.DB); err != nil {
+				return nil, err
+			}
+		case "tls":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			r.TLS = true
+		default:
+			return nil, d.Errf("unrecognized redis subdirective %q", d.Val())
+		}
+	}
+	return r, nil
+}
+
+func parseBrokerAuth(d *caddyfile.Dispenser) (*BrokerAuthConfig, error) {
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	a := &BrokerAuthConfig{Type: d.Val()}
+	if a.Type != broker.AuthBearer && a.Type != broker.AuthAPIKey {
+		return nil, d.Errf("authentication: type must be bearer or api-key, got %q", a.Type)
+	}
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if d.Val() != "key" {
+			return nil, d.Errf("unrecognized authentication subdirective %q", d.Val())
+		}
+		args := d.RemainingArgs()
+		if len(args) == 0 {
+			return nil, d.ArgErr()
+		}
+		k := BrokerAuthKey{Key: args[0]}
+		if len(args) > 1 {
+			k.UserID = args[1]
+		}
+		if len(args) > 2 {
+			k.TenantID = args[2]
+		}
+		if len(args) > 3 {
+			k.Permissions = args[3:]
+		}
+		a.Keys = append(a.Keys, k)
+	}
+	if len(a.Keys) == 0 {
+		return nil, d.Err("authentication: at least one key is required")
+	}
+	return a, nil
+}
+
+func parseOpenAPISource(d *caddyfile.Dispenser) (OpenAPISourceConfig, error) {
+	var s OpenAPISourceConfig
+	args := d.RemainingArgs()
+	if len(args) != 2 {
+		return s, d.Err("openapi: want <name> <spec_url>")
+	}
+	s.Name, s.SpecURL = args[0], args[1]
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "base_url":
+			if !d.NextArg() {
+				return s, d.ArgErr()
+			}
+			s.BaseURL = d.Val()
+			if d.NextArg() {
+				return s, d.ArgErr()
+			}
+		case "header", "spec_header":
+			name := d.Val()
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return s, d.Errf("%s: want <name> <value>", name)
+			}
+			m := &s.Headers
+			if name == "spec_header" {
+				m = &s.SpecHeaders
+			}
+			if *m == nil {
+				*m = map[string]string{}
+			}
+			(*m)[args[0]] = args[1]
+		case "timeout":
+			if err := parseDurationArg(d, &s.Timeout); err != nil {
+				return s, err
+			}
+		case "max_response_size":
+			if err := parseSizeArg(d, &s.MaxResponseSize); err != nil {
+				return s, err
+			}
+		default:
+			return s, d.Errf("unrecognized openapi subdirective %q", d.Val())
+		}
+	}
+	return s, nil
+}

@@ -1,0 +1,139 @@
+package caddymodules
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
+)
+
+func init() {
+	caddy.RegisterModule(BrokerHandler{})
+}
+
+// BrokerHandler serves the broker's HTTP interface (POST /execute,
+// GET /sessions/{id}, POST /sessions/{id}/tool-result, GET /health,
+// GET /code/actions) for the broker of the codemode app. It is terminal.
+//
+// Routes are matched against the request path as the handler sees it:
+// mount it under a prefix with `handle_path /broker/*` (which strips the
+// prefix) or set Prefix. A user authenticated by a Caddy authentication
+// handler ({http.auth.user.id}, and {http.auth.user.tenant_id} when set) is
+// accepted as the session owner without checking the broker's own
+// credentials.
+type BrokerHandler struct {
+	// Prefix is stripped from the request path before routing, for mounting
+	// under `handle /broker/*`. Default none.
+	Prefix string `json:"prefix,omitempty"`
+
+	// RateLimit limits requests to every endpoint but /health. Unset means
+	// no request rate limit (tool calls are still throttled).
+	RateLimit *BrokerRateLimit `json:"rate_limit,omitempty"`
+
+	h http.Handler
+}
+
+// BrokerRateLimit is a sliding-window request limit per key, counted by the
+// codemode guard (shared through Redis when throttle uses Redis).
+type BrokerRateLimit struct {
+	// MaxRequests per window and key. Required.
+	MaxRequests int64 `json:"max_requests"`
+	// Window length. Default 1m.
+	Window caddy.Duration `json:"window,omitempty"`
+	// Key is a placeholder expression naming the bucket, e.g.
+	// {http.request.header.X-API-Key} or {http.request.remote.host}.
+	// Default: the authenticated user, else the client address.
+	Key string `json:"key,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (BrokerHandler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.codemode_broker",
+		New: func() caddy.Module { return new(BrokerHandler) },
+	}
+}
+
+// Provision finds the codemode app and its shared broker.
+func (h *BrokerHandler) Provision(ctx caddy.Context) error {
+	appIface, err := ctx.App("codemode")
+	if err != nil {
+		return fmt.Errorf("codemode_broker: loading the codemode app: %w", err)
+	}
+	b, err := appIface.(*App).SharedBroker()
+	if err != nil {
+		return fmt.Errorf("codemode_broker: %w", err)
+	}
+	var opts broker.HandlerOptions
+	if rl := h.RateLimit; rl != nil {
+		window := time.Duration(rl.Window)
+		if window == 0 {
+			window = time.Minute
+		}
+		cfg := &broker.RateLimitConfig{MaxRequests: rl.MaxRequests, WindowMs: window.Milliseconds()}
+		if key := rl.Key; key != "" {
+			cfg.KeyGenerator = func(r *http.Request) string {
+				repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+				if repl == nil {
+					return key
+				}
+				return repl.ReplaceAll(key, "")
+			}
+		}
+		opts.RateLimiting = cfg
+	}
+	h.h = b.HTTPHandler(&opts)
+	return nil
+}
+
+// Validate checks the configuration.
+func (h *BrokerHandler) Validate() error {
+	if rl := h.RateLimit; rl != nil {
+		if rl.MaxRequests <= 0 {
+			return fmt.Errorf("codemode_broker: rate_limit: max_requests must be positive")
+		}
+		if rl.Window < 0 || (rl.Window > 0 && time.Duration(rl.Window) < time.Millisecond) {
+			return fmt.Errorf("codemode_broker: rate_limit: window must be at least 1ms")
+		}
+	}
+	if h.Prefix != "" && !strings.HasPrefix(h.Prefix, "/") {
+		return fmt.Errorf("codemode_broker: prefix must start with /")
+	}
+	return nil
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler. Errors are written as
+// the broker's JSON bodies ({"error":{"code","message"}}) rather than
+// returned, because API clients need the stable codes.
+func (h *BrokerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		if uid, _ := repl.GetString("http.auth.user.id"); uid != "" {
+			tenant, _ := repl.GetString("http.auth.user.tenant_id")
+			r = r.WithContext(broker.WithAuth(r.Context(), &broker.AuthResult{Valid: true, UserID: uid, TenantID: tenant}))
+		}
+	}
+	if h.Prefix != "" {
+		p := strings.TrimSuffix(h.Prefix, "/")
+		rest, ok := strings.CutPrefix(r.URL.Path, p)
+		if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+			rest = "/" // outside the prefix: no route, the broker answers 404
+		}
+		r2 := r.Clone(r.Context())
+		r2.URL.Path, r2.URL.RawPath = rest, ""
+		r = r2
+	}
+	h.h.ServeHTTP(w, r)
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*BrokerHandler)(nil)
+	_ caddy.Validator             = (*BrokerHandler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*BrokerHandler)(nil)
+)

@@ -1,0 +1,90 @@
+package caddymodules
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("codemode_broker", parseBrokerHandler)
+	httpcaddyfile.RegisterDirectiveOrder("codemode_broker", httpcaddyfile.Before, "respond")
+}
+
+func parseBrokerHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(BrokerHandler)
+	err := m.UnmarshalCaddyfile(h.Dispenser)
+	return m, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
+//
+//	codemode_broker [<matcher>] {
+//		prefix <path>
+//		rate_limit <max_requests> [<window>] {
+//			key <placeholder>
+//		}
+//	}
+//
+// The broker itself (sessions, tools, catalog, storage) is configured in
+// the `broker` block of the codemode global option.
+func (h *BrokerHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "prefix":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Prefix = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "rate_limit":
+			rl := new(BrokerRateLimit)
+			args := d.RemainingArgs()
+			if len(args) < 1 || len(args) > 2 {
+				return d.Err("rate_limit: want <max_requests> [<window>]")
+			}
+			n, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || n <= 0 {
+				return d.Errf("rate_limit: max_requests must be a positive integer, got %q", args[0])
+			}
+			rl.MaxRequests = n
+			if len(args) == 2 {
+				w, err := caddy.ParseDuration(args[1])
+				if err != nil {
+					return d.Errf("rate_limit: invalid window %q: %v", args[1], err)
+				}
+				rl.Window = caddy.Duration(w)
+			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				switch d.Val() {
+				case "key":
+					if !d.NextArg() {
+						return d.ArgErr()
+					}
+					rl.Key = d.Val()
+					if d.NextArg() {
+						return d.ArgErr()
+					}
+				default:
+					return d.Errf("unrecognized rate_limit subdirective %q", d.Val())
+				}
+			}
+			h.RateLimit = rl
+		default:
+			return d.Errf("unrecognized subdirective %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// Interface guard
+var _ caddyfile.Unmarshaler = (*BrokerHandler)(nil)

@@ -1,0 +1,201 @@
+package caddymodules
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// brokerCaddyfile is a gateway with demo tools: /broker/* open (with a
+// request limit keyed by a header), /private/* behind basic_auth, and the
+// broker's own api-key authentication.
+func brokerCaddyfile(port int, extra string) string {
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	return fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		broker {
+			demo_tools
+			max_sessions 10
+			%s
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	handle_path /broker/* {
+		codemode_broker {
+			rate_limit 3 1m {
+				key {http.request.header.X-Client}
+			}
+		}
+	}
+	handle /private/* {
+		basic_auth {
+			alice %s
+		}
+		codemode_broker {
+			prefix /private
+		}
+	}
+}
+`, extra, port, hash)
+}
+
+func loadCaddyfile(t *testing.T, src string) {
+	t.Helper()
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+	if err != nil {
+		t.Fatalf("adapt: %v", err)
+	}
+	if err := caddy.Load(cfg, true); err != nil {
+		t.Fatalf("caddy.Load: %v", err)
+	}
+}
+
+// brokerClient opens a connection per request: a config reload closes the
+// old server's idle connections, which would fail a reused POST.
+var brokerClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+type ndjsonEvent struct {
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+func postExecute(t *testing.T, url, code string, header http.Header) (*http.Response, *bufio.Scanner) {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"code": code})
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := brokerClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp, bufio.NewScanner(resp.Body)
+}
+
+func nextEvent(t *testing.T, sc *bufio.Scanner) ndjsonEvent {
+	t.Helper()
+	if !sc.Scan() {
+		t.Fatalf("stream ended: %v", sc.Err())
+	}
+	var e ndjsonEvent
+	if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+		t.Fatalf("bad line %q", sc.Text())
+	}
+	return e
+}
+
+func TestBrokerHandlerInCaddy(t *testing.T) {
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	port := freePort(t)
+	src := brokerCaddyfile(port, "authentication api-key {\n\t\t\t\tkey k-bob bob\n\t\t\t}")
+	loadCaddyfile(t, src)
+	defer func() { _ = caddy.Stop() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	bob := http.Header{"X-Api-Key": {"k-bob"}}
+
+	// Health is open; the rest needs a key or a Caddy-authenticated user.
+	resp, err := brokerClient.Get(base + "/broker/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	resp, _ = postExecute(t, base+"/broker/execute", "return 1", nil)
+	if resp.StatusCode != 401 {
+		t.Fatalf("execute without key: %d", resp.StatusCode)
+	}
+
+	// A session waiting for its caller survives a reload of the same config.
+	resp, sc := postExecute(t, base+"/broker/execute", `const r = await callTool("client:prompt", {question: "?"}); const s = await callTool("math:add", {a: r.n, b: 1}); return s.sum`, bob)
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("execute: %d %s", resp.StatusCode, b)
+	}
+	var sess struct {
+		ID     string `json:"id"`
+		UserID string `json:"userId"`
+	}
+	json.Unmarshal(nextEvent(t, sc).Payload, &sess)
+	var call struct {
+		CallID string `json:"callId"`
+	}
+	json.Unmarshal(nextEvent(t, sc).Payload, &call)
+	if sess.UserID != "bob" || call.CallID == "" {
+		t.Fatalf("session %+v call %+v", sess, call)
+	}
+	loadCaddyfile(t, src) // reload, same broker block
+
+	req, _ := http.NewRequest(http.MethodPost, base+"/broker/sessions/"+sess.ID+"/tool-result",
+		strings.NewReader(fmt.Sprintf(`{"callId":%q,"result":{"n":41}}`, call.CallID)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", "k-bob")
+	resp2, err := brokerClient.Do(req)
+	if err != nil || resp2.StatusCode != 200 {
+		t.Fatalf("tool-result after reload: %v %v", resp2, err)
+	}
+	resp2.Body.Close()
+	var last ndjsonEvent
+	for sc.Scan() {
+		json.Unmarshal(sc.Bytes(), &last)
+	}
+	if last.Type != "result" || !strings.Contains(string(last.Payload), `"result":42`) {
+		t.Fatalf("last event after reload: %s %s", last.Type, last.Payload)
+	}
+
+	// Caddy's basic_auth user owns the session; the prefix option routes.
+	resp, sc = postExecute(t, base+"/private/execute", `return (await callTool("text:upper", {text: "hi"})).text`, http.Header{"Authorization": {"Basic YWxpY2U6cHc="}})
+	if resp.StatusCode != 200 {
+		t.Fatalf("private execute: %d", resp.StatusCode)
+	}
+	json.Unmarshal(nextEvent(t, sc).Payload, &sess)
+	if sess.UserID != "alice" {
+		t.Errorf("session owner via basic_auth = %q", sess.UserID)
+	}
+	for sc.Scan() {
+		json.Unmarshal(sc.Bytes(), &last)
+	}
+	if last.Type != "result" || !strings.Contains(string(last.Payload), `"result":"HI"`) {
+		t.Errorf("private result: %s", last.Payload)
+	}
+	// Bob cannot read Alice's session.
+	req, _ = http.NewRequest(http.MethodGet, base+"/broker/sessions/"+sess.ID, nil)
+	req.Header.Set("X-API-Key", "k-bob")
+	if resp, _ := brokerClient.Do(req); resp.StatusCode != 404 {
+		t.Errorf("bob reads alice's session: %d", resp.StatusCode)
+	}
+
+	// The request limit is keyed by the X-Client placeholder (3 per minute).
+	statuses := []int{}
+	for i := 0; i < 4; i++ {
+		req, _ := http.NewRequest(http.MethodGet, base+"/broker/code/actions", nil)
+		req.Header.Set("X-API-Key", "k-bob")
+		req.Header.Set("X-Client", "c1")
+		resp, err := brokerClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		statuses = append(statuses, resp.StatusCode)
+		if resp.StatusCode == 429 && resp.Header.Get("Retry-After") == "" {
+			t.Error("429 without Retry-After")
+		}
+	}
+	if fmt.Sprint(statuses) != "[200 200 200 429]" {
+		t.Errorf("rate limited statuses = %v", statuses)
+	}
+}
