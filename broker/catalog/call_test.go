@@ -179,3 +179,49 @@ func TestCallErrors(t *testing.T) {
 		t.Fatalf("closed server: %v", err)
 	}
 }
+
+func TestParameterStyles(t *testing.T) {
+	arr := value{kind: "array", list: []string{"a b", "c"}}
+	obj := value{kind: "object", pairs: [][2]string{{"r", "1"}, {"g", "2"}}}
+	paths := []struct {
+		style   string
+		explode bool
+		v       value
+		want    string
+	}{
+		{"simple", false, value{scalar: "x/y"}, "x%2Fy"},
+		{"simple", false, arr, "a%20b,c"},
+		{"simple", false, obj, "r,1,g,2"},
+		{"simple", true, obj, "r=1,g=2"},
+		{"label", false, arr, ".a%20b,c"},
+		{"label", true, arr, ".a%20b.c"},
+		{"matrix", false, value{scalar: "5"}, ";id=5"},
+		{"matrix", false, arr, ";id=a%20b,c"},
+		{"matrix", true, arr, ";id=a%20b;id=c"},
+		{"matrix", true, obj, ";r=1;g=2"},
+	}
+	for _, tc := range paths {
+		if got := pathValue(paramSpec{name: "id", style: tc.style, explode: tc.explode}, tc.v); got != tc.want {
+			t.Errorf("path %s explode=%v %+v = %q, want %q", tc.style, tc.explode, tc.v, got, tc.want)
+		}
+	}
+	queries := []struct {
+		style   string
+		explode bool
+		v       value
+		want    string
+	}{
+		{"form", true, arr, "q=a+b&q=c"},
+		{"form", false, arr, "q=a+b,c"},
+		{"spaceDelimited", false, arr, "q=a+b%20c"},
+		{"pipeDelimited", false, arr, "q=a+b|c"},
+		{"form", true, obj, "r=1&g=2"},
+		{"form", false, obj, "q=r,1,g,2"},
+		{"deepObject", true, obj, "q%5Br%5D=1&q%5Bg%5D=2"},
+	}
+	for _, tc := range queries {
+		if got := strings.Join(queryPairs(paramSpec{name: "q", style: tc.style, explode: tc.explode}, tc.v), "&"); got != tc.want {
+			t.Errorf("query %s explode=%v %+v = %q, want %q", tc.style, tc.explode, tc.v, got, tc.want)
+		}
+	}
+}
