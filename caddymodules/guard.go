@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -75,11 +76,14 @@ type Guard struct {
 	// partition. Default "{http.auth.user.id}".
 	User string `json:"user,omitempty"`
 
-	manager  *guard.GuardManager
-	storeKey string
-	rates    []guardRate
-	sems     []guardSem
-	logger   *zap.Logger
+	manager     *guard.GuardManager
+	storeKey    string
+	rates       []guardRate
+	sems        []guardSem
+	sessionKey  string // canonical SessionHeader
+	needSession bool
+	needUser    bool
+	logger      *zap.Logger
 }
 
 // GuardStorage selects the handler's (or throttle's) storage backend.
@@ -194,7 +198,13 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	if g.IPFilter != nil {
 		cfg.IpFilter = g.IPFilter.config()
 	}
+	g.sessionKey = textproto.CanonicalMIMEHeaderKey(g.SessionHeader)
 	g.rates, g.sems = nil, nil
+	g.needSession, g.needUser = false, false
+	for _, p := range g.partitions() {
+		g.needSession = g.needSession || p == guard.PartitionSession
+		g.needUser = g.needUser || p == guard.PartitionUserID
+	}
 	for _, rl := range g.RateLimits {
 		r := guardRate{entity: g.entity(rl.Name), cfg: *rl.config()}
 		if isPlaceholderPartition(rl.PartitionBy) {
@@ -220,6 +230,17 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	}
 	g.manager, g.storeKey = m, key
 	return nil
+}
+
+func (g *Guard) partitions() []string {
+	var ps []string
+	for _, rl := range g.RateLimits {
+		ps = append(ps, rl.PartitionBy)
+	}
+	for _, cc := range g.Concurrency {
+		ps = append(ps, cc.PartitionBy)
+	}
+	return ps
 }
 
 // displayName is the limit's name as configured ("global" for the unnamed
@@ -296,8 +317,13 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		return g.deny(w, r, res.Err(ip))
 	}
 	repl, _ := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	pc := guard.PartitionKeyContext{SessionID: r.Header.Get(g.SessionHeader), ClientIP: ip}
-	if repl != nil {
+	pc := guard.PartitionKeyContext{ClientIP: ip}
+	if g.needSession {
+		if v := r.Header[g.sessionKey]; len(v) > 0 {
+			pc.SessionID = v[0]
+		}
+	}
+	if g.needUser && repl != nil {
 		pc.UserID = repl.ReplaceAll(g.User, "")
 	}
 
@@ -468,9 +494,10 @@ func setRateLimitHeaders(h http.Header, res guard.RateLimitResult) {
 	if !res.Allowed {
 		reset = res.RetryAfterMs
 	}
-	h.Set("RateLimit-Limit", strconv.FormatInt(res.Limit, 10))
-	h.Set("RateLimit-Remaining", strconv.FormatInt(res.Remaining, 10))
-	h.Set("RateLimit-Reset", strconv.FormatInt((reset+999)/1000, 10))
+	// Canonical keys set directly: these run on every request.
+	h["Ratelimit-Limit"] = []string{strconv.FormatInt(res.Limit, 10)}
+	h["Ratelimit-Remaining"] = []string{strconv.FormatInt(res.Remaining, 10)}
+	h["Ratelimit-Reset"] = []string{strconv.FormatInt((reset+999)/1000, 10)}
 }
 
 func isPlaceholderPartition(p string) bool { return strings.Contains(p, "{") }

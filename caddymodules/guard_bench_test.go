@@ -1,0 +1,39 @@
+package caddymodules
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func BenchmarkGuardServeHTTP(b *testing.B) {
+	g := &Guard{
+		RateLimits:  []GuardRateLimit{{MaxRequests: 1 << 40, Window: caddy.Duration(time.Minute)}, {Name: "per_ip", MaxRequests: 1 << 40, PartitionBy: "ip"}},
+		Concurrency: []GuardConcurrency{{MaxConcurrent: 100000}},
+		Timeout:     caddy.Duration(30 * time.Second),
+		IPFilter:    &GuardIPFilter{Allow: []string{"127.0.0.0/8"}, DefaultAction: "deny"},
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	if err := g.Provision(ctx); err != nil {
+		b.Fatal(err)
+	}
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return nil })
+	repl := caddy.NewReplacer()
+	c := context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl)
+	c = context.WithValue(c, caddyhttp.VarsCtxKey, map[string]any{})
+	req := httptest.NewRequest("GET", "/", nil).WithContext(c)
+	req.RemoteAddr = "127.0.0.1:5555"
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := g.ServeHTTP(w, req, next); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
