@@ -101,7 +101,8 @@ type VerifiedToken struct {
 	ExpiresAt time.Time `json:"exp"`
 	IssuedAt  time.Time `json:"iat,omitzero"`
 	NotBefore time.Time `json:"nbf,omitzero"`
-	// Claims holds every claim of the token as decoded JSON.
+	// Claims holds every claim of the token as decoded JSON. It may be
+	// shared with the Verifier's result cache: read it, do not modify it.
 	Claims map[string]any `json:"-"`
 }
 
@@ -169,8 +170,9 @@ var defaultAlgorithms = []jose.SignatureAlgorithm{
 }
 
 // Verifier validates bearer JWTs against a provider's published key set:
-// signature, exp/nbf/iat with leeway, iss and aud. It is safe for
-// concurrent use; the hot path takes no lock.
+// signature, exp/nbf/iat with leeway, iss and aud. Tokens seen before are
+// answered from a bounded result cache (exp and aud rechecked) until the key
+// set changes. It is safe for concurrent use.
 type Verifier struct {
 	cfg    VerifierConfig
 	issuer string // normalised (no trailing slash)
