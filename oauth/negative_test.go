@@ -61,6 +61,7 @@ func TestAuthorizeRejects(t *testing.T) {
 		{"relative resource", func(q url.Values) { q.Set("resource", "/mcp") }, "invalid_target"},
 		{"request object", func(q url.Values) { q.Set("request", "eyJ.x.y") }, "request_not_supported"},
 		{"fragment response mode", func(q url.Values) { q.Set("response_mode", "fragment") }, "invalid_request"},
+		{"silent authorization", func(q url.Values) { q.Set("prompt", "none") }, "login_required"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

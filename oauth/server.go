@@ -375,6 +375,11 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		fail("request_not_supported", "request objects are not supported")
 		return
 	}
+	if slices.Contains(strings.Fields(q.Get("prompt")), "none") {
+		// There is no login cookie, so a silent authorization is never possible.
+		fail("login_required", "the user must sign in")
+		return
+	}
 	if m := q.Get("response_mode"); m != "" && m != "query" {
 		fail("invalid_request", "response_mode must be query")
 		return
