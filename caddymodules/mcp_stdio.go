@@ -52,8 +52,9 @@ func cmdMCPStdio(fl caddycmd.Flags) (int, error) {
 }
 
 // codemodeOnlyConfig keeps, of a full Caddy JSON config, what the codemode
-// app needs (the app itself, storage and logging) and disables the admin
-// endpoint.
+// app needs (the app itself, storage and logging), disables the admin
+// endpoint and the autosave of the config (which would overwrite the one of
+// a gateway running from the same file).
 func codemodeOnlyConfig(raw []byte) ([]byte, error) {
 	var cfg map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &cfg); err != nil {
@@ -70,7 +71,7 @@ func codemodeOnlyConfig(raw []byte) ([]byte, error) {
 		code = json.RawMessage(`{}`)
 	}
 	out := map[string]any{
-		"admin": map[string]any{"disabled": true},
+		"admin": map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
 		"apps":  map[string]json.RawMessage{"codemode": code},
 	}
 	for _, k := range []string{"storage", "logging"} {
