@@ -26,8 +26,9 @@ const (
 	killProtocol
 )
 
-// stderrTail is how much of a worker's stderr is kept for diagnosis.
-const stderrTail = 16 << 10
+// stderrTail is how much of the head and of the tail of a worker's stderr
+// is kept for diagnosis.
+const stderrTail = 8 << 10
 
 // maxPrefetchTools bounds the allowed tools looked up ahead of an execution.
 const maxPrefetchTools = 256
@@ -41,13 +42,15 @@ type worker struct {
 	out  *frameWriter
 	runs int // executions served; guarded by p.mu
 
-	msgs   chan *wireMsg // from the reader goroutine; closed when it stops
+	ready  chan struct{} // closed when the handshake arrives
+	dead   chan struct{} // closed when the reader stops
 	exited chan struct{} // closed once the process is reaped
 	stderr *tailBuffer
 
-	// active is the execution in progress (0 when idle); a message while
-	// idle is a protocol violation.
-	active atomic.Uint64
+	// cur is the execution in progress (nil when idle). The reader serves
+	// its calls, lookups and logs itself, which saves a goroutine hop per
+	// message; a message while idle is a protocol violation.
+	cur atomic.Pointer[execState]
 
 	mu         sync.Mutex
 	killReason int
@@ -71,7 +74,8 @@ func (p *workerPool) startWorker() (*worker, error) {
 	w := &worker{
 		p:      p,
 		cmd:    cmd,
-		msgs:   make(chan *wireMsg, 16),
+		ready:  make(chan struct{}),
+		dead:   make(chan struct{}),
 		exited: make(chan struct{}),
 		stderr: &tailBuffer{max: stderrTail},
 	}
@@ -105,10 +109,9 @@ func (p *workerPool) startWorker() (*worker, error) {
 	timeout, stop := p.newTimer(p.opts.StartupTimeout)
 	defer stop()
 	select {
-	case m, ok := <-w.msgs:
-		if ok && m.T == msgReady {
-			return w, nil
-		}
+	case <-w.ready:
+		return w, nil
+	case <-w.dead:
 		w.killAndDrain(killNone)
 		return nil, startupFailed("worker %d exited before its handshake (%s)%s", w.pid, w.deathCause(), w.stderrSummary())
 	case <-timeout:
@@ -156,12 +159,14 @@ func (w *worker) readLoop(stdout io.Reader) {
 			err = invalidf("unexpected %s message %s the handshake", m.T, map[bool]string{true: "before", false: "after"}[first])
 			break
 		}
-		if !first && w.active.Load() == 0 {
-			err = invalidf("%s message while no script runs", m.T)
+		if first {
+			first = false
+			close(w.ready)
+			continue
+		}
+		if err = w.dispatch(m); err != nil {
 			break
 		}
-		first = false
-		w.msgs <- m
 	}
 	w.setReadErr(err)
 	var pe *protocolError
@@ -172,7 +177,7 @@ func (w *worker) readLoop(stdout io.Reader) {
 		// it is gone either way.
 		w.kill(killNone)
 	}
-	close(w.msgs)
+	close(w.dead)
 	waitErr := w.cmd.Wait()
 	var ee *exec.ExitError
 	if errors.As(waitErr, &ee) {
@@ -202,8 +207,6 @@ func (w *worker) kill(reason int) {
 // away whatever it still sent so that the reader can finish.
 func (w *worker) killAndDrain(reason int) {
 	w.kill(reason)
-	for range w.msgs {
-	}
 	<-w.exited
 }
 
@@ -263,6 +266,35 @@ type execState struct {
 	ctx       context.Context
 	host      Host
 	logHost   LogHost
+	done      chan *wireDone // the worker's final report, buffered 1
+
+	// mu orders the reader's dispatch against the end of the execution:
+	// once closed, no more tool calls start.
+	mu     sync.Mutex
+	closed bool
+}
+
+// dispatch serves one message of the execution in progress.
+func (w *worker) dispatch(m *wireMsg) error {
+	st := w.cur.Load()
+	if st == nil {
+		return invalidf("%s message while no script runs", m.T)
+	}
+	if m.ID != st.id {
+		return invalidf("%s message for execution %d during execution %d", m.T, m.ID, st.id)
+	}
+	if m.T == msgDone {
+		// Anything after done is a violation.
+		w.cur.CompareAndSwap(st, nil)
+		st.done <- m.Done
+		return nil
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.closed {
+		return nil
+	}
+	return w.handle(st, m)
 }
 
 // run executes one script on w. reusable reports whether w may serve
@@ -271,17 +303,15 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (re
 	p := w.p
 	lim := MergeLimits(p.limits, req.Limits)
 	callCtx, cancelCalls := context.WithCancel(ctx)
-	st := &execState{id: id, lim: lim, ctx: callCtx, host: host}
+	st := &execState{id: id, lim: lim, ctx: callCtx, host: host, done: make(chan *wireDone, 1)}
 	st.logHost, _ = host.(LogHost)
 	defer func() {
+		w.cur.CompareAndSwap(st, nil)
+		st.mu.Lock()
+		st.closed = true
+		st.mu.Unlock()
 		cancelCalls()
 		st.calls.Wait()
-		w.active.Store(0)
-		if reusable && len(w.msgs) > 0 {
-			// The worker kept talking after done.
-			w.killAndDrain(killProtocol)
-			reusable = false
-		}
 	}()
 
 	ex := &wireExec{
@@ -309,7 +339,7 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (re
 			}
 		}
 	}
-	w.active.Store(id)
+	w.cur.Store(st)
 	if err := w.out.write(&wireMsg{T: msgExec, ID: id, Exec: ex}); err != nil {
 		var pe *protocolError
 		if errors.As(err, &pe) {
@@ -325,25 +355,11 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (re
 	defer stop()
 	for {
 		select {
-		case m, ok := <-w.msgs:
-			if !ok {
-				<-w.exited
-				return w.deathResult(lim), nil, false
-			}
-			var perr error
-			switch {
-			case m.ID != id:
-				perr = invalidf("%s message for execution %d during execution %d", m.T, m.ID, id)
-			case m.T == msgDone:
-				return w.finish(st, m.Done)
-			default:
-				perr = w.handle(st, m)
-			}
-			if perr != nil {
-				w.setReadErr(perr)
-				w.killAndDrain(killProtocol)
-				return w.deathResult(lim), nil, false
-			}
+		case d := <-st.done:
+			return w.finish(st, d)
+		case <-w.dead:
+			<-w.exited
+			return w.deathResult(lim), nil, false
 		case <-watchdog:
 			w.killAndDrain(killTimeout)
 			return w.deathResult(lim), nil, false
@@ -477,8 +493,9 @@ func (w *worker) finish(st *execState, d *wireDone) (*Result, error, bool) {
 		return nil, &Error{Code: d.Err.Code, Message: d.Err.Message}, true
 	}
 	res := d.Result
-	if st.lim.MaxConsoleEntries > 0 && len(res.Logs) > st.lim.MaxConsoleEntries {
-		res.Logs = res.Logs[:st.lim.MaxConsoleEntries]
+	// The engine bounds the logs and may add one truncation notice.
+	if n := st.lim.MaxConsoleEntries + 1; st.lim.MaxConsoleEntries > 0 && len(res.Logs) > n {
+		res.Logs = res.Logs[:n]
 	}
 	res.Stats = Stats{
 		Duration:  time.Duration(d.Stats.DurationNS),
@@ -553,25 +570,39 @@ func formatBytes(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// tailBuffer keeps the last max bytes written to it.
+// tailBuffer keeps the first and the last max bytes written to it: a Go
+// runtime's fatal error is at the head, followed by long stack dumps.
 type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
+	mu   sync.Mutex
+	max  int
+	head []byte
+	buf  []byte
+	cut  bool
 }
 
 func (t *tailBuffer) Write(b []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	n := len(b)
+	if room := t.max - len(t.head); room > 0 {
+		k := min(room, len(b))
+		t.head = append(t.head, b[:k]...)
+		b = b[k:]
+	}
 	t.buf = append(t.buf, b...)
 	if len(t.buf) > t.max {
 		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+		t.cut = true
 	}
-	return len(b), nil
+	return n, nil
 }
 
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(t.buf)
+	sep := ""
+	if t.cut {
+		sep = "\n[...]\n"
+	}
+	return string(t.head) + sep + string(t.buf)
 }

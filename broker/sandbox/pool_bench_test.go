@@ -1,0 +1,159 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Benchmarks of the worker engine. By default the workers are this test
+// binary; CODEMODE_WORKER_CMD="/path/to/caddy codemode-worker" measures a
+// real Caddy build instead.
+
+func benchPool(b *testing.B, size int) *workerPool {
+	b.Helper()
+	opts := PoolOptions{
+		RuntimePoolOptions: RuntimePoolOptions{MinSize: size, MaxSize: size},
+		Engine:             &Options{Limits: Limits{MaxToolCalls: 1000}},
+	}
+	if cmd := os.Getenv("CODEMODE_WORKER_CMD"); cmd != "" {
+		opts.Command = strings.Fields(cmd)
+	}
+	p, err := newWorkerPool(&opts, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// benchWorkerScript runs code b.N times and reports the median besides the
+// mean; perOp divides the median into a per-item figure.
+func benchWorkerScript(b *testing.B, e Engine, host Host, code string, perOp float64, unit string) {
+	b.Helper()
+	req := Request{Code: code}
+	ctx := context.Background()
+	for range 3 { // warm up the worker
+		if r, err := e.Execute(ctx, req, host); err != nil || r.Status != StatusOK {
+			b.Fatalf("warm-up: %v %+v", err, r)
+		}
+	}
+	times := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		r, err := e.Execute(ctx, req, host)
+		times = append(times, time.Since(start))
+		if err != nil || r.Status != StatusOK {
+			b.Fatalf("%v %+v", err, r)
+		}
+	}
+	b.StopTimer()
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	median := times[len(times)/2]
+	b.ReportMetric(float64(median.Nanoseconds()), "median-ns/op")
+	if perOp > 0 {
+		b.ReportMetric(float64(median.Nanoseconds())/perOp, unit)
+	}
+}
+
+// BenchmarkWorkerTrivialScript: `return 1+1` through a worker process
+// (goal: median under 0.5 ms).
+func BenchmarkWorkerTrivialScript(b *testing.B) {
+	benchWorkerScript(b, benchPool(b, 1), newTestHost(nil), `return 1+1`, 0, "")
+}
+
+// BenchmarkWorkerAwaitedToolCall: 100 sequential awaited calls of a tool
+// that returns at once. The per-call overhead (goal under 30 µs) is
+// (median - BenchmarkWorkerTrivialScript median) / 100.
+func BenchmarkWorkerAwaitedToolCall(b *testing.B) {
+	benchWorkerScript(b, benchPool(b, 1), newTestHost(echoTools()),
+		`let s = 0; for (let i = 0; i < 100; i++) s += (await callTool("echo", {i})).i; return s`, 100, "median-ns/call")
+}
+
+// BenchmarkWorkerParallel100x10ms: 100 tool calls of 10 ms each through
+// __safe_parallel at concurrency 20 (ideal 5 waves of 10 ms = 50 ms; goal
+// under 60 ms).
+func BenchmarkWorkerParallel100x10ms(b *testing.B) {
+	h := newTestHost(map[string]func(json.RawMessage) (json.RawMessage, error){
+		"slow": func(in json.RawMessage) (json.RawMessage, error) {
+			time.Sleep(10 * time.Millisecond)
+			return in, nil
+		},
+	})
+	benchWorkerScript(b, benchPool(b, 1), h,
+		`const r = await __safe_parallel(Array.from({length: 100}, (_, i) => () => callTool("slow", {i})), {maxConcurrency: 20}); return r.length`, 0, "")
+}
+
+// BenchmarkWorkerIdlePoolMemory reports the resident memory (VmRSS) of an
+// idle pool's workers after each has run one script.
+func BenchmarkWorkerIdlePoolMemory(b *testing.B) {
+	for _, n := range []int{1, 4} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			p := benchPool(b, n)
+			h := newTestHost(echoTools())
+			// Run one script on every worker at once.
+			done := make(chan struct{}, n)
+			for range n {
+				go func() {
+					_, _ = p.Execute(context.Background(), Request{Code: `await callTool("echo", {}); return 1`}, h)
+					done <- struct{}{}
+				}()
+			}
+			for range n {
+				<-done
+			}
+			for i := 0; i < b.N; i++ {
+				var total int64
+				p.mu.Lock()
+				pids := make([]int, 0, len(p.all))
+				for w := range p.all {
+					pids = append(pids, w.pid)
+				}
+				p.mu.Unlock()
+				for _, pid := range pids {
+					total += vmRSS(b, pid)
+				}
+				b.ReportMetric(float64(total)/float64(len(pids)), "rss-kB/worker")
+				b.ReportMetric(float64(total), "rss-kB/pool")
+			}
+		})
+	}
+}
+
+// vmRSS reads a process's resident set size in kB.
+func vmRSS(b *testing.B, pid int) int64 {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		b.Skip("no /proc")
+	}
+	for _, line := range bytes.Split(raw, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(string(v)), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// BenchmarkWorkerProtocolCall: 100 sequential tool calls from a scripted
+// worker without goja (fakeEngine): the protocol's own cost per call round
+// trip (worker -> parent -> host -> worker).
+func BenchmarkWorkerProtocolCall(b *testing.B) {
+	p, _ := newFakePool(b, PoolOptions{})
+	benchWorkerScript(b, p, newBlockingHost(), "calls echo 100", 100, "median-ns/call")
+}
+
+// BenchmarkWorkerProtocolExec: one execution round trip of a scripted
+// worker without goja.
+func BenchmarkWorkerProtocolExec(b *testing.B) {
+	p, _ := newFakePool(b, PoolOptions{})
+	benchWorkerScript(b, p, newBlockingHost(), "ok 2", 0, "")
+}
