@@ -161,6 +161,12 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		grants = grants[:0:0]
 		for _, g := range req.GrantTypes {
 			gt := oidc.GrantType(g)
+			if gt == oidc.GrantTypeRefreshToken && !s.cfg.refreshOn {
+				// MCP clients ask for refresh_token by habit; registering
+				// without it (RFC 7591 lets the server replace values) is
+				// kinder than refusing the client.
+				continue
+			}
 			if !slices.Contains(s.grantTypes(), gt) {
 				writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "grant type "+g+" is not offered")
 				return
@@ -180,16 +186,18 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	scopes := s.cfg.scopes
-	if req.Scope != "" {
-		scopes = nil
-		for _, sc := range strings.Fields(req.Scope) {
-			if !slices.Contains(s.cfg.scopes, sc) {
-				writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "scope "+sc+" is not offered")
-				return
-			}
+	// The registered scope is what the client asked for among the offered
+	// scopes (all of them when it asked for none of those); scopes we do not
+	// offer, such as OpenID's profile or email, are dropped rather than
+	// refused, as RFC 7591 section 3.2.1 allows.
+	var scopes []string
+	for _, sc := range strings.Fields(req.Scope) {
+		if slices.Contains(s.cfg.scopes, sc) && !slices.Contains(scopes, sc) {
 			scopes = append(scopes, sc)
 		}
+	}
+	if len(scopes) == 0 {
+		scopes = s.cfg.scopes
 	}
 	if len(req.ClientName) > 200 {
 		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "client_name is longer than 200 characters")

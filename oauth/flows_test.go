@@ -132,6 +132,12 @@ func TestDynamicClientRegistration(t *testing.T) {
 		t.Fatalf("confidential registration: %d %v", status, out)
 	}
 
+	// Scopes not offered are dropped, not refused.
+	status, out = register(t, e, map[string]any{"redirect_uris": []string{redirect}, "scope": "openid profile admin tools:read"})
+	if status != http.StatusCreated || out["scope"] != "tools:read" {
+		t.Fatalf("scope filtering: %d %v", status, out)
+	}
+
 	for name, meta := range map[string]map[string]any{
 		"no redirect":         {"client_name": "x"},
 		"http non-loopback":   {"redirect_uris": []string{"http://evil.example/cb"}},
@@ -141,7 +147,6 @@ func TestDynamicClientRegistration(t *testing.T) {
 		"client_credentials":  {"redirect_uris": []string{redirect}, "grant_types": []string{"client_credentials"}},
 		"token response type": {"redirect_uris": []string{redirect}, "response_types": []string{"token"}},
 		"private_key_jwt":     {"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "private_key_jwt"},
-		"scope not offered":   {"redirect_uris": []string{redirect}, "scope": "admin"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			status, out := register(t, e, meta)
@@ -151,6 +156,14 @@ func TestDynamicClientRegistration(t *testing.T) {
 		})
 	}
 	e.assertNoSecretsLogged(tok.AccessToken, tok.RefreshToken)
+}
+
+func TestRegistrationWithoutRefresh(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true; c.Refresh.Enabled = false })
+	status, out := register(t, e, map[string]any{"redirect_uris": []string{asRedirect}, "grant_types": []string{"authorization_code", "refresh_token"}})
+	if status != http.StatusCreated || len(out["grant_types"].([]any)) != 1 {
+		t.Fatalf("%d %v", status, out)
+	}
 }
 
 func TestRegistrationOffByDefault(t *testing.T) {

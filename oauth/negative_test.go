@@ -382,3 +382,12 @@ func flip(sig string) string {
 	}
 	return string(b)
 }
+
+func TestAuthorizeAcceptsOpenIDScopes(t *testing.T) {
+	e := newAS(t, nil)
+	q := authQuery(oauth2.GenerateVerifier())
+	q.Set("scope", "openid profile email mcp")
+	if u := location(t, e.get(e.srv.URL+"/oauth/authorize?"+q.Encode()), http.StatusFound); u.Path != "/oauth/login" {
+		t.Fatalf("redirected to %s", u)
+	}
+}

@@ -389,7 +389,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		scopes = slices.Clone(c.AllowedScope)
 	}
 	for _, sc := range scopes {
-		if sc != oidc.ScopeOpenID && sc != oidc.ScopeOfflineAccess && !c.IsScopeAllowed(sc) {
+		if !oidcScope(sc) && !c.IsScopeAllowed(sc) {
 			fail("invalid_scope", "scope "+sc+" is not allowed for this client")
 			return
 		}
@@ -415,6 +415,16 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	r.URL.RawQuery = q.Encode()
 	r = r.WithContext(context.WithValue(r.Context(), authorizeExtraKey{}, &authorizeExtra{audience: audience}))
 	s.provider.ServeHTTP(w, r)
+}
+
+// oidcScope reports the OpenID scopes generic clients send by habit; they
+// are accepted and grant nothing beyond the subject.
+func oidcScope(sc string) bool {
+	switch sc {
+	case oidc.ScopeOpenID, oidc.ScopeOfflineAccess, oidc.ScopeProfile, oidc.ScopeEmail:
+		return true
+	}
+	return false
 }
 
 func validChallenge(c string) bool {
