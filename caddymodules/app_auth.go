@@ -335,6 +335,9 @@ func (c *AuthConfig) warn(l *zap.Logger) {
 	if c.AllowDefaultPublic {
 		w(7, "allow_default_public is true: requests without a token pass as anonymous")
 	}
+	if c.Resource == "" {
+		l.Warn("auth has no resource URL: the protected resource metadata (RFC 9728) is not served and MCP clients cannot discover the authorization server; set resource")
+	}
 	if c.Mode == AuthModeTransparent {
 		if c.ExpectedAudience == c.ClientID && c.ClientID != "" {
 			w(6, "expected_audience is not set; using the client id as audience", zap.String("audience", c.ExpectedAudience))

@@ -246,6 +246,14 @@ func TestCaddyProductionRuleHTTPS(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "https") {
 		t.Fatalf("http provider outside development: %v", err)
 	}
+	// Unless a TLS-terminating proxy is declared in front.
+	err = loadErr(t, caddyConfig(port, map[string]any{
+		"mode": "transparent", "provider_url": "https://127.0.0.1:1", "expected_audience": "https://x.example/mcp",
+		"behind_tls_proxy": true,
+	}, routes))
+	if err != nil {
+		t.Fatalf("behind_tls_proxy: %v", err)
+	}
 	// Transparent mode without an audience: refused (rule 6).
 	err = loadErr(t, caddyConfig(port, map[string]any{"mode": "transparent", "development": true, "provider_url": idp.srv.URL}, routes))
 	if err == nil || !strings.Contains(err.Error(), "expected_audience") {
