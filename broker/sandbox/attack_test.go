@@ -155,7 +155,8 @@ func attackCases() []attackCase {
 		{name: "console.log of a doubling DAG", code: `let s = [1]; for (let i = 0; i < 40; i++) s = [s, s]; console.log(s); return 1`, want: []Status{StatusOK, StatusRuntimeError, StatusTimeout}, limits: Limits{Timeout: 400 * time.Millisecond, AllowConsole: true}},
 		{name: "flat of a doubling DAG", code: `let s = [1]; for (let i = 0; i < 40; i++) s = [s, s]; return s.flat(Infinity).length`, want: stopped, limits: fastTimeout},
 		{name: "string doubling hits the memory limit", code: `let s = "x"; for (let i = 0; i < 40; i++) s += s; return s.length`, want: []Status{StatusRuntimeError}, codes: []string{CodeWorkerMemoryExceeded}, limits: Limits{Timeout: 10 * time.Second, MemoryBytes: 64 << 20}},
-		{name: "typed array allocation", code: `return new Uint8Array(2 ** 31).length`, want: runtimeOnly, contains: "not defined"},
+		{name: "typed array allocation", code: `return new Uint8Array(2 ** 31).length`, want: illegalOnly, codes: validationCd},
+		{name: "typed array through an escaped name", code: `return new \u0041rrayBuffer(2 ** 31).byteLength`, want: illegalOnly, codes: validationCd},
 		{name: "object key flood", code: `const o = {}; for (let i = 0; ; i++) o["k" + i] = i`, want: stopped, limits: fastTimeout},
 
 		// --- regular expressions ---------------------------------------------

@@ -25,7 +25,7 @@ var presets = map[string]Limits{
 	PresetLockedDown: {
 		Timeout:           2 * time.Second,
 		MaxSteps:          10_000,
-		MaxToolCalls:      10,
+		MaxToolCalls:      20,
 		MaxCallDepth:      64,
 		MaxSourceBytes:    16 << 10,
 		MaxNestingDepth:   32,
@@ -37,7 +37,7 @@ var presets = map[string]Limits{
 	PresetSecure: {
 		Timeout:           3500 * time.Millisecond,
 		MaxSteps:          100_000,
-		MaxToolCalls:      50,
+		MaxToolCalls:      100,
 		MaxCallDepth:      128,
 		MaxSourceBytes:    64 << 10,
 		MaxNestingDepth:   64,
@@ -49,7 +49,7 @@ var presets = map[string]Limits{
 	PresetBalanced: {
 		Timeout:           5 * time.Second,
 		MaxSteps:          1_000_000,
-		MaxToolCalls:      100,
+		MaxToolCalls:      200,
 		MaxCallDepth:      256,
 		MaxSourceBytes:    128 << 10,
 		MaxNestingDepth:   100,

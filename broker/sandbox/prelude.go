@@ -26,13 +26,14 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	const promiseReject = Promise.reject;
 	const ErrorC = Error, TypeErrorC = TypeError, RangeErrorC = RangeError;
 	const StringC = String;
-	const MapC = Map;
-	const mapGet = Map.prototype.get, mapSet = Map.prototype.set, mapDelete = Map.prototype.delete;
-	const WeakMapC = WeakMap;
-	const wmGet = WeakMap.prototype.get, wmSet = WeakMap.prototype.set;
+	// Each builtin goja has not yet instantiated costs about a hundred
+	// allocations on first touch, so the prelude avoids Map, Set, WeakMap,
+	// Symbol, Math and BigInt.
 	const arrayPush = Array.prototype.push, arrayJoin = Array.prototype.join, arraySort = Array.prototype.sort;
-	const mathFloor = Math.floor;
-	const NumberC = Number, BooleanC = Boolean, BigIntC = BigInt;
+	const arrayIndexOf = Array.prototype.indexOf;
+	const getOwnPropertySymbols = O.getOwnPropertySymbols;
+	const mathFloor = (x) => x - x % 1;
+	const NumberC = Number, BooleanC = Boolean;
 	const numberIsFinite = Number.isFinite;
 
 	// --- no route to a code factory ---------------------------------------
@@ -54,10 +55,12 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	function tooLong(what, n) {
 		throw new RangeErrorC(what + " of " + n + " exceeds the sandbox limit of " + (what.indexOf("array") >= 0 ? maxArrayLength : maxStringLength));
 	}
+	const wrapDesc = {value: undefined, writable: true, enumerable: false, configurable: true};
 	function wrap(obj, name, check) {
 		const orig = obj[name];
-		const w = {[name](...args) { check(this, args); return apply(orig, this, args); }}[name];
-		defineProperty(obj, name, {value: w, writable: true, enumerable: false, configurable: true});
+		if (typeof orig !== "function") return;
+		wrapDesc.value = function (...args) { check(this, args); return apply(orig, this, args); };
+		defineProperty(obj, name, wrapDesc);
 	}
 	function lenOf(x) {
 		if (x === null || x === undefined) return 0;
@@ -71,13 +74,15 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	// Every array method loops in Go over the receiver's length, which a
 	// sparse array can set to 2^32-1 for free: check it first.
 	const checkArray = (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); };
-	const apKeys = Reflect.ownKeys(AP);
-	for (let i = 0; i < apKeys.length; i++) {
-		const k = apKeys[i];
-		if (k === "constructor" || k === "concat" || k === "join" || k === "flat") continue;
-		const d = O.getOwnPropertyDescriptor(AP, k);
-		if (typeof d.value === "function") wrap(AP, k, checkArray);
+	const apNames = ["at", "copyWithin", "entries", "every", "fill", "filter", "find", "findIndex", "findLast", "findLastIndex",
+		"flatMap", "forEach", "includes", "indexOf", "keys", "lastIndexOf", "map", "reduce", "reduceRight", "reverse",
+		"shift", "slice", "some", "sort", "splice", "toLocaleString", "toReversed", "toSorted", "toSpliced", "toString",
+		"unshift", "values", "with"];
+	const apSymbols = getOwnPropertySymbols(AP);
+	for (let i = 0; i < apSymbols.length; i++) {
+		if (AP[apSymbols[i]] === AP.values) apply(arrayPush, apNames, [apSymbols[i]]); // Symbol.iterator
 	}
+	for (let i = 0; i < apNames.length; i++) wrap(AP, apNames[i], checkArray);
 	wrap(AP, "concat", (t, a) => {
 		let n = lenOf(t);
 		for (let i = 0; i < a.length; i++) n += isArray(a[i]) ? lenOf(a[i]) : 1;
@@ -123,10 +128,6 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	wrap(Reflect, "apply", (t, a) => { const n = lenOf(a[2]); if (n > maxArrayLength) tooLong("array length", n); });
 	wrap(Reflect, "construct", (t, a) => { const n = lenOf(a[1]); if (n > maxArrayLength) tooLong("array length", n); });
 	const ArrayC = Array;
-	// Typed arrays and ArrayBuffer allocate their whole size in one Go call.
-	const bufferNames = ["ArrayBuffer", "DataView", "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array", "Uint16Array",
-		"Int32Array", "Uint32Array", "Float32Array", "Float64Array", "BigInt64Array", "BigUint64Array", "SharedArrayBuffer"];
-	for (let i = 0; i < bufferNames.length; i++) delete G[bufferNames[i]];
 
 	// --- serialization ------------------------------------------------------
 	// goja's native JSON.stringify runs in Go, ignores interrupts and expands
@@ -135,10 +136,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	// in JavaScript: interruptible, and bounded by an output size limit.
 	const objectKeys = O.keys;
 	const ObjectProto = O.prototype;
-	const numberIsNaN = Number.isNaN;
 	const stringSlice = SP.slice;
-	const setHas = Set.prototype.has, setAdd = Set.prototype.add, setDelete = Set.prototype.delete;
-	const SetC = Set;
 	const origRepeat = SP.repeat;
 	function serialize(value, replacer, space, what, limit, strict) {
 		let size = 0;
@@ -148,14 +146,13 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 			replacerFn = replacer;
 		} else if (isArray(replacer)) {
 			propList = [];
-			const seenKeys = new SetC();
 			const n = lenOf(replacer);
 			for (let i = 0; i < n; i++) {
 				const v = replacer[i];
 				let k;
 				if (typeof v === "string") k = v;
 				else if (typeof v === "number" || v instanceof NumberC || v instanceof StringC) k = StringC(v);
-				if (k !== undefined && !apply(setHas, seenKeys, [k])) { apply(setAdd, seenKeys, [k]); apply(arrayPush, propList, [k]); }
+				if (k !== undefined && apply(arrayIndexOf, propList, [k]) < 0) apply(arrayPush, propList, [k]);
 			}
 		}
 		if (space instanceof NumberC) space = NumberC(space); else if (space instanceof StringC) space = StringC(space);
@@ -184,7 +181,6 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 				if (value instanceof NumberC) value = NumberC(value);
 				else if (value instanceof StringC) value = StringC(value);
 				else if (value instanceof BooleanC) value = apply(BooleanC.prototype.valueOf, value, []);
-				else if (value instanceof BigIntC) value = apply(BigIntC.prototype.valueOf, value, []);
 			}
 			switch (typeof value) {
 			case "string": {
@@ -276,14 +272,21 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	});
 
 	// --- tool calls -------------------------------------------------------
-	const pending = new MapC();
-	const toolErrors = new WeakMapC();
+	// Pending calls by id, and tool errors with their original fields (the
+	// error objects are the keys; at most maxToolCalls of them exist).
+	const pending = O.create(null);
+	const toolErrorObjs = [], toolErrorRecs = [];
+	function toolErrorRecord(e) {
+		const i = apply(arrayIndexOf, toolErrorObjs, [e]);
+		return i < 0 ? undefined : toolErrorRecs[i];
+	}
 	function toolError(toolName, code, message) {
 		const e = new ErrorC(message);
 		defineProperty(e, "name", {value: "ToolError", writable: true, enumerable: false, configurable: true});
 		e.code = code;
 		e.toolName = toolName;
-		apply(wmSet, toolErrors, [e, {toolName: toolName, code: code, message: message}]);
+		apply(arrayPush, toolErrorObjs, [e]);
+		apply(arrayPush, toolErrorRecs, [{toolName: toolName, code: code, message: message}]);
 		return e;
 	}
 	function outcome(rec, ok, payload) {
@@ -321,13 +324,13 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		return new PromiseC(function (resolve, reject) {
 			rec.resolve = resolve;
 			rec.reject = reject;
-			apply(mapSet, pending, [r, rec]);
+			pending[r] = rec;
 		});
 	}
 	function settle(id, ok, payload) {
-		const rec = apply(mapGet, pending, [id]);
+		const rec = pending[id];
 		if (rec === undefined) return;
-		apply(mapDelete, pending, [id]);
+		delete pending[id];
 		let v;
 		try {
 			v = outcome(rec, ok, payload);
@@ -346,7 +349,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	// --- __safe_parallel ----------------------------------------------------
 	function errorMessage(e) {
 		if (e !== null && typeof e === "object") {
-			const rec = apply(wmGet, toolErrors, [e]);
+			const rec = toolErrorRecord(e);
 			if (rec !== undefined) return rec.code + ": " + rec.message;
 			try { return StringC(e.message); } catch (_) { return "unknown error"; }
 		}
@@ -447,7 +450,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	}
 	function describe(e) {
 		if (e !== null && typeof e === "object") {
-			const rec = apply(wmGet, toolErrors, [e]);
+			const rec = toolErrorRecord(e);
 			if (rec !== undefined) {
 				let stack = "";
 				try { stack = StringC(e.stack || ""); } catch (_) {}

@@ -61,11 +61,27 @@ var blockedIdentifiers = map[string]string{
 	"clearImmediate":         "timers are not available in the sandbox",
 	"queueMicrotask":         "queueMicrotask is not available in the sandbox",
 	"WebAssembly":            "WebAssembly is not available in the sandbox",
-	"SharedArrayBuffer":      "SharedArrayBuffer is not available in the sandbox",
-	"Atomics":                "Atomics is not available in the sandbox",
-	"fetch":                  "network access is only possible through callTool",
-	"XMLHttpRequest":         "network access is only possible through callTool",
-	"WebSocket":              "network access is only possible through callTool",
+	// Typed arrays allocate their whole size in one Go call that ignores
+	// interrupts. The global object is unreachable from a plan (globalThis
+	// is blocked and plans are strict), so blocking the names suffices.
+	"SharedArrayBuffer": "SharedArrayBuffer is not available in the sandbox",
+	"ArrayBuffer":       "binary buffers are not available in the sandbox",
+	"DataView":          "binary buffers are not available in the sandbox",
+	"Int8Array":         "typed arrays are not available in the sandbox",
+	"Uint8Array":        "typed arrays are not available in the sandbox",
+	"Uint8ClampedArray": "typed arrays are not available in the sandbox",
+	"Int16Array":        "typed arrays are not available in the sandbox",
+	"Uint16Array":       "typed arrays are not available in the sandbox",
+	"Int32Array":        "typed arrays are not available in the sandbox",
+	"Uint32Array":       "typed arrays are not available in the sandbox",
+	"Float32Array":      "typed arrays are not available in the sandbox",
+	"Float64Array":      "typed arrays are not available in the sandbox",
+	"BigInt64Array":     "typed arrays are not available in the sandbox",
+	"BigUint64Array":    "typed arrays are not available in the sandbox",
+	"Atomics":           "Atomics is not available in the sandbox",
+	"fetch":             "network access is only possible through callTool",
+	"XMLHttpRequest":    "network access is only possible through callTool",
+	"WebSocket":         "network access is only possible through callTool",
 }
 
 // blockedProperties are property names whose access is the first step of

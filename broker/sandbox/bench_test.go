@@ -1,0 +1,82 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"testing"
+	"time"
+)
+
+// benchScript runs code b.N times on engine and reports the median time of
+// one execution besides the mean.
+func benchScript(b *testing.B, engine Engine, host Host, code string, perOp float64, unit string) {
+	b.Helper()
+	req := Request{Code: code}
+	ctx := context.Background()
+	// Warm up (compiles the prelude, starts workers for pooled engines).
+	if r, err := engine.Execute(ctx, req, host); err != nil || r.Status != StatusOK {
+		b.Fatalf("warm-up: %v %s", err, describeResult(r))
+	}
+	times := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		r, err := engine.Execute(ctx, req, host)
+		times = append(times, time.Since(start))
+		if err != nil || r.Status != StatusOK {
+			b.Fatalf("%v %s", err, describeResult(r))
+		}
+	}
+	b.StopTimer()
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	median := times[len(times)/2]
+	b.ReportMetric(float64(median.Nanoseconds()), "median-ns/op")
+	if perOp > 0 {
+		b.ReportMetric(float64(median.Nanoseconds())/perOp, unit)
+	}
+}
+
+// benchEngines lists the engines the benchmarks measure; the worker engine's
+// tests add theirs with the same scripts.
+func benchInProcess(b *testing.B) Engine {
+	e := NewInProcess(&Options{Limits: Limits{MaxToolCalls: 1000}})
+	b.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// BenchmarkTrivialScript: `return 1+1` end to end (validation, fresh
+// runtime, prelude, run).
+func BenchmarkTrivialScript(b *testing.B) {
+	benchScript(b, benchInProcess(b), newTestHost(nil), `return 1+1`, 0, "")
+}
+
+// BenchmarkAwaitedToolCall: 100 sequential awaited calls of a tool that
+// returns at once; median-ns/call is the per-call overhead (it includes 1/100
+// of the fixed cost of a script, about BenchmarkTrivialScript).
+func BenchmarkAwaitedToolCall(b *testing.B) {
+	benchScript(b, benchInProcess(b), newTestHost(echoTools()),
+		`let s = 0; for (let i = 0; i < 100; i++) s += (await callTool("echo", {i})).i; return s`, 100, "median-ns/call")
+}
+
+// BenchmarkParallel100x10ms: 100 calls of a 10 ms tool through
+// __safe_parallel at concurrency 20 (ideal: 5 waves of 10 ms = 50 ms).
+func BenchmarkParallel100x10ms(b *testing.B) {
+	h := newTestHost(map[string]func(json.RawMessage) (json.RawMessage, error){
+		"slow": func(in json.RawMessage) (json.RawMessage, error) {
+			time.Sleep(10 * time.Millisecond) // simulated tool latency
+			return in, nil
+		},
+	})
+	benchScript(b, benchInProcess(b), h,
+		`const r = await __safe_parallel(Array.from({length: 100}, (_, i) => () => callTool("slow", {i})), {maxConcurrency: 20}); return r.length`, 0, "")
+}
+
+// BenchmarkResult100KB: serializing a 1000-record result (~130 KB of JSON)
+// with the interruptible serializer.
+func BenchmarkResult100KB(b *testing.B) {
+	benchScript(b, benchInProcess(b), newTestHost(nil), `const r = [];
+		for (let i = 0; i < 1000; i++) r.push({id: i, name: "user " + i, email: "u" + i + "@example.com", active: i % 2 == 0, score: i * 1.5, tags: ["a", "b"], addr: {city: "X", zip: "12345"}});
+		return r`, 0, "")
+}
