@@ -1,0 +1,100 @@
+package metatools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stdioServerEnv makes the test binary act as a stdio MCP server (see
+// TestMain), so that upstreams by command are tested against a real process.
+const stdioServerEnv = "METATOOLS_TEST_STDIO_SERVER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(stdioServerEnv) == "1" {
+		serveStdioForTest()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// serveStdioForTest is a stdio MCP server with "upper" and "exit" (which
+// ends the process, to test reconnection).
+func serveStdioForTest() {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "stdio-upstream", Version: "v1"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "upper", Description: "Upper-case a text"},
+		func(_ context.Context, _ *mcp.CallToolRequest, v in) (*mcp.CallToolResult, map[string]string, error) {
+			b := []byte(v.Text)
+			for i, c := range b {
+				if c >= 'a' && c <= 'z' {
+					b[i] = c - 32
+				}
+			}
+			return nil, map[string]string{"text": string(b)}, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "exit", Description: "Exit the server process"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			os.Exit(0)
+			return nil, nil, nil
+		})
+	srv.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// TestUpstreamCommandAndReconnect connects an upstream by command (this
+// test binary as a stdio server), calls it, kills it, and checks that the
+// upstream reconnects to a new process and lists its tools again.
+func TestUpstreamCommandAndReconnect(t *testing.T) {
+	old := upstreamMinBackoff
+	upstreamMinBackoff = time.Millisecond
+	t.Cleanup(func() { upstreamMinBackoff = old })
+
+	u, err := NewUpstream(UpstreamConfig{Name: "text", Command: os.Args[0], Args: []string{"-test.run=^$"},
+		Env: []string{stdioServerEnv + "=1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := NewIndex([]ToolSource{u}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reloads := make(chan int, 16)
+	ix.OnReload(func(n int) { reloads <- n })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	u.Start(ctx)
+	t.Cleanup(func() { u.Close() })
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			select {
+			case <-reloads:
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	waitFor("text:upper in the index", func() bool { _, ok := ix.Lookup("text:upper"); return ok })
+	s := NewService(ix, nil)
+	out, cerr := s.CallTool(ctx, "text:upper", json.RawMessage(`{"text":"abc"}`))
+	if cerr != nil || string(out) != `{"text":"ABC"}` {
+		t.Fatalf("upper: %s %v", out, cerr)
+	}
+	for len(reloads) > 0 {
+		<-reloads
+	}
+	// The process exits mid-call; the session ends and a new process is
+	// started and listed (a reload on reconnect).
+	s.CallTool(ctx, "text:exit", json.RawMessage(`{}`))
+	<-reloads
+	waitFor("a working reconnected session", func() bool {
+		out, cerr := s.CallTool(ctx, "text:upper", json.RawMessage(`{"text":"again"}`))
+		return cerr == nil && string(out) == `{"text":"AGAIN"}`
+	})
+}
