@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -481,5 +482,31 @@ func TestRedactedLogFields(t *testing.T) {
 	}
 	if logs.All()[0].ContextMap()["client_id"] != "c" {
 		t.Fatal("an ordinary field was redacted")
+	}
+}
+
+func TestNoGoroutineLeak(t *testing.T) {
+	jwk, _ := testKey(t)
+	before := runtime.NumGoroutine()
+	for range 5 {
+		s, err := NewServer(ServerConfig{Issuer: "https://auth.example.test", Local: LocalConfig{SignKey: jwk, KeyRotationDays: 30},
+			TokenStorage: TokenStorageConfig{Type: "redis", Host: "127.0.0.1", Port: 1}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_ = s.Ping(ctx) // nothing listens on port 1: the client dials and fails
+		cancel()
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond) // waiting for goroutines to exit, not for time to pass
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines before, %d after closing the servers", before, n)
 	}
 }
