@@ -153,10 +153,12 @@ type sharedBroker struct {
 	drain   time.Duration
 	logger  *zap.Logger
 	started sync.Once
+	stop    chan struct{} // closed by Destruct
 }
 
 // Destruct implements caddy.Destructor.
 func (s *sharedBroker) Destruct() error {
+	close(s.stop)
 	ctx, cancel := context.WithTimeout(context.Background(), s.drain)
 	defer cancel()
 	err := s.b.Close(ctx)
@@ -259,7 +261,7 @@ func (a *App) sharedBrokerLocked() (*broker.Broker, error) {
 func (a *App) newSharedBroker(cfg *BrokerConfig) (*sharedBroker, error) {
 	repl := caddy.NewReplacer()
 	logger := a.logger.Named("broker")
-	sb := &sharedBroker{drain: time.Duration(cfg.DrainTimeout), logger: logger}
+	sb := &sharedBroker{drain: time.Duration(cfg.DrainTimeout), logger: logger, stop: make(chan struct{})}
 	if sb.drain == 0 {
 		sb.drain = 10 * time.Second
 	}
@@ -389,13 +391,9 @@ func (a *App) sandboxEngine() sandbox.Engine {
 	return nil
 }
 
-// guardManager is the guard manager of the throttle area, when it offers one.
-func (a *App) guardManager() *guard.GuardManager {
-	if p, ok := any(a).(interface{ Guard() *guard.GuardManager }); ok {
-		return p.Guard()
-	}
-	return nil
-}
+// guardManager is the guard manager of the throttle area (nil without a
+// throttle block: tool calls are then not throttled).
+func (a *App) guardManager() *guard.GuardManager { return a.Guard() }
 
 func (a *App) cleanupBroker() error {
 	if a.broker.brokerRuntime == nil {
@@ -428,7 +426,19 @@ func (a *App) startBroker() error {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			if err := sb.cat.Start(ctx); err != nil {
+			err := sb.cat.Start(ctx)
+			// A source served by this Caddy is refused until its server
+			// listens, which may be just after this app started: retry a
+			// few times soon, then leave it to the catalog's retry interval.
+			for wait := 250 * time.Millisecond; err != nil && wait <= 2*time.Second; wait *= 2 {
+				select {
+				case <-sb.stop:
+					return
+				case <-time.After(wait):
+				}
+				err = sb.cat.Refresh(ctx)
+			}
+			if err != nil {
 				sb.logger.Warn("openapi catalog: first fetch failed; retrying in the background", zap.Error(err))
 			}
 		}()
