@@ -2,7 +2,7 @@ package metatools
 
 import (
 	"context"
-	"encoding/json"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 )
 
 // sendgridDoc locates the SendGrid v3 OpenAPI document (334 operations) that
@@ -26,59 +26,6 @@ func sendgridDoc(t testing.TB) string {
 }
 
 var nonWord = regexp.MustCompile(`[^A-Za-z0-9_]+`)
-
-// openAPITools turns every operation into a tool the way the catalog does:
-// <service>_<operationId>, summary and description, one input property per
-// parameter plus body, tags.
-func openAPITools(t testing.TB, path, service string) []Tool {
-	t.Helper()
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromFile(path)
-	if err != nil {
-		t.Fatalf("loading %s: %v", path, err)
-	}
-	var tools []Tool
-	for p, item := range doc.Paths.Map() {
-		for method, op := range item.Operations() {
-			props := map[string]any{}
-			var required []string
-			for _, pr := range append(item.Parameters, op.Parameters...) {
-				if pr.Value == nil {
-					continue
-				}
-				props[pr.Value.Name] = map[string]any{"type": "string", "description": pr.Value.Description}
-				if pr.Value.Required {
-					required = append(required, pr.Value.Name)
-				}
-			}
-			if op.RequestBody != nil {
-				props["body"] = map[string]any{"type": "object"}
-			}
-			schema := map[string]any{"type": "object", "properties": props}
-			if len(required) > 0 {
-				schema["required"] = required
-			}
-			raw, _ := json.Marshal(schema)
-			desc := op.Summary
-			if op.Description != "" && op.Description != op.Summary {
-				desc += "\n\n" + op.Description
-			}
-			id := op.OperationID
-			if id == "" {
-				id = method + p
-			}
-			tools = append(tools, Tool{
-				Name:        service + "_" + strings.Trim(nonWord.ReplaceAllString(id, "_"), "_"),
-				AppID:       service,
-				Description: desc,
-				InputSchema: raw,
-				Tags:        op.Tags,
-			})
-		}
-	}
-	sort.Slice(tools, func(i, j int) bool { return tools[i].Name < tools[j].Name })
-	return tools
-}
 
 // qualityCases are natural-language requests written without looking at the
 // ranking, each with the operation(s) that fulfil it (several when the API
@@ -162,6 +109,10 @@ var qualityCases = []struct {
 // quality measures recall@1, recall@5 and MRR (over the top 10) of the
 // index's ranking on qualityCases.
 func quality(t *testing.T, s *Service, verbose bool) (r1, r5, mrr float64) {
+	return qualityWith(t, s, func(op string) string { return "sendgrid_" + op }, verbose)
+}
+
+func qualityWith(t *testing.T, s *Service, toolName func(op string) string, verbose bool) (r1, r5, mrr float64) {
 	for _, c := range qualityCases {
 		out, err := s.Search(context.Background(), SearchInput{Queries: []string{c.query}})
 		if err != nil {
@@ -169,7 +120,7 @@ func quality(t *testing.T, s *Service, verbose bool) (r1, r5, mrr float64) {
 		}
 		want := map[string]bool{}
 		for _, w := range c.want {
-			want["sendgrid_"+w] = true
+			want[toolName(w)] = true
 		}
 		rank := 0
 		for i, r := range out.Tools {
@@ -202,26 +153,133 @@ func quality(t *testing.T, s *Service, verbose bool) (r1, r5, mrr float64) {
 	return r1 / n, r5 / n, mrr / n
 }
 
+// catalogTools loads the document through the real OpenAPI catalog, as the
+// gateway does, and maps each sanitized operationId to its action name.
+func catalogTools(t *testing.T, path string) (*CatalogSource, map[string]string) {
+	t.Helper()
+	cat, err := catalog.New([]catalog.Source{{Name: "sendgrid", SpecURL: path}}, &catalog.Options{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cat.Close)
+	byOp := map[string]string{}
+	for _, a := range cat.Response().Actions {
+		byOp[strings.Trim(nonWord.ReplaceAllString(a.OperationID, "_"), "_")] = a.Name
+	}
+	return &CatalogSource{C: cat}, byOp
+}
+
+// TestSearchQualitySendGrid measures the tfidf strategy on qualityCases over
+// the actions the catalog builds from the SendGrid document (their names,
+// descriptions, schemas and tags), and a plain BM25 over names and summaries
+// for comparison.
 func TestSearchQualitySendGrid(t *testing.T) {
 	if len(qualityCases) < 50 {
 		t.Fatalf("only %d cases", len(qualityCases))
 	}
-	tools := openAPITools(t, sendgridDoc(t), "sendgrid")
-	if len(tools) < 300 {
-		t.Fatalf("only %d operations loaded", len(tools))
-	}
-	ix, err := NewIndex([]ToolSource{&StaticSource{List: tools}}, nil)
+	src, byOp := catalogTools(t, sendgridDoc(t))
+	ix, err := NewIndex([]ToolSource{src}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ix.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := NewService(ix, nil)
-	r1, r5, mrr := quality(t, s, testing.Verbose())
-	t.Logf("tfidf over %d SendGrid operations, %d queries: recall@1 %.3f, recall@5 %.3f, MRR %.3f",
-		len(tools), len(qualityCases), r1, r5, mrr)
+	if ix.Len() < 300 {
+		t.Fatalf("catalog built only %d actions", ix.Len())
+	}
+	rename := func(op string) string {
+		if n, ok := byOp[op]; ok {
+			return n
+		}
+		t.Fatalf("no catalog action for operation %s", op)
+		return ""
+	}
+	r1, r5, mrr := qualityWith(t, NewService(ix, nil), rename, testing.Verbose())
+	t.Logf("tfidf over %d catalog actions, %d queries: recall@1 %.3f, recall@5 %.3f, MRR %.3f", ix.Len(), len(qualityCases), r1, r5, mrr)
+	b1, b5, bmrr := plainBM25Quality(ix.Tools(), rename)
+	t.Logf("plain BM25 over names and summaries (no camelCase split, stemming or synonyms): recall@1 %.3f, recall@5 %.3f, MRR %.3f", b1, b5, bmrr)
 	if r5 < 0.9 || r1 < 0.75 {
 		t.Errorf("search quality below the floor: recall@1 %.3f (floor 0.75), recall@5 %.3f (floor 0.9)", r1, r5)
 	}
+}
+
+// plainBM25Quality is the baseline: Okapi BM25 (k1 1.2, b 0.75) over the
+// tool name and the first line of its description, lowercase words split on
+// anything but letters and digits.
+func plainBM25Quality(tools []Tool, toolName func(string) string) (r1, r5, mrr float64) {
+	split := regexp.MustCompile(`[^a-z0-9]+`)
+	words := func(s string) []string {
+		var out []string
+		for _, w := range split.Split(strings.ToLower(s), -1) {
+			if w != "" {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	docs := make([][]string, len(tools))
+	df := map[string]float64{}
+	var total float64
+	for i, t := range tools {
+		summary, _, _ := strings.Cut(t.Description, "\n")
+		docs[i] = words(t.Name + " " + summary)
+		total += float64(len(docs[i]))
+		seen := map[string]bool{}
+		for _, w := range docs[i] {
+			if !seen[w] {
+				df[w]++
+				seen[w] = true
+			}
+		}
+	}
+	avg, n := total/float64(len(docs)), float64(len(docs))
+	for _, c := range qualityCases {
+		q := words(c.query)
+		type hit struct {
+			i int
+			s float64
+		}
+		var hits []hit
+		for i, d := range docs {
+			tf := map[string]float64{}
+			for _, w := range d {
+				tf[w]++
+			}
+			var s float64
+			for _, w := range q {
+				if f := tf[w]; f > 0 {
+					idf := math.Log(1 + (n-df[w]+0.5)/(df[w]+0.5))
+					s += idf * f * 2.2 / (f + 1.2*(0.25+0.75*float64(len(d))/avg))
+				}
+			}
+			if s > 0 {
+				hits = append(hits, hit{i, s})
+			}
+		}
+		sort.Slice(hits, func(a, b int) bool { return hits[a].s > hits[b].s })
+		want := map[string]bool{}
+		for _, w := range c.want {
+			want[toolName(w)] = true
+		}
+		for rank, h := range hits {
+			if rank == 10 {
+				break
+			}
+			if want[tools[h.i].Name] {
+				if rank == 0 {
+					r1++
+				}
+				if rank < 5 {
+					r5++
+				}
+				mrr += 1 / float64(rank+1)
+				break
+			}
+		}
+	}
+	return r1 / float64(len(qualityCases)), r5 / float64(len(qualityCases)), mrr / float64(len(qualityCases))
 }
