@@ -22,6 +22,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/oauth2"
 
 	"github.com/codemode-gateway/caddy-codemode/oauth"
@@ -398,6 +400,25 @@ func TestCaddyOrchestratedFlow(t *testing.T) {
 	}
 	if last.StatusCode != http.StatusTooManyRequests || last.Header.Get("Retry-After") == "" {
 		t.Fatalf("rate limit: %d Retry-After=%q", last.StatusCode, last.Header.Get("Retry-After"))
+	}
+
+	// Token issuance latency was observed per grant type.
+	app, err := caddy.ActiveContext().App("codemode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := app.(*App).auth.metrics
+	for _, grant := range []string{"authorization_code", "refresh_token"} {
+		var dm dto.Metric
+		if err := m.tokenLatency.WithLabelValues(grant, "2xx").(prometheus.Histogram).Write(&dm); err != nil {
+			t.Fatal(err)
+		}
+		if dm.GetHistogram().GetSampleCount() == 0 {
+			t.Errorf("no %s issuance latency observed", grant)
+		}
+	}
+	if counterValue(t, m.rateLimited) < 1 {
+		t.Error("rate-limited requests not counted")
 	}
 }
 
