@@ -284,15 +284,24 @@ func (st opStorage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Tok
 			s.revokeSession(ctx, r.rec.SessionID, "refresh token reused")
 			return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("refresh token was already used; the grant is revoked")
 		}
+		// The new refresh token keeps the grant's scopes (RFC 6749 section
+		// 6); a narrower scope parameter only narrows the access token.
 		rec = r.rec
-		rec.Scopes = r.rec.Scopes
 		var ss session
 		if err := st.getJSON(ctx, keySession(rec.SessionID), &ss); err != nil {
 			return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("grant revoked or expired")
 		}
+		// Slide the session, but only if it still exists: a revocation
+		// racing with this refresh must win.
 		ss.Expires = now.Add(s.cfg.refreshTTL)
-		if err := st.putJSON(ctx, keySession(ss.ID), &ss, s.cfg.refreshTTL); err != nil {
+		b, err := json.Marshal(&ss)
+		if err != nil {
+			return "", "", time.Time{}, fmt.Errorf("encoding session: %w", err)
+		}
+		if ok, err := s.store.SetXX(ctx, keySession(ss.ID), b, s.cfg.refreshTTL); err != nil {
 			return "", "", time.Time{}, err
+		} else if !ok {
+			return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("grant revoked or expired")
 		}
 		if err := s.store.Expire(ctx, keyVault(ss.ID), s.cfg.refreshTTL); err != nil {
 			return "", "", time.Time{}, err

@@ -21,6 +21,9 @@ type kvStore interface {
 	// SetNX stores val only when key does not exist and reports whether it
 	// did: the atomic step behind single use.
 	SetNX(ctx context.Context, key string, val []byte, ttl time.Duration) (bool, error)
+	// SetXX replaces the value only when key exists and reports whether it
+	// did, so an update never resurrects a key deleted meanwhile.
+	SetXX(ctx context.Context, key string, val []byte, ttl time.Duration) (bool, error)
 	Get(ctx context.Context, key string) ([]byte, error)
 	// GetDel returns the value and deletes the key in one atomic step.
 	GetDel(ctx context.Context, key string) ([]byte, error)
@@ -100,6 +103,16 @@ func (s *memoryStore) SetNX(_ context.Context, key string, val []byte, ttl time.
 		return false, nil
 	}
 	s.sweep()
+	s.m[key] = memoryEntry{val: append([]byte(nil), val...), exp: s.expiry(ttl)}
+	return true, nil
+}
+
+func (s *memoryStore) SetXX(_ context.Context, key string, val []byte, ttl time.Duration) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live(key); !ok {
+		return false, nil
+	}
 	s.m[key] = memoryEntry{val: append([]byte(nil), val...), exp: s.expiry(ttl)}
 	return true, nil
 }
@@ -197,6 +210,17 @@ func (s *redisStore) SetNX(ctx context.Context, key string, val []byte, ttl time
 	return true, nil
 }
 
+func (s *redisStore) SetXX(ctx context.Context, key string, val []byte, ttl time.Duration) (bool, error) {
+	err := s.c.SetArgs(ctx, s.k(key), val, redis.SetArgs{Mode: "XX", TTL: ttl}).Err()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, storageErr("setxx", err)
+	}
+	return true, nil
+}
+
 func (s *redisStore) Get(ctx context.Context, key string) ([]byte, error) {
 	b, err := s.c.Get(ctx, s.k(key)).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -266,6 +290,9 @@ func (p prefixedMemory) Set(ctx context.Context, key string, val []byte, ttl tim
 }
 func (p prefixedMemory) SetNX(ctx context.Context, key string, val []byte, ttl time.Duration) (bool, error) {
 	return p.memoryStore.SetNX(ctx, p.prefix+key, val, ttl)
+}
+func (p prefixedMemory) SetXX(ctx context.Context, key string, val []byte, ttl time.Duration) (bool, error) {
+	return p.memoryStore.SetXX(ctx, p.prefix+key, val, ttl)
 }
 func (p prefixedMemory) Get(ctx context.Context, key string) ([]byte, error) {
 	return p.memoryStore.Get(ctx, p.prefix+key)

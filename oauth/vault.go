@@ -115,9 +115,14 @@ func (v *Vault) Put(ctx context.Context, sessionID, upstream string, credential 
 	return v.save(ctx, sessionID, rec, ttl)
 }
 
-// Get returns the credential stored for upstream, or an error with code
-// VAULT_NOT_FOUND.
+// Get returns the credential stored for upstream in a live session, or an
+// error with code VAULT_NOT_FOUND (nothing stored) or VAULT_NO_SESSION.
 func (v *Vault) Get(ctx context.Context, sessionID, upstream string) ([]byte, error) {
+	// A record a racing Put wrote after the session was revoked must not
+	// be served.
+	if _, err := v.sessionTTL(ctx, sessionID); err != nil {
+		return nil, err
+	}
 	rec, err := v.load(ctx, sessionID)
 	if err != nil {
 		return nil, err
