@@ -207,7 +207,14 @@ func (ix *Index) Lookup(name string) (Tool, bool) {
 // docOf is what search indexes of a tool: the parameter names and their
 // descriptions come from the input schema's top-level properties.
 func docOf(t Tool) search.Doc {
-	return search.Doc{Name: t.Name, AppID: t.AppID, Description: t.Description, Params: schemaText(t.InputSchema), Tags: t.Tags}
+	required := 0
+	for _, p := range schemaProperties(t.InputSchema) {
+		if p.required {
+			required++
+		}
+	}
+	return search.Doc{Name: t.Name, AppID: t.AppID, Description: t.Description, Params: schemaText(t.InputSchema),
+		Tags: t.Tags, Required: required}
 }
 
 func schemaText(raw []byte) string {

@@ -22,6 +22,9 @@ type Doc struct {
 	Params string
 	// Tags are free-form labels (OpenAPI tags, for example).
 	Tags []string
+	// Required is the number of required parameters: a request to list
+	// things prefers tools that need no identifier.
+	Required int
 }
 
 // Hit is a ranked result: Doc is an index into the documents given to the
@@ -86,6 +89,41 @@ type BM25 struct {
 	postings map[string][]posting
 	idf      map[string]float64
 	n        int
+	// family is each document's primary intent family (see intentFamily).
+	family   []Intent
+	required []bool
+}
+
+// listNeedsNoID scales the score of a tool with required parameters when
+// the query asks to list (and not to get one thing).
+const listNeedsNoID = 0.85
+
+// intentMismatch scales the score of a tool whose primary intent belongs to
+// another family than every intent of the query: "list bounced emails"
+// should not rank DELETE /bounces/{email} first.
+const intentMismatch = 0.7
+
+// intentFamily groups the intents whose tools answer the same kind of
+// request: reads (get, list, search) are interchangeable.
+func intentFamily(i Intent) Intent {
+	switch i {
+	case IntentGet, IntentList, IntentSearch:
+		return IntentGet
+	}
+	return i
+}
+
+// primaryIntent is the first intent word of the tool's local name, else of
+// its summary.
+func primaryIntent(name, summary string) Intent {
+	for _, text := range []string{localName(name), summary} {
+		for _, w := range Tokenize(text) {
+			if in := intentWords[w]; in != IntentNone {
+				return in
+			}
+		}
+	}
+	return IntentNone
 }
 
 // NewBM25 indexes docs.
@@ -116,7 +154,12 @@ func NewBM25(docs []Doc) *BM25 {
 	for f := range numFields {
 		avg[f] = math.Max(total[f]/math.Max(float64(len(docs)), 1), 1)
 	}
-	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: len(docs)}
+	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: len(docs), family: make([]Intent, len(docs)), required: make([]bool, len(docs))}
+	for i, d := range docs {
+		ix.required[i] = d.Required > 0
+		summary, _ := splitSummary(d.Description)
+		ix.family[i] = intentFamily(primaryIntent(d.Name, summary))
+	}
 	for i, ft := range all {
 		tf := map[string]float64{}
 		for f := range numFields {
@@ -196,10 +239,25 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 			scores[p.doc] += w * idf * float64(p.sat)
 		}
 	}
+	families := map[Intent]bool{}
+	listing, getting := false, false
+	for _, t := range Tokenize(query) {
+		if in := intentWords[t]; in != IntentNone {
+			families[intentFamily(in)] = true
+			listing = listing || in == IntentList
+			getting = getting || in == IntentGet
+		}
+	}
 	hits := make([]Hit, 0, len(scores))
 	for d, s := range scores {
 		if allow != nil && !allow(int(d)) {
 			continue
+		}
+		if f := ix.family[d]; len(families) > 0 && f != IntentNone && !families[f] {
+			s *= intentMismatch
+		}
+		if listing && !getting && ix.required[d] {
+			s *= listNeedsNoID
 		}
 		hits = append(hits, Hit{Doc: int(d), Score: s / upper})
 	}
