@@ -22,10 +22,10 @@ const (
 // Error is an error with a stable code. Status is the HTTP status a handler
 // should answer with.
 type Error struct {
-	Code   string
-	Status int
-	Msg    string
-	Err    error
+	Code   string // one of the Code* constants
+	Status int    // HTTP status for a handler to answer with
+	Msg    string // what went wrong, without secrets
+	Err    error  // the cause, if any
 }
 
 func (e *Error) Error() string {

@@ -3,7 +3,6 @@ package oauth
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -475,9 +474,3 @@ func (st opStorage) ValidateJWTProfileScopes(context.Context, string, []string) 
 }
 
 func (st opStorage) Health(ctx context.Context) error { return st.s.store.Ping(ctx) }
-
-// constantEqual compares secrets without leaking their length through time
-// more than necessary.
-func constantEqual(a, b string) bool {
-	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
-}
