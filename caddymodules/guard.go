@@ -389,7 +389,7 @@ var errRequestTimeout = errors.New("codemode_guard: request timeout")
 func (g *Guard) serveWithTimeout(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	ctx, cancel := context.WithTimeoutCause(r.Context(), time.Duration(g.Timeout), errRequestTimeout)
 	defer cancel()
-	tw := &timeoutWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
+	tw := &timeoutWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
 	err := next.ServeHTTP(tw, r.WithContext(ctx))
 	if context.Cause(ctx) == errRequestTimeout && !tw.started {
 		ms := time.Duration(g.Timeout).Milliseconds()
@@ -400,7 +400,7 @@ func (g *Guard) serveWithTimeout(w http.ResponseWriter, r *http.Request, next ca
 
 // timeoutWriter notes whether a response was started.
 type timeoutWriter struct {
-	*caddyhttp.ResponseWriterWrapper
+	caddyhttp.ResponseWriterWrapper
 	started bool
 }
 
@@ -495,9 +495,10 @@ func setRateLimitHeaders(h http.Header, res guard.RateLimitResult) {
 		reset = res.RetryAfterMs
 	}
 	// Canonical keys set directly: these run on every request.
-	h["Ratelimit-Limit"] = []string{strconv.FormatInt(res.Limit, 10)}
-	h["Ratelimit-Remaining"] = []string{strconv.FormatInt(res.Remaining, 10)}
-	h["Ratelimit-Reset"] = []string{strconv.FormatInt((reset+999)/1000, 10)}
+	v := []string{strconv.FormatInt(res.Limit, 10), strconv.FormatInt(res.Remaining, 10), strconv.FormatInt((reset+999)/1000, 10)}
+	h["Ratelimit-Limit"] = v[0:1:1]
+	h["Ratelimit-Remaining"] = v[1:2:2]
+	h["Ratelimit-Reset"] = v[2:3:3]
 }
 
 func isPlaceholderPartition(p string) bool { return strings.Contains(p, "{") }

@@ -1,18 +1,18 @@
 // Command guard measures the throughput of a Caddy route with the
 // codemode_guard handler against the same route without it, on loopback.
 //
-//	go run ./.ci/bench/guard [-c 32] [-d 10s] [-rounds 2] [-redis 127.0.0.1:6379]
+//	go run ./.ci/bench/guard [-c 32] [-d 10s] [-slice 250ms] [-redis 127.0.0.1:6379]
 //
 // It starts Caddy in process with two servers on free loopback ports, one
 // answering "ok" directly and one behind codemode_guard (IP filter, a global
 // and a per-IP rate limit set high enough never to deny, a concurrency
 // limit and a timeout), then drives each with -c keep-alive connections for
-// -d, alternating -rounds times, and prints requests per second and the
+// -d in total, alternating every -slice so that other load on the machine
+// hits both alike, and prints requests per second and the
 // guarded/unguarded ratio. With -redis the guard uses that Redis server.
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -34,7 +34,7 @@ import (
 func main() {
 	conns := flag.Int("c", 32, "concurrent keep-alive connections")
 	dur := flag.Duration("d", 10*time.Second, "duration of each run")
-	rounds := flag.Int("rounds", 2, "runs of each route, alternating")
+	slice := flag.Duration("slice", 250*time.Millisecond, "alternate between the routes this often")
 	redisAddr := flag.String("redis", "", "use this Redis server for the guard (default: memory)")
 	flag.Parse()
 
@@ -82,37 +82,51 @@ func main() {
 	if *redisAddr != "" {
 		backend = "redis " + *redisAddr
 	}
-	fmt.Printf("guard bench: %d connections, %v per run, %d rounds, guard storage %s, GOMAXPROCS from the machine\n", *conns, *dur, *rounds, backend)
-	var plain, guarded float64
-	for i := range *rounds {
-		p := run(fmt.Sprintf("http://127.0.0.1:%d/", plainPort), *conns, *dur)
-		q := run(fmt.Sprintf("http://127.0.0.1:%d/", guardPort), *conns, *dur)
-		fmt.Printf("round %d: unguarded %.0f req/s, guarded %.0f req/s\n", i+1, p, q)
-		plain += p
-		guarded += q
+	fmt.Printf("guard bench: %d connections, %v per route in %v slices, guard storage %s\n", *conns, *dur, *slice, backend)
+	plain := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", plainPort), *conns)
+	guarded := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", guardPort), *conns)
+	plain.run(time.Second) // warm up both
+	guarded.run(time.Second)
+	plain.n, plain.elapsed, guarded.n, guarded.elapsed = 0, 0, 0, 0
+	for plain.elapsed < *dur {
+		plain.run(*slice)
+		guarded.run(*slice)
 	}
-	plain /= float64(*rounds)
-	guarded /= float64(*rounds)
-	fmt.Printf("mean: unguarded %.0f req/s, guarded %.0f req/s, ratio %.1f%%\n", plain, guarded, 100*guarded/plain)
+	p, q := plain.rate(), guarded.rate()
+	fmt.Printf("unguarded %.0f req/s, guarded %.0f req/s, ratio %.1f%%\n", p, q, 100*q/p)
+	if plain.bad+guarded.bad > 0 {
+		fmt.Fprintf(os.Stderr, "non-200 responses: unguarded %d, guarded %d\n", plain.bad, guarded.bad)
+		os.Exit(1)
+	}
 }
 
-// run drives url with conns keep-alive connections for d and returns the
-// rate of 200 responses.
-func run(url string, conns int, d time.Duration) float64 {
+type target struct {
+	url     string
+	conns   int
+	client  *http.Client
+	n, bad  int64
+	elapsed time.Duration
+}
+
+func newTarget(url string, conns int) *target {
 	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
+	return &target{url: url, conns: conns, client: &http.Client{Transport: tr}}
+}
+
+func (t *target) rate() float64 { return float64(t.n) / t.elapsed.Seconds() }
+
+// run drives the target with its connections for d, counting 200s.
+func (t *target) run(d time.Duration) {
+	deadline := time.Now().Add(d)
 	var n, bad atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range conns {
+	for range t.conns {
 		wg.Go(func() {
-			for ctx.Err() == nil {
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-				resp, err := client.Do(req)
+			for time.Now().Before(deadline) {
+				resp, err := t.client.Get(t.url)
 				if err != nil {
+					bad.Add(1)
 					continue
 				}
 				_, _ = io.Copy(io.Discard, resp.Body)
@@ -126,10 +140,9 @@ func run(url string, conns int, d time.Duration) float64 {
 		})
 	}
 	wg.Wait()
-	if b := bad.Load(); b > 0 {
-		fmt.Fprintf(os.Stderr, "%s: %d non-200 responses\n", url, b)
-	}
-	return float64(n.Load()) / time.Since(start).Seconds()
+	t.elapsed += time.Since(start)
+	t.n += n.Load()
+	t.bad += bad.Load()
 }
 
 func freePort() int {
