@@ -237,6 +237,7 @@ type workerPool struct {
 
 	mu       sync.Mutex
 	closed   bool
+	draining bool // Shutdown: no new executions
 	all      map[*worker]struct{}
 	idle     []*worker // a stack: the most recently used on top
 	busy     int
@@ -272,6 +273,11 @@ func NewWorkerPool(opts *PoolOptions) (Engine, error) {
 
 // newWorkerPool lets tests set the clock before workers start.
 func newWorkerPool(opts *PoolOptions, setup func(*workerPool)) (*workerPool, error) {
+	if os.Getenv(workerEnvVar) == "1" {
+		// A worker that builds a pool would start workers recursively (a
+		// test binary without the TestMain hook runs its tests instead).
+		return nil, startupFailed("refusing to start a worker pool inside a sandbox worker; a test binary needs sandbox.MaybeServeWorker in TestMain")
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -365,7 +371,7 @@ func (p *workerPool) Execute(ctx context.Context, req Request, host Host) (*Resu
 		return nil, errors.New("sandbox: nil host")
 	}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || p.draining {
 		p.mu.Unlock()
 		return nil, disposed()
 	}
@@ -614,6 +620,26 @@ func (p *workerPool) Close() error {
 	p.bg.Wait()
 	p.procs.Wait()
 	return nil
+}
+
+// Shutdown refuses new executions (POOL_DISPOSED), lets the executions in
+// flight and in the queue finish until ctx ends, then closes the pool.
+func (p *workerPool) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	p.draining = true
+	p.mu.Unlock()
+	drained := make(chan struct{})
+	go func() {
+		p.execs.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+	}
+	err := p.Close()
+	<-drained
+	return err
 }
 
 // stats reports the pool's size, for tests and metrics.

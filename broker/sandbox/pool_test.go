@@ -517,3 +517,26 @@ func TestWorkerEnvironmentIsMinimal(t *testing.T) {
 		t.Fatalf("worker environment:\n%s", env)
 	}
 }
+
+func TestPoolShutdownDrains(t *testing.T) {
+	p, _ := newFakePool(t, PoolOptions{})
+	h := newBlockingHost()
+	inflight := make(chan *Result)
+	go func() {
+		res, _ := p.Execute(context.Background(), Request{Code: "calls block 1"}, h)
+		inflight <- res
+	}()
+	<-h.started
+	shut := make(chan error)
+	go func() { shut <- p.Shutdown(context.Background()) }()
+	waitFor(t, "draining", func() bool {
+		_, err := p.Execute(context.Background(), Request{Code: "ok 1"}, h)
+		var e *Error
+		return errors.As(err, &e) && e.Code == CodePoolDisposed
+	})
+	close(h.release)
+	wantOK(t, <-inflight, "1")
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}
