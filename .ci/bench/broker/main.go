@@ -1,0 +1,206 @@
+// Command broker is the broker's load program: it starts a broker on a
+// loopback port (in-process engine, demo tools, in-memory sessions) and
+// drives it over HTTP.
+//
+//	go run ./.ci/bench/broker [-sessions 1000] [-calls 10] [-trivial 20000] [-concurrency 64]
+//
+// Phase 1 runs -sessions executions at once, each making -calls tool calls
+// (math:add), and reports executions per second and p50/p99 latency.
+// Phase 2 runs -trivial executions of `return 1` from -concurrency clients.
+// Finally it closes the broker and reports goroutines and heap against the
+// baseline taken before the broker started.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+)
+
+func main() {
+	sessions := flag.Int("sessions", 1000, "concurrent sessions in phase 1")
+	calls := flag.Int("calls", 10, "tool calls per session in phase 1")
+	trivial := flag.Int("trivial", 20000, "trivial executions in phase 2")
+	concurrency := flag.Int("concurrency", 64, "clients in phase 2")
+	flag.Parse()
+	if err := run(*sessions, *calls, *trivial, *concurrency); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type stats struct {
+	goroutines int
+	heap       uint64
+}
+
+func measure() stats {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return stats{goroutines: runtime.NumGoroutine(), heap: m.HeapAlloc}
+}
+
+func run(sessions, calls, trivial, concurrency int) error {
+	fmt.Printf("GOMAXPROCS=%d NumCPU=%d %s\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
+	tr := &http.Transport{MaxIdleConns: sessions + concurrency, MaxIdleConnsPerHost: sessions + concurrency, IdleConnTimeout: time.Minute}
+	client := &http.Client{Transport: tr}
+	base0 := measure()
+
+	engine := sandbox.NewInProcess(&sandbox.Options{Preset: sandbox.PresetBalanced})
+	tools := broker.NewToolRegistry()
+	for _, t := range broker.DemoTools() {
+		tools.Register(t)
+	}
+	b, err := broker.New(&broker.BrokerOptions{Engine: engine, Tools: tools, MaxConcurrentSessions: sessions + concurrency,
+		DefaultMaxToolCalls: calls + 1})
+	if err != nil {
+		return err
+	}
+	if err := b.Listen("127.0.0.1:0"); err != nil {
+		return err
+	}
+	url := "http://" + b.Addr() + "/execute"
+
+	var sb strings.Builder
+	sb.WriteString("let s = 0;\n")
+	for i := 0; i < calls; i++ {
+		fmt.Fprintf(&sb, "s = (await callTool(\"math:add\", {a: s, b: %d})).sum;\n", i+1)
+	}
+	sb.WriteString("return s;")
+	want := fmt.Sprint(calls * (calls + 1) / 2)
+
+	// Warm up connections and the engine.
+	if _, err := execute(client, url, "return 1", "1"); err != nil {
+		return err
+	}
+
+	// Phase 1: all sessions at once.
+	lat := make([]time.Duration, sessions)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := 0; i < sessions; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			d, err := execute(client, url, sb.String(), want)
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, err.Error())
+			}
+			lat[i] = d
+		}(i)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	fmt.Printf("phase 1: %d concurrent sessions x %d tool calls over loopback HTTP: %.2fs, %.0f executions/s, %.0f tool calls/s, p50 %v, p99 %v, failed %d\n",
+		sessions, calls, elapsed.Seconds(), float64(sessions)/elapsed.Seconds(), float64(sessions*calls)/elapsed.Seconds(),
+		lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond), failed.Load())
+	if e := firstErr.Load(); e != nil {
+		fmt.Println("  first error:", e)
+	}
+
+	// Phase 2: trivial executions.
+	lat = make([]time.Duration, trivial)
+	var next atomic.Int64
+	failed.Store(0)
+	start = time.Now()
+	for c := 0; c < concurrency; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= trivial {
+					return
+				}
+				d, err := execute(client, url, "return 1", "1")
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+				lat[i] = d
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed = time.Since(start)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	fmt.Printf("phase 2: %d trivial executions from %d clients: %.2fs, %.0f executions/s, p50 %v, p99 %v, failed %d\n",
+		trivial, concurrency, elapsed.Seconds(), float64(trivial)/elapsed.Seconds(),
+		lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond), failed.Load())
+
+	peak := measure()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Close(ctx); err != nil {
+		return err
+	}
+	_ = engine.Close()
+	tr.CloseIdleConnections()
+	time.Sleep(200 * time.Millisecond) // let closed connections' goroutines exit
+	after := measure()
+	fmt.Printf("goroutines: baseline %d, with idle connections %d, after Close %d\n", base0.goroutines, peak.goroutines, after.goroutines)
+	fmt.Printf("heap: baseline %.1f MiB, before Close %.1f MiB, after Close %.1f MiB\n",
+		mib(base0.heap), mib(peak.heap), mib(after.heap))
+	if after.goroutines > base0.goroutines+2 {
+		return fmt.Errorf("goroutines did not return to baseline: %d > %d", after.goroutines, base0.goroutines)
+	}
+	return nil
+}
+
+func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// execute posts one script and reads its NDJSON stream to the end, checking
+// the final result.
+func execute(client *http.Client, url, code, want string) (time.Duration, error) {
+	body, _ := json.Marshal(map[string]any{"code": code, "filter": map[string]any{"types": []string{"result", "error"}}})
+	start := time.Now()
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var buf bytes.Buffer
+		_, _ = buf.ReadFrom(resp.Body)
+		return 0, fmt.Errorf("status %d: %s", resp.StatusCode, buf.String())
+	}
+	var last struct {
+		Type    string `json:"type"`
+		Payload struct {
+			Result json.RawMessage `json:"result"`
+		} `json:"payload"`
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var line []byte
+	for sc.Scan() {
+		line = append(line[:0], sc.Bytes()...)
+	}
+	d := time.Since(start)
+	if err := json.Unmarshal(line, &last); err != nil {
+		return d, fmt.Errorf("bad stream end %q: %v", line, err)
+	}
+	if last.Type != "result" || string(last.Payload.Result) != want {
+		return d, fmt.Errorf("unexpected end %s", line)
+	}
+	return d, nil
+}
