@@ -138,14 +138,14 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	const ObjectProto = O.prototype;
 	const stringSlice = SP.slice;
 	const origRepeat = SP.repeat;
+	// Serialization state is one object per call; the functions below are
+	// created once per runtime, not per call.
 	function serialize(value, replacer, space, what, limit, strict) {
-		let size = 0;
-		const path = [];
-		let replacerFn, propList;
+		const st = {size: 0, path: [], replacerFn: undefined, propList: undefined, gap: "", what: what, limit: limit, strict: strict};
 		if (typeof replacer === "function") {
-			replacerFn = replacer;
+			st.replacerFn = replacer;
 		} else if (isArray(replacer)) {
-			propList = [];
+			const propList = [];
 			const n = lenOf(replacer);
 			for (let i = 0; i < n; i++) {
 				const v = replacer[i];
@@ -154,105 +154,112 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 				else if (typeof v === "number" || v instanceof NumberC || v instanceof StringC) k = StringC(v);
 				if (k !== undefined && apply(arrayIndexOf, propList, [k]) < 0) apply(arrayPush, propList, [k]);
 			}
+			st.propList = propList;
 		}
-		if (space instanceof NumberC) space = NumberC(space); else if (space instanceof StringC) space = StringC(space);
-		let gap = "";
-		if (typeof space === "number") {
-			const n = space > 10 ? 10 : mathFloor(space);
-			if (n >= 1) gap = apply(origRepeat, " ", [n]);
-		} else if (typeof space === "string") {
-			gap = apply(stringSlice, space, [0, 10]);
+		if (space !== undefined) {
+			if (space instanceof NumberC) space = NumberC(space); else if (space instanceof StringC) space = StringC(space);
+			if (typeof space === "number") {
+				const n = space > 10 ? 10 : mathFloor(space);
+				if (n >= 1) st.gap = apply(origRepeat, " ", [n]);
+			} else if (typeof space === "string") {
+				st.gap = apply(stringSlice, space, [0, 10]);
+			}
 		}
-		function grow(n) {
-			size += n;
-			if (size > limit) throw new RangeErrorC(what + " is larger than the limit of " + limit + " bytes of JSON");
+		return serValue(st, "", {"": value}, "");
+	}
+	function serTooLarge(st) {
+		throw new RangeErrorC(st.what + " is larger than the limit of " + st.limit + " bytes of JSON");
+	}
+	function serFail(st, kind, key) {
+		throw new TypeErrorC(st.what + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
+	}
+	function serValue(st, key, holder, indent) {
+		let value = holder[key];
+		if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
+			const toJSON = value.toJSON;
+			if (typeof toJSON === "function") value = apply(toJSON, value, [key]);
 		}
-		function fail(kind, key) {
-			throw new TypeErrorC(what + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
+		if (st.replacerFn !== undefined) value = apply(st.replacerFn, holder, [key, value]);
+		if (value !== null && typeof value === "object" && !isArray(value) && getPrototypeOf(value) !== ObjectProto) {
+			if (value instanceof NumberC) value = NumberC(value);
+			else if (value instanceof StringC) value = StringC(value);
+			else if (value instanceof BooleanC) value = apply(BooleanC.prototype.valueOf, value, []);
 		}
-		function str(key, holder, indent) {
-			let value = holder[key];
-			if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
-				const toJSON = value.toJSON;
-				if (typeof toJSON === "function") value = apply(toJSON, value, [key]);
-			}
-			if (replacerFn !== undefined) value = apply(replacerFn, holder, [key, value]);
-			if (value !== null && typeof value === "object" && !isArray(value) && getPrototypeOf(value) !== ObjectProto) {
-				if (value instanceof NumberC) value = NumberC(value);
-				else if (value instanceof StringC) value = StringC(value);
-				else if (value instanceof BooleanC) value = apply(BooleanC.prototype.valueOf, value, []);
-			}
-			switch (typeof value) {
-			case "string": {
-				const q = jsonStringify(value);
-				size += q.length;
-				if (size > limit) grow(0);
-				return q;
-			}
-			case "number": {
-				const t = numberIsFinite(value) ? "" + value : "null";
-				size += t.length;
-				if (size > limit) grow(0);
-				return t;
-			}
-			case "boolean":
-				size += 5;
-				if (size > limit) grow(0);
-				return value ? "true" : "false";
-			case "bigint":
-				if (strict) fail("BigInt", key);
-				throw new TypeErrorC("Do not know how to serialize a BigInt");
-			case "symbol":
-				if (strict) fail("Symbol", key);
-				return undefined;
-			case "undefined":
-			case "function":
-				return undefined;
-			}
-			if (value === null) {
-				grow(4);
-				return "null";
-			}
-			for (let i = 0; i < path.length; i++) {
-				if (path[i] === value) throw new TypeErrorC(what + ": Converting circular structure to JSON");
-			}
-			path[path.length] = value;
-			const inner = indent + gap;
-			const parts = [];
-			let out;
-			if (isArray(value)) {
-				const n = lenOf(value);
-				if (n > maxArrayLength) tooLong("array length", n);
-				for (let i = 0; i < n; i++) {
-					const v = str(StringC(i), value, inner);
-					parts[i] = v === undefined ? "null" : v;
-				}
-				size += n + 2;
-				if (size > limit) grow(0);
-				if (parts.length === 0) out = "[]";
-				else if (gap === "") out = "[" + apply(arrayJoin, parts, [","]) + "]";
-				else out = "[\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "]";
-			} else {
-				const ks = propList !== undefined ? propList : objectKeys(value);
-				for (let i = 0; i < ks.length; i++) {
-					const k = ks[i];
-					const v = str(k, value, inner);
-					if (v === undefined) continue;
-					const q = jsonStringify(k);
-					size += q.length + 2;
-					parts[parts.length] = q + (gap === "" ? ":" : ": ") + v;
-				}
-				size += 2;
-				if (size > limit) grow(0);
-				if (parts.length === 0) out = "{}";
-				else if (gap === "") out = "{" + apply(arrayJoin, parts, [","]) + "}";
-				else out = "{\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "}";
-			}
-			path.length--;
-			grow(gap === "" ? 0 : parts.length * (inner.length + 2));
-			return out;
+		switch (typeof value) {
+		case "string": {
+			const q = jsonStringify(value);
+			st.size += q.length;
+			if (st.size > st.limit) serTooLarge(st);
+			return q;
 		}
-		return str("", {"": value}, "");
+		case "number": {
+			const t = numberIsFinite(value) ? "" + value : "null";
+			st.size += t.length;
+			if (st.size > st.limit) serTooLarge(st);
+			return t;
+		}
+		case "boolean":
+			st.size += 5;
+			if (st.size > st.limit) serTooLarge(st);
+			return value ? "true" : "false";
+		case "bigint":
+			if (st.strict) serFail(st, "BigInt", key);
+			throw new TypeErrorC("Do not know how to serialize a BigInt");
+		case "symbol":
+			if (st.strict) serFail(st, "Symbol", key);
+			return undefined;
+		case "undefined":
+		case "function":
+			return undefined;
+		}
+		if (value === null) {
+			st.size += 4;
+			if (st.size > st.limit) serTooLarge(st);
+			return "null";
+		}
+		const path = st.path;
+		for (let i = 0; i < path.length; i++) {
+			if (path[i] === value) throw new TypeErrorC(st.what + ": Converting circular structure to JSON");
+		}
+		path[path.length] = value;
+		const gap = st.gap;
+		const inner = indent + gap;
+		const parts = [];
+		let out;
+		if (isArray(value)) {
+			const n = lenOf(value);
+			if (n > maxArrayLength) tooLong("array length", n);
+			for (let i = 0; i < n; i++) {
+				const v = serValue(st, "" + i, value, inner);
+				parts[i] = v === undefined ? "null" : v;
+			}
+			st.size += n + 2;
+			if (st.size > st.limit) serTooLarge(st);
+			if (n === 0) out = "[]";
+			else if (gap === "") out = "[" + apply(arrayJoin, parts, [","]) + "]";
+			else out = "[\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "]";
+		} else {
+			const ks = st.propList !== undefined ? st.propList : objectKeys(value);
+			for (let i = 0; i < ks.length; i++) {
+				const k = ks[i];
+				const v = serValue(st, k, value, inner);
+				if (v === undefined) continue;
+				const q = jsonStringify(k);
+				st.size += q.length + 2;
+				parts[parts.length] = q + (gap === "" ? ":" : ": ") + v;
+			}
+			st.size += 2;
+			if (st.size > st.limit) serTooLarge(st);
+			if (parts.length === 0) out = "{}";
+			else if (gap === "") out = "{" + apply(arrayJoin, parts, [","]) + "}";
+			else out = "{\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "}";
+		}
+		path.length--;
+		if (gap !== "") {
+			st.size += parts.length * (inner.length + 2);
+			if (st.size > st.limit) serTooLarge(st);
+		}
+		return out;
 	}
 	function toJSONText(value, what, limit) {
 		try {
