@@ -56,17 +56,18 @@ if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
 end
 return 0
 `)
-	// KEYS[1] sorted set, KEYS[2] release channel. ARGV: ticket, unprefixed key.
+	// KEYS[1] sorted set. ARGV: ticket, unprefixed key, release channel
+	// (an argument, not a key, so that the script stays on one cluster slot).
 	scriptRelease = redis.NewScript(`
 if redis.call('ZREM', KEYS[1], ARGV[1]) > 0 then
-  redis.call('PUBLISH', KEYS[2], ARGV[2])
+  redis.call('PUBLISH', ARGV[3], ARGV[2])
 end
 return 0
 `)
-	// KEYS[1] sorted set, KEYS[2] release channel. ARGV: unprefixed key.
+	// KEYS[1] sorted set. ARGV: unprefixed key, release channel.
 	scriptResetSlots = redis.NewScript(`
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[2], ARGV[1])
 return 0
 `)
 )
@@ -177,7 +178,7 @@ func (s *RedisStorage) AcquireSlot(ctx context.Context, key, ticket string, maxC
 
 // ReleaseSlot implements Storage.
 func (s *RedisStorage) ReleaseSlot(ctx context.Context, key, ticket string) error {
-	return scriptRelease.Run(ctx, s.client, []string{s.prefix + key, s.channel}, ticket, key).Err()
+	return scriptRelease.Run(ctx, s.client, []string{s.prefix + key}, ticket, key, s.channel).Err()
 }
 
 // ActiveSlots implements Storage.
@@ -187,7 +188,7 @@ func (s *RedisStorage) ActiveSlots(ctx context.Context, key string, nowMs int64)
 
 // ResetSlots implements Storage.
 func (s *RedisStorage) ResetSlots(ctx context.Context, key string) error {
-	return scriptResetSlots.Run(ctx, s.client, []string{s.prefix + key, s.channel}, key).Err()
+	return scriptResetSlots.Run(ctx, s.client, []string{s.prefix + key}, key, s.channel).Err()
 }
 
 // WatchReleases implements ReleaseNotifier with one pub/sub subscription
