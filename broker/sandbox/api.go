@@ -181,7 +181,8 @@ type Limits struct {
 	MaxResultBytes    int
 	MaxConsoleEntries int
 	MaxConsoleBytes   int
-	// MemoryBytes caps a worker process (worker engine only).
+	// MemoryBytes caps a worker process (RLIMIT_DATA). The in-process engine
+	// uses it for its heap watchdog and the size caps of built-ins.
 	MemoryBytes int64
 	// AllowConsole enables console.* capture (vm.allowConsole).
 	AllowConsole bool
