@@ -214,7 +214,7 @@ func (s *Server) Paths() []string {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(pathAuthorize, s.authorize)
-	mux.Handle(pathCallback, s.provider)
+	mux.Handle(pathCallback, withIss(s.provider, s.cfg.issuer))
 	mux.HandleFunc(pathToken, cors(s.token))
 	mux.HandleFunc(pathRevoke, cors(s.revoke))
 	if s.cfg.dcr {
@@ -226,6 +226,44 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc(pathASMeta, cors(s.serveMetadata(false)))
 	mux.HandleFunc(pathOIDCMeta, cors(s.serveMetadata(true)))
 	return mux
+}
+
+// withIss adds the RFC 9207 iss parameter to op's authorization responses,
+// which the server's own error redirects carry too: a client talking to
+// several authorization servers can tell which one answered (mix-up
+// attacks), and MCP SDKs check it when the metadata advertises it.
+func withIss(h http.Handler, issuer string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(&issWriter{ResponseWriter: w, issuer: issuer}, r)
+	})
+}
+
+type issWriter struct {
+	http.ResponseWriter
+	issuer string
+	wrote  bool
+}
+
+func (w *issWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 300 && code < 400 {
+		if u, err := url.Parse(w.Header().Get("Location")); err == nil {
+			q := u.Query()
+			if (q.Has("code") || q.Has("error")) && !q.Has("iss") {
+				q.Set("iss", w.issuer)
+				u.RawQuery = q.Encode()
+				w.Header().Set("Location", u.String())
+			}
+		}
+	}
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *issWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // cors lets browser-based MCP clients call the JSON endpoints.
@@ -634,7 +672,7 @@ func (s *Server) Metadata(openid bool) Metadata {
 		TokenEndpointAuthMethodsSupported: []string{"none", "client_secret_basic", "client_secret_post"},
 		RevocationEndpointAuthMethods:     []string{"none", "client_secret_basic", "client_secret_post"},
 		CodeChallengeMethodsSupported:     []string{"S256"},
-		AuthorizationResponseIssParameter: false,
+		AuthorizationResponseIssParameter: true,
 		ResourceIndicatorsSupported:       true,
 	}
 	for _, g := range s.grantTypes() {

@@ -262,6 +262,9 @@ func (e *asEnv) code(cfg *oauth2.Config, verifier string, opts ...oauth2.AuthCod
 	e.t.Helper()
 	opts = append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", asResource)}, opts...)
 	back := e.signIn(cfg.AuthCodeURL("st-123", opts...))
+	if got := back.Query().Get("iss"); got != e.s.Issuer() {
+		e.t.Fatalf("iss %q in the authorization response, want the issuer (RFC 9207)", got)
+	}
 	if got := back.Query().Get("state"); got != "st-123" {
 		e.t.Fatalf("state %q, want st-123 (redirect %s)", got, back)
 	}
