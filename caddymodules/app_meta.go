@@ -346,6 +346,7 @@ func (a *App) startMeta() error {
 
 func (a *App) stopMeta() error {
 	if rt := a.meta.rt; rt != nil {
+		rt.index.Close()
 		for _, u := range rt.upstreams {
 			u.Close()
 		}

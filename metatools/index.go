@@ -42,6 +42,7 @@ type Index struct {
 	logger  *zap.Logger
 	vectors *search.VectorCache
 
+	closed    atomic.Bool
 	mu        sync.Mutex // serialises rebuilds
 	lists     [][]Tool   // last good list per source
 	snap      atomic.Pointer[snapshot]
@@ -93,6 +94,9 @@ func NewIndex(sources []ToolSource, opts *IndexOptions) (*Index, error) {
 	for i, s := range sources {
 		if n, ok := s.(ChangeNotifier); ok {
 			n.OnChange(func() {
+				if ix.closed.Load() {
+					return
+				}
 				// A notification may arrive while the source holds its own
 				// lock; reload from a fresh goroutine.
 				go ix.reloadSource(context.Background(), i)
@@ -101,6 +105,11 @@ func NewIndex(sources []ToolSource, opts *IndexOptions) (*Index, error) {
 	}
 	return ix, nil
 }
+
+// Close stops reacting to change notifications. Sources offer no way to
+// unregister, so a closed index (after a config reload) stays registered
+// but does no work.
+func (ix *Index) Close() { ix.closed.Store(true) }
 
 // OnReload registers fn to be called after each rebuild with the new tool
 // count (tests and the MCP server use it).
