@@ -43,6 +43,10 @@ func (a *App) provisionThrottle(ctx caddy.Context) error {
 		cfg.KeyPrefix = guard.DefaultKeyPrefix
 	}
 	logger := ctx.Logger().Named("throttle")
+	if !cfg.Enabled && (cfg.Global != nil || cfg.GlobalConcurrency != nil || cfg.DefaultRateLimit != nil ||
+		cfg.DefaultConcurrency != nil || cfg.DefaultTimeout != nil || cfg.IpFilter != nil) {
+		logger.Warn("throttle has limits but enabled is false: no limits apply (set \"enabled\": true)")
+	}
 	key, store, err := loadGuardStorage(cfg.Storage, cfg.KeyPrefix, logger)
 	if err != nil {
 		return fmt.Errorf("codemode: throttle: %w", err)
