@@ -80,7 +80,8 @@ type asEnv struct {
 	clock *fakeNow
 	http  *http.Client // does not follow redirects
 	logs  *observer.ObservedLogs
-	slog  *lockedBuffer // what op logs through slog's default logger
+	slog  *lockedBuffer      // what op logs through slog's default logger
+	mount func(http.Handler) // replaces what the TLS server serves
 }
 
 // lockedBuffer collects op's slog output; handlers may write concurrently.
@@ -153,7 +154,12 @@ func newAS(t testing.TB, mutate func(*ServerConfig)) *asEnv {
 	mu.Unlock()
 	c := srv.Client()
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &asEnv{t: t, srv: srv, s: s, clock: clk, http: c, logs: logs, slog: captureSlog(t)}
+	mount := func(hh http.Handler) {
+		mu.Lock()
+		h = hh
+		mu.Unlock()
+	}
+	return &asEnv{t: t, srv: srv, s: s, clock: clk, http: c, logs: logs, slog: captureSlog(t), mount: mount}
 }
 
 func (e *asEnv) oauth2(clientID, redirect string) *oauth2.Config {
