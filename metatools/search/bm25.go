@@ -224,7 +224,10 @@ func queryTerms(query string) map[string]float64 {
 // queries (minRelevanceScore relies on that).
 func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) bool) ([]Hit, error) {
 	qt := queryTerms(query)
-	scores := make(map[int32]float64)
+	// A dense score array beats a map at these sizes (a few thousand tools);
+	// touched lists the documents that scored.
+	scores := make([]float64, ix.n)
+	var touched []int32
 	var upper float64
 	for t, w := range qt {
 		idf, ok := ix.idf[t]
@@ -236,6 +239,9 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 		}
 		upper += w * idf
 		for _, p := range ix.postings[t] {
+			if scores[p.doc] == 0 {
+				touched = append(touched, p.doc)
+			}
 			scores[p.doc] += w * idf * float64(p.sat)
 		}
 	}
@@ -248,11 +254,12 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 			getting = getting || in == IntentGet
 		}
 	}
-	hits := make([]Hit, 0, len(scores))
-	for d, s := range scores {
+	hits := make([]Hit, 0, len(touched))
+	for _, d := range touched {
 		if allow != nil && !allow(int(d)) {
 			continue
 		}
+		s := scores[d]
 		if f := ix.family[d]; len(families) > 0 && f != IntentNone && !families[f] {
 			s *= intentMismatch
 		}
