@@ -111,7 +111,7 @@ func BenchmarkWorkerIdlePoolMemory(b *testing.B) {
 				<-done
 			}
 			for i := 0; i < b.N; i++ {
-				var total int64
+				var rss, anon int64
 				p.mu.Lock()
 				pids := make([]int, 0, len(p.all))
 				for w := range p.all {
@@ -119,23 +119,27 @@ func BenchmarkWorkerIdlePoolMemory(b *testing.B) {
 				}
 				p.mu.Unlock()
 				for _, pid := range pids {
-					total += vmRSS(b, pid)
+					rss += procStatusKB(b, pid, "VmRSS:")
+					anon += procStatusKB(b, pid, "RssAnon:")
 				}
-				b.ReportMetric(float64(total)/float64(len(pids)), "rss-kB/worker")
-				b.ReportMetric(float64(total), "rss-kB/pool")
+				b.ReportMetric(float64(rss)/float64(len(pids)), "rss-kB/worker")
+				b.ReportMetric(float64(rss), "rss-kB/pool")
+				// RssAnon excludes the executable's pages, which the page
+				// cache shares between workers.
+				b.ReportMetric(float64(anon)/float64(len(pids)), "anon-kB/worker")
 			}
 		})
 	}
 }
 
-// vmRSS reads a process's resident set size in kB.
-func vmRSS(b *testing.B, pid int) int64 {
+// procStatusKB reads one kB field of /proc/<pid>/status.
+func procStatusKB(b *testing.B, pid int, field string) int64 {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		b.Skip("no /proc")
 	}
 	for _, line := range bytes.Split(raw, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+		if v, ok := bytes.CutPrefix(line, []byte(field)); ok {
 			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(string(v)), "kB")), 10, 64)
 			return n
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -87,6 +88,9 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("building the engine: %w", err)
 	}
+	// Return what the program's initialisation left behind (a Caddy build
+	// allocates a lot in init functions) before idling.
+	debug.FreeOSMemory()
 	s := &workerServer{
 		engine:  engine,
 		out:     &frameWriter{w: out, max: cfg.MaxMessageBytes},
