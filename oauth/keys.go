@@ -84,14 +84,16 @@ func (kr *keyRing) current() (*signingKey, error) {
 }
 
 // published are the keys in the key set: the root key, and with rotation
-// the current derived key and the maxKeys before it.
+// the next period's derived key, the current one and the maxKeys before it.
 func (kr *keyRing) published() ([]*signingKey, error) {
 	if kr.rotation <= 0 {
 		return []*signingKey{kr.root}, nil
 	}
 	p := kr.period(kr.now())
-	out := make([]*signingKey, 0, kr.maxKeys+2)
-	for i := int64(0); i <= int64(kr.maxKeys); i++ {
+	out := make([]*signingKey, 0, kr.maxKeys+3)
+	// The next period's key is published ahead of use, so verifiers that
+	// cache the key set (ours for 5 minutes) know it before it signs.
+	for i := int64(-1); i <= int64(kr.maxKeys); i++ {
 		k, err := kr.derive(p - i)
 		if err != nil {
 			return nil, err
@@ -146,7 +148,7 @@ func (kr *keyRing) derive(p int64) (*signingKey, error) {
 	}
 	// Drop periods that can no longer be published.
 	for q := range kr.derived {
-		if q < p-int64(kr.maxKeys)-1 {
+		if q < p-int64(kr.maxKeys)-2 {
 			delete(kr.derived, q)
 		}
 	}

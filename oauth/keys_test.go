@@ -65,11 +65,15 @@ func TestKeyRotationOldKeyStillValidates(t *testing.T) {
 		t.Fatalf("rotated keys sign ES256, got %s", jws.Signatures[0].Header.Algorithm)
 	}
 
+	before := e.jwksKids(t)
 	e.clock.Add(20 * time.Minute) // next period: a new key signs
 	fresh := issue()
 	newKid := kidOf(t, fresh.AccessToken)
 	if newKid == oldKid {
 		t.Fatal("the signing key did not rotate")
+	}
+	if !slices.Contains(before, newKid) {
+		t.Fatal("the next key was not published before it signed")
 	}
 	ctx := context.Background()
 	if _, err := e.s.VerifyAccessToken(ctx, old.AccessToken, asResource); err != nil {
@@ -79,8 +83,8 @@ func TestKeyRotationOldKeyStillValidates(t *testing.T) {
 		t.Fatalf("token of the new key: %v", err)
 	}
 	kids := e.jwksKids(t)
-	if !slices.Contains(kids, oldKid) || !slices.Contains(kids, newKid) || len(kids) != 4 {
-		t.Fatalf("key set %v: want the current key, 2 previous ones and the root key", kids)
+	if !slices.Contains(kids, oldKid) || !slices.Contains(kids, newKid) || len(kids) != 5 {
+		t.Fatalf("key set %v: want the next key, the current one, 2 previous ones and the root key", kids)
 	}
 	// Refresh after rotation signs with the new key.
 	tok, err := cfg.TokenSource(e.ctx(), &oauth2.Token{RefreshToken: old.RefreshToken, Expiry: time.Now().Add(-time.Minute)}).Token()
