@@ -29,6 +29,11 @@ type MCPHandler struct {
 	// SessionTimeout closes sessions idle for this long. Default 30m; a
 	// negative value keeps idle sessions forever.
 	SessionTimeout caddy.Duration `json:"session_timeout,omitempty"`
+	// DisableLocalhostProtection turns off the go-sdk's DNS-rebinding
+	// protection, which answers 403 to a request that reaches a loopback
+	// address with a non-loopback Host header. Needed only behind another
+	// proxy on the same machine that keeps the public Host. Default false.
+	DisableLocalhostProtection bool `json:"disable_localhost_protection,omitempty"`
 
 	app     *App
 	handler http.Handler
@@ -61,7 +66,8 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 	}
 	app := h.app
 	h.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return app.MetaServer() },
-		&mcp.StreamableHTTPOptions{Stateless: h.Stateless, JSONResponse: h.JSONResponse, SessionTimeout: timeout})
+		&mcp.StreamableHTTPOptions{Stateless: h.Stateless, JSONResponse: h.JSONResponse, SessionTimeout: timeout,
+			DisableLocalhostProtection: h.DisableLocalhostProtection})
 	return nil
 }
 

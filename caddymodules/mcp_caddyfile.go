@@ -24,6 +24,7 @@ func parseMCPCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, err
 //		stateless
 //		json_response
 //		session_timeout <duration>
+//		disable_localhost_protection
 //	}
 func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -42,6 +43,11 @@ func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.JSONResponse = true
+		case "disable_localhost_protection":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.DisableLocalhostProtection = true
 		case "session_timeout":
 			if !d.NextArg() {
 				return d.ArgErr()
