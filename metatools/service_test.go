@@ -2,8 +2,10 @@ package metatools
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/codemode-gateway/caddy-codemode/metatools/search"
@@ -40,5 +42,52 @@ func TestIsMetaToolName(t *testing.T) {
 		if got := IsMetaToolName(name); got != want {
 			t.Errorf("IsMetaToolName(%q) = %v", name, got)
 		}
+	}
+}
+
+// TestSearchMLStrategy ranks with embeddings from a local OpenAI-compatible
+// endpoint (vectors: letter counts of the stemmed words, enough for similar
+// texts to be close) and checks that document vectors are fetched once.
+func TestSearchMLStrategy(t *testing.T) {
+	var batches atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Input []string }
+		json.NewDecoder(r.Body).Decode(&req)
+		batches.Add(1)
+		var data []map[string]any
+		for i, in := range req.Input {
+			v := make([]float64, 26)
+			for _, term := range search.Terms(in) {
+				for _, c := range term {
+					if c >= 'a' && c <= 'z' {
+						v[c-'a']++
+					}
+				}
+			}
+			data = append(data, map[string]any{"index": i, "embedding": v})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"data": data})
+	}))
+	defer hs.Close()
+	ix, err := NewIndex([]ToolSource{registeredTools()}, &IndexOptions{Strategy: StrategyML,
+		Embedding: &search.EmbeddingClient{URL: hs.URL + "/v1", Model: "letters"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Reload(context.Background())
+	s := NewService(ix, nil)
+	out, err := s.Search(context.Background(), SearchInput{Queries: []string{"create contact"}, TopK: new(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Tools) != 1 || out.Tools[0].Name != "crm:createContact" || out.Tools[0].RelevanceScore > 1 {
+		t.Fatalf("ml search: %+v", out.Tools)
+	}
+	before := batches.Load()
+	if _, err := s.Search(context.Background(), SearchInput{Queries: []string{"list contacts"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := batches.Load() - before; got != 1 {
+		t.Errorf("second search made %d embedding requests, want 1 (the query only)", got)
 	}
 }
