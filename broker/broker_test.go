@@ -286,3 +286,26 @@ func TestNewValidation(t *testing.T) {
 		}
 	}
 }
+
+func TestLogEvents(t *testing.T) {
+	engine := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{AllowConsole: true}})
+	defer engine.Close()
+	b, _ := newTestBroker(t, func(o *BrokerOptions) { o.Engine = engine })
+	evs, err := collect(t, b, `console.log("hello", 1); console.warn("careful"); return 2`, ExecuteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	for _, e := range evs {
+		if e.Type == EventLog {
+			p := e.Payload.(*LogPayload)
+			logs = append(logs, p.Level+":"+p.Message)
+		}
+	}
+	if got := strings.Join(logs, "|"); !strings.Contains(got, "hello 1") || !strings.Contains(got, "careful") {
+		t.Errorf("log events = %q", got)
+	}
+	if evs[len(evs)-1].Type != EventResult {
+		t.Errorf("last event %s", evs[len(evs)-1].Type)
+	}
+}

@@ -30,8 +30,9 @@ import (
 // is shared by every codemode_broker handler (and the meta-tools) and
 // survives config reloads that leave this block unchanged: running
 // sessions, their pending tool calls and the catalog carry over. A changed
-// block builds a new broker; the old one drains its sessions (up to
-// drain_timeout) once the old config is cleaned up.
+// block builds a new broker; the old one finishes its running sessions in
+// the background (up to drain_timeout, then aborts them). Its sessions can
+// then be answered only through a shared Redis.
 //
 // String values (keys, passwords, URLs, headers) may use runtime
 // placeholders such as {env.API_TOKEN}.
@@ -156,9 +157,20 @@ type sharedBroker struct {
 	stop    chan struct{} // closed by Destruct
 }
 
-// Destruct implements caddy.Destructor.
+// Destruct implements caddy.Destructor. When Caddy exits it drains
+// running sessions before returning; on a reload that replaced the broker it
+// drains in the background so the reload is not held up.
 func (s *sharedBroker) Destruct() error {
 	close(s.stop)
+	if caddy.Exiting() {
+		s.shutdown()
+	} else {
+		go s.shutdown()
+	}
+	return nil
+}
+
+func (s *sharedBroker) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.drain)
 	defer cancel()
 	err := s.b.Close(ctx)
@@ -174,7 +186,6 @@ func (s *sharedBroker) Destruct() error {
 	if err != nil {
 		s.logger.Warn("broker closed with sessions aborted", zap.Error(err))
 	}
-	return nil
 }
 
 func (a *App) provisionBroker(caddy.Context) error {

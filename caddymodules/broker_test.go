@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -197,5 +198,47 @@ func TestBrokerHandlerInCaddy(t *testing.T) {
 	}
 	if fmt.Sprint(statuses) != "[200 200 200 429]" {
 		t.Errorf("rate limited statuses = %v", statuses)
+	}
+}
+
+// TestBrokerReloadChangedBlock replaces the broker: the reload does not wait
+// for the old broker's sessions, which are aborted after drain_timeout.
+func TestBrokerReloadChangedBlock(t *testing.T) {
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	port := freePort(t)
+	loadCaddyfile(t, brokerCaddyfile(port, "drain_timeout 200ms"))
+	defer func() { _ = caddy.Stop() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+
+	resp, sc := postExecute(t, base+"/broker/execute", `return await callTool("client:prompt", {question: "?"})`, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("execute: %d", resp.StatusCode)
+	}
+	nextEvent(t, sc) // session
+	nextEvent(t, sc) // tool_call, waiting for us
+
+	t0 := time.Now()
+	loadCaddyfile(t, brokerCaddyfile(port, "drain_timeout 200ms\n\t\t\tmax_tool_calls 7"))
+	t.Logf("reload took %v", time.Since(t0))
+
+	var last ndjsonEvent
+	for sc.Scan() {
+		json.Unmarshal(sc.Bytes(), &last)
+	}
+	t.Logf("old stream ended after %v", time.Since(t0))
+	if last.Type != "error" {
+		t.Errorf("old session's last event: %s %s", last.Type, last.Payload)
+	}
+	// The new broker serves.
+	resp, sc = postExecute(t, base+"/broker/execute", `return 5`, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("execute on the new broker: %d", resp.StatusCode)
+	}
+	for sc.Scan() {
+		json.Unmarshal(sc.Bytes(), &last)
+	}
+	if last.Type != "result" || !strings.Contains(string(last.Payload), `"result":5`) {
+		t.Errorf("new broker: %s %s", last.Type, last.Payload)
 	}
 }
