@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/prometheus/client_golang/prometheus"
@@ -425,4 +426,54 @@ func TestCaddyOrchestratedFlow(t *testing.T) {
 func withDemo(v url.Values) url.Values {
 	v.Set("demo", "1")
 	return v
+}
+
+// TestCaddyfileAuthRuns adapts a Caddyfile using the directives and runs it.
+func TestCaddyfileAuthRuns(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	src := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			development
+			issuer %[1]s
+			resource %[1]s/mcp
+			client cli {
+				redirect_uri http://127.0.0.1:1/cb
+			}
+		}
+	}
+}
+
+%[1]s {
+	bind 127.0.0.1
+	codemode_oauth
+	codemode_auth /mcp* {
+		scopes mcp
+	}
+	respond /mcp* "in as {http.auth.user.id}"
+	respond "public"
+}
+`, base)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, cfg)
+	resp, _ := get(t, base+"/mcp", "")
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"` {
+		t.Fatalf("/mcp: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if resp, body := get(t, base+"/", ""); resp.StatusCode != 200 || body != "public" {
+		t.Fatalf("/: %d %q", resp.StatusCode, body)
+	}
+	resp, body := get(t, base+"/.well-known/oauth-protected-resource/mcp", "")
+	if resp.StatusCode != 200 || !strings.Contains(body, `"resource":"`+base+`/mcp"`) {
+		t.Fatalf("metadata: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, base+"/.well-known/openid-configuration", ""); resp.StatusCode != 200 {
+		t.Fatalf("openid-configuration: %d", resp.StatusCode)
+	}
 }
