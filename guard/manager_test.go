@@ -3,8 +3,14 @@ package guard
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -261,4 +267,49 @@ func TestManagerFailureModes(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestDestroyStopsGoroutines(t *testing.T) {
+	ctx := context.Background()
+	c, prefix := redistest.Client(t)
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	for range 3 {
+		mem, err := NewGuardManager(ctx, GuardConfig{Enabled: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rm, err := NewGuardManager(ctx, GuardConfig{Enabled: true, KeyPrefix: prefix,
+			Storage: &StorageConfig{Provider: ProviderRedis, Host: c.Options().Addr[:strings.LastIndexByte(c.Options().Addr, ':')],
+				Port: atoi(c.Options().Addr[strings.LastIndexByte(c.Options().Addr, ':')+1:])}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Start the pub/sub subscription with a queued waiter.
+		cfg := &ConcurrencyConfig{MaxConcurrent: 1, QueueTimeoutMs: 1}
+		held, _ := rm.AcquireSemaphore(ctx, "x", cfg, PartitionKeyContext{})
+		if _, err := rm.AcquireSemaphore(ctx, "x", cfg, PartitionKeyContext{}); err == nil {
+			t.Fatal("second holder admitted")
+		}
+		held.Release(ctx)
+		if err := mem.Destroy(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := rm.Destroy(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 200 {
+		if runtime.NumGoroutine() <= before {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	buf := make([]byte, 1<<16)
+	t.Fatalf("%d goroutines after Destroy, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

@@ -109,13 +109,16 @@ func (s *MemoryStorage) AcquireSlot(_ context.Context, key, ticket string, maxCo
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	tickets := sh.sems[key]
-	for t, exp := range tickets {
-		if exp <= nowMs {
-			delete(tickets, t)
-		}
-	}
 	if int64(len(tickets)) >= maxConcurrent {
-		return false, nil
+		// Full: drop expired tickets (only now, so the common case is O(1)).
+		for t, exp := range tickets {
+			if exp <= nowMs {
+				delete(tickets, t)
+			}
+		}
+		if int64(len(tickets)) >= maxConcurrent {
+			return false, nil
+		}
 	}
 	if tickets == nil {
 		tickets = make(map[string]int64)
