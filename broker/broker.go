@@ -329,7 +329,7 @@ func (b *Broker) start(ctx context.Context, code string, opts ExecuteOptions) (*
 		UpdatedAt: now.UnixMilli(),
 	}
 	if opts.Auth != nil {
-		s.UserID, s.TenantID, s.Permissions = opts.Auth.UserID, opts.Auth.TenantID, opts.Auth.Permissions
+		s.UserID, s.TenantID = opts.Auth.UserID, opts.Auth.TenantID
 	}
 	// The broker bounds the whole execution, waits for tool results
 	// included, whatever the engine does with Limits.Timeout.

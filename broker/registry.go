@@ -260,7 +260,7 @@ func (t *ToolDefinition) compile() error {
 	if len(params) == 0 && len(t.InputSchema) > 0 {
 		params = paramsFromSchema(t.InputSchema)
 	}
-	t.params = t.params[:0]
+	t.params = nil // never reuse the backing array of a registered copy
 	for name, p := range params {
 		switch p.Type {
 		case TypeString, TypeNumber, TypeInteger, TypeBoolean, TypeObject, TypeArray:

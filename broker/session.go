@@ -37,9 +37,6 @@ type Session struct {
 	ToolCalls int `json:"toolCalls"`
 	// Error is set when Status is error.
 	Error *SessionError `json:"error,omitempty"`
-
-	// permissions travel with the session for tool handlers; not exposed.
-	Permissions []string `json:"-"`
 }
 
 // SessionError is why a session ended in status error: a script error code

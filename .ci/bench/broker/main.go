@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -37,9 +38,20 @@ func main() {
 	calls := flag.Int("calls", 10, "tool calls per session in phase 1")
 	trivial := flag.Int("trivial", 20000, "trivial executions in phase 2")
 	concurrency := flag.Int("concurrency", 64, "clients in phase 2")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of both phases to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*sessions, *calls, *trivial, *concurrency); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
