@@ -137,11 +137,16 @@ func TestTokenEndpointRejects(t *testing.T) {
 	t.Run("code reused", func(t *testing.T) {
 		v := oauth2.GenerateVerifier()
 		code := e.code(cfg, v)
-		if _, err := cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v)); err != nil {
+		tok, err := cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v))
+		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v)); !isOAuthError(err, "invalid_grant") {
 			t.Fatalf("second use: %v, want invalid_grant", err)
+		}
+		// The replay revokes what the code bought (OAuth 2.1 section 4.1.3).
+		if _, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, ""); TokenReason(err) != ReasonRevoked {
+			t.Fatalf("token of a replayed code: %v, want revoked", err)
 		}
 	})
 	t.Run("code expired", func(t *testing.T) {

@@ -70,8 +70,15 @@ func TestRedisStorageFlowAndKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(keysWith(t, rc, prefix+"code:*")) != 0 || len(keysWith(t, rc, prefix+"pending:*")) != 0 {
-		t.Fatal("code or pending authorization left after the exchange")
+	if len(keysWith(t, rc, prefix+"pending:*")) != 0 {
+		t.Fatal("pending authorization left after the exchange")
+	}
+	// The code is gone; what is left is the marker that lets a replay
+	// revoke the grant, for ten minutes.
+	if left := keysWith(t, rc, prefix+"code:*"); len(left) != 1 || !strings.HasSuffix(left[0], ":used") {
+		t.Fatalf("code keys after the exchange: %v", left)
+	} else if d := ttlOf(t, rc, left[0]); d <= 9*time.Minute || d > PendingTTL {
+		t.Fatalf("used-code marker ttl %v", d)
 	}
 	if _, err := cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v)); !isOAuthError(err, "invalid_grant") {
 		t.Fatalf("code reuse on redis: %v", err)

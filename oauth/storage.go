@@ -22,6 +22,7 @@ import (
 // the store yields nothing a client could present.
 func keyPending(id string) string      { return "pending:" + id }
 func keyCode(code string) string       { return "code:" + digest(code) }
+func keyCodeUsed(code string) string   { return "code:" + digest(code) + ":used" }
 func keyRefresh(token string) string   { return "refresh:" + digest(token) }
 func keyRotated(token string) string   { return "refresh:" + digest(token) + ":rotated" }
 func keySession(id string) string      { return "session:" + id }
@@ -54,7 +55,8 @@ type authRequest struct {
 	CSRF            string                   `json:"csrf"`
 	Expires         time.Time                `json:"expires"`
 
-	sid string // session created for this request; set at token creation
+	sid  string // session created for this request; set at token creation
+	code string // the code it was fetched by, to record the code as used
 }
 
 func (a *authRequest) GetID() string         { return a.ID }
@@ -190,6 +192,11 @@ func (st opStorage) AuthRequestByID(ctx context.Context, id string) (op.AuthRequ
 func (st opStorage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
 	b, err := st.s.store.GetDel(ctx, keyCode(code))
 	if errors.Is(err, errNotFound) {
+		// A code presented again after a successful exchange was stolen
+		// or replayed: the tokens it bought are revoked (OAuth 2.1 4.1.3).
+		if sid, err := st.s.store.Get(ctx, keyCodeUsed(code)); err == nil {
+			st.s.revokeSession(ctx, string(sid), "authorization code reused")
+		}
 		return nil, errors.New("code unknown, used or expired")
 	}
 	if err != nil {
@@ -206,6 +213,7 @@ func (st opStorage) AuthRequestByCode(ctx context.Context, code string) (op.Auth
 	if err != nil {
 		return nil, errors.New("authorization for the code is gone")
 	}
+	a.code = code
 	return a, nil
 }
 
@@ -239,6 +247,13 @@ func (st opStorage) newSession(ctx context.Context, a *authRequest, ttl time.Dur
 	}
 	if err := st.putJSON(ctx, keySession(ss.ID), ss, ttl); err != nil {
 		return nil, err
+	}
+	if a.code != "" {
+		// Remember which grant the code bought, for as long as a replay is
+		// plausible, so that a replay can revoke it.
+		if err := st.s.store.Set(ctx, keyCodeUsed(a.code), []byte(ss.ID), PendingTTL); err != nil {
+			return nil, err
+		}
 	}
 	a.sid = ss.ID
 	return ss, nil
