@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -147,6 +148,7 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	}
 	logger := a.logger.Named("auth")
 	cfg := *a.Auth
+	cfg.Clients = slices.Clone(cfg.Clients) // applyDefaults rewrites secrets
 	if err := cfg.applyDefaults(os.Getenv); err != nil {
 		return fmt.Errorf("codemode auth: %w", err)
 	}
