@@ -80,9 +80,6 @@ func TestRedisStorageFlowAndKeys(t *testing.T) {
 	} else if d := ttlOf(t, rc, left[0]); d <= 9*time.Minute || d > PendingTTL {
 		t.Fatalf("used-code marker ttl %v", d)
 	}
-	if _, err := cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v)); !isOAuthError(err, "invalid_grant") {
-		t.Fatalf("code reuse on redis: %v", err)
-	}
 	refresh := keysWith(t, rc, prefix+"refresh:*")
 	sessions := keysWith(t, rc, prefix+"session:*")
 	if len(refresh) != 1 || len(sessions) != 1 {
@@ -123,6 +120,20 @@ func TestRedisStorageFlowAndKeys(t *testing.T) {
 	}
 	if len(keysWith(t, rc, prefix+"session:*")) != 0 {
 		t.Fatal("session left after reuse")
+	}
+
+	// A replayed code is refused and revokes what it bought.
+	v = oauth2.GenerateVerifier()
+	code = e.code(cfg, v)
+	tok, err = cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cfg.Exchange(e.ctx(), code, oauth2.VerifierOption(v)); !isOAuthError(err, "invalid_grant") {
+		t.Fatalf("code reuse on redis: %v", err)
+	}
+	if _, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, ""); TokenReason(err) != ReasonRevoked {
+		t.Fatalf("token of a replayed code on redis: %v", err)
 	}
 }
 
