@@ -2,6 +2,9 @@ package oauth_test
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -33,4 +36,21 @@ func ExampleNewServer() {
 	// Output:
 	// 200 http://127.0.0.1:8080/oauth/token [S256]
 	// malformed
+}
+
+// Making a signing key for JWT_SIGNING_KEY (or local.sign_key): an RSA key
+// for RS256, or ecdsa.GenerateKey(elliptic.P256(), rand.Reader) for ES256.
+func ExampleMarshalSigningKeyJWK() {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	jwk, err := oauth.MarshalSigningKeyJWK(key)
+	if err != nil {
+		panic(err)
+	}
+	var fields map[string]any
+	_ = json.Unmarshal([]byte(jwk), &fields)
+	fmt.Println(fields["kty"], fields["alg"], fields["d"] != nil)
+	// Output: RSA RS256 true
 }
