@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -27,4 +29,37 @@ func TestAttackSuiteWorkers(t *testing.T) {
 			WatchdogGrace:      500 * time.Millisecond,
 		})
 	})
+}
+
+// TestWorkerMemoryBombs: allocations that no in-VM check sees (string
+// concatenation, many medium strings, object growth) reach the worker's
+// RLIMIT_DATA; the worker dies with WORKER_MEMORY_EXCEEDED or the script's
+// own timeout comes first, and the pool serves the next script.
+func TestWorkerMemoryBombs(t *testing.T) {
+	p := newRealPool(t, PoolOptions{MemoryBytes: 32 << 20})
+	h := newTestHost(echoTools())
+	slow := Limits{Timeout: 5 * time.Second, MaxSteps: 1 << 40}
+	for _, c := range []struct {
+		name, code string
+		codes      []string
+	}{
+		{"string doubling", `let s = "x"; for (let i = 0; i < 40; i++) s += s; return s.length`, []string{CodeWorkerMemoryExceeded}},
+		{"many medium strings", `const a = []; for (;;) a.push("x".repeat(1e4) + Math.random())`, []string{CodeWorkerMemoryExceeded}},
+		{"spread of a long string", `return [..."x".repeat(1e6)].sort().join("").length`, []string{CodeWorkerMemoryExceeded, CodeExecutionError}},
+		{"object growth", `const o = {}; for (let i = 0; ; i++) o["k" + i] = "v".repeat(1000) + i`, []string{CodeWorkerMemoryExceeded, CodeTimeout}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := p.Execute(context.Background(), Request{Code: c.code, Limits: slow}, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Error == nil || !stringIn(r.Error.Code, c.codes) {
+				t.Fatalf("got %s, want one of %v", describeResult(r), c.codes)
+			}
+			if r.Error.Code == CodeWorkerMemoryExceeded && (r.Status != StatusRuntimeError || !strings.Contains(r.Error.Message, "32 MiB")) {
+				t.Fatalf("memory error: %s", describeResult(r))
+			}
+			assertServes(t, p)
+		})
+	}
 }

@@ -540,13 +540,23 @@ func (w *worker) deathResult(lim Limits) *Result {
 		fmt.Sprintf("the worker running the script crashed (%s)", how))
 }
 
-// isOutOfMemory recognises the Go runtime's and the race runtime's
-// allocation failures, which is how hitting RLIMIT_DATA shows.
+// isOutOfMemory recognises how hitting RLIMIT_DATA shows: the Go runtime's
+// and the race runtime's allocation failures, and thread creation failing
+// for want of memory for the thread's stack.
 func isOutOfMemory(stderr string) bool {
 	s := strings.ToLower(stderr)
-	return strings.Contains(s, "out of memory") ||
-		strings.Contains(s, "cannot allocate memory") ||
-		strings.Contains(s, "failed to allocate")
+	for _, marker := range []string{
+		"out of memory",
+		"cannot allocate memory",
+		"failed to allocate",
+		"pthread_create failed",
+		"failed to create new os thread",
+	} {
+		if strings.Contains(s, marker) {
+			return true
+		}
+	}
+	return false
 }
 
 func failure(status Status, code, name, msg string) *Result {
