@@ -46,6 +46,7 @@ type Broker struct {
 	janitorDone chan struct{}
 	closeOnce   sync.Once
 	closeErr    error
+	answerPoll  time.Duration // see answerPollInterval; tests shorten it
 }
 
 type engineBox struct{ e sandbox.Engine }
@@ -130,12 +131,13 @@ func New(opts *BrokerOptions) (*Broker, error) {
 		return nil, errors.New("broker: rateLimiting needs positive windowMs and maxRequests")
 	}
 	b := &Broker{
-		opts:    o,
-		tools:   o.Tools,
-		logger:  o.Logger,
-		now:     o.Now,
-		started: o.Now(),
-		runs:    make(map[string]*run),
+		opts:       o,
+		tools:      o.Tools,
+		logger:     o.Logger,
+		now:        o.Now,
+		started:    o.Now(),
+		runs:       make(map[string]*run),
+		answerPoll: answerPollInterval,
 	}
 	b.engine.Store(&engineBox{o.Engine})
 	b.guard.Store(o.Guard)

@@ -100,3 +100,30 @@ func TestRedisSessionExpiry(t *testing.T) {
 }
 
 func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
+
+// TestRedisLostAnswerIsPolled answers a call without the pub/sub message
+// reaching the gateway (as when its subscription reconnects): the waiting
+// call finds the stored answer by polling.
+func TestRedisLostAnswerIsPolled(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	b, srv := newTestBroker(t, func(o *BrokerOptions) { o.Redis, o.KeyPrefix = rdb, prefix })
+	b.answerPoll = 10 * time.Millisecond
+	s := startExecute(t, srv.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var call ToolCallPayload
+	s.next().decode(t, &call)
+	rs := b.store.(*redisStore)
+	payload := `{"sessionId":"` + sess.ID + `","callId":"` + call.CallID + `","result":"polled"}`
+	n, err := resolveScript.Run(context.Background(), rdb, []string{rs.sessionKey(sess.ID), rs.callsKey(sess.ID)},
+		"c:"+call.CallID, payload, prefix+"nobody-listens").Int()
+	if err != nil || n != 4 {
+		t.Fatalf("resolve: %d, %v", n, err)
+	}
+	evs := s.rest()
+	var res ResultPayload
+	evs[len(evs)-1].decode(t, &res)
+	if string(res.Result) != `"polled"` {
+		t.Errorf("events %s, result %s", types(evs), res.Result)
+	}
+}

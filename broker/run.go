@@ -286,22 +286,44 @@ func (r *run) awaitCaller(ctx context.Context, callID string, announce func(bool
 		return nil, &sandbox.ToolError{Code: CodeInternal, Message: "cannot record the pending call"}
 	}
 	announce(true)
-	select {
-	case a := <-ch:
-		if a.Error != nil {
-			code := a.Error.Code
-			if code == "" {
-				code = CodeToolExecutionError
-			}
-			return nil, &sandbox.ToolError{Code: code, Message: a.Error.Message}
-		}
-		return a.Result, nil
-	case <-ctx.Done():
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_ = b.store.dropCall(dctx, sess.ID, callID)
-		cancel()
-		return nil, ctx.Err()
+	var poll <-chan time.Time
+	fetcher, _ := b.store.(answerFetcher)
+	if fetcher != nil {
+		t := time.NewTicker(b.answerPoll)
+		defer t.Stop()
+		poll = t.C
 	}
+	for {
+		select {
+		case a := <-ch:
+			return answerResult(a)
+		case <-poll:
+			a, err := fetcher.fetchAnswer(ctx, sess.ID, callID)
+			if err != nil {
+				b.logger.Debug("polling a tool answer", zap.String("session", sess.ID), zap.Error(err))
+			}
+			if a != nil {
+				return answerResult(a)
+			}
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = b.store.dropCall(dctx, sess.ID, callID)
+			cancel()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// answerResult turns a caller's answer into the call's outcome.
+func answerResult(a *toolAnswer) (json.RawMessage, error) {
+	if a.Error != nil {
+		code := a.Error.Code
+		if code == "" {
+			code = CodeToolExecutionError
+		}
+		return nil, &sandbox.ToolError{Code: code, Message: a.Error.Message}
+	}
+	return a.Result, nil
 }
 
 // answer hands a caller's answer to the waiting call.

@@ -108,6 +108,16 @@ type store interface {
 	close() error
 }
 
+// answerFetcher is a store whose answers may miss their delivery (Redis
+// pub/sub drops messages while reconnecting); waiting calls poll it.
+type answerFetcher interface {
+	fetchAnswer(ctx context.Context, sessionID, callID string) (*toolAnswer, error)
+}
+
+// answerPollInterval is how often a call waiting for its caller checks a
+// Redis store for an answer whose pub/sub message was lost.
+const answerPollInterval = time.Second
+
 // memoryStore keeps everything in this process.
 type memoryStore struct {
 	now     func() time.Time

@@ -16,12 +16,14 @@ import (
 // server and key prefix sees them. Keys:
 //
 //	{prefix}session:{id}  JSON of the Session, expiring at ExpiresAt
-//	{prefix}calls:{id}    hash: "c:{callId}" -> pending|answered, "closed" once finished
+//	{prefix}calls:{id}    hash: "c:{callId}" -> pending|answered, "ac:{callId}" -> the
+//	                      answer, "closed" once finished
 //	{prefix}answers       pub/sub channel carrying caller-supplied results
 //
-// A result posted to any broker is checked and marked answered by one Lua
-// script, which also publishes it; the broker running the session picks it
-// up from its subscription.
+// A result posted to any broker is checked, marked answered and stored by
+// one Lua script, which also publishes it; the broker running the session
+// picks it up from its subscription, or, should the message be lost while
+// its subscription reconnects, by polling the stored answer.
 type redisStore struct {
 	rdb     redis.UniversalClient
 	prefix  string
@@ -40,7 +42,7 @@ if redis.call('HEXISTS', KEYS[2], 'closed') == 1 then return 3 end
 local st = redis.call('HGET', KEYS[2], ARGV[1])
 if not st then return 1 end
 if st ~= 'pending' then return 2 end
-redis.call('HSET', KEYS[2], ARGV[1], 'answered')
+redis.call('HSET', KEYS[2], ARGV[1], 'answered', 'a' .. ARGV[1], ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[2])
 return 4
 `)
@@ -165,6 +167,22 @@ func (r *redisStore) resolveCall(ctx context.Context, a *toolAnswer) error {
 		return errCallClosed
 	}
 	return nil
+}
+
+// fetchAnswer returns the stored answer of a call, or nil.
+func (r *redisStore) fetchAnswer(ctx context.Context, sessionID, callID string) (*toolAnswer, error) {
+	b, err := r.rdb.HGet(ctx, r.callsKey(sessionID), "ac:"+callID).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var a toolAnswer
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 func (r *redisStore) sweep(int64) {}
