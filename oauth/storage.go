@@ -228,6 +228,11 @@ func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 		return errors.New("a code was already issued for this authorization")
 	}
 	a.CodeIssued = true
+	// The authorization must outlive its code, even when the login took
+	// nearly the whole ten minutes.
+	if min := st.s.now().Add(CodeTTL); a.Expires.Before(min) {
+		a.Expires = min
+	}
 	if err := st.putJSON(ctx, keyPending(id), a, a.Expires.Sub(st.s.now())); err != nil {
 		return err
 	}
