@@ -230,8 +230,8 @@ func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 	a.CodeIssued = true
 	// The authorization must outlive its code, even when the login took
 	// nearly the whole ten minutes.
-	if min := st.s.now().Add(CodeTTL); a.Expires.Before(min) {
-		a.Expires = min
+	if floor := st.s.now().Add(CodeTTL); a.Expires.Before(floor) {
+		a.Expires = floor
 	}
 	if err := st.putJSON(ctx, keyPending(id), a, a.Expires.Sub(st.s.now())); err != nil {
 		return err
