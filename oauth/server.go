@@ -136,6 +136,9 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 	if st.defaultPublic && !st.development {
 		s.log.Warn("allow_default_public is on: requests without a token pass as anonymous (production rule 7)")
 	}
+	if len(cfg.Users) == 0 && !st.development {
+		s.log.Warn("no local users are configured: nobody can sign in")
+	}
 	if st.dcr && !st.development {
 		s.log.Warn("dynamic client registration is on: anyone can register a client (production rule 7)")
 	}
