@@ -283,6 +283,9 @@ func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any) er
 	return nil
 }
 
+// streamWriteTimeout bounds the write of one stream event to the client.
+const streamWriteTimeout = 30 * time.Second
+
 type executeRequest struct {
 	Code         string         `json:"code"`
 	Timeout      *float64       `json:"timeout"`
@@ -332,11 +335,15 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	_ = rc.Flush()
 	enc := json.NewEncoder(w)
 	run.stream(func(ev StreamEvent, _ error) bool {
+		// A client that stops reading must not hold the session (and its
+		// goroutines) forever: each event gets streamWriteTimeout to go out.
+		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		if err := enc.Encode(ev); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	})
+	_ = rc.SetWriteDeadline(time.Time{})
 }
 
 // owns reports whether auth may see s: the same user and tenant (both

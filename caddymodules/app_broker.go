@@ -278,6 +278,9 @@ func (a *App) newSharedBroker(cfg *BrokerConfig) (*sharedBroker, error) {
 	}
 	engine := a.sandboxEngine()
 	if engine == nil {
+		// Only when the build has no sandbox area: scripts then run in this
+		// process, which suits trusted code only.
+		logger.Warn("no sandbox engine from the codemode app; the broker runs scripts in process")
 		sb.engine = sandbox.NewInProcess(nil)
 		engine = sb.engine
 	}
