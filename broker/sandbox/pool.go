@@ -382,13 +382,21 @@ func (p *workerPool) Execute(ctx context.Context, req Request, host Host) (*Resu
 	if err := ctx.Err(); err != nil {
 		return nil, aborted(context.Cause(ctx))
 	}
-	w, err := p.acquire(ctx)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		w, err := p.acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res, err, reusable := w.run(ctx, p.nextExec.Add(1), req, host)
+		p.release(w, reusable)
+		if err == errWorkerGone {
+			if attempt < 2 {
+				continue
+			}
+			return nil, &Error{Code: CodeWorkerCrashed, Message: "sandbox workers keep dying before they receive a script"}
+		}
+		return res, err
 	}
-	res, err, reusable := w.run(ctx, p.nextExec.Add(1), req, host)
-	p.release(w, reusable)
-	return res, err
 }
 
 // acquire takes an idle worker or queues for one.

@@ -30,6 +30,10 @@ const (
 // is kept for diagnosis.
 const stderrTail = 8 << 10
 
+// errWorkerGone means a worker died before it received the script; the
+// pool retries on another worker.
+var errWorkerGone = errors.New("worker gone before the script was sent")
+
 // maxPrefetchTools bounds the allowed tools looked up ahead of an execution.
 const maxPrefetchTools = 256
 
@@ -347,8 +351,9 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (re
 			return failure(StatusRuntimeError, CodeMessageTooLarge, "MessageSizeError",
 				fmt.Sprintf("the script and its context exceed the worker message limit of %d bytes", p.opts.MaxMessageBytes)), nil, true
 		}
+		// The worker died while idle: nothing of this script ran.
 		w.killAndDrain(killNone)
-		return w.deathResult(lim), nil, false
+		return nil, errWorkerGone, false
 	}
 
 	watchdog, stop := p.newTimer(lim.Timeout + p.opts.WatchdogGrace)
