@@ -393,7 +393,11 @@ func (c *AuthConfig) poolKey() (string, error) {
 // buildAuth constructs what the mode needs.
 func buildAuth(cfg *AuthConfig, logger *zap.Logger) (*authShared, error) {
 	s := &authShared{mode: cfg.Mode}
-	lim, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true, KeyPrefix: "codemode:auth:rl:",
+	prefix := cfg.TokenStorage.KeyPrefix
+	if prefix == "" {
+		prefix = oauth.DefaultKeyPrefix
+	}
+	lim, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true, KeyPrefix: prefix + "ratelimit:",
 		Storage: cfg.rateLimitStorage()}, &guard.ManagerOptions{Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("token endpoint rate limiter: %w", err)
