@@ -372,7 +372,8 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 			}
 			return g.deny(w, r, err)
 		}
-		defer func() { _ = t.Release(context.WithoutCancel(ctx)) }()
+		// Released even when the request was cancelled: a fresh context.
+		defer func() { _ = t.Release(context.Background()) }()
 	}
 
 	if g.Timeout <= 0 {

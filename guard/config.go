@@ -372,6 +372,12 @@ func ResolvePartitionKey(p PartitionKey, pc PartitionKeyContext) string {
 // BuildStorageKey returns "<entity>:<partition>", with ":<suffix>" appended
 // when a suffix is given.
 func BuildStorageKey(entityName, partitionKey string, suffix ...string) string {
+	switch {
+	case len(suffix) == 0 || (len(suffix) == 1 && suffix[0] == ""):
+		return entityName + ":" + partitionKey
+	case len(suffix) == 1: // one concatenation on the hot path
+		return entityName + ":" + partitionKey + ":" + suffix[0]
+	}
 	k := entityName + ":" + partitionKey
 	for _, s := range suffix {
 		if s != "" {

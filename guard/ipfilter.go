@@ -156,6 +156,13 @@ func ParseIPRule(s string) (netip.Prefix, error) {
 // optionally bracketed, with a port or a zone; IPv4-mapped IPv6 becomes IPv4.
 func ParseClientIP(s string) (netip.Addr, error) {
 	s = strings.TrimSpace(s)
+	// A bare address first (the common case; a failed parse allocates its
+	// error), unless the form says host:port.
+	if !strings.HasPrefix(s, "[") && strings.Count(s, ":") != 1 {
+		if a, err := netip.ParseAddr(s); err == nil {
+			return a.WithZone("").Unmap(), nil
+		}
+	}
 	if ap, err := netip.ParseAddrPort(s); err == nil {
 		return ap.Addr().WithZone("").Unmap(), nil
 	}

@@ -205,15 +205,7 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 	if t == nil {
 		return nil, NewConcurrencyLimitError(entityName, cfg.MaxConcurrent)
 	}
-	inner := t.release
-	t.release = func(ctx context.Context) error {
-		if err := inner(ctx); err != nil {
-			m.logger.Warn("guard storage: releasing a semaphore ticket failed; the slot returns when the ticket expires",
-				zap.String("key", key), zap.Error(err))
-			return fmt.Errorf("releasing semaphore ticket: %w", err)
-		}
-		return nil
-	}
+	t.manager = m
 	return t, nil
 }
 

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"sync"
+	"fmt"
+	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // Polling backoff of queued waiters: 100 ms doubling to 1000 ms. Release
@@ -22,23 +25,26 @@ type SemaphoreTicket struct {
 	// Key is the semaphore's storage key.
 	Key string
 
-	once    sync.Once
-	release func(context.Context) error
+	released atomic.Bool
+	sem      *DistributedSemaphore // nil for a ticket that holds nothing (fail open)
+	manager  *GuardManager         // logs release failures, when set
 }
 
 // Release returns the slot. It is safe to call more than once and on a nil
 // ticket; only the first call does anything.
 func (t *SemaphoreTicket) Release(ctx context.Context) error {
-	if t == nil {
+	if t == nil || t.sem == nil || !t.released.CompareAndSwap(false, true) {
 		return nil
 	}
-	var err error
-	t.once.Do(func() {
-		if t.release != nil {
-			err = t.release(ctx)
+	err := t.sem.store.ReleaseSlot(ctx, t.Key, t.Ticket)
+	if err != nil {
+		if t.manager != nil {
+			t.manager.logger.Warn("guard storage: releasing a semaphore ticket failed; the slot returns when the ticket expires",
+				zap.String("key", t.Key), zap.Error(err))
 		}
-	})
-	return err
+		return fmt.Errorf("releasing semaphore ticket: %w", err)
+	}
+	return nil
 }
 
 // DistributedSemaphore bounds concurrent holders per key. Tickets expire
@@ -123,9 +129,7 @@ func (s *DistributedSemaphore) ticket(key, ticket string, ok bool) *SemaphoreTic
 	if !ok {
 		return nil
 	}
-	return &SemaphoreTicket{Ticket: ticket, Key: key, release: func(ctx context.Context) error {
-		return s.store.ReleaseSlot(ctx, key, ticket)
-	}}
+	return &SemaphoreTicket{Ticket: ticket, Key: key, sem: s}
 }
 
 // GetActiveCount returns the number of unexpired tickets of key.
