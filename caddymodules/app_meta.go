@@ -125,10 +125,13 @@ type metaRuntime struct {
 	limiter   *guard.GuardManager
 }
 
-// clientIPHeader carries the client address from the codemode_mcp handler
-// to the rate limiter and the broker; the handler overwrites any value a
-// client sends.
-const clientIPHeader = metatools.ClientIPHeader
+// clientIPHeader and userIDHeader carry the client address and the
+// authenticated user from the codemode_mcp handler to the rate limiter and
+// the broker; the handler overwrites any value a client sends.
+const (
+	clientIPHeader = metatools.ClientIPHeader
+	userIDHeader   = metatools.UserIDHeader
+)
 
 func (a *App) provisionMeta(ctx caddy.Context) error {
 	cfg := a.Meta
@@ -294,10 +297,7 @@ func (l *metaLimiter) Check(ctx context.Context, ci metatools.CallInfo) error {
 	if rc == nil {
 		return nil
 	}
-	pc := guard.PartitionKeyContext{SessionID: ci.SessionID}
-	if ci.Header != nil {
-		pc.ClientIP = ci.Header.Get(clientIPHeader)
-	}
+	pc := guard.PartitionKeyContext{SessionID: ci.SessionID, ClientIP: ci.ClientIP, UserID: ci.UserID}
 	res, err := l.m.CheckRateLimit(ctx, ci.MetaTool, rc, pc)
 	if err != nil {
 		var ge *guard.GuardError

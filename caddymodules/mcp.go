@@ -71,11 +71,18 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// ServeHTTP hands the request to the MCP handler. The client address
-// reaches the meta-tool rate limiter in a header that only this handler
-// sets.
+// ServeHTTP hands the request to the MCP handler. The client address and
+// the user authenticated by an earlier handler ({http.auth.user.id}) reach
+// the meta-tools (rate-limit partitions, broker calls) in headers that only
+// this handler sets.
 func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	r.Header.Del(clientIPHeader)
+	r.Header.Del(userIDHeader)
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		if uid, _ := repl.GetString("http.auth.user.id"); uid != "" {
+			r.Header.Set(userIDHeader, uid)
+		}
+	}
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		r.Header.Set(clientIPHeader, host)
 	}

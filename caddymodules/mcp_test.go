@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // mcpUpstream is a real go-sdk MCP server over Streamable HTTP with one tool,
@@ -172,5 +173,67 @@ http://127.0.0.1:%d {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("serveMCPStdio did not return after the client closed")
+	}
+}
+
+type basicAuthTransport struct{ user, pass, spoof string }
+
+func (b basicAuthTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.SetBasicAuth(b.user, b.pass)
+	if b.spoof != "" {
+		r.Header.Set("Codemode-User-Id", b.spoof)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestCodemodeMCPUserPartition: a user authenticated by an earlier handler
+// ({http.auth.user.id}) gets its own meta-tool rate-limit counter, and a
+// client cannot pose as another by sending the internal header.
+func TestCodemodeMCPUserPartition(t *testing.T) {
+	port := freePort(t)
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accounts := []any{map[string]any{"username": "ada", "password": string(hash)}, map[string]any{"username": "bob", "password": string(hash)}}
+	cfg, _ := json.Marshal(map[string]any{
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"apps": map[string]any{
+			"codemode": map[string]any{"meta": map[string]any{
+				"rate_limits": []any{map[string]any{"tool": "meta:search", "limit": 1, "partition_by": "userId"}},
+			}},
+			"http": map[string]any{"servers": map[string]any{"test": map[string]any{
+				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
+				"automatic_https": map[string]any{"disable": true},
+				"routes": []any{map[string]any{"handle": []any{
+					map[string]any{"handler": "authentication", "providers": map[string]any{"http_basic": map[string]any{"accounts": accounts}}},
+					map[string]any{"handler": "codemode_mcp"},
+				}}},
+			}}},
+		},
+	})
+	startCaddy(t, cfg)
+	endpoint := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	session := func(user, spoof string) *mcp.ClientSession {
+		return connectMCP(t, &mcp.StreamableClientTransport{Endpoint: endpoint,
+			HTTPClient: &http.Client{Transport: basicAuthTransport{user, "pw", spoof}}})
+	}
+	search := func(cs *mcp.ClientSession) *mcp.CallToolResult {
+		return callMeta(t, cs, "meta:search", map[string]any{"queries": []string{"x"}})
+	}
+	ada, bob := session("ada", ""), session("bob", "")
+	if res := search(ada); res.IsError {
+		t.Fatalf("ada's first search: %s", resultText(res))
+	}
+	if res := search(ada); !res.IsError || !strings.Contains(resultText(res), "RATE_LIMIT") {
+		t.Fatalf("ada's second search: %s", resultText(res))
+	}
+	if res := search(bob); res.IsError {
+		t.Fatalf("bob's first search (own counter): %s", resultText(res))
+	}
+	if res := search(session("ada", "carol")); !res.IsError || !strings.Contains(resultText(res), "RATE_LIMIT") {
+		t.Fatalf("ada posing as carol got a fresh counter: %s", resultText(res))
 	}
 }

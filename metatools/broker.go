@@ -53,9 +53,9 @@ func exampleFromBroker(e broker.ToolExample) Example {
 // Call implements ToolSource.
 func (s *BrokerSource) Call(ctx context.Context, name string, input json.RawMessage) (json.RawMessage, error) {
 	ci, _ := CallInfoFrom(ctx)
-	opts := &broker.InvokeOptions{SessionID: ci.SessionID}
-	if ci.Header != nil {
-		opts.ClientIP = ci.Header.Get(ClientIPHeader)
+	opts := &broker.InvokeOptions{SessionID: ci.SessionID, ClientIP: ci.ClientIP}
+	if ci.UserID != "" {
+		opts.Auth = &broker.AuthResult{Valid: true, UserID: ci.UserID}
 	}
 	return s.B.InvokeTool(ctx, name, input, opts)
 }

@@ -142,6 +142,11 @@ type callInfoKey struct{}
 // rate-limit partitions; the front end must overwrite any client value.
 const ClientIPHeader = "Codemode-Client-Ip"
 
+// UserIDHeader is the request header in which an HTTP front end hands the
+// authenticated user (Caddy's {http.auth.user.id}) to the meta-tools; the
+// front end must overwrite any client value.
+const UserIDHeader = "Codemode-User-Id"
+
 // CallInfoFrom returns the meta-tool call that ctx belongs to, for tool
 // sources that partition limits by session or client.
 func CallInfoFrom(ctx context.Context) (CallInfo, bool) {
@@ -157,6 +162,15 @@ func callInfo(metaTool string, req *mcp.CallToolRequest) CallInfo {
 		}
 		if req.Extra != nil {
 			ci.Header = req.Extra.Header
+			if ti := req.Extra.TokenInfo; ti != nil {
+				ci.UserID = ti.UserID
+			}
+		}
+		if ci.Header != nil {
+			ci.ClientIP = ci.Header.Get(ClientIPHeader)
+			if ci.UserID == "" {
+				ci.UserID = ci.Header.Get(UserIDHeader)
+			}
 		}
 	}
 	return ci

@@ -33,6 +33,11 @@ type CallInfo struct {
 	MetaTool string
 	// SessionID is the MCP session, empty on stateless transports.
 	SessionID string
+	// UserID is the authenticated user: the go-sdk's token info, else the
+	// UserIDHeader set by an HTTP front end. Empty when anonymous.
+	UserID string
+	// ClientIP is the client address from ClientIPHeader, when known.
+	ClientIP string
 	// Header is the HTTP request header (nil over stdio).
 	Header http.Header
 }
