@@ -187,6 +187,8 @@ type Verifier struct {
 	mu            sync.Mutex // serialises fetches
 	jwksURL       string
 	lastForced    time.Time // last refetch caused by an unknown kid
+	lastFailure   time.Time // last failed fetch while no keys were cached
+	lastErr       error
 	fetches       atomic.Int64
 	fetchFailures atomic.Int64
 }
@@ -478,7 +480,7 @@ func numericDate(v any) (time.Time, bool) {
 func (v *Verifier) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
 	kc := v.keys.Load()
 	if kc == nil || v.now().Sub(kc.fetched) > v.cfg.CacheTTL {
-		if err := v.refresh(ctx, false, kc); err != nil && kc == nil {
+		if err := v.refresh(ctx, false, false, kc); err != nil && kc == nil {
 			return nil, err
 		}
 		kc = v.keys.Load()
@@ -491,7 +493,7 @@ func (v *Verifier) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, 
 	}
 	// Unknown kid: the provider may have rotated. Refetch at most once per
 	// MinRefreshInterval.
-	if err := v.refresh(ctx, true, kc); err != nil && !errors.Is(err, errRefreshLimited) {
+	if err := v.refresh(ctx, true, false, kc); err != nil && !errors.Is(err, errRefreshLimited) {
 		return nil, err
 	}
 	if ks := v.keys.Load().lookup(kid); len(ks) > 0 {
@@ -512,13 +514,13 @@ var errRefreshLimited = errors.New("refresh rate-limited")
 // Refresh fetches the discovery document (unless JWKSURL is set) and the key
 // set now. Use it at start-up to fail or warn early.
 func (v *Verifier) Refresh(ctx context.Context) error {
-	return v.refresh(ctx, false, v.keys.Load())
+	return v.refresh(ctx, false, true, v.keys.Load())
 }
 
 // refresh fetches the key set. seen is the cache the caller looked at (nil
 // when there was none): when another goroutine replaced it meanwhile, there
 // is nothing to do.
-func (v *Verifier) refresh(ctx context.Context, forced bool, seen *keyCache) error {
+func (v *Verifier) refresh(ctx context.Context, forced, explicit bool, seen *keyCache) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.keys.Load() != seen {
@@ -531,10 +533,19 @@ func (v *Verifier) refresh(ctx context.Context, forced bool, seen *keyCache) err
 		}
 		v.lastForced = now
 	}
+	if seen == nil && !explicit && v.lastErr != nil && now.Sub(v.lastFailure) < noKeysRetry {
+		// The provider was down a moment ago and nothing is cached: answer
+		// at once instead of sending it one request per incoming token.
+		return v.lastErr
+	}
 	v.fetches.Add(1)
 	kc, err := v.fetch(ctx)
 	if err != nil {
 		v.fetchFailures.Add(1)
+		if v.keys.Load() == nil {
+			v.lastFailure = now
+			v.lastErr = fmt.Errorf("oauth: %w: %w", ErrKeySetUnavailable, err)
+		}
 		v.logger.Error("fetching identity provider key set", zap.String("issuer", v.issuer), zap.Error(err))
 		if cur := v.keys.Load(); cur != nil && !forced {
 			// Keep serving the old keys; retry after MinRefreshInterval
@@ -546,8 +557,13 @@ func (v *Verifier) refresh(ctx context.Context, forced bool, seen *keyCache) err
 	}
 	kc.fetched = now
 	v.keys.Store(kc)
+	v.lastErr = nil
 	return nil
 }
+
+// noKeysRetry is how long a failed fetch is not retried while no keys are
+// cached at all.
+const noKeysRetry = 5 * time.Second
 
 func (v *Verifier) fetch(ctx context.Context) (*keyCache, error) {
 	if v.jwksURL == "" {

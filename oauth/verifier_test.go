@@ -356,9 +356,26 @@ func TestVerifierKeySetUnavailable(t *testing.T) {
 	k1 := newSigner(t, "k1", jose.RS256)
 	c := &clock{t: time.Unix(1_900_000_000, 0)}
 	v := newTestVerifier(t, p, c)
-	_, err := v.Verify(context.Background(), k1.sign(t, claimsAt(p.issuer(), c.Now())))
+	tok := k1.sign(t, claimsAt(p.issuer(), c.Now()))
+	_, err := v.Verify(context.Background(), tok)
 	if !errors.Is(err, ErrKeySetUnavailable) || TokenReason(err) != "" {
 		t.Fatalf("got %v, want ErrKeySetUnavailable", err)
+	}
+	// While the provider is down, requests do not each cause a fetch.
+	for range 20 {
+		if _, err := v.Verify(context.Background(), tok); !errors.Is(err, ErrKeySetUnavailable) {
+			t.Fatalf("got %v, want ErrKeySetUnavailable", err)
+		}
+	}
+	if total, failed := v.FetchCount(); total != 1 || failed != 1 {
+		t.Fatalf("fetches %d/%d, want 1/1", total, failed)
+	}
+	// A little later it is tried again, and works once the provider is back.
+	p.publish(k1)
+	p.failJWKS.Store(false)
+	c.Add(6 * time.Second)
+	if _, err := v.Verify(context.Background(), tok); err != nil {
+		t.Fatalf("after recovery: %v", err)
 	}
 }
 
