@@ -34,6 +34,13 @@ func parseBearerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, 
 }
 
 // UnmarshalCaddyfile reads the codemode_auth block into the provider.
+// Syntax:
+//
+//	codemode_auth [<matcher>] {
+//		resource <url>
+//		audience <aud>
+//		scopes <scope...>
+//	}
 func (b *BearerAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
