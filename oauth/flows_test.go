@@ -259,6 +259,20 @@ func TestLoginAndConsentPages(t *testing.T) {
 			t.Fatalf("%d %s", resp.StatusCode, b)
 		}
 	})
+	t.Run("too many wrong passwords", func(t *testing.T) {
+		id, csrf := start()
+		for i := 1; i <= MaxLoginFailures; i++ {
+			resp := login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {"nope"}})
+			b := body(t, resp)
+			if i == MaxLoginFailures && !strings.Contains(b, "Too many failed attempts") {
+				t.Fatalf("attempt %d: %s", i, b)
+			}
+		}
+		resp := login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}})
+		if b := body(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "expired") {
+			t.Fatalf("right password after the limit: %d %s", resp.StatusCode, b)
+		}
+	})
 	t.Run("unknown user", func(t *testing.T) {
 		id, csrf := start()
 		resp := login(url.Values{"id": {id}, "csrf": {csrf}, "username": {"bob"}, "password": {asPassword}})

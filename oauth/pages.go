@@ -14,6 +14,11 @@ import (
 // DemoUser is the subject the development-only demo login signs in as.
 const DemoUser = "demo"
 
+// MaxLoginFailures is how many wrong passwords one pending authorization
+// takes before it is dropped and the client must start again. Rate limits
+// per address are the Caddy side's.
+const MaxLoginFailures = 5
+
 var pageTemplates = template.Must(template.New("page").Parse(`{{define "head"}}<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{.Title}}</title>
@@ -159,7 +164,16 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			hash = []byte(u.PasswordHash)
 		}
 		if bcrypt.CompareHashAndPassword(hash, []byte(r.PostForm.Get("password"))) != nil || !known {
-			s.log.Info("login failed", logClientID(a.ClientID))
+			a.Failures++
+			s.log.Info("login failed", logClientID(a.ClientID), zap.Int("failures", a.Failures))
+			if a.Failures >= MaxLoginFailures {
+				_ = s.store.Del(r.Context(), keyPending(a.ID))
+				s.render(w, http.StatusUnauthorized, "error", pageData{Title: "Error", Error: "Too many failed attempts. Start again from the application."})
+				return
+			}
+			if err := s.savePending(r.Context(), a); err != nil {
+				s.log.Error("saving pending authorization", errField(err))
+			}
 			d.Error = "Wrong username or password."
 			s.render(w, http.StatusUnauthorized, "login", d)
 			return

@@ -52,6 +52,7 @@ type authRequest struct {
 	LoggedIn        bool                     `json:"logged_in,omitempty"`
 	Approved        bool                     `json:"approved,omitempty"`
 	CodeIssued      bool                     `json:"code_issued,omitempty"`
+	Failures        int                      `json:"failures,omitempty"` // wrong passwords so far
 	CSRF            string                   `json:"csrf"`
 	Expires         time.Time                `json:"expires"`
 
