@@ -191,50 +191,73 @@ func (r *ToolRegistry) OnChange(f func()) {
 // whether they are required and their defaults, and how to call it.
 func (r *ToolRegistry) GetDocumentation() string {
 	var b strings.Builder
-	b.WriteString("# Available tools\n\nCall a tool from a script with `await callTool(name, input)`; it returns the tool's result or throws an error with a `code`.\n")
+	writeDocHeader(&b)
 	for _, t := range r.List() {
-		fmt.Fprintf(&b, "\n## %s\n\n", t.Name)
-		if t.Description != "" {
-			b.WriteString(t.Description)
-			b.WriteString("\n\n")
-		}
-		if len(t.params) == 0 {
-			b.WriteString("Parameters: none.\n")
-		} else {
-			b.WriteString("Parameters:\n")
-			for _, p := range t.params {
-				fmt.Fprintf(&b, "- `%s` (%s", p.name, p.Type)
-				if p.Required {
-					b.WriteString(", required")
-				} else {
-					b.WriteString(", optional")
-				}
-				if p.Default != nil {
-					d, _ := json.Marshal(p.Default)
-					fmt.Fprintf(&b, ", default %s", d)
-				}
-				b.WriteString(")")
-				if p.Description != "" {
-					b.WriteString(": " + p.Description)
-				}
-				if len(p.Enum) > 0 {
-					e, _ := json.Marshal(p.Enum)
-					fmt.Fprintf(&b, " One of %s.", e)
-				}
-				b.WriteString("\n")
-			}
-		}
-		if len(t.OutputSchema) > 0 {
-			fmt.Fprintf(&b, "\nReturns: `%s`\n", compactJSON(t.OutputSchema))
-		}
-		for _, ex := range t.Examples {
-			fmt.Fprintf(&b, "\nExample (%s):\n```js\n%s\n```\n", ex.Description, ex.Code)
-		}
-		if len(t.Examples) == 0 {
-			fmt.Fprintf(&b, "\nExample:\n```js\nconst out = await callTool(%q, %s);\n```\n", t.Name, exampleInput(t.params))
-		}
+		writeToolDoc(&b, t.Name, t.Description, t.params, t.OutputSchema, t.Examples)
 	}
 	return b.String()
+}
+
+func writeDocHeader(b *strings.Builder) {
+	b.WriteString("# Available tools\n\nCall a tool from a script with `await callTool(name, input)`; it returns the tool's result or throws an error with a `code`.\n")
+}
+
+// writeToolDoc writes one tool's Markdown section.
+func writeToolDoc(b *strings.Builder, name, description string, params []paramSpec, output json.RawMessage, examples []ToolExample) {
+	fmt.Fprintf(b, "\n## %s\n\n", name)
+	if description != "" {
+		b.WriteString(description)
+		b.WriteString("\n\n")
+	}
+	if len(params) == 0 {
+		b.WriteString("Parameters: none.\n")
+	} else {
+		b.WriteString("Parameters:\n")
+		for _, p := range params {
+			typ := p.Type
+			if typ == "" {
+				typ = "any"
+			}
+			fmt.Fprintf(b, "- `%s` (%s", p.name, typ)
+			if p.Required {
+				b.WriteString(", required")
+			} else {
+				b.WriteString(", optional")
+			}
+			if p.Default != nil {
+				d, _ := json.Marshal(p.Default)
+				fmt.Fprintf(b, ", default %s", d)
+			}
+			b.WriteString(")")
+			if p.Description != "" {
+				b.WriteString(": " + p.Description)
+			}
+			if len(p.Enum) > 0 {
+				e, _ := json.Marshal(p.Enum)
+				fmt.Fprintf(b, " One of %s.", e)
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(output) > 0 {
+		fmt.Fprintf(b, "\nReturns: `%s`\n", compactJSON(output))
+	}
+	for _, ex := range examples {
+		fmt.Fprintf(b, "\nExample (%s):\n```js\n%s\n```\n", ex.Description, ex.Code)
+	}
+	if len(examples) == 0 {
+		fmt.Fprintf(b, "\nExample:\n```js\nconst out = await callTool(%q, %s);\n```\n", name, exampleInput(params))
+	}
+}
+
+// sortedParams turns a parameter map into the sorted list documentation uses.
+func sortedParams(m map[string]ParameterDef) []paramSpec {
+	out := make([]paramSpec, 0, len(m))
+	for name, p := range m {
+		out = append(out, paramSpec{name: name, ParameterDef: p})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }
 
 // Schema returns the tool's input JSON Schema: InputSchema when set,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
@@ -95,6 +96,24 @@ func (b *Broker) OnToolsChange(f func()) {
 	if c := b.opts.Catalog; c != nil {
 		c.OnChange(f)
 	}
+}
+
+// GetDocumentation is ToolRegistry.GetDocumentation for every callable
+// tool: the registry's tools, then the catalog's actions (their top-level
+// input properties as parameters).
+func (b *Broker) GetDocumentation() string {
+	var sb strings.Builder
+	writeDocHeader(&sb)
+	for _, s := range b.ListTools() {
+		var params []paramSpec
+		if d := b.tools.Get(s.Name); d != nil {
+			params = d.params
+		} else {
+			params = sortedParams(paramsFromSchema(s.InputSchema))
+		}
+		writeToolDoc(&sb, s.Name, s.Description, params, s.OutputSchema, s.Examples)
+	}
+	return sb.String()
 }
 
 // Catalog returns the action catalog, or nil.

@@ -129,6 +129,13 @@ func TestMetaToolsAPI(t *testing.T) {
 		t.Errorf("ToolHost: %+v, %v", res, err)
 	}
 
+	doc := b.GetDocumentation()
+	for _, want := range []string{"## math:add", "## pets_getPet", "- `id` (string, required)"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("documentation lacks %q:\n%s", want, doc)
+		}
+	}
+
 	changed := 0
 	b.OnToolsChange(func() { changed++ })
 	b.Tools().Register(ToolDefinition{Name: "new:tool"})
