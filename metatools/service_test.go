@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 
 	"github.com/codemode-gateway/caddy-codemode/metatools/search"
 )
@@ -89,5 +94,24 @@ func TestSearchMLStrategy(t *testing.T) {
 	}
 	if got := batches.Load() - before; got != 1 {
 		t.Errorf("second search made %d embedding requests, want 1 (the query only)", got)
+	}
+}
+
+func TestExecuteEngineErrors(t *testing.T) {
+	ix, _ := NewIndex([]ToolSource{registeredTools()}, nil)
+	ix.Reload(context.Background())
+	_, err := NewService(ix, nil).Execute(context.Background(), ExecuteInput{Script: "return 1"})
+	if me, ok := err.(*Error); !ok || me.Code != CodeEngineError || !me.Transient {
+		t.Errorf("no engine: %#v", err)
+	}
+	engine := sandbox.NewInProcess(nil)
+	engine.Close()
+	_, err = NewService(ix, &Options{Engine: engine}).Execute(context.Background(), ExecuteInput{Script: "return 1"})
+	if me, ok := err.(*Error); !ok || me.Code != sandbox.CodePoolDisposed || !me.Transient {
+		t.Errorf("closed engine: %#v", err)
+	}
+	res := errorResult(err)
+	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"code":"POOL_DISPOSED"`) {
+		t.Errorf("error result: %+v", res)
 	}
 }
