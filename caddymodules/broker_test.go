@@ -242,3 +242,46 @@ func TestBrokerReloadChangedBlock(t *testing.T) {
 		t.Errorf("new broker: %s %s", last.Type, last.Payload)
 	}
 }
+
+// TestBrokerUsesThrottle checks the wiring of the throttle block's guard
+// into the broker: its default rate limit applies to every tool call.
+func TestBrokerUsesThrottle(t *testing.T) {
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	port := freePort(t)
+	src := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		throttle {
+			default_rate_limit 2 1m session
+		}
+		sandbox {
+			adapter inprocess
+		}
+		broker {
+			demo_tools
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	codemode_broker
+}
+`, port)
+	loadCaddyfile(t, src)
+	defer func() { _ = caddy.Stop() }()
+	resp, sc := postExecute(t, fmt.Sprintf("http://127.0.0.1:%d/execute", port), `const out = [];
+for (let i = 0; i < 3; i++) { const r = await callTool("math:add", {a: i}, {throwOnError: false}); out.push(r.success ? "ok" : r.error.code); }
+return out;`, nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("execute: %d", resp.StatusCode)
+	}
+	var last ndjsonEvent
+	for sc.Scan() {
+		json.Unmarshal(sc.Bytes(), &last)
+	}
+	if last.Type != "result" || !strings.Contains(string(last.Payload), `"result":["ok","ok","RATE_LIMIT"]`) {
+		t.Errorf("last event %s %s", last.Type, last.Payload)
+	}
+}
