@@ -47,10 +47,6 @@ type SessionError struct {
 	Message string `json:"message"`
 }
 
-func (s *Session) finished() bool {
-	return s.Status == StatusCompleted || s.Status == StatusError
-}
-
 func (s *Session) clone() *Session {
 	c := *s
 	if s.Error != nil {
@@ -129,7 +125,7 @@ type memoryStore struct {
 
 type memSession struct {
 	s      *Session
-	calls  map[string]bool // callID -> answered
+	calls  map[string]bool // callID -> answered; nil until a caller-answered call
 	closed bool
 }
 
@@ -144,7 +140,7 @@ func (m *memoryStore) put(_ context.Context, s *Session) error {
 		e.s = s.clone()
 		return nil
 	}
-	m.sessions[s.ID] = &memSession{s: s.clone(), calls: map[string]bool{}}
+	m.sessions[s.ID] = &memSession{s: s.clone()}
 	return nil
 }
 
@@ -166,6 +162,9 @@ func (m *memoryStore) addCall(_ context.Context, s *Session, callID string) erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.sessions[s.ID]; ok {
+		if e.calls == nil {
+			e.calls = map[string]bool{}
+		}
 		e.calls[callID] = false
 	}
 	return nil
@@ -185,7 +184,7 @@ func (m *memoryStore) closeCalls(_ context.Context, s *Session) error {
 	defer m.mu.Unlock()
 	if e, ok := m.sessions[s.ID]; ok {
 		e.closed = true
-		e.calls = map[string]bool{}
+		e.calls = nil
 	}
 	return nil
 }
