@@ -482,3 +482,37 @@ return rs.map(f).sort();`)
 		t.Errorf("timeout: %s", got)
 	}
 }
+
+func TestListenAndClose(t *testing.T) {
+	b, err := New(&BrokerOptions{Engine: testEngine()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Addr() != "" {
+		t.Error("Addr before Listen")
+	}
+	if err := b.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Listen("127.0.0.1:0"); err == nil {
+		t.Error("second Listen succeeded")
+	}
+	base := "http://" + b.Addr()
+	if code, _, body := do(t, http.MethodGet, base+"/health", nil, nil); code != 200 || !strings.Contains(string(body), `"status":"ok"`) {
+		t.Fatalf("health: %d %s", code, body)
+	}
+	if code, _, body := do(t, http.MethodPost, base+"/execute", `{"code":"return 1"}`, nil); code != 200 || !strings.Contains(string(body), `"type":"result"`) {
+		t.Fatalf("execute: %d %s", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get(base + "/health"); err == nil {
+		t.Error("server still answers after Close")
+	}
+	if err := b.Listen("127.0.0.1:0"); err == nil {
+		t.Error("Listen after Close succeeded")
+	}
+}
