@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -307,5 +308,43 @@ func TestLogEvents(t *testing.T) {
 	}
 	if evs[len(evs)-1].Type != EventResult {
 		t.Errorf("last event %s", evs[len(evs)-1].Type)
+	}
+}
+
+// TestNoGoroutineLeak runs completed, failed, aborted and timed-out
+// executions, closes the broker and checks the goroutines are gone.
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	b, err := New(&BrokerOptions{Engine: testEngine(), Tools: NewToolRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range DemoTools() {
+		b.Tools().Register(d)
+	}
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		_, _ = collect(t, b, `return (await callTool("math:add", {a: 1})).sum`, ExecuteOptions{})
+		_, _ = collect(t, b, `null.x`, ExecuteOptions{})
+		_, _ = collect(t, b, `return await callTool("client:prompt", {question: "?"})`, ExecuteOptions{Timeout: time.Millisecond})
+		for ev := range b.Execute(ctx, `return await callTool("client:prompt", {question: "?"})`, ExecuteOptions{}) {
+			if ev.Type == EventToolCall {
+				break // abort
+			}
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := b.Close(cctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		runtime.Gosched()
+		time.Sleep(10 * time.Millisecond) // waiting for exits, not for a clock
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
