@@ -1,12 +1,12 @@
 // Command guard measures the throughput of a Caddy route with the
 // codemode_guard handler against the same route without it, on loopback.
 //
-//	go run ./.ci/bench/guard [-c 32] [-d 10s] [-slice 250ms] [-redis 127.0.0.1:6379]
+//	go run ./.ci/bench/guard [-c 32] [-d 10s] [-slice 250ms] [-redis 127.0.0.1:6379] [-cpuprofile f]
 //
 // It starts Caddy in process with two servers on free loopback ports, one
 // answering "ok" directly and one behind codemode_guard (IP filter, a global
 // and a per-IP rate limit set high enough never to deny, a concurrency
-// limit and a timeout), then drives each with -c keep-alive connections for
+// limit and, unless -timeout 0, a request timeout), then drives each with -c keep-alive connections for
 // -d in total, alternating every -slice so that other load on the machine
 // hits both alike, and prints requests per second and the
 // guarded/unguarded ratio. With -redis the guard uses that Redis server.
@@ -21,6 +21,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,7 +37,19 @@ func main() {
 	dur := flag.Duration("d", 10*time.Second, "duration of each run")
 	slice := flag.Duration("slice", 250*time.Millisecond, "alternate between the routes this often")
 	redisAddr := flag.String("redis", "", "use this Redis server for the guard (default: memory)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	timeout := flag.Duration("timeout", 30*time.Second, "the guard's request timeout; 0 leaves it out")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	plainPort, guardPort := freePort(), freePort()
 	g := map[string]any{
@@ -46,8 +59,10 @@ func main() {
 			map[string]any{"name": "per_ip", "max_requests": 1 << 40, "window": int64(time.Minute), "partition_by": "ip"},
 		},
 		"concurrency": []any{map[string]any{"max_concurrent": 100000}},
-		"timeout":     int64(30 * time.Second),
 		"ip_filter":   map[string]any{"allow": []string{"127.0.0.0/8", "::1"}, "default_action": "deny"},
+	}
+	if *timeout > 0 {
+		g["timeout"] = int64(*timeout)
 	}
 	if *redisAddr != "" {
 		host, port, err := net.SplitHostPort(*redisAddr)
@@ -82,7 +97,7 @@ func main() {
 	if *redisAddr != "" {
 		backend = "redis " + *redisAddr
 	}
-	fmt.Printf("guard bench: %d connections, %v per route in %v slices, guard storage %s\n", *conns, *dur, *slice, backend)
+	fmt.Printf("guard bench: %d connections, %v per route in %v slices, guard storage %s, guard timeout %v\n", *conns, *dur, *slice, backend, *timeout)
 	plain := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", plainPort), *conns)
 	guarded := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", guardPort), *conns)
 	plain.run(time.Second) // warm up both
@@ -95,8 +110,7 @@ func main() {
 	p, q := plain.rate(), guarded.rate()
 	fmt.Printf("unguarded %.0f req/s, guarded %.0f req/s, ratio %.1f%%\n", p, q, 100*q/p)
 	if plain.bad+guarded.bad > 0 {
-		fmt.Fprintf(os.Stderr, "non-200 responses: unguarded %d, guarded %d\n", plain.bad, guarded.bad)
-		os.Exit(1)
+		log.Fatalf("non-200 responses: unguarded %d, guarded %d", plain.bad, guarded.bad)
 	}
 }
 
