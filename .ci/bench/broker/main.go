@@ -3,6 +3,7 @@
 // drives it over HTTP.
 //
 //	go run ./.ci/bench/broker [-sessions 1000] [-calls 10] [-trivial 20000] [-concurrency 64]
+//	go run ./.ci/bench/broker -url http://localhost:8080/broker   # a running gateway
 //
 // Phase 1 runs -sessions executions at once, each making -calls tool calls
 // (math:add), and reports executions per second and p50/p99 latency.
@@ -39,6 +40,7 @@ func main() {
 	trivial := flag.Int("trivial", 20000, "trivial executions in phase 2")
 	concurrency := flag.Int("concurrency", 64, "clients in phase 2")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of both phases to this file")
+	target := flag.String("url", "", "drive the broker mounted at this URL (e.g. a Caddy gateway) instead of an in-process one")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -49,7 +51,7 @@ func main() {
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*sessions, *calls, *trivial, *concurrency); err != nil {
+	if err := run(*target, *sessions, *calls, *trivial, *concurrency); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
@@ -69,26 +71,32 @@ func measure() stats {
 	return stats{goroutines: runtime.NumGoroutine(), heap: m.HeapAlloc}
 }
 
-func run(sessions, calls, trivial, concurrency int) error {
+func run(target string, sessions, calls, trivial, concurrency int) error {
 	fmt.Printf("GOMAXPROCS=%d NumCPU=%d %s\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
 	tr := &http.Transport{MaxIdleConns: sessions + concurrency, MaxIdleConnsPerHost: sessions + concurrency, IdleConnTimeout: time.Minute}
 	client := &http.Client{Transport: tr}
 	base0 := measure()
 
-	engine := sandbox.NewInProcess(&sandbox.Options{Preset: sandbox.PresetBalanced})
-	tools := broker.NewToolRegistry()
-	for _, t := range broker.DemoTools() {
-		tools.Register(t)
+	var b *broker.Broker
+	var engine sandbox.Engine
+	url := strings.TrimSuffix(target, "/") + "/execute"
+	if target == "" {
+		engine = sandbox.NewInProcess(&sandbox.Options{Preset: sandbox.PresetBalanced})
+		tools := broker.NewToolRegistry()
+		for _, t := range broker.DemoTools() {
+			tools.Register(t)
+		}
+		var err error
+		b, err = broker.New(&broker.BrokerOptions{Engine: engine, Tools: tools, MaxConcurrentSessions: sessions + concurrency,
+			DefaultMaxToolCalls: calls + 1})
+		if err != nil {
+			return err
+		}
+		if err := b.Listen("127.0.0.1:0"); err != nil {
+			return err
+		}
+		url = "http://" + b.Addr() + "/execute"
 	}
-	b, err := broker.New(&broker.BrokerOptions{Engine: engine, Tools: tools, MaxConcurrentSessions: sessions + concurrency,
-		DefaultMaxToolCalls: calls + 1})
-	if err != nil {
-		return err
-	}
-	if err := b.Listen("127.0.0.1:0"); err != nil {
-		return err
-	}
-	url := "http://" + b.Addr() + "/execute"
 
 	var sb strings.Builder
 	sb.WriteString("let s = 0;\n")
@@ -129,7 +137,7 @@ func run(sessions, calls, trivial, concurrency int) error {
 	fmt.Printf("phase 1: %d concurrent sessions x %d tool calls over loopback HTTP: %.2fs, %.0f executions/s, %.0f tool calls/s, p50 %v, p99 %v, failed %d\n",
 		sessions, calls, elapsed.Seconds(), float64(sessions)/elapsed.Seconds(), float64(sessions*calls)/elapsed.Seconds(),
 		lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond), failed.Load())
-	fmt.Printf("  CPU %.2fs (client and server in this process): %.0f executions per CPU-second\n", cpu.Seconds(), float64(sessions)/cpu.Seconds())
+	fmt.Printf("  CPU %.2fs (%s): %.0f executions per CPU-second\n", cpu.Seconds(), who(b), float64(sessions)/cpu.Seconds())
 	if e := firstErr.Load(); e != nil {
 		fmt.Println("  first error:", e)
 	}
@@ -165,8 +173,11 @@ func run(sessions, calls, trivial, concurrency int) error {
 	fmt.Printf("phase 2: %d trivial executions from %d clients: %.2fs, %.0f executions/s, p50 %v, p99 %v, failed %d\n",
 		trivial, concurrency, elapsed.Seconds(), float64(trivial)/elapsed.Seconds(),
 		lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond), failed.Load())
-	fmt.Printf("  CPU %.2fs (client and server in this process): %.0f executions per CPU-second\n", cpu.Seconds(), float64(trivial)/cpu.Seconds())
+	fmt.Printf("  CPU %.2fs (%s): %.0f executions per CPU-second\n", cpu.Seconds(), who(b), float64(trivial)/cpu.Seconds())
 
+	if b == nil {
+		return nil // the gateway's goroutines and heap are not ours to measure
+	}
 	peak := measure()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -193,6 +204,13 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func who(b *broker.Broker) string {
+	if b == nil {
+		return "client only"
+	}
+	return "client and server in this process"
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
