@@ -136,6 +136,19 @@ func newFakeIDP(t testing.TB) *fakeIDP {
 	return p
 }
 
+// rotate publishes a new signing key next to the old one and signs with it.
+func (p *fakeIDP) rotate(t testing.TB) {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.key, p.kid = k, fmt.Sprintf("idp-%d", len(p.keys)+1)
+	p.keys = append(p.keys, jose.JSONWebKey{Key: k.Public(), KeyID: p.kid, Algorithm: "ES256", Use: "sig"})
+}
+
 func (p *fakeIDP) token(t testing.TB, mut func(map[string]any)) string {
 	t.Helper()
 	now := time.Now()
@@ -144,7 +157,10 @@ func (p *fakeIDP) token(t testing.TB, mut func(map[string]any)) string {
 	if mut != nil {
 		mut(c)
 	}
-	sg, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: p.key}, (&jose.SignerOptions{}).WithHeader("kid", p.kid))
+	p.mu.Lock()
+	key, kid := p.key, p.kid
+	p.mu.Unlock()
+	sg, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithHeader("kid", kid))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,6 +230,16 @@ func TestCaddyTransparentMode(t *testing.T) {
 	}
 	if md.Resource != resource || len(md.AuthorizationServers) != 1 || md.AuthorizationServers[0] != idp.srv.URL {
 		t.Fatalf("metadata: %+v", md)
+	}
+	// The provider rotates its key: the first token with the new kid makes
+	// the gateway refetch the key set; tokens of the old key keep working.
+	oldTok := idp.token(t, aud)
+	idp.rotate(t)
+	if resp, body := get(t, base+"/private/x", idp.token(t, aud)); resp.StatusCode != 200 {
+		t.Fatalf("token signed with the rotated key: %d %q", resp.StatusCode, body)
+	}
+	if resp, _ := get(t, base+"/private/x", oldTok); resp.StatusCode != 200 {
+		t.Fatalf("token of the old key after rotation: %d", resp.StatusCode)
 	}
 	// Transparent mode has no authorization server endpoints of its own.
 	if resp, body := get(t, base+"/oauth/token", ""); resp.StatusCode != 200 || body != "public" {
