@@ -180,7 +180,7 @@ func (b *Broker) On(event string, l Listener) { b.listeners.on(event, l) }
 // janitor removes expired sessions from the memory store.
 func (b *Broker) janitor() {
 	defer close(b.janitorDone)
-	t := time.NewTicker(min(b.opts.SessionTimeout/4, time.Minute))
+	t := time.NewTicker(max(min(b.opts.SessionTimeout/4, time.Minute), time.Second))
 	defer t.Stop()
 	for {
 		select {
