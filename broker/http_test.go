@@ -481,6 +481,12 @@ return rs.map(f).sort();`)
 	if got := codes(`const r = await callTool("g:slow", {}, {throwOnError: false}); return r.error.code`); got != `"EXECUTION_TIMEOUT"` {
 		t.Errorf("timeout: %s", got)
 	}
+	// ToolDefaults apply to tools without their own settings (math:add).
+	b.opts.ToolDefaults = ToolGuard{RateLimit: &guard.RateLimitConfig{MaxRequests: 1, WindowMs: 60000, PartitionBy: guard.PartitionKey{Strategy: guard.PartitionSession}}}
+	got = codes(`const f = ` + soft + `; return [f(await callTool("math:add", {a: 1}, {throwOnError: false})), f(await callTool("math:add", {a: 1}, {throwOnError: false}))]`)
+	if got != `["ok","RATE_LIMIT"]` {
+		t.Errorf("tool defaults: %s", got)
+	}
 }
 
 func TestListenAndClose(t *testing.T) {

@@ -59,6 +59,10 @@ type BrokerOptions struct {
 	// RateLimiting. Nil means tool calls are not throttled and RateLimiting
 	// uses a private in-memory manager.
 	Guard *guard.GuardManager
+	// ToolDefaults are the guard settings of tools (registry tools and
+	// catalog actions) that have none of their own; nil fields fall back to
+	// the guard manager's defaults (the throttle block). Needs Guard.
+	ToolDefaults ToolGuard
 	// DefaultTimeout is an execution's timeout when the request gives none.
 	// Default 30 s; never more than SessionTimeout.
 	DefaultTimeout time.Duration

@@ -271,6 +271,15 @@ func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *inv
 	if m == nil {
 		return fn(ctx)
 	}
+	if tg.RateLimit == nil {
+		tg.RateLimit = b.opts.ToolDefaults.RateLimit
+	}
+	if tg.Concurrency == nil {
+		tg.Concurrency = b.opts.ToolDefaults.Concurrency
+	}
+	if tg.Timeout == nil {
+		tg.Timeout = b.opts.ToolDefaults.Timeout
+	}
 	pc := guard.PartitionKeyContext{SessionID: ic.sessionID, ClientIP: ic.clientIP}
 	if ic.auth != nil {
 		pc.UserID = ic.auth.UserID
