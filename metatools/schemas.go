@@ -2,12 +2,15 @@ package metatools
 
 import "encoding/json"
 
-// The JSON Schemas of the four meta-tools, as listed by tools/list. Inputs
-// are also validated against them before a meta-tool runs.
+// The JSON Schemas of the four meta-tools, as listed by tools/list. The
+// meta-tools validate their inputs themselves (VALIDATION_ERROR naming the
+// field). No schema has anyOf/oneOf/allOf at its root: several model APIs
+// reject that in tool parameters, so "queries or query" is enforced by
+// meta:search rather than declared.
 var (
 	searchInputSchema = json.RawMessage(`{
   "type": "object",
-  "description": "Find tools by natural-language query. Give queries (or the earlier single query).",
+  "description": "Find tools by natural-language query. Give queries (or the earlier single query); one of the two is required.",
   "properties": {
     "queries": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 1000}, "minItems": 1, "maxItems": 20,
       "description": "Natural-language queries, e.g. [\"create a github issue\"]; each returns up to topK tools."},
@@ -18,8 +21,7 @@ var (
     "minRelevanceScore": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results scoring below this (0..1)."},
     "filter": {"type": "object", "properties": {"appIds": {"type": "array", "items": {"type": "string"}}},
       "description": "Earlier contract: filter.appIds (merged into appIds)."}
-  },
-  "anyOf": [{"required": ["queries"]}, {"required": ["query"]}]
+  }
 }`)
 
 	searchOutputSchema = json.RawMessage(`{

@@ -115,3 +115,29 @@ func TestExecuteEngineErrors(t *testing.T) {
 		t.Errorf("error result: %+v", res)
 	}
 }
+
+// TestMetaToolSchemasPortable: the advertised schemas are valid JSON
+// Schemas of type object without a root combinator (rejected by several
+// model APIs in tool parameters).
+func TestMetaToolSchemasPortable(t *testing.T) {
+	for name, raw := range map[string]json.RawMessage{
+		"search": searchInputSchema, "describe": describeInputSchema, "execute": executeInputSchema, "invoke": invokeInputSchema,
+		"search out": searchOutputSchema, "describe out": describeOutputSchema, "execute out": executeOutputSchema,
+	} {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m["type"] != "object" {
+			t.Errorf("%s: type %v", name, m["type"])
+		}
+		for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+			if _, ok := m[k]; ok {
+				t.Errorf("%s: root %s", name, k)
+			}
+		}
+		if c := compileSchema(raw); c.err != nil {
+			t.Errorf("%s: %v", name, c.err)
+		}
+	}
+}

@@ -65,7 +65,12 @@ func TestUpstreamCommandAndReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	reloads := make(chan int, 16)
-	ix.OnReload(func(n int) { reloads <- n })
+	ix.OnReload(func(n int) {
+		select {
+		case reloads <- n:
+		default:
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	u.Start(ctx)
