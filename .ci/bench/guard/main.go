@@ -72,7 +72,10 @@ func main() {
 		p, _ := strconv.Atoi(port)
 		g["storage"] = map[string]any{"provider": "redis", "host": host, "port": p}
 	}
-	ok := map[string]any{"handler": "static_response", "body": "ok"}
+	// A body unique to this run, so that a reply from some other process that
+	// took one of the free ports is noticed.
+	token := fmt.Sprintf("ok %d", time.Now().UnixNano())
+	ok := map[string]any{"handler": "static_response", "body": token}
 	server := func(port int, handle ...any) map[string]any {
 		return map[string]any{
 			"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
@@ -98,8 +101,8 @@ func main() {
 		backend = "redis " + *redisAddr
 	}
 	fmt.Printf("guard bench: %d connections, %v per route in %v slices, guard storage %s, guard timeout %v\n", *conns, *dur, *slice, backend, *timeout)
-	plain := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", plainPort), *conns)
-	guarded := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", guardPort), *conns)
+	plain := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", plainPort), *conns, token)
+	guarded := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", guardPort), *conns, token)
 	plain.run(time.Second) // warm up both
 	guarded.run(time.Second)
 	plain.n, plain.elapsed, guarded.n, guarded.elapsed = 0, 0, 0, 0
@@ -116,20 +119,22 @@ func main() {
 
 type target struct {
 	url     string
+	want    string
 	conns   int
 	client  *http.Client
 	n, bad  int64
 	elapsed time.Duration
 }
 
-func newTarget(url string, conns int) *target {
+func newTarget(url string, conns int, want string) *target {
 	tr := &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}
-	return &target{url: url, conns: conns, client: &http.Client{Transport: tr}}
+	return &target{url: url, want: want, conns: conns, client: &http.Client{Transport: tr}}
 }
 
 func (t *target) rate() float64 { return float64(t.n) / t.elapsed.Seconds() }
 
-// run drives the target with its connections for d, counting 200s.
+// run drives the target with its connections for d, counting 200s with
+// the expected body.
 func (t *target) run(d time.Duration) {
 	deadline := time.Now().Add(d)
 	var n, bad atomic.Int64
@@ -143,9 +148,9 @@ func (t *target) run(d time.Duration) {
 					bad.Add(1)
 					continue
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
+				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
+				if resp.StatusCode == http.StatusOK && string(body) == t.want {
 					n.Add(1)
 				} else {
 					bad.Add(1)
