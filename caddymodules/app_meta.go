@@ -95,6 +95,10 @@ type MetaUpstream struct {
 	// Env adds KEY=VALUE entries to the command's environment; values may
 	// use placeholders such as {env.TOKEN}.
 	Env []string `json:"env,omitempty"`
+	// Headers are sent with every request to a URL upstream, e.g.
+	// Authorization: Bearer {env.GITHUB_TOKEN}. Values may use placeholders;
+	// never logged.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // MetaRateLimit is one rule: at most Limit calls of Tool per Window.
@@ -179,8 +183,15 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		for i, kv := range u.Env {
 			env[i] = repl.ReplaceAll(kv, "")
 		}
+		var headers map[string]string
+		if len(u.Headers) > 0 {
+			headers = make(map[string]string, len(u.Headers))
+			for k, v := range u.Headers {
+				headers[k] = repl.ReplaceAll(v, "")
+			}
+		}
 		up, err := metatools.NewUpstream(metatools.UpstreamConfig{Name: u.Name, URL: repl.ReplaceAll(u.URL, ""),
-			Command: u.Command, Args: u.Args, Env: env}, logger)
+			Command: u.Command, Args: u.Args, Env: env, Headers: headers}, logger)
 		if err != nil {
 			return fmt.Errorf("codemode meta: %w", err)
 		}
@@ -388,6 +399,7 @@ func (a *App) MetaService() *metatools.Service {
 //		}
 //		upstream <name> {
 //			url     <streamable-http-url>
+//			header  <name> <value>
 //			command <program> [<args>...]
 //			env     <KEY=VALUE>...
 //		}
@@ -555,6 +567,15 @@ func parseMetaUpstream(d *caddyfile.Dispenser) (*MetaUpstream, error) {
 			if d.NextArg() {
 				return nil, d.ArgErr()
 			}
+		case "header":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return nil, d.ArgErr()
+			}
+			if u.Headers == nil {
+				u.Headers = map[string]string{}
+			}
+			u.Headers[args[0]] = args[1]
 		case "command":
 			args := d.RemainingArgs()
 			if len(args) == 0 {
@@ -576,7 +597,7 @@ func parseMetaUpstream(d *caddyfile.Dispenser) (*MetaUpstream, error) {
 			return nil, d.Errf("unrecognized subdirective %q", d.Val())
 		}
 	}
-	if err := (metatools.UpstreamConfig{Name: u.Name, URL: u.URL, Command: u.Command}).Validate(); err != nil {
+	if err := (metatools.UpstreamConfig{Name: u.Name, URL: u.URL, Command: u.Command, Headers: u.Headers}).Validate(); err != nil {
 		return nil, d.Errf("upstream: %v", err)
 	}
 	return u, nil

@@ -27,8 +27,25 @@ type UpstreamConfig struct {
 	Command string
 	Args    []string
 	Env     []string
+	// Headers are sent with every request to a URL upstream (credentials
+	// such as Authorization). Never logged.
+	Headers map[string]string
 	// HTTPClient is used for URL upstreams; nil means http.DefaultClient.
 	HTTPClient *http.Client
+}
+
+// headerTransport adds fixed headers to every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	return h.base.RoundTrip(r)
 }
 
 // Validate checks the config.
@@ -46,6 +63,9 @@ func (c UpstreamConfig) Validate() error {
 	}
 	if (c.URL == "") == (c.Command == "") {
 		return fmt.Errorf("upstream %q: set exactly one of url and command", c.Name)
+	}
+	if len(c.Headers) > 0 && c.URL == "" {
+		return fmt.Errorf("upstream %q: headers apply to url upstreams only", c.Name)
 	}
 	return nil
 }
@@ -183,7 +203,20 @@ func (u *Upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	})
 	var t mcp.Transport
 	if u.cfg.URL != "" {
-		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: u.cfg.HTTPClient}
+		hc := u.cfg.HTTPClient
+		if len(u.cfg.Headers) > 0 {
+			base := http.DefaultTransport
+			c := &http.Client{}
+			if hc != nil {
+				*c = *hc
+				if hc.Transport != nil {
+					base = hc.Transport
+				}
+			}
+			c.Transport = headerTransport{base: base, headers: u.cfg.Headers}
+			hc = c
+		}
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
 	} else {
 		cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
 		if len(u.cfg.Env) > 0 {

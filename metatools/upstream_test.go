@@ -3,6 +3,8 @@ package metatools
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"testing"
 	"time"
@@ -102,4 +104,42 @@ func TestUpstreamCommandAndReconnect(t *testing.T) {
 		out, cerr := s.CallTool(ctx, "text:upper", json.RawMessage(`{"text":"again"}`))
 		return cerr == nil && string(out) == `{"text":"AGAIN"}`
 	})
+}
+
+// TestUpstreamHeaders: a URL upstream behind a bearer token is reached with
+// the configured headers.
+func TestUpstreamHeaders(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "private", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "Ping"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, map[string]string, error) {
+			return nil, map[string]string{"pong": "yes"}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer secret" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	u, err := NewUpstream(UpstreamConfig{Name: "priv", URL: hs.URL, Headers: map[string]string{"Authorization": "Bearer secret"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	u.Start(ctx)
+	defer u.Close()
+	tools, _ := u.Tools(ctx)
+	if len(tools) != 1 || tools[0].Name != "priv:ping" {
+		t.Fatalf("tools = %+v", tools)
+	}
+	out, err := u.Call(ctx, "priv:ping", json.RawMessage(`{}`))
+	if err != nil || string(out) != `{"pong":"yes"}` {
+		t.Fatalf("call: %s %v", out, err)
+	}
+	if _, err := NewUpstream(UpstreamConfig{Name: "x", Command: "y", Headers: map[string]string{"a": "b"}}, nil); err == nil {
+		t.Error("headers on a command upstream accepted")
+	}
 }
