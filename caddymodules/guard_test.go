@@ -318,6 +318,24 @@ func TestGuardInCaddy(t *testing.T) {
 		t.Fatalf("after reload, 4th: %d %s", r.status, r.code)
 	}
 
+	// Placeholder partitions resolved by Caddy's replacer.
+	ph := map[string]any{"zone": "ph", "rate_limits": []any{
+		// Checked in order; a denial stops before the later limits count.
+		map[string]any{"name": "agent", "max_requests": 1, "partition_by": "{http.request.header.X-Agent}"},
+		map[string]any{"name": "host", "max_requests": 2, "partition_by": "{http.request.remote.host}"},
+	}}
+	if err := caddy.Load(guardCaddyConfig(port, ph, nil, nil), true); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		agent  string
+		status int
+	}{{"a", 200}, {"a", 429}, {"b", 200}, {"c", 429 /* the host's 2 are used */}} {
+		if r := guardGet(t, base, map[string]string{"X-Agent": tc.agent}); r.status != tc.status {
+			t.Fatalf("placeholder partitions, request %d: %d, want %d (%s)", i, r.status, tc.status, r.body)
+		}
+	}
+
 	// handle_errors routes answer instead of the guard's JSON body.
 	errs := map[string]any{"errors": map[string]any{"routes": []any{map[string]any{"handle": []any{map[string]any{
 		"handler": "static_response", "status_code": "{http.error.status_code}",
