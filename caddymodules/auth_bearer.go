@@ -129,11 +129,13 @@ func (b *BearerAuth) Authenticate(w http.ResponseWriter, r *http.Request) (caddy
 			reason = "unavailable"
 		}
 		st.metrics.failures.WithLabelValues(reason).Inc()
-		w.Header().Set("WWW-Authenticate", oauth.BearerChallenge(b.metadataURL, err, ""))
 		if reason == "unavailable" {
-			// A server-side failure, not a bad token: caddyauth logs it.
+			// A server-side failure (key set or token storage down), not a
+			// bad token: no error attribute, and caddyauth logs err.
+			w.Header().Set("WWW-Authenticate", oauth.BearerChallenge(b.metadataURL, nil, ""))
 			return caddyauth.User{}, false, err
 		}
+		w.Header().Set("WWW-Authenticate", oauth.BearerChallenge(b.metadataURL, err, ""))
 		if c := b.logger.Check(zap.DebugLevel, "bearer token refused"); c != nil {
 			c.Write(zap.String("reason", reason), zap.String("remote", remoteHost(r)))
 		}

@@ -1,6 +1,7 @@
 package caddymodules
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -71,6 +72,20 @@ func TestBearerAuthenticate(t *testing.T) {
 	r.Header.Set("Authorization", "Bearer garbage")
 	if _, ok, _ := pub.Authenticate(httptest.NewRecorder(), r); ok {
 		t.Fatal("bad token accepted with allow_default_public")
+	}
+
+	// The provider is down and no keys were ever fetched: a server-side
+	// error for caddyauth to log, and a challenge without error="invalid_token".
+	idp.srv.Close()
+	down := bearerFor(t, idp.srv.URL, aud, false)
+	r.Header.Set("Authorization", "Bearer "+good)
+	w = httptest.NewRecorder()
+	_, ok, err = down.Authenticate(w, r)
+	if ok || !errors.Is(err, oauth.ErrKeySetUnavailable) {
+		t.Fatalf("provider down: ok=%v err=%v", ok, err)
+	}
+	if got := w.Header().Get("WWW-Authenticate"); strings.Contains(got, "error=") {
+		t.Fatalf("provider down challenge: %q", got)
 	}
 }
 
