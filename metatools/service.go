@@ -364,6 +364,9 @@ func (s *Service) Execute(ctx context.Context, in ExecuteInput) (*sandbox.Result
 	if len(in.Script) > MaxScriptBytes {
 		return nil, validationError("script", fmt.Sprintf("script is longer than %d bytes", MaxScriptBytes))
 	}
+	if string(in.Context) == "null" {
+		in.Context = nil
+	}
 	if len(in.Context) > 0 && !isJSONObject(in.Context) {
 		return nil, validationError("context", "must be a JSON object")
 	}
