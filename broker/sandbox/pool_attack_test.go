@@ -44,7 +44,9 @@ func TestWorkerMemoryBombs(t *testing.T) {
 		codes      []string
 	}{
 		{"string doubling", `let s = "x"; for (let i = 0; i < 40; i++) s += s; return s.length`, []string{CodeWorkerMemoryExceeded}},
-		{"many medium strings", `const a = []; for (;;) a.push("x".repeat(1e4) + Math.random())`, []string{CodeWorkerMemoryExceeded}},
+		// Near the cap the collector runs constantly; a slow (race) build
+		// may reach the timeout first.
+		{"many medium strings", `const a = []; for (;;) a.push("x".repeat(1e4) + Math.random())`, []string{CodeWorkerMemoryExceeded, CodeTimeout}},
 		{"spread of a long string", `return [..."x".repeat(1e6)].sort().join("").length`, []string{CodeWorkerMemoryExceeded, CodeExecutionError}},
 		{"object growth", `const o = {}; for (let i = 0; ; i++) o["k" + i] = "v".repeat(1000) + i`, []string{CodeWorkerMemoryExceeded, CodeTimeout}},
 	} {
@@ -61,5 +63,38 @@ func TestWorkerMemoryBombs(t *testing.T) {
 			}
 			assertServes(t, p)
 		})
+	}
+}
+
+// TestWorkerRecycledAfterHeavyScript: a script that grew its worker past
+// half the cap succeeds, and the worker is replaced so that the next script
+// has the whole cap.
+func TestWorkerRecycledAfterHeavyScript(t *testing.T) {
+	e := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MaxSize: 1}, MemoryBytes: 64 << 20})
+	p := e.(*workerPool)
+	pids := func() map[int]bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		m := map[int]bool{}
+		for w := range p.all {
+			m[w.pid] = true
+		}
+		return m
+	}
+	h := newTestHost(echoTools())
+	wantOK(t, mustRun(t, p, "return 1", h), "1")
+	before := pids()
+	r, err := p.Execute(context.Background(), Request{
+		Code:   `const a = []; for (let i = 0; i < 4000; i++) a.push("x".repeat(1e4) + i); return a.length`,
+		Limits: Limits{Timeout: 10 * time.Second, MaxSteps: 1 << 40},
+	}, h)
+	if err != nil || r.Status != StatusOK {
+		t.Fatalf("heavy script: %v %s", err, describeResult(r))
+	}
+	wantOK(t, mustRun(t, p, "return 2", h), "2")
+	for pid := range pids() {
+		if before[pid] {
+			t.Fatalf("worker %d kept after a heavy script", pid)
+		}
 	}
 }

@@ -114,6 +114,9 @@ type wireDone struct {
 	// Err is an engine failure (Engine.Execute returned an error).
 	Err   *Error    `json:"err,omitempty"`
 	Stats wireStats `json:"stats"`
+	// Recycle asks the parent to replace this worker: the script left it
+	// with too little memory headroom for the next one.
+	Recycle bool `json:"recycle,omitempty"`
 }
 
 type wireStats struct {

@@ -495,7 +495,7 @@ func safeCall(ctx context.Context, h Host, call ToolCall) (data json.RawMessage,
 // finish turns a worker's done message into the execution's outcome.
 func (w *worker) finish(st *execState, d *wireDone) (*Result, error, bool) {
 	if d.Err != nil {
-		return nil, &Error{Code: d.Err.Code, Message: d.Err.Message}, true
+		return nil, &Error{Code: d.Err.Code, Message: d.Err.Message}, !d.Recycle
 	}
 	res := d.Result
 	// The engine bounds the logs and may add one truncation notice.
@@ -507,7 +507,7 @@ func (w *worker) finish(st *execState, d *wireDone) (*Result, error, bool) {
 		ToolCalls: d.Stats.ToolCalls,
 		Steps:     d.Stats.Steps,
 	}
-	return res, nil, true
+	return res, nil, !d.Recycle
 }
 
 // deathResult reports a worker that died or was killed during a script.

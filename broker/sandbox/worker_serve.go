@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 )
@@ -92,15 +93,17 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	// allocates a lot in init functions) before idling.
 	debug.FreeOSMemory()
 	s := &workerServer{
-		engine:  engine,
-		out:     &frameWriter{w: out, max: cfg.MaxMessageBytes},
-		replies: make(map[uint64]chan *wireMsg),
-		stopped: make(chan struct{}),
+		memory:     cfg.MemoryBytes,
+		baseMapped: goMappedBytes(),
+		engine:     engine,
+		out:        &frameWriter{w: out, max: cfg.MaxMessageBytes},
+		replies:    make(map[uint64]chan *wireMsg),
+		stopped:    make(chan struct{}),
 	}
-	var running sync.WaitGroup
+	// On return the process exits; a script still running is abandoned
+	// (its pending tool calls end at once).
 	defer func() {
 		close(s.stopped)
-		running.Wait()
 		engine.Close()
 	}()
 	if err := s.out.write(&wireMsg{T: msgReady, V: protocolVersion, PID: os.Getpid()}); err != nil {
@@ -129,11 +132,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 			if busy {
 				return errors.New("exec message while a script runs")
 			}
-			running.Add(1)
-			go func() {
-				defer running.Done()
-				s.execute(m.ID, m.Exec)
-			}()
+			go s.execute(m.ID, m.Exec)
 		case msgResult, msgLookup:
 			s.deliver(m)
 		default:
@@ -144,8 +143,10 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 
 // workerServer is the state of a serving worker.
 type workerServer struct {
-	engine Engine
-	out    *frameWriter
+	memory     int64  // the memory cap, 0 when none
+	baseMapped uint64 // memory the Go runtime had mapped before any script
+	engine     Engine
+	out        *frameWriter
 
 	mu       sync.Mutex
 	execID   uint64
@@ -193,6 +194,12 @@ func (s *workerServer) execute(id uint64, ex *wireExec) {
 			done.Stats.DurationNS = int64(time.Since(start))
 		}
 	}
+	// Go never unmaps its heap, and RLIMIT_DATA counts what is mapped: a
+	// worker that grew past half its cap leaves the next script too little
+	// room, so it asks to be replaced.
+	if s.memory > 0 && goMappedBytes() > s.baseMapped+uint64(s.memory/2) {
+		done.Recycle = true
+	}
 	s.mu.Lock()
 	s.execID = 0
 	for call, ch := range s.replies {
@@ -211,6 +218,17 @@ func (s *workerServer) execute(id uint64, ex *wireExec) {
 			_ = s.out.write(&wireMsg{T: msgDone, ID: id, Done: small})
 		}
 	}
+}
+
+// goMappedBytes is the memory the Go runtime has mapped read-write (it
+// includes memory released to the OS but still mapped).
+func goMappedBytes() uint64 {
+	sample := []metrics.Sample{{Name: "/memory/classes/total:bytes"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return sample[0].Value.Uint64()
 }
 
 // deliver hands a reply to the call or lookup waiting for it; replies to

@@ -1,0 +1,93 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+)
+
+// servePipes runs ServeWorker with the fake engine over in-memory pipes and
+// returns the parent's ends.
+func servePipes(t *testing.T) (*frameWriter, *frameReader, <-chan error) {
+	t.Helper()
+	old := newWorkerEngine
+	newWorkerEngine = func(workerEngineConfig) (Engine, error) { return &fakeEngine{raw: &rawOut{w: io.Discard}}, nil }
+	t.Cleanup(func() { newWorkerEngine = old })
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := ServeWorker(inR, outW)
+		outW.Close()
+		done <- err
+	}()
+	t.Cleanup(func() { inW.Close(); outR.Close() })
+	return &frameWriter{w: inW, max: 1 << 20}, &frameReader{r: outR, max: 1 << 20}, done
+}
+
+func TestServeWorkerSession(t *testing.T) {
+	fw, fr, done := servePipes(t)
+	send := func(m *wireMsg) {
+		t.Helper()
+		if err := fw.write(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recv := func() *wireMsg {
+		t.Helper()
+		m, err := fr.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := validateFromWorker(m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	send(&wireMsg{T: msgInit, V: protocolVersion, Init: &wireInit{MaxMessageBytes: 1 << 20}})
+	if m := recv(); m.T != msgReady {
+		t.Fatalf("got %s, want ready", m.T)
+	}
+	send(&wireMsg{T: msgExec, ID: 7, Exec: &wireExec{Code: "calls echo 2"}})
+	for i := 1; i <= 2; i++ {
+		m := recv()
+		if m.T != msgCall || m.ID != 7 || m.Call != uint64(i) || m.Name != "echo" {
+			t.Fatalf("call %d: %+v", i, m)
+		}
+		// A stale reply (another execution) is dropped, the right one used.
+		send(&wireMsg{T: msgResult, ID: 6, Call: m.Call, Data: json.RawMessage(`"stale"`)})
+		send(&wireMsg{T: msgResult, ID: 7, Call: m.Call, Data: m.Input})
+	}
+	if m := recv(); m.T != msgDone || string(m.Done.Result.Result) != "2" {
+		t.Fatalf("done: %+v", m.Done)
+	}
+	// A tool error keeps its code; a plain error only its text.
+	send(&wireMsg{T: msgExec, ID: 8, Exec: &wireExec{Code: "calls echo 1"}})
+	m := recv()
+	send(&wireMsg{T: msgResult, ID: 8, Call: m.Call, Err: &wireToolErr{Code: "RATE_LIMIT", Message: "slow down"}})
+	if m := recv(); m.Done.Result.Error.Code != "RATE_LIMIT" {
+		t.Fatalf("tool error: %+v", m.Done.Result.Error)
+	}
+	send(&wireMsg{T: msgExec, ID: 9, Exec: &wireExec{Code: "calls echo 1"}})
+	m = recv()
+	send(&wireMsg{T: msgResult, ID: 9, Call: m.Call, Err: &wireToolErr{Message: "boom", Plain: true}})
+	if m := recv(); m.Done.Result.Error.Code != CodeToolExecutionError || m.Done.Result.Error.Message != "boom" {
+		t.Fatalf("plain error: %+v", m.Done.Result.Error)
+	}
+	// A second exec while one runs breaks the protocol: the worker stops.
+	send(&wireMsg{T: msgExec, ID: 10, Exec: &wireExec{Code: "calls echo 1"}})
+	recv()
+	send(&wireMsg{T: msgExec, ID: 11, Exec: &wireExec{Code: "ok 1"}})
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "while a script runs") {
+		t.Fatalf("ServeWorker: %v", err)
+	}
+}
+
+func TestServeWorkerRejectsBadStart(t *testing.T) {
+	fw, _, done := servePipes(t)
+	_ = fw.write(&wireMsg{T: msgExec, ID: 1, Exec: &wireExec{Code: "ok 1"}})
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "expected an init message") {
+		t.Fatalf("ServeWorker: %v", err)
+	}
+}
