@@ -464,6 +464,17 @@ func TestNestingDepth(t *testing.T) {
 		{"// ((((((\n/* [[[[ */ x", 0},
 		{`!!!!!!x`, 3},
 		{`a - -b`, 1},
+		{`x => y => z => 1`, 3},
+		{`(a) => (b) => 1`, 2},
+		{"const f = x => 1\nconst g = y => 2\nconst h = z => 3", 1},
+		{"const f = x =>\n  y =>\n  1", 2},
+		{`xs.map(x => x.a).filter(y => y.b).map(z => [z])`, 2},
+		{`f(a => 1, b => 2, c => 3)`, 2},
+		{`l: m: n: x`, 2},
+		{`const o = {a: 1, b: {c: 2}, d: x ? 1 : 2}`, 2},
+		{`switch (x) { case 1: case 2: case 3: default: y = a ? b : c ? d : e }`, 1},
+		{`a?.b ?? c ? d : e`, 0},
+		{`x = a ? b : c; y = d ? e : f`, 0},
 	} {
 		if got, _ := nestingDepth(tc.code, 100); got != tc.want {
 			t.Errorf("nestingDepth(%q) = %d, want %d", tc.code, got, tc.want)

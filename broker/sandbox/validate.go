@@ -105,7 +105,7 @@ func checkSource(code string, l Limits) *Result {
 	}
 	if l.MaxNestingDepth > 0 {
 		if depth, off := nestingDepth(code, l.MaxNestingDepth); depth > l.MaxNestingDepth {
-			return illegal(KindNestingTooDeep, fmt.Sprintf("script nests brackets deeper than the limit of %d levels", l.MaxNestingDepth), locationAt(code, off))
+			return illegal(KindNestingTooDeep, fmt.Sprintf("script nests brackets, arrow functions, labels or prefix operators deeper than the limit of %d levels", l.MaxNestingDepth), locationAt(code, off))
 		}
 	}
 	return nil
@@ -128,6 +128,41 @@ func nestingDepth(code string, limit int) (max int, at int) {
 		return max > limit
 	}
 	run := 0 // current run of prefix operators
+	// arrows[d] counts the arrows at bracket depth d since the last , or ;
+	// there: `x => y => z => ...` nests functions without brackets, and
+	// goja's parser is superlinear in that nesting.
+	var arrows []int
+	afterArrow := false
+	arrowAt := func(d int) *int {
+		for len(arrows) <= d {
+			arrows = append(arrows, 0)
+		}
+		return &arrows[d]
+	}
+	// labels[d] counts the colons at depth d since the last , or ; that
+	// neither close a `?` nor end a `case`/`default`: labels nest statements
+	// without brackets (`l: l: l: ...`), and goja's parser reports every
+	// duplicate against every enclosing label, quadratic in time and memory.
+	var labels, questions []int
+	var sawCase []bool
+	slot := func(s *[]int, d int) *int {
+		for len(*s) <= d {
+			*s = append(*s, 0)
+		}
+		return &(*s)[d]
+	}
+	caseAt := func(d int) *bool {
+		for len(sawCase) <= d {
+			sawCase = append(sawCase, false)
+		}
+		return &sawCase[d]
+	}
+	resetAt := func(d int) {
+		*arrowAt(d) = 0
+		*slot(&labels, d) = 0
+		*slot(&questions, d) = 0
+		*caseAt(d) = false
+	}
 	inTemplate := false
 	i := 0
 	n := len(code)
@@ -155,9 +190,22 @@ func nestingDepth(code string, limit int) (max int, at int) {
 			continue
 		}
 		switch c {
-		case ' ', '\t', '\n', '\r':
+		case ' ', '\t', '\r':
 			i++
 			continue
+		case '\n':
+			// A new line ends an arrow chain unless it follows the arrow
+			// (`x =>` newline `body`).
+			if !afterArrow {
+				*arrowAt(len(stack)) = 0
+			}
+			i++
+			continue
+		}
+		if c != '/' || i+1 >= n || (code[i+1] != '/' && code[i+1] != '*') {
+			afterArrow = false
+		}
+		switch c {
 		case '"', '\'':
 			i++
 			for i < n && code[i] != c && code[i] != '\n' {
@@ -195,10 +243,46 @@ func nestingDepth(code string, limit int) (max int, at int) {
 				return max, i
 			}
 		case ')', ']':
+			resetAt(len(stack))
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
 			}
+		case ',', ';':
+			resetAt(len(stack))
+		case '?':
+			if i+1 < n && (code[i+1] == '?' || code[i+1] == '.' && !(i+2 < n && code[i+2] >= '0' && code[i+2] <= '9')) {
+				i += 2
+				run = 0
+				continue
+			}
+			*slot(&questions, len(stack))++
+		case ':':
+			d := len(stack)
+			if q := slot(&questions, d); *q > 0 {
+				*q--
+			} else if c := caseAt(d); *c {
+				*c = false
+			} else {
+				l := slot(&labels, d)
+				*l++
+				if depth(*l - 1) {
+					return max, i
+				}
+			}
+		case '=':
+			if i+1 < n && code[i+1] == '>' {
+				a := arrowAt(len(stack))
+				*a++
+				afterArrow = true
+				if depth(*a) {
+					return max, i
+				}
+				i += 2
+				run = 0
+				continue
+			}
 		case '}':
+			resetAt(len(stack))
 			if len(stack) > 0 {
 				top := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
@@ -213,6 +297,19 @@ func nestingDepth(code string, limit int) (max int, at int) {
 			}
 			i++
 			continue
+		default:
+			if isIdentByte(c) {
+				j := i
+				for j < n && isIdentByte(code[j]) {
+					j++
+				}
+				if w := code[i:j]; (w == "case" || w == "default") && (i == 0 || code[i-1] != '.') {
+					*caseAt(len(stack)) = true
+				}
+				run = 0
+				i = j
+				continue
+			}
 		}
 		run = 0
 		i++
@@ -270,6 +367,11 @@ func illegal(kind, msg string, loc *Location) *Result {
 	}}
 }
 
+// astDepthFactor relates the syntax-tree depth limit to MaxNestingDepth: a
+// bracket level is several tree levels (call, member, argument), and long
+// operator chains nest without brackets.
+const astDepthFactor = 8
+
 // compiledPlan is a validated, instrumented plan ready to run.
 type compiledPlan struct {
 	prg *goja.Program
@@ -296,7 +398,7 @@ func compilePlan(code string, l Limits) (*compiledPlan, *Result) {
 			Location: locationAt(code, len(code)),
 		}}
 	}
-	v := &validator{file: prog.File}
+	v := &validator{file: prog.File, maxDepth: astDepthFactor * l.MaxNestingDepth}
 	v.stmts(body.List)
 	if v.fail != nil {
 		return nil, v.fail
@@ -395,6 +497,23 @@ func planLocation(code string, line, col int) *Location {
 type validator struct {
 	file *file.File
 	fail *Result
+	// depth is the current syntax-tree depth; maxDepth bounds it because
+	// goja's compiler is quadratic in the depth of expression chains
+	// (`1+1+...+1`, `void void ... x`, `2**2**...`).
+	depth, maxDepth int
+}
+
+// enter descends one level of the syntax tree; it reports false (and
+// rejects the plan) past maxDepth.
+// The node's position is computed only on failure: Idx0 of a left-deep
+// chain walks the whole chain.
+func (v *validator) enter(n ast.Node) bool {
+	v.depth++
+	if v.maxDepth > 0 && v.depth > v.maxDepth {
+		v.reject(KindNestingTooDeep, fmt.Sprintf("script nests expressions or statements deeper than the limit of %d levels", v.maxDepth), n.Idx0())
+		return false
+	}
+	return true
 }
 
 func (v *validator) reject(kind, msg string, idx file.Idx) {
@@ -462,6 +581,10 @@ func (v *validator) stmts(list []ast.Statement) {
 
 func (v *validator) stmt(s ast.Statement) {
 	if v.fail != nil || s == nil {
+		return
+	}
+	defer func() { v.depth-- }()
+	if !v.enter(s) {
 		return
 	}
 	switch s := s.(type) {
@@ -668,6 +791,10 @@ func (v *validator) exprs(list []ast.Expression) {
 
 func (v *validator) expr(e ast.Expression) {
 	if v.fail != nil || e == nil {
+		return
+	}
+	defer func() { v.depth-- }()
+	if !v.enter(e) {
 		return
 	}
 	switch e := e.(type) {
