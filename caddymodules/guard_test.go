@@ -421,3 +421,32 @@ func TestGuardHandlerRedisShared(t *testing.T) {
 		t.Fatalf("statuses %v, want [200 200 200 429]", statuses)
 	}
 }
+
+// With Redis down, failure_mode closed answers 503 STORAGE_UNAVAILABLE and
+// open lets requests through (recovery is tested in package guard, which
+// injects the clock that paces the probes).
+func TestGuardHandlerRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	host, portStr, _ := net.SplitHostPort(srv.Addr)
+	port, _ := strconv.Atoi(portStr)
+	newGuard := func(mode string) *Guard {
+		return &Guard{
+			Zone:       mode,
+			Storage:    &GuardStorage{Provider: "redis", Host: host, Port: port, FailureMode: mode, Timeout: caddy.Duration(200 * time.Millisecond)},
+			RateLimits: []GuardRateLimit{{MaxRequests: 100}},
+		}
+	}
+	closed := guardServer(t, newGuard("closed"), nil)
+	open := guardServer(t, newGuard("open"), nil)
+	if r := guardGet(t, closed.URL, nil); r.status != 200 {
+		t.Fatalf("redis up: %d", r.status)
+	}
+	srv.Stop()
+	r := guardGet(t, closed.URL, nil)
+	if r.status != 503 || r.code != "STORAGE_UNAVAILABLE" || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("redis down, closed: %d %s %v", r.status, r.code, r.header)
+	}
+	if r := guardGet(t, open.URL, nil); r.status != 200 {
+		t.Fatalf("redis down, open: %d", r.status)
+	}
+}
