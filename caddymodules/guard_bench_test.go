@@ -11,11 +11,19 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 )
 
+// BenchmarkGuardServeHTTP measures the handler alone with every feature on
+// (IP filter, two rate limits, a concurrency limit, a timeout); the
+// sub-benchmark without_timeout leaves the timeout out.
 func BenchmarkGuardServeHTTP(b *testing.B) {
+	b.Run("all", func(b *testing.B) { benchGuard(b, 30*time.Second) })
+	b.Run("without_timeout", func(b *testing.B) { benchGuard(b, 0) })
+}
+
+func benchGuard(b *testing.B, benchTimeout time.Duration) {
 	g := &Guard{
 		RateLimits:  []GuardRateLimit{{MaxRequests: 1 << 40, Window: caddy.Duration(time.Minute)}, {Name: "per_ip", MaxRequests: 1 << 40, PartitionBy: "ip"}},
 		Concurrency: []GuardConcurrency{{MaxConcurrent: 100000}},
-		Timeout:     caddy.Duration(30 * time.Second),
+		Timeout:     caddy.Duration(benchTimeout),
 		IPFilter:    &GuardIPFilter{Allow: []string{"127.0.0.0/8"}, DefaultAction: "deny"},
 	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
