@@ -50,7 +50,15 @@ type InProcess struct {
 	sanitize Sanitization
 	logger   *zap.Logger
 	closed   atomic.Bool
+	// abandoned counts VM goroutines still running after Execute answered
+	// for them at the hard deadline.
+	abandoned atomic.Int64
 }
+
+// Abandoned reports how many scripts are still running inside a built-in
+// after Execute answered "timeout" for them at the hard deadline. A worker
+// process can use it to ask to be replaced instead of serving more scripts.
+func (e *InProcess) Abandoned() int64 { return e.abandoned.Load() }
 
 // NewInProcess returns an engine that runs scripts in the calling process.
 // A nil opts means the secure preset with default sanitization.
@@ -87,11 +95,16 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 	}
 	x := newExecution(ctx, limits, req, host)
 	out := make(chan runOutcome, 1)
+	// state: 0 running, 1 finished, 2 abandoned by Execute.
+	var state atomic.Int32
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
 				e.logger.Error("sandbox engine panic", zap.Any("panic", p))
 				out <- runOutcome{res: runtimeResult("Error", "internal error in the sandbox engine", "")}
+			}
+			if !state.CompareAndSwap(0, 1) {
+				e.abandoned.Add(-1)
 			}
 		}()
 		res, err := x.run(plan)
@@ -107,6 +120,11 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 	select {
 	case o = <-out:
 	case <-hard.C:
+		if !state.CompareAndSwap(0, 2) {
+			o = <-out // finished just now
+			break
+		}
+		e.abandoned.Add(1)
 		x.stop(&abort{result: timeoutResult(limits.Timeout.Milliseconds())})
 		e.logger.Warn("sandbox script ignored its deadline inside a built-in; abandoning its goroutine",
 			zap.Duration("timeout", limits.Timeout))

@@ -543,3 +543,24 @@ func TestNoGoroutineLeak(t *testing.T) {
 		t.Errorf("goroutines: %d before, %d after", before, after)
 	}
 }
+
+func TestHardDeadlineAbandonsStuckBuiltin(t *testing.T) {
+	e := NewInProcess(&Options{Limits: Limits{Timeout: 10 * time.Millisecond}}).(*InProcess)
+	// A backtracking regexp runs in Go for up to regexpMatchTimeout and
+	// ignores the interrupt meanwhile.
+	r, err := e.Execute(context.Background(), Request{Code: `return /^(a+)+\1$/.test("a".repeat(60) + "b")`}, newTestHost(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != StatusTimeout || !strings.Contains(r.Error.Message, "abandoned") {
+		t.Fatalf("result: %s", describeResult(r))
+	}
+	if n := e.Abandoned(); n != 1 {
+		t.Errorf("Abandoned() = %d, want 1", n)
+	}
+	// The engine keeps serving while the abandoned goroutine finishes.
+	r, _ = e.Execute(context.Background(), Request{Code: `return 2`, Limits: Limits{Timeout: time.Second}}, newTestHost(nil))
+	if r.Status != StatusOK {
+		t.Errorf("next script: %s", describeResult(r))
+	}
+}

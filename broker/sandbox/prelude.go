@@ -138,9 +138,50 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	const ObjectProto = O.prototype;
 	const stringSlice = SP.slice;
 	const origRepeat = SP.repeat;
+	// serialize runs the native JSON.stringify with a replacer that sees
+	// every value it emits (after toJSON, before output): the replacer is
+	// JavaScript, so the interrupt can stop a huge walk, and it counts an
+	// estimate of the output, so a DAG cannot expand past the limit. Only a
+	// property-list replacer, which cannot be combined with a function,
+	// takes the slower walk written in JavaScript (serializeJS).
+	function serialize(value, replacer, space, what, limit, strict) {
+		if (isArray(replacer)) return serializeJS(value, replacer, space, what, limit, strict);
+		const userFn = typeof replacer === "function" ? replacer : undefined;
+		let size = 0;
+		function counting(key, v) {
+			if (userFn !== undefined) v = apply(userFn, this, [key, v]);
+			switch (typeof v) {
+			case "string":
+				size += v.length + 2;
+				break;
+			case "number":
+				size += 8;
+				break;
+			case "boolean":
+				size += 5;
+				break;
+			case "object":
+				size += v === null ? 4 : 2;
+				break;
+			case "bigint":
+				if (strict) serFail({what: what}, "BigInt", key);
+				break;
+			case "symbol":
+				if (strict) serFail({what: what}, "Symbol", key);
+				return undefined;
+			default:
+				return v;
+			}
+			size += key.length + 3;
+			if (size > limit) serTooLarge({what: what, limit: limit});
+			return v;
+		}
+		return jsonStringify(value, counting, space);
+	}
+
 	// Serialization state is one object per call; the functions below are
 	// created once per runtime, not per call.
-	function serialize(value, replacer, space, what, limit, strict) {
+	function serializeJS(value, replacer, space, what, limit, strict) {
 		const st = {size: 0, path: [], replacerFn: undefined, propList: undefined, gap: "", what: what, limit: limit, strict: strict};
 		if (typeof replacer === "function") {
 			st.replacerFn = replacer;
