@@ -134,6 +134,9 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 	if o.err != nil {
 		return nil, o.err
 	}
+	if o.res == nil {
+		o.res = runtimeResult("Error", "internal error in the sandbox engine: no result", "")
+	}
 	if err := ctx.Err(); err != nil {
 		// The caller gave up; whatever the script did is moot.
 		return nil, &Error{Code: CodeExecutionAborted, Message: "execution aborted: " + context.Cause(ctx).Error()}
@@ -297,12 +300,17 @@ func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
 
 	for promise.State() == goja.PromiseStatePending {
 		if x.pending == 0 {
-			return runtimeResult("Error", "the script is waiting for a promise that can never settle (no tool call is pending)", ""), nil
+			r := runtimeResult("Error", "the script is waiting for a promise that can never settle (no tool call is pending)", "")
+			r.Logs = x.logs
+			return r, nil
 		}
 		var c completion
 		select {
 		case c = <-x.completions:
 		case <-x.stopCh:
+			if r := x.stopped.result; r != nil {
+				r.Logs = x.logs
+			}
 			return x.stopped.result, x.stopped.err
 		}
 		x.pending--

@@ -335,14 +335,17 @@ func TestTimeoutWhileToolPending(t *testing.T) {
 		hostCtxDone.Store(true)
 		return nil, ctx.Err()
 	}}
-	r, err := NewInProcess(&Options{Limits: Limits{Timeout: 100 * time.Millisecond}}).Execute(context.Background(),
-		Request{Code: `await callTool("block", {})`}, blocking)
+	r, err := NewInProcess(&Options{Limits: Limits{Timeout: 100 * time.Millisecond, AllowConsole: true}}).Execute(context.Background(),
+		Request{Code: `console.log("calling"); await callTool("block", {})`}, blocking)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-started
 	if r.Status != StatusTimeout || r.Error.Message != "script exceeded the time limit of 100 ms" || r.Error.Code != CodeTimeout {
 		t.Errorf("result: %s", describeResult(r))
+	}
+	if len(r.Logs) != 1 || r.Logs[0] != "calling" {
+		t.Errorf("logs of a timed-out script: %q", r.Logs)
 	}
 	for i := 0; i < 1000 && !hostCtxDone.Load(); i++ {
 		runtime.Gosched()
