@@ -400,16 +400,9 @@ func (w *worker) handle(st *execState, m *wireMsg) error {
 	}
 	switch m.T {
 	case msgLookup:
-		info, ok := safeLookup(st.host, m.Name)
-		reply := &wireMsg{T: msgLookup, ID: st.id, Call: m.Call, Found: ok}
-		if ok {
-			info.Name = m.Name
-			reply.Tool = &info
-		}
-		if err := w.out.write(reply); err != nil {
-			reply.Tool = &ToolInfo{Name: m.Name, Description: "(metadata too large)"}
-			_ = w.out.write(reply)
-		}
+		// Answered off the reader, which must never block on a write.
+		st.calls.Add(1)
+		go w.lookup(st, m)
 	case msgCall:
 		st.toolCalls++
 		if st.lim.MaxToolCalls > 0 && st.toolCalls > st.lim.MaxToolCalls {
@@ -431,6 +424,21 @@ func (w *worker) handle(st *execState, m *wireMsg) error {
 		}
 	}
 	return nil
+}
+
+// lookup answers a worker's LookupTool.
+func (w *worker) lookup(st *execState, m *wireMsg) {
+	defer st.calls.Done()
+	info, ok := safeLookup(st.host, m.Name)
+	reply := &wireMsg{T: msgLookup, ID: st.id, Call: m.Call, Found: ok}
+	if ok {
+		info.Name = m.Name
+		reply.Tool = &info
+	}
+	if err := w.out.write(reply); err != nil {
+		reply.Tool = &ToolInfo{Name: m.Name, Description: "(metadata too large)"}
+		_ = w.out.write(reply)
+	}
 }
 
 // callTool runs one tool call on the host and answers the worker.

@@ -148,6 +148,7 @@ type workerServer struct {
 	engine     Engine
 	out        *frameWriter
 
+	sendMu   sync.Mutex
 	mu       sync.Mutex
 	execID   uint64
 	nextCall uint64
@@ -249,6 +250,11 @@ func (s *workerServer) deliver(m *wireMsg) {
 // on; the channel is closed if the execution ends first.
 func (s *workerServer) request(m *wireMsg) (chan *wireMsg, error) {
 	ch := make(chan *wireMsg, 1)
+	// sendMu keeps call numbers in order on the wire; mu is not held while
+	// writing, so the reader can always deliver replies (a blocked write
+	// must never stop the worker from reading its stdin).
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
 	s.mu.Lock()
 	if s.execID != m.ID {
 		s.mu.Unlock()
@@ -257,13 +263,12 @@ func (s *workerServer) request(m *wireMsg) (chan *wireMsg, error) {
 	s.nextCall++
 	m.Call = s.nextCall
 	s.replies[m.Call] = ch
-	// Send under the lock so that call numbers reach the parent in order.
-	err := s.out.write(m)
-	if err != nil {
-		delete(s.replies, m.Call)
-	}
 	s.mu.Unlock()
-	return ch, err
+	if err := s.out.write(m); err != nil {
+		s.forget(m.ID, m.Call)
+		return nil, err
+	}
+	return ch, nil
 }
 
 func (s *workerServer) forget(id, call uint64) {
