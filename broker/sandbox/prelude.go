@@ -209,10 +209,10 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		return serValue(st, "", {"": value}, "");
 	}
 	function serTooLarge(st) {
-		throw new RangeErrorC(st.what + " is larger than the limit of " + st.limit + " bytes of JSON");
+		throw new RangeErrorC(whatText(st.what) + " is larger than the limit of " + st.limit + " bytes of JSON");
 	}
 	function serFail(st, kind, key) {
-		throw new TypeErrorC(st.what + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
+		throw new TypeErrorC(whatText(st.what) + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
 	}
 	function serValue(st, key, holder, indent) {
 		let value = holder[key];
@@ -260,7 +260,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		}
 		const path = st.path;
 		for (let i = 0; i < path.length; i++) {
-			if (path[i] === value) throw new TypeErrorC(st.what + ": Converting circular structure to JSON");
+			if (path[i] === value) throw new TypeErrorC(whatText(st.what) + ": Converting circular structure to JSON");
 		}
 		path[path.length] = value;
 		const gap = st.gap;
@@ -302,10 +302,16 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		}
 		return out;
 	}
+	// what names the serialized value in error messages: a string, or a
+	// tool name as {tool: name}, turned into text only when an error needs it.
+	function whatText(what) {
+		return typeof what === "string" ? what : "callTool(" + jsonStringify(what.tool) + ") input";
+	}
 	function toJSONText(value, what, limit) {
 		try {
 			return serialize(value, undefined, undefined, what, limit, true);
 		} catch (e) {
+			what = whatText(what);
 			if (e instanceof ErrorC && StringC(e.message).indexOf(what) === 0) throw e;
 			if (e instanceof RangeErrorC) throw e;
 			const msg = (e !== null && typeof e === "object") ? StringC(e.message) : StringC(e);
@@ -322,7 +328,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	// --- tool calls -------------------------------------------------------
 	// Pending calls by id, and tool errors with their original fields (the
 	// error objects are the keys; at most maxToolCalls of them exist).
-	const pending = O.create(null);
+	const pending = [];
 	const toolErrorObjs = [], toolErrorRecs = [];
 	function toolErrorRecord(e) {
 		const i = apply(arrayIndexOf, toolErrorObjs, [e]);
@@ -355,8 +361,8 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		}
 		let text;
 		try {
-			text = input === undefined ? "{}" : toJSONText(input, "callTool(" + jsonStringify(name) + ") input", maxStringLength);
-			if (text === undefined) throw new TypeErrorC("callTool(" + jsonStringify(name) + ") input is not serializable to JSON");
+			text = input === undefined ? "{}" : toJSONText(input, {tool: name}, maxStringLength);
+			if (text === undefined) throw new TypeErrorC(whatText({tool: name}) + " is not serializable to JSON");
 		} catch (e) {
 			return apply(promiseReject, PromiseC, [e]);
 		}
