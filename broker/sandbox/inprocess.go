@@ -378,16 +378,19 @@ func (x *execution) setup() (settle, result, describe goja.Callable, res *Result
 // memoryPollInterval is how often the heap watchdog samples the heap.
 const memoryPollInterval = 5 * time.Millisecond
 
-// watchMemory interrupts the script when the process heap (live objects and
-// not yet collected garbage, as RLIMIT_DATA would count them) grows by more
-// than MemoryBytes during the run. It never forces a collection: a stop-the-
-// world pause would wait for the script's own non-preemptible copy of a huge
-// string and stall the whole process. The heap is process-wide, so this is a
-// mitigation: in a worker process (one script at a time) it is accurate and
-// fires before RLIMIT_DATA; in-process, concurrent runs share the budget.
+// watchMemory interrupts the script when the live Go heap grew by more than
+// MemoryBytes during the run. It reads the live heap the collector measured
+// at its last cycle, so garbage does not count (a busy allocation loop is
+// not a memory bomb) and a growing heap is seen at the latest one cycle (one
+// doubling) late, since the collector runs whenever the heap doubles. It
+// never forces a collection: a stop-the-world pause would wait for the
+// script's own non-preemptible copy of a huge string and stall the process.
+// The heap is process-wide, so this is a mitigation: in a worker process (one
+// script at a time) it is exact and fires before RLIMIT_DATA; in-process,
+// concurrent runs share the budget.
 func (x *execution) watchMemory() {
 	limit := uint64(x.limits.MemoryBytes)
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(sample)
 	base := sample[0].Value.Uint64()
 	t := time.NewTicker(memoryPollInterval)
@@ -401,11 +404,10 @@ func (x *execution) watchMemory() {
 		case <-t.C:
 		}
 		metrics.Read(sample)
-		heap := sample[0].Value.Uint64()
-		// Garbage of earlier work is in the first sample; once the
-		// collector frees it the baseline follows the heap down.
-		base = min(base, heap)
-		if heap > base+limit {
+		live := sample[0].Value.Uint64()
+		// What earlier work left live may be freed during the run.
+		base = min(base, live)
+		if live > base+limit {
 			x.stop(&abort{result: memoryResult(x.limits.MemoryBytes)})
 			return
 		}

@@ -139,6 +139,10 @@ func TestScriptAPI(t *testing.T) {
 		{name: "JSON.stringify shared reference", code: `const o = {x: 1}; return JSON.stringify([o, o])`, status: StatusOK, result: `"[{\"x\":1},{\"x\":1}]"`},
 		{name: "JSON.stringify BigInt", code: `return JSON.stringify({n: 1n})`, status: StatusRuntimeError, errName: "TypeError", message: "BigInt"},
 		{name: "regexp", code: `return "a1b22".match(/\d+/g)`, status: StatusOK, result: `["1","22"]`},
+		{name: "string methods under caps", code: `const t = "a-b-c".repeat(1000);
+			return [t.split("-").length, t.replace(/(\w)/g, "<$1>").length, t.replaceAll("-", "--").length, t.replace("a", () => "A")[0],
+				(t.match(/b/g) || []).length, [...t.matchAll(/c/g)].length, "a$b".replace("$", "$$"), "x".replace("x", "$&$&")]`,
+			status: StatusOK, result: `[2001,11000,7000,"A",1000,1000,"a$b","xx"]`},
 		{name: "dates work", code: `return typeof Date.now()`, status: StatusOK, result: `"number"`},
 	}
 	for _, tc := range cases {

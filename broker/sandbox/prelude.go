@@ -67,7 +67,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		const l = x.length;
 		return typeof l === "number" ? l : 0;
 	}
-	const SP = String.prototype, AP = Array.prototype;
+	const SP = String.prototype, AP = Array.prototype, FP = getPrototypeOf(function () {});
 	wrap(SP, "repeat", (s, a) => { const n = StringC(s).length * Number(a[0]); if (n > maxStringLength) tooLong("string length", n); });
 	wrap(SP, "padStart", (s, a) => { const n = Number(a[0]); if (n > maxStringLength) tooLong("string length", n); });
 	wrap(SP, "padEnd", (s, a) => { const n = Number(a[0]); if (n > maxStringLength) tooLong("string length", n); });
@@ -85,7 +85,8 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	for (let i = 0; i < apNames.length; i++) wrap(AP, apNames[i], checkArray);
 	wrap(AP, "concat", (t, a) => {
 		let n = lenOf(t);
-		for (let i = 0; i < a.length; i++) n += isArray(a[i]) ? lenOf(a[i]) : 1;
+		// Any object may be spreadable (Symbol.isConcatSpreadable).
+		for (let i = 0; i < a.length; i++) n += a[i] !== null && typeof a[i] === "object" ? lenOf(a[i]) : 1;
 		if (n > maxArrayLength) tooLong("array length", n);
 	});
 	wrap(AP, "join", (t, a) => {
@@ -117,6 +118,61 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		if (depth !== depth) depth = 0;
 		flatCount(t, depth, 0);
 	});
+	// Splitting, matching and replacing produce, in one Go call, arrays of up
+	// to one element per character and strings of up to (matches x
+	// replacement) characters. Bound them before the call.
+	const strIndexOf = SP.indexOf;
+	const indexOfCall = FP.call.bind(strIndexOf); // (str, pat, from), no argument array
+	const RegExpC = RegExp;
+	function countOccurrences(str, pat, max) {
+		let n = 0, i = 0;
+		while ((i = indexOfCall(str, pat, i)) >= 0) {
+			if (++n > max) break;
+			i += pat.length;
+		}
+		return n;
+	}
+	wrap(SP, "split", (t, a) => {
+		const str = StringC(t), sep = a[0];
+		if (str.length < maxArrayLength || sep === undefined) return;
+		const n = typeof sep === "string" && sep.length > 0 ? countOccurrences(str, sep, maxArrayLength) + 1 : str.length + 1;
+		if (n > maxArrayLength) tooLong("array length", n);
+	});
+	const checkMatchAll = (t, a) => {
+		const str = StringC(t);
+		if (str.length >= maxArrayLength && (typeof a[0] !== "object" || a[0] === null || a[0].global !== false)) tooLong("array length", str.length + 1);
+	};
+	wrap(SP, "match", checkMatchAll);
+	wrap(SP, "matchAll", checkMatchAll);
+	function checkReplace(t, a, all) {
+		const str = StringC(t), pat = a[0], repl = a[1];
+		if (typeof repl === "function") {
+			let total = str.length;
+			a[1] = function (...m) {
+				const r = StringC(apply(repl, this, m));
+				total += r.length;
+				if (total > maxStringLength) tooLong("string length", total);
+				return r;
+			};
+			return;
+		}
+		const r = StringC(repl);
+		const global = all || (pat instanceof RegExpC && pat.global);
+		let matches = 1;
+		if (global) matches = typeof pat === "string" || !(pat instanceof RegExpC) ? countOccurrences(str, StringC(pat) || " ", maxStringLength) : str.length + 1;
+		// $1, $& and $<name> expand to text of the matches, which do not
+		// overlap: at most str.length per "$". "$" + backquote and $'
+		// expand to a prefix or suffix per match.
+		let dollars = 0;
+		for (let i = apply(strIndexOf, r, ["$"]); i >= 0; i = apply(strIndexOf, r, ["$", i + 1])) {
+			const next = r[i + 1];
+			dollars += next === "\x60" || next === "'" ? matches : 1;
+		}
+		const estimate = str.length + matches * r.length + dollars * str.length;
+		if (estimate > maxStringLength) tooLong("string length", estimate);
+	}
+	wrap(SP, "replace", (t, a) => checkReplace(t, a, false));
+	wrap(SP, "replaceAll", (t, a) => checkReplace(t, a, true));
 	wrap(SP, "concat", (s, a) => {
 		let n = StringC(s).length;
 		for (let i = 0; i < a.length; i++) if (typeof a[i] === "string") n += a[i].length;
