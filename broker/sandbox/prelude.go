@@ -158,18 +158,26 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		}
 		const r = StringC(repl);
 		const global = all || (pat instanceof RegExpC && pat.global);
-		let matches = 1;
-		if (global) matches = typeof pat === "string" || !(pat instanceof RegExpC) ? countOccurrences(str, StringC(pat) || " ", maxStringLength) : str.length + 1;
 		// $1, $& and $<name> expand to text of the matches, which do not
-		// overlap: at most str.length per "$". "$" + backquote and $'
-		// expand to a prefix or suffix per match.
-		let dollars = 0;
+		// overlap: at most str.length per "$" in all. "$" + backquote and $'
+		// expand to a prefix or suffix of the string per match.
+		let dollars = 0, perMatch = r.length;
 		for (let i = apply(strIndexOf, r, ["$"]); i >= 0; i = apply(strIndexOf, r, ["$", i + 1])) {
 			const next = r[i + 1];
-			dollars += next === "\x60" || next === "'" ? matches : 1;
+			if (next === "\x60" || next === "'") perMatch += str.length;
+			else dollars++;
 		}
-		const estimate = str.length + matches * r.length + dollars * str.length;
-		if (estimate > maxStringLength) tooLong("string length", estimate);
+		const fixed = str.length + dollars * str.length;
+		if (fixed > maxStringLength) tooLong("string length", fixed);
+		if (!global || perMatch === 0) {
+			if (fixed + perMatch > maxStringLength) tooLong("string length", fixed + perMatch);
+			return;
+		}
+		// Count matches only as far as needed to exceed the limit.
+		const needed = mathFloor((maxStringLength - fixed) / perMatch) + 1;
+		const p = pat instanceof RegExpC ? "" : StringC(pat);
+		const matches = p === "" ? str.length + 1 : countOccurrences(str, p, needed);
+		if (matches >= needed) tooLong("string length", fixed + matches * perMatch);
 	}
 	wrap(SP, "replace", (t, a) => checkReplace(t, a, false));
 	wrap(SP, "replaceAll", (t, a) => checkReplace(t, a, true));
