@@ -23,10 +23,16 @@ func newRealPool(t testing.TB, opts PoolOptions) Engine {
 // including the cases only a separate process can stop (memory bombs that
 // reach RLIMIT_DATA, built-ins that ignore interrupts).
 func TestAttackSuiteWorkers(t *testing.T) {
+	var memory int64 // the preset's (secure: 128 MiB)
+	if raceEnabled {
+		// Leave the engine's own caps the first word, as without -race.
+		memory = 512 << 20
+	}
 	runAttackSuite(t, func(t *testing.T) Engine {
 		return newRealPool(t, PoolOptions{
 			RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 2},
 			WatchdogGrace:      500 * time.Millisecond,
+			MemoryBytes:        memory,
 		})
 	})
 }

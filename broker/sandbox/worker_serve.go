@@ -201,6 +201,11 @@ func (s *workerServer) execute(id uint64, ex *wireExec) {
 	if s.memory > 0 && goMappedBytes() > s.baseMapped+uint64(s.memory/2) {
 		done.Recycle = true
 	}
+	// A script the engine gave up on may still be running inside a
+	// built-in: this process is no longer fit to serve.
+	if a, ok := s.engine.(interface{ Abandoned() int64 }); ok && a.Abandoned() > 0 {
+		done.Recycle = true
+	}
 	s.mu.Lock()
 	s.execID = 0
 	for call, ch := range s.replies {

@@ -91,3 +91,28 @@ func TestServeWorkerRejectsBadStart(t *testing.T) {
 		t.Fatalf("ServeWorker: %v", err)
 	}
 }
+
+// abandoningEngine reports a script left running in a built-in.
+type abandoningEngine struct{ fakeEngine }
+
+func (abandoningEngine) Abandoned() int64 { return 1 }
+
+func TestServeWorkerRecyclesAfterAbandonedScript(t *testing.T) {
+	old := newWorkerEngine
+	newWorkerEngine = func(workerEngineConfig) (Engine, error) { return &abandoningEngine{}, nil }
+	t.Cleanup(func() { newWorkerEngine = old })
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() { _ = ServeWorker(inR, outW); outW.Close() }()
+	t.Cleanup(func() { inW.Close(); outR.Close() })
+	fw, fr := &frameWriter{w: inW, max: 1 << 20}, &frameReader{r: outR, max: 1 << 20}
+	_ = fw.write(&wireMsg{T: msgInit, V: protocolVersion, Init: &wireInit{MaxMessageBytes: 1 << 20}})
+	if m, err := fr.read(); err != nil || m.T != msgReady {
+		t.Fatalf("ready: %v %v", m, err)
+	}
+	_ = fw.write(&wireMsg{T: msgExec, ID: 1, Exec: &wireExec{Code: "ok 1"}})
+	m, err := fr.read()
+	if err != nil || m.T != msgDone || !m.Done.Recycle {
+		t.Fatalf("done without recycle: %+v %v", m, err)
+	}
+}
