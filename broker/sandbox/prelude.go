@@ -123,7 +123,6 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	// replacement) characters. Bound them before the call.
 	const strIndexOf = SP.indexOf;
 	const indexOfCall = FP.call.bind(strIndexOf); // (str, pat, from), no argument array
-	const RegExpC = RegExp;
 	function countOccurrences(str, pat, max) {
 		let n = 0, i = 0;
 		while ((i = indexOfCall(str, pat, i)) >= 0) {
@@ -157,7 +156,9 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 			return;
 		}
 		const r = StringC(repl);
-		const global = all || (pat instanceof RegExpC && pat.global);
+		// Any object pattern is treated as a regular expression.
+		const isObj = pat !== null && typeof pat === "object";
+		const global = all || (isObj && pat.global !== false);
 		// $1, $& and $<name> expand to text of the matches, which do not
 		// overlap: at most str.length per "$" in all. "$" + backquote and $'
 		// expand to a prefix or suffix of the string per match.
@@ -175,7 +176,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		}
 		// Count matches only as far as needed to exceed the limit.
 		const needed = mathFloor((maxStringLength - fixed) / perMatch) + 1;
-		const p = pat instanceof RegExpC ? "" : StringC(pat);
+		const p = isObj ? "" : StringC(pat);
 		const matches = p === "" ? str.length + 1 : countOccurrences(str, p, needed);
 		if (matches >= needed) tooLong("string length", fixed + matches * perMatch);
 	}
