@@ -39,6 +39,7 @@ func main() {
 	redisAddr := flag.String("redis", "", "use this Redis server for the guard (default: memory)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	timeout := flag.Duration("timeout", 30*time.Second, "the guard's request timeout; 0 leaves it out")
+	guardJSON := flag.String("guard", "", "the codemode_guard handler as JSON, instead of the built-in one")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -63,6 +64,13 @@ func main() {
 	}
 	if *timeout > 0 {
 		g["timeout"] = int64(*timeout)
+	}
+	if *guardJSON != "" {
+		g = map[string]any{}
+		if err := json.Unmarshal([]byte(*guardJSON), &g); err != nil {
+			log.Fatalf("-guard: %v", err)
+		}
+		g["handler"] = "codemode_guard"
 	}
 	if *redisAddr != "" {
 		host, port, err := net.SplitHostPort(*redisAddr)
