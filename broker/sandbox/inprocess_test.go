@@ -139,6 +139,10 @@ func TestScriptAPI(t *testing.T) {
 		{name: "JSON.stringify shared reference", code: `const o = {x: 1}; return JSON.stringify([o, o])`, status: StatusOK, result: `"[{\"x\":1},{\"x\":1}]"`},
 		{name: "JSON.stringify BigInt", code: `return JSON.stringify({n: 1n})`, status: StatusRuntimeError, errName: "TypeError", message: "BigInt"},
 		{name: "regexp", code: `return "a1b22".match(/\d+/g)`, status: StatusOK, result: `["1","22"]`},
+		{name: "join and concat semantics", code: `const a = [1, null, undefined, "x", {toString() { return "o" }}]; const c = [1, 2]; c.push(c);
+			let calls = 0; const g = {get 0() { calls++; return "g" }, length: 1};
+			return [a.join(), a.join("-"), c.join(), String(c), Array.prototype.join.call(g, ""), calls, "a".concat(1, null, {toString() { return "z" }}), String.raw({raw: ["a", "b", "c"]}, 1, 2), String.raw` + "`x${1}y`" + `]`,
+			status: StatusOK, result: `["1,,,x,o","1---x-o","1,2,","1,2,","g",1,"a1nullz","a1b2c","x1y"]`},
 		{name: "string methods under caps", code: `const t = "a-b-c".repeat(1000);
 			return [t.split("-").length, t.replace(/(\w)/g, "<$1>").length, t.replaceAll("-", "--").length, t.replace("a", () => "A")[0],
 				(t.match(/b/g) || []).length, [...t.matchAll(/c/g)].length, "a$b".replace("$", "$$"), "x".replace("x", "$&$&")]`,

@@ -89,17 +89,36 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		for (let i = 0; i < a.length; i++) n += a[i] !== null && typeof a[i] === "object" ? lenOf(a[i]) : 1;
 		if (n > maxArrayLength) tooLong("array length", n);
 	});
-	wrap(AP, "join", (t, a) => {
-		const n = lenOf(t);
+	// join converts each element once here (so toString and getters run
+	// once, as in the native join) and counts the output before the native
+	// join concatenates: elements may share one big string, or be objects
+	// whose toString returns one.
+	const origJoin = AP.join;
+	const joining = [];
+	wrapDesc.value = function join(sep) {
+		const o = O(this);
+		for (let i = 0; i < joining.length; i++) if (joining[i] === o) return ""; // cycle, as goja does
+		const n = lenOf(o);
 		if (n > maxArrayLength) tooLong("array length", n);
-		const sep = a[0] === undefined ? 1 : StringC(a[0]).length;
-		let total = sep * n;
-		for (let i = 0; i < n && total <= maxStringLength; i++) {
-			const v = t[i];
-			if (typeof v === "string") total += v.length;
-		}
+		const s = sep === undefined ? "," : StringC(sep);
+		let total = n > 0 ? s.length * (n - 1) : 0;
 		if (total > maxStringLength) tooLong("string length", total);
-	});
+		const parts = [];
+		joining[joining.length] = o;
+		try {
+			for (let i = 0; i < n; i++) {
+				const v = o[i];
+				const str = v === undefined || v === null ? "" : StringC(v);
+				total += str.length;
+				if (total > maxStringLength) tooLong("string length", total);
+				parts[i] = str;
+			}
+		} finally {
+			joining.length--;
+		}
+		return apply(origJoin, parts, [s]);
+	};
+	defineProperty(AP, "join", wrapDesc);
 	// flat expands shared references: [s, s] nested 40 times flattens to
 	// 2^40 elements from a few bytes. Count before flattening.
 	function flatCount(arr, depth, acc) {
@@ -182,10 +201,32 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	}
 	wrap(SP, "replace", (t, a) => checkReplace(t, a, false));
 	wrap(SP, "replaceAll", (t, a) => checkReplace(t, a, true));
-	wrap(SP, "concat", (s, a) => {
-		let n = StringC(s).length;
-		for (let i = 0; i < a.length; i++) if (typeof a[i] === "string") n += a[i].length;
-		if (n > maxStringLength) tooLong("string length", n);
+	// concat and String.raw convert their arguments once here and count.
+	wrap(SP, "concat", (t, a) => {
+		let n = StringC(t).length;
+		for (let i = 0; i < a.length; i++) {
+			a[i] = StringC(a[i]);
+			n += a[i].length;
+			if (n > maxStringLength) tooLong("string length", n);
+		}
+	});
+	wrap(StringC, "raw", (t, a) => {
+		const raw = a[0] === undefined || a[0] === null ? undefined : a[0].raw;
+		const parts = lenOf(raw);
+		if (parts > maxArrayLength) tooLong("array length", parts);
+		if (parts === 0) return;
+		const strs = [];
+		let n = 0;
+		for (let i = 0; i < parts; i++) {
+			strs[i] = StringC(raw[i]);
+			n += strs[i].length;
+			if (i + 1 < parts && i + 1 < a.length) {
+				a[i + 1] = StringC(a[i + 1]);
+				n += a[i + 1].length;
+			}
+			if (n > maxStringLength) tooLong("string length", n);
+		}
+		a[0] = {raw: strs};
 	});
 	wrap(Array, "from", (t, a) => { const n = lenOf(a[0]); if (n > maxArrayLength) tooLong("array length", n); });
 	// Spreading an argument list copies it in Go.
