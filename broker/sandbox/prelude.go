@@ -228,6 +228,11 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		}
 		a[0] = {raw: strs};
 	});
+	// Percent-encoding writes up to 9 characters per UTF-16 unit.
+	const checkEncode = (t, a) => { const n = StringC(a[0]).length * 9; if (n > maxStringLength) tooLong("string length", n); };
+	wrap(G, "encodeURIComponent", checkEncode);
+	wrap(G, "encodeURI", checkEncode);
+	wrap(G, "escape", checkEncode);
 	wrap(Array, "from", (t, a) => { const n = lenOf(a[0]); if (n > maxArrayLength) tooLong("array length", n); });
 	// Spreading an argument list copies it in Go.
 	wrap(getPrototypeOf(function () {}), "apply", (t, a) => { const n = lenOf(a[1]); if (n > maxArrayLength) tooLong("array length", n); });
