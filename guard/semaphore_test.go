@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -91,25 +92,34 @@ func TestSemaphoreQueueWakesOnRelease(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestSemaphore(newFakeClock(t0))
 	held, _ := s.Acquire(ctx, "k", 1, 0, "tool")
-	got := make(chan *SemaphoreTicket)
-	go func() {
-		tk, err := s.Acquire(ctx, "k", 1, 10_000, "tool")
-		if err != nil {
-			t.Error(err)
+	// The waiter's first poll is 100 ms after it queued; a wake-up well before
+	// that comes from the release notification. The median of five rounds
+	// must be under 50 ms (one round may be slow on a loaded machine).
+	var lat []time.Duration
+	for round := range 5 {
+		got := make(chan *SemaphoreTicket)
+		go func() {
+			tk, err := s.Acquire(ctx, "k", 1, 10_000, "tool")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- tk
+		}()
+		waitForWatchers(t, s.store.(*MemoryStorage), "k")
+		released := time.Now()
+		held.Release(ctx)
+		tk := <-got
+		if tk == nil {
+			t.Fatalf("round %d: queued waiter got no ticket", round)
 		}
-		got <- tk
-	}()
-	waitForWatchers(t, s.store.(*MemoryStorage), "k")
-	released := time.Now()
+		lat = append(lat, time.Since(released))
+		held = tk
+	}
 	held.Release(ctx)
-	tk := <-got
-	if tk == nil {
-		t.Fatal("queued waiter got no ticket")
+	slices.Sort(lat)
+	if lat[len(lat)/2] >= 50*time.Millisecond {
+		t.Fatalf("median wake-up %v after the release, want < 50ms (all: %v)", lat[len(lat)/2], lat)
 	}
-	if d := time.Since(released); d > 50*time.Millisecond {
-		t.Fatalf("queued waiter woke %v after the release, want < 50ms", d)
-	}
-	tk.Release(ctx)
 }
 
 // waitForWatchers waits until a waiter watches key, so that the test
