@@ -22,7 +22,6 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
-	"github.com/codemode-gateway/caddy-codemode/guard"
 )
 
 // BrokerConfig is the `broker` part of the codemode app: sessions, tools,
@@ -254,10 +253,10 @@ func (a *App) SharedBroker() (*broker.Broker, error) {
 	if loaded {
 		// Same block after a reload: keep the broker, use this config's
 		// engine and guard for new executions.
-		if e := a.sandboxEngine(); e != nil {
+		if e := a.Engine(); e != nil {
 			sb.b.SetEngine(e)
 		}
-		sb.b.SetGuard(a.guardManager())
+		sb.b.SetGuard(a.Guard())
 	}
 	return sb.b, nil
 }
@@ -276,7 +275,7 @@ func (a *App) newSharedBroker(cfg *BrokerConfig) (*sharedBroker, error) {
 	if sb.drain == 0 {
 		sb.drain = 10 * time.Second
 	}
-	engine := a.sandboxEngine()
+	engine := a.Engine()
 	if engine == nil {
 		// Only when the build has no sandbox area: scripts then run in this
 		// process, which suits trusted code only.
@@ -292,7 +291,7 @@ func (a *App) newSharedBroker(cfg *BrokerConfig) (*sharedBroker, error) {
 		MaxBodyBytes:          cfg.MaxBodySize,
 		Tools:                 broker.NewToolRegistry(),
 		Engine:                engine,
-		Guard:                 a.guardManager(),
+		Guard:                 a.Guard(),
 		Logger:                logger,
 	}
 	if cfg.DemoTools {
@@ -396,18 +395,6 @@ func staticKeys(au *BrokerAuthConfig, repl *caddy.Replacer) *broker.AuthConfig {
 		},
 	}
 }
-
-// sandboxEngine is the engine of the sandbox area, when it offers one.
-func (a *App) sandboxEngine() sandbox.Engine {
-	if p, ok := any(a).(interface{ SandboxEngine() sandbox.Engine }); ok {
-		return p.SandboxEngine()
-	}
-	return nil
-}
-
-// guardManager is the guard manager of the throttle area (nil without a
-// throttle block: tool calls are then not throttled).
-func (a *App) guardManager() *guard.GuardManager { return a.Guard() }
 
 func (a *App) cleanupBroker() error {
 	if a.broker.brokerRuntime == nil {

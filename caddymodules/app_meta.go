@@ -15,8 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
-	"github.com/codemode-gateway/caddy-codemode/broker"
-	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
 	"github.com/codemode-gateway/caddy-codemode/metatools"
 	"github.com/codemode-gateway/caddy-codemode/metatools/search"
@@ -203,7 +201,7 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		return fmt.Errorf("codemode meta: %w", err)
 	}
 
-	opts := &metatools.Options{Engine: a.metaEngine(), Naming: naming, Logger: logger}
+	opts := &metatools.Options{Engine: a.Engine(), Naming: naming, Logger: logger}
 	if s := cfg.Sanitization; s != nil {
 		opts.Sanitize = metatools.Sanitization{RemoveStackTraces: s.RemoveStackTraces, RemoveFilePaths: s.RemoveFilePaths}
 	}
@@ -222,29 +220,13 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 }
 
 // metaBrokerSource is the broker's tools (registry and OpenAPI catalog) as
-// a tool source, or nil when the build has no broker.
-// The broker area offers it through SharedBroker (discovered by type
-// assertion, so that this file builds with or without it).
+// a tool source, or nil when the app has no broker.
 func (a *App) metaBrokerSource() (metatools.ToolSource, error) {
-	p, ok := any(a).(interface {
-		SharedBroker() (*broker.Broker, error)
-	})
-	if !ok {
-		return nil, nil
-	}
-	b, err := p.SharedBroker()
+	b, err := a.SharedBroker()
 	if err != nil || b == nil {
 		return nil, err
 	}
 	return &metatools.BrokerSource{B: b}, nil
-}
-
-// metaEngine is the sandbox area's engine, discovered by its accessor.
-func (a *App) metaEngine() sandbox.Engine {
-	if p, ok := any(a).(interface{ SandboxEngine() sandbox.Engine }); ok {
-		return p.SandboxEngine()
-	}
-	return nil
 }
 
 // newMetaLimiter builds the guard manager that counts meta-tool calls. It
@@ -276,8 +258,8 @@ func (a *App) newMetaLimiter(ctx caddy.Context, rules []MetaRateLimit, logger *z
 		l.rules[spec] = rc
 	}
 	mopts := &guard.ManagerOptions{Logger: logger}
-	if p, ok := any(a).(interface{ Guard() *guard.GuardManager }); ok && p.Guard() != nil {
-		mopts.Storage = p.Guard().Storage()
+	if g := a.Guard(); g != nil {
+		mopts.Storage = g.Storage()
 	}
 	m, err := guard.NewGuardManager(ctx, guard.GuardConfig{Enabled: true}, mopts)
 	if err != nil {

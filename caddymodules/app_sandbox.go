@@ -163,10 +163,6 @@ func (s *sharedEngine) Destruct() error {
 // default), for the broker and the meta-tools.
 func (a *App) Engine() sandbox.Engine { return a.sandbox.engine }
 
-// SandboxEngine is Engine under the name the broker and meta-tools areas
-// discover.
-func (a *App) SandboxEngine() sandbox.Engine { return a.sandbox.engine }
-
 // options turns the config into engine and pool options.
 func (c *SandboxConfig) options() (adapter string, eo *sandbox.Options, po *sandbox.PoolOptions, err error) {
 	adapter = c.Adapter

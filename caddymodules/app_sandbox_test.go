@@ -49,9 +49,6 @@ func TestSandboxAdapters(t *testing.T) {
 		if r.Status != sandbox.StatusOK || string(r.Result) != "2" {
 			t.Fatalf("%+v: %s %s", cfg, r.Status, r.Result)
 		}
-		if a.SandboxEngine() != a.Engine() {
-			t.Fatal("SandboxEngine differs from Engine")
-		}
 		if err := a.cleanupSandbox(); err != nil {
 			t.Fatal(err)
 		}
