@@ -23,16 +23,17 @@ const (
 	planFileName   = "plan.js"
 )
 
-// Validation kinds reported in ScriptError.Kind with VALIDATION_ERROR.
+// Kinds reported in ScriptError.Kind for illegal_access: with
+// VALIDATION_ERROR for the validation rules, and KindSelfReference with
+// SELF_REFERENCE_BLOCKED.
 const (
-	KindIllegalBuiltinAccess = "IllegalBuiltinAccess"
-	KindIllegalSyntax        = "IllegalSyntax"
-	KindIllegalPropertyAcces = "IllegalPropertyAccess"
-	KindReservedIdentifier   = "ReservedIdentifier"
-	KindSourceTooLarge       = "SourceTooLarge"
-	KindNestingTooDeep       = "NestingTooDeep"
-	KindSelfReference        = "SelfReference"
-	KindStepLimit            = "StepLimit"
+	KindIllegalBuiltinAccess  = "IllegalBuiltinAccess"
+	KindIllegalSyntax         = "IllegalSyntax"
+	KindIllegalPropertyAccess = "IllegalPropertyAccess"
+	KindReservedIdentifier    = "ReservedIdentifier"
+	KindSourceTooLarge        = "SourceTooLarge"
+	KindNestingTooDeep        = "NestingTooDeep"
+	KindSelfReference         = "SelfReference"
 )
 
 // blockedIdentifiers are names a plan may neither reference nor bind: code
@@ -566,7 +567,7 @@ func (v *validator) ident(id *ast.Identifier) {
 
 func (v *validator) property(name string, idx file.Idx) {
 	if msg, ok := blockedProperties[name]; ok {
-		v.reject(KindIllegalPropertyAcces, msg, idx)
+		v.reject(KindIllegalPropertyAccess, msg, idx)
 	}
 }
 
