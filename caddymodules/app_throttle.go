@@ -51,7 +51,7 @@ func (a *App) provisionThrottle(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("codemode: throttle: %w", err)
 	}
-	m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: logger, Storage: store})
+	m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: logger, Storage: store, Now: guardNow})
 	if err != nil {
 		_, _ = guardStorages.Delete(key)
 		return fmt.Errorf("codemode: throttle: %w", err)

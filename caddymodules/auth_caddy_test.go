@@ -93,6 +93,9 @@ func startCaddy(t *testing.T, cfg []byte) {
 	}
 	t.Cleanup(func() {
 		_ = caddy.Stop()
+		// The stopped server closed the client's idle connections; a
+		// later test whose port happens to be this one must not reuse them.
+		http.DefaultClient.CloseIdleConnections()
 		caddyMu.Unlock()
 	})
 }

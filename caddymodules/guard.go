@@ -223,7 +223,7 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("codemode_guard: %w", err)
 	}
-	m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: g.logger, Storage: store})
+	m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: g.logger, Storage: store, Now: guardNow})
 	if err != nil {
 		_, _ = guardStorages.Delete(key)
 		return fmt.Errorf("codemode_guard: %w", err)
@@ -561,6 +561,11 @@ func replaceStorageConfig(c *guard.StorageConfig) *guard.StorageConfig {
 	cp.Password = repl.ReplaceAll(cp.Password, "")
 	return &cp
 }
+
+// guardNow is the clock of the guard managers built by codemode_guard and
+// throttle (read when they are provisioned). Tests replace it so that no
+// rate-limit window boundary falls between their requests.
+var guardNow = time.Now
 
 // guardStorages holds the storage backends of guard handlers and of
 // `throttle`, keyed by their settings, so that counters and tickets survive
