@@ -195,6 +195,7 @@ type execution struct {
 	allowed map[string]bool
 
 	rt          *goja.Runtime
+	generators  bool
 	done        chan struct{}
 	stopOnce    sync.Once
 	stopCh      chan struct{}
@@ -274,6 +275,7 @@ func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
 		go x.watchMemory()
 	}
 
+	x.generators = plan.generators
 	settle, result, describe, res, err := x.setup()
 	if res != nil || err != nil {
 		return res, err
@@ -360,7 +362,8 @@ func (x *execution) setup() (settle, result, describe goja.Callable, res *Result
 		maxArray, maxString := memoryCaps(x.limits)
 		v, gerr = setupFn(goja.Undefined(), nat, rt.ToValue(ctxJSON), rt.ToValue(x.limits.AllowConsole),
 			rt.ToValue(maxParallelOps), rt.ToValue(maxArray), rt.ToValue(maxString),
-			rt.ToValue(positiveOr(x.limits.MaxResultBytes, maxString)), rt.ToValue(positiveOr(x.limits.MaxConsoleBytes, maxString)))
+			rt.ToValue(positiveOr(x.limits.MaxResultBytes, maxString)), rt.ToValue(positiveOr(x.limits.MaxConsoleBytes, maxString)),
+			rt.ToValue(x.generators))
 	}
 	if gerr != nil {
 		if r, e := interrupted(gerr); r != nil || e != nil {

@@ -9,7 +9,7 @@ package sandbox
 // plan that rewrites builtins only breaks itself.
 const preludeSource = `(function () {
 "use strict";
-return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLength, maxStringLength, maxResultBytes, maxConsoleBytes) {
+return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLength, maxStringLength, maxResultBytes, maxConsoleBytes, hasGenerators) {
 	const G = globalThis;
 	const O = Object;
 	const defineProperty = O.defineProperty;
@@ -40,11 +40,14 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	function codeGenerationBlocked() {
 		throw new TypeErrorC("code generation from strings is disabled in the sandbox");
 	}
+	// The GeneratorFunction constructor is reachable only from a generator
+	// function; goja creates its prototypes on first use, so they are
+	// hardened (and paid for) only when the plan has generator syntax.
 	const fnProtos = [
 		getPrototypeOf(function () {}),
 		getPrototypeOf(async function () {}),
-		getPrototypeOf(function* () {}),
 	];
+	if (hasGenerators) fnProtos[2] = getPrototypeOf(function* () {});
 	for (let i = 0; i < fnProtos.length; i++) {
 		defineProperty(fnProtos[i], "constructor", {value: codeGenerationBlocked, writable: false, enumerable: false, configurable: false});
 	}

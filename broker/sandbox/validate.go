@@ -376,6 +376,8 @@ const astDepthFactor = 8
 // compiledPlan is a validated, instrumented plan ready to run.
 type compiledPlan struct {
 	prg *goja.Program
+	// generators reports generator syntax in the plan (see the prelude).
+	generators bool
 }
 
 // compilePlan parses, validates, instruments and compiles a plan. A non-nil
@@ -408,7 +410,7 @@ func compilePlan(code string, l Limits) (*compiledPlan, *Result) {
 	if err != nil {
 		return nil, syntaxResult(code, err)
 	}
-	return &compiledPlan{prg: prg}, nil
+	return &compiledPlan{prg: prg, generators: v.generators}, nil
 }
 
 // planBody returns the plan's function body if the parsed program has exactly
@@ -502,6 +504,8 @@ type validator struct {
 	// goja's compiler is quadratic in the depth of expression chains
 	// (`1+1+...+1`, `void void ... x`, `2**2**...`).
 	depth, maxDepth int
+	// generators is set when the plan defines a generator function.
+	generators bool
 }
 
 // enter descends one level of the syntax tree; it reports false (and
@@ -710,6 +714,9 @@ func (v *validator) params(p *ast.ParameterList) {
 func (v *validator) function(f *ast.FunctionLiteral) {
 	if f == nil {
 		return
+	}
+	if f.Generator {
+		v.generators = true
 	}
 	if f.Name != nil {
 		v.ident(f.Name)
