@@ -597,13 +597,14 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 			x.interrupt(runtimeResult("RangeError", fmt.Sprintf("tool call limit of %d calls exceeded", x.limits.MaxToolCalls), ""))
 			return goja.Undefined()
 		}
-		if !json.Valid([]byte(input)) {
+		in := []byte(input)
+		if !json.Valid(in) {
 			return x.rt.ToValue(toolErrorJSON(CodeToolExecutionError, "tool input is not valid JSON"))
 		}
 		x.nextID++
 		id := x.nextID
 		x.pending++
-		tc := ToolCall{ID: strconv.FormatInt(id, 10), Name: name, Input: json.RawMessage(input)}
+		tc := ToolCall{ID: strconv.FormatInt(id, 10), Name: name, Input: in}
 		go x.runTool(id, tc)
 		return x.rt.ToValue(id)
 	}
