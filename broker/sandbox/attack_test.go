@@ -157,6 +157,8 @@ func attackCases() []attackCase {
 		{name: "String.raw with a huge raw length", code: `return String.raw({raw: {length: 1e9}}).length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
 		{name: "join of objects whose toString is big", code: `const big = "y".repeat(1 << 20); const o = {toString() { return big }}; return new Array(100).fill(o).join("").length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
 		{name: "concat of objects whose toString is big", code: `const big = "y".repeat(1 << 20); const o = {toString() { return big }}; return "".concat(...new Array(100).fill(o)).length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
+		{name: "array method on a string length", code: `return Array.prototype.fill.call({length: "1e9"}, 0).length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
+		{name: "caps survive a replaced Number", code: `Number = () => 0; return "x".repeat(2 ** 30).length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
 		{name: "concat spreading a fake huge array", code: `return [].concat({length: 2 ** 32 - 1, [Symbol.isConcatSpreadable]: true}).length`, want: runtimeOnly, contains: "exceeds the sandbox limit"},
 		{name: "JSON.stringify of a doubling DAG", code: `let s = [1]; for (let i = 0; i < 40; i++) s = [s, s]; return JSON.stringify(s).length`, want: stopped, limits: fastTimeout},
 		{name: "result that is a doubling DAG", code: `let s = [1]; for (let i = 0; i < 40; i++) s = [s, s]; return s`, want: stopped, limits: fastTimeout},

@@ -65,15 +65,20 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		wrapDesc.value = function (...args) { check(this, args); return apply(orig, this, args); };
 		defineProperty(obj, name, wrapDesc);
 	}
+	// lenOf is the length a built-in would use (ToNumber of .length, so
+	// {length: "1e9"} counts as 1e9).
 	function lenOf(x) {
 		if (x === null || x === undefined) return 0;
 		const l = x.length;
-		return typeof l === "number" ? l : 0;
+		if (typeof l === "number") return l;
+		if (l === undefined || typeof l === "symbol" || typeof l === "bigint") return 0;
+		const n = NumberC(l);
+		return n === n ? n : 0;
 	}
 	const SP = String.prototype, AP = Array.prototype, FP = getPrototypeOf(function () {});
-	wrap(SP, "repeat", (s, a) => { const n = StringC(s).length * Number(a[0]); if (n > maxStringLength) tooLong("string length", n); });
-	wrap(SP, "padStart", (s, a) => { const n = Number(a[0]); if (n > maxStringLength) tooLong("string length", n); });
-	wrap(SP, "padEnd", (s, a) => { const n = Number(a[0]); if (n > maxStringLength) tooLong("string length", n); });
+	wrap(SP, "repeat", (s, a) => { const n = StringC(s).length * NumberC(a[0]); if (n > maxStringLength) tooLong("string length", n); });
+	wrap(SP, "padStart", (s, a) => { const n = NumberC(a[0]); if (n > maxStringLength) tooLong("string length", n); });
+	wrap(SP, "padEnd", (s, a) => { const n = NumberC(a[0]); if (n > maxStringLength) tooLong("string length", n); });
 	// Every array method loops in Go over the receiver's length, which a
 	// sparse array can set to 2^32-1 for free: check it first.
 	const checkArray = (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); };
