@@ -92,7 +92,7 @@ type SandboxPool struct {
 	// ScaleInterval is the period of the scale-down check. Default 5s.
 	ScaleInterval caddy.Duration `json:"scale_interval,omitempty"`
 	// QueueSize is how many scripts may wait for a worker (QUEUE_FULL
-	// beyond). Default 64; -1 means none.
+	// beyond). Default 1000; -1 means none.
 	QueueSize int `json:"queue_size,omitempty"`
 	// QueueTimeout is how long a script waits for a worker (QUEUE_TIMEOUT).
 	// Default 10s.
@@ -313,7 +313,7 @@ func (a *App) cleanupSandbox() error {
 //			scale_up <fraction>           # scaleUpThreshold, default 0.75
 //			scale_down <fraction>         # scaleDownThreshold, default 0.25
 //			scale_interval <duration>     # scaleInterval, default 5s
-//			queue_size <n>                # default 64; -1 none
+//			queue_size <n>                # default 1000; -1 none
 //			queue_timeout <duration>      # default 10s
 //			max_message <size>            # default 8MiB
 //			max_pending_calls <n>         # default 128

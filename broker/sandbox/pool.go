@@ -60,7 +60,9 @@ type PoolOptions struct {
 	// worker's engine (its allocation checks) but cannot raise this cap.
 	MemoryBytes int64
 	// QueueSize is how many executions may wait for a worker; one more gets
-	// QUEUE_FULL. Default 64; negative means 0 (no waiting).
+	// QUEUE_FULL. Default 1000, the broker's default session cap, so a burst of
+	// sessions waits (bounded by QueueTimeout) instead of failing; negative
+	// means 0 (no waiting).
 	QueueSize int
 	// QueueTimeout is how long an execution waits for a worker before
 	// QUEUE_TIMEOUT. Default 10s.
@@ -109,7 +111,7 @@ const (
 	DefaultScaleUpThreshold       = 0.75
 	DefaultScaleDownThreshold     = 0.25
 	DefaultScaleInterval          = 5 * time.Second
-	DefaultQueueSize              = 64
+	DefaultQueueSize              = 1000
 	DefaultQueueTimeout           = 10 * time.Second
 	DefaultMaxMessageBytes        = 8 << 20
 	DefaultMaxPendingCalls        = 128

@@ -505,7 +505,7 @@ func TestPoolOptionsValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.MinSize != 1 || o.MaxSize != 4 || o.ScaleUpThreshold != 0.75 || o.ScaleDownThreshold != 0.25 ||
-		o.ScaleInterval != 5*time.Second || o.QueueSize != 64 || o.MaxMessageBytes != 8<<20 ||
+		o.ScaleInterval != 5*time.Second || o.QueueSize != 1000 || o.MaxMessageBytes != 8<<20 ||
 		len(o.Command) != 2 || o.Command[1] != WorkerCommandName {
 		t.Fatalf("defaults: %+v", o)
 	}
