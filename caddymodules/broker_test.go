@@ -63,9 +63,10 @@ func loadCaddyfile(t *testing.T, src string) {
 	}
 }
 
-// brokerClient opens a connection per request: a config reload closes the
-// old server's idle connections, which would fail a reused POST.
-var brokerClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+// brokerClient opens a connection per request (a config reload closes the
+// old server's idle connections, which would fail a reused POST) and resends
+// a request the old server dropped unanswered while shutting down.
+var brokerClient = reloadClient
 
 type ndjsonEvent struct {
 	Type    string          `json:"type"`
@@ -246,6 +247,7 @@ func TestBrokerReloadChangedBlock(t *testing.T) {
 // TestBrokerUsesThrottle checks the wiring of the throttle block's guard
 // into the broker: its default rate limit applies to every tool call.
 func TestBrokerUsesThrottle(t *testing.T) {
+	freezeGuardClock(t) // no window boundary between the three calls
 	caddyMu.Lock()
 	defer caddyMu.Unlock()
 	port := freePort(t)

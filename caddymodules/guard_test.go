@@ -67,16 +67,6 @@ func freezeGuardClock(t *testing.T) {
 	t.Cleanup(func() { guardNow = prev })
 }
 
-// reloadCaddy loads cfg and drops the client's idle connections: the old
-// config's server closes them, and a request sent on one before the client
-// notices fails with EOF.
-func reloadCaddy(t *testing.T, cfg []byte) error {
-	t.Helper()
-	err := caddy.Load(cfg, true)
-	http.DefaultClient.CloseIdleConnections()
-	return err
-}
-
 type guardReply struct {
 	status int
 	header http.Header
@@ -90,7 +80,7 @@ func guardGet(t *testing.T, url string, headers map[string]string) guardReply {
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := reloadClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +314,7 @@ func TestGuardInCaddy(t *testing.T) {
 	caddyMu.Lock()
 	defer caddyMu.Unlock()
 	defer caddy.Stop()
-	if err := reloadCaddy(t, guardCaddyConfig(port, limit, nil, nil)); err != nil {
+	if err := caddy.Load(guardCaddyConfig(port, limit, nil, nil), true); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -334,7 +324,7 @@ func TestGuardInCaddy(t *testing.T) {
 	}
 	// A reload with the same limits keeps the counters: one request left.
 	limit = map[string]any{"rate_limits": []any{map[string]any{"max_requests": 3, "window": int64(time.Minute)}}}
-	if err := reloadCaddy(t, guardCaddyConfig(port, limit, map[string]any{"idle_timeout": int64(time.Minute)}, nil)); err != nil {
+	if err := caddy.Load(guardCaddyConfig(port, limit, map[string]any{"idle_timeout": int64(time.Minute)}, nil), true); err != nil {
 		t.Fatal(err)
 	}
 	if r := guardGet(t, base, nil); r.status != 200 || r.header.Get("RateLimit-Remaining") != "0" {
@@ -350,7 +340,7 @@ func TestGuardInCaddy(t *testing.T) {
 		map[string]any{"name": "agent", "max_requests": 1, "partition_by": "{http.request.header.X-Agent}"},
 		map[string]any{"name": "host", "max_requests": 2, "partition_by": "{http.request.remote.host}"},
 	}}
-	if err := reloadCaddy(t, guardCaddyConfig(port, ph, nil, nil)); err != nil {
+	if err := caddy.Load(guardCaddyConfig(port, ph, nil, nil), true); err != nil {
 		t.Fatal(err)
 	}
 	for i, tc := range []struct {
@@ -367,11 +357,11 @@ func TestGuardInCaddy(t *testing.T) {
 		"handler": "static_response", "status_code": "{http.error.status_code}",
 		"body": "custom {http.error.status_code} {http.vars.codemode_guard_code}"}}}}}}
 	limit = map[string]any{"zone": "errs", "rate_limits": []any{map[string]any{"max_requests": 1}}}
-	if err := reloadCaddy(t, guardCaddyConfig(port, limit, errs, nil)); err != nil {
+	if err := caddy.Load(guardCaddyConfig(port, limit, errs, nil), true); err != nil {
 		t.Fatal(err)
 	}
 	guardGet(t, base, nil)
-	resp, err := http.Get(base)
+	resp, err := reloadClient.Get(base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +374,7 @@ func TestGuardInCaddy(t *testing.T) {
 	// With Caddy's trusted_proxies, Caddy's client_ip decides.
 	trusted := map[string]any{"trusted_proxies": map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}}}
 	filter := map[string]any{"ip_filter": map[string]any{"deny": []string{"198.51.100.7"}}}
-	if err := reloadCaddy(t, guardCaddyConfig(port, filter, trusted, nil)); err != nil {
+	if err := caddy.Load(guardCaddyConfig(port, filter, trusted, nil), true); err != nil {
 		t.Fatal(err)
 	}
 	if r := guardGet(t, base, map[string]string{"X-Forwarded-For": "198.51.100.7"}); r.status != 403 || r.code != "IP_BLOCKED" {
@@ -396,7 +386,7 @@ func TestGuardInCaddy(t *testing.T) {
 
 	// The throttle app builds the manager the broker and meta-tools use.
 	throttle := map[string]any{"throttle": map[string]any{"enabled": true, "defaultRateLimit": map[string]any{"maxRequests": 1}}}
-	if err := reloadCaddy(t, guardCaddyConfig(port, map[string]any{}, nil, throttle)); err != nil {
+	if err := caddy.Load(guardCaddyConfig(port, map[string]any{}, nil, throttle), true); err != nil {
 		t.Fatal(err)
 	}
 	appIface, err := caddy.ActiveContext().AppIfConfigured("codemode")
@@ -416,7 +406,7 @@ func TestGuardInCaddy(t *testing.T) {
 	}
 	// Bad throttle config fails at load.
 	bad := map[string]any{"throttle": map[string]any{"enabled": true, "global": map[string]any{"maxRequests": 0}}}
-	if err := reloadCaddy(t, guardCaddyConfig(port, map[string]any{}, nil, bad)); err == nil || !strings.Contains(err.Error(), "throttle: global: maxRequests") {
+	if err := caddy.Load(guardCaddyConfig(port, map[string]any{}, nil, bad), true); err == nil || !strings.Contains(err.Error(), "throttle: global: maxRequests") {
 		t.Fatalf("bad throttle: %v", err)
 	}
 }
