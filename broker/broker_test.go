@@ -338,7 +338,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 	if err := b.Close(cctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	// A leaked goroutine never exits: the wait is long only for a loaded
+	// machine, where exiting goroutines may need seconds to be scheduled.
+	deadline := time.Now().Add(30 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		runtime.Gosched()
 		time.Sleep(10 * time.Millisecond) // waiting for exits, not for a clock
