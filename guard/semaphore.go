@@ -55,11 +55,15 @@ type DistributedSemaphore struct {
 	store Storage
 	now   func() time.Time
 	ttlMs int64
+	// pollMin and pollMax bound the polling backoff of queued waiters
+	// (pollMin and pollMax above; tests lengthen them to show that the
+	// release notification alone wakes a waiter).
+	pollMin, pollMax time.Duration
 }
 
 // NewDistributedSemaphore returns a semaphore over store.
 func NewDistributedSemaphore(store Storage, opts *LimiterOptions) *DistributedSemaphore {
-	s := &DistributedSemaphore{store: store, now: time.Now, ttlMs: DefaultTicketTTLSeconds * 1000}
+	s := &DistributedSemaphore{store: store, now: time.Now, ttlMs: DefaultTicketTTLSeconds * 1000, pollMin: pollMin, pollMax: pollMax}
 	if opts != nil {
 		if opts.Now != nil {
 			s.now = opts.Now
@@ -97,7 +101,7 @@ func (s *DistributedSemaphore) Acquire(ctx context.Context, key string, maxConcu
 			return s.ticket(key, ticket, ok), err
 		}
 	}
-	poll := pollMin
+	poll := s.pollMin
 	pollTimer := time.NewTimer(poll)
 	defer pollTimer.Stop()
 	for {
@@ -112,7 +116,7 @@ func (s *DistributedSemaphore) Acquire(ctx context.Context, key string, maxConcu
 			return nil, NewQueueTimeoutError(entityName, queueTimeoutMs)
 		case <-wake:
 		case <-pollTimer.C:
-			poll = min(poll*2, pollMax)
+			poll = min(poll*2, s.pollMax)
 			pollTimer.Reset(poll)
 		}
 		if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {

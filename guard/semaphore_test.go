@@ -91,15 +91,17 @@ func TestSemaphoreTicketTTL(t *testing.T) {
 func TestSemaphoreQueueWakesOnRelease(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestSemaphore(newFakeClock(t0))
+	// No poll and no queue deadline can wake a waiter during the test: only
+	// the release notification can. (Timing the wake-up against the poll
+	// schedule instead failed on a loaded machine.)
+	noPolling(s)
+	queue := int64(time.Hour / time.Millisecond)
 	held, _ := s.Acquire(ctx, "k", 1, 0, "tool")
-	// The waiter's first poll is 100 ms after it queued; a wake-up well before
-	// that comes from the release notification. The median of five rounds
-	// must be under 50 ms (one round may be slow on a loaded machine).
 	var lat []time.Duration
 	for round := range 5 {
-		got := make(chan *SemaphoreTicket)
+		got := make(chan *SemaphoreTicket, 1)
 		go func() {
-			tk, err := s.Acquire(ctx, "k", 1, 10_000, "tool")
+			tk, err := s.Acquire(ctx, "k", 1, queue, "tool")
 			if err != nil {
 				t.Error(err)
 			}
@@ -108,7 +110,12 @@ func TestSemaphoreQueueWakesOnRelease(t *testing.T) {
 		waitForWatchers(t, s.store.(*MemoryStorage), "k")
 		released := time.Now()
 		held.Release(ctx)
-		tk := <-got
+		var tk *SemaphoreTicket
+		select {
+		case tk = <-got:
+		case <-time.After(time.Minute):
+			t.Fatalf("round %d: the queued waiter was not woken by the release", round)
+		}
 		if tk == nil {
 			t.Fatalf("round %d: queued waiter got no ticket", round)
 		}
@@ -117,9 +124,7 @@ func TestSemaphoreQueueWakesOnRelease(t *testing.T) {
 	}
 	held.Release(ctx)
 	slices.Sort(lat)
-	if lat[len(lat)/2] >= 50*time.Millisecond {
-		t.Fatalf("median wake-up %v after the release, want < 50ms (all: %v)", lat[len(lat)/2], lat)
-	}
+	t.Logf("wake-up after release: %v", lat)
 }
 
 // waitForWatchers waits until a waiter watches key, so that the test
