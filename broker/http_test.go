@@ -414,7 +414,10 @@ func TestCloseAbortsAfterDeadline(t *testing.T) {
 }
 
 func TestToolGuard(t *testing.T) {
-	m, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true}, nil)
+	// A frozen clock at a window start: a sliding-window boundary between
+	// the calls would let a call through that the test expects limited.
+	at := time.Unix(1_800_000_000, 0)
+	m, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true}, &guard.ManagerOptions{Now: func() time.Time { return at }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -398,7 +398,7 @@ func buildAuth(cfg *AuthConfig, logger *zap.Logger) (*authShared, error) {
 		prefix = oauth.DefaultKeyPrefix
 	}
 	lim, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true, KeyPrefix: prefix + "ratelimit:",
-		Storage: cfg.rateLimitStorage()}, &guard.ManagerOptions{Logger: logger})
+		Storage: cfg.rateLimitStorage()}, &guard.ManagerOptions{Logger: logger, Now: guardNow})
 	if err != nil {
 		return nil, fmt.Errorf("token endpoint rate limiter: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 // TestTokenRateLimitSharedThroughRedis: two gateways with Redis token
 // storage share one token-endpoint limit, under the token storage's prefix.
 func TestTokenRateLimitSharedThroughRedis(t *testing.T) {
+	freezeGuardClock(t) // no window boundary between the five checks
 	rc, prefix := redistest.Client(t)
 	host, port, err := net.SplitHostPort(rc.Options().Addr)
 	if err != nil {
