@@ -80,6 +80,9 @@ func resultText(res *mcp.CallToolResult) string {
 // MCP server and a meta:search rate limit, and talks to it with the go-sdk
 // client over real HTTP.
 func TestCodemodeMCPHandler(t *testing.T) {
+	// No window boundary between the searches; takes effect where the meta
+	// limiter is built with Now: guardNow (app_meta.go).
+	freezeGuardClock(t)
 	port := freePort(t)
 	up := mcpUpstream(t)
 	cfg, _ := json.Marshal(map[string]any{
@@ -191,6 +194,9 @@ func (b basicAuthTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // ({http.auth.user.id}) gets its own meta-tool rate-limit counter, and a
 // client cannot pose as another by sending the internal header.
 func TestCodemodeMCPUserPartition(t *testing.T) {
+	// No window boundary between the searches; takes effect where the meta
+	// limiter is built with Now: guardNow (app_meta.go).
+	freezeGuardClock(t)
 	port := freePort(t)
 	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	if err != nil {
