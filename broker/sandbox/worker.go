@@ -363,6 +363,17 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (re
 		case d := <-st.done:
 			return w.finish(st, d)
 		case <-w.dead:
+			// The reader hands over done before it reads the next message,
+			// so a report that is here came before whatever killed the
+			// worker (e.g. a message after done): the script finished and
+			// its result stands; the worker is not reused. Without this
+			// check select picks either ready case at random.
+			select {
+			case d := <-st.done:
+				res, err, _ := w.finish(st, d)
+				return res, err, false
+			default:
+			}
 			<-w.exited
 			return w.deathResult(lim), nil, false
 		case <-watchdog:
