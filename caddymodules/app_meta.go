@@ -257,7 +257,7 @@ func (a *App) newMetaLimiter(ctx caddy.Context, rules []MetaRateLimit, logger *z
 		}
 		l.rules[spec] = rc
 	}
-	mopts := &guard.ManagerOptions{Logger: logger}
+	mopts := &guard.ManagerOptions{Logger: logger, Now: guardNow}
 	if g := a.Guard(); g != nil {
 		mopts.Storage = g.Storage()
 	}
