@@ -234,6 +234,15 @@ func (w *worker) reason() int {
 	return w.killReason
 }
 
+// brokeProtocol reports whether the reader killed w for a protocol
+// violation.
+func (w *worker) brokeProtocol() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var pe *protocolError
+	return errors.As(w.readErr, &pe)
+}
+
 // deathCause describes how the process ended, for operators.
 func (w *worker) deathCause() string {
 	w.mu.Lock()
@@ -363,18 +372,20 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (re
 		case d := <-st.done:
 			return w.finish(st, d)
 		case <-w.dead:
-			// The reader hands over done before it reads the next message,
-			// so a report that is here came before whatever killed the
-			// worker (e.g. a message after done): the script finished and
-			// its result stands; the worker is not reused. Without this
-			// check select picks either ready case at random.
-			select {
-			case d := <-st.done:
-				res, err, _ := w.finish(st, d)
-				return res, err, false
-			default:
-			}
 			<-w.exited
+			// The reader hands over done before it reads the next message,
+			// so a report that is here came before the protocol violation
+			// that killed the worker (a message after done): the script
+			// finished and its result stands. Without this check select
+			// picks either ready case at random.
+			if w.brokeProtocol() {
+				select {
+				case d := <-st.done:
+					res, err, _ := w.finish(st, d)
+					return res, err, false
+				default:
+				}
+			}
 			return w.deathResult(lim), nil, false
 		case <-watchdog:
 			w.killAndDrain(killTimeout)
