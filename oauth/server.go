@@ -507,14 +507,7 @@ func redirectError(w http.ResponseWriter, r *http.Request, redirect, state, code
 // token checks the grant before op exchanges it: only authorization_code
 // (with a code_verifier) and refresh_token (when enabled).
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		writeOAuthError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	if err := r.ParseForm(); err != nil {
-		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "cannot parse the form body")
+	if !parsePostForm(w, r) {
 		return
 	}
 	switch r.PostForm.Get("grant_type") {
@@ -545,18 +538,27 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	s.provider.ServeHTTP(w, r)
 }
 
-// revoke serves RFC 7009: it ends the whole grant the token belongs to,
-// whether a refresh or an access token is presented. Unknown tokens get 200
-// as the RFC asks.
-func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+// parsePostForm accepts a POST with a form body of at most 64 KiB and parses
+// it; otherwise it writes the RFC 6749 error and reports false.
+func parsePostForm(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeOAuthError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
-		return
+		return false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if err := r.ParseForm(); err != nil {
 		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "cannot parse the form body")
+		return false
+	}
+	return true
+}
+
+// revoke serves RFC 7009: it ends the whole grant the token belongs to,
+// whether a refresh or an access token is presented. Unknown tokens get 200
+// as the RFC asks.
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	if !parsePostForm(w, r) {
 		return
 	}
 	token := r.PostForm.Get("token")
