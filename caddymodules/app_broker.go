@@ -523,50 +523,41 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 }
 
 func parseDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
-	name := d.Val()
-	if !d.NextArg() {
-		return d.ArgErr()
+	name, s := d.Val(), ""
+	if err := oneArg(d, &s); err != nil {
+		return err
 	}
-	v, err := caddy.ParseDuration(d.Val())
+	v, err := caddy.ParseDuration(s)
 	if err != nil {
-		return d.Errf("%s: invalid duration %q: %v", name, d.Val(), err)
+		return d.Errf("%s: invalid duration %q: %v", name, s, err)
 	}
 	*dst = caddy.Duration(v)
-	if d.NextArg() {
-		return d.ArgErr()
-	}
 	return nil
 }
 
 func parseIntArg(d *caddyfile.Dispenser, dst *int) error {
-	name := d.Val()
-	if !d.NextArg() {
-		return d.ArgErr()
+	name, s := d.Val(), ""
+	if err := oneArg(d, &s); err != nil {
+		return err
 	}
-	n, err := strconv.Atoi(d.Val())
+	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 {
-		return d.Errf("%s: want a non-negative integer, got %q", name, d.Val())
+		return d.Errf("%s: want a non-negative integer, got %q", name, s)
 	}
 	*dst = n
-	if d.NextArg() {
-		return d.ArgErr()
-	}
 	return nil
 }
 
 func parseSizeArg(d *caddyfile.Dispenser, dst *int64) error {
-	name := d.Val()
-	if !d.NextArg() {
-		return d.ArgErr()
+	name, s := d.Val(), ""
+	if err := oneArg(d, &s); err != nil {
+		return err
 	}
-	n, err := humanize.ParseBytes(d.Val())
+	n, err := humanize.ParseBytes(s)
 	if err != nil {
-		return d.Errf("%s: invalid size %q: %v", name, d.Val(), err)
+		return d.Errf("%s: invalid size %q: %v", name, s, err)
 	}
 	*dst = int64(n)
-	if d.NextArg() {
-		return d.ArgErr()
-	}
 	return nil
 }
 

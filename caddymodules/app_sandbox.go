@@ -341,12 +341,12 @@ func parseSandbox(d *caddyfile.Dispenser) (*SandboxConfig, error) {
 		var err error
 		switch sub {
 		case "adapter":
-			err = sandboxOneArg(d, &c.Adapter)
+			err = oneArg(d, &c.Adapter)
 			if err == nil && c.Adapter != SandboxAdapterWorker && c.Adapter != SandboxAdapterInProcess && c.Adapter != "worker_threads" {
 				err = d.Errf("sandbox: adapter: %q is not worker or inprocess", c.Adapter)
 			}
 		case "preset":
-			if err = sandboxOneArg(d, &c.Preset); err == nil {
+			if err = oneArg(d, &c.Preset); err == nil {
 				if _, perr := sandbox.Preset(c.Preset); perr != nil {
 					err = d.Errf("sandbox: %v", perr)
 				}
@@ -480,16 +480,9 @@ func parseSandboxSanitization(d *caddyfile.Dispenser) (*SandboxSanitization, err
 	return s, nil
 }
 
-func sandboxOneArg(d *caddyfile.Dispenser, v *string) error {
-	if !d.AllArgs(v) {
-		return d.ArgErr()
-	}
-	return nil
-}
-
 func sandboxDurationArg(d *caddyfile.Dispenser, name string) (caddy.Duration, error) {
 	var s string
-	if err := sandboxOneArg(d, &s); err != nil {
+	if err := oneArg(d, &s); err != nil {
 		return 0, err
 	}
 	dur, err := caddy.ParseDuration(s)
@@ -501,7 +494,7 @@ func sandboxDurationArg(d *caddyfile.Dispenser, name string) (caddy.Duration, er
 
 func sandboxIntArg(d *caddyfile.Dispenser, name string, least int) (int, error) {
 	var s string
-	if err := sandboxOneArg(d, &s); err != nil {
+	if err := oneArg(d, &s); err != nil {
 		return 0, err
 	}
 	n, err := strconv.Atoi(s)
@@ -513,7 +506,7 @@ func sandboxIntArg(d *caddyfile.Dispenser, name string, least int) (int, error) 
 
 func sandboxFractionArg(d *caddyfile.Dispenser, name string) (float64, error) {
 	var s string
-	if err := sandboxOneArg(d, &s); err != nil {
+	if err := oneArg(d, &s); err != nil {
 		return 0, err
 	}
 	f, err := strconv.ParseFloat(s, 64)
@@ -525,7 +518,7 @@ func sandboxFractionArg(d *caddyfile.Dispenser, name string) (float64, error) {
 
 func sandboxSizeArg(d *caddyfile.Dispenser, name string) (int64, error) {
 	var s string
-	if err := sandboxOneArg(d, &s); err != nil {
+	if err := oneArg(d, &s); err != nil {
 		return 0, err
 	}
 	n, err := humanize.ParseBytes(s)

@@ -150,18 +150,6 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 	return cfg, nil
 }
 
-func oneArg(d *caddyfile.Dispenser, dst *string) error {
-	name := d.Val()
-	if !d.NextArg() {
-		return d.Errf("%s: missing value", name)
-	}
-	*dst = d.Val()
-	if d.NextArg() {
-		return d.Errf("%s: takes one value", name)
-	}
-	return nil
-}
-
 // optBool reads `name` (true) or `name true|false`.
 func optBool(d *caddyfile.Dispenser, dst *bool) error {
 	name := d.Val()
