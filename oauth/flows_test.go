@@ -58,11 +58,7 @@ func TestConfidentialClientFlow(t *testing.T) {
 func TestRevokeOtherClientsToken(t *testing.T) {
 	e := newAS(t, nil)
 	cfg := e.oauth2(asClientID, asRedirect)
-	v := oauth2.GenerateVerifier()
-	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.token(cfg)
 	resp := e.postForm(e.srv.URL+"/oauth/revoke", url.Values{"token": {tok.RefreshToken}, "client_id": {asSecretID}, "client_secret": {asSecret}})
 	if b := body(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(b, "invalid_request") {
 		t.Fatalf("%d %s", resp.StatusCode, b)
@@ -75,11 +71,7 @@ func TestRevokeOtherClientsToken(t *testing.T) {
 func TestNoRefreshTokensWhenDisabled(t *testing.T) {
 	e := newAS(t, func(c *ServerConfig) { c.Refresh.Enabled = false })
 	cfg := e.oauth2(asClientID, asRedirect)
-	v := oauth2.GenerateVerifier()
-	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.token(cfg)
 	if tok.RefreshToken != "" {
 		t.Fatal("refresh token issued with refresh disabled")
 	}
@@ -221,11 +213,7 @@ func TestMetadata(t *testing.T) {
 func TestTransparentVerifierAcceptsOurTokens(t *testing.T) {
 	e := newAS(t, nil)
 	cfg := e.oauth2(asClientID, asRedirect)
-	v := oauth2.GenerateVerifier()
-	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.token(cfg)
 	ver, err := NewVerifier(VerifierConfig{Issuer: e.srv.URL, Audience: asResource}, &VerifierOptions{HTTPClient: e.http})
 	if err != nil {
 		t.Skipf("verifier options differ: %v", err)

@@ -210,11 +210,7 @@ func TestTokenEndpointRejects(t *testing.T) {
 func TestRefreshReuseRevokesChain(t *testing.T) {
 	e := newAS(t, nil)
 	cfg := e.oauth2(asClientID, asRedirect)
-	v := oauth2.GenerateVerifier()
-	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.token(cfg)
 	refresh := func(rt string) (*oauth2.Token, error) {
 		return cfg.TokenSource(e.ctx(), &oauth2.Token{RefreshToken: rt, Expiry: time.Now().Add(-time.Minute)}).Token()
 	}
@@ -245,11 +241,7 @@ func TestRefreshReuseRevokesChain(t *testing.T) {
 func TestRefreshReuseGrace(t *testing.T) {
 	e := newAS(t, func(c *ServerConfig) { c.Refresh.ReuseGraceSeconds = 10 })
 	cfg := e.oauth2(asClientID, asRedirect)
-	v := oauth2.GenerateVerifier()
-	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.token(cfg)
 	refresh := func(rt string) (*oauth2.Token, error) {
 		return cfg.TokenSource(e.ctx(), &oauth2.Token{RefreshToken: rt, Expiry: time.Now().Add(-time.Minute)}).Token()
 	}
@@ -273,11 +265,7 @@ func TestRefreshReuseGrace(t *testing.T) {
 func TestConcurrentRefreshOnlyOneWins(t *testing.T) {
 	e := newAS(t, nil)
 	cfg := e.oauth2(asClientID, asRedirect)
-	v := oauth2.GenerateVerifier()
-	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.token(cfg)
 	const n = 8
 	errs := make(chan error, n)
 	for range n {
@@ -300,11 +288,7 @@ func TestConcurrentRefreshOnlyOneWins(t *testing.T) {
 func TestVerifyAccessTokenRejects(t *testing.T) {
 	e := newAS(t, nil)
 	cfg := e.oauth2(asClientID, asRedirect)
-	v := oauth2.GenerateVerifier()
-	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.token(cfg)
 	ctx := context.Background()
 	at := tok.AccessToken
 	parts := strings.Split(at, ".")
@@ -363,11 +347,7 @@ func TestVerifyAccessTokenRejects(t *testing.T) {
 func TestSkewTolerance(t *testing.T) {
 	e := newAS(t, func(c *ServerConfig) { c.Refresh.SkewSeconds = 30 })
 	cfg := e.oauth2(asClientID, asRedirect)
-	v := oauth2.GenerateVerifier()
-	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.token(cfg)
 	e.clock.Add(time.Hour + 20*time.Second)
 	if _, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, ""); err != nil {
 		t.Fatalf("inside the skew: %v", err)

@@ -281,6 +281,17 @@ func (e *asEnv) code(cfg *oauth2.Config, verifier string, opts ...oauth2.AuthCod
 	return c
 }
 
+// token signs in with a fresh PKCE verifier and exchanges the code.
+func (e *asEnv) token(cfg *oauth2.Config) *oauth2.Token {
+	e.t.Helper()
+	v := oauth2.GenerateVerifier()
+	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tok
+}
+
 func TestFullFlowPublicClient(t *testing.T) {
 	e := newAS(t, nil)
 	cfg := e.oauth2(asClientID, asRedirect)

@@ -10,18 +10,13 @@ import (
 	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
-	"golang.org/x/oauth2"
 )
 
 // grant runs a flow and returns the access token's claims.
 func grant(t *testing.T, e *asEnv) *Claims {
 	t.Helper()
 	cfg := e.oauth2(asClientID, asRedirect)
-	v := oauth2.GenerateVerifier()
-	tok, err := cfg.Exchange(e.ctx(), e.code(cfg, v), oauth2.VerifierOption(v))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := e.token(cfg)
 	cl, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, "")
 	if err != nil {
 		t.Fatal(err)
