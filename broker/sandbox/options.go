@@ -100,40 +100,28 @@ func PresetNames() []string {
 // ("zero field = keep"). AllowConsole can only be switched on by an override.
 // Both engines use it to apply Request.Limits over the engine's limits.
 func MergeLimits(base, override Limits) Limits {
-	if override.Timeout > 0 {
-		base.Timeout = override.Timeout
-	}
-	if override.MaxSteps > 0 {
-		base.MaxSteps = override.MaxSteps
-	}
-	if override.MaxToolCalls > 0 {
-		base.MaxToolCalls = override.MaxToolCalls
-	}
-	if override.MaxCallDepth > 0 {
-		base.MaxCallDepth = override.MaxCallDepth
-	}
-	if override.MaxSourceBytes > 0 {
-		base.MaxSourceBytes = override.MaxSourceBytes
-	}
-	if override.MaxNestingDepth > 0 {
-		base.MaxNestingDepth = override.MaxNestingDepth
-	}
-	if override.MaxResultBytes > 0 {
-		base.MaxResultBytes = override.MaxResultBytes
-	}
-	if override.MaxConsoleEntries > 0 {
-		base.MaxConsoleEntries = override.MaxConsoleEntries
-	}
-	if override.MaxConsoleBytes > 0 {
-		base.MaxConsoleBytes = override.MaxConsoleBytes
-	}
-	if override.MemoryBytes > 0 {
-		base.MemoryBytes = override.MemoryBytes
-	}
+	keepPositive(&base.Timeout, override.Timeout)
+	keepPositive(&base.MaxSteps, override.MaxSteps)
+	keepPositive(&base.MaxToolCalls, override.MaxToolCalls)
+	keepPositive(&base.MaxCallDepth, override.MaxCallDepth)
+	keepPositive(&base.MaxSourceBytes, override.MaxSourceBytes)
+	keepPositive(&base.MaxNestingDepth, override.MaxNestingDepth)
+	keepPositive(&base.MaxResultBytes, override.MaxResultBytes)
+	keepPositive(&base.MaxConsoleEntries, override.MaxConsoleEntries)
+	keepPositive(&base.MaxConsoleBytes, override.MaxConsoleBytes)
+	keepPositive(&base.MemoryBytes, override.MemoryBytes)
 	if override.AllowConsole {
 		base.AllowConsole = true
 	}
 	return base
+}
+
+// keepPositive sets *dst to v when v is positive (a zero override keeps the
+// base value).
+func keepPositive[T int | int64 | time.Duration](dst *T, v T) {
+	if v > 0 {
+		*dst = v
+	}
 }
 
 // Sanitization controls what error details reach the script's caller
