@@ -121,11 +121,4 @@ var (
     "input": {"type": "object", "description": "The tool's arguments; validated against its input schema."}
   }
 }`)
-
-	// invokeOutputSchema describes structuredContent of meta:invoke: the
-	// invoked tool's own structured result, which follows that tool's
-	// outputSchema (see meta:describe), so it is any JSON value here.
-	invokeOutputSchema = json.RawMessage(`{
-  "description": "The invoked tool's structured result; it follows that tool's outputSchema (see describe). Present when the tool declares an output schema or returns a JSON object."
-}`)
 )

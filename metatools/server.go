@@ -90,12 +90,16 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		return s.Execute(ctx, in)
 	}))
 	srv.AddTool(&mcp.Tool{
-		Name:         n.ExposedName(MetaInvoke),
-		Title:        "Invoke a tool",
-		Description:  "Call a single tool directly with input (validated against its schema). Use it for one call with no data transformation; use the execute tool for several calls.",
-		InputSchema:  invokeInputSchema,
-		OutputSchema: invokeOutputSchema,
-		Annotations:  &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
+		Name:        n.ExposedName(MetaInvoke),
+		Title:       "Invoke a tool",
+		Description: "Call a single tool directly with input (validated against its schema). Use it for one call with no data transformation; use the execute tool for several calls.",
+		InputSchema: invokeInputSchema,
+		// No OutputSchema: the result is the invoked tool's, whose schema
+		// meta:describe returns. MCP wants an outputSchema of type object
+		// and, once one is declared, structuredContent in every result
+		// (the TypeScript SDK refuses a result without it), which a tool
+		// answering text or an array cannot give.
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
 	}, s.invokeHandler())
 	return srv
 }
@@ -276,8 +280,9 @@ func (s *Service) Invoke(ctx context.Context, in InvokeInput) (*mcp.CallToolResu
 		return errorResult(cerr), nil
 	}
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: textOf(out)}}}
-	t, _ := s.index.Lookup(in.Tool)
-	if len(t.OutputSchema) > 0 || isJSONObject(out) {
+	// MCP (up to revision 2025-11-25) allows only an object as
+	// structuredContent; any other value is in the text alone.
+	if isJSONObject(out) {
 		res.StructuredContent = out
 	}
 	return res, nil
