@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,17 @@ type MetaConfig struct {
 	// NoBroker leaves the broker's tools (registry and OpenAPI catalog) out
 	// of the index. Default false: they are in.
 	NoBroker bool `json:"no_broker,omitempty"`
+
+	// ProtocolVersions are the MCP revisions served by codemode_mcp and
+	// codemode-mcp-stdio, e.g. ["2026-07-28", "2025-11-25"]. Default: every
+	// revision the go-sdk speaks (2026-07-28, 2025-11-25, 2025-06-18,
+	// 2025-03-26, 2024-11-05).
+	ProtocolVersions []string `json:"protocol_versions,omitempty"`
+
+	// ListTTL is the longest freshness (ttlMs) given to tools/list and
+	// server/discover results; the freshness is a tenth of the time since
+	// the tool index last changed, up to this. Default 5m.
+	ListTTL caddy.Duration `json:"list_ttl,omitempty"`
 }
 
 // MetaEmbedding is the search strategy.
@@ -213,10 +225,27 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		}
 		opts.Limiter, gm = lim, m
 	}
+	if err := metatools.ValidateProtocolVersions(cfg.ProtocolVersions); err != nil {
+		return fmt.Errorf("codemode meta: protocol_versions: %w", err)
+	}
+	if cfg.ListTTL < 0 {
+		return fmt.Errorf("codemode meta: list_ttl must not be negative")
+	}
 	svc := metatools.NewService(index, opts)
 	a.meta.rt = &metaRuntime{index: index, service: svc, upstreams: ups, limiter: gm,
-		server: metatools.NewServer(svc, nil)}
+		server: metatools.NewServer(svc, &metatools.ServerOptions{ProtocolVersions: cfg.ProtocolVersions,
+			ListTTL: time.Duration(cfg.ListTTL)})}
 	return nil
+}
+
+// MetaProtocolVersions returns the MCP revisions the meta-tools are served
+// in, newest first.
+func (a *App) MetaProtocolVersions() []string {
+	all := mcp.SupportedProtocolVersions()
+	if a.Meta == nil || len(a.Meta.ProtocolVersions) == 0 {
+		return all
+	}
+	return slices.DeleteFunc(all, func(v string) bool { return !slices.Contains(a.Meta.ProtocolVersions, v) })
 }
 
 // metaBrokerSource is the broker's tools (registry and OpenAPI catalog) as
@@ -290,7 +319,7 @@ func (l *metaLimiter) Check(ctx context.Context, ci metatools.CallInfo) error {
 	if rc == nil {
 		return nil
 	}
-	pc := guard.PartitionKeyContext{SessionID: ci.SessionID, ClientIP: ci.ClientIP, UserID: ci.UserID}
+	pc := guard.PartitionKeyContext{SessionID: ci.SessionPartition(), ClientIP: ci.ClientIP, UserID: ci.UserID}
 	res, err := l.m.CheckRateLimit(ctx, ci.MetaTool, rc, pc)
 	if err != nil {
 		var ge *guard.GuardError
@@ -388,6 +417,8 @@ func (a *App) MetaService() *metatools.Service {
 //		rate_limit <meta-tool> <limit> [<window>] [global|session|ip|userId]
 //		connect_timeout <duration>
 //		no_broker
+//		protocol_versions <version>...
+//		list_ttl <duration>
 //	}
 func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 	cfg := new(MetaConfig)
@@ -481,6 +512,27 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 				return nil, d.ArgErr()
 			}
 			cfg.NoBroker = true
+		case "protocol_versions":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return nil, d.ArgErr()
+			}
+			if err := metatools.ValidateProtocolVersions(args); err != nil {
+				return nil, d.Errf("protocol_versions: %v", err)
+			}
+			cfg.ProtocolVersions = append(cfg.ProtocolVersions, args...)
+		case "list_ttl":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur < 0 {
+				return nil, d.Errf("list_ttl: want a duration like 5m, got %q", d.Val())
+			}
+			cfg.ListTTL = caddy.Duration(dur)
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
 		default:
 			return nil, d.Errf("unrecognized subdirective %q", d.Val())
 		}

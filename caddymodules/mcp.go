@@ -1,9 +1,13 @@
 package caddymodules
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -17,17 +21,23 @@ func init() {
 
 // MCPHandler serves the meta-tools (meta:search, meta:describe, meta:execute,
 // meta:invoke) of the codemode app over MCP Streamable HTTP. It is a
-// terminal handler: it answers every request it gets (POST for messages, GET
-// for the server-to-client stream, DELETE to end a session).
+// terminal handler: it answers every request it gets.
+//
+// One endpoint serves every revision the meta block offers: a request of
+// revision 2026-07-28 (MCP-Protocol-Version header, or the protocol version
+// in its _meta) is served statelessly, so any gateway can answer it; older
+// revisions go through the initialize handshake and an MCP session (POST
+// for messages, GET for the server-to-client stream, DELETE to end it).
 type MCPHandler struct {
-	// Stateless serves each request without a session (no Mcp-Session-Id,
-	// no server-to-client requests). Default false.
+	// Stateless serves the older revisions without a session too (no
+	// Mcp-Session-Id, no server-to-client requests). Default false.
+	// Revision 2026-07-28 is always stateless.
 	Stateless bool `json:"stateless,omitempty"`
 	// JSONResponse answers POSTs with application/json instead of an SSE
 	// stream. Default false.
 	JSONResponse bool `json:"json_response,omitempty"`
-	// SessionTimeout closes sessions idle for this long. Default 30m; a
-	// negative value keeps idle sessions forever.
+	// SessionTimeout closes sessions (older revisions) idle for this long.
+	// Default 30m; a negative value keeps idle sessions forever.
 	SessionTimeout caddy.Duration `json:"session_timeout,omitempty"`
 	// DisableLocalhostProtection turns off the go-sdk's DNS-rebinding
 	// protection, which answers 403 to a request that reaches a loopback
@@ -35,8 +45,12 @@ type MCPHandler struct {
 	// proxy on the same machine that keeps the public Host. Default false.
 	DisableLocalhostProtection bool `json:"disable_localhost_protection,omitempty"`
 
-	app     *App
-	handler http.Handler
+	app *App
+	// legacy serves the revisions before 2026-07-28 and modern serves
+	// 2026-07-28 and later; either is nil when the meta block offers none
+	// of its revisions.
+	legacy, modern http.Handler
+	offered        []string
 }
 
 // CaddyModule returns the Caddy module information.
@@ -47,7 +61,14 @@ func (MCPHandler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision finds the codemode app and builds the Streamable HTTP handler.
+// firstStatelessRevision is the first MCP revision without sessions: its
+// requests carry their protocol version and client capabilities in _meta.
+const firstStatelessRevision = "2026-07-28"
+
+// mcpMaxBody is the go-sdk's default body limit, which both handlers apply.
+const mcpMaxBody = mcp.DefaultMaxRequestBodyBytes
+
+// Provision finds the codemode app and builds the Streamable HTTP handlers.
 func (h *MCPHandler) Provision(ctx caddy.Context) error {
 	v, err := ctx.App("codemode")
 	if err != nil {
@@ -65,16 +86,27 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 		timeout = 0
 	}
 	app := h.app
-	h.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return app.MetaServer() },
-		&mcp.StreamableHTTPOptions{Stateless: h.Stateless, JSONResponse: h.JSONResponse, SessionTimeout: timeout,
-			DisableLocalhostProtection: h.DisableLocalhostProtection})
+	getServer := func(*http.Request) *mcp.Server { return app.MetaServer() }
+	h.offered = app.MetaProtocolVersions()
+	if slices.ContainsFunc(h.offered, isStatelessRevision) {
+		h.modern = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true,
+			JSONResponse: h.JSONResponse, DisableLocalhostProtection: h.DisableLocalhostProtection,
+			// The POST is the whole request: a client that goes away cancels its work.
+			PropagateRequestCancellation: true})
+	}
+	if slices.ContainsFunc(h.offered, func(v string) bool { return !isStatelessRevision(v) }) {
+		h.legacy = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: h.Stateless,
+			JSONResponse: h.JSONResponse, SessionTimeout: timeout, DisableLocalhostProtection: h.DisableLocalhostProtection})
+	}
 	return nil
 }
 
-// ServeHTTP hands the request to the MCP handler. The client address and
-// the user authenticated by an earlier handler ({http.auth.user.id}) reach
-// the meta-tools (rate-limit partitions, broker calls) in headers that only
-// this handler sets.
+func isStatelessRevision(v string) bool { return v >= firstStatelessRevision }
+
+// ServeHTTP hands the request to the MCP handler of its revision. The
+// client address and the user authenticated by an earlier handler
+// ({http.auth.user.id}) reach the meta-tools (rate-limit partitions, broker
+// calls) in headers that only this handler sets.
 func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	r.Header.Del(clientIPHeader)
 	r.Header.Del(userIDHeader)
@@ -89,8 +121,85 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
 		r.Header.Set(clientIPHeader, ip)
 	}
-	h.handler.ServeHTTP(w, r)
+	modern, id := h.isModern(r)
+	switch {
+	case modern && h.modern != nil:
+		h.modern.ServeHTTP(w, r)
+	case h.legacy != nil:
+		// A modern request when 2026-07-28 is not offered gets the go-sdk's
+		// UnsupportedProtocolVersion answer listing the older revisions.
+		h.legacy.ServeHTTP(w, r)
+	case r.Method != http.MethodPost:
+		// Revision 2026-07-28 has no GET stream and no session to DELETE.
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSONRPCError(w, http.StatusMethodNotAllowed, nil, -32600, "method not allowed: only POST is served", nil)
+	default:
+		// Only revisions without the handshake are offered: an initialize (or a
+		// request without a protocol version) is refused the way the revision
+		// refuses an unknown version, naming the ones served.
+		requested := r.Header.Get("Mcp-Protocol-Version")
+		writeJSONRPCError(w, http.StatusBadRequest, id, mcp.CodeUnsupportedProtocolVersion,
+			"this server speaks only MCP "+fmt.Sprint(h.offered)+"; send the protocol version in _meta and the MCP-Protocol-Version header",
+			map[string]any{"supported": h.offered, "requested": requested})
+	}
 	return nil
+}
+
+// isModern tells whether r is a request of revision 2026-07-28 or later:
+// its MCP-Protocol-Version header says so, or, without the header, the
+// protocol version in the message's _meta does (the go-sdk then answers the
+// missing header with the revision's HeaderMismatch error). It returns the
+// message id when it read the body.
+func (h *MCPHandler) isModern(r *http.Request) (bool, json.RawMessage) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		return isStatelessRevision(v), nil
+	}
+	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || r.Body == nil {
+		return false, nil
+	}
+	id, version := peekMessage(r)
+	return version != "" && isStatelessRevision(version), id
+}
+
+// peekMessage reads the id and params._meta protocol version of the
+// JSON-RPC message in r's body and puts the body back as it was. A body
+// over the transport's limit or not a single JSON object yields nothing;
+// the MCP handler then answers it.
+func peekMessage(r *http.Request) (json.RawMessage, string) {
+	buf, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxBody+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
+	if err != nil || int64(len(buf)) > mcpMaxBody {
+		return nil, ""
+	}
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(buf, &msg) != nil {
+		return nil, ""
+	}
+	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
+	return msg.ID, v
+}
+
+// writeJSONRPCError answers with a JSON-RPC error response; id nil means
+// the message's id is unknown (null).
+func writeJSONRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string, data any) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	body := map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": message}}
+	if data != nil {
+		body["error"].(map[string]any)["data"] = data
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 // Interface guards

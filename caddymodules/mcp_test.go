@@ -157,6 +157,10 @@ http://127.0.0.1:%d {
 	defer cancel()
 	go func() { done <- serveMCPStdio(ctx, raw, serverT) }()
 	cs := connectMCP(t, clientT)
+	// Over stdio too the go-sdk client and server agree on the newest revision.
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %q over stdio", v)
+	}
 	if got := toolNames(t, cs); got != "meta:describe meta:execute meta:invoke meta:search" {
 		t.Fatalf("tools = %s", got)
 	}

@@ -53,7 +53,7 @@ func exampleFromBroker(e broker.ToolExample) Example {
 // Call implements ToolSource.
 func (s *BrokerSource) Call(ctx context.Context, name string, input json.RawMessage) (json.RawMessage, error) {
 	ci, _ := CallInfoFrom(ctx)
-	opts := &broker.InvokeOptions{SessionID: ci.SessionID, ClientIP: ci.ClientIP}
+	opts := &broker.InvokeOptions{SessionID: ci.SessionPartition(), ClientIP: ci.ClientIP}
 	if ci.UserID != "" {
 		opts.Auth = &broker.AuthResult{Valid: true, UserID: ci.UserID}
 	}

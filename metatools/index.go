@@ -2,11 +2,15 @@ package metatools
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -31,6 +35,8 @@ type IndexOptions struct {
 	Embedding *search.EmbeddingClient
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
+	// Now is the clock of ChangedAt; nil means time.Now.
+	Now func() time.Time
 }
 
 // Index is the one tool index behind the meta-tools: the union of its
@@ -50,6 +56,10 @@ type Index struct {
 }
 
 type snapshot struct {
+	// version identifies the tool set (see Index.Version); changed is when
+	// it last differed from the previous snapshot's.
+	version string
+	changed time.Time
 	tools   []Tool
 	source  []int // source index per tool
 	byName  map[string]int
@@ -90,7 +100,10 @@ func NewIndex(sources []ToolSource, opts *IndexOptions) (*Index, error) {
 	if ix.logger == nil {
 		ix.logger = zap.NewNop()
 	}
-	ix.snap.Store(ix.build())
+	if ix.opts.Now == nil {
+		ix.opts.Now = time.Now
+	}
+	ix.snap.Store(ix.build(nil))
 	for i, s := range sources {
 		if n, ok := s.(ChangeNotifier); ok {
 			n.OnChange(func() {
@@ -154,7 +167,7 @@ func (ix *Index) reloadSource(ctx context.Context, i int) {
 // rebuildLocked builds and publishes a snapshot, then unlocks ix.mu and
 // notifies listeners.
 func (ix *Index) rebuildLocked() {
-	snap := ix.build()
+	snap := ix.build(ix.snap.Load())
 	ix.snap.Store(snap)
 	listeners := append([]func(int){}, ix.listeners...)
 	ix.mu.Unlock()
@@ -163,7 +176,7 @@ func (ix *Index) rebuildLocked() {
 	}
 }
 
-func (ix *Index) build() *snapshot {
+func (ix *Index) build(prev *snapshot) *snapshot {
 	s := &snapshot{byName: map[string]int{}}
 	for si, list := range ix.lists {
 		for _, t := range list {
@@ -190,8 +203,35 @@ func (ix *Index) build() *snapshot {
 	} else {
 		s.ranker = search.NewBM25(docs)
 	}
+	s.version = toolSetVersion(s.tools)
+	if prev != nil && prev.version == s.version {
+		s.changed = prev.changed
+	} else {
+		s.changed = ix.opts.Now()
+	}
 	return s
 }
+
+// toolSetVersion hashes everything a client of the meta-tools can see of
+// the tools: names, descriptions, schemas, annotations, examples, tags.
+func toolSetVersion(tools []Tool) string {
+	sorted := append([]Tool(nil), tools...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	h := sha256.New()
+	enc := json.NewEncoder(h)
+	for _, t := range sorted {
+		_ = enc.Encode(t) // a Tool always encodes
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// Version identifies the current tool set: it changes when a tool is added,
+// removed or changed in any source (a catalog source reloaded, an upstream
+// server that connected or listed new tools), and only then.
+func (ix *Index) Version() string { return ix.snap.Load().version }
+
+// ChangedAt is when Version last changed (the index's creation at first).
+func (ix *Index) ChangedAt() time.Time { return ix.snap.Load().changed }
 
 // Len is the number of tools in the index.
 func (ix *Index) Len() int { return len(ix.snap.Load().tools) }

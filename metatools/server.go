@@ -7,10 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// DefaultListTTL is the longest freshness (ttlMs) a tools/list or
+// server/discover result is given; see ServerOptions.ListTTL.
+const DefaultListTTL = 5 * time.Minute
+
+// MetaKeyToolIndexVersion is the _meta key of a tools/list result that
+// carries Index.Version, the version of the tools behind the meta-tools.
+const MetaKeyToolIndexVersion = "codemode/toolIndexVersion"
 
 // ServerOptions configure the MCP server; nil means defaults.
 type ServerOptions struct {
@@ -21,6 +31,39 @@ type ServerOptions struct {
 	// SDK logs a warning for the spec names, whose ':' SEP-986 does not
 	// allow; NamingSafe avoids it.)
 	Logger *slog.Logger
+	// ProtocolVersions are the MCP revisions offered; empty means every
+	// revision the go-sdk speaks (mcp.SupportedProtocolVersions). A
+	// request for another revision gets the protocol's
+	// UnsupportedProtocolVersion answer.
+	ProtocolVersions []string
+	// ListTTL bounds the freshness given to tools/list and server/discover
+	// results (ttlMs, revision 2026-07-28). Default DefaultListTTL.
+	ListTTL time.Duration
+	// Now is the clock of the freshness computation; nil means time.Now.
+	Now func() time.Time
+}
+
+// ValidateProtocolVersions checks a list of MCP revisions against those the
+// go-sdk speaks.
+func ValidateProtocolVersions(versions []string) error {
+	known := mcp.SupportedProtocolVersions()
+	for _, v := range versions {
+		if !slices.Contains(known, v) {
+			return fmt.Errorf("MCP protocol version %q is not supported (known: %s)", v, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
+// listTTL is the freshness of the meta-tool list: a tenth of the time since
+// the tool index last changed (the heuristic freshness of HTTP caching,
+// RFC 9111 section 4.2.2), at most max. The four meta-tools change only
+// with the configuration, which also builds a new index, so the list is
+// re-fetched soon after the gateway's tool set or configuration changed and
+// rarely while both are stable.
+func listTTL(ix *Index, now time.Time, ceiling time.Duration) time.Duration {
+	age := now.Sub(ix.ChangedAt())
+	return min(max(age/10, 0), ceiling)
 }
 
 // NewServer returns an MCP server exposing the service's four meta-tools.
@@ -36,13 +79,28 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 			o.Version = opts.Version
 		}
 		o.Logger = opts.Logger
+		o.ProtocolVersions = opts.ProtocolVersions
+		o.ListTTL = opts.ListTTL
+		o.Now = opts.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.ListTTL <= 0 {
+		o.ListTTL = DefaultListTTL
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	n := s.opts.Naming
 	srv := mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{
-		Logger: o.Logger,
+		Logger:                    o.Logger,
+		SupportedProtocolVersions: o.ProtocolVersions,
+		// The meta-tools are the same for every caller: public.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
+			c.TTLMs = int(listTTL(s.index, o.Now(), o.ListTTL).Milliseconds())
+			c.CacheScope = "public"
+		},
 		Instructions: fmt.Sprintf("Find tools with %s, read their schemas with %s, then call one with %s or orchestrate several in a JavaScript plan with %s.",
 			n.ExposedName(MetaSearch), n.ExposedName(MetaDescribe), n.ExposedName(MetaInvoke), n.ExposedName(MetaExecute)),
 	})
@@ -101,6 +159,18 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		// answering text or an array cannot give.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
 	}, s.invokeHandler())
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
+				if lt.Meta == nil {
+					lt.Meta = mcp.Meta{}
+				}
+				lt.Meta[MetaKeyToolIndexVersion] = s.index.Version()
+			}
+			return res, err
+		}
+	})
 	return srv
 }
 

@@ -42,6 +42,22 @@ type CallInfo struct {
 	Header http.Header
 }
 
+// SessionPartition is the value of a "session" rate-limit partition: the MCP
+// session id, or, for a request without a session (revision 2026-07-28 and
+// stateless transports), the user, else the client address, so that such
+// callers get a counter each instead of sharing one.
+func (ci CallInfo) SessionPartition() string {
+	switch {
+	case ci.SessionID != "":
+		return ci.SessionID
+	case ci.UserID != "":
+		return "user:" + ci.UserID
+	case ci.ClientIP != "":
+		return "ip:" + ci.ClientIP
+	}
+	return ""
+}
+
 // Limiter enforces the per-meta-tool rate limit rules. A non-nil error
 // refuses the call; an *Error keeps its code (RATE_LIMIT).
 type Limiter interface {
