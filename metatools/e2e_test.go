@@ -131,7 +131,10 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	t.Cleanup(func() { engine.Close() })
 	svc := NewService(ix, &Options{Engine: engine, Naming: fo.naming, Limiter: fo.limiter,
 		Sanitize: Sanitization{RemoveStackTraces: true}})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return NewServer(svc, nil) }, nil))
+	// Revision 2026-07-28 has no sessions: codemode_mcp serves it with a
+	// stateless handler, as here.
+	hopts := &mcp.StreamableHTTPOptions{Stateless: fo.protocolVersion >= "2026-07-28"}
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return NewServer(svc, nil) }, hopts))
 	t.Cleanup(hs.Close)
 	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil)
 	ct := &mcp.StreamableClientTransport{Endpoint: hs.URL}
