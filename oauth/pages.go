@@ -60,9 +60,21 @@ type pageData struct {
 	Demo                                                                bool
 }
 
-// A bcrypt hash of a random string: comparing against it when the user is
-// unknown keeps the answer time the same as for a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("no such user: constant-time filler"), bcrypt.DefaultCost)
+// newDummyHash returns a bcrypt hash of a filler string at the highest cost
+// of the configured users' hashes: comparing against it when the user is
+// unknown keeps the answer time the same as for a wrong password. NewServer
+// computes it (tens of milliseconds at the default cost), never package
+// init: every process start would pay it, sandbox workers included.
+func newDummyHash(users []User) []byte {
+	cost := bcrypt.MinCost
+	for _, u := range users {
+		if c, err := bcrypt.Cost([]byte(u.PasswordHash)); err == nil && c > cost {
+			cost = c
+		}
+	}
+	h, _ := bcrypt.GenerateFromPassword([]byte("no such user: constant-time filler"), cost)
+	return h
+}
 
 func (s *Server) render(w http.ResponseWriter, status int, name string, d pageData) {
 	h := w.Header()
@@ -159,7 +171,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	} else {
 		name := r.PostForm.Get("username")
 		u, known := s.users[name]
-		hash := dummyHash
+		hash := s.dummyHash
 		if known {
 			hash = []byte(u.PasswordHash)
 		}

@@ -45,10 +45,13 @@ type Server struct {
 	keys     *keyRing
 	provider *op.Provider
 	users    map[string]User
-	clients  map[string]*client
-	vault    *Vault
-	handler  http.Handler
-	verified verifiedCache
+	// dummyHash stands in for an unknown user's password hash; nil when
+	// there are no users (every login is then refused before bcrypt).
+	dummyHash []byte
+	clients   map[string]*client
+	vault     *Vault
+	handler   http.Handler
+	verified  verifiedCache
 }
 
 // NewServer validates cfg and builds the server. The caller must Close it.
@@ -97,6 +100,9 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 			u.Subject = u.Username
 		}
 		s.users[u.Username] = u
+	}
+	if len(cfg.Users) > 0 {
+		s.dummyHash = newDummyHash(cfg.Users)
 	}
 	s.clients = make(map[string]*client, len(cfg.Clients))
 	for _, cc := range cfg.Clients {
