@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/notify"
 )
 
 // ToolHandler runs one tool call in Go. input holds the validated arguments
@@ -120,7 +121,7 @@ type ToolRegistry struct {
 	mu       sync.RWMutex
 	tools    map[string]*ToolDefinition
 	version  uint64
-	onChange []func()
+	onChange notify.Set
 }
 
 // NewToolRegistry returns an empty registry.
@@ -146,11 +147,8 @@ func (r *ToolRegistry) Add(tool ToolDefinition) error {
 	r.mu.Lock()
 	r.tools[t.Name] = &t
 	r.version++
-	fns := slices.Clone(r.onChange)
 	r.mu.Unlock()
-	for _, f := range fns {
-		f()
-	}
+	r.onChange.Notify()
 	return nil
 }
 
@@ -179,12 +177,9 @@ func (r *ToolRegistry) List() []*ToolDefinition {
 	return out
 }
 
-// OnChange registers f to be called after every Register.
-func (r *ToolRegistry) OnChange(f func()) {
-	r.mu.Lock()
-	r.onChange = append(r.onChange, f)
-	r.mu.Unlock()
-}
+// OnChange registers f to be called after every Register and returns the
+// function that unregisters it.
+func (r *ToolRegistry) OnChange(f func()) (remove func()) { return r.onChange.Add(f) }
 
 // GetDocumentation returns Markdown describing every tool, fit for a
 // language model's prompt: name, description, parameters with types,

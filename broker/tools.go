@@ -90,12 +90,26 @@ func (b *Broker) LookupTool(name string) (ToolSpec, bool) {
 }
 
 // OnToolsChange calls f after a tool is registered or the catalog's actions
-// change, so indexes can reload ListTools.
-func (b *Broker) OnToolsChange(f func()) {
-	b.tools.OnChange(f)
+// change, so indexes can reload ListTools. It returns the function that
+// unregisters f: an index that outlives its interest (a config reload keeps
+// the broker but builds a new index) must call it.
+func (b *Broker) OnToolsChange(f func()) (remove func()) {
+	r1 := b.tools.OnChange(f)
+	r2 := func() {}
 	if c := b.opts.Catalog; c != nil {
-		c.OnChange(f)
+		r2 = c.OnChange(f)
 	}
+	return func() { r1(); r2() }
+}
+
+// ToolsChangeListeners counts the functions registered with OnToolsChange
+// and not yet removed (the catalog's included), for leak checks.
+func (b *Broker) ToolsChangeListeners() int {
+	n := b.tools.onChange.Len()
+	if c := b.opts.Catalog; c != nil {
+		n += c.Listeners()
+	}
+	return n
 }
 
 // GetDocumentation is ToolRegistry.GetDocumentation for every callable

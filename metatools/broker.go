@@ -61,4 +61,4 @@ func (s *BrokerSource) Call(ctx context.Context, name string, input json.RawMess
 }
 
 // OnChange implements ChangeNotifier.
-func (s *BrokerSource) OnChange(fn func()) { s.B.OnToolsChange(fn) }
+func (s *BrokerSource) OnChange(fn func()) (remove func()) { return s.B.OnToolsChange(fn) }

@@ -162,3 +162,28 @@ func names(ts []Tool) string {
 	}
 	return strings.Join(out, " ")
 }
+
+// TestIndexCloseUnregisters: an index registers one change listener on the
+// broker it indexes and removes it on Close, so a broker kept across config
+// reloads does not collect one listener per reload.
+func TestIndexCloseUnregisters(t *testing.T) {
+	b, err := broker.New(&broker.BrokerOptions{Engine: sandbox.NewInProcess(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	for i := range 3 {
+		ix, err := NewIndex([]ToolSource{&BrokerSource{B: b}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := b.ToolsChangeListeners(); n != 1 {
+			t.Fatalf("round %d: %d listeners with one open index, want 1", i, n)
+		}
+		ix.Close()
+		ix.Close() // a second Close is harmless
+		if n := b.ToolsChangeListeners(); n != 0 {
+			t.Fatalf("round %d: %d listeners after Close, want 0", i, n)
+		}
+	}
+}

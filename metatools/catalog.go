@@ -37,4 +37,4 @@ func (s *CatalogSource) Call(ctx context.Context, name string, input json.RawMes
 }
 
 // OnChange implements ChangeNotifier.
-func (s *CatalogSource) OnChange(fn func()) { s.C.OnChange(fn) }
+func (s *CatalogSource) OnChange(fn func()) (remove func()) { return s.C.OnChange(fn) }

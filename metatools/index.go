@@ -53,6 +53,7 @@ type Index struct {
 	lists     [][]Tool   // last good list per source
 	snap      atomic.Pointer[snapshot]
 	listeners []func(total int)
+	unlisten  []func() // removes this index's OnChange registrations
 }
 
 type snapshot struct {
@@ -106,23 +107,30 @@ func NewIndex(sources []ToolSource, opts *IndexOptions) (*Index, error) {
 	ix.snap.Store(ix.build(nil))
 	for i, s := range sources {
 		if n, ok := s.(ChangeNotifier); ok {
-			n.OnChange(func() {
+			ix.unlisten = append(ix.unlisten, n.OnChange(func() {
 				if ix.closed.Load() {
 					return
 				}
 				// A notification may arrive while the source holds its own
 				// lock; reload from a fresh goroutine.
 				go ix.reloadSource(context.Background(), i)
-			})
+			}))
 		}
 	}
 	return ix, nil
 }
 
-// Close stops reacting to change notifications. Sources offer no way to
-// unregister, so a closed index (after a config reload) stays registered
-// but does no work.
-func (ix *Index) Close() { ix.closed.Store(true) }
+// Close stops reacting to change notifications and unregisters from its
+// sources, which may outlive it (a config reload keeps the broker but builds
+// a new index).
+func (ix *Index) Close() {
+	if ix.closed.Swap(true) {
+		return
+	}
+	for _, remove := range ix.unlisten {
+		remove()
+	}
+}
 
 // OnReload registers fn to be called after each rebuild with the new tool
 // count (tests and the MCP server use it).

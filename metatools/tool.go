@@ -53,8 +53,9 @@ type ToolSource interface {
 
 // ChangeNotifier is an optional ToolSource capability: the source calls every
 // registered function when its tool list changes, and the index reloads it.
+// OnChange returns the function that unregisters fn; Index.Close calls it.
 type ChangeNotifier interface {
-	OnChange(func())
+	OnChange(fn func()) (remove func())
 }
 
 // StaticSource is a fixed set of tools with Go handlers, for embedding and

@@ -13,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/notify"
 )
 
 // UpstreamConfig is one upstream MCP server whose tools join the index as
@@ -80,7 +82,7 @@ type Upstream struct {
 	mu        sync.Mutex
 	session   *mcp.ClientSession
 	tools     []Tool
-	listeners []func()
+	listeners notify.Set
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -104,20 +106,9 @@ func NewUpstream(cfg UpstreamConfig, logger *zap.Logger) (*Upstream, error) {
 }
 
 // OnChange implements ChangeNotifier.
-func (u *Upstream) OnChange(fn func()) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.listeners = append(u.listeners, fn)
-}
+func (u *Upstream) OnChange(fn func()) (remove func()) { return u.listeners.Add(fn) }
 
-func (u *Upstream) notify() {
-	u.mu.Lock()
-	ls := append([]func(){}, u.listeners...)
-	u.mu.Unlock()
-	for _, fn := range ls {
-		fn()
-	}
-}
+func (u *Upstream) notify() { u.listeners.Notify() }
 
 // Start makes a first connection attempt, waiting at most until ctx ends,
 // then keeps the connection up in the background until Close. A failed

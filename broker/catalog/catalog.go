@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/notify"
 )
 
 // Defaults of Source and Options fields left zero.
@@ -176,8 +178,7 @@ type Catalog struct {
 
 	refreshMu sync.Mutex // one refresh at a time
 
-	listenersMu sync.Mutex
-	listeners   []func()
+	listeners notify.Set
 
 	lifeMu      sync.Mutex // guards startCalled, closed and running.Add
 	startCalled bool
@@ -466,20 +467,13 @@ func (c *Catalog) Action(name string) (CatalogAction, bool) {
 // version change. fn runs on the polling goroutine (or in Start/Refresh)
 // while the refresh holds its lock: keep it short, and do not call Refresh
 // from it. Catalog thereby satisfies metatools.ChangeNotifier.
-func (c *Catalog) OnChange(fn func()) {
-	c.listenersMu.Lock()
-	c.listeners = append(c.listeners, fn)
-	c.listenersMu.Unlock()
-}
+// It returns the function that unregisters fn.
+func (c *Catalog) OnChange(fn func()) (remove func()) { return c.listeners.Add(fn) }
 
-func (c *Catalog) notify() {
-	c.listenersMu.Lock()
-	fns := append([]func(){}, c.listeners...)
-	c.listenersMu.Unlock()
-	for _, fn := range fns {
-		fn()
-	}
-}
+// Listeners counts the functions registered with OnChange, for leak checks.
+func (c *Catalog) Listeners() int { return c.listeners.Len() }
+
+func (c *Catalog) notify() { c.listeners.Notify() }
 
 // sameHostRedirects allows a redirect only to the host of the original
 // request, then defers to next (or the default limit of 10 redirects).
