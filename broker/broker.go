@@ -193,12 +193,13 @@ func (b *Broker) janitor() {
 }
 
 // GetSession returns a session by id, or nil when it is unknown or has
-// expired. With Redis it finds sessions of every broker sharing it.
+// expired. With Redis it finds sessions of every broker sharing it; with a
+// Directory, the running sessions of every broker sharing that.
 func (b *Broker) GetSession(ctx context.Context, id string) (*Session, error) {
 	if id == "" {
 		return nil, nil
 	}
-	return b.store.get(ctx, id)
+	return b.runner(id).store.get(ctx, id)
 }
 
 // ToolResult is a caller-supplied answer to a tool call. When Error is set
@@ -220,8 +221,12 @@ type ToolResultError struct {
 // fails, changing nothing, with NOT_FOUND (404) for an unknown session or
 // call, CALL_ALREADY_ANSWERED (409) for a second answer and
 // SESSION_FINISHED (409) when the session is over. It does not check who
-// owns the session; the HTTP handler does.
+// owns the session; the HTTP handler does. A session run by another broker
+// of the Directory is answered there.
 func (b *Broker) SubmitToolResult(ctx context.Context, sessionID string, res ToolResult) error {
+	if o := b.runner(sessionID); o != b {
+		return o.SubmitToolResult(ctx, sessionID, res)
+	}
 	if res.CallID == "" {
 		return newError(http.StatusBadRequest, CodeInvalidRequest, "callId is required")
 	}
@@ -374,11 +379,17 @@ func (b *Broker) start(ctx context.Context, code string, opts ExecuteOptions) (*
 	b.wg.Add(1)
 	b.total.Add(1)
 	b.mu.Unlock()
+	if d := b.opts.Directory; d != nil {
+		d.add(s.ID, b)
+	}
 
 	if err := b.store.put(rctx, s); err != nil {
 		b.mu.Lock()
 		delete(b.runs, s.ID)
 		b.mu.Unlock()
+		if d := b.opts.Directory; d != nil {
+			d.remove(s.ID, b)
+		}
 		b.wg.Done()
 		cancel()
 		return nil, asError(fmt.Errorf("creating session: %w", err))

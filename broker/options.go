@@ -71,6 +71,10 @@ type BrokerOptions struct {
 	DefaultMaxToolCalls int
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 1 MiB.
 	MaxBodyBytes int64
+	// Directory, when set, lists this broker's running sessions so that
+	// other brokers sharing it hand tool results and status requests for
+	// them to this one (see SessionDirectory). Nil means none.
+	Directory *SessionDirectory
 	// Logger receives operational logs. Nil means no logging.
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now. Tests inject one.

@@ -199,6 +199,9 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	b.mu.Lock()
 	delete(b.runs, s.ID)
 	b.mu.Unlock()
+	if d := b.opts.Directory; d != nil {
+		d.remove(s.ID, b)
+	}
 
 	switch p := final.Payload.(type) {
 	case *ResultPayload:
