@@ -5,6 +5,8 @@
 package caddymodules
 
 import (
+	"errors"
+
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 )
@@ -52,9 +54,13 @@ type App struct {
 	meta     metaState
 	auth     authState
 
+	held   holder // component keys, released by Cleanup
 	ctx    caddy.Context
 	logger *zap.Logger
 }
+
+// hold records a component key acquired for this config.
+func (a *App) hold(key string) { a.held.hold(key) }
 
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
@@ -106,15 +112,18 @@ func (a *App) Stop() error {
 	return first
 }
 
-// Cleanup releases what Provision acquired, in reverse order.
+// Cleanup releases what Provision acquired, in reverse order: the areas'
+// own per-config objects, then the references to shared components. It
+// also runs when Provision failed half-way, so every step tolerates an
+// area that was never provisioned.
 func (a *App) Cleanup() error {
-	var first error
-	for _, step := range []func() error{a.cleanupAuth, a.cleanupMeta, a.cleanupBroker, a.cleanupSandbox, a.cleanupThrottle} {
-		if err := step(); err != nil && first == nil {
-			first = err
-		}
+	var errs []error
+	for _, step := range []func() error{a.cleanupAuth, a.cleanupMeta, a.cleanupBroker} {
+		errs = append(errs, step())
 	}
-	return first
+	errs = append(errs, a.held.releaseAll())
+	a.sandbox, a.throttle = sandboxState{}, throttleState{}
+	return errors.Join(errs...)
 }
 
 // Interface guards

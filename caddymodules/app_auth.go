@@ -2,9 +2,6 @@ package caddymodules
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -133,8 +130,6 @@ func (s *authShared) Destruct() error {
 	return first
 }
 
-var authPool = caddy.NewUsagePool()
-
 // Default token-endpoint rate limit (the spec names none): 30 per minute
 // per client IP.
 const (
@@ -165,15 +160,19 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("codemode auth: %w", err)
 	}
-	val, _, err := authPool.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return buildAuth(&cfg, logger)
+	shared, err := acquire(key, func() (*authShared, func() error, error) {
+		s, err := buildAuth(&cfg, logger)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Destruct, nil
 	})
 	if err != nil {
 		return fmt.Errorf("codemode auth: %w", err)
 	}
 	a.auth = authState{
 		cfg:      &cfg,
-		shared:   val.(*authShared),
+		shared:   shared,
 		poolKey:  key,
 		metrics:  metrics,
 		resource: cfg.Resource,
@@ -186,7 +185,7 @@ func (a *App) cleanupAuth() error {
 	if a.auth.poolKey == "" {
 		return nil
 	}
-	_, err := authPool.Delete(a.auth.poolKey)
+	err := release(a.auth.poolKey)
 	a.auth = authState{}
 	return err
 }
@@ -381,14 +380,7 @@ func (c *AuthConfig) warn(l *zap.Logger) {
 
 // poolKey identifies a configuration: reloads with the same auth config
 // reuse the server and its in-memory state.
-func (c *AuthConfig) poolKey() (string, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(b)
-	return "codemode.auth." + hex.EncodeToString(sum[:]), nil
-}
+func (c *AuthConfig) poolKey() (string, error) { return componentKey("auth", c) }
 
 // buildAuth constructs what the mode needs.
 func buildAuth(cfg *AuthConfig, logger *zap.Logger) (*authShared, error) {

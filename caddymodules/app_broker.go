@@ -2,11 +2,8 @@ package caddymodules
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -21,7 +18,6 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
-	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
 // BrokerConfig is the `broker` part of the codemode app: sessions, tools,
@@ -139,27 +135,30 @@ type brokerRuntime struct {
 	err    error
 }
 
-// brokers holds the brokers of the running configs, keyed by a hash of
-// their `broker` block, so a reload with the same block reuses the broker.
-var brokers = caddy.NewUsagePool()
+// sessionDirectory lists the running sessions of every broker of this
+// process, so that a tool result or status request reaching the broker of
+// a new config is handed to a replaced broker still draining the session.
+var sessionDirectory = broker.NewSessionDirectory()
 
-// sharedBroker is a broker with what it owns; it is destroyed when the last
-// config using it is cleaned up.
+// sharedBroker is a broker with what it owns; it is a component destroyed
+// when the last config using it is cleaned up.
 type sharedBroker struct {
 	b       *broker.Broker
 	cat     *catalog.Catalog
 	rdb     *redis.Client
-	engine  sandbox.Engine // fallback engine when the sandbox area offers none
+	deps    []string // component keys the broker holds (engine, guard)
 	drain   time.Duration
 	logger  *zap.Logger
 	started sync.Once
-	stop    chan struct{} // closed by Destruct
+	stop    chan struct{} // closed by destroy
 }
 
-// Destruct implements caddy.Destructor. When Caddy exits it drains
-// running sessions before returning; on a reload that replaced the broker it
-// drains in the background so the reload is not held up.
-func (s *sharedBroker) Destruct() error {
+// destroy drains running sessions, then releases what the broker owns and
+// its dependencies. When Caddy exits it drains before returning; on a
+// reload that replaced the broker it drains in the background so the
+// reload is not held up (the session directory routes tool results to it
+// meanwhile).
+func (s *sharedBroker) destroy() error {
 	close(s.stop)
 	if caddy.Exiting() {
 		s.shutdown()
@@ -173,15 +172,7 @@ func (s *sharedBroker) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.drain)
 	defer cancel()
 	err := s.b.Close(ctx)
-	if s.cat != nil {
-		s.cat.Close()
-	}
-	if s.rdb != nil {
-		_ = s.rdb.Close()
-	}
-	if s.engine != nil {
-		_ = s.engine.Close()
-	}
+	s.closeOwned()
 	if err != nil {
 		s.logger.Warn("broker closed with sessions aborted", zap.Error(err))
 	}
@@ -226,7 +217,10 @@ func (a *App) validateBroker() error {
 }
 
 // SharedBroker returns the broker of this config, building it on first use.
-// Every codemode_broker handler and the meta-tools share it.
+// Every codemode_broker handler and the meta-tools share it. The broker is a
+// component keyed by the broker block and the keys of the engine and guard
+// manager it is built with: a reload that changes any of them gets a new
+// broker and leaves the running one exactly as it was.
 func (a *App) SharedBroker() (*broker.Broker, error) {
 	if a.broker.brokerRuntime == nil {
 		return nil, errors.New("codemode broker: the codemode app is not provisioned")
@@ -240,24 +234,29 @@ func (a *App) SharedBroker() (*broker.Broker, error) {
 	if cfg == nil {
 		cfg = &BrokerConfig{}
 	}
-	raw, _ := json.Marshal(cfg)
-	sum := sha256.Sum256(raw)
-	key := "codemode.broker." + hex.EncodeToString(sum[:])
-	v, loaded, err := brokers.LoadOrNew(key, func() (caddy.Destructor, error) { return a.newSharedBroker(cfg) })
+	if a.sandbox.engine == nil {
+		return nil, errors.New("codemode broker: the codemode app has no sandbox engine")
+	}
+	deps := []string{a.sandbox.key}
+	if a.throttle.key != "" {
+		deps = append(deps, a.throttle.key)
+	}
+	key, err := componentKey("broker", cfg, deps...)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := acquire(key, func() (*sharedBroker, func() error, error) {
+		sb, err := a.newSharedBroker(cfg, deps)
+		if err != nil {
+			return nil, nil, err
+		}
+		return sb, sb.destroy, nil
+	})
 	if err != nil {
 		a.broker.err = err
 		return nil, err
 	}
-	sb := v.(*sharedBroker)
 	a.broker.key, a.broker.shared = key, sb
-	if loaded {
-		// Same block after a reload: keep the broker, use this config's
-		// engine and guard for new executions.
-		if e := a.Engine(); e != nil {
-			sb.b.SetEngine(e)
-		}
-		sb.b.SetGuard(a.Guard())
-	}
 	return sb.b, nil
 }
 
@@ -268,21 +267,27 @@ func (a *App) sharedBrokerLocked() (*broker.Broker, error) {
 	return a.broker.shared.b, nil
 }
 
-func (a *App) newSharedBroker(cfg *BrokerConfig) (*sharedBroker, error) {
+// newSharedBroker builds the broker on this config's engine and guard,
+// holding a reference to each (deps) until it is destroyed.
+func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker, err error) {
 	repl := caddy.NewReplacer()
 	logger := a.logger.Named("broker")
 	sb := &sharedBroker{drain: time.Duration(cfg.DrainTimeout), logger: logger, stop: make(chan struct{})}
 	if sb.drain == 0 {
-		sb.drain = 10 * time.Second
+		sb.drain = broker.DefaultDrainTimeout
 	}
-	engine := a.Engine()
-	if engine == nil {
-		// Only when the build has no sandbox area: scripts then run in this
-		// process, which suits trusted code only.
-		logger.Warn("no sandbox engine from the codemode app; the broker runs scripts in process")
-		sb.engine = sandbox.NewInProcess(nil)
-		engine = sb.engine
+	for _, k := range deps {
+		if err := retain(k); err != nil {
+			sb.closeOwned()
+			return nil, err
+		}
+		sb.deps = append(sb.deps, k)
 	}
+	defer func() {
+		if err != nil {
+			sb.closeOwned()
+		}
+	}()
 	opts := &broker.BrokerOptions{
 		SessionTimeout:        time.Duration(cfg.SessionTimeout),
 		MaxConcurrentSessions: cfg.MaxConcurrentSessions,
@@ -290,8 +295,9 @@ func (a *App) newSharedBroker(cfg *BrokerConfig) (*sharedBroker, error) {
 		DefaultMaxToolCalls:   cfg.MaxToolCalls,
 		MaxBodyBytes:          cfg.MaxBodySize,
 		Tools:                 broker.NewToolRegistry(),
-		Engine:                engine,
-		Guard:                 a.Guard(),
+		Engine:                a.sandbox.engine,
+		Guard:                 a.throttle.manager,
+		Directory:             sessionDirectory,
 		Logger:                logger,
 	}
 	if cfg.DemoTools {
@@ -326,7 +332,6 @@ func (a *App) newSharedBroker(cfg *BrokerConfig) (*sharedBroker, error) {
 		}
 		cat, err := catalog.New(sources, &catalog.Options{PollInterval: time.Duration(cfg.PollInterval), Logger: logger.Named("catalog")})
 		if err != nil {
-			sb.closeOwned()
 			return nil, fmt.Errorf("codemode broker: %w", err)
 		}
 		sb.cat = cat
@@ -334,13 +339,14 @@ func (a *App) newSharedBroker(cfg *BrokerConfig) (*sharedBroker, error) {
 	}
 	b, err := broker.New(opts)
 	if err != nil {
-		sb.closeOwned()
 		return nil, fmt.Errorf("codemode broker: %w", err)
 	}
 	sb.b = b
 	return sb, nil
 }
 
+// closeOwned closes the catalog and Redis client and releases the
+// dependencies.
 func (s *sharedBroker) closeOwned() {
 	if s.cat != nil {
 		s.cat.Close()
@@ -348,9 +354,10 @@ func (s *sharedBroker) closeOwned() {
 	if s.rdb != nil {
 		_ = s.rdb.Close()
 	}
-	if s.engine != nil {
-		_ = s.engine.Close()
+	for i := len(s.deps) - 1; i >= 0; i-- {
+		_ = release(s.deps[i])
 	}
+	s.deps = nil
 }
 
 func replaceMap(repl *caddy.Replacer, m map[string]string) map[string]string {
@@ -405,7 +412,7 @@ func (a *App) cleanupBroker() error {
 	if a.broker.shared == nil {
 		return nil
 	}
-	_, err := brokers.Delete(a.broker.key)
+	err := release(a.broker.key)
 	a.broker.shared = nil
 	return err
 }

@@ -336,8 +336,20 @@ func (l *metaLimiter) Check(ctx context.Context, ci metatools.CallInfo) error {
 	return nil
 }
 
+// cleanupMeta closes this config's index (unregistering it from the broker,
+// which may outlive the config), upstream connections and limiter. It runs
+// for a config that failed to load too, which never started.
 func (a *App) cleanupMeta() error {
-	if rt := a.meta.rt; rt != nil && rt.limiter != nil {
+	rt := a.meta.rt
+	if rt == nil {
+		return nil
+	}
+	a.meta.rt = nil
+	rt.index.Close()
+	for _, u := range rt.upstreams {
+		u.Close()
+	}
+	if rt.limiter != nil {
 		return rt.limiter.Destroy(context.Background())
 	}
 	return nil

@@ -2,7 +2,6 @@ package caddymodules
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/dustin/go-humanize"
-	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
@@ -133,30 +131,7 @@ type SandboxSanitization struct {
 // sandboxState is what the area keeps at run time.
 type sandboxState struct {
 	engine sandbox.Engine
-	key    string // in sandboxEngines; empty for the in-process adapter
-}
-
-// sandboxEngines keeps worker pools across config reloads: a reload with
-// the same sandbox block reuses the running pool (warm workers, scripts in
-// flight unaffected); a changed block starts a new pool, and the old one
-// drains (refuses new scripts, lets running ones finish up to their timeout
-// plus grace) and stops when the old config is cleaned up.
-var sandboxEngines = caddy.NewUsagePool()
-
-// sharedEngine is a pool in sandboxEngines.
-type sharedEngine struct {
-	engine sandbox.Engine
-	drain  time.Duration
-}
-
-// Destruct drains and closes the pool when its last config goes away.
-func (s *sharedEngine) Destruct() error {
-	if sh, ok := s.engine.(interface{ Shutdown(context.Context) error }); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), s.drain)
-		defer cancel()
-		return sh.Shutdown(ctx)
-	}
-	return s.engine.Close()
+	key    string // the engine's component key
 }
 
 // Engine returns the sandbox engine built from `sandbox` (the worker pool by
@@ -231,6 +206,12 @@ func (c *SandboxConfig) options() (adapter string, eo *sandbox.Options, po *sand
 	return adapter, eo, po, nil
 }
 
+// provisionSandbox loads the engine. Engines are components: a reload with
+// the same sandbox block reuses the running one (warm workers, scripts in
+// flight unaffected); a changed block builds a new one, and the old one
+// drains (refuses new scripts, lets running ones finish up to their timeout
+// plus grace) and stops when nothing uses it any more, a draining broker
+// included.
 func (a *App) provisionSandbox(ctx caddy.Context) error {
 	cfg := a.Sandbox
 	if cfg == nil {
@@ -240,54 +221,45 @@ func (a *App) provisionSandbox(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("codemode: sandbox: %w", err)
 	}
-	logger := ctx.Logger().Named("sandbox")
-	eo.Logger = logger
-	if adapter == SandboxAdapterInProcess {
-		a.sandbox = sandboxState{engine: sandbox.NewInProcess(eo)}
-		return nil
-	}
-	po.Logger = logger
-	raw, err := json.Marshal(cfg)
+	key, err := componentKey("engine", cfg)
 	if err != nil {
 		return fmt.Errorf("codemode: sandbox: %w", err)
 	}
-	key := "codemode.sandbox:" + string(raw)
-	v, loaded, err := sandboxEngines.LoadOrNew(key, func() (caddy.Destructor, error) {
+	logger := a.logger.Named("sandbox")
+	engine, err := acquire(key, func() (sandbox.Engine, func() error, error) {
+		eo.Logger = logger
+		if adapter == SandboxAdapterInProcess {
+			e := sandbox.NewInProcess(eo)
+			return e, e.Close, nil
+		}
+		po.Logger = logger
 		e, err := sandbox.NewWorkerPool(po)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		timeout := eo.Limits.Timeout
 		if timeout == 0 {
 			l, _ := sandbox.Preset(eo.Preset)
 			timeout = l.Timeout
 		}
-		return &sharedEngine{engine: e, drain: timeout + 2*time.Second}, nil
+		return e, func() error { return drainEngine(e, timeout+2*time.Second) }, nil
 	})
 	if err != nil {
 		return fmt.Errorf("codemode: sandbox: %w", err)
 	}
-	if loaded {
-		logger.Debug("reusing the sandbox worker pool of the previous config")
-	}
-	a.sandbox = sandboxState{engine: v.(*sharedEngine).engine, key: key}
+	a.hold(key)
+	a.sandbox = sandboxState{engine: engine, key: key}
 	return nil
 }
 
-func (a *App) cleanupSandbox() error {
-	st := a.sandbox
-	a.sandbox = sandboxState{}
-	switch {
-	case st.key != "":
-		_, err := sandboxEngines.Delete(st.key)
-		if err != nil && a.logger != nil {
-			a.logger.Warn("stopping the sandbox worker pool", zap.Error(err))
-		}
-		return err
-	case st.engine != nil:
-		return st.engine.Close()
+// drainEngine lets running scripts finish, up to drain, then closes e.
+func drainEngine(e sandbox.Engine, drain time.Duration) error {
+	if sh, ok := e.(interface{ Shutdown(context.Context) error }); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), drain)
+		defer cancel()
+		return sh.Shutdown(ctx)
 	}
-	return nil
+	return e.Close()
 }
 
 // parseSandbox parses the `sandbox` subdirective of the codemode global

@@ -49,7 +49,7 @@ func TestSandboxAdapters(t *testing.T) {
 		if r.Status != sandbox.StatusOK || string(r.Result) != "2" {
 			t.Fatalf("%+v: %s %s", cfg, r.Status, r.Result)
 		}
-		if err := a.cleanupSandbox(); err != nil {
+		if err := a.held.releaseAll(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -68,20 +68,20 @@ func TestSandboxPoolSurvivesReload(t *testing.T) {
 	if changed.Engine() == next.Engine() {
 		t.Fatal("a changed sandbox block reused the pool")
 	}
-	if err := old.cleanupSandbox(); err != nil {
+	if err := old.held.releaseAll(); err != nil {
 		t.Fatal(err)
 	}
 	if r := runScript(t, next.Engine(), "return 3"); r.Status != sandbox.StatusOK {
 		t.Fatalf("after the old config's cleanup: %s %+v", r.Status, r.Error)
 	}
 	e := next.Engine()
-	if err := next.cleanupSandbox(); err != nil {
+	if err := next.held.releaseAll(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.Execute(context.Background(), sandbox.Request{Code: "return 1"}, nullHost{}); err == nil {
 		t.Fatal("pool still serves after its last config was cleaned up")
 	}
-	if err := changed.cleanupSandbox(); err != nil {
+	if err := changed.held.releaseAll(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -97,7 +97,7 @@ func TestSandboxConfigErrors(t *testing.T) {
 		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 		a := &App{Sandbox: cfg, ctx: ctx, logger: ctx.Logger()}
 		if err := a.provisionSandbox(ctx); err == nil {
-			_ = a.cleanupSandbox()
+			_ = a.held.releaseAll()
 			t.Errorf("%+v: provisioned", cfg)
 		}
 		cancel()

@@ -21,8 +21,8 @@ type ThrottleConfig struct {
 
 // throttleState is what the area keeps at run time.
 type throttleState struct {
-	manager  *guard.GuardManager
-	storeKey string
+	manager *guard.GuardManager
+	key     string // the manager's component key
 }
 
 // Guard returns the guard manager built from `throttle`, or nil when the
@@ -30,6 +30,9 @@ type throttleState struct {
 // storage shared across config reloads.
 func (a *App) Guard() *guard.GuardManager { return a.throttle.manager }
 
+// provisionThrottle loads the guard manager: a component keyed by the
+// throttle block and its storage, so a broker built with it (keyed in turn
+// by the manager's key) never sees another config's limits.
 func (a *App) provisionThrottle(ctx caddy.Context) error {
 	if a.Throttle == nil {
 		return nil
@@ -42,32 +45,40 @@ func (a *App) provisionThrottle(ctx caddy.Context) error {
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = guard.DefaultKeyPrefix
 	}
-	logger := ctx.Logger().Named("throttle")
+	logger := a.logger.Named("throttle")
 	if !cfg.Enabled && (cfg.Global != nil || cfg.GlobalConcurrency != nil || cfg.DefaultRateLimit != nil ||
 		cfg.DefaultConcurrency != nil || cfg.DefaultTimeout != nil || cfg.IpFilter != nil) {
 		logger.Warn("throttle has limits but enabled is false: no limits apply (set \"enabled\": true)")
 	}
-	key, store, err := loadGuardStorage(cfg.Storage, cfg.KeyPrefix, logger)
+	storeKey, store, err := loadGuardStorage(cfg.Storage, cfg.KeyPrefix, logger)
 	if err != nil {
 		return fmt.Errorf("codemode: throttle: %w", err)
 	}
-	m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: logger, Storage: store, Now: guardNow})
+	a.hold(storeKey)
+	key, err := componentKey("guard", cfg, storeKey)
 	if err != nil {
-		_, _ = guardStorages.Delete(key)
 		return fmt.Errorf("codemode: throttle: %w", err)
 	}
-	a.throttle = throttleState{manager: m, storeKey: key}
+	m, err := acquire(key, func() (*guard.GuardManager, func() error, error) {
+		if err := retain(storeKey); err != nil {
+			return nil, nil, err
+		}
+		m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: logger, Storage: store, Now: guardNow})
+		if err != nil {
+			_ = release(storeKey)
+			return nil, nil, err
+		}
+		return m, func() error {
+			_ = m.Destroy(context.Background())
+			return release(storeKey)
+		}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("codemode: throttle: %w", err)
+	}
+	a.hold(key)
+	a.throttle = throttleState{manager: m, key: key}
 	return nil
-}
-
-func (a *App) cleanupThrottle() error {
-	if a.throttle.manager == nil {
-		return nil
-	}
-	_ = a.throttle.manager.Destroy(context.Background())
-	_, err := guardStorages.Delete(a.throttle.storeKey)
-	a.throttle = throttleState{}
-	return err
 }
 
 // parseThrottle parses the `throttle` subdirective of the codemode global

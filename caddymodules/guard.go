@@ -225,7 +225,7 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	}
 	m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: g.logger, Storage: store, Now: guardNow})
 	if err != nil {
-		_, _ = guardStorages.Delete(key)
+		_ = release(key)
 		return fmt.Errorf("codemode_guard: %w", err)
 	}
 	g.manager, g.storeKey = m, key
@@ -305,7 +305,7 @@ func (g *Guard) Cleanup() error {
 	}
 	_ = g.manager.Destroy(context.Background())
 	g.manager = nil
-	_, err := guardStorages.Delete(g.storeKey)
+	err := release(g.storeKey)
 	return err
 }
 
@@ -567,32 +567,31 @@ func replaceStorageConfig(c *guard.StorageConfig) *guard.StorageConfig {
 // rate-limit window boundary falls between their requests.
 var guardNow = time.Now
 
-// guardStorages holds the storage backends of guard handlers and of
-// `throttle`, keyed by their settings, so that counters and tickets survive
-// a config reload.
-var guardStorages = caddy.NewUsagePool()
-
-type pooledGuardStorage struct{ guard.Storage }
-
-func (p pooledGuardStorage) Destruct() error { return p.Close() }
-
-// loadGuardStorage returns the pool key and the shared storage for cfg.
+// loadGuardStorage acquires the storage backend of cfg and keyPrefix, a
+// component shared by every guard handler and throttle block with the same
+// settings, so that counters and tickets survive a config reload. The
+// caller releases the returned key.
 func loadGuardStorage(cfg *guard.StorageConfig, keyPrefix string, logger *zap.Logger) (string, guard.Storage, error) {
 	var c guard.StorageConfig
 	if cfg != nil {
 		c = *cfg
 	}
 	c.FailureMode = "" // applied per manager
-	b, _ := json.Marshal(c)
-	sum := sha256.Sum256(append(b, keyPrefix...))
-	key := "guard-storage:" + hex.EncodeToString(sum[:])
-	v, _, err := guardStorages.LoadOrNew(key, func() (caddy.Destructor, error) {
+	key, err := componentKey("guard-storage", struct {
+		Storage   guard.StorageConfig
+		KeyPrefix string
+	}{c, keyPrefix})
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := acquire(key, func() (guard.Storage, func() error, error) {
 		if c.Provider != guard.ProviderRedis {
-			return pooledGuardStorage{guard.NewMemoryStorage(nil)}, nil
+			s := guard.NewMemoryStorage(nil)
+			return s, s.Close, nil
 		}
 		rs, err := guard.NewRedisStorage(c, keyPrefix, &guard.RedisStorageOptions{Logger: logger})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -600,12 +599,12 @@ func loadGuardStorage(cfg *guard.StorageConfig, keyPrefix string, logger *zap.Lo
 			logger.Warn("guard storage: redis is unreachable at start; the failure mode applies until it answers",
 				zap.String("addr", c.Host), zap.Error(err))
 		}
-		return pooledGuardStorage{rs}, nil
+		return rs, rs.Close, nil
 	})
 	if err != nil {
 		return "", nil, err
 	}
-	return key, v.(pooledGuardStorage).Storage, nil
+	return key, st, nil
 }
 
 // Interface guards
