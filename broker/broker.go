@@ -47,6 +47,9 @@ type Broker struct {
 	closeOnce   sync.Once
 	closeErr    error
 	answerPoll  time.Duration // see answerPollInterval; tests shorten it
+
+	watchMu  sync.Mutex
+	watchers map[string]map[chan struct{}]struct{} // session id -> Await calls waiting here
 }
 
 type engineBox struct{ e sandbox.Engine }
@@ -77,6 +80,11 @@ type ExecuteOptions struct {
 	Auth *AuthResult
 	// ClientIP is the caller's address, for partitioning guard limits.
 	ClientIP string
+	// Host, when set, resolves the script's tools (lookup and calls)
+	// instead of the broker's registry and catalog, except the registry's
+	// caller-answered tools, which still wait for the caller's
+	// SubmitToolResult. meta:execute runs plans over its tool index this way.
+	Host sandbox.Host
 }
 
 // New returns a broker. opts.Engine is required; the zero values of the
@@ -256,9 +264,21 @@ func (b *Broker) SubmitToolResult(ctx context.Context, sessionID string, res Too
 	}
 }
 
-// deliver hands a caller-supplied answer to the local run waiting for it.
+// deliver hands a caller-supplied answer to the local run waiting for it,
+// or a change notice to the local Await calls following the session.
 // Answers for sessions of other brokers (seen through Redis) are ignored.
 func (b *Broker) deliver(a *toolAnswer) {
+	if a.Changed {
+		b.watchMu.Lock()
+		for ch := range b.watchers[a.SessionID] {
+			select {
+			case ch <- struct{}{}:
+			default: // a wake-up is already pending
+			}
+		}
+		b.watchMu.Unlock()
+		return
+	}
 	b.mu.Lock()
 	r := b.runs[a.SessionID]
 	b.mu.Unlock()
@@ -299,8 +319,80 @@ func (b *Broker) Execute(ctx context.Context, code string, opts ExecuteOptions) 
 	}
 }
 
+// Start runs code in a new session like Execute, without a stream: the
+// session runs on this broker until it finishes or reaches its timeout,
+// whatever happens to ctx afterwards (its values are kept). Its tool calls
+// answered by the caller wait for SubmitToolResult. Follow it with Await,
+// from this broker or any other sharing its store. Errors are those of
+// Execute's start (SESSION_LIMIT, SHUTTING_DOWN, VALIDATION_ERROR, a store
+// failure).
+func (b *Broker) Start(ctx context.Context, code string, opts ExecuteOptions) (*Session, error) {
+	opts.Filter = nil
+	r, err := b.startRun(context.WithoutCancel(ctx), code, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	return r.snapshot(), nil
+}
+
+// Await returns the state of a session once it has finished or has a call
+// waiting for the caller's answer. When ctx ends first it returns the
+// latest state with ctx's error. An unknown or expired session is a nil
+// state. It works on every broker sharing the store; a session made by
+// Start wakes it at once, any other within the answer poll interval (1 s).
+func (b *Broker) Await(ctx context.Context, id string) (*SessionState, error) {
+	ch := make(chan struct{}, 1)
+	b.watchMu.Lock()
+	if b.watchers == nil {
+		b.watchers = make(map[string]map[chan struct{}]struct{})
+	}
+	if b.watchers[id] == nil {
+		b.watchers[id] = make(map[chan struct{}]struct{})
+	}
+	b.watchers[id][ch] = struct{}{}
+	b.watchMu.Unlock()
+	defer func() {
+		b.watchMu.Lock()
+		delete(b.watchers[id], ch)
+		if len(b.watchers[id]) == 0 {
+			delete(b.watchers, id)
+		}
+		b.watchMu.Unlock()
+	}()
+	poll := time.NewTicker(b.answerPoll)
+	defer poll.Stop()
+	for {
+		s, err := b.store.get(ctx, id)
+		if err != nil || s == nil {
+			return nil, err
+		}
+		st := &SessionState{Session: s}
+		if s.finished() {
+			return st, nil
+		}
+		if st.Pending, err = b.store.pendingCalls(ctx, id); err != nil {
+			return nil, err
+		}
+		if len(st.Pending) > 0 {
+			return st, nil
+		}
+		select {
+		case <-ch:
+		case <-poll.C:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+}
+
 // start creates the session and launches the execution.
 func (b *Broker) start(ctx context.Context, code string, opts ExecuteOptions) (*run, error) {
+	return b.startRun(ctx, code, opts, false)
+}
+
+// startRun creates the session and launches the execution; a detached run
+// has no consumer for its events and announces its changes to Await.
+func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions, detached bool) (*run, error) {
 	if err := opts.Filter.validate(); err != nil {
 		return nil, err
 	}
@@ -356,6 +448,8 @@ func (b *Broker) start(ctx context.Context, code string, opts ExecuteOptions) (*
 		waiters:  make(map[string]chan *toolAnswer),
 		begun:    now,
 		engine:   b.engine.Load().e,
+		host:     opts.Host,
+		announce: detached,
 		req: sandbox.Request{
 			Code:         code,
 			AllowedTools: opts.AllowedTools,
@@ -374,6 +468,9 @@ func (b *Broker) start(ctx context.Context, code string, opts ExecuteOptions) (*
 		b.mu.Unlock()
 		cancel()
 		return nil, &Error{Code: CodeSessionLimit, Message: fmt.Sprintf("too many concurrent sessions (limit %d)", b.opts.MaxConcurrentSessions), Status: http.StatusTooManyRequests, RetryAfter: time.Second}
+	}
+	if detached {
+		r.stopOnce.Do(func() { close(r.stop) }) // nobody reads the events
 	}
 	b.runs[s.ID] = r
 	b.wg.Add(1)

@@ -33,6 +33,11 @@ type run struct {
 	begun    time.Time
 	engine   sandbox.Engine
 	req      sandbox.Request
+	// host resolves the script's tools instead of the broker (ExecuteOptions.Host).
+	host sandbox.Host
+	// announce tells Await on every broker when a call starts waiting for
+	// the caller and when the session finishes (sessions made by Start).
+	announce bool
 
 	mu      sync.Mutex
 	sess    *Session
@@ -176,10 +181,18 @@ func (r *run) finish(res *sandbox.Result, err error) {
 
 	r.mu.Lock()
 	r.sess.ToolCalls = calls
-	if sessErr != nil {
-		var te *sandbox.ToolError
-		errors.As(sessErr, &te)
-		r.sess.Error = &SessionError{Code: te.Code, Message: te.Message}
+	switch p := final.Payload.(type) {
+	case *ResultPayload:
+		r.sess.Result = p.Result
+	case *ErrorPayload:
+		r.sess.Error = &SessionError{Code: p.Error.Code, Message: p.Error.Message, ScriptStatus: p.ScriptStatus,
+			Location: p.Location, Details: p.Details}
+		if res != nil && res.Error != nil {
+			r.sess.Error.Stack = res.Error.Stack
+		}
+	}
+	if res != nil {
+		r.sess.Logs = res.Logs
 	}
 	r.mu.Unlock()
 	s, terr := r.transition(status)
@@ -195,6 +208,7 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	if err := b.store.closeCalls(sctx, s); err != nil {
 		b.logger.Warn("closing calls of finished session", zap.String("session", s.ID), zap.Error(err))
 	}
+	r.changed(sctx)
 	cancel()
 	b.mu.Lock()
 	delete(b.runs, s.ID)
@@ -216,7 +230,20 @@ func (r *run) finish(res *sandbox.Result, err error) {
 
 // LookupTool implements sandbox.Host.
 func (r *run) LookupTool(name string) (sandbox.ToolInfo, bool) {
+	if r.host != nil {
+		return r.host.LookupTool(name)
+	}
 	return r.b.lookupTool(name)
+}
+
+// changed announces a change of the session to Await, when it is followed.
+func (r *run) changed(ctx context.Context) {
+	if !r.announce {
+		return
+	}
+	if err := r.b.store.notify(ctx, r.sess.ID); err != nil {
+		r.b.logger.Warn("announcing a session change", zap.String("session", r.sess.ID), zap.Error(err))
+	}
 }
 
 // Log implements sandbox.LogHost: console entries become log events.
@@ -252,7 +279,12 @@ func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMess
 			sessionID: sess.ID, callID: call.ID, auth: r.auth, clientIP: r.clientIP, context: r.context,
 			caller: r, announce: announce,
 		}
-		out, err = b.invoke(ctx, call.Name, call.Input, ic)
+		if r.host != nil && !b.callerAnswered(call.Name) {
+			announce(false)
+			out, err = r.host.CallTool(ctx, call)
+		} else {
+			out, err = b.invoke(ctx, call.Name, call.Input, ic)
+		}
 	}
 	announce(false)
 	err = toolError(err)
@@ -273,8 +305,9 @@ func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMess
 
 // awaitCaller registers the call as pending, announces it and waits for the
 // caller's answer through SubmitToolResult (possibly on another broker).
-func (r *run) awaitCaller(ctx context.Context, callID string, announce func(bool)) (json.RawMessage, error) {
+func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(bool)) (json.RawMessage, error) {
 	b := r.b
+	callID := call.CallID
 	ch := make(chan *toolAnswer, 1)
 	r.mu.Lock()
 	r.waiters[callID] = ch
@@ -285,10 +318,11 @@ func (r *run) awaitCaller(ctx context.Context, callID string, announce func(bool
 		delete(r.waiters, callID)
 		r.mu.Unlock()
 	}()
-	if err := b.store.addCall(ctx, sess, callID); err != nil {
+	if err := b.store.addCall(ctx, sess, call); err != nil {
 		return nil, &sandbox.ToolError{Code: CodeInternal, Message: "cannot record the pending call"}
 	}
 	announce(true)
+	r.changed(ctx)
 	var poll <-chan time.Time
 	fetcher, _ := b.store.(answerFetcher)
 	if fetcher != nil {

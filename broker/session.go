@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sort"
 	"sync"
 	"time"
 )
@@ -35,17 +36,35 @@ type Session struct {
 	// ToolCalls counts the tool calls made so far (updated when the session
 	// finishes).
 	ToolCalls int `json:"toolCalls"`
+	// Result is the script's return value (JSON) once Status is completed,
+	// so that a caller whose stream was cut learns it with GET
+	// /sessions/{id}.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Logs are the script's console entries once the session finished
+	// (when the sandbox allows console; "[warn] ", "[error] " prefixes).
+	Logs []string `json:"logs,omitempty"`
 	// Error is set when Status is error.
 	Error *SessionError `json:"error,omitempty"`
 }
 
 // SessionError is why a session ended in status error: a script error code
 // (sandbox codes such as EXECUTION_ERROR, TIMEOUT, TOOL_EXECUTION_ERROR) or
-// an engine code (QUEUE_FULL, EXECUTION_ABORTED...).
+// an engine code (QUEUE_FULL, EXECUTION_ABORTED...). The other fields are
+// those of the final error event.
 type SessionError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// ScriptStatus is the sandbox status (syntax_error, illegal_access,
+	// runtime_error, tool_error, timeout) or engine_error.
+	ScriptStatus string     `json:"scriptStatus,omitempty"`
+	Location     *Location  `json:"location,omitempty"`
+	Details      *ErrDetail `json:"details,omitempty"`
+	// Stack is the script's stack trace, when the sandbox gave one.
+	Stack string `json:"stack,omitempty"`
 }
+
+// finished reports whether the session reached its final status.
+func (s *Session) finished() bool { return s.Status == StatusCompleted || s.Status == StatusError }
 
 func (s *Session) clone() *Session {
 	c := *s
@@ -53,16 +72,38 @@ func (s *Session) clone() *Session {
 		e := *s.Error
 		c.Error = &e
 	}
+	c.Logs = append([]string(nil), s.Logs...)
+	if len(c.Logs) == 0 {
+		c.Logs = nil
+	}
 	return &c
+}
+
+// PendingCall is a tool call of a session that waits for the caller's
+// answer (SubmitToolResult).
+type PendingCall struct {
+	CallID string          `json:"callId"`
+	Tool   string          `json:"tool"`
+	Input  json.RawMessage `json:"input"`
+}
+
+// SessionState is a session as Await reports it: the record, and the calls
+// waiting for the caller, oldest first.
+type SessionState struct {
+	Session *Session
+	Pending []PendingCall
 }
 
 // toolAnswer is a caller-supplied tool result on its way to the waiting
 // session, possibly through Redis pub/sub.
 type toolAnswer struct {
 	SessionID string          `json:"sessionId"`
-	CallID    string          `json:"callId"`
+	CallID    string          `json:"callId,omitempty"`
 	Result    json.RawMessage `json:"result,omitempty"`
 	Error     *answerError    `json:"error,omitempty"`
+	// Changed marks a notice instead of an answer: the session has a new
+	// pending call or finished (for Await on any broker).
+	Changed bool `json:"changed,omitempty"`
 }
 
 type answerError struct {
@@ -87,8 +128,14 @@ type store interface {
 	// get returns a session, or nil when unknown or expired (an expired
 	// record found on the way is deleted).
 	get(ctx context.Context, id string) (*Session, error)
-	// addCall records that callID of a session awaits a caller's result.
-	addCall(ctx context.Context, s *Session, callID string) error
+	// addCall records that a call of a session awaits a caller's result.
+	addCall(ctx context.Context, s *Session, call PendingCall) error
+	// pendingCalls lists the calls of a session still waiting for an
+	// answer, oldest first.
+	pendingCalls(ctx context.Context, sessionID string) ([]PendingCall, error)
+	// notify tells every broker sharing the store (this one included) that
+	// the session changed: Await re-reads it.
+	notify(ctx context.Context, sessionID string) error
 	// dropCall forgets a call that stopped waiting (timeout, abort).
 	dropCall(ctx context.Context, sessionID, callID string) error
 	// closeCalls marks a finished session so late results get 409.
@@ -125,8 +172,13 @@ type memoryStore struct {
 
 type memSession struct {
 	s      *Session
-	calls  map[string]bool // callID -> answered; nil until a caller-answered call
+	calls  map[string]*memCall // nil until a caller-answered call
 	closed bool
+}
+
+type memCall struct {
+	PendingCall
+	answered bool
 }
 
 func newMemoryStore(now func() time.Time, deliver func(*toolAnswer)) *memoryStore {
@@ -158,23 +210,59 @@ func (m *memoryStore) get(_ context.Context, id string) (*Session, error) {
 	return e.s.clone(), nil
 }
 
-func (m *memoryStore) addCall(_ context.Context, s *Session, callID string) error {
+func (m *memoryStore) addCall(_ context.Context, s *Session, call PendingCall) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.sessions[s.ID]; ok {
 		if e.calls == nil {
-			e.calls = map[string]bool{}
+			e.calls = map[string]*memCall{}
 		}
-		e.calls[callID] = false
+		e.calls[call.CallID] = &memCall{PendingCall: call}
 	}
 	return nil
+}
+
+func (m *memoryStore) pendingCalls(_ context.Context, sessionID string) ([]PendingCall, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.sessions[sessionID]
+	if !ok || e.closed {
+		return nil, nil
+	}
+	var out []PendingCall
+	for _, c := range e.calls {
+		if !c.answered {
+			out = append(out, c.PendingCall)
+		}
+	}
+	sortCalls(out)
+	return out, nil
+}
+
+func (m *memoryStore) notify(_ context.Context, sessionID string) error {
+	m.deliver(&toolAnswer{SessionID: sessionID, Changed: true})
+	return nil
+}
+
+// sortCalls orders calls by their sandbox id ("1", "2", ... "10"), that is
+// in the order the script made them.
+func sortCalls(calls []PendingCall) {
+	sort.Slice(calls, func(i, j int) bool {
+		a, b := calls[i].CallID, calls[j].CallID
+		if len(a) != len(b) {
+			return len(a) < len(b)
+		}
+		return a < b
+	})
 }
 
 func (m *memoryStore) dropCall(_ context.Context, sessionID, callID string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e, ok := m.sessions[sessionID]; ok && !e.calls[callID] {
-		delete(e.calls, callID)
+	if e, ok := m.sessions[sessionID]; ok {
+		if c := e.calls[callID]; c != nil && !c.answered {
+			delete(e.calls, callID)
+		}
 	}
 	return nil
 }
@@ -200,16 +288,16 @@ func (m *memoryStore) resolveCall(_ context.Context, a *toolAnswer) error {
 		m.mu.Unlock()
 		return errCallClosed
 	}
-	answered, ok := e.calls[a.CallID]
+	c, ok := e.calls[a.CallID]
 	switch {
 	case !ok:
 		m.mu.Unlock()
 		return errCallUnknown
-	case answered:
+	case c.answered:
 		m.mu.Unlock()
 		return errCallAnswered
 	}
-	e.calls[a.CallID] = true
+	c.answered = true
 	m.mu.Unlock()
 	m.deliver(a)
 	return nil

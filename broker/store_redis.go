@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,8 +18,9 @@ import (
 //
 //	{prefix}session:{id}  JSON of the Session, expiring at ExpiresAt
 //	{prefix}calls:{id}    hash: "c:{callId}" -> pending|answered, "ac:{callId}" -> the
-//	                      answer, "closed" once finished
-//	{prefix}answers       pub/sub channel carrying caller-supplied results
+//	                      answer, "i:{callId}" -> {tool, input}, "closed" once finished
+//	{prefix}answers       pub/sub channel carrying caller-supplied results and
+//	                      change notices of sessions followed with Await
 //
 // A result posted to any broker is checked, marked answered and stored by
 // one Lua script, which also publishes it; the broker running the session
@@ -121,14 +123,52 @@ func (r *redisStore) get(ctx context.Context, id string) (*Session, error) {
 	return &s, nil
 }
 
-func (r *redisStore) addCall(ctx context.Context, s *Session, callID string) error {
-	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, r.callsKey(s.ID), "c:"+callID, "pending")
+func (r *redisStore) addCall(ctx context.Context, s *Session, call PendingCall) error {
+	info, err := json.Marshal(call)
+	if err != nil {
+		return err
+	}
+	_, err = r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, r.callsKey(s.ID), "c:"+call.CallID, "pending", "i:"+call.CallID, info)
 		p.PExpire(ctx, r.callsKey(s.ID), r.ttl(s))
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("recording call %s of session %s: %w", callID, s.ID, err)
+		return fmt.Errorf("recording call %s of session %s: %w", call.CallID, s.ID, err)
+	}
+	return nil
+}
+
+func (r *redisStore) pendingCalls(ctx context.Context, sessionID string) ([]PendingCall, error) {
+	h, err := r.rdb.HGetAll(ctx, r.callsKey(sessionID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("reading calls of session %s: %w", sessionID, err)
+	}
+	if _, closed := h["closed"]; closed {
+		return nil, nil
+	}
+	var out []PendingCall
+	for k, v := range h {
+		id, ok := strings.CutPrefix(k, "c:")
+		if !ok || v != "pending" {
+			continue
+		}
+		c := PendingCall{CallID: id}
+		if info, ok := h["i:"+id]; ok {
+			if err := json.Unmarshal([]byte(info), &c); err != nil {
+				return nil, fmt.Errorf("decoding call %s of session %s: %w", id, sessionID, err)
+			}
+		}
+		out = append(out, c)
+	}
+	sortCalls(out)
+	return out, nil
+}
+
+func (r *redisStore) notify(ctx context.Context, sessionID string) error {
+	b, _ := json.Marshal(&toolAnswer{SessionID: sessionID, Changed: true})
+	if err := r.rdb.Publish(ctx, r.channel(), b).Err(); err != nil {
+		return fmt.Errorf("announcing a change of session %s: %w", sessionID, err)
 	}
 	return nil
 }

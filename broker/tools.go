@@ -155,6 +155,13 @@ func actionSpec(a catalog.CatalogAction) ToolSpec {
 	}
 }
 
+// callerAnswered reports whether name is a registry tool that only the
+// caller of a session can answer (no handler, no ToolHandler).
+func (b *Broker) callerAnswered(name string) bool {
+	d := b.tools.Get(name)
+	return d != nil && d.Handler == nil && b.opts.ToolHandler == nil
+}
+
 func (b *Broker) lookupTool(name string) (sandbox.ToolInfo, bool) {
 	s, ok := b.LookupTool(name)
 	if !ok {
@@ -260,7 +267,7 @@ func (b *Broker) invoke(ctx context.Context, name string, input json.RawMessage,
 			}
 		case ic.caller != nil:
 			run = func(ctx context.Context) (json.RawMessage, error) {
-				return ic.caller.awaitCaller(ctx, ic.callID, ic.announceCall)
+				return ic.caller.awaitCaller(ctx, PendingCall{CallID: ic.callID, Tool: name, Input: input}, ic.announceCall)
 			}
 		default:
 			return nil, &sandbox.ToolError{Code: CodeToolNotCallable, Message: fmt.Sprintf("tool %q is answered by the caller of /execute and cannot be invoked here", name)}

@@ -178,13 +178,18 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 	}
 
 	var sources []metatools.ToolSource
+	var plans metatools.PlanSessions
 	if !cfg.NoBroker {
-		src, err := a.metaBrokerSource()
+		b, err := a.SharedBroker()
 		if err != nil {
 			return fmt.Errorf("codemode meta: broker: %w", err)
 		}
-		if src != nil {
-			sources = append(sources, src)
+		if b != nil {
+			// The broker's tools join the index, and its sessions carry the
+			// plans whose caller-answered calls an MCP client answers over
+			// several requests (with Redis, on any gateway).
+			sources = append(sources, &metatools.BrokerSource{B: b})
+			plans = b
 		}
 	}
 	var ups []*metatools.Upstream
@@ -213,7 +218,7 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		return fmt.Errorf("codemode meta: %w", err)
 	}
 
-	opts := &metatools.Options{Engine: a.Engine(), Naming: naming, Logger: logger}
+	opts := &metatools.Options{Engine: a.Engine(), Naming: naming, Logger: logger, Sessions: plans}
 	if s := cfg.Sanitization; s != nil {
 		opts.Sanitize = metatools.Sanitization{RemoveStackTraces: s.RemoveStackTraces, RemoveFilePaths: s.RemoveFilePaths}
 	}
@@ -246,16 +251,6 @@ func (a *App) MetaProtocolVersions() []string {
 		return all
 	}
 	return slices.DeleteFunc(all, func(v string) bool { return !slices.Contains(a.Meta.ProtocolVersions, v) })
-}
-
-// metaBrokerSource is the broker's tools (registry and OpenAPI catalog) as
-// a tool source, or nil when the app has no broker.
-func (a *App) metaBrokerSource() (metatools.ToolSource, error) {
-	b, err := a.SharedBroker()
-	if err != nil || b == nil {
-		return nil, err
-	}
-	return &metatools.BrokerSource{B: b}, nil
 }
 
 // newMetaLimiter builds the guard manager that counts meta-tool calls. It

@@ -12,8 +12,8 @@ import (
 // and every action of its OpenAPI catalog (broker.ListTools), called through
 // broker.InvokeTool so they get the broker's validation and guard. Catalog
 // actions take their service as appId; registry tools the part of their name
-// before ':' or '.', else "local". Tools answered by the caller through an
-// /execute stream are left out: they cannot run outside one.
+// before ':' or '.', else "local". Tools answered by the caller are in the
+// index marked CallerAnswered: the meta-tools ask the MCP client for them.
 type BrokerSource struct {
 	B *broker.Broker
 }
@@ -23,11 +23,8 @@ func (s *BrokerSource) Tools(context.Context) ([]Tool, error) {
 	specs := s.B.ListTools()
 	out := make([]Tool, 0, len(specs))
 	for _, sp := range specs {
-		if sp.CallerAnswered {
-			continue
-		}
 		t := Tool{Name: sp.Name, AppID: sp.Service, Description: sp.Description,
-			InputSchema: sp.InputSchema, OutputSchema: sp.OutputSchema, Tags: sp.Tags}
+			InputSchema: sp.InputSchema, OutputSchema: sp.OutputSchema, Tags: sp.Tags, CallerAnswered: sp.CallerAnswered}
 		if t.AppID == "" {
 			t.AppID = "local"
 			if i := strings.IndexAny(sp.Name, ":."); i > 0 {

@@ -19,6 +19,9 @@ const (
 	// CodeEngineError: the sandbox could not run a script at all; Message
 	// carries the engine's own code (QUEUE_FULL, POOL_DISPOSED, ...).
 	CodeEngineError = "ENGINE_ERROR"
+	// CodeInternalError: a store the meta-tools need (the broker's, for
+	// plans answered by the client) failed.
+	CodeInternalError = "INTERNAL_ERROR"
 )
 
 // Error is a meta-tool or tool failure with a stable code.
@@ -45,7 +48,8 @@ func (e *Error) Error() string {
 // retry. NOT_FOUND, VALIDATION_ERROR and SELF_REFERENCE_BLOCKED never do.
 func Transient(code string) bool {
 	switch code {
-	case CodeNotFound, CodeValidationError, CodeSelfReferenceBlocked, "TOOL_NOT_FOUND", "ACCESS_DENIED":
+	case CodeNotFound, CodeValidationError, CodeSelfReferenceBlocked, "TOOL_NOT_FOUND", "ACCESS_DENIED",
+		CodeToolNotCallable, CodeInvalidRequestState:
 		return false
 	}
 	return true

@@ -61,11 +61,13 @@ type snapshot struct {
 	// it last differed from the previous snapshot's.
 	version string
 	changed time.Time
-	tools   []Tool
-	source  []int // source index per tool
-	byName  map[string]int
-	ranker  search.Ranker
-	schemas []*lazySchema
+	// callerAnswered is true when a tool needs the MCP client's answer.
+	callerAnswered bool
+	tools          []Tool
+	source         []int // source index per tool
+	byName         map[string]int
+	ranker         search.Ranker
+	schemas        []*lazySchema
 }
 
 type lazySchema struct {
@@ -196,6 +198,7 @@ func (ix *Index) build(prev *snapshot) *snapshot {
 				ix.logger.Warn("duplicate tool name; the first source wins", zap.String("tool", t.Name))
 				continue
 			}
+			s.callerAnswered = s.callerAnswered || t.CallerAnswered
 			s.byName[t.Name] = len(s.tools)
 			s.tools = append(s.tools, t)
 			s.source = append(s.source, si)
@@ -240,6 +243,10 @@ func (ix *Index) Version() string { return ix.snap.Load().version }
 
 // ChangedAt is when Version last changed (the index's creation at first).
 func (ix *Index) ChangedAt() time.Time { return ix.snap.Load().changed }
+
+// hasCallerAnswered reports whether a tool of the index needs the MCP
+// client's answer.
+func (ix *Index) hasCallerAnswered() bool { return ix.snap.Load().callerAnswered }
 
 // Len is the number of tools in the index.
 func (ix *Index) Len() int { return len(ix.snap.Load().tools) }

@@ -140,13 +140,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		InputSchema:  executeInputSchema,
 		OutputSchema: executeOutputSchema,
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
-	}, s.handler(MetaExecute, func(ctx context.Context, args json.RawMessage) (any, error) {
-		var in ExecuteInput
-		if err := decodeArgs(args, &in); err != nil {
-			return nil, err
-		}
-		return s.Execute(ctx, in)
-	}))
+	}, s.executeHandler())
 	srv.AddTool(&mcp.Tool{
 		Name:        n.ExposedName(MetaInvoke),
 		Title:       "Invoke a tool",
@@ -277,14 +271,45 @@ func (s *Service) handler(metaTool string, fn func(context.Context, json.RawMess
 		if err != nil {
 			return errorResult(err), nil
 		}
-		raw, err := json.Marshal(out)
-		if err != nil {
-			return nil, fmt.Errorf("encoding %s result: %w", metaTool, err)
+		return successResult(metaTool, out)
+	}
+}
+
+// successResult is a meta-tool's output as structuredContent and the same
+// JSON as text.
+func successResult(metaTool string, out any) (*mcp.CallToolResult, error) {
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s result: %w", metaTool, err)
+	}
+	return &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
+		StructuredContent: json.RawMessage(raw),
+	}, nil
+}
+
+// executeHandler is meta:execute. A plan's calls of tools only the caller
+// can answer go to the MCP client (see caller.go): over multi round-trip
+// requests, or over the session of an older revision.
+func (s *Service) executeHandler() mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		if err := s.checkLimit(ctx, MetaExecute, req); err != nil {
+			return errorResult(err), nil
 		}
-		return &mcp.CallToolResult{
-			Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
-			StructuredContent: json.RawMessage(raw),
-		}, nil
+		ci := callInfo(MetaExecute, req)
+		ctx = context.WithValue(ctx, callInfoKey{}, ci)
+		var in ExecuteInput
+		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
+			return errorResult(err), nil
+		}
+		if s.usesPlanSessions(req) {
+			return s.executeRounds(ctx, req, ci, in), nil
+		}
+		res, err := s.execute(ctx, in, &host{s: s, ci: &ci, ask: sessionAsker(req)})
+		if err != nil {
+			return errorResult(err), nil
+		}
+		return successResult(MetaExecute, res)
 	}
 }
 
@@ -316,7 +341,13 @@ func (s *Service) invokeHandler() mcp.ToolHandler {
 		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 			return errorResult(err), nil
 		}
-		res, err := s.Invoke(ctx, in)
+		if t, ok := s.index.Lookup(in.Tool); ok && t.CallerAnswered && usesMRTR(req) && canElicit(req) && validateInvoke(in) == nil {
+			if verr := s.validateToolInput(in.Tool, in.Input); verr != nil {
+				return errorResult(verr), nil
+			}
+			return s.invokeAnswered(req, t, in), nil
+		}
+		res, err := s.invoke(ctx, in, sessionAsker(req))
 		if err != nil {
 			return errorResult(err), nil
 		}
@@ -328,16 +359,27 @@ func (s *Service) invokeHandler() mcp.ToolHandler {
 // invalid meta:invoke input is returned as an error; every failure of the
 // tool itself, including an unknown tool, is an isError result.
 func (s *Service) Invoke(ctx context.Context, in InvokeInput) (*mcp.CallToolResult, error) {
+	return s.invoke(ctx, in, nil)
+}
+
+func validateInvoke(in InvokeInput) error {
 	if strings.TrimSpace(in.Tool) == "" {
-		return nil, validationError("tool", "tool name is required")
+		return validationError("tool", "tool name is required")
 	}
 	if len(in.Input) == 0 || string(in.Input) == "null" {
-		return nil, validationError("input", "input is required (use {} for a tool without arguments)")
+		return validationError("input", "input is required (use {} for a tool without arguments)")
 	}
 	if !isJSONObject(in.Input) {
-		return nil, validationError("input", "must be a JSON object")
+		return validationError("input", "must be a JSON object")
 	}
-	out, cerr := s.CallTool(ctx, in.Tool, in.Input)
+	return nil
+}
+
+func (s *Service) invoke(ctx context.Context, in InvokeInput, ask askFunc) (*mcp.CallToolResult, error) {
+	if err := validateInvoke(in); err != nil {
+		return nil, err
+	}
+	out, cerr := s.callTool(ctx, in.Tool, in.Input, ask)
 	if cerr != nil {
 		if cerr.Code == CodeNotFound {
 			// The spec's shape: one text entry saying not found, pointing to search.
@@ -349,13 +391,19 @@ func (s *Service) Invoke(ctx context.Context, in InvokeInput) (*mcp.CallToolResu
 		}
 		return errorResult(cerr), nil
 	}
+	return s.invokeResult(in.Tool, out), nil
+}
+
+// invokeResult is meta:invoke's success: the tool's result as text, and as
+// structuredContent when it is a JSON object.
+func (s *Service) invokeResult(_ string, out json.RawMessage) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: textOf(out)}}}
 	// MCP (up to revision 2025-11-25) allows only an object as
 	// structuredContent; any other value is in the text alone.
 	if isJSONObject(out) {
 		res.StructuredContent = out
 	}
-	return res, nil
+	return res
 }
 
 // textOf is the text content of a tool result: a JSON string as its plain

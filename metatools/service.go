@@ -82,7 +82,11 @@ type Options struct {
 	// Naming is how the meta-tools are named on the MCP server.
 	Naming Naming
 	// Limiter, when set, is consulted before every meta-tool call.
-	Limiter  Limiter
+	Limiter Limiter
+	// Sessions runs plans whose caller-answered calls the MCP client answers
+	// over multi round-trip requests (revision 2026-07-28); nil leaves
+	// caller-answered tools to older revisions' elicitation only.
+	Sessions PlanSessions
 	Sanitize Sanitization
 	Logger   *zap.Logger
 }
@@ -374,23 +378,35 @@ type ExecuteInput struct {
 // result; an error is returned only for invalid input or when the engine
 // could not run the script.
 func (s *Service) Execute(ctx context.Context, in ExecuteInput) (*sandbox.Result, error) {
+	return s.execute(ctx, in, &host{s: s})
+}
+
+// validateExecute checks meta:execute's input (a null context is dropped).
+func validateExecute(in *ExecuteInput) error {
 	if strings.TrimSpace(in.Script) == "" {
-		return nil, validationError("script", "script is empty")
+		return validationError("script", "script is empty")
 	}
 	if len(in.Script) > MaxScriptBytes {
-		return nil, validationError("script", fmt.Sprintf("script is longer than %d bytes", MaxScriptBytes))
+		return validationError("script", fmt.Sprintf("script is longer than %d bytes", MaxScriptBytes))
 	}
 	if string(in.Context) == "null" {
 		in.Context = nil
 	}
 	if len(in.Context) > 0 && !isJSONObject(in.Context) {
-		return nil, validationError("context", "must be a JSON object")
+		return validationError("context", "must be a JSON object")
+	}
+	return nil
+}
+
+func (s *Service) execute(ctx context.Context, in ExecuteInput, h *host) (*sandbox.Result, error) {
+	if err := validateExecute(&in); err != nil {
+		return nil, err
 	}
 	if s.opts.Engine == nil {
 		return nil, newError(CodeEngineError, "no sandbox engine is configured")
 	}
 	req := sandbox.Request{Code: in.Script, AllowedTools: in.AllowedTools, Context: in.Context, Limits: s.opts.Limits}
-	res, err := s.opts.Engine.Execute(ctx, req, &host{s: s})
+	res, err := s.opts.Engine.Execute(ctx, req, h)
 	if err != nil {
 		var ee *sandbox.Error
 		if errors.As(err, &ee) {
@@ -398,6 +414,12 @@ func (s *Service) Execute(ctx context.Context, in ExecuteInput) (*sandbox.Result
 		}
 		return nil, newError(CodeEngineError, err.Error())
 	}
+	return s.scriptOutcome(res), nil
+}
+
+// scriptOutcome applies meta:execute's reporting rules to a script's result:
+// a refused meta-tool call is illegal_access, and the sanitization options.
+func (s *Service) scriptOutcome(res *sandbox.Result) *sandbox.Result {
 	if e := res.Error; e != nil {
 		// The engine sees a meta-tool call in a form it cannot know (a safe
 		// name, a computed name) only when the host refuses it: report that
@@ -415,7 +437,7 @@ func (s *Service) Execute(ctx context.Context, in ExecuteInput) (*sandbox.Result
 			e.Stack = stripPaths(e.Stack)
 		}
 	}
-	return res, nil
+	return res
 }
 
 var pathRe = regexp.MustCompile(`(?:[A-Za-z]:\\|/)(?:[\w.@+-]+[/\\])+[\w.@+-]*`)
@@ -437,6 +459,12 @@ type InvokeInput struct {
 // validation against the tool's schema, then the tool's source. It is what
 // meta:invoke and scripts' callTool share.
 func (s *Service) CallTool(ctx context.Context, name string, input json.RawMessage) (json.RawMessage, *Error) {
+	return s.callTool(ctx, name, input, nil)
+}
+
+// callTool is CallTool; ask, when set, answers the tools only the caller
+// can answer (by asking the MCP client).
+func (s *Service) callTool(ctx context.Context, name string, input json.RawMessage, ask askFunc) (json.RawMessage, *Error) {
 	if IsMetaToolName(name) {
 		return nil, newError(CodeSelfReferenceBlocked, fmt.Sprintf("%s is a meta-tool and cannot be called from here", name))
 	}
@@ -452,7 +480,16 @@ func (s *Service) CallTool(ctx context.Context, name string, input json.RawMessa
 		verr.Message = fmt.Sprintf("input of %s: %s", name, verr.Message)
 		return nil, verr
 	}
-	out, err := s.index.sources[snap.source[idx]].Call(ctx, name, input)
+	var out json.RawMessage
+	var err error
+	switch t := snap.tools[idx]; {
+	case t.CallerAnswered && ask != nil:
+		out, err = ask(ctx, t, input)
+	case t.CallerAnswered:
+		return nil, newError(CodeToolNotCallable, fmt.Sprintf("%s is answered by the MCP client, and this client cannot be asked: that needs the elicitation capability, over revision 2026-07-28 or a session of an older one", name))
+	default:
+		out, err = s.index.sources[snap.source[idx]].Call(ctx, name, input)
+	}
 	if err != nil {
 		var me *Error
 		if errors.As(err, &me) {
@@ -472,8 +509,28 @@ func (s *Service) CallTool(ctx context.Context, name string, input json.RawMessa
 	return out, nil
 }
 
-// host connects scripts to the index.
-type host struct{ s *Service }
+// validateToolInput checks input against an indexed tool's input schema.
+func (s *Service) validateToolInput(name string, input json.RawMessage) *Error {
+	snap := s.index.snap.Load()
+	idx, ok := snap.byName[name]
+	if !ok {
+		return newError(CodeNotFound, fmt.Sprintf("tool %q not found", name))
+	}
+	if verr := snap.schemas[idx].get().validate(input); verr != nil {
+		verr.Message = fmt.Sprintf("input of %s: %s", name, verr.Message)
+		return verr
+	}
+	return nil
+}
+
+// host connects scripts to the index. ci, when set, is the meta-tool call
+// the script belongs to (tool sources read it from the context); ask
+// answers caller-answered tools.
+type host struct {
+	s   *Service
+	ci  *CallInfo
+	ask askFunc
+}
 
 func (h *host) LookupTool(name string) (sandbox.ToolInfo, bool) {
 	if IsMetaToolName(name) {
@@ -491,7 +548,10 @@ func (h *host) LookupTool(name string) (sandbox.ToolInfo, bool) {
 }
 
 func (h *host) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMessage, error) {
-	out, err := h.s.CallTool(ctx, call.Name, call.Input)
+	if h.ci != nil {
+		ctx = context.WithValue(ctx, callInfoKey{}, *h.ci)
+	}
+	out, err := h.s.callTool(ctx, call.Name, call.Input, h.ask)
 	if err != nil {
 		msg := err.Message
 		if err.Field != "" {

@@ -23,6 +23,10 @@ type Tool struct {
 	Examples []Example `json:"examples,omitempty"`
 	// Tags are indexed for search (OpenAPI tags, for example).
 	Tags []string `json:"tags,omitempty"`
+	// CallerAnswered marks a tool that only the MCP client can answer (a
+	// broker registry tool without a handler): meta:execute and meta:invoke
+	// ask the client through elicitation (see docs/metatools.md).
+	CallerAnswered bool `json:"callerAnswered,omitempty"`
 }
 
 // Annotations are the MCP tool hints.

@@ -1,0 +1,452 @@
+package metatools
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+)
+
+// Tools only the caller can answer (CallerAnswered: a broker registry tool
+// without a handler) are answered by the MCP client through elicitation:
+//
+//   - revision 2026-07-28 (multi round-trip requests): meta:execute runs the
+//     plan as a broker session (PlanSessions) and answers the tools/call with
+//     an input_required result, one elicitation/create input request per
+//     waiting call; the client retries the call with the answers and the
+//     requestState, on any gateway (with Redis, every broker continues any
+//     plan). meta:invoke of such a tool needs no session: the retry carries
+//     the answer.
+//   - older revisions with a session: the gateway sends elicitation/create
+//     to the client and waits for the answer within the same tools/call.
+//   - a client without the elicitation capability (or a stateless transport
+//     of an older revision): the call fails with TOOL_NOT_CALLABLE.
+
+// askFunc answers a call of a caller-answered tool by asking the MCP client.
+type askFunc func(ctx context.Context, t Tool, input json.RawMessage) (json.RawMessage, error)
+
+// PlanSessions runs meta:execute plans that wait for their MCP client across
+// requests. *broker.Broker implements it.
+type PlanSessions interface {
+	Start(ctx context.Context, code string, opts broker.ExecuteOptions) (*broker.Session, error)
+	Await(ctx context.Context, id string) (*broker.SessionState, error)
+	SubmitToolResult(ctx context.Context, sessionID string, res broker.ToolResult) error
+}
+
+// Codes of the caller-answered path.
+const (
+	// CodeToolNotCallable: the tool needs the client's answer and this client
+	// cannot be asked (no elicitation capability, or no way to send it).
+	CodeToolNotCallable = broker.CodeToolNotCallable
+	// CodeCallerDeclined and CodeCallerCancelled are the tool errors a plan
+	// sees when the client's user declines or dismisses the question.
+	CodeCallerDeclined  = "CALLER_DECLINED"
+	CodeCallerCancelled = "CALLER_CANCELLED"
+	// CodeCallerAnswerInvalid: the answer does not fit the tool's result
+	// (older revisions; 2026-07-28 asks again instead).
+	CodeCallerAnswerInvalid = "CALLER_ANSWER_INVALID"
+	// CodeInvalidRequestState: a retry's requestState does not belong to
+	// this call or its plan is gone (finished long ago, expired, its
+	// gateway or Redis lost it, or another user's).
+	CodeInvalidRequestState = "INVALID_REQUEST_STATE"
+)
+
+// firstMRTRRevision is the first MCP revision with multi round-trip requests.
+const firstMRTRRevision = "2026-07-28"
+
+func usesMRTR(req *mcp.CallToolRequest) bool {
+	return req != nil && req.ProtocolVersion() >= firstMRTRRevision
+}
+
+// canElicit reports whether the client declared form elicitation.
+func canElicit(req *mcp.CallToolRequest) bool {
+	if req == nil {
+		return false
+	}
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return false
+	}
+	return caps.Elicitation.Form != nil || caps.Elicitation.URL == nil // {} means form
+}
+
+// sessionAsker asks the client of an older revision over its session
+// (server-initiated elicitation/create), or nil when it declared no
+// elicitation.
+func sessionAsker(req *mcp.CallToolRequest) askFunc {
+	if usesMRTR(req) || !canElicit(req) || req.Session == nil {
+		return nil
+	}
+	ss := req.Session
+	return func(ctx context.Context, t Tool, input json.RawMessage) (json.RawMessage, error) {
+		f := answerFormFor(t)
+		er, err := ss.Elicit(ctx, f.params(t, input))
+		if err != nil {
+			return nil, &Error{Code: CodeToolNotCallable, Message: fmt.Sprintf("%s needs the client's answer and asking it failed: %v", t.Name, err)}
+		}
+		tr, complete := f.toolResult("", t, er)
+		if !complete {
+			return nil, &Error{Code: CodeCallerAnswerInvalid, Message: fmt.Sprintf("the client's answer to %s does not fit its result: %s", t.Name, f.hint)}
+		}
+		if tr.Error != nil {
+			return nil, &Error{Code: tr.Error.Code, Message: tr.Error.Message}
+		}
+		return tr.Result, nil
+	}
+}
+
+// answerForm is how a caller-answered tool's result is asked for: an
+// elicitation form is a flat object of primitive fields, so a tool whose
+// output schema is such an object gets that form and its answer is the
+// object; any other tool gets one "result" field: a primitive output schema
+// as is, text for a tool without one, JSON text for a structured one.
+type answerForm struct {
+	schema map[string]any
+	whole  bool // the answer object is the result
+	json   bool // the "result" field holds JSON text
+	hint   string
+}
+
+func answerFormFor(t Tool) answerForm {
+	var out map[string]any
+	_ = json.Unmarshal(t.OutputSchema, &out)
+	if typ, _ := out["type"].(string); typ == "object" {
+		if props, ok := out["properties"].(map[string]any); ok && len(props) > 0 {
+			fields := map[string]any{}
+			flat := true
+			for name, p := range props {
+				ps, ok := p.(map[string]any)
+				if !ok {
+					flat = false
+					break
+				}
+				fs, ok := primitiveField(ps)
+				if !ok {
+					flat = false
+					break
+				}
+				fields[name] = fs
+			}
+			if flat {
+				schema := map[string]any{"type": "object", "properties": fields}
+				if req, ok := out["required"].([]any); ok && len(req) > 0 {
+					schema["required"] = req
+				}
+				return answerForm{schema: schema, whole: true, hint: "the fields of the tool's output"}
+			}
+		}
+	}
+	field := map[string]any{"type": "string", "title": "Answer"}
+	f := answerForm{hint: "text"}
+	switch {
+	case len(out) == 0:
+		field["description"] = "Your answer to " + t.Name + " (text)."
+	default:
+		if fs, ok := primitiveField(out); ok {
+			field, f.hint = fs, "a "+fmt.Sprint(fs["type"])
+		} else {
+			field["description"] = "The result of " + t.Name + " as JSON."
+			f.json, f.hint = true, "JSON text"
+		}
+	}
+	f.schema = map[string]any{"type": "object", "properties": map[string]any{"result": field}, "required": []string{"result"}}
+	return f
+}
+
+// primitiveField is the elicitation form field for a primitive JSON Schema
+// (string, number, integer, boolean, string enum), keeping the keywords a
+// form may carry.
+func primitiveField(s map[string]any) (map[string]any, bool) {
+	typ, _ := s["type"].(string)
+	switch typ {
+	case "string", "number", "integer", "boolean":
+	default:
+		return nil, false
+	}
+	f := map[string]any{"type": typ}
+	keep := []string{"title", "description", "default"}
+	switch typ {
+	case "string":
+		keep = append(keep, "enum", "minLength", "maxLength")
+		switch s["format"] {
+		case "email", "uri", "date", "date-time":
+			f["format"] = s["format"]
+		}
+	case "number", "integer":
+		keep = append(keep, "minimum", "maximum")
+	}
+	for _, k := range keep {
+		if v, ok := s[k]; ok {
+			f[k] = v
+		}
+	}
+	return f, true
+}
+
+// params is the elicitation request for one call.
+func (f answerForm) params(t Tool, input json.RawMessage) *mcp.ElicitParams {
+	in := string(input)
+	if len(in) > 2000 {
+		in = truncateUTF8(in, 2000) + "…"
+	}
+	msg := fmt.Sprintf("A plan calls %s, which only you can answer.\nInput: %s", t.Name, in)
+	if d := firstLine(t.Description); d != "" {
+		msg = fmt.Sprintf("A plan calls %s (%s), which only you can answer.\nInput: %s", t.Name, d, in)
+	}
+	return &mcp.ElicitParams{Mode: "form", Message: msg, RequestedSchema: f.schema}
+}
+
+func truncateUTF8(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// toolResult turns the client's elicitation answer into the call's result.
+// complete is false when an accepted answer does not fit (ask again).
+func (f answerForm) toolResult(callID string, t Tool, er *mcp.ElicitResult) (broker.ToolResult, bool) {
+	tr := broker.ToolResult{CallID: callID}
+	switch er.Action {
+	case "accept":
+	case "decline":
+		tr.Error = &broker.ToolResultError{Code: CodeCallerDeclined, Message: "the client declined to answer " + t.Name}
+		return tr, true
+	default:
+		tr.Error = &broker.ToolResultError{Code: CodeCallerCancelled, Message: "the client dismissed the question of " + t.Name}
+		return tr, true
+	}
+	var v any = er.Content
+	if !f.whole {
+		r, ok := er.Content["result"]
+		if !ok {
+			return tr, false
+		}
+		v = r
+		if f.json {
+			text, ok := r.(string)
+			if !ok || !json.Valid([]byte(text)) {
+				return tr, false
+			}
+			tr.Result = json.RawMessage(text)
+			return tr, true
+		}
+	}
+	if v == nil {
+		v = map[string]any{}
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return tr, false
+	}
+	tr.Result = raw
+	return tr, true
+}
+
+// requestState is the opaque state of an input_required result:
+// "cm1.x.<session>.<digest>" for a plan, "cm1.i.<digest>" for meta:invoke.
+// The session id is an unguessable capability and the plan's owner is
+// checked against the caller on every retry, so tampering can only make
+// the retry fail; the digest binds the state to the call's arguments.
+const requestStatePrefix = "cm1."
+
+func callDigest(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%d:%s", len(p), p)
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:12])
+}
+
+func planDigest(in ExecuteInput) string {
+	allowed, _ := json.Marshal(in.AllowedTools)
+	return callDigest("execute", in.Script, string(allowed), string(in.Context))
+}
+
+func planState(sessionID string, in ExecuteInput) string {
+	return requestStatePrefix + "x." + sessionID + "." + planDigest(in)
+}
+
+func parsePlanState(state string, in ExecuteInput) (string, bool) {
+	rest, ok := strings.CutPrefix(state, requestStatePrefix+"x.")
+	if !ok {
+		return "", false
+	}
+	id, digest, ok := strings.Cut(rest, ".")
+	return id, ok && id != "" && digest == planDigest(in)
+}
+
+func invokeState(in InvokeInput) string {
+	return requestStatePrefix + "i." + callDigest("invoke", in.Tool, string(in.Input))
+}
+
+func requestStateError(msg string) *Error {
+	return &Error{Code: CodeInvalidRequestState, Message: msg}
+}
+
+// usesPlanSessions tells whether meta:execute runs this call as a broker
+// session answered over multi round-trip requests.
+func (s *Service) usesPlanSessions(req *mcp.CallToolRequest) bool {
+	if req.Params.RequestState != "" {
+		return true
+	}
+	return s.opts.Sessions != nil && usesMRTR(req) && canElicit(req) && s.index.hasCallerAnswered()
+}
+
+// executeRounds is meta:execute over multi round-trip requests: the first
+// call starts the plan as a session; it and every retry answer once the
+// plan finished (the ordinary result) or waits for the client (an
+// input_required result with the questions and the requestState).
+func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, ci CallInfo, in ExecuteInput) *mcp.CallToolResult {
+	ps := s.opts.Sessions
+	if err := validateExecute(&in); err != nil {
+		return errorResult(err)
+	}
+	var id string
+	if rs := req.Params.RequestState; rs != "" {
+		sid, ok := parsePlanState(rs, in)
+		if ps == nil || !ok {
+			return errorResult(requestStateError("requestState does not belong to this plan; call again without it to run the plan anew"))
+		}
+		st, err := ps.Await(ctx, sid)
+		if err != nil && st == nil {
+			return errorResult(brokerError(err))
+		}
+		if st == nil || st.Session.UserID != ci.UserID {
+			return errorResult(requestStateError("the plan of this requestState is gone (finished long ago, expired or lost); call again without it to run the plan anew"))
+		}
+		id = sid
+		for _, c := range st.Pending {
+			er, ok := req.Params.InputResponses[c.CallID].(*mcp.ElicitResult)
+			if !ok {
+				continue // not answered: asked again below
+			}
+			t, _ := s.index.Lookup(c.Tool)
+			tr, complete := answerFormFor(t).toolResult(c.CallID, t, er)
+			if !complete {
+				continue
+			}
+			if err := ps.SubmitToolResult(ctx, id, tr); err != nil {
+				var be *broker.Error
+				if errors.As(err, &be) && be.Status == http.StatusConflict {
+					continue // a repeated retry: the first one answered it
+				}
+				return errorResult(brokerError(err))
+			}
+		}
+	} else {
+		if ps == nil {
+			return errorResult(newError(CodeEngineError, "no plan sessions are configured"))
+		}
+		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
+		if len(in.Context) > 0 {
+			_ = json.Unmarshal(in.Context, &opts.Context) // an object: validated above
+		}
+		if ci.UserID != "" {
+			opts.Auth = &broker.AuthResult{Valid: true, UserID: ci.UserID}
+		}
+		sess, err := ps.Start(ctx, in.Script, opts)
+		if err != nil {
+			return errorResult(brokerError(err))
+		}
+		id = sess.ID
+	}
+	st, err := ps.Await(ctx, id)
+	if err != nil || st == nil {
+		if err == nil {
+			err = errors.New("the plan's session vanished")
+		}
+		return errorResult(brokerError(err))
+	}
+	if st.Session.Status == broker.StatusCompleted || st.Session.Status == broker.StatusError {
+		res, merr := s.sessionOutcome(st.Session)
+		if merr != nil {
+			return errorResult(merr)
+		}
+		out, err := successResult(MetaExecute, res)
+		if err != nil {
+			return errorResult(err)
+		}
+		return out
+	}
+	questions := mcp.InputRequestMap{}
+	for _, c := range st.Pending {
+		t, ok := s.index.Lookup(c.Tool)
+		if !ok {
+			t = Tool{Name: c.Tool}
+		}
+		questions[c.CallID] = answerFormFor(t).params(t, c.Input)
+	}
+	return &mcp.CallToolResult{InputRequests: questions, RequestState: planState(id, in)}
+}
+
+// sessionOutcome is meta:execute's output for a finished plan session.
+func (s *Service) sessionOutcome(sess *broker.Session) (*sandbox.Result, *Error) {
+	if sess.Status == broker.StatusCompleted {
+		result := sess.Result
+		if len(result) == 0 {
+			result = json.RawMessage("null")
+		}
+		return &sandbox.Result{Status: sandbox.StatusOK, Result: result, Logs: sess.Logs}, nil
+	}
+	e := sess.Error
+	if e == nil {
+		e = &broker.SessionError{Code: sandbox.CodeExecutionError, Message: "the plan failed"}
+	}
+	if e.ScriptStatus == "" || e.ScriptStatus == "engine_error" {
+		return nil, &Error{Code: e.Code, Message: e.Message, Transient: true}
+	}
+	se := &sandbox.ScriptError{Code: e.Code, Message: e.Message, Stack: e.Stack}
+	if d := e.Details; d != nil {
+		se.Kind, se.Name, se.Source, se.ToolName = d.Kind, d.Name, d.Source, d.ToolName
+	}
+	if l := e.Location; l != nil {
+		se.Location = &sandbox.Location{Line: l.Line, Column: l.Column}
+	}
+	return s.scriptOutcome(&sandbox.Result{Status: sandbox.Status(e.ScriptStatus), Logs: sess.Logs, Error: se}), nil
+}
+
+// brokerError is a broker failure as a meta-tool error.
+func brokerError(err error) *Error {
+	var be *broker.Error
+	if errors.As(err, &be) {
+		return &Error{Code: be.Code, Message: be.Message, Transient: be.Status == http.StatusTooManyRequests || be.Status >= 500,
+			RetryAfterSeconds: int((be.RetryAfter.Milliseconds() + 999) / 1000)}
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return &Error{Code: sandbox.CodeTimeout, Message: "the call ended before the plan answered", Transient: true}
+	}
+	return &Error{Code: CodeInternalError, Message: "plan sessions are unavailable: " + err.Error(), Transient: true}
+}
+
+// invokeAnswered is meta:invoke of a caller-answered tool over multi
+// round-trip requests: the first call asks the client, the retry carries
+// the answer, so no state is kept between the two.
+func (s *Service) invokeAnswered(req *mcp.CallToolRequest, t Tool, in InvokeInput) *mcp.CallToolResult {
+	const key = "answer"
+	f := answerFormFor(t)
+	if rs := req.Params.RequestState; rs != "" {
+		if rs != invokeState(in) {
+			return errorResult(requestStateError("requestState does not belong to this call; call again without it"))
+		}
+		if er, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok {
+			if tr, complete := f.toolResult("", t, er); complete {
+				if tr.Error != nil {
+					return errorResult(&Error{Code: tr.Error.Code, Message: tr.Error.Message})
+				}
+				return s.invokeResult(t.Name, tr.Result)
+			}
+		}
+	}
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{key: f.params(t, in.Input)}, RequestState: invokeState(in)}
+}

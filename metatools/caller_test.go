@@ -1,0 +1,341 @@
+package metatools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+)
+
+// callerGateway is one gateway of the caller-answered tests: a broker (in
+// memory, or on a shared Redis) with the demo tools (client:prompt) and
+// client:pick, whose answer is a flat object, the meta-tools over it and a
+// static calc:double, served like codemode_mcp does: 2026-07-28 requests
+// statelessly, the others through the handshake.
+func callerGateway(t *testing.T, rdb redis.UniversalClient, prefix string) *httptest.Server {
+	t.Helper()
+	reg := broker.NewToolRegistry()
+	for _, d := range broker.DemoTools() {
+		reg.Register(d)
+	}
+	if err := reg.Add(broker.ToolDefinition{Name: "client:pick", Description: "Let the user pick an option",
+		InputSchema:  json.RawMessage(`{"type":"object","properties":{"options":{"type":"array","items":{"type":"string"}}}}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"choice":{"type":"string","enum":["a","b"]},"count":{"type":"integer","minimum":0}},"required":["choice"]}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.New(&broker.BrokerOptions{Tools: reg, Engine: sandbox.NewInProcess(nil), Redis: rdb, KeyPrefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b.Close(ctx)
+	})
+	calc := &StaticSource{
+		List: []Tool{{Name: "calc:double", AppID: "calc", Description: "Double a number",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"number"}},"required":["n"]}`)}},
+		Handlers: map[string]func(context.Context, json.RawMessage) (json.RawMessage, error){
+			"calc:double": func(_ context.Context, in json.RawMessage) (json.RawMessage, error) {
+				var v struct{ N float64 }
+				json.Unmarshal(in, &v)
+				return json.Marshal(map[string]float64{"n": 2 * v.N})
+			},
+		},
+	}
+	ix, err := NewIndex([]ToolSource{&BrokerSource{B: b}, calc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Reload(context.Background())
+	srv := NewServer(NewService(ix, &Options{Engine: sandbox.NewInProcess(nil), Sessions: b}), nil)
+	get := func(*http.Request) *mcp.Server { return srv }
+	modern := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true})
+	legacy := mcp.NewStreamableHTTPHandler(get, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
+			modern.ServeHTTP(w, r)
+			return
+		}
+		legacy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
+// roundRobin sends each request to the next gateway, recording which.
+type roundRobin struct {
+	mu     sync.Mutex
+	hosts  []string
+	n      int
+	seq    []int
+	header http.Header // added to every request
+}
+
+func newRoundRobin(servers ...*httptest.Server) *roundRobin {
+	rr := &roundRobin{header: http.Header{}}
+	for _, s := range servers {
+		u, _ := url.Parse(s.URL)
+		rr.hosts = append(rr.hosts, u.Host)
+	}
+	return rr
+}
+
+func (rr *roundRobin) RoundTrip(r *http.Request) (*http.Response, error) {
+	rr.mu.Lock()
+	i := rr.n % len(rr.hosts)
+	rr.n++
+	rr.seq = append(rr.seq, i)
+	rr.mu.Unlock()
+	r = r.Clone(r.Context())
+	r.URL.Host, r.Host = rr.hosts[i], rr.hosts[i]
+	for k, v := range rr.header {
+		r.Header[k] = v
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// answering is an elicitation handler that answers per tool (nil content
+// declines) and records the questions.
+type answering struct {
+	mu      sync.Mutex
+	answers map[string]map[string]any
+	asked   []*mcp.ElicitParams
+}
+
+func (a *answering) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked = append(a.asked, req.Params)
+	for tool, content := range a.answers {
+		if strings.Contains(req.Params.Message, "calls "+tool+" ") {
+			if content == nil {
+				return &mcp.ElicitResult{Action: "decline"}, nil
+			}
+			return &mcp.ElicitResult{Action: "accept", Content: content}, nil
+		}
+	}
+	return &mcp.ElicitResult{Action: "cancel"}, nil
+}
+
+func connectAnswering(t *testing.T, hc *http.Client, endpoint, version string, a *answering) *mcp.ClientSession {
+	t.Helper()
+	opts := &mcp.ClientOptions{}
+	if a != nil {
+		opts.ElicitationHandler = a.handle
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func callJSON(t *testing.T, cs *mcp.ClientSession, tool string, args any) (*mcp.CallToolResult, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return res, b.String()
+}
+
+const askingPlan = `
+const name = await callTool("client:prompt", {question: "name?"});
+const d = await callTool("calc:double", {n: 21});
+const p = await callTool("client:pick", {options: ["a", "b"]});
+return {name, n: d.n, p};`
+
+// TestCallerAnsweredOverMRTRAcrossGateways: a 2026-07-28 client answers a
+// plan's caller-answered calls through multi round-trip requests, every
+// request on the other of two gateways sharing one Redis; nothing about the
+// client is kept by either (no Mcp-Session-Id), the plan lives in the
+// broker's session.
+func TestCallerAnsweredOverMRTRAcrossGateways(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	a, b := callerGateway(t, rdb, prefix), callerGateway(t, rdb, prefix)
+	rr := newRoundRobin(a, b)
+	rec := newMCPRecorder()
+	rec.rt = rr
+	ans := &answering{answers: map[string]map[string]any{
+		"client:prompt": {"result": "Ada"},
+		"client:pick":   {"choice": "b", "count": 3},
+	}}
+	cs := connectAnswering(t, &http.Client{Transport: rec}, a.URL, "", ans)
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Fatalf("negotiated %s", v)
+	}
+	rr.mu.Lock()
+	before := rr.n
+	rr.mu.Unlock()
+	res, text := callJSON(t, cs, "meta:execute", map[string]any{"script": askingPlan})
+	if res.IsError || !strings.Contains(text, `"status":"ok"`) || !strings.Contains(text, `"result":{"name":"Ada","n":42,"p":{"choice":"b","count":3}}`) {
+		t.Fatalf("execute: %s", text)
+	}
+	rr.mu.Lock()
+	seq := rr.seq[before:]
+	rr.mu.Unlock()
+	if len(seq) != 3 || seq[0] == seq[1] || seq[1] == seq[2] {
+		t.Fatalf("the plan took %d requests on gateways %v, want 3 alternating", len(seq), seq)
+	}
+	if len(ans.asked) != 2 || !strings.Contains(ans.asked[0].Message, `{"question":"name?"}`) {
+		t.Fatalf("questions: %+v", ans.asked)
+	}
+	schema, _ := json.Marshal(ans.asked[1].RequestedSchema)
+	if !strings.Contains(string(schema), `"choice":{"enum":["a","b"],"type":"string"}`) {
+		t.Fatalf("client:pick's form is not its output object: %s", schema)
+	}
+	// Every interim answer is the revision's InputRequiredResult.
+	s26 := loadMCPSchema(t, "2026-07-28")
+	interim := 0
+	rec.mu.Lock()
+	for _, an := range rec.answers {
+		var env struct {
+			Result json.RawMessage `json:"result"`
+		}
+		json.Unmarshal(an.raw, &env)
+		if strings.Contains(string(env.Result), `"input_required"`) {
+			interim++
+			if err := s26.check("InputRequiredResult", env.Result); err != nil {
+				t.Errorf("input_required result %s: %v", env.Result, err)
+			}
+		}
+	}
+	rec.mu.Unlock()
+	if interim != 2 {
+		t.Fatalf("%d input_required results, want 2", interim)
+	}
+
+	// A declined question is a tool error the plan can handle.
+	ans.answers["client:prompt"] = nil
+	_, text = callJSON(t, cs, "meta:execute", map[string]any{"script": `
+const r = await callTool("client:prompt", {question: "?"}, {throwOnError: false});
+return r.error.code;`})
+	if !strings.Contains(text, `"result":"CALLER_DECLINED"`) {
+		t.Fatalf("declined: %s", text)
+	}
+
+	// meta:invoke of a caller-answered tool: the retry carries the answer.
+	ans.answers["client:prompt"] = map[string]any{"result": "Grace"}
+	res, text = callJSON(t, cs, "meta:invoke", map[string]any{"tool": "client:prompt", "input": map[string]any{"question": "who?"}})
+	if res.IsError || text != "Grace" {
+		t.Fatalf("invoke: %v %s", res.IsError, text)
+	}
+}
+
+// TestCallerAnsweredRequestState: a retry whose requestState is not its
+// plan's, or comes from another user, is refused; a plan a client never
+// answers keeps asking.
+func TestCallerAnsweredRequestState(t *testing.T) {
+	gw := callerGateway(t, nil, "")
+	rr := newRoundRobin(gw)
+	rr.header.Set(UserIDHeader, "ada")
+	// The client declares elicitation but handles input requests itself.
+	ctx := context.Background()
+	mcpClient := mcp.NewClient(&mcp.Implementation{Name: "manual", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, fmt.Errorf("unused") },
+		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
+	})
+	manual, err := mcpClient.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL, HTTPClient: &http.Client{Transport: rr}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer manual.Close()
+	args := map[string]any{"script": `return await callTool("client:prompt", {question: "x?"})`}
+	first, err := manual.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: args})
+	if err != nil || !first.NeedsInput() || len(first.InputRequests) != 1 || first.RequestState == "" {
+		t.Fatalf("first call: %+v %v", first, err)
+	}
+	var callID string
+	for id := range first.InputRequests {
+		callID = id
+	}
+	retry := func(state string, args any, responses mcp.InputResponseMap) (*mcp.CallToolResult, string) {
+		t.Helper()
+		res, err := manual.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: args, RequestState: state, InputResponses: responses})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(res)
+		return res, string(raw)
+	}
+	// No answer: asked again, same question.
+	if res, raw := retry(first.RequestState, args, nil); !res.NeedsInput() || res.InputRequests[callID] == nil {
+		t.Fatalf("retry without an answer: %s", raw)
+	}
+	// A requestState of another plan or a forged one.
+	other := map[string]any{"script": `return 1`}
+	if res, raw := retry(first.RequestState, other, nil); !res.IsError || !strings.Contains(raw, CodeInvalidRequestState) {
+		t.Fatalf("state of another plan: %s", raw)
+	}
+	if res, raw := retry("cm1.x.0000.abc", args, nil); !res.IsError || !strings.Contains(raw, CodeInvalidRequestState) {
+		t.Fatalf("forged state: %s", raw)
+	}
+	// Another user presenting ada's state.
+	rr.header.Set(UserIDHeader, "bob")
+	answer := mcp.InputResponseMap{callID: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "from bob"}}}
+	if res, raw := retry(first.RequestState, args, answer); !res.IsError || !strings.Contains(raw, CodeInvalidRequestState) {
+		t.Fatalf("bob with ada's state: %s", raw)
+	}
+	rr.header.Set(UserIDHeader, "ada")
+	answer = mcp.InputResponseMap{callID: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "from ada"}}}
+	if res, raw := retry(first.RequestState, args, answer); res.IsError || !strings.Contains(raw, `"result":"from ada"`) {
+		t.Fatalf("ada's answer: %s", raw)
+	}
+}
+
+// TestCallerAnsweredOlderRevisions: a 2025-11-25 client that declared
+// elicitation is asked over its session within the one call; a client
+// without elicitation (of either revision) gets TOOL_NOT_CALLABLE.
+func TestCallerAnsweredOlderRevisions(t *testing.T) {
+	gw := callerGateway(t, nil, "")
+	ans := &answering{answers: map[string]map[string]any{
+		"client:prompt": {"result": "Ada"},
+		"client:pick":   {"choice": "a"},
+	}}
+	old := connectAnswering(t, nil, gw.URL, "2025-11-25", ans)
+	if v := old.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Fatalf("negotiated %s", v)
+	}
+	res, text := callJSON(t, old, "meta:execute", map[string]any{"script": askingPlan})
+	if res.IsError || !strings.Contains(text, `"result":{"name":"Ada","n":42,"p":{"choice":"a"}}`) {
+		t.Fatalf("2025-11-25 with elicitation: %s", text)
+	}
+	for _, version := range []string{"2025-11-25", ""} {
+		cs := connectAnswering(t, nil, gw.URL, version, nil)
+		_, text := callJSON(t, cs, "meta:execute", map[string]any{"script": `return await callTool("client:prompt", {question: "?"})`})
+		if !strings.Contains(text, `"status":"tool_error"`) || !strings.Contains(text, CodeToolNotCallable) {
+			t.Fatalf("%q without elicitation: %s", version, text)
+		}
+		res, text = callJSON(t, cs, "meta:invoke", map[string]any{"tool": "client:prompt", "input": map[string]any{"question": "?"}})
+		if !res.IsError || !strings.Contains(text, CodeToolNotCallable) {
+			t.Fatalf("%q invoke without elicitation: %s", version, text)
+		}
+	}
+}
