@@ -341,6 +341,9 @@ func (b *Broker) Start(ctx context.Context, code string, opts ExecuteOptions) (*
 // state. It works on every broker sharing the store; a session made by
 // Start wakes it at once, any other within the answer poll interval (1 s).
 func (b *Broker) Await(ctx context.Context, id string) (*SessionState, error) {
+	if o := b.runner(id); o != b {
+		return o.Await(ctx, id) // run by another broker of the Directory (a reload)
+	}
 	ch := make(chan struct{}, 1)
 	b.watchMu.Lock()
 	if b.watchers == nil {
