@@ -45,6 +45,7 @@ import (
 //		consent [true|false]
 //		allow_default_public [true|false]
 //		dcr_enabled [true|false]
+//		registered_client_ttl <duration>
 //		user <username> <bcrypt-hash> [<subject>]
 //		client <id> {
 //			secret <secret>
@@ -99,6 +100,8 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 			err = optBool(d, &cfg.AllowDefaultPublic)
 		case "dcr_enabled":
 			err = optBool(d, &cfg.DCREnabled)
+		case "registered_client_ttl":
+			err = secondsArg(d, &cfg.RegisteredClientTTL)
 		case "user":
 			args := d.RemainingArgs()
 			if len(args) < 2 || len(args) > 3 {

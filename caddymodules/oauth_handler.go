@@ -93,10 +93,13 @@ func (h *OAuthHandler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// rateLimitedPaths are the endpoints of production rule 9.
+// rateLimitedPaths are the endpoints of production rule 9, and the
+// authorization endpoint, whose every request stores a pending
+// authorization for ten minutes. The value says whether GET counts too
+// (the login and consent pages are read freely; their POSTs count).
 var rateLimitedPaths = map[string]bool{
-	"/oauth/token": true, "/oauth/register": true, "/oauth/revoke": true,
-	"/oauth/login": true, "/oauth/consent": true,
+	"/oauth/token": true, "/oauth/register": true, "/oauth/revoke": true, "/oauth/authorize": true,
+	"/oauth/login": false, "/oauth/consent": false,
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
@@ -111,7 +114,7 @@ func (h *OAuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 		p == "/.well-known/oauth-authorization-server" || p == "/.well-known/openid-configuration") {
 		return next.ServeHTTP(w, r)
 	}
-	if rateLimitedPaths[p] && r.Method != http.MethodOptions && (r.Method != http.MethodGet || p == "/oauth/token") {
+	if withGet, limited := rateLimitedPaths[p]; limited && r.Method != http.MethodOptions && (r.Method != http.MethodGet || withGet) {
 		res, err := sh.limiter.CheckRateLimit(r.Context(), "oauth_endpoints", h.app.auth.cfg.TokenRateLimit,
 			guard.PartitionKeyContext{ClientIP: remoteHost(r)})
 		if err != nil {

@@ -28,6 +28,10 @@ type client struct {
 
 	dev bool
 	ttl time.Duration
+	// configured marks a client of the configuration: it may authenticate
+	// with client_secret_basic or client_secret_post (the configuration
+	// names no method) and never expires.
+	configured bool
 }
 
 var _ op.Client = (*client)(nil)
@@ -41,6 +45,15 @@ func (c *client) checkSecret(secret string) bool {
 }
 
 func (c *client) public() bool { return len(c.SecretHash) == 0 }
+
+// acceptsMethod reports whether a confidential client may authenticate
+// with m: a registered client only with the method it registered.
+func (c *client) acceptsMethod(m oidc.AuthMethod) bool {
+	if c.configured {
+		return m == oidc.AuthMethodBasic || m == oidc.AuthMethodPost
+	}
+	return m == c.AuthMeth
+}
 
 func (c *client) displayName() string {
 	if c.Name != "" {
@@ -94,6 +107,19 @@ func (s *Server) client(ctx context.Context, id string) (*client, error) {
 	}
 	c.dev, c.ttl = s.cfg.development, s.cfg.accessTTL
 	return c, nil
+}
+
+// touchClient keeps a registered client for RegisteredClientTTL after it
+// last obtained tokens, and at least as long as the grant just made or
+// refreshed. Registrations that never obtain a token go after
+// UnusedClientTTL, so open registration cannot fill the storage.
+func (s *Server) touchClient(ctx context.Context, c *client) {
+	if c.configured {
+		return
+	}
+	if err := s.store.Expire(ctx, keyClient(c.ID), max(s.cfg.clientTTL, s.cfg.refreshTTL, s.cfg.accessTTL)); err != nil {
+		s.log.Warn("extending a registered client's lifetime", logClientID(c.ID), errField(err))
+	}
 }
 
 func (s *Server) grantTypes() []oidc.GrantType {
@@ -216,7 +242,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	b, err := json.Marshal(c)
 	if err == nil {
-		err = s.store.Set(r.Context(), keyClient(c.ID), b, 0)
+		err = s.store.Set(r.Context(), keyClient(c.ID), b, UnusedClientTTL)
 	}
 	if err != nil {
 		s.log.Error("storing registered client", errField(err))

@@ -45,6 +45,13 @@ type ServerConfig struct {
 	// /oauth/register. Default false (the endpoint answers 404).
 	DCREnabled bool `json:"dcr_enabled,omitempty"`
 
+	// RegisteredClientTTL is how long, in seconds, a dynamically
+	// registered client is kept after it last obtained tokens (at least as
+	// long as its refresh tokens live). A registration that never obtains
+	// a token is dropped after UnusedClientTTL (24 hours). Default 2592000
+	// (30 days). A client used after that must register again.
+	RegisteredClientTTL int `json:"registered_client_ttl,omitempty"`
+
 	// Development allows an http issuer, generates a signing key when none
 	// is supplied, lets clients use http redirect URIs that are not
 	// loopback, and enables the demo login. Default false. Never in
@@ -182,6 +189,15 @@ const (
 	DefaultKeyPrefix       = "codemode:auth:"
 	PendingTTL             = 10 * time.Minute
 	CodeTTL                = 60 * time.Second
+	// DefaultRegisteredClientTTL is RegisteredClientTTL's default.
+	DefaultRegisteredClientTTL = 30 * 24 * time.Hour
+	// UnusedClientTTL is how long a registered client that never obtains
+	// a token is kept.
+	UnusedClientTTL = 24 * time.Hour
+	// MaxStateLength and MaxNonceLength bound what an authorization request
+	// stores until the user signs in (bytes).
+	MaxStateLength = 2048
+	MaxNonceLength = 512
 )
 
 // Environment variable names read by ConfigFromEnv.
@@ -230,6 +246,7 @@ type settings struct {
 	refreshTTL    time.Duration
 	skew          time.Duration
 	reuseGrace    time.Duration
+	clientTTL     time.Duration
 	rotation      time.Duration
 	maxKeys       int
 	scopes        []string
@@ -255,6 +272,10 @@ func (cfg *ServerConfig) settings() (settings, error) {
 	}
 	s.issuer = strings.TrimSuffix(cfg.Issuer, "/")
 	r := cfg.Refresh
+	if cfg.RegisteredClientTTL < 0 {
+		return s, fmt.Errorf("registered_client_ttl must not be negative")
+	}
+	s.clientTTL = secondsOr(cfg.RegisteredClientTTL, DefaultRegisteredClientTTL)
 	if r.AccessTokenTTL < 0 || r.RefreshTokenTTL < 0 || r.SkewSeconds < 0 || r.ReuseGraceSeconds < 0 {
 		return s, fmt.Errorf("refresh: lifetimes, skew and grace must not be negative")
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -288,6 +289,7 @@ func TestConcurrentRefreshOnlyOneWins(t *testing.T) {
 func TestVerifyAccessTokenRejects(t *testing.T) {
 	e := newAS(t, nil)
 	cfg := e.oauth2(asClientID, asRedirect)
+	cfg.Scopes = []string{"mcp", "openid"} // for an ID token
 	tok := e.token(cfg)
 	ctx := context.Background()
 	at := tok.AccessToken
@@ -310,6 +312,12 @@ func TestVerifyAccessTokenRejects(t *testing.T) {
 		return s
 	}
 	cur, _ := e.s.keys.current()
+	// The claims of a genuine access token, signed by our own key, but
+	// typed as a plain JWT (as an ID token is): not an RFC 9068 token.
+	plainJWT, err := signJWT(cur, "JWT", json.RawMessage(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
 	tamperedPayload := strings.Replace(string(payload), asUser, "mallory", 1)
 
 	cases := []struct {
@@ -324,6 +332,7 @@ func TestVerifyAccessTokenRejects(t *testing.T) {
 		{"tampered signature", parts[0] + "." + parts[1] + "." + flip(parts[2]), "", ReasonBadSignature},
 		{"alg none", base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","kid":"`+cur.id+`"}`)) + "." + parts[1] + ".", "", ReasonBadAlgorithm},
 		{"id token as access token", tok.Extra("id_token").(string), "", ReasonMalformed},
+		{"access claims with typ JWT", plainJWT, "", ReasonMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -61,6 +61,43 @@ func checkResourceURL(resource string) error {
 	return nil
 }
 
+// CanonicalResource returns the canonical form of a resource identifier
+// (RFC 8707, RFC 9728): scheme and host in lower case, no default port, no
+// trailing slash on the path (so an origin has an empty path), no fragment.
+// MCP clients send the same resource in different forms: the TypeScript SDK
+// writes https://gw.example.com as https://gw.example.com/ (URL.href), so
+// the server compares and stores audiences in this form. ok is false for
+// what is not an absolute http(s) URL without fragment.
+func CanonicalResource(raw string) (canon string, ok bool) {
+	return canonicalResource(raw)
+}
+
+func canonicalResource(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.Fragment != "" || strings.Contains(raw, "#") || u.User != nil {
+		return "", false
+	}
+	u.Scheme = strings.ToLower(u.Scheme)
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return "", false
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if (u.Scheme == "https" && port == "443") || (u.Scheme == "http" && port == "80") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	u.Host = host
+	if port != "" {
+		u.Host += ":" + port
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	u.RawPath = strings.TrimSuffix(u.RawPath, "/")
+	u.ForceQuery = false
+	return u.String(), true
+}
+
 // MetadataURL returns where the metadata of resource is published: the
 // well-known path inserted between host and path (RFC 9728 §3.1), so
 // https://h/mcp gives https://h/.well-known/oauth-protected-resource/mcp.

@@ -107,7 +107,7 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 	s.clients = make(map[string]*client, len(cfg.Clients))
 	for _, cc := range cfg.Clients {
 		c := &client{ID: cc.ID, Name: cc.Name, URIs: cc.RedirectURIs, Grants: s.grantTypes(),
-			AllowedScope: cc.Scopes, AuthMeth: oidc.AuthMethodNone, dev: st.development, ttl: st.accessTTL}
+			AllowedScope: cc.Scopes, AuthMeth: oidc.AuthMethodNone, dev: st.development, ttl: st.accessTTL, configured: true}
 		if len(c.AllowedScope) == 0 {
 			c.AllowedScope = st.scopes
 		}
@@ -374,13 +374,13 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, http.StatusMethodNotAllowed, "invalid_request", "use GET or POST")
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := r.ParseForm(); err != nil {
 		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "cannot parse the request")
 		return
 	}
 	q := r.Form
-	for _, p := range []string{"client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "response_type", "scope"} {
+	for _, p := range []string{"client_id", "redirect_uri"} {
 		if len(q[p]) > 1 {
 			writeOAuthError(w, http.StatusBadRequest, "invalid_request", p+" is repeated")
 			return
@@ -402,7 +402,19 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("authorization request refused", logClientID(c.ID), zap.String("error", code), zap.String("reason", desc))
 		redirectError(w, r, redirect, state, code, desc, s.cfg.issuer)
 	}
+	if p := repeatedParam(q, "resource"); p != "" {
+		// RFC 6749 section 3.1: no parameter more than once (resource may
+		// repeat by RFC 8707, and is refused below when it does).
+		fail("invalid_request", p+" is repeated")
+		return
+	}
 	switch {
+	case len(state) > MaxStateLength:
+		fail("invalid_request", fmt.Sprintf("state is longer than %d bytes", MaxStateLength))
+		return
+	case len(q.Get("nonce")) > MaxNonceLength:
+		fail("invalid_request", fmt.Sprintf("nonce is longer than %d bytes", MaxNonceLength))
+		return
 	case q.Get("response_type") != "code":
 		fail("unsupported_response_type", "response_type must be code")
 		return
@@ -447,13 +459,17 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	if !s.cfg.refreshOn {
 		scopes = slices.DeleteFunc(scopes, func(sc string) bool { return sc == oidc.ScopeOfflineAccess })
 	}
-	audience := []string{s.cfg.issuer}
+	issuerAud, _ := canonicalResource(s.cfg.issuer)
+	audience := []string{issuerAud}
 	if res := q["resource"]; len(res) > 0 {
-		if len(res) > 1 || !validResource(res[0]) {
-			fail("invalid_target", "resource must be one absolute URI without a fragment")
+		canon, ok := canonicalResource(res[0])
+		if len(res) > 1 || !ok {
+			fail("invalid_target", "resource must be one absolute http(s) URI without a fragment")
 			return
 		}
-		audience = []string{res[0]}
+		// Stored and compared in canonical form: https://h/ and https://h
+		// name one resource.
+		audience = []string{canon}
 	}
 	q.Set("scope", strings.Join(scopes, " "))
 	q.Del("prompt")
@@ -486,11 +502,6 @@ func validChallenge(c string) bool {
 	return true
 }
 
-func validResource(raw string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && u.IsAbs() && u.Host != "" && u.Fragment == "" && !strings.Contains(raw, "#")
-}
-
 // redirectError sends the browser back to the client with an RFC 6749
 // section 4.1.2.1 error.
 func redirectError(w http.ResponseWriter, r *http.Request, redirect, state, code, desc, issuer string) {
@@ -508,40 +519,6 @@ func redirectError(w http.ResponseWriter, r *http.Request, redirect, state, code
 	v.Set("iss", issuer)
 	u.RawQuery = v.Encode()
 	http.Redirect(w, r, u.String(), http.StatusFound)
-}
-
-// token checks the grant before op exchanges it: only authorization_code
-// (with a code_verifier) and refresh_token (when enabled).
-func (s *Server) token(w http.ResponseWriter, r *http.Request) {
-	if !parsePostForm(w, r) {
-		return
-	}
-	switch r.PostForm.Get("grant_type") {
-	case string(oidc.GrantTypeCode):
-		if r.PostForm.Get("code") == "" {
-			writeOAuthError(w, http.StatusBadRequest, "invalid_request", "code is required")
-			return
-		}
-		if r.PostForm.Get("code_verifier") == "" {
-			writeOAuthError(w, http.StatusBadRequest, "invalid_request", "code_verifier is required (PKCE)")
-			return
-		}
-	case string(oidc.GrantTypeRefreshToken):
-		if !s.cfg.refreshOn {
-			writeOAuthError(w, http.StatusBadRequest, "unsupported_grant_type", "refresh tokens are not enabled")
-			return
-		}
-	case "":
-		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "grant_type is required")
-		return
-	default:
-		writeOAuthError(w, http.StatusBadRequest, "unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
-		return
-	}
-	// op reads the parameters from r.Form; the query string must not add
-	// any (RFC 6749 section 3.2 wants them in the body).
-	r.Form = r.PostForm
-	s.provider.ServeHTTP(w, r)
 }
 
 // parsePostForm accepts a POST with a form body of at most 64 KiB and parses
@@ -600,33 +577,6 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-}
-
-// authenticateClient reads client_id and, for a confidential client, its
-// secret from HTTP Basic or the form; it answers the error itself.
-func (s *Server) authenticateClient(w http.ResponseWriter, r *http.Request) (*client, bool) {
-	id, secret, basic := r.BasicAuth()
-	if basic {
-		var err1, err2 error
-		id, err1 = url.QueryUnescape(id)
-		secret, err2 = url.QueryUnescape(secret)
-		if err1 != nil || err2 != nil {
-			writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "malformed client credentials")
-			return nil, false
-		}
-	} else {
-		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
-	}
-	c, err := s.client(r.Context(), id)
-	if err != nil {
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "unknown client")
-		return nil, false
-	}
-	if !c.public() && !c.checkSecret(secret) {
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client authentication failed")
-		return nil, false
-	}
-	return c, true
 }
 
 func (s *Server) serveJWKS(w http.ResponseWriter, r *http.Request) {

@@ -188,17 +188,24 @@ func (st opStorage) AuthRequestByID(ctx context.Context, id string) (op.AuthRequ
 	return st.s.pending(ctx, id)
 }
 
-// AuthRequestByCode consumes the code: whatever happens next (a wrong
-// verifier, a wrong redirect URI), the code cannot be used again.
+// AuthRequestByCode is op's way to redeem a code; the server's token
+// endpoint calls redeemCode itself.
 func (st opStorage) AuthRequestByCode(ctx context.Context, code string) (op.AuthRequest, error) {
-	b, err := st.s.store.GetDel(ctx, keyCode(code))
+	return st.s.redeemCode(ctx, code)
+}
+
+// redeemCode consumes the code: whatever happens next (a wrong verifier, a
+// wrong redirect URI), the code cannot be used again. A code that is not
+// redeemable is errGrant.
+func (s *Server) redeemCode(ctx context.Context, code string) (*authRequest, error) {
+	b, err := s.store.GetDel(ctx, keyCode(code))
 	if errors.Is(err, errNotFound) {
 		// A code presented again after a successful exchange was stolen
 		// or replayed: the tokens it bought are revoked (OAuth 2.1 4.1.3).
-		if sid, err := st.s.store.Get(ctx, keyCodeUsed(code)); err == nil {
-			st.s.revokeSession(ctx, string(sid), "authorization code reused")
+		if sid, err := s.store.Get(ctx, keyCodeUsed(code)); err == nil {
+			s.revokeSession(ctx, string(sid), "authorization code reused")
 		}
-		return nil, errors.New("code unknown, used or expired")
+		return nil, grantErr("code unknown, used or expired")
 	}
 	if err != nil {
 		return nil, err
@@ -207,12 +214,12 @@ func (st opStorage) AuthRequestByCode(ctx context.Context, code string) (op.Auth
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("decoding code record: %w", err)
 	}
-	if !st.s.now().Before(c.Expires) {
-		return nil, errors.New("code expired")
+	if !s.now().Before(c.Expires) {
+		return nil, grantErr("code expired")
 	}
-	a, err := st.s.pending(ctx, c.RequestID)
+	a, err := s.pending(ctx, c.RequestID)
 	if err != nil {
-		return nil, errors.New("authorization for the code is gone")
+		return nil, grantErr("the authorization of the code is gone")
 	}
 	a.code = code
 	return a, nil
@@ -436,7 +443,10 @@ func (st opStorage) AuthorizeClientIDSecret(ctx context.Context, id, secret stri
 	return nil
 }
 
-func (st opStorage) SetUserinfoFromScopes(context.Context, *oidc.UserInfo, string, string, []string) error {
+// SetUserinfoFromScopes keeps the subject: op copies this userinfo over
+// the ID token's claims, sub included.
+func (st opStorage) SetUserinfoFromScopes(_ context.Context, ui *oidc.UserInfo, subject, _ string, _ []string) error {
+	ui.Subject = subject
 	return nil
 }
 

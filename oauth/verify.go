@@ -31,8 +31,16 @@ type accessClaims struct {
 	TokenUse string   `json:"token_use"`
 }
 
-// audience accepts both forms of aud: a string or an array.
+// audience accepts both forms of aud: a string or an array, and writes a
+// single audience as a string, the form most verifiers compare directly.
 type audience []string
+
+func (a audience) MarshalJSON() ([]byte, error) {
+	if len(a) == 1 {
+		return json.Marshal(a[0])
+	}
+	return json.Marshal([]string(a))
+}
 
 func (a *audience) UnmarshalJSON(b []byte) error {
 	var one string
@@ -88,6 +96,11 @@ func (s *Server) parseAccessToken(token string) (*Claims, error) {
 	payload, err := jws.Verify(key.public)
 	if err != nil {
 		return nil, tokenErr(ReasonBadSignature, "")
+	}
+	if !isAccessTokenType(hdr.ExtraHeaders[jose.HeaderType]) {
+		// RFC 9068 section 4: typ tells an access token from an ID token or
+		// any other JWT signed with the same key.
+		return nil, tokenErr(ReasonMalformed, "typ is not at+jwt")
 	}
 	var ac accessClaims
 	if err := json.Unmarshal(payload, &ac); err != nil || ac.TokenUse != "access" || ac.SID == "" || ac.Subject == "" || ac.Expiry == 0 {
@@ -171,7 +184,7 @@ func (s *Server) VerifyAccessToken(ctx context.Context, token, aud string) (*Cla
 	if !s.now().Before(c.ExpiresAt.Add(s.cfg.skew)) {
 		return nil, tokenErr(ReasonExpired, "")
 	}
-	if aud != "" && !containsString(c.Audience, aud) {
+	if aud != "" && !audienceContains(c.Audience, aud) {
 		return nil, tokenErr(ReasonWrongAudience, "")
 	}
 	if _, err := s.store.Get(ctx, keySession(c.SessionID)); err != nil {
@@ -181,6 +194,31 @@ func (s *Server) VerifyAccessToken(ctx context.Context, token, aud string) (*Cla
 		return nil, fmt.Errorf("%w: %w", ErrTokenStorage, err)
 	}
 	return c, nil
+}
+
+// isAccessTokenType accepts at+jwt and its media type form (RFC 9068
+// section 2.1), in any case.
+func isAccessTokenType(typ any) bool {
+	t, _ := typ.(string)
+	t = strings.ToLower(t)
+	return t == AccessTokenType || t == "application/"+AccessTokenType
+}
+
+// audienceContains compares resource identifiers in canonical form, so a
+// resource configured as https://gw.example.com accepts a token issued for
+// https://gw.example.com/ (see CanonicalResource); an audience that is not
+// a URL is compared as is.
+func audienceContains(list []string, aud string) bool {
+	want, ok := canonicalResource(aud)
+	if !ok {
+		return containsString(list, aud)
+	}
+	for _, a := range list {
+		if c, ok := canonicalResource(a); ok && c == want {
+			return true
+		}
+	}
+	return false
 }
 
 func containsString(list []string, s string) bool {
