@@ -24,7 +24,8 @@ func (s *BrokerSource) Tools(context.Context) ([]Tool, error) {
 	out := make([]Tool, 0, len(specs))
 	for _, sp := range specs {
 		t := Tool{Name: sp.Name, AppID: sp.Service, Description: sp.Description,
-			InputSchema: sp.InputSchema, OutputSchema: sp.OutputSchema, Tags: sp.Tags, CallerAnswered: sp.CallerAnswered}
+			InputSchema: sp.InputSchema, OutputSchema: sp.OutputSchema, Tags: sp.Tags, CallerAnswered: sp.CallerAnswered,
+			Deprecated: sp.Deprecated}
 		if t.AppID == "" {
 			t.AppID = "local"
 			if i := strings.IndexAny(sp.Name, ":."); i > 0 {

@@ -268,29 +268,93 @@ func (ix *Index) Lookup(name string) (Tool, bool) {
 	return s.tools[i], true
 }
 
-// docOf is what search indexes of a tool: the parameter names and their
-// descriptions come from the input schema's top-level properties.
+// docOf is what search indexes of a tool: the top-level parameters with
+// their descriptions, and the nested input fields (a request body's
+// properties at any depth) with their names, enum values and descriptions.
 func docOf(t Tool) search.Doc {
-	required := 0
-	for _, p := range schemaProperties(t.InputSchema) {
-		if p.required {
-			required++
-		}
+	d := search.Doc{Name: t.Name, AppID: t.AppID, Description: t.Description, Tags: t.Tags, Deprecated: t.Deprecated}
+	var s map[string]any
+	if len(t.InputSchema) > 0 && json.Unmarshal(t.InputSchema, &s) == nil {
+		w := &schemaWalker{budget: maxIndexedFields}
+		w.walk(s, 0)
+		d.Params, d.FieldNames, d.FieldDocs, d.EnumValues = w.params.String(), w.names.String(), w.docs.String(), w.enums.String()
+		d.Required = len(requiredOf(s))
 	}
-	return search.Doc{Name: t.Name, AppID: t.AppID, Description: t.Description, Params: schemaText(t.InputSchema),
-		Tags: t.Tags, Required: required}
+	return d
 }
 
-func schemaText(raw []byte) string {
-	props := schemaProperties(raw)
-	var b strings.Builder
-	for _, p := range props {
-		b.WriteString(p.name)
-		b.WriteByte(' ')
-		if d, _ := p.schema["description"].(string); d != "" {
-			b.WriteString(d)
-			b.WriteByte(' ')
+// maxIndexedFields bounds the schema nodes indexed per tool: a body of
+// thousands of nested properties adds noise, not findability.
+const maxIndexedFields = 400
+
+type schemaWalker struct {
+	params, names, docs, enums strings.Builder
+	budget                     int
+}
+
+func (w *schemaWalker) walk(s map[string]any, depth int) {
+	if s == nil || w.budget <= 0 || depth > 6 {
+		return
+	}
+	for _, e := range asSlice(s["enum"]) {
+		if v, ok := e.(string); ok {
+			w.enums.WriteString(v)
+			w.enums.WriteByte(' ')
 		}
 	}
-	return b.String()
+	if c, ok := s["const"].(string); ok {
+		w.enums.WriteString(c + " ")
+	}
+	props, _ := s["properties"].(map[string]any)
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if w.budget--; w.budget < 0 {
+			return
+		}
+		p, _ := props[name].(map[string]any)
+		desc, _ := p["description"].(string)
+		if depth == 0 {
+			w.params.WriteString(name + " ")
+			if desc != "" {
+				first, _ := search.SplitSummary(desc)
+				w.params.WriteString(first + " ")
+			}
+		} else {
+			w.names.WriteString(name + " ")
+			if desc != "" {
+				first, _ := search.SplitSummary(desc)
+				w.docs.WriteString(first + " ")
+			}
+		}
+		w.walk(p, depth+1)
+	}
+	if items, ok := s["items"].(map[string]any); ok {
+		w.walk(items, depth)
+	}
+	for _, k := range []string{"oneOf", "anyOf", "allOf"} {
+		for _, alt := range asSlice(s[k]) {
+			if m, ok := alt.(map[string]any); ok {
+				w.walk(m, depth)
+			}
+		}
+	}
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}
+
+func requiredOf(s map[string]any) []string {
+	var out []string
+	for _, r := range asSlice(s["required"]) {
+		if n, ok := r.(string); ok {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -21,12 +21,15 @@ type Tool struct {
 	// Examples are declared usage examples; meta:describe lists them before
 	// generated ones.
 	Examples []Example `json:"examples,omitempty"`
-	// Tags are indexed for search (OpenAPI tags, for example).
+	// Tags are indexed for search (OpenAPI tags, for example) and can be
+	// filtered on.
 	Tags []string `json:"tags,omitempty"`
 	// CallerAnswered marks a tool that only the MCP client can answer (a
 	// broker registry tool without a handler): meta:execute and meta:invoke
 	// ask the client through elicitation (see docs/metatools.md).
 	CallerAnswered bool `json:"callerAnswered,omitempty"`
+	// Deprecated tools rank below equivalent current ones.
+	Deprecated bool `json:"deprecated,omitempty"`
 }
 
 // Annotations are the MCP tool hints.

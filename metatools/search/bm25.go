@@ -3,13 +3,14 @@ package search
 import (
 	"context"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 )
 
 // Doc is one searchable tool. The fields are indexed separately and weighted
 // (BM25F), so a word in a tool's name counts more than one deep in its
-// parameter descriptions.
+// request body's field descriptions.
 type Doc struct {
 	// Name is the tool name, e.g. "github:listRepos" or "sendgrid:GET_alerts".
 	Name string
@@ -18,13 +19,23 @@ type Doc struct {
 	// Description is the full description; its first line or sentence is
 	// indexed as the summary, with more weight than the rest.
 	Description string
-	// Params holds parameter names and their descriptions.
+	// Params holds the top-level parameter names and their descriptions.
 	Params string
+	// FieldNames are the names of nested input fields (request body
+	// properties at any depth, array items' properties).
+	FieldNames string
+	// FieldDocs are the first sentences of the nested fields' descriptions.
+	FieldDocs string
+	// EnumValues are the allowed values of every input field ("closed",
+	// "APPROVE"): an API often expresses an everyday verb as a state.
+	EnumValues string
 	// Tags are free-form labels (OpenAPI tags, for example).
 	Tags []string
 	// Required is the number of required parameters: a request to list
 	// things prefers tools that need no identifier.
 	Required int
+	// Deprecated tools rank below equivalent current ones.
+	Deprecated bool
 }
 
 // Hit is a ranked result: Doc is an index into the documents given to the
@@ -40,41 +51,76 @@ type Ranker interface {
 	Rank(ctx context.Context, query string, k int, allow func(doc int) bool) ([]Hit, error)
 }
 
-// The BM25F fields and their weights, tuned on the search-quality test set.
+// The BM25F fields.
 const (
 	fieldName = iota
 	fieldSummary
 	fieldBody
 	fieldParams
+	fieldFieldNames
+	fieldFieldDocs
+	fieldEnums
 	fieldTags
 	fieldIntent
 	numFields
 )
 
+// fieldWeights were set on the tuning catalogs (SendGrid, Jira); see
+// docs/search.md.
 var fieldWeights = [numFields]float64{
-	fieldName:    2.5,
-	fieldSummary: 2.5,
-	fieldBody:    0.6,
-	fieldParams:  0.5,
-	fieldTags:    1.2,
-	fieldIntent:  0.8,
+	fieldName:       2.5,
+	fieldSummary:    2.5,
+	fieldBody:       0.5,
+	fieldParams:     0.6,
+	fieldFieldNames: 0.5,
+	fieldFieldDocs:  0.15,
+	fieldEnums:      0.5,
+	fieldTags:       1.0,
+	fieldIntent:     0.8,
 }
 
-// fieldB is BM25's length normalisation per field.
+// fieldB is BM25's length normalisation per field: long bodies and long
+// field lists are discounted, names and summaries barely.
 var fieldB = [numFields]float64{
-	fieldName:    0.3,
-	fieldSummary: 0.5,
-	fieldBody:    0.75,
-	fieldParams:  0.75,
-	fieldTags:    0.3,
-	fieldIntent:  0,
+	fieldName:       0.3,
+	fieldSummary:    0.5,
+	fieldBody:       0.75,
+	fieldParams:     0.75,
+	fieldFieldNames: 0.75,
+	fieldFieldDocs:  0.75,
+	fieldEnums:      0.75,
+	fieldTags:       0.3,
+	fieldIntent:     0,
 }
 
 const (
 	k1 = 1.2
-	// intentQueryWeight is the weight of a query's intent terms relative to
-	// its words.
+	// intentQueryWeight is the weight of a query's intent term.
 	intentQueryWeight = 0.6
+	// Weights of a query word's relatives: WordNet derived forms
+	// ("approval" for "approve"), WordNet synonyms, a joined compound
+	// ("user name" -> "username").
+	derivedWeight = 0.6
+	// intentWordWeight is the weight of the query's intent verb as a word.
+	intentWordWeight = 0.4
+	synonymWeight    = 0.3
+	compoundWeight   = 0.8
+	// listNeedsNoID scales the score of a tool with required parameters
+	// when the query asks to list (and not to get one thing).
+	listNeedsNoID = 0.85
+	// intentMismatch scales the score of a tool whose intents all belong to
+	// other families than the query's: "list bounced emails" should not
+	// rank DELETE /bounces/{email} first.
+	intentMismatch = 0.7
+	// titleCoverage is the bonus for a query that covers all of a tool's
+	// title (summary and name), in proportion to the part it covers.
+	titleCoverage = 0.5
+	// deprecatedFactor demotes deprecated tools.
+	deprecatedFactor = 0.75
+	// boilerplateDocs: a description sentence found in at least this many
+	// tools (and 1% of them) is boilerplate ("OAuth app tokens need the repo
+	// scope") and is not indexed.
+	boilerplateDocs = 3
 )
 
 type posting struct {
@@ -83,25 +129,21 @@ type posting struct {
 	sat float32
 }
 
-// BM25 is a BM25F ranker over tool documents with stemming and intent
-// synonyms. Build it once per tool set; it is immutable afterwards.
+// BM25 is a BM25F ranker over tool documents with lemmatization, related
+// words and intents. Build it once per tool set; it is immutable afterwards.
 type BM25 struct {
 	postings map[string][]posting
 	idf      map[string]float64
 	n        int
-	// family is each document's primary intent family (see intentFamily).
-	family   []Intent
-	required []bool
+	// families are each document's intent families (see intentFamily).
+	families   [][]Intent
+	required   []bool
+	deprecated []bool
+	// titles are the distinct terms of each document's summary and local
+	// name (intent words as their intent term): how much of a tool's title
+	// a query covers is evidence that the tool is what was asked for.
+	titles [][]string
 }
-
-// listNeedsNoID scales the score of a tool with required parameters when
-// the query asks to list (and not to get one thing).
-const listNeedsNoID = 0.85
-
-// intentMismatch scales the score of a tool whose primary intent belongs to
-// another family than every intent of the query: "list bounced emails"
-// should not rank DELETE /bounces/{email} first.
-const intentMismatch = 0.7
 
 // intentFamily groups the intents whose tools answer the same kind of
 // request: reads (get, list, search) are interchangeable.
@@ -113,52 +155,117 @@ func intentFamily(i Intent) Intent {
 	return i
 }
 
-// primaryIntent is the first intent word of the tool's local name, else of
-// its summary.
-func primaryIntent(name, summary string) Intent {
-	for _, text := range []string{localName(name), summary} {
-		for _, w := range Tokenize(text) {
-			if in := intentWords[w]; in != IntentNone {
-				return in
-			}
+var (
+	htmlTagRe  = regexp.MustCompile(`<[^>]*>`)
+	mdLinkRe   = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	urlRe      = regexp.MustCompile(`https?://\S+`)
+	sentenceRe = regexp.MustCompile(`[.!?]\s+|\n+`)
+)
+
+// CleanText drops what carries no words a user would search for: HTML
+// tags, link targets (the link text stays) and bare URLs.
+func CleanText(s string) string {
+	if strings.ContainsRune(s, '<') {
+		s = htmlTagRe.ReplaceAllString(s, " ")
+	}
+	if strings.Contains(s, "](") {
+		s = mdLinkRe.ReplaceAllString(s, "$1")
+	}
+	if strings.Contains(s, "://") {
+		s = urlRe.ReplaceAllString(s, " ")
+	}
+	return s
+}
+
+// SplitSummary splits a description into its first line or sentence and the
+// rest, after CleanText.
+func SplitSummary(desc string) (summary, body string) {
+	desc = strings.TrimSpace(CleanText(desc))
+	end := len(desc)
+	if i := strings.IndexByte(desc, '\n'); i >= 0 {
+		end = i
+	}
+	if i := strings.Index(desc[:end], ". "); i >= 0 {
+		end = i + 1
+	}
+	return strings.TrimSpace(desc[:end]), desc[end:]
+}
+
+func sentences(body string) []string {
+	var out []string
+	for _, s := range sentenceRe.Split(body, -1) {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
 		}
 	}
-	return IntentNone
+	return out
 }
 
 // NewBM25 indexes docs.
 func NewBM25(docs []Doc) *BM25 {
-	type fieldTerms [numFields][]string
-	all := make([]fieldTerms, len(docs))
-	var total [numFields]float64
+	n := len(docs)
+	summaries := make([]string, n)
+	bodies := make([][]string, n)
+	sentenceDocs := map[string]int{}
 	for i, d := range docs {
-		summary, body := splitSummary(d.Description)
+		var body string
+		summaries[i], body = SplitSummary(d.Description)
+		bodies[i] = sentences(body)
+		seen := map[string]bool{}
+		for _, s := range bodies[i] {
+			k := strings.ToLower(s)
+			if !seen[k] {
+				seen[k] = true
+				sentenceDocs[k]++
+			}
+		}
+	}
+	minBoiler := max(boilerplateDocs, n/100)
+
+	type fieldTerms [numFields][]string
+	all := make([]fieldTerms, n)
+	var total [numFields]float64
+	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
+		families: make([][]Intent, n), required: make([]bool, n), deprecated: make([]bool, n), titles: make([][]string, n)}
+	for i, d := range docs {
+		var body []string
+		for _, s := range bodies[i] {
+			if sentenceDocs[strings.ToLower(s)] < minBoiler {
+				body = append(body, s)
+			}
+		}
 		nameText := d.Name
 		if d.AppID != "" && !strings.HasPrefix(d.Name, d.AppID) {
 			nameText = d.AppID + " " + d.Name
 		}
-		ft := fieldTerms{
-			fieldName:    Terms(nameText),
-			fieldSummary: Terms(summary),
-			fieldBody:    Terms(body),
-			fieldParams:  Terms(d.Params),
-			fieldTags:    Terms(strings.Join(d.Tags, " ")),
+		intents := ToolIntents(d.Name, summaries[i])
+		var intentTerms []string
+		for _, in := range intents {
+			intentTerms = append(intentTerms, intentTerm(in))
+			ix.families[i] = append(ix.families[i], intentFamily(in))
 		}
-		ft[fieldIntent] = append(intentTerms(localName(d.Name)), intentTerms(summary)...)
+		ft := fieldTerms{
+			fieldName:       Terms(nameText),
+			fieldSummary:    Terms(summaries[i]),
+			fieldBody:       Terms(strings.Join(body, ". ")),
+			fieldParams:     Terms(CleanText(d.Params)),
+			fieldFieldNames: Terms(d.FieldNames),
+			fieldFieldDocs:  Terms(CleanText(d.FieldDocs)),
+			fieldEnums:      Terms(d.EnumValues),
+			fieldTags:       Terms(strings.Join(d.Tags, " ")),
+			fieldIntent:     intentTerms,
+		}
 		all[i] = ft
 		for f := range numFields {
 			total[f] += float64(len(ft[f]))
 		}
+		ix.required[i] = d.Required > 0
+		ix.deprecated[i] = d.Deprecated
+		ix.titles[i] = titleTerms(localName(d.Name) + " " + summaries[i])
 	}
 	var avg [numFields]float64
 	for f := range numFields {
-		avg[f] = math.Max(total[f]/math.Max(float64(len(docs)), 1), 1)
-	}
-	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: len(docs), family: make([]Intent, len(docs)), required: make([]bool, len(docs))}
-	for i, d := range docs {
-		ix.required[i] = d.Required > 0
-		summary, _ := splitSummary(d.Description)
-		ix.family[i] = intentFamily(primaryIntent(d.Name, summary))
+		avg[f] = math.Max(total[f]/math.Max(float64(n), 1), 1)
 	}
 	for i, ft := range all {
 		tf := map[string]float64{}
@@ -183,6 +290,29 @@ func NewBM25(docs []Doc) *BM25 {
 	return ix
 }
 
+// titleTerms are the distinct terms of a title, intent words as intent
+// terms.
+func titleTerms(text string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range Tokenize(text) {
+		if stopwords[t] {
+			continue
+		}
+		term := ""
+		if in := intentWords[t]; in != IntentNone {
+			term = intentTerm(in)
+		} else {
+			term = Lemmas(t)[0]
+		}
+		if !seen[term] {
+			seen[term] = true
+			out = append(out, term)
+		}
+	}
+	return out
+}
+
 // localName is the part of a namespaced tool name after the app prefix.
 func localName(name string) string {
 	if i := strings.LastIndexByte(name, ':'); i >= 0 {
@@ -191,31 +321,115 @@ func localName(name string) string {
 	return name
 }
 
-// splitSummary splits a description into its first line or sentence and the
-// rest.
-func splitSummary(desc string) (summary, body string) {
-	desc = strings.TrimSpace(desc)
-	end := len(desc)
-	if i := strings.IndexByte(desc, '\n'); i >= 0 {
-		end = i
-	}
-	if i := strings.Index(desc[:end], ". "); i >= 0 {
-		end = i + 1
-	}
-	return desc[:end], desc[end:]
+// termGroup is one unit of a query: a word with its lemmas and relatives.
+// A document scores the best of a group's terms, not their sum, so a word
+// with many relatives weighs no more than one without. optional groups
+// (scope words, joined compounds) do not count against the maximum score
+// when no tool has any of their terms.
+type termGroup struct {
+	terms    []weighted
+	optional bool
 }
 
-// queryTerms weighs the terms of a query: each distinct word once, and its
-// intent terms at intentQueryWeight.
-func queryTerms(query string) map[string]float64 {
-	qt := map[string]float64{}
-	for _, t := range Terms(query) {
-		qt[t] = 1
+func (g *termGroup) add(term string, w float64) {
+	for i := range g.terms {
+		if g.terms[i].term == term {
+			g.terms[i].w = max(g.terms[i].w, w)
+			return
+		}
 	}
-	for _, t := range intentTerms(query) {
-		qt[t] = intentQueryWeight
+	g.terms = append(g.terms, weighted{term, w})
+}
+
+// queryGroups turns a query into term groups: each distinct non-stopword
+// with its lemmas (1), WordNet derived forms and synonyms, and domain
+// relatives; scope words ("me", "my") as one group of the words APIs use
+// for the caller; adjacent words joined when the index knows the compound;
+// the query's intent.
+func (ix *BM25) queryGroups(query string) []termGroup {
+	toks := Tokenize(query)
+	intents, intentTok := queryIntent(toks)
+	var groups []termGroup
+	seen := map[string]bool{}
+	scope := false
+	for i, t := range toks {
+		if scopeWords[t] {
+			scope = true
+			continue
+		}
+		if i+1 < len(toks) && !stopwords[t] && !stopwords[toks[i+1]] {
+			var g termGroup
+			for _, l := range Lemmas(t + toks[i+1]) {
+				if _, ok := ix.idf[l]; ok {
+					g.add(l, compoundWeight)
+				}
+			}
+			if len(g.terms) > 0 {
+				g.optional = true
+				groups = append(groups, g)
+			}
+		}
+		if stopwords[t] || questionWords[t] && i == 0 {
+			continue
+		}
+		lemmas := Lemmas(t)
+		if seen[lemmas[0]] {
+			continue
+		}
+		seen[lemmas[0]] = true
+		// The verb that carries the query's intent, and other intent words
+		// ("new", "all"), count mostly through the intent term: "open a
+		// new ticket" is about tickets.
+		base := 1.0
+		if intentTok[i] || intentWords[t] != IntentNone {
+			base = intentWordWeight
+		}
+		var g termGroup
+		for _, l := range lemmas {
+			g.add(l, base)
+		}
+		// A relative weighs at most what the word itself would (its idf
+		// capped at the word's), so a rare relative cannot outweigh the
+		// words the user wrote.
+		capIDF := 0.0
+		for _, l := range lemmas {
+			capIDF = max(capIDF, ix.idf[l])
+		}
+		addRel := func(term string, w float64) {
+			if idf, ok := ix.idf[term]; ok && capIDF > 0 && idf > capIDF {
+				w *= capIDF / idf
+			}
+			g.add(term, w*base)
+		}
+		for _, l := range lemmas {
+			for _, r := range relatedWords(l) {
+				w := synonymWeight
+				if r.derived {
+					w = derivedWeight
+				}
+				for _, rl := range Lemmas(r.word) {
+					addRel(rl, w)
+				}
+			}
+			for _, r := range domainRelated[l] {
+				for _, rl := range Lemmas(r) {
+					addRel(rl, domainWeight)
+				}
+			}
+		}
+		groups = append(groups, g)
 	}
-	return qt
+	if scope {
+		g := termGroup{optional: true}
+		for _, st := range scopeTerms {
+			g.add(st.term, st.w)
+		}
+		groups = append(groups, g)
+	}
+	for _, in := range intents {
+		groups = append(groups, termGroup{terms: []weighted{{intentTerm(in), intentQueryWeight}}, optional: true})
+	}
+	return groups
 }
 
 // Rank scores every allowed document that shares a term with query and
@@ -223,35 +437,60 @@ func queryTerms(query string) map[string]float64 {
 // score the query could reach, so it lies in 0..1 and is comparable across
 // queries (minRelevanceScore relies on that).
 func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) bool) ([]Hit, error) {
-	qt := queryTerms(query)
-	// A dense score array beats a map at these sizes (a few thousand tools);
-	// touched lists the documents that scored.
+	groups := ix.queryGroups(query)
+	// Dense arrays beat maps at these sizes (a few thousand tools); touched
+	// lists the documents that scored.
 	scores := make([]float64, ix.n)
-	var touched []int32
+	best := make([]float64, ix.n)
+	var touched, gTouched []int32
 	var upper float64
-	for t, w := range qt {
-		idf, ok := ix.idf[t]
-		if !ok {
-			// An unknown word still counts against the maximum: a query
-			// half made of words no tool has is a weaker match.
-			upper += w * math.Log(1+(float64(ix.n)+0.5)/0.5)
-			continue
-		}
-		upper += w * idf
-		for _, p := range ix.postings[t] {
-			if scores[p.doc] == 0 {
-				touched = append(touched, p.doc)
+	unknownIDF := math.Log(1 + (float64(ix.n)+0.5)/0.5)
+	for _, g := range groups {
+		var gUpper float64
+		gTouched = gTouched[:0]
+		for _, wt := range g.terms {
+			idf, ok := ix.idf[wt.term]
+			if !ok {
+				continue
 			}
-			scores[p.doc] += w * idf * float64(p.sat)
+			gUpper = max(gUpper, wt.w*idf)
+			for _, p := range ix.postings[wt.term] {
+				s := wt.w * idf * float64(p.sat)
+				if best[p.doc] == 0 {
+					gTouched = append(gTouched, p.doc)
+				}
+				best[p.doc] = max(best[p.doc], s)
+			}
+		}
+		if gUpper == 0 && !g.optional {
+			// A word no tool has still counts against the maximum: a query
+			// half made of such words is a weaker match.
+			gUpper = g.terms[0].w * unknownIDF
+		}
+		upper += gUpper
+		for _, d := range gTouched {
+			if scores[d] == 0 {
+				touched = append(touched, d)
+			}
+			scores[d] += best[d]
+			best[d] = 0
 		}
 	}
+	if upper == 0 {
+		return nil, nil
+	}
+	qIntents := QueryIntents(query)
 	families := map[Intent]bool{}
 	listing, getting := false, false
-	for _, t := range Tokenize(query) {
-		if in := intentWords[t]; in != IntentNone {
-			families[intentFamily(in)] = true
-			listing = listing || in == IntentList
-			getting = getting || in == IntentGet
+	for _, in := range qIntents {
+		families[intentFamily(in)] = true
+		listing = listing || in == IntentList
+		getting = getting || in == IntentGet
+	}
+	qterms := map[string]bool{}
+	for _, g := range groups {
+		for _, wt := range g.terms {
+			qterms[wt.term] = true
 		}
 	}
 	hits := make([]Hit, 0, len(touched))
@@ -260,13 +499,31 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 			continue
 		}
 		s := scores[d]
-		if f := ix.family[d]; len(families) > 0 && f != IntentNone && !families[f] {
-			s *= intentMismatch
+		if title := ix.titles[d]; len(title) > 0 {
+			covered := 0
+			for _, t := range title {
+				if qterms[t] {
+					covered++
+				}
+			}
+			s *= 1 + titleCoverage*float64(covered)/float64(len(title))
+		}
+		if fs := ix.families[d]; len(families) > 0 && len(fs) > 0 {
+			match := false
+			for _, f := range fs {
+				match = match || families[f]
+			}
+			if !match {
+				s *= intentMismatch
+			}
 		}
 		if listing && !getting && ix.required[d] {
 			s *= listNeedsNoID
 		}
-		hits = append(hits, Hit{Doc: int(d), Score: s / upper})
+		if ix.deprecated[d] {
+			s *= deprecatedFactor
+		}
+		hits = append(hits, Hit{Doc: int(d), Score: math.Min(s/(upper*(1+titleCoverage)), 1)})
 	}
 	sortHits(hits)
 	if k > 0 && len(hits) > k {

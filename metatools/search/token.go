@@ -47,12 +47,13 @@ func Tokenize(text string) []string {
 }
 
 // stopwords carry no meaning for tool search. Intent words ("all", "new")
-// are deliberately absent: they select between list, get and create.
+// are deliberately absent: they select between list, get and create; so are
+// the scope words "me", "my", "own" (see scopeWords).
 var stopwords = map[string]bool{
 	"a": true, "an": true, "the": true, "of": true, "to": true, "for": true, "in": true,
 	"on": true, "and": true, "or": true, "is": true, "are": true, "be": true, "by": true,
 	"with": true, "from": true, "at": true, "as": true, "it": true, "its": true, "this": true,
-	"that": true, "these": true, "those": true, "i": true, "me": true, "my": true, "we": true,
+	"that": true, "these": true, "those": true, "i": true, "we": true,
 	"our": true, "you": true, "your": true, "can": true, "how": true, "do": true, "does": true,
 	"want": true, "need": true, "please": true, "some": true, "which": true, "will": true,
 	"into": true, "using": true, "via": true, "so": true, "if": true, "then": true, "there": true,
@@ -110,7 +111,8 @@ func IntentOf(word string) Intent { return intentWords[strings.ToLower(word)] }
 // with a word because words hold only letters and digits.
 func intentTerm(i Intent) string { return "~" + string(i) }
 
-// Terms turns text into index terms: tokens without stopwords, stemmed.
+// Terms turns text into index terms: tokens without stopwords, lemmatized
+// (see Lemmas; a word may give two terms).
 func Terms(text string) []string {
 	toks := Tokenize(text)
 	out := make([]string, 0, len(toks))
@@ -118,19 +120,7 @@ func Terms(text string) []string {
 		if stopwords[t] {
 			continue
 		}
-		out = append(out, Stem(t))
-	}
-	return out
-}
-
-// intentTerms returns the intent terms of the words of text, one per word
-// that carries an intent.
-func intentTerms(text string) []string {
-	var out []string
-	for _, t := range Tokenize(text) {
-		if in := intentWords[t]; in != IntentNone {
-			out = append(out, intentTerm(in))
-		}
+		out = append(out, Lemmas(t)...)
 	}
 	return out
 }

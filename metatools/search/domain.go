@@ -1,0 +1,57 @@
+package search
+
+// domainRelated is the small API-domain table: words an agent uses for
+// things REST APIs name otherwise, which WordNet does not relate
+// (abbreviations, jargon, the objects of everyday verbs). Keys and values
+// are lemmas; each value is a related term at domainWeight. It is written
+// for APIs in general, never for one catalog.
+var domainRelated = map[string][]string{
+	"repo": {"repository"}, "repository": {"repo"}, "org": {"organization"}, "organisation": {"organization"},
+	"organization": {"org"}, "ticket": {"issue"}, "bug": {"issue"}, "pr": {"pull"}, "mr": {"merge"},
+	"dm": {"conversation", "message"}, "teammate": {"member", "collaborator", "user"},
+	"coworker": {"member", "user"}, "colleague": {"member", "user"}, "people": {"user", "member"},
+	"person": {"user", "member"}, "someone": {"user"}, "everyone": {"user", "member"}, "member": {"user"},
+	"login": {"username", "handle"}, "username": {"login", "handle"}, "handle": {"username"},
+	"newest": {"latest", "recent"}, "latest": {"newest", "recent"}, "recent": {"latest"}, "last": {"latest"},
+	"favourite": {"favorite", "star"}, "favorite": {"favourite", "star"}, "bookmark": {"star", "favorite"},
+	"stargazer": {"star"}, "star": {"stargazer", "starred"}, "like": {"reaction", "star"},
+	"upvote": {"vote", "reaction"}, "emoji": {"reaction"}, "react": {"reaction"}, "reply": {"comment", "response"},
+	"note": {"comment"}, "remark": {"comment"}, "config": {"configuration", "setting"},
+	"configuration": {"setting", "config"}, "setting": {"configuration", "preference"}, "preference": {"setting"},
+	"permission": {"access", "role", "scope"}, "access": {"permission"}, "credential": {"token", "key", "secret"},
+	"token": {"key", "credential"}, "password": {"credential"}, "avatar": {"photo", "image", "picture"},
+	"picture": {"photo", "avatar", "image"}, "photo": {"avatar", "picture", "image"}, "image": {"avatar", "photo"},
+	"customer": {"client"}, "client": {"customer"},
+	"card": {"payment", "source"}, "pay": {"payment"}, "payment": {"charge"}, "charge": {"payment"},
+	"bill": {"invoice"}, "invoice": {"bill"}, "discount": {"coupon", "promotion"}, "coupon": {"discount"},
+	"subscribe": {"subscription"}, "unsubscribe": {"subscription"}, "channel": {"conversation"},
+	"conversation": {"channel"}, "chat": {"message", "conversation"}, "message": {"chat", "post"},
+	"online": {"presence", "active"}, "offline": {"presence", "away"}, "away": {"presence"}, "status": {"state"},
+	"state": {"status"}, "close": {"closed", "state"}, "reopen": {"open", "state"}, "open": {"state"},
+	"approve": {"approval", "review", "approved"}, "reject": {"decline", "deny"}, "deny": {"reject", "decline"},
+	"publish": {"draft", "published", "release"}, "unpublish": {"draft"}, "archive": {"archived"},
+	"unarchive": {"archived", "archive"}, "restore": {"undelete", "recover", "trash"}, "undelete": {"restore"},
+	"copy": {"duplicate", "clone"}, "duplicate": {"copy", "clone"}, "clone": {"copy", "fork"}, "fork": {"copy"},
+	"rename": {"name"}, "log": {"audit", "history", "activity"}, "history": {"log", "changelog", "event", "activity"},
+	"audit": {"log"}, "activity": {"event", "log"}, "event": {"activity"}, "rerun": {"run", "retry"},
+	"retry": {"rerun"}, "trigger": {"dispatch", "run"}, "run": {"execute", "dispatch"}, "execute": {"run"},
+	"job": {"task", "run"}, "task": {"job"}, "pipeline": {"workflow"}, "workflow": {"pipeline"},
+	"deploy": {"deployment"}, "hook": {"webhook"}, "webhook": {"hook"}, "notification": {"alert"},
+	"alert": {"notification"}, "notify": {"notification"}, "email": {"mail", "send", "notify"},
+	"mail": {"email"}, "text": {"message", "sms"}, "sms": {"message"}, "file": {"content", "upload"},
+	"content": {"file"}, "download": {"content", "file"}, "upload": {"file"}, "attachment": {"file"},
+	"label": {"tag"}, "tag": {"label"}, "category": {"tag", "label"}, "group": {"team"}, "team": {"group"},
+	"id": {"identifier"}, "identifier": {"id"}, "count": {"total", "number"}, "total": {"count"},
+	"number": {"count"}, "statistic": {"stats", "metric"}, "stats": {"statistic", "metric"}, "metric": {"stats"},
+	"usage": {"metric", "stats"}, "quota": {"limit"}, "limit": {"quota", "rate"}, "plan": {"subscription", "price"},
+	"price": {"plan"}, "assign": {"assignee"}, "assignee": {"assign"}, "owner": {"ownership"},
+	"follow": {"following"}, "watch": {"subscription", "watcher"}, "watcher": {"watch"}, "mute": {"ignore"},
+	"block": {"ban"}, "ban": {"block"}, "invite": {"invitation"}, "join": {"member"},
+	"leave": {"remove"}, "schedule": {"scheduled"},
+	"cancel": {"cancellation"}, "stop": {"cancel", "disable"}, "pause": {"disable"}, "resume": {"enable"},
+	"secret": {"credential"}, "key": {"token"}, "sign": {"auth"}, "auth": {"authentication"},
+	"whoami": {"authenticated", "current"}, "profile": {"user"}, "account": {"user"},
+}
+
+// domainWeight is the query weight of a domainRelated term.
+const domainWeight = 0.7

@@ -1,0 +1,107 @@
+package search
+
+// phrasalIntents are two-word verbs whose intent is not their first word's:
+// "set up" creates (where "set" alone updates), "look up" reads (where
+// "look" alone searches).
+var phrasalIntents = map[[2]string]Intent{
+	{"set", "up"}: IntentCreate, {"sign", "up"}: IntentCreate, {"spin", "up"}: IntentCreate,
+	{"start", "up"}: IntentCreate, {"put", "up"}: IntentCreate, {"kick", "off"}: IntentCreate,
+	{"look", "up"}: IntentGet, {"find", "out"}: IntentGet, {"pull", "up"}: IntentGet, {"check", "out"}: IntentGet,
+	{"turn", "on"}: IntentUpdate, {"turn", "off"}: IntentUpdate, {"switch", "on"}: IntentUpdate,
+	{"switch", "off"}: IntentUpdate, {"fill", "in"}: IntentUpdate, {"fill", "out"}: IntentUpdate,
+	{"hand", "over"}: IntentUpdate, {"bring", "back"}: IntentUpdate, {"mark", "as"}: IntentUpdate,
+	{"take", "down"}: IntentDelete, {"take", "back"}: IntentDelete, {"clean", "up"}: IntentDelete,
+	{"get", "rid"}: IntentDelete, {"tear", "down"}: IntentDelete, {"wipe", "out"}: IntentDelete,
+	{"sign", "out"}: IntentDelete, {"log", "out"}: IntentDelete,
+}
+
+// questionWords open a question, which asks to read something: "who",
+// "how many", "what is", "is it", "has it been".
+var questionWords = map[string]bool{
+	"who": true, "whom": true, "whose": true, "what": true, "which": true, "when": true, "where": true,
+	"how": true, "is": true, "are": true, "was": true, "were": true, "has": true, "have": true, "does": true,
+	"do": true, "did": true, "can": true, "could": true, "am": true,
+}
+
+// QueryIntents is what a request asks for: the intent of its first verb
+// phrase (a phrasal verb counts as one), or a read when it is a question.
+// Nil when the request names no intent ("google analytics tracking
+// settings").
+func QueryIntents(query string) []Intent {
+	in, _ := queryIntent(Tokenize(query))
+	return in
+}
+
+// queryIntent is QueryIntents over tokens; words reports which tokens
+// carry the intent (a verb, both words of a phrasal verb).
+func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
+	if len(toks) > 0 && questionWords[toks[0]] {
+		return []Intent{IntentGet}, nil
+	}
+	for i, t := range toks {
+		if i+1 < len(toks) {
+			if in, ok := phrasalIntents[[2]string{t, toks[i+1]}]; ok {
+				return []Intent{in}, map[int]bool{i: true, i + 1: true}
+			}
+		}
+		if in := intentWords[t]; in != IntentNone {
+			return []Intent{in}, map[int]bool{i: true}
+		}
+	}
+	return nil, nil
+}
+
+// ToolIntents is what a tool does, from its local name: the first intent
+// word, and every intent joined to it by "or" ("createOrUpdateFile" both
+// creates and updates). An HTTP method in the name ("POST_customers",
+// "PostCustomersCustomer") says less than the summary's verb ("Updates the
+// specified customer"), so the summary's intent is preferred then.
+func ToolIntents(name, summary string) []Intent {
+	toks := Tokenize(localName(name))
+	var out []Intent
+	method := false
+	for i, t := range toks {
+		in := intentWords[t]
+		if in == IntentNone {
+			continue
+		}
+		method = httpMethods[t]
+		out = append(out, in)
+		for j := i + 1; j+1 < len(toks) && toks[j] == "or"; j += 2 {
+			if in2 := intentWords[toks[j+1]]; in2 != IntentNone {
+				out = append(out, in2)
+			}
+		}
+		break
+	}
+	if len(out) == 0 || method {
+		for _, t := range Tokenize(summary) {
+			if in := intentWords[t]; in != IntentNone {
+				if method && in != out[0] && !httpMethods[t] {
+					return []Intent{in}
+				}
+				if !method {
+					return []Intent{in}
+				}
+				break
+			}
+		}
+	}
+	return out
+}
+
+var httpMethods = map[string]bool{"get": true, "post": true, "put": true, "patch": true, "delete": true}
+
+// scopeWords ask for the caller's own things ("issues assigned to me", "my
+// filters"); APIs say that with these words, at these weights.
+var scopeWords = map[string]bool{"me": true, "my": true, "mine": true, "myself": true, "own": true, "i": true, "am": true}
+
+var scopeTerms = []weighted{
+	{"authenticated", 0.7}, {"current", 0.6}, {"my", 0.6}, {"me", 0.6}, {"calling", 0.5}, {"own", 0.4}, {"self", 0.4},
+}
+
+// weighted is a query term with its weight.
+type weighted struct {
+	term string
+	w    float64
+}
