@@ -29,7 +29,7 @@ type evalSet struct {
 }
 
 // evalCatalogs are the vendored catalogs in the order the docs report them.
-var evalCatalogs = []string{"jira", "stripe", "slack", "github"}
+var evalCatalogs = []string{"jira", "gitea", "stripe", "slack", "github"}
 
 var (
 	evalMu    sync.Mutex

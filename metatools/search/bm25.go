@@ -114,7 +114,13 @@ const (
 	intentMismatch = 0.7
 	// titleCoverage is the bonus for a query that covers all of a tool's
 	// title (summary and name), in proportion to the part it covers.
-	titleCoverage = 0.5
+	titleCoverage = 0.8
+	// implicitReadFactor scales tools that do not read when the query names
+	// no intent.
+	implicitReadFactor = 0.9
+	// actionReadFactor scales tools that only read when the query opens
+	// with a verb and its object.
+	actionReadFactor = 0.8
 	// deprecatedFactor demotes deprecated tools.
 	deprecatedFactor = 0.75
 	// boilerplateDocs: a description sentence found in at least this many
@@ -241,7 +247,7 @@ func NewBM25(docs []Doc) *BM25 {
 		intents := ToolIntents(d.Name, summaries[i])
 		var intentTerms []string
 		for _, in := range intents {
-			intentTerms = append(intentTerms, intentTerm(in))
+			intentTerms = append(intentTerms, intentTerm(intentFamily(in)))
 			ix.families[i] = append(ix.families[i], intentFamily(in))
 		}
 		ft := fieldTerms{
@@ -290,8 +296,8 @@ func NewBM25(docs []Doc) *BM25 {
 	return ix
 }
 
-// titleTerms are the distinct terms of a title, intent words as intent
-// terms.
+// titleTerms are the distinct terms of a title, intent words as the term
+// of their intent family.
 func titleTerms(text string) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -301,7 +307,7 @@ func titleTerms(text string) []string {
 		}
 		term := ""
 		if in := intentWords[t]; in != IntentNone {
-			term = intentTerm(in)
+			term = intentTerm(intentFamily(in))
 		} else {
 			term = Lemmas(t)[0]
 		}
@@ -352,12 +358,29 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 	var groups []termGroup
 	seen := map[string]bool{}
 	scope := false
+	skip := map[int]bool{}
 	for i, t := range toks {
-		if scopeWords[t] {
+		if g, ok := questionTerms[t]; ok && i == 0 {
+			groups = append(groups, termGroup{terms: append([]weighted(nil), g...), optional: true})
+		}
+		if i+1 < len(toks) {
+			a, b := Lemmas(t)[len(Lemmas(t))-1], toks[i+1]
+			if ph, ok := domainPhrases[[2]string{a, b}]; ok {
+				groups = append(groups, termGroup{terms: append([]weighted(nil), ph...)})
+				skip[i], skip[i+1] = true, true
+				continue
+			}
+		}
+	}
+	for i, t := range toks {
+		if skip[i] {
+			continue
+		}
+		if scopeWords[t] || t == "am" && i+1 < len(toks) && toks[i+1] == "i" {
 			scope = true
 			continue
 		}
-		if i+1 < len(toks) && !stopwords[t] && !stopwords[toks[i+1]] {
+		if i+1 < len(toks) && !skip[i+1] && !stopwords[t] && !stopwords[toks[i+1]] {
 			var g termGroup
 			for _, l := range Lemmas(t + toks[i+1]) {
 				if _, ok := ix.idf[l]; ok {
@@ -369,7 +392,10 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 				groups = append(groups, g)
 			}
 		}
-		if stopwords[t] || questionWords[t] && i == 0 {
+		if stopwords[t] || questionWords[t] && i == 0 || intentTok[i] && len(intentTok) > 1 || isNumber(t) {
+			// Stopwords, an opening question word, both words of a phrasal
+			// verb ("look up") and numbers ("issue 12") say nothing about
+			// which tool is meant.
 			continue
 		}
 		lemmas := Lemmas(t)
@@ -416,6 +442,13 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 					addRel(rl, domainWeight)
 				}
 			}
+			// "reassign", "unstar", "unarchive": the base verb is a
+			// derived form.
+			for _, prefix := range []string{"re", "un"} {
+				if rest := strings.TrimPrefix(l, prefix); rest != l && len(rest) >= 3 && isVerb(rest) {
+					addRel(rest, derivedWeight)
+				}
+			}
 		}
 		groups = append(groups, g)
 	}
@@ -427,7 +460,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		groups = append(groups, g)
 	}
 	for _, in := range intents {
-		groups = append(groups, termGroup{terms: []weighted{{intentTerm(in), intentQueryWeight}}, optional: true})
+		groups = append(groups, termGroup{terms: []weighted{{intentTerm(intentFamily(in)), intentQueryWeight}}, optional: true})
 	}
 	return groups
 }
@@ -493,12 +526,36 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 			qterms[wt.term] = true
 		}
 	}
+	// Title coverage counts intents by family, and every intent word of the
+	// query ("which fields do I need to create an issue" covers "create").
+	for _, t := range Tokenize(query) {
+		if in := intentWords[t]; in != IntentNone {
+			qterms[intentTerm(intentFamily(in))] = true
+		}
+	}
+	for _, in := range qIntents {
+		qterms[intentTerm(intentFamily(in))] = true
+	}
+	// A request without a verb ("roles of a project") most likely wants to
+	// read; one that opens with a verb no intent covers ("star a repo",
+	// "approve a pull request") wants to change something.
+	qtoks := Tokenize(query)
+	action := len(qIntents) == 0 && imperative(qtoks)
+	implicitRead := len(qIntents) == 0 && !action
 	hits := make([]Hit, 0, len(touched))
 	for _, d := range touched {
 		if allow != nil && !allow(int(d)) {
 			continue
 		}
 		s := scores[d]
+		if fs := ix.families[d]; len(fs) > 0 {
+			if implicitRead && fs[0] != IntentGet {
+				s *= implicitReadFactor
+			}
+			if action && fs[0] == IntentGet {
+				s *= actionReadFactor
+			}
+		}
 		if title := ix.titles[d]; len(title) > 0 {
 			covered := 0
 			for _, t := range title {
@@ -540,4 +597,13 @@ func sortHits(hits []Hit) {
 		}
 		return hits[i].Doc < hits[j].Doc
 	})
+}
+
+func isNumber(t string) bool {
+	for i := 0; i < len(t); i++ {
+		if t[i] < '0' || t[i] > '9' {
+			return false
+		}
+	}
+	return t != ""
 }

@@ -27,7 +27,8 @@ var domainRelated = map[string][]string{
 	"subscribe": {"subscription"}, "unsubscribe": {"subscription"}, "channel": {"conversation"},
 	"conversation": {"channel"}, "chat": {"message", "conversation"}, "message": {"chat", "post"},
 	"online": {"presence", "active"}, "offline": {"presence", "away"}, "away": {"presence"}, "status": {"state"},
-	"state": {"status"}, "close": {"closed", "state"}, "reopen": {"open", "state"}, "open": {"state"},
+	"state": {"status"}, "close": {"closed", "state", "transition"}, "reopen": {"open", "state", "transition"},
+	"open": {"state"}, "resolve": {"resolution", "transition"},
 	"approve": {"approval", "review", "approved"}, "reject": {"decline", "deny"}, "deny": {"reject", "decline"},
 	"publish": {"draft", "published", "release"}, "unpublish": {"draft"}, "archive": {"archived"},
 	"unarchive": {"archived", "archive"}, "restore": {"undelete", "recover", "trash"}, "undelete": {"restore"},
@@ -45,12 +46,33 @@ var domainRelated = map[string][]string{
 	"number": {"count"}, "statistic": {"stats", "metric"}, "stats": {"statistic", "metric"}, "metric": {"stats"},
 	"usage": {"metric", "stats"}, "quota": {"limit"}, "limit": {"quota", "rate"}, "plan": {"subscription", "price"},
 	"price": {"plan"}, "assign": {"assignee"}, "assignee": {"assign"}, "owner": {"ownership"},
-	"follow": {"following"}, "watch": {"subscription", "watcher"}, "watcher": {"watch"}, "mute": {"ignore"},
+	"follow": {"following", "watch", "watcher", "subscribe"}, "watch": {"subscription", "watcher"}, "watcher": {"watch"}, "mute": {"ignore"},
 	"block": {"ban"}, "ban": {"block"}, "invite": {"invitation"}, "join": {"member"},
 	"leave": {"remove"}, "schedule": {"scheduled"},
 	"cancel": {"cancellation"}, "stop": {"cancel", "disable"}, "pause": {"disable"}, "resume": {"enable"},
 	"secret": {"credential"}, "key": {"token"}, "sign": {"auth"}, "auth": {"authentication"},
-	"whoami": {"authenticated", "current"}, "profile": {"user"}, "account": {"user"},
+	"whoami": {"authenticated", "current"}, "many": {"bulk", "multiple", "batch"}, "multiple": {"bulk", "batch"},
+	"batch": {"bulk", "multiple"}, "bulk": {"batch", "multiple"}, "several": {"bulk", "multiple"}, "profile": {"user"}, "account": {"user"},
+}
+
+// domainPhrases are two-word expressions that mean one thing; their words
+// (as lemmas) are replaced by these terms at these weights.
+var domainPhrases = map[[2]string][]weighted{
+	{"log", "in"}:         {{"login", 1}, {"authenticated", 0.7}, {"current", 0.6}, {"session", 0.5}},
+	{"sign", "in"}:        {{"login", 1}, {"authenticated", 0.7}, {"current", 0.6}, {"session", 0.5}},
+	{"user", "name"}:      {{"username", 1}, {"login", 0.7}},
+	{"pull", "request"}:   {{"pull", 1}},
+	{"direct", "message"}: {{"conversation", 0.7}, {"dm", 0.7}, {"im", 0.7}},
+	{"time", "zone"}:      {{"timezone", 1}},
+	{"e", "mail"}:         {{"email", 1}},
+}
+
+// questionTerms are what a question word asks about: "who" asks for people.
+var questionTerms = map[string][]weighted{
+	"who":   {{"user", 0.5}, {"member", 0.4}, {"people", 0.4}},
+	"whom":  {{"user", 0.5}, {"member", 0.4}},
+	"whose": {{"user", 0.4}, {"owner", 0.4}},
+	"when":  {{"date", 0.4}, {"time", 0.4}},
 }
 
 // domainWeight is the query weight of a domainRelated term.

@@ -94,14 +94,38 @@ var httpMethods = map[string]bool{"get": true, "post": true, "put": true, "patch
 
 // scopeWords ask for the caller's own things ("issues assigned to me", "my
 // filters"); APIs say that with these words, at these weights.
-var scopeWords = map[string]bool{"me": true, "my": true, "mine": true, "myself": true, "own": true, "i": true, "am": true}
+// "I" alone is no scope word ("do I need", "can I"), but "am I" is.
+var scopeWords = map[string]bool{"me": true, "my": true, "mine": true, "myself": true, "own": true}
 
 var scopeTerms = []weighted{
-	{"authenticated", 0.7}, {"current", 0.6}, {"my", 0.6}, {"me", 0.6}, {"calling", 0.5}, {"own", 0.4}, {"self", 0.4},
+	{"authenticated", 0.45}, {"current", 0.4}, {"my", 0.4}, {"me", 0.4}, {"calling", 0.35}, {"own", 0.3}, {"self", 0.3},
 }
 
 // weighted is a query term with its weight.
 type weighted struct {
 	term string
 	w    float64
+}
+
+// determiners and pronouns that follow an imperative verb: "star a repo",
+// "follow someone".
+var objectStarters = map[string]bool{
+	"a": true, "an": true, "the": true, "this": true, "that": true, "these": true, "those": true,
+	"my": true, "our": true, "your": true, "his": true, "her": true, "their": true, "its": true,
+	"some": true, "someone": true, "somebody": true, "everyone": true, "everybody": true, "it": true,
+	"them": true, "me": true, "us": true, "one": true, "all": true, "every": true, "each": true, "another": true,
+}
+
+// imperative reports whether a request opens with a verb and its object
+// ("star a repo", "approve the pull request"): it asks to change something
+// even when the verb is none of the CRUD verbs.
+func imperative(toks []string) bool {
+	if len(toks) < 2 || questionWords[toks[0]] {
+		return false
+	}
+	ls := Lemmas(toks[0])
+	if !isVerb(ls[len(ls)-1]) {
+		return false
+	}
+	return objectStarters[toks[1]]
 }

@@ -82,6 +82,7 @@ var intentWords = map[string]Intent{
 	"insert": IntentCreate, "post": IntentCreate, "register": IntentCreate, "generate": IntentCreate,
 	"creates": IntentCreate, "adds": IntentCreate, "creating": IntentCreate, "adding": IntentCreate,
 	"open": IntentCreate, "submit": IntentCreate, "upload": IntentCreate, "send": IntentCreate,
+	"save": IntentCreate, "store": IntentCreate, "start": IntentCreate, "launch": IntentCreate,
 
 	"list": IntentList, "show": IntentList, "all": IntentList, "enumerate": IntentList,
 	"browse": IntentList, "lists": IntentList, "listing": IntentList, "every": IntentList,
