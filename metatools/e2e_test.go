@@ -338,11 +338,30 @@ func TestMCPDescribe(t *testing.T) {
 	if cc.UsageExamples[0].Description != "declared" {
 		t.Errorf("declared example not first: %+v", cc.UsageExamples)
 	}
-	if string(cc.OutputSchema) == "null" {
-		t.Error("createContact lost its output schema")
+	// The default answer is compact: a signature, no JSON Schemas.
+	if cc.InputSchema != nil || cc.OutputSchema != nil || !strings.Contains(cc.Signature, "function createContact(input: {") {
+		t.Errorf("compact createContact: input %s, output %s, signature %q", cc.InputSchema, cc.OutputSchema, cc.Signature)
+	}
+	if !byName["crm:listContacts"].Annotations.ReadOnlyHint {
+		t.Error("listContacts lost its readOnlyHint")
+	}
+
+	var full DescribeOutput
+	structured(t, f.call(t, "meta:describe", map[string]any{"toolNames": []string{"crm:createContact", "crm:listContacts"}, "detail": "full"}), &full)
+	byName = map[string]DescribeEntry{}
+	for _, e := range full.Tools {
+		byName[e.Name] = e
+	}
+	cc = byName["crm:createContact"]
+	if string(cc.OutputSchema) == "null" || len(cc.InputSchema) == 0 || cc.Signature == "" {
+		t.Errorf("full createContact: input %s, output %s, signature %q", cc.InputSchema, cc.OutputSchema, cc.Signature)
 	}
 	if string(byName["crm:listContacts"].OutputSchema) != "null" || !byName["crm:listContacts"].Annotations.ReadOnlyHint {
 		t.Errorf("listContacts: outputSchema %s, readOnly %v", byName["crm:listContacts"].OutputSchema, byName["crm:listContacts"].Annotations.ReadOnlyHint)
+	}
+	res := f.call(t, "meta:describe", map[string]any{"toolNames": []string{"crm:createContact"}, "detail": "everything"})
+	if !res.IsError {
+		t.Error("an unknown detail was accepted")
 	}
 }
 
@@ -352,7 +371,7 @@ func TestMCPDescribe(t *testing.T) {
 func TestDescribeGeneratedExamplesRun(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	var out DescribeOutput
-	structured(t, f.call(t, "meta:describe", map[string]any{"toolNames": []string{"crm:createContact", "crm:listContacts", "math:add", "math:echo"}}), &out)
+	structured(t, f.call(t, "meta:describe", map[string]any{"toolNames": []string{"crm:createContact", "crm:listContacts", "math:add", "math:echo"}, "detail": "full"}), &out)
 	for _, e := range out.Tools {
 		for _, ex := range e.UsageExamples {
 			var res sandbox.Result

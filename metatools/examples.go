@@ -253,7 +253,10 @@ func jsLiteral(v any) string {
 // tool's schema; a tool whose schema defeats the generator gets examples
 // without an input literal only where that is still correct (no required
 // fields).
-func usageExamples(t Tool, schema compiledSchema) []Example {
+//
+// With full false (meta:describe's compact answer) only the first generated
+// example is added, and its input literal is written on one line.
+func usageExamples(t Tool, schema compiledSchema, full bool) []Example {
 	out := make([]Example, 0, maxExamples)
 	for _, e := range t.Examples {
 		if len(out) == maxExamples {
@@ -267,6 +270,10 @@ func usageExamples(t Tool, schema compiledSchema) []Example {
 	}
 	name, _ := json.Marshal(t.Name)
 	args := jsLiteral(in)
+	if !full {
+		b, _ := json.Marshal(in)
+		args = string(b)
+	}
 	call := fmt.Sprintf("await callTool(%s, %s)", name, args)
 	var gen []Example
 	switch toolIntent(t) {
@@ -301,6 +308,9 @@ func usageExamples(t Tool, schema compiledSchema) []Example {
 		Example{"Inspect the schema before calling",
 			fmt.Sprintf("const tool = getTool(%s);\nreturn { input: tool.inputSchema, output: tool.outputSchema };", name)},
 	)
+	if !full {
+		gen = gen[:1]
+	}
 	for _, e := range gen {
 		if len(out) == maxExamples {
 			break

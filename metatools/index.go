@@ -64,10 +64,12 @@ type snapshot struct {
 	// callerAnswered is true when a tool needs the MCP client's answer.
 	callerAnswered bool
 	tools          []Tool
-	source         []int // source index per tool
-	byName         map[string]int
-	ranker         search.Ranker
-	schemas        []*lazySchema
+	// summaries are the tools' one-line summaries for search results.
+	summaries []string
+	source    []int // source index per tool
+	byName    map[string]int
+	ranker    search.Ranker
+	schemas   []*lazySchema
 }
 
 type lazySchema struct {
@@ -201,6 +203,7 @@ func (ix *Index) build(prev *snapshot) *snapshot {
 			s.callerAnswered = s.callerAnswered || t.CallerAnswered
 			s.byName[t.Name] = len(s.tools)
 			s.tools = append(s.tools, t)
+			s.summaries = append(s.summaries, summaryOf(t))
 			s.source = append(s.source, si)
 			s.schemas = append(s.schemas, &lazySchema{raw: t.InputSchema})
 		}

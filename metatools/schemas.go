@@ -19,8 +19,12 @@ var (
     "appIds": {"type": "array", "items": {"type": "string"}, "description": "Only tools of these apps."},
     "excludeToolNames": {"type": "array", "items": {"type": "string"}, "description": "Tools to leave out."},
     "minRelevanceScore": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results scoring below this (0..1)."},
-    "filter": {"type": "object", "properties": {"appIds": {"type": "array", "items": {"type": "string"}}},
-      "description": "Earlier contract: filter.appIds (merged into appIds)."}
+    "tags": {"type": "array", "items": {"type": "string"}, "description": "Only tools with one of these tags (case-insensitive)."},
+    "readOnly": {"type": "boolean", "description": "Only tools whose readOnlyHint is this (undeclared counts as false)."},
+    "destructive": {"type": "boolean", "description": "Only tools whose destructiveHint is this (undeclared counts as true unless read-only)."},
+    "filter": {"type": "object", "properties": {"appIds": {"type": "array", "items": {"type": "string"}},
+        "tags": {"type": "array", "items": {"type": "string"}}, "readOnly": {"type": "boolean"}, "destructive": {"type": "boolean"}},
+      "description": "Earlier contract: filter.appIds (merged into appIds); also takes tags, readOnly, destructive."}
   }
 }`)
 
@@ -29,13 +33,13 @@ var (
   "required": ["tools", "totalAvailableTools", "warnings"],
   "properties": {
     "tools": {"type": "array", "items": {"type": "object",
-      "required": ["name", "appId", "description", "relevanceScore", "matchedQueries"],
+      "required": ["name", "appId", "description", "relevanceScore"],
       "properties": {
         "name": {"type": "string"},
-        "appId": {"type": "string"},
-        "description": {"type": "string"},
+        "appId": {"type": "string", "description": "The tool's service."},
+        "description": {"type": "string", "maxLength": 160, "description": "One-line summary; describe has the rest."},
         "relevanceScore": {"type": "number", "minimum": 0, "maximum": 1},
-        "matchedQueries": {"type": "array", "items": {"type": "string"}}
+        "matchedQueries": {"type": "array", "items": {"type": "string"}, "description": "Given when the call had several queries."}
       }}},
     "totalAvailableTools": {"type": "integer", "minimum": 0},
     "warnings": {"type": "array", "items": {"type": "object", "required": ["type", "message"],
@@ -52,7 +56,9 @@ var (
   "required": ["toolNames"],
   "properties": {
     "toolNames": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 50,
-      "description": "Names of tools to describe, as returned by search."}
+      "description": "Names of tools to describe, as returned by search."},
+    "detail": {"type": "string", "enum": ["compact", "full"], "default": "compact",
+      "description": "compact: a TypeScript signature (complete input, trimmed output) and one example; full: also the JSON Schemas, the whole description and up to 5 examples."}
   }
 }`)
 
@@ -61,13 +67,16 @@ var (
   "required": ["tools"],
   "properties": {
     "tools": {"type": "array", "items": {"type": "object",
-      "required": ["name", "appId", "description", "inputSchema", "outputSchema", "annotations", "usageExamples"],
+      "required": ["name", "appId", "description", "signature", "annotations", "usageExamples"],
       "properties": {
         "name": {"type": "string"},
         "appId": {"type": "string"},
         "description": {"type": "string"},
-        "inputSchema": {"type": "object"},
-        "outputSchema": {"type": ["object", "boolean", "null"]},
+        "signature": {"type": "string", "description": "TypeScript declaration of the tool's input and output."},
+        "signatureComplete": {"type": "boolean", "description": "false when the signature had to cut the input's nesting (ask for detail full)."},
+        "inputSchema": {"type": "object", "description": "detail full only."},
+        "outputSchema": {"type": ["object", "boolean", "null"], "description": "detail full only."},
+        "deprecated": {"type": "boolean"},
         "annotations": {"type": "object", "required": ["readOnlyHint"], "properties": {
           "title": {"type": "string"},
           "readOnlyHint": {"type": "boolean"},

@@ -108,7 +108,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 	srv.AddTool(&mcp.Tool{
 		Name:         n.ExposedName(MetaSearch),
 		Title:        "Search tools",
-		Description:  "Search the available tools by natural-language queries. Returns tool names with a relevance score (0..1), the queries each matched, the total number of tools and warnings.",
+		Description:  "Search the available tools by natural-language queries. Returns per tool its name, service (appId), a one-line description and a relevance score (0..1), the total number of tools and warnings. Filter by appIds, tags, readOnly, destructive.",
 		InputSchema:  searchInputSchema,
 		OutputSchema: searchOutputSchema,
 		Annotations:  readOnly,
@@ -122,7 +122,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 	srv.AddTool(&mcp.Tool{
 		Name:         n.ExposedName(MetaDescribe),
 		Title:        "Describe tools",
-		Description:  "Describe tools by name: full input and output schemas, annotations and up to 5 JavaScript usage examples. Unknown names (and meta-tools) are listed in notFound.",
+		Description:  "Describe tools by name: a TypeScript signature of each tool's input and output, annotations and a JavaScript usage example; detail \"full\" adds the JSON Schemas and up to 5 examples. Unknown names (and meta-tools) are listed in notFound.",
 		InputSchema:  describeInputSchema,
 		OutputSchema: describeOutputSchema,
 		Annotations:  readOnly,

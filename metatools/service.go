@@ -118,30 +118,49 @@ func NewService(index *Index, opts *Options) *Service {
 func (s *Service) Index() *Index { return s.index }
 
 // SearchInput is meta:search's input. Query and Filter are the earlier
-// contract's spelling and are merged into Queries and AppIDs.
+// contract's spelling and are merged into Queries and AppIDs; Filter also
+// takes the filters below.
 type SearchInput struct {
-	Queries           []string      `json:"queries,omitempty"`
-	Query             string        `json:"query,omitempty"`
-	TopK              *int          `json:"topK,omitempty"`
-	AppIDs            []string      `json:"appIds,omitempty"`
-	ExcludeToolNames  []string      `json:"excludeToolNames,omitempty"`
-	MinRelevanceScore *float64      `json:"minRelevanceScore,omitempty"`
-	Filter            *SearchFilter `json:"filter,omitempty"`
+	Queries           []string `json:"queries,omitempty"`
+	Query             string   `json:"query,omitempty"`
+	TopK              *int     `json:"topK,omitempty"`
+	AppIDs            []string `json:"appIds,omitempty"`
+	ExcludeToolNames  []string `json:"excludeToolNames,omitempty"`
+	MinRelevanceScore *float64 `json:"minRelevanceScore,omitempty"`
+	// Tags keeps tools with at least one of these tags (case-insensitive).
+	Tags []string `json:"tags,omitempty"`
+	// ReadOnly and Destructive keep tools whose annotation has this value
+	// (a tool that does not declare readOnlyHint counts as not read-only;
+	// one that does not declare destructiveHint as destructive unless it
+	// is read-only, as MCP's defaults say).
+	ReadOnly    *bool         `json:"readOnly,omitempty"`
+	Destructive *bool         `json:"destructive,omitempty"`
+	Filter      *SearchFilter `json:"filter,omitempty"`
 }
 
-// SearchFilter is the earlier contract's filter object.
+// SearchFilter is the earlier contract's filter object, which also takes
+// the newer filters.
 type SearchFilter struct {
-	AppIDs []string `json:"appIds,omitempty"`
+	AppIDs      []string `json:"appIds,omitempty"`
+	Tags        []string `json:"tags,omitempty"`
+	ReadOnly    *bool    `json:"readOnly,omitempty"`
+	Destructive *bool    `json:"destructive,omitempty"`
 }
 
-// SearchResult is one entry of meta:search's tools.
+// SearchResult is one entry of meta:search's tools. Description is the
+// tool's one-line summary (at most MaxSummaryRunes); meta:describe has the
+// rest. MatchedQueries is given when the call had several queries (with one
+// it would repeat the query in every entry).
 type SearchResult struct {
 	Name           string   `json:"name"`
 	AppID          string   `json:"appId"`
 	Description    string   `json:"description"`
 	RelevanceScore float64  `json:"relevanceScore"`
-	MatchedQueries []string `json:"matchedQueries"`
+	MatchedQueries []string `json:"matchedQueries,omitempty"`
 }
+
+// MaxSummaryRunes bounds a search result's description.
+const MaxSummaryRunes = 160
 
 // Warning is one entry of meta:search's warnings.
 type Warning struct {
@@ -193,8 +212,21 @@ func (s *Service) Search(ctx context.Context, in SearchInput) (*SearchOutput, er
 		}
 	}
 	appIDs := append([]string(nil), in.AppIDs...)
-	if in.Filter != nil {
-		appIDs = append(appIDs, in.Filter.AppIDs...)
+	tags := append([]string(nil), in.Tags...)
+	readOnly, destructive := in.ReadOnly, in.Destructive
+	if f := in.Filter; f != nil {
+		appIDs = append(appIDs, f.AppIDs...)
+		tags = append(tags, f.Tags...)
+		if f.ReadOnly != nil {
+			readOnly = f.ReadOnly
+		}
+		if f.Destructive != nil {
+			destructive = f.Destructive
+		}
+	}
+	tagSet := map[string]bool{}
+	for _, t := range tags {
+		tagSet[strings.ToLower(t)] = true
 	}
 
 	snap := s.index.snap.Load()
@@ -218,7 +250,14 @@ func (s *Service) Search(ctx context.Context, in SearchInput) (*SearchOutput, er
 	}
 	allow := func(i int) bool {
 		t := &snap.tools[i]
-		return (len(apps) == 0 || apps[t.AppID]) && !excluded[t.Name]
+		if len(apps) > 0 && !apps[t.AppID] || excluded[t.Name] {
+			return false
+		}
+		if len(tagSet) > 0 && !hasTag(t.Tags, tagSet) {
+			return false
+		}
+		ro, de := hintsOf(t)
+		return (readOnly == nil || *readOnly == ro) && (destructive == nil || *destructive == de)
 	}
 
 	merged := map[int]*SearchResult{}
@@ -237,15 +276,17 @@ func (s *Service) Search(ctx context.Context, in SearchInput) (*SearchOutput, er
 				continue
 			}
 			n++
-			score := float64(int(h.Score*1e4+0.5)) / 1e4
+			score := float64(int(h.Score*1e3+0.5)) / 1e3
 			r, ok := merged[h.Doc]
 			if !ok {
 				t := snap.tools[h.Doc]
-				r = &SearchResult{Name: t.Name, AppID: t.AppID, Description: t.Description}
+				r = &SearchResult{Name: t.Name, AppID: t.AppID, Description: snap.summaries[h.Doc]}
 				merged[h.Doc] = r
 			}
 			r.RelevanceScore = max(r.RelevanceScore, score)
-			r.MatchedQueries = append(r.MatchedQueries, q)
+			if len(queries) > 1 {
+				r.MatchedQueries = append(r.MatchedQueries, q)
+			}
 		}
 		if n == 0 {
 			empty = append(empty, q)
@@ -276,6 +317,33 @@ func (s *Service) Search(ctx context.Context, in SearchInput) (*SearchOutput, er
 	return out, nil
 }
 
+// hasTag reports whether tags holds one of want (lowercase).
+func hasTag(tags []string, want map[string]bool) bool {
+	for _, t := range tags {
+		if want[strings.ToLower(t)] {
+			return true
+		}
+	}
+	return false
+}
+
+// hintsOf is a tool's read-only and destructive hints with MCP's defaults:
+// not read-only, destructive unless read-only.
+func hintsOf(t *Tool) (readOnly, destructive bool) {
+	a := t.Annotations
+	if a != nil && a.ReadOnlyHint != nil {
+		readOnly = *a.ReadOnlyHint
+	}
+	destructive = !readOnly
+	if a != nil && a.DestructiveHint != nil {
+		destructive = *a.DestructiveHint && !readOnly
+	}
+	return readOnly, destructive
+}
+
+// summaryOf is a tool's one-line summary for search results.
+func summaryOf(t Tool) string { return oneLine(t.Description, MaxSummaryRunes) }
+
 func plural(n int, one, many string) string {
 	if n == 1 {
 		return one
@@ -288,20 +356,50 @@ func quoteList(qs []string) string {
 	return string(b)
 }
 
-// DescribeInput is meta:describe's input.
+// DescribeInput is meta:describe's input. Detail is DetailCompact (the
+// default) or DetailFull.
 type DescribeInput struct {
 	ToolNames []string `json:"toolNames"`
+	Detail    string   `json:"detail,omitempty"`
 }
 
-// DescribeEntry is one entry of meta:describe's tools.
+// meta:describe detail levels.
+const (
+	// DetailCompact answers with the tool's TypeScript signature (complete
+	// input, output trimmed), a description of at most
+	// compactDescriptionRunes and one generated usage example after the
+	// declared ones: sized for a model's context.
+	DetailCompact = "compact"
+	// DetailFull adds the full input and output JSON Schemas, the whole
+	// description and up to 5 usage examples, as the spec lists them.
+	DetailFull = "full"
+)
+
+// Budgets of a compact describe entry (see TestDescribeAnswerSize: the
+// whole tools/call result for the largest operation of a 1,000+ tool
+// catalog stays under 6 KB, text and structuredContent included).
+const (
+	compactDescriptionRunes = 300
+	// compactEntryBytes bounds one compact entry as it travels twice (the
+	// structured JSON and the same JSON as an escaped text string).
+	compactEntryBytes = 5600
+)
+
+// DescribeEntry is one entry of meta:describe's tools. Signature is always
+// given; InputSchema and OutputSchema only with DetailFull.
+// SignatureComplete is false when even the plainest signature had to cut
+// the input's nesting to fit (then ask for DetailFull).
 type DescribeEntry struct {
-	Name          string          `json:"name"`
-	AppID         string          `json:"appId"`
-	Description   string          `json:"description"`
-	InputSchema   json.RawMessage `json:"inputSchema"`
-	OutputSchema  json.RawMessage `json:"outputSchema"`
-	Annotations   DescribedHints  `json:"annotations"`
-	UsageExamples []Example       `json:"usageExamples"`
+	Name              string          `json:"name"`
+	AppID             string          `json:"appId"`
+	Description       string          `json:"description"`
+	Signature         string          `json:"signature"`
+	SignatureComplete *bool           `json:"signatureComplete,omitempty"`
+	InputSchema       json.RawMessage `json:"inputSchema,omitempty"`
+	OutputSchema      json.RawMessage `json:"outputSchema,omitempty"`
+	Deprecated        bool            `json:"deprecated,omitempty"`
+	Annotations       DescribedHints  `json:"annotations"`
+	UsageExamples     []Example       `json:"usageExamples"`
 }
 
 // DescribedHints are the annotations of a describe entry; readOnlyHint is
@@ -328,6 +426,11 @@ func (s *Service) Describe(_ context.Context, in DescribeInput) (*DescribeOutput
 	if len(in.ToolNames) > MaxDescribeNames {
 		return nil, validationError("toolNames", fmt.Sprintf("at most %d names are allowed, got %d", MaxDescribeNames, len(in.ToolNames)))
 	}
+	switch in.Detail {
+	case "", DetailCompact, DetailFull:
+	default:
+		return nil, validationError("detail", fmt.Sprintf("must be %q or %q, got %q", DetailCompact, DetailFull, in.Detail))
+	}
 	snap := s.index.snap.Load()
 	out := &DescribeOutput{Tools: []DescribeEntry{}}
 	seen := map[string]bool{}
@@ -344,26 +447,63 @@ func (s *Service) Describe(_ context.Context, in DescribeInput) (*DescribeOutput
 			out.NotFound = append(out.NotFound, name)
 			continue
 		}
-		t := snap.tools[idx]
-		e := DescribeEntry{Name: t.Name, AppID: t.AppID, Description: t.Description,
-			InputSchema: t.InputSchema, OutputSchema: t.OutputSchema}
+		out.Tools = append(out.Tools, snap.describe(idx, in.Detail == DetailFull))
+	}
+	return out, nil
+}
+
+// describe is the describe entry of tool idx; scripts' describeTool shares it.
+func (snap *snapshot) describe(idx int, full bool) DescribeEntry {
+	t := snap.tools[idx]
+	e := DescribeEntry{Name: t.Name, AppID: t.AppID, Deprecated: t.Deprecated}
+	if full {
+		e.Description = t.Description
+		e.Signature, _ = Signature(t, nil)
+		e.InputSchema, e.OutputSchema = t.InputSchema, t.OutputSchema
 		if len(e.InputSchema) == 0 {
 			e.InputSchema = json.RawMessage(`{"type":"object"}`)
 		}
 		if len(e.OutputSchema) == 0 {
 			e.OutputSchema = json.RawMessage(`null`)
 		}
-		if a := t.Annotations; a != nil {
-			e.Annotations = DescribedHints{Title: a.Title, DestructiveHint: a.DestructiveHint,
-				IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
-			if a.ReadOnlyHint != nil {
-				e.Annotations.ReadOnlyHint = *a.ReadOnlyHint
-			}
-		}
-		e.UsageExamples = usageExamples(t, snap.schemas[idx].get())
-		out.Tools = append(out.Tools, e)
 	}
-	return out, nil
+	if a := t.Annotations; a != nil {
+		e.Annotations = DescribedHints{Title: a.Title, DestructiveHint: a.DestructiveHint,
+			IdempotentHint: a.IdempotentHint, OpenWorldHint: a.OpenWorldHint}
+		if a.ReadOnlyHint != nil {
+			e.Annotations.ReadOnlyHint = *a.ReadOnlyHint
+		}
+	}
+	e.UsageExamples = usageExamples(t, snap.schemas[idx].get(), full)
+	if !full {
+		e.Description = compactDescription(t.Description, compactDescriptionRunes)
+		sig, complete := Signature(t, func(sig string) bool {
+			e.Signature = sig
+			return wireSize(e) <= compactEntryBytes
+		})
+		if !complete {
+			// Make room: a one-line description and no generated example.
+			e.Description = oneLine(t.Description, MaxSummaryRunes)
+			e.UsageExamples = e.UsageExamples[:min(len(t.Examples), len(e.UsageExamples))]
+			sig, complete = Signature(t, func(sig string) bool {
+				e.Signature = sig
+				return wireSize(e) <= compactEntryBytes
+			})
+		}
+		e.Signature = sig
+		if !complete {
+			e.SignatureComplete = new(false)
+		}
+	}
+	return e
+}
+
+// wireSize is what an entry costs in a tools/call result: its JSON, and
+// that JSON again as a JSON string in the text content.
+func wireSize(v any) int {
+	raw, _ := json.Marshal(v)
+	s, _ := json.Marshal(string(raw))
+	return len(raw) + len(s)
 }
 
 // ExecuteInput is meta:execute's input. Context is the earlier contract's

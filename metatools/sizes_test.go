@@ -1,0 +1,135 @@
+package metatools
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxAnswerBytes is issue 13's budget for one meta:search (topK 10) or
+// meta:describe (one tool, default detail) answer: the whole tools/call
+// result as a client receives it, text content and structuredContent
+// together.
+const maxAnswerBytes = 6 << 10
+
+// answerClient serves the meta-tools over the GitHub catalog (1,223 tools)
+// to a go-sdk client on in-memory transports.
+func answerClient(t *testing.T) (*mcp.ClientSession, *evalCatalog, *Service) {
+	t.Helper()
+	c := loadEvalCatalog(t, "github")
+	ix, err := NewIndex([]ToolSource{&StaticSource{List: c.tools}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	svc := NewService(ix, nil)
+	st, ct := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := NewServer(svc, nil).Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sizes", Version: "v1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, c, svc
+}
+
+// resultBytes calls a meta-tool and returns the JSON of the result the
+// client received (the JSON-RPC response's "result").
+func resultBytes(t *testing.T, cs *mcp.ClientSession, name string, args any) []byte {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("%s: %s", name, text(res))
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// TestSearchAnswerSize holds meta:search at topK 10 over a 1,223-tool
+// catalog to maxAnswerBytes for every evaluation query of that catalog.
+func TestSearchAnswerSize(t *testing.T) {
+	cs, c, _ := answerClient(t)
+	var sizes []int
+	for _, q := range c.set.Queries {
+		raw := resultBytes(t, cs, MetaSearch, map[string]any{"queries": []string{q.Q}, "topK": 10})
+		if len(raw) > maxAnswerBytes {
+			t.Errorf("search %q: %d bytes, budget %d", q.Q, len(raw), maxAnswerBytes)
+		}
+		sizes = append(sizes, len(raw))
+	}
+	sort.Ints(sizes)
+	t.Logf("meta:search topK 10 over %d tools, %d queries: median %d bytes, max %d", len(c.tools), len(sizes), sizes[len(sizes)/2], sizes[len(sizes)-1])
+}
+
+// TestDescribeAnswerSize holds meta:describe (default detail) of every
+// tool of a 1,223-tool catalog to maxAnswerBytes, the largest operations
+// included, and checks that their signatures stayed complete.
+func TestDescribeAnswerSize(t *testing.T) {
+	cs, c, svc := answerClient(t)
+	// Every tool through the service (fast), then the largest ones, by the
+	// size of their full answer, through the MCP client.
+	type sized struct {
+		name string
+		full int
+	}
+	var all []sized
+	var compact []int
+	incomplete := 0
+	for _, tl := range c.tools {
+		out, err := svc.Describe(context.Background(), DescribeInput{ToolNames: []string{tl.Name}, Detail: DetailFull})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(out)
+		all = append(all, sized{tl.Name, len(raw)})
+		cout, err := svc.Describe(context.Background(), DescribeInput{ToolNames: []string{tl.Name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cout.Tools[0].SignatureComplete != nil {
+			incomplete++
+			t.Logf("%s: signature cut to fit, signatureComplete false", tl.Name)
+		}
+		craw, _ := json.Marshal(cout)
+		compact = append(compact, len(craw))
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].full > all[j].full })
+	sort.Ints(compact)
+	worst := 0
+	for _, s := range all[:25] {
+		raw := resultBytes(t, cs, MetaDescribe, map[string]any{"toolNames": []string{s.name}})
+		if len(raw) > maxAnswerBytes {
+			t.Errorf("describe %s: %d bytes (full detail %d), budget %d", s.name, len(raw), s.full, maxAnswerBytes)
+		}
+		worst = max(worst, len(raw))
+	}
+	// A handful of operations (GitHub's rulesets: a union of 20 rule types)
+	// cannot be spelled out completely in 6 KB; they say so
+	// (signatureComplete false) and detail "full" has the rest. The largest
+	// operation by schema size must be complete.
+	if incomplete > len(all)/100 {
+		t.Errorf("%d of %d signatures had to cut their input", incomplete, len(all))
+	}
+	largest, _ := svc.Describe(context.Background(), DescribeInput{ToolNames: []string{all[0].name}})
+	if largest.Tools[0].SignatureComplete != nil {
+		t.Errorf("the largest operation %s has no complete signature", all[0].name)
+	}
+	t.Logf("meta:describe over %d tools: largest operation %s (%d bytes with detail full) answers %d bytes by default; largest default answer of the 25 largest operations %d bytes; structured part median %d, max %d",
+		len(all), all[0].name, all[0].full, len(resultBytes(t, cs, MetaDescribe, map[string]any{"toolNames": []string{all[0].name}})), worst, compact[len(compact)/2], compact[len(compact)-1])
+}
