@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -81,6 +82,7 @@ type Upstream struct {
 
 	mu        sync.Mutex
 	session   *mcp.ClientSession
+	version   string
 	tools     []Tool
 	listeners notify.Set
 
@@ -92,6 +94,13 @@ type Upstream struct {
 var (
 	upstreamMinBackoff = 500 * time.Millisecond
 	upstreamMaxBackoff = 30 * time.Second
+	// upstreamRecheck is how often the tool list of an upstream speaking
+	// 2026-07-28 is re-read (±20%): that revision keeps no session whose
+	// end would tell that the upstream restarted and its change
+	// notification stream (subscriptions/listen) is gone. The go-sdk client
+	// answers from its cache while the upstream's ttlMs says the list is
+	// fresh; a failed read reconnects.
+	upstreamRecheck = 30 * time.Second
 )
 
 // NewUpstream returns an unconnected upstream; Start connects it.
@@ -159,7 +168,7 @@ func (u *Upstream) run(ctx context.Context, first chan struct{}) {
 		if err != nil {
 			u.logger.Warn("upstream MCP server unavailable; retrying", zap.Error(err), zap.Duration("backoff", backoff))
 		} else {
-			cs.Wait()
+			u.watch(ctx, cs)
 			u.mu.Lock()
 			u.session = nil
 			u.mu.Unlock()
@@ -217,14 +226,62 @@ func (u *Upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// The go-sdk client asks for the newest revision (2026-07-28:
+	// server/discover, then stateless requests) and falls back to the
+	// initialize handshake of the newest older revision the server offers.
 	cs, err := client.Connect(cctx, t, nil)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to upstream %q: %w", u.cfg.Name, err)
 	}
+	version := ""
+	if ir := cs.InitializeResult(); ir != nil {
+		version = ir.ProtocolVersion
+	}
+	u.logger.Info("connected to upstream MCP server", zap.String("protocol_version", version))
 	u.mu.Lock()
 	u.session = cs
+	u.version = version
 	u.mu.Unlock()
 	return cs, nil
+}
+
+// watch returns when the session ends. A session of 2026-07-28 or later
+// never ends by itself: its tool list is re-read every upstreamRecheck and a
+// failure ends it.
+func (u *Upstream) watch(ctx context.Context, cs *mcp.ClientSession) {
+	ir := cs.InitializeResult()
+	if ir == nil || ir.ProtocolVersion < firstMRTRRevision {
+		cs.Wait()
+		return
+	}
+	ended := make(chan struct{})
+	go func() { cs.Wait(); close(ended) }()
+	for {
+		jitter := time.Duration(rand.Int64N(int64(upstreamRecheck)/5+1)) - upstreamRecheck/10
+		select {
+		case <-ended:
+			return
+		case <-ctx.Done():
+			cs.Close()
+			<-ended
+			return
+		case <-time.After(upstreamRecheck + jitter):
+			if err := u.refresh(ctx, cs); err != nil {
+				u.logger.Warn("upstream MCP server stopped answering; reconnecting", zap.Error(err))
+				cs.Close()
+				<-ended
+				return
+			}
+		}
+	}
+}
+
+// ProtocolVersion is the MCP revision negotiated with the upstream on the
+// last connect, "" before the first.
+func (u *Upstream) ProtocolVersion() string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.version
 }
 
 // refresh lists the upstream's tools and notifies the index.
