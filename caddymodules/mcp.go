@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -44,6 +46,13 @@ type MCPHandler struct {
 	// address with a non-loopback Host header. Needed only behind another
 	// proxy on the same machine that keeps the public Host. Default false.
 	DisableLocalhostProtection bool `json:"disable_localhost_protection,omitempty"`
+	// AllowedOrigins are the origins (scheme://host[:port]) besides the
+	// endpoint's own whose requests are served; a request with any other
+	// Origin header gets 403 (DNS-rebinding and cross-site protection that
+	// MCP's Streamable HTTP transport requires). "*" allows every origin.
+	// Default: only the endpoint's own origin and requests without Origin
+	// (non-browser clients).
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
 
 	app *App
 	// legacy serves the revisions before 2026-07-28 and modern serves
@@ -121,6 +130,10 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
 		r.Header.Set(clientIPHeader, ip)
 	}
+	if !h.originAllowed(r) {
+		writeJSONRPCError(w, http.StatusForbidden, nil, -32600, "origin "+r.Header.Get("Origin")+" is not allowed", nil)
+		return nil
+	}
 	modern, id := h.isModern(r)
 	switch {
 	case modern && h.modern != nil:
@@ -143,6 +156,22 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 			map[string]any{"supported": h.offered, "requested": requested})
 	}
 	return nil
+}
+
+// originAllowed applies the transport's Origin rule: no Origin (a client
+// that is not a browser), the endpoint's own origin or a configured one.
+func (h *MCPHandler) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	for _, o := range h.AllowedOrigins {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
 }
 
 // isModern tells whether r is a request of revision 2026-07-28 or later:

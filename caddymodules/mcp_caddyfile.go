@@ -1,6 +1,8 @@
 package caddymodules
 
 import (
+	"net/url"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -25,6 +27,7 @@ func parseMCPCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, err
 //		json_response
 //		session_timeout <duration>
 //		disable_localhost_protection
+//		allowed_origins <origin>...
 //	}
 func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -48,6 +51,17 @@ func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			h.DisableLocalhostProtection = true
+		case "allowed_origins":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			for _, o := range args {
+				if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "") {
+					return d.Errf("allowed_origins: want scheme://host[:port] or *, got %q", o)
+				}
+			}
+			h.AllowedOrigins = append(h.AllowedOrigins, args...)
 		case "session_timeout":
 			if !d.NextArg() {
 				return d.ArgErr()

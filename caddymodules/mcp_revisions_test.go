@@ -156,6 +156,18 @@ func TestMCPRevisionsOneEndpoint(t *testing.T) {
 	if status != 400 || !strings.Contains(body, `"code":-32020`) {
 		t.Fatalf("2026-07-28 without header: %d %s", status, body)
 	}
+	// A browser page of another origin is refused (DNS rebinding,
+	// cross-site requests); the endpoint's own origin is served.
+	status, _, body = rawMCP(t, url, map[string]string{"Origin": "http://evil.example", "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+		`{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{`+modernMeta+`}}`)
+	if status != 403 || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, `"id":null`) {
+		t.Fatalf("foreign origin: %d %s", status, body)
+	}
+	status, _, _ = rawMCP(t, url, map[string]string{"Origin": fmt.Sprintf("http://127.0.0.1:%d", port), "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"},
+		`{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{`+modernMeta+`}}`)
+	if status != 200 {
+		t.Fatalf("own origin: %d", status)
+	}
 	// server/discover lists every revision offered.
 	status, _, body = rawMCP(t, url, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"},
 		`{"jsonrpc":"2.0","id":4,"method":"server/discover","params":{`+modernMeta+`}}`)
