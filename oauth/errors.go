@@ -63,9 +63,6 @@ type rfcError struct {
 func writeOAuthError(w http.ResponseWriter, status int, code, desc string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Basic realm="oauth"`)
-	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(rfcError{Error: code, Description: desc})
 }

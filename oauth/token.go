@@ -393,6 +393,15 @@ func (s *Server) authenticateClient(w http.ResponseWriter, r *http.Request) (*cl
 	f := r.PostForm
 	id, secret, basic := r.BasicAuth()
 	method := oidc.AuthMethodNone
+	// invalid_client is 401; with the Basic challenge only when the client
+	// tried Basic (RFC 6749 section 5.2), since a challenge tells a client
+	// to authenticate that way.
+	refuse := func(desc string) {
+		if basic {
+			w.Header().Set("WWW-Authenticate", `Basic realm="oauth"`)
+		}
+		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", desc)
+	}
 	switch {
 	case basic && f.Has("client_secret"):
 		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "more than one client authentication method")
@@ -402,7 +411,7 @@ func (s *Server) authenticateClient(w http.ResponseWriter, r *http.Request) (*cl
 		id, err1 = url.QueryUnescape(id)
 		secret, err2 = url.QueryUnescape(secret)
 		if err1 != nil || err2 != nil {
-			writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "malformed client credentials")
+			refuse("malformed client credentials")
 			return nil, false
 		}
 		if fid := f.Get("client_id"); fid != "" && fid != id {
@@ -417,28 +426,28 @@ func (s *Server) authenticateClient(w http.ResponseWriter, r *http.Request) (*cl
 		}
 	}
 	if id == "" {
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client_id is required")
+		refuse("client_id is required")
 		return nil, false
 	}
 	c, err := s.client(r.Context(), id)
 	if err != nil {
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "unknown client")
+		refuse("unknown client")
 		return nil, false
 	}
 	switch {
 	case c.public() && method != oidc.AuthMethodNone:
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "a public client must not send a client secret")
+		refuse("a public client must not send a client secret")
 		return nil, false
 	case c.public():
 		return c, true
 	case method == oidc.AuthMethodNone:
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client authentication is required")
+		refuse("client authentication is required")
 		return nil, false
 	case !c.acceptsMethod(method):
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "the client is registered for "+string(c.AuthMeth))
+		refuse("the client is registered for " + string(c.AuthMeth))
 		return nil, false
 	case !c.checkSecret(secret):
-		writeOAuthError(w, http.StatusUnauthorized, "invalid_client", "client authentication failed")
+		refuse("client authentication failed")
 		return nil, false
 	}
 	return c, true

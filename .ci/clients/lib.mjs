@@ -1,0 +1,96 @@
+// Shared helpers of the real-client checks: a tiny test runner and the
+// browser part of a sign-in (the login and consent forms, posted as a
+// browser posts them: form fields, the hidden id and CSRF token, an Origin
+// header, redirects followed one by one).
+import assert from "node:assert/strict";
+
+let failures = 0;
+let passed = 0;
+
+// check runs one named check; a failure is reported and counted, and the
+// next check still runs.
+export async function check(name, fn) {
+  const t0 = Date.now();
+  try {
+    await fn();
+    passed++;
+    console.log(`ok   ${name} (${Date.now() - t0} ms)`);
+  } catch (err) {
+    failures++;
+    console.log(`FAIL ${name}: ${err?.stack ?? err}`);
+  }
+}
+
+// done prints the summary and sets the exit code.
+export function done(suite) {
+  console.log(`${suite}: ${passed} passed, ${failures} failed`);
+  process.exitCode = failures > 0 ? 1 : 0;
+}
+
+export { assert };
+
+// env reads a required environment variable.
+export function env(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set`);
+  return v;
+}
+
+// fetchManual fetches without following redirects.
+export async function fetchManual(url, init = {}) {
+  return fetch(url, { ...init, redirect: "manual" });
+}
+
+function hiddenFields(html) {
+  const out = {};
+  for (const m of html.matchAll(/name="(id|csrf)" value="([^"]*)"/g)) out[m[1]] = m[2];
+  if (!out.id || !out.csrf) throw new Error(`no id/csrf in page: ${html.slice(0, 500)}`);
+  return out;
+}
+
+async function postForm(url, fields, origin) {
+  return fetchManual(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded", Origin: origin },
+    body: new URLSearchParams(fields),
+  });
+}
+
+// signIn plays the browser for an authorization URL: it follows the
+// authorization endpoint to the login page, signs in with username and
+// password, approves the consent page when one is shown, and returns the
+// URL the server finally redirects to (the client's redirect URI with code,
+// state and iss), without requesting it. onConsentPage, when given, sees
+// the consent page's HTML.
+export async function signIn(authorizationUrl, { username, password, onConsentPage } = {}) {
+  const origin = new URL(authorizationUrl).origin;
+  let res = await fetchManual(authorizationUrl);
+  assert.equal(res.status, 302, `authorize: ${res.status} ${await res.text()}`);
+  let next = new URL(res.headers.get("location"), authorizationUrl);
+  assert.equal(next.pathname, "/oauth/login", `authorize redirected to ${next}`);
+  res = await fetch(next);
+  assert.equal(res.status, 200);
+  let page = await res.text();
+  res = await postForm(new URL("/oauth/login", origin), { ...hiddenFields(page), username, password }, origin);
+  assert.equal(res.status, 303, `login: ${res.status} ${await res.text()}`);
+  next = new URL(res.headers.get("location"), origin);
+  if (next.pathname === "/oauth/consent") {
+    res = await fetch(next);
+    page = await res.text();
+    if (onConsentPage) await onConsentPage(page);
+    res = await postForm(new URL("/oauth/consent", origin), { ...hiddenFields(page), decision: "approve" }, origin);
+    assert.equal(res.status, 303, `consent: ${res.status} ${await res.text()}`);
+    next = new URL(res.headers.get("location"), origin);
+  }
+  assert.equal(next.pathname, "/oauth/authorize/callback", `sign-in led to ${next}`);
+  res = await fetchManual(next);
+  assert.equal(res.status, 302, `callback: ${res.status} ${await res.text()}`);
+  return new URL(res.headers.get("location"));
+}
+
+// jwtParts decodes a compact JWT without verifying it.
+export function jwtParts(token) {
+  const [h, p] = token.split(".");
+  const dec = (s) => JSON.parse(Buffer.from(s, "base64url").toString("utf8"));
+  return { header: dec(h), claims: dec(p) };
+}
