@@ -146,3 +146,45 @@ return [x, y];`, ExecuteOptions{Host: outerHost{}})
 		t.Fatalf("final on B: %+v", st.Session)
 	}
 }
+
+// discoveringHost is an outerHost that also answers searchTools and
+// describeTool, as the meta-tools do.
+type discoveringHost struct{ outerHost }
+
+func (discoveringHost) SearchTools(_ context.Context, req json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`[{"name":"outer:double"}]`), nil
+}
+
+func (discoveringHost) DescribeTool(_ context.Context, name string) (json.RawMessage, error) {
+	return json.Marshal(map[string]string{"name": name})
+}
+
+// TestSessionDiscovery: a session's run passes searchTools and
+// describeTool to a host that offers them, and fails them with
+// TOOL_NOT_FOUND otherwise.
+func TestSessionDiscovery(t *testing.T) {
+	b, _ := newTestBroker(t, nil)
+	s, err := b.Start(context.Background(), `
+const found = await searchTools("double a number");
+const d = await describeTool(found[0].name);
+return (await callTool(d.name, {n: 4})).n;`, ExecuteOptions{Host: discoveringHost{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := awaitState(t, b, s.ID); st.Session.Status != StatusCompleted || string(st.Session.Result) != "8" {
+		t.Fatalf("with discovery: %+v", st.Session)
+	}
+	s, _ = b.Start(context.Background(), `return await searchTools("x")`, ExecuteOptions{Host: outerHost{}})
+	if st := awaitState(t, b, s.ID); st.Session.Status == StatusCompleted || !strings.Contains(string(mustJSON(t, st.Session)), "searchTools is not available") {
+		t.Fatalf("without discovery: %+v", st.Session)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}

@@ -45,8 +45,9 @@ type run struct {
 }
 
 var (
-	_ sandbox.Host    = (*run)(nil)
-	_ sandbox.LogHost = (*run)(nil)
+	_ sandbox.Host      = (*run)(nil)
+	_ sandbox.LogHost   = (*run)(nil)
+	_ sandbox.Discovery = (*run)(nil)
 )
 
 // send delivers an event to the consumer unless the filter drops it or the
@@ -234,6 +235,23 @@ func (r *run) LookupTool(name string) (sandbox.ToolInfo, bool) {
 		return r.host.LookupTool(name)
 	}
 	return r.b.lookupTool(name)
+}
+
+// SearchTools implements sandbox.Discovery with the session's host, when it
+// offers discovery (the meta-tools do).
+func (r *run) SearchTools(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
+	if d, ok := r.host.(sandbox.Discovery); ok {
+		return d.SearchTools(ctx, request)
+	}
+	return nil, &sandbox.ToolError{Code: sandbox.CodeToolNotFound, Message: "searchTools is not available here"}
+}
+
+// DescribeTool implements sandbox.Discovery like SearchTools.
+func (r *run) DescribeTool(ctx context.Context, name string) (json.RawMessage, error) {
+	if d, ok := r.host.(sandbox.Discovery); ok {
+		return d.DescribeTool(ctx, name)
+	}
+	return nil, &sandbox.ToolError{Code: sandbox.CodeToolNotFound, Message: "describeTool is not available here"}
 }
 
 // changed announces a change of the session to Await, when it is followed.

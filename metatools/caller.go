@@ -348,7 +348,7 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		if ps == nil {
 			return errorResult(newError(CodeEngineError, "no plan sessions are configured"))
 		}
-		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
+		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci, allowed: allowedSet(in.AllowedTools)}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
 		if len(in.Context) > 0 {
 			_ = json.Unmarshal(in.Context, &opts.Context) // an object: validated above
 		}

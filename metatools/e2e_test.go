@@ -549,3 +549,43 @@ func TestMCPRateLimit(t *testing.T) {
 		t.Errorf("limiter calls: %+v", lim.calls)
 	}
 }
+
+// TestExecuteDiscovery: one meta:execute plan finds a tool with
+// searchTools, reads its signature with describeTool and getTool, and calls
+// it; allowedTools bounds what discovery answers.
+func TestExecuteDiscovery(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	plan := `
+const found = await searchTools("add two numbers", {topK: 3});
+const tool = found[0].name;
+const d = await describeTool(tool);
+const g = getTool(tool);
+const sum = await callTool(tool, {a: 2, b: 3});
+return {tool, sig: d.signature, gsig: g.signature, desc: found[0].description, sum, none: await describeTool("nope")};`
+	var res sandbox.Result
+	structured(t, f.call(t, "meta:execute", map[string]any{"script": plan}), &res)
+	if res.Status != sandbox.StatusOK {
+		t.Fatalf("status %s: %+v", res.Status, res.Error)
+	}
+	var out struct {
+		Tool, Sig, Gsig, Desc string
+		Sum                   any
+		None                  any
+	}
+	if err := json.Unmarshal(res.Result, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Tool != "math:add" || !strings.Contains(out.Sig, "function add(input:") || out.Sig != out.Gsig || out.None != nil || out.Desc == "" {
+		t.Fatalf("plan result %s", res.Result)
+	}
+
+	structured(t, f.call(t, "meta:execute", map[string]any{"script": `return (await searchTools("add two numbers")).map((t) => t.name)`,
+		"allowedTools": []string{"crm:listContacts"}}), &res)
+	if res.Status != sandbox.StatusOK || strings.Contains(string(res.Result), "math:add") {
+		t.Fatalf("allowedTools ignored by searchTools: %s %s", res.Status, res.Result)
+	}
+	structured(t, f.call(t, "meta:execute", map[string]any{"script": `return await searchTools("x", {topK: 0})`}), &res)
+	if res.Status != sandbox.StatusToolError || res.Error.Code != "VALIDATION_ERROR" || !strings.Contains(res.Error.Message, "topK") {
+		t.Fatalf("bad topK: %s %+v", res.Status, res.Error)
+	}
+}

@@ -70,6 +70,7 @@ type snapshot struct {
 	byName    map[string]int
 	ranker    search.Ranker
 	schemas   []*lazySchema
+	compact   []*lazyEntry
 }
 
 type lazySchema struct {
@@ -206,6 +207,7 @@ func (ix *Index) build(prev *snapshot) *snapshot {
 			s.summaries = append(s.summaries, summaryOf(t))
 			s.source = append(s.source, si)
 			s.schemas = append(s.schemas, &lazySchema{raw: t.InputSchema})
+			s.compact = append(s.compact, &lazyEntry{})
 		}
 	}
 	docs := make([]search.Doc, len(s.tools))

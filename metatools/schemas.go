@@ -96,7 +96,7 @@ var (
   "required": ["script"],
   "properties": {
     "script": {"type": "string", "minLength": 1, "maxLength": 262144,
-      "description": "JavaScript: the body of an async function. Use await callTool(name, input, {throwOnError}), getTool(name), metaContext, __safe_parallel(fns, {maxConcurrency}) and, when enabled, console. Return the result."},
+      "description": "JavaScript: the body of an async function. Use await callTool(name, input, {throwOnError}), await searchTools(query, options), await describeTool(name), getTool(name), metaContext, __safe_parallel(fns, {maxConcurrency}) and, when enabled, console. Return the result."},
     "allowedTools": {"type": "array", "items": {"type": "string"}, "description": "Whitelist of tool names the script may call."},
     "context": {"type": "object", "description": "Earlier contract: read-only object exposed to the script as metaContext."}
   }

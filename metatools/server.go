@@ -101,7 +101,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 			c.TTLMs = int(listTTL(s.index, o.Now(), o.ListTTL).Milliseconds())
 			c.CacheScope = "public"
 		},
-		Instructions: fmt.Sprintf("Find tools with %s, read their schemas with %s, then call one with %s or orchestrate several in a JavaScript plan with %s.",
+		Instructions: fmt.Sprintf("Find tools with %s, read their signatures with %s, then call one with %s or orchestrate several in a JavaScript plan with %s (a plan can also search and describe tools itself).",
 			n.ExposedName(MetaSearch), n.ExposedName(MetaDescribe), n.ExposedName(MetaInvoke), n.ExposedName(MetaExecute)),
 	})
 	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: new(false)}
@@ -136,7 +136,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 	srv.AddTool(&mcp.Tool{
 		Name:         n.ExposedName(MetaExecute),
 		Title:        "Execute a plan",
-		Description:  "Run a JavaScript plan in a restricted sandbox. The plan calls tools with await callTool(name, input) and returns a value. Statuses: ok, syntax_error, illegal_access, runtime_error, tool_error, timeout. Meta-tools cannot be called from a plan.",
+		Description:  "Run a JavaScript plan (the body of an async function) in a restricted sandbox; it returns a value. A plan can find, inspect and call tools in one run. Statuses: ok, syntax_error, illegal_access, runtime_error, tool_error, timeout. Meta-tools cannot be called from a plan. Script API:\n" + ScriptAPI,
 		InputSchema:  executeInputSchema,
 		OutputSchema: executeOutputSchema,
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
@@ -167,6 +167,17 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 	})
 	return srv
 }
+
+// ScriptAPI is the script API as a compact TypeScript declaration, the form
+// meta:describe gives tools in; the execute tool's description carries it.
+const ScriptAPI = `declare function callTool(name: string, input?: object, options?: { throwOnError?: boolean }): Promise<any>; // throwOnError false: resolves to { success, data, error: { code, message } }
+declare function searchTools(query: string, options?: { topK?: number; appIds?: string[]; tags?: string[]; readOnly?: boolean; destructive?: boolean; minRelevanceScore?: number }): Promise<{ name: string; appId: string; description: string; relevanceScore: number }[]>;
+declare function describeTool(name: string): Promise<{ name: string; appId: string; description: string; signature: string; annotations: object; usageExamples: { description: string; code: string }[] } | null>;
+declare function getTool(name: string): { name: string; description: string; signature: string; inputSchema: object; outputSchema?: object } | null;
+declare function __safe_parallel<T>(fns: (() => Promise<T>)[], options?: { maxConcurrency?: number }): Promise<T[]>; // at most 100 functions, concurrency 10 (max 20)
+declare const metaContext: object; // read-only
+declare const console: { log(...a: any[]): void; warn(...a: any[]): void; error(...a: any[]): void }; // when enabled
+// searchTools and describeTool count as tool calls against the plan's limits.`
 
 // decodeArgs decodes tool arguments strictly; a type mismatch or unknown
 // field is a VALIDATION_ERROR naming the field.

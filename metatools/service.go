@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -447,9 +448,26 @@ func (s *Service) Describe(_ context.Context, in DescribeInput) (*DescribeOutput
 			out.NotFound = append(out.NotFound, name)
 			continue
 		}
-		out.Tools = append(out.Tools, snap.describe(idx, in.Detail == DetailFull))
+		if in.Detail == DetailFull {
+			out.Tools = append(out.Tools, snap.describe(idx, true))
+		} else {
+			out.Tools = append(out.Tools, snap.compactEntry(idx))
+		}
 	}
 	return out, nil
+}
+
+// compactEntry is the compact describe entry of tool idx, built once per
+// snapshot (getTool asks for it at every call).
+func (snap *snapshot) compactEntry(idx int) DescribeEntry {
+	c := snap.compact[idx]
+	c.once.Do(func() { c.e = snap.describe(idx, false) })
+	return c.e
+}
+
+type lazyEntry struct {
+	once sync.Once
+	e    DescribeEntry
 }
 
 // describe is the describe entry of tool idx; scripts' describeTool shares it.
@@ -521,6 +539,18 @@ func (s *Service) Execute(ctx context.Context, in ExecuteInput) (*sandbox.Result
 	return s.execute(ctx, in, &host{s: s})
 }
 
+// allowedSet is allowedTools as a set, nil when the script has none.
+func allowedSet(names []string) map[string]bool {
+	if names == nil {
+		return nil
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
 // validateExecute checks meta:execute's input (a null context is dropped).
 func validateExecute(in *ExecuteInput) error {
 	if strings.TrimSpace(in.Script) == "" {
@@ -546,6 +576,7 @@ func (s *Service) execute(ctx context.Context, in ExecuteInput, h *host) (*sandb
 		return nil, newError(CodeEngineError, "no sandbox engine is configured")
 	}
 	req := sandbox.Request{Code: in.Script, AllowedTools: in.AllowedTools, Context: in.Context, Limits: s.opts.Limits}
+	h.allowed = allowedSet(in.AllowedTools)
 	res, err := s.opts.Engine.Execute(ctx, req, h)
 	if err != nil {
 		var ee *sandbox.Error
@@ -666,25 +697,91 @@ func (s *Service) validateToolInput(name string, input json.RawMessage) *Error {
 // host connects scripts to the index. ci, when set, is the meta-tool call
 // the script belongs to (tool sources read it from the context); ask
 // answers caller-answered tools.
+// allowed, when set, is the script's allowedTools: discovery answers only
+// with those.
 type host struct {
-	s   *Service
-	ci  *CallInfo
-	ask askFunc
+	s       *Service
+	ci      *CallInfo
+	ask     askFunc
+	allowed map[string]bool
 }
 
+// LookupTool answers getTool (and callTool's existence check) with the
+// tool's compact description and signature, as meta:describe gives them,
+// and its schemas.
 func (h *host) LookupTool(name string) (sandbox.ToolInfo, bool) {
 	if IsMetaToolName(name) {
 		return sandbox.ToolInfo{}, false
 	}
-	t, ok := h.s.index.Lookup(name)
+	snap := h.s.index.snap.Load()
+	idx, ok := snap.byName[name]
 	if !ok {
 		return sandbox.ToolInfo{}, false
 	}
+	t := snap.tools[idx]
 	in := t.InputSchema
 	if len(in) == 0 {
 		in = json.RawMessage(`{"type":"object"}`)
 	}
-	return sandbox.ToolInfo{Name: t.Name, Description: t.Description, InputSchema: in, OutputSchema: t.OutputSchema}, true
+	e := snap.compactEntry(idx)
+	return sandbox.ToolInfo{Name: t.Name, Description: e.Description, Signature: e.Signature, InputSchema: in, OutputSchema: t.OutputSchema}, true
+}
+
+// SearchTools implements sandbox.Discovery: searchTools(query, options) in
+// a script is meta:search with one query; it returns the list of tools
+// (name, appId, description, relevanceScore), only allowedTools when the
+// script has them.
+func (h *host) SearchTools(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
+	var in struct {
+		Query             string   `json:"query"`
+		TopK              *int     `json:"topK,omitempty"`
+		AppIDs            []string `json:"appIds,omitempty"`
+		Tags              []string `json:"tags,omitempty"`
+		ReadOnly          *bool    `json:"readOnly,omitempty"`
+		Destructive       *bool    `json:"destructive,omitempty"`
+		MinRelevanceScore *float64 `json:"minRelevanceScore,omitempty"`
+		ExcludeToolNames  []string `json:"excludeToolNames,omitempty"`
+	}
+	if err := decodeArgs(request, &in); err != nil {
+		return nil, toolErrorOf(err)
+	}
+	out, err := h.s.Search(ctx, SearchInput{Queries: []string{in.Query}, TopK: in.TopK, AppIDs: in.AppIDs, Tags: in.Tags,
+		ReadOnly: in.ReadOnly, Destructive: in.Destructive, MinRelevanceScore: in.MinRelevanceScore, ExcludeToolNames: in.ExcludeToolNames})
+	if err != nil {
+		return nil, toolErrorOf(err)
+	}
+	tools := make([]SearchResult, 0, len(out.Tools))
+	for _, r := range out.Tools {
+		if h.allowed == nil || h.allowed[r.Name] {
+			tools = append(tools, r)
+		}
+	}
+	return json.Marshal(tools)
+}
+
+// DescribeTool implements sandbox.Discovery: describeTool(name) is
+// meta:describe's compact entry of one tool, or null (also for a tool
+// outside allowedTools).
+func (h *host) DescribeTool(_ context.Context, name string) (json.RawMessage, error) {
+	snap := h.s.index.snap.Load()
+	idx, ok := snap.byName[name]
+	if !ok || IsMetaToolName(name) || h.allowed != nil && !h.allowed[name] {
+		return json.RawMessage("null"), nil
+	}
+	return json.Marshal(snap.compactEntry(idx))
+}
+
+// toolErrorOf turns a meta-tool error into the error a script sees.
+func toolErrorOf(err error) error {
+	var me *Error
+	if errors.As(err, &me) {
+		msg := me.Message
+		if me.Field != "" {
+			msg = me.Field + ": " + msg
+		}
+		return &sandbox.ToolError{Code: me.Code, Message: msg}
+	}
+	return err
 }
 
 func (h *host) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMessage, error) {

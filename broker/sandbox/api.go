@@ -126,10 +126,13 @@ type ToolError struct {
 
 func (e *ToolError) Error() string { return e.Code + ": " + e.Message }
 
-// ToolInfo is what getTool(name) returns to a script.
+// ToolInfo is what getTool(name) returns to a script. Signature, when the
+// host has one, is the tool's compact TypeScript declaration (the
+// meta-tools give it, as meta:describe does).
 type ToolInfo struct {
 	Name         string          `json:"name"`
 	Description  string          `json:"description"`
+	Signature    string          `json:"signature,omitempty"`
 	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
 }

@@ -579,17 +579,20 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 	return func(call goja.FunctionCall) goja.Value {
 		name, _ := call.Argument(0).Export().(string)
 		input, _ := call.Argument(1).Export().(string)
-		if IsMetaTool(name) {
+		discovery := isDiscovery(name)
+		if !discovery && IsMetaTool(name) {
 			x.interrupt(&Result{Status: StatusIllegalAccess, Error: &ScriptError{
 				Code: CodeSelfReferenceBlocked, Kind: KindSelfReference,
 				Message: fmt.Sprintf("scripts cannot call meta-tools (%q)", name),
 			}})
 			return goja.Undefined()
 		}
-		if x.allowed != nil && !x.allowed[name] {
+		// searchTools and describeTool are no tools: allowedTools does not
+		// list them, and the host answers them (see Discovery).
+		if !discovery && x.allowed != nil && !x.allowed[name] {
 			return x.rt.ToValue(toolErrorJSON(CodeAccessDenied, fmt.Sprintf("tool %q is not in allowedTools", name)))
 		}
-		if _, ok := x.host.LookupTool(name); !ok {
+		if _, ok := x.host.LookupTool(name); !discovery && !ok {
 			return x.rt.ToValue(toolErrorJSON(CodeToolNotFound, fmt.Sprintf("tool %q not found", name)))
 		}
 		x.toolCalls++
@@ -643,7 +646,7 @@ func callHost(ctx context.Context, h Host, tc ToolCall) (data json.RawMessage, e
 			err = fmt.Errorf("tool %q failed: internal error", tc.Name)
 		}
 	}()
-	return h.CallTool(ctx, tc)
+	return dispatch(ctx, h, tc)
 }
 
 func (x *execution) getToolFunc() func(goja.FunctionCall) goja.Value {

@@ -473,6 +473,11 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	}
 	function callTool(name, input, options) {
 		if (typeof name !== "string") return apply(promiseReject, PromiseC, [new TypeErrorC("callTool: the tool name must be a string")]);
+		return invoke(name, name, input, options);
+	}
+	// invoke makes one call through the host: a tool, or searchTools and
+	// describeTool under their reserved names (label is what errors show).
+	function invoke(name, label, input, options) {
 		let soft = false;
 		if (options !== undefined && options !== null) {
 			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new TypeErrorC("callTool: options must be an object")]);
@@ -480,13 +485,13 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		}
 		let text;
 		try {
-			text = input === undefined ? "{}" : toJSONText(input, {tool: name}, maxStringLength);
-			if (text === undefined) throw new TypeErrorC(whatText({tool: name}) + " is not serializable to JSON");
+			text = input === undefined ? "{}" : toJSONText(input, {tool: label}, maxStringLength);
+			if (text === undefined) throw new TypeErrorC(whatText({tool: label}) + " is not serializable to JSON");
 		} catch (e) {
 			return apply(promiseReject, PromiseC, [e]);
 		}
 		const r = nat.call(name, text);
-		const rec = {name: name, soft: soft};
+		const rec = {name: label, soft: soft};
 		if (typeof r === "string") {
 			try {
 				return new PromiseC((resolve) => resolve(outcome(rec, false, r)));
@@ -517,6 +522,26 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		if (typeof name !== "string") throw new TypeErrorC("getTool: the tool name must be a string");
 		const s = nat.getTool(name);
 		return s === "" ? null : jsonParse(s);
+	}
+
+	// --- discovery inside the plan ----------------------------------------
+	// searchTools and describeTool ask the host (see Discovery); each counts
+	// as a tool call against the run's limits.
+	function searchTools(query, options) {
+		if (typeof query !== "string") return apply(promiseReject, PromiseC, [new TypeErrorC("searchTools: the query must be a string")]);
+		const req = {query: query};
+		if (options !== undefined && options !== null) {
+			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new TypeErrorC("searchTools: options must be an object")]);
+			const ks = keys(options);
+			for (let i = 0; i < ks.length; i++) {
+				if (ks[i] !== "query") req[ks[i]] = options[ks[i]];
+			}
+		}
+		return invoke("\u0000searchTools", "searchTools", req, undefined);
+	}
+	function describeTool(name) {
+		if (typeof name !== "string") return apply(promiseReject, PromiseC, [new TypeErrorC("describeTool: the tool name must be a string")]);
+		return invoke("\u0000describeTool", "describeTool", {name: name}, undefined);
 	}
 
 	// --- __safe_parallel ----------------------------------------------------
@@ -611,6 +636,8 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	}
 	define("callTool", freeze(callTool));
 	define("getTool", freeze(getTool));
+	define("searchTools", freeze(searchTools));
+	define("describeTool", freeze(describeTool));
 	define("__safe_parallel", freeze(__safe_parallel));
 	define("metaContext", metaContext);
 	define("console", consoleObj);

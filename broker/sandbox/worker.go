@@ -515,7 +515,7 @@ func safeCall(ctx context.Context, h Host, call ToolCall) (data json.RawMessage,
 			data, err = nil, fmt.Errorf("tool %s failed unexpectedly", call.Name)
 		}
 	}()
-	data, err = h.CallTool(ctx, call)
+	data, err = dispatch(ctx, h, call)
 	if err == nil && len(data) > 0 && !json.Valid(data) {
 		return nil, fmt.Errorf("tool %s returned invalid JSON", call.Name)
 	}

@@ -331,6 +331,10 @@ func (h *proxyHost) LookupTool(name string) (ToolInfo, bool) {
 	return *info, true
 }
 
+// forwardsDiscovery: searchTools and describeTool go to the parent as
+// calls; the parent's host answers them.
+func (h *proxyHost) forwardsDiscovery() {}
+
 func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessage, error) {
 	if err := validToolName(call.Name); err != nil {
 		return nil, &ToolError{Code: "NOT_FOUND", Message: "invalid tool name"}
