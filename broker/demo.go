@@ -34,7 +34,7 @@ func DemoTools() []ToolDefinition {
 			OutputSchema: []byte(`{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"]}`),
 			Annotations:  readOnly,
 			Tags:         []string{"demo", "math"},
-			Examples:     []ToolExample{{Description: "add two numbers", Code: `const { sum } = await callTool("math:add", { a: 2, b: 3 });\nreturn sum;`}},
+			Examples:     []ToolExample{{Description: "add two numbers", Code: "const { sum } = await callTool(\"math:add\", { a: 2, b: 3 });\nreturn sum;"}},
 			Handler: func(_ context.Context, in map[string]any, _ *ExecutionContext) (any, error) {
 				return map[string]float64{"sum": in["a"].(float64) + in["b"].(float64)}, nil
 			},
