@@ -69,14 +69,15 @@ type MetaConfig struct {
 
 // MetaEmbedding is the search strategy.
 type MetaEmbedding struct {
-	// Strategy is "tfidf" (default: BM25F text ranking, offline) or "ml"
-	// (embeddings from an OpenAI-compatible endpoint).
+	// Strategy is "tfidf" (default: BM25F text ranking, offline), "ml"
+	// (embeddings from an OpenAI-compatible endpoint) or "hybrid" (both,
+	// fused by reciprocal rank fusion; tfidf alone while the endpoint fails).
 	Strategy string `json:"strategy,omitempty"`
-	// URL is the embeddings endpoint for "ml", e.g.
+	// URL is the embeddings endpoint for "ml" and "hybrid", e.g.
 	// http://127.0.0.1:11434/v1/embeddings ("/embeddings" is appended when
 	// missing). Placeholders such as {env.EMBEDDINGS_URL} are replaced.
 	URL string `json:"url,omitempty"`
-	// Model is the embedding model name for "ml".
+	// Model is the embedding model name for "ml" and "hybrid".
 	Model string `json:"model,omitempty"`
 	// APIKey is sent as a bearer token; use a placeholder such as
 	// {env.OPENAI_API_KEY}. Never logged.
@@ -167,7 +168,7 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 	iopts := &metatools.IndexOptions{Logger: logger}
 	if e := cfg.Embedding; e != nil {
 		iopts.Strategy = e.Strategy
-		if e.Strategy == metatools.StrategyML {
+		if e.Strategy == metatools.StrategyML || e.Strategy == metatools.StrategyHybrid {
 			timeout := time.Duration(e.Timeout)
 			if timeout <= 0 {
 				timeout = 30 * time.Second
@@ -405,7 +406,7 @@ func (a *App) MetaService() *metatools.Service {
 //	meta {
 //		naming spec|safe
 //		embedding {
-//			strategy tfidf|ml
+//			strategy tfidf|ml|hybrid
 //			url     <endpoint>
 //			model   <name>
 //			api_key <key>
@@ -563,8 +564,8 @@ func parseMetaEmbedding(d *caddyfile.Dispenser) (*MetaEmbedding, error) {
 		}
 		switch key {
 		case "strategy":
-			if val != metatools.StrategyTFIDF && val != metatools.StrategyML {
-				return nil, d.Errf("strategy: want tfidf or ml, got %q", val)
+			if val != metatools.StrategyTFIDF && val != metatools.StrategyML && val != metatools.StrategyHybrid {
+				return nil, d.Errf("strategy: want tfidf, ml or hybrid, got %q", val)
 			}
 			e.Strategy = val
 		case "url":
@@ -583,8 +584,8 @@ func parseMetaEmbedding(d *caddyfile.Dispenser) (*MetaEmbedding, error) {
 			return nil, d.Errf("unrecognized subdirective %q", key)
 		}
 	}
-	if e.Strategy == metatools.StrategyML && (e.URL == "" || e.Model == "") {
-		return nil, d.Err("embedding: strategy ml needs url and model")
+	if (e.Strategy == metatools.StrategyML || e.Strategy == metatools.StrategyHybrid) && (e.URL == "" || e.Model == "") {
+		return nil, d.Errf("embedding: strategy %s needs url and model", e.Strategy)
 	}
 	return e, nil
 }

@@ -25,13 +25,18 @@ const (
 	// StrategyML ranks by cosine similarity of embeddings from an
 	// OpenAI-compatible endpoint.
 	StrategyML = "ml"
+	// StrategyHybrid fuses the tfidf and ml rankings by reciprocal rank
+	// fusion; when the embeddings endpoint fails it answers with tfidf
+	// alone (and logs a warning).
+	StrategyHybrid = "hybrid"
 )
 
 // IndexOptions configure an Index. The zero value is the tfidf strategy.
 type IndexOptions struct {
-	// Strategy is StrategyTFIDF (default) or StrategyML.
+	// Strategy is StrategyTFIDF (default), StrategyML or StrategyHybrid.
 	Strategy string
-	// Embedding is the endpoint used by StrategyML; required with it.
+	// Embedding is the endpoint used by StrategyML and StrategyHybrid;
+	// required with them.
 	Embedding *search.EmbeddingClient
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
@@ -95,12 +100,12 @@ func NewIndex(sources []ToolSource, opts *IndexOptions) (*Index, error) {
 	case "":
 		ix.opts.Strategy = StrategyTFIDF
 	case StrategyTFIDF:
-	case StrategyML:
+	case StrategyML, StrategyHybrid:
 		if ix.opts.Embedding == nil || ix.opts.Embedding.URL == "" || ix.opts.Embedding.Model == "" {
-			return nil, fmt.Errorf("search strategy %q needs an embeddings endpoint URL and model", StrategyML)
+			return nil, fmt.Errorf("search strategy %q needs an embeddings endpoint URL and model", ix.opts.Strategy)
 		}
 	default:
-		return nil, fmt.Errorf("unknown search strategy %q (want %q or %q)", ix.opts.Strategy, StrategyTFIDF, StrategyML)
+		return nil, fmt.Errorf("unknown search strategy %q (want %q, %q or %q)", ix.opts.Strategy, StrategyTFIDF, StrategyML, StrategyHybrid)
 	}
 	ix.logger = ix.opts.Logger
 	if ix.logger == nil {
@@ -214,9 +219,15 @@ func (ix *Index) build(prev *snapshot) *snapshot {
 	for i, t := range s.tools {
 		docs[i] = docOf(t)
 	}
-	if ix.opts.Strategy == StrategyML {
+	switch ix.opts.Strategy {
+	case StrategyML:
 		s.ranker = search.NewEmbeddings(docs, ix.opts.Embedding, ix.vectors)
-	} else {
+	case StrategyHybrid:
+		logger := ix.logger
+		s.ranker = search.NewHybrid(search.NewBM25(docs), search.NewEmbeddings(docs, ix.opts.Embedding, ix.vectors), func(err error) {
+			logger.Warn("embeddings failed; hybrid search answered with tfidf alone", zap.Error(err))
+		})
+	default:
 		s.ranker = search.NewBM25(docs)
 	}
 	s.version = toolSetVersion(s.tools)

@@ -213,3 +213,52 @@ func BenchmarkBM25Search1200(b *testing.B) {
 		i++
 	}
 }
+
+// fixedRanker answers every query with the same documents in order.
+type fixedRanker struct {
+	docs []int
+	err  error
+}
+
+func (f fixedRanker) Rank(_ context.Context, _ string, k int, _ func(int) bool) ([]Hit, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	var hits []Hit
+	for i, d := range f.docs {
+		hits = append(hits, Hit{Doc: d, Score: 1 / float64(i+1)})
+	}
+	if k > 0 && len(hits) > k {
+		hits = hits[:k]
+	}
+	return hits, nil
+}
+
+// TestHybridFusion: reciprocal rank fusion puts first what both rankings
+// rank well, scores 1 for first-in-both, and falls back to the lexical
+// ranking when the semantic one fails.
+func TestHybridFusion(t *testing.T) {
+	h := NewHybrid(fixedRanker{docs: []int{1, 2, 3}}, fixedRanker{docs: []int{2, 4, 1}}, nil)
+	hits, err := h.Rank(context.Background(), "q", 10, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []int
+	for _, x := range hits {
+		order = append(order, x.Doc)
+	}
+	// 2: 1/62+1/61, 1: 1/61+1/63, 4: 1/62, 3: 1/63.
+	if fmt.Sprint(order) != "[2 1 4 3]" {
+		t.Fatalf("order %v", order)
+	}
+	same := NewHybrid(fixedRanker{docs: []int{7}}, fixedRanker{docs: []int{7}}, nil)
+	if hits, _ := same.Rank(context.Background(), "q", 1, nil); hits[0].Score != 1 {
+		t.Fatalf("first in both scores %v", hits[0].Score)
+	}
+	var reported error
+	down := NewHybrid(fixedRanker{docs: []int{1, 2}}, fixedRanker{err: ErrUnavailable}, func(err error) { reported = err })
+	hits, err = down.Rank(context.Background(), "q", 1, nil)
+	if err != nil || len(hits) != 1 || hits[0].Doc != 1 || !errors.Is(reported, ErrUnavailable) {
+		t.Fatalf("fallback: %v %v reported %v", hits, err, reported)
+	}
+}
