@@ -6,7 +6,9 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -130,6 +132,45 @@ func (s *Server) grantTypes() []oidc.GrantType {
 	return g
 }
 
+// applicationType honours OpenID Connect Dynamic Registration's
+// application_type, which MCP clients must send (MCP 2026-07-28): a web
+// client's redirect URIs are https on a host that is not loopback (any
+// http host in development), a native client's are loopback http, a
+// private-use scheme or https. When the client names none, the type is
+// inferred from its redirect URIs and answered, instead of OIDC's default
+// "web", which would refuse the loopback redirects MCP clients use.
+func applicationType(declared string, uris []string, development bool) (string, error) {
+	native := func(raw string) bool {
+		u, _ := url.Parse(raw)
+		sch := strings.ToLower(u.Scheme)
+		return (sch == "http" && isLoopbackHost(u.Hostname())) || (sch != "http" && sch != "https")
+	}
+	switch declared {
+	case "":
+		if slices.ContainsFunc(uris, native) {
+			return "native", nil
+		}
+		return "web", nil
+	case "web":
+		for _, raw := range uris {
+			u, _ := url.Parse(raw)
+			if native(raw) || (strings.ToLower(u.Scheme) == "http" && !development) {
+				return "", fmt.Errorf("redirect uri %q: a web client redirects to https on a host that is not loopback", raw)
+			}
+		}
+		return "web", nil
+	case "native":
+		for _, raw := range uris {
+			u, _ := url.Parse(raw)
+			if strings.ToLower(u.Scheme) == "http" && !isLoopbackHost(u.Hostname()) && !development {
+				return "", fmt.Errorf("redirect uri %q: a native client redirects to loopback http, https or a private-use scheme", raw)
+			}
+		}
+		return "native", nil
+	}
+	return "", fmt.Errorf("application_type %q: must be web or native", declared)
+}
+
 // registrationRequest is the RFC 7591 client metadata we read.
 type registrationRequest struct {
 	RedirectURIs            []string `json:"redirect_uris"`
@@ -138,6 +179,7 @@ type registrationRequest struct {
 	ResponseTypes           []string `json:"response_types"`
 	ClientName              string   `json:"client_name"`
 	Scope                   string   `json:"scope"`
+	ApplicationType         string   `json:"application_type"`
 }
 
 type registrationResponse struct {
@@ -151,6 +193,7 @@ type registrationResponse struct {
 	ResponseTypes           []string `json:"response_types"`
 	ClientName              string   `json:"client_name,omitempty"`
 	Scope                   string   `json:"scope,omitempty"`
+	ApplicationType         string   `json:"application_type"`
 }
 
 const maxRedirectURIs = 10
@@ -172,6 +215,15 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			writeOAuthError(w, http.StatusBadRequest, "invalid_redirect_uri", err.Error())
 			return
 		}
+	}
+	appType, err := applicationType(req.ApplicationType, req.RedirectURIs, s.cfg.development)
+	if err != nil {
+		code := "invalid_redirect_uri"
+		if req.ApplicationType != "web" && req.ApplicationType != "native" {
+			code = "invalid_client_metadata"
+		}
+		writeOAuthError(w, http.StatusBadRequest, code, err.Error())
+		return
 	}
 	method := oidc.AuthMethod(req.TokenEndpointAuthMethod)
 	switch method {
@@ -252,7 +304,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	resp := registrationResponse{
 		ClientID: c.ID, ClientSecret: secret, ClientIDIssuedAt: c.IssuedAt, RedirectURIs: c.URIs,
 		TokenEndpointAuthMethod: string(method), ResponseTypes: []string{"code"}, ClientName: c.Name,
-		Scope: strings.Join(scopes, " "),
+		Scope: strings.Join(scopes, " "), ApplicationType: appType,
 	}
 	for _, g := range grants {
 		resp.GrantTypes = append(resp.GrantTypes, string(g))

@@ -334,3 +334,44 @@ func TestRegisteredClientsExpire(t *testing.T) {
 		t.Error("no refresh token")
 	}
 }
+
+// TestRegistrationApplicationType: application_type (OpenID Connect
+// Dynamic Registration, which MCP 2026-07-28 clients send) is honoured, and
+// inferred from the redirect URIs when absent.
+func TestRegistrationApplicationType(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true })
+	loopback, web, private := "http://127.0.0.1:33418/cb", "https://app.example.test/cb", "cursor://anysphere.cursor-retrieval/oauth/cb"
+	cases := []struct {
+		name     string
+		declared string
+		uris     []string
+		status   int
+		want     string // application_type answered, or the error code
+	}{
+		{"native loopback", "native", []string{loopback}, 201, "native"},
+		{"native private-use scheme", "native", []string{private}, 201, "native"},
+		{"native claimed https", "native", []string{web}, 201, "native"},
+		{"web https", "web", []string{web}, 201, "web"},
+		{"web with a loopback redirect", "web", []string{web, loopback}, 400, "invalid_redirect_uri"},
+		{"web with a private-use scheme", "web", []string{private}, 400, "invalid_redirect_uri"},
+		{"unknown type", "desktop", []string{loopback}, 400, "invalid_client_metadata"},
+		{"inferred native", "", []string{web, loopback}, 201, "native"},
+		{"inferred web", "", []string{web}, 201, "web"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			meta := map[string]any{"redirect_uris": tc.uris}
+			if tc.declared != "" {
+				meta["application_type"] = tc.declared
+			}
+			status, out := register(t, e, meta)
+			got, _ := out["application_type"].(string)
+			if status != 201 {
+				got, _ = out["error"].(string)
+			}
+			if status != tc.status || got != tc.want {
+				t.Fatalf("%d %v, want %d %s", status, out, tc.status, tc.want)
+			}
+		})
+	}
+}
