@@ -158,6 +158,17 @@ type LogHost interface {
 	Log(level, message string)
 }
 
+// ParkHost is an optional Host capability for schedulers. Parked is called
+// on the script's goroutine when the script waits for tool results with
+// nothing left to run (it holds no CPU until one arrives); Resumed when a
+// result arrives for it, before it runs again. Resumed may block (waiting
+// for a CPU slot); it returns false when the script should stop instead.
+// The worker engine uses them to tell its parent which scripts run.
+type ParkHost interface {
+	Parked()
+	Resumed() bool
+}
+
 // Request is one script to run.
 type Request struct {
 	// Code is the plan: the body of an async function.
@@ -174,8 +185,20 @@ type Request struct {
 }
 
 // Limits bound one execution. A zero field means "use the preset's value".
+//
+// An engine's limits (the preset with Options.Limits over it) are ceilings:
+// Request.Limits can lower any of them and raise none (LowerLimits), except
+// Timeout, the wall-clock bound of the whole execution, which belongs to the
+// embedding layer (the broker bounds waits for caller-answered tools with
+// it); the time a script spends running stays bounded by CPUTime.
 type Limits struct {
-	Timeout           time.Duration
+	// Timeout bounds the whole execution, waits for tools included
+	// (vm.timeoutMs).
+	Timeout time.Duration
+	// CPUTime bounds the time the script spends running JavaScript (and
+	// compiling), waits for tools excluded. Presets set it to their
+	// timeout.
+	CPUTime           time.Duration
 	MaxSteps          int64
 	MaxToolCalls      int
 	MaxCallDepth      int

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,11 +18,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// regexpMatchTimeout bounds one backtracking regular-expression match. goja
+// regexpMatchTimeout bounds one backtracking regular-expression scan. goja
 // runs regexps that Go's linear-time engine cannot handle (backreferences,
 // lookaround) on regexp2, whose matcher ignores runtime interrupts; a timed
-// out match counts as "no match". Only goja uses regexp2/v2 in this module.
-const regexpMatchTimeout = time.Second
+// out scan counts as "no match". The prelude drives every loop over such
+// scans from JavaScript, so a run stops at most one scan past its limits.
+// Only goja uses regexp2/v2 in this module.
+const regexpMatchTimeout = 250 * time.Millisecond
 
 var (
 	preludeOnce sync.Once
@@ -40,15 +41,16 @@ func preludeProgram() *goja.Program {
 	return preludePrg
 }
 
-// InProcess runs each script in a fresh goja runtime on the calling
-// goroutine (plus one goroutine per tool call). It cannot cap memory: goja
-// has no heap limit and some built-ins ignore interrupts, so it is meant for
-// trusted code, tests, and as the engine inside a memory-capped worker
-// process.
+// InProcess runs each script in a fresh goja runtime on a goroutine of the
+// calling process (plus one goroutine per tool call). It cannot cap memory:
+// goja has no heap limit, so it is meant for trusted code, tests, and as the
+// engine inside a memory-capped worker process.
 type InProcess struct {
 	limits   Limits
 	sanitize Sanitization
 	logger   *zap.Logger
+	mem      *memWatch
+	grace    time.Duration // hardDeadlineGrace; tests shorten it
 	closed   atomic.Bool
 	// abandoned counts VM goroutines still running after Execute answered
 	// for them at the hard deadline.
@@ -56,8 +58,8 @@ type InProcess struct {
 }
 
 // Abandoned reports how many scripts are still running inside a built-in
-// after Execute answered "timeout" for them at the hard deadline. A worker
-// process can use it to ask to be replaced instead of serving more scripts.
+// after Execute answered for them at the hard deadline. A worker process
+// uses it to ask to be replaced instead of serving more scripts.
 func (e *InProcess) Abandoned() int64 { return e.abandoned.Load() }
 
 // NewInProcess returns an engine that runs scripts in the calling process.
@@ -65,7 +67,7 @@ func (e *InProcess) Abandoned() int64 { return e.abandoned.Load() }
 func NewInProcess(opts *Options) Engine {
 	limits, san, logger := opts.resolve()
 	preludeProgram()
-	return &InProcess{limits: limits, sanitize: san, logger: logger}
+	return &InProcess{limits: limits, sanitize: san, logger: logger, mem: newMemWatch(), grace: hardDeadlineGrace}
 }
 
 // Limits reports the engine's effective limits (before Request.Limits).
@@ -78,7 +80,8 @@ func (e *InProcess) Close() error {
 	return nil
 }
 
-// Execute runs one script. See Engine.
+// Execute runs one script. See Engine. Compilation runs inside the script's
+// time and CPU budget, on the script's goroutine.
 func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Result, error) {
 	if e.closed.Load() {
 		return nil, &Error{Code: CodePoolDisposed, Message: "sandbox engine is closed"}
@@ -87,16 +90,16 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 		return nil, &Error{Code: CodeExecutionAborted, Message: "execution aborted before it started: " + err.Error()}
 	}
 	start := time.Now()
-	limits := MergeLimits(e.limits, req.Limits)
-	plan, res := compilePlan(req.Code, limits)
-	if res != nil {
-		res.Stats.Duration = time.Since(start)
-		return e.finish(res), nil
-	}
+	limits := LowerLimits(e.limits, req.Limits)
 	x := newExecution(ctx, limits, req, host)
+	x.mem = e.mem
 	out := make(chan runOutcome, 1)
 	// state: 0 running, 1 finished, 2 abandoned by Execute.
 	var state atomic.Int32
+	wall := time.AfterFunc(limits.Timeout, func() {
+		x.stop(&abort{result: timeoutResult(limits.Timeout.Milliseconds())})
+	})
+	defer wall.Stop()
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
@@ -107,29 +110,40 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 				e.abandoned.Add(-1)
 			}
 		}()
-		res, err := x.run(plan)
+		res, err := x.run()
 		out <- runOutcome{res: res, err: err}
 	}()
-	// The VM normally stops at its deadline through the interrupt; a
-	// built-in that ignores interrupts can keep it busy longer. Execute
-	// still answers at the deadline plus a grace and abandons the VM
-	// goroutine, which stops at its next JavaScript instruction.
-	hard := time.NewTimer(limits.Timeout + hardDeadlineGrace)
-	defer hard.Stop()
+	// The VM stops at the interrupt of whatever ended it (time, CPU,
+	// memory, the caller); a built-in that ignores interrupts keeps it
+	// busy until the built-in returns. Execute waits for that (so no CPU is
+	// spent for a run after its answer) up to hardDeadlineGrace, then
+	// answers anyway and abandons the VM goroutine, which stops at its next
+	// JavaScript instruction.
 	var o runOutcome
 	select {
 	case o = <-out:
-	case <-hard.C:
-		if !state.CompareAndSwap(0, 2) {
-			o = <-out // finished just now
-			break
+	case <-x.stopCh:
+		grace := time.NewTimer(e.grace)
+		select {
+		case o = <-out:
+			grace.Stop()
+		case <-grace.C:
+			if !state.CompareAndSwap(0, 2) {
+				o = <-out // finished just now
+				break
+			}
+			e.abandoned.Add(1)
+			e.logger.Warn("sandbox script ignored its stop inside a built-in; abandoning its goroutine",
+				zap.Duration("timeout", limits.Timeout), zap.Duration("cpu_time", limits.CPUTime))
+			o.res, o.err = x.stopped.result, x.stopped.err
+			if o.res != nil {
+				r := *o.res
+				se := *r.Error
+				se.Message += " (the script was stuck in a built-in function and was abandoned)"
+				r.Error = &se
+				o.res = &r
+			}
 		}
-		e.abandoned.Add(1)
-		x.stop(&abort{result: timeoutResult(limits.Timeout.Milliseconds())})
-		e.logger.Warn("sandbox script ignored its deadline inside a built-in; abandoning its goroutine",
-			zap.Duration("timeout", limits.Timeout))
-		o.res = timeoutResult(limits.Timeout.Milliseconds())
-		o.res.Error.Message += " (the script was stuck in a built-in function and was abandoned)"
 	}
 	if o.err != nil {
 		return nil, o.err
@@ -145,9 +159,12 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 	return e.finish(o.res), nil
 }
 
-// hardDeadlineGrace is how long Execute waits past the timeout for a VM
-// stuck in a built-in before it answers without it.
-const hardDeadlineGrace = 500 * time.Millisecond
+// hardDeadlineGrace is how long Execute waits past a stop for a VM stuck in
+// a built-in before it answers without it. The built-ins the sandbox leaves
+// in Go are bounded by the size caps and regexpMatchTimeout (a linear scan
+// of the largest string the memory limit allows takes a few seconds), so
+// only a bug in that reasoning reaches it.
+const hardDeadlineGrace = 5 * time.Second
 
 type runOutcome struct {
 	res *Result
@@ -159,6 +176,8 @@ func (e *InProcess) finish(r *Result) *Result {
 	if r.Error == nil {
 		return r
 	}
+	r.Error.Message = clipText(r.Error.Message, MaxErrorBytes)
+	r.Error.Stack = clipText(r.Error.Stack, MaxErrorBytes)
 	if e.sanitize.RemoveStackTraces {
 		r.Error.Stack = ""
 	}
@@ -183,16 +202,17 @@ type completion struct {
 }
 
 // execution is the state of one script run. Everything except the
-// completions channel, the timer and ctx is touched only by the goroutine
+// completions channel, the timers and ctx is touched only by the goroutine
 // that runs the VM.
 type execution struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	limits  Limits
-	req     Request
-	host    Host
-	logHost LogHost
-	allowed map[string]bool
+	ctx      context.Context
+	cancel   context.CancelFunc
+	limits   Limits
+	req      Request
+	host     Host
+	logHost  LogHost
+	parkHost ParkHost
+	allowed  map[string]bool
 
 	rt          *goja.Runtime
 	generators  bool
@@ -204,10 +224,20 @@ type execution struct {
 	pending     int
 	nextID      int64
 	toolCalls   int
+	lookups     map[string]bool
 	steps       int64
 	logs        []string
 	logBytes    int
 	logFull     bool
+
+	// CPU accounting: the running time of earlier stretches, the start of
+	// the current one, and the timer that stops the script when the budget
+	// is spent.
+	cpuUsed  time.Duration
+	cpuSince time.Time
+	cpuTimer *time.Timer
+	mem      *memWatch
+	memAcct  memShare
 }
 
 func newExecution(ctx context.Context, limits Limits, req Request, host Host) *execution {
@@ -224,6 +254,7 @@ func newExecution(ctx context.Context, limits Limits, req Request, host Host) *e
 		completions: make(chan completion, 16),
 	}
 	x.logHost, _ = host.(LogHost)
+	x.parkHost, _ = host.(ParkHost)
 	if req.AllowedTools != nil {
 		x.allowed = make(map[string]bool, len(req.AllowedTools))
 		for _, n := range req.AllowedTools {
@@ -249,9 +280,44 @@ func (x *execution) stop(a *abort) {
 	})
 }
 
-func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
-	rt := x.rt
+// resume starts a stretch of running JavaScript: the CPU timer gets what is
+// left of the budget and the heap watchdog charges the script again.
+func (x *execution) resume() {
+	now := time.Now()
+	x.cpuSince = now
+	left := x.limits.CPUTime - x.cpuUsed
+	if left <= 0 {
+		left = time.Nanosecond
+	}
+	if x.cpuTimer == nil {
+		ms := x.limits.CPUTime.Milliseconds()
+		x.cpuTimer = time.AfterFunc(left, func() {
+			x.stop(&abort{result: cpuTimeoutResult(ms)})
+		})
+	} else {
+		x.cpuTimer.Reset(left)
+	}
+	if x.mem != nil && x.limits.MemoryBytes > 0 {
+		x.mem.begin(x, now)
+	}
+}
+
+// pause ends a stretch of running JavaScript.
+func (x *execution) pause(finished bool) {
+	now := time.Now()
+	if x.cpuTimer != nil {
+		x.cpuTimer.Stop()
+	}
+	x.cpuUsed += now.Sub(x.cpuSince)
+	if x.mem != nil && x.limits.MemoryBytes > 0 {
+		x.mem.end(x, now, finished)
+	}
+}
+
+func (x *execution) run() (res *Result, err error) {
+	x.resume()
 	defer func() {
+		x.pause(true)
 		close(x.done)
 		x.cancel()
 		if res != nil {
@@ -259,24 +325,28 @@ func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
 			res.Stats.Steps = x.steps
 		}
 	}()
+	plan, r := compilePlan(x.req.Code, x.limits)
+	if r != nil {
+		return r, nil
+	}
+	select {
+	case <-x.stopCh:
+		// Compiling took the whole budget (goja's compiler does not look
+		// at interrupts).
+		return x.stopped.result, x.stopped.err
+	default:
+	}
+	rt := x.rt
 	if x.limits.MaxCallDepth > 0 {
 		rt.SetMaxCallStackSize(x.limits.MaxCallDepth)
 	}
-
-	timer := time.AfterFunc(x.limits.Timeout, func() {
-		x.stop(&abort{result: timeoutResult(x.limits.Timeout.Milliseconds())})
-	})
-	defer timer.Stop()
 	stopCtx := context.AfterFunc(x.ctx, func() {
 		x.stop(&abort{err: &Error{Code: CodeExecutionAborted, Message: "execution aborted: " + context.Cause(x.ctx).Error()}})
 	})
 	defer stopCtx()
-	if x.limits.MemoryBytes > 0 {
-		go x.watchMemory()
-	}
 
 	x.generators = plan.generators
-	settle, result, describe, res, err := x.setup()
+	settle, result, describe, objSource, res, err := x.setup(plan.regexps)
 	if res != nil || err != nil {
 		return res, err
 	}
@@ -286,7 +356,7 @@ func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
 		return x.failure(gerr, describe)
 	}
 	factory, _ := goja.AssertFunction(v)
-	main, gerr := factory(goja.Undefined(), rt.ToValue(x.stepFunc()))
+	main, gerr := factory(goja.Undefined(), rt.ToValue(x.stepFunc()), objSource)
 	if gerr != nil {
 		return x.failure(gerr, describe)
 	}
@@ -309,11 +379,15 @@ func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
 		var c completion
 		select {
 		case c = <-x.completions:
-		case <-x.stopCh:
-			if r := x.stopped.result; r != nil {
-				r.Logs = x.logs
+		default:
+			// Nothing to run until a tool answers: the script holds no
+			// CPU (and is charged none) while it waits.
+			if c, ok = x.wait(); !ok {
+				if r := x.stopped.result; r != nil {
+					r.Logs = x.logs
+				}
+				return x.stopped.result, x.stopped.err
 			}
-			return x.stopped.result, x.stopped.err
 		}
 		x.pending--
 		if _, gerr := settle(goja.Undefined(), rt.ToValue(c.id), rt.ToValue(c.ok), rt.ToValue(c.payload)); gerr != nil {
@@ -342,8 +416,29 @@ func (x *execution) run(plan *compiledPlan) (res *Result, err error) {
 	return &Result{Status: StatusOK, Result: json.RawMessage(text), Logs: x.logs}, nil
 }
 
+// wait parks the script until a tool call completes; ok is false when the
+// run was stopped meanwhile.
+func (x *execution) wait() (completion, bool) {
+	x.pause(false)
+	if x.parkHost != nil {
+		x.parkHost.Parked()
+	}
+	var c completion
+	select {
+	case c = <-x.completions:
+	case <-x.stopCh:
+		return c, false
+	}
+	if x.parkHost != nil && !x.parkHost.Resumed() {
+		x.stop(&abort{err: &Error{Code: CodeExecutionAborted, Message: "execution aborted while waiting to resume"}})
+		return c, false
+	}
+	x.resume()
+	return c, true
+}
+
 // setup runs the prelude and returns the internal functions.
-func (x *execution) setup() (settle, result, describe goja.Callable, res *Result, err error) {
+func (x *execution) setup(regexps bool) (settle, result, describe goja.Callable, objSource goja.Value, res *Result, err error) {
 	rt := x.rt
 	v, gerr := rt.RunProgram(preludeProgram())
 	if gerr == nil {
@@ -352,72 +447,52 @@ func (x *execution) setup() (settle, result, describe goja.Callable, res *Result
 		_ = nat.Set("call", x.callFunc())
 		_ = nat.Set("getTool", x.getToolFunc())
 		_ = nat.Set("log", x.logFunc())
+		_ = nat.Set("step", x.stepFunc())
+		maxArray, maxString := memoryCaps(x.limits)
+		_ = nat.Set("json", func(call goja.FunctionCall) goja.Value {
+			s, _ := call.Argument(0).Export().(string)
+			return rt.ToValue(checkJSON(s, MaxJSONDepth, maxArray))
+		})
+		_ = nat.Set("pattern", func(call goja.FunctionCall) goja.Value {
+			s, _ := call.Argument(0).Export().(string)
+			return rt.ToValue(checkPattern(s))
+		})
 		ctxJSON := "{}"
 		if len(x.req.Context) > 0 {
 			if !json.Valid(x.req.Context) {
-				return nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context is not valid JSON"}
+				return nil, nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context is not valid JSON"}
+			}
+			if msg := checkJSON(string(x.req.Context), 64, 0); msg != "" {
+				return nil, nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context: " + msg}
 			}
 			ctxJSON = string(x.req.Context)
 		}
-		maxArray, maxString := memoryCaps(x.limits)
-		v, gerr = setupFn(goja.Undefined(), nat, rt.ToValue(ctxJSON), rt.ToValue(x.limits.AllowConsole),
-			rt.ToValue(maxParallelOps), rt.ToValue(maxArray), rt.ToValue(maxString),
-			rt.ToValue(positiveOr(x.limits.MaxResultBytes, maxString)), rt.ToValue(positiveOr(x.limits.MaxConsoleBytes, maxString)),
-			rt.ToValue(x.generators))
+		cfg := rt.NewObject()
+		_ = cfg.Set("allowConsole", x.limits.AllowConsole)
+		_ = cfg.Set("maxParallel", maxParallelOps)
+		_ = cfg.Set("maxArrayLength", maxArray)
+		_ = cfg.Set("maxStringLength", maxString)
+		_ = cfg.Set("maxResultBytes", positiveOr(x.limits.MaxResultBytes, maxString))
+		_ = cfg.Set("maxConsoleBytes", positiveOr(x.limits.MaxConsoleBytes, maxString))
+		_ = cfg.Set("hasGenerators", x.generators)
+		_ = cfg.Set("hasRegExps", regexps)
+		_ = cfg.Set("maxJSONDepth", MaxJSONDepth)
+		_ = cfg.Set("maxErrorChars", MaxErrorBytes)
+		v, gerr = setupFn(goja.Undefined(), nat, rt.ToValue(ctxJSON), cfg)
 	}
 	if gerr != nil {
 		if r, e := interrupted(gerr); r != nil || e != nil {
-			return nil, nil, nil, r, e
+			return nil, nil, nil, nil, r, e
 		}
-		return nil, nil, nil, nil, &Error{Code: CodeExecutionError, Message: "internal error: sandbox setup failed: " + gerr.Error()}
+		return nil, nil, nil, nil, nil, &Error{Code: CodeExecutionError, Message: "internal error: sandbox setup failed: " + gerr.Error()}
 	}
-	fns := v.Export().([]any)
-	settle, _ = goja.AssertFunction(rt.ToValue(fns[0]))
-	result, _ = goja.AssertFunction(rt.ToValue(fns[1]))
-	describe, _ = goja.AssertFunction(rt.ToValue(fns[2]))
-	return settle, result, describe, nil, nil
-}
-
-// memoryPollInterval is how often the heap watchdog samples the heap.
-const memoryPollInterval = 5 * time.Millisecond
-
-// watchMemory interrupts the script when the live Go heap grew by more than
-// MemoryBytes during the run. It reads the live heap the collector measured
-// at its last cycle, so garbage does not count (a busy allocation loop is
-// not a memory bomb) and a growing heap is seen at the latest one cycle (one
-// doubling) late, since the collector runs whenever the heap doubles. It
-// never forces a collection: a stop-the-world pause would wait for the
-// script's own non-preemptible copy of a huge string and stall the process.
-// The heap is process-wide, so this is a mitigation: in a worker process (one
-// script at a time) it is exact and fires before RLIMIT_DATA; in-process,
-// concurrent runs share the budget.
-func (x *execution) watchMemory() {
-	limit := uint64(x.limits.MemoryBytes)
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
-	metrics.Read(sample)
-	base, cycle0 := sample[0].Value.Uint64(), sample[1].Value.Uint64()
-	t := time.NewTicker(memoryPollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-x.done:
-			return
-		case <-x.stopCh:
-			return
-		case <-t.C:
-		}
-		metrics.Read(sample)
-		live, cycle := sample[0].Value.Uint64(), sample[1].Value.Uint64()
-		// What earlier work left live may be freed during the run.
-		base = min(base, live)
-		// The first cycle that ends during the run may have marked the
-		// data of the script before this one; only a cycle that started
-		// during the run measures this script.
-		if cycle >= cycle0+2 && live > base+limit {
-			x.stop(&abort{result: memoryResult(x.limits.MemoryBytes)})
-			return
-		}
-	}
+	// The functions are taken as JavaScript values: a round trip through
+	// Export would wrap them in Go functions whose names show in stacks.
+	fns := v.ToObject(rt)
+	settle, _ = goja.AssertFunction(fns.Get("0"))
+	result, _ = goja.AssertFunction(fns.Get("1"))
+	describe, _ = goja.AssertFunction(fns.Get("2"))
+	return settle, result, describe, fns.Get("3"), nil, nil
 }
 
 func memoryResult(limit int64) *Result {
@@ -523,6 +598,14 @@ func runtimeResult(name, msg, stack string) *Result {
 	}}
 }
 
+// cpuTimeoutResult reports a script that ran (rather than waited) past
+// its CPU time.
+func cpuTimeoutResult(ms int64) *Result {
+	return &Result{Status: StatusTimeout, Error: &ScriptError{
+		Code: CodeTimeout, Message: fmt.Sprintf("script exceeded the time limit of %d ms of running time (waits for tools excluded)", ms),
+	}}
+}
+
 func timeoutResult(ms int64) *Result {
 	return &Result{Status: StatusTimeout, Error: &ScriptError{
 		Code: CodeTimeout, Message: fmt.Sprintf("script exceeded the time limit of %d ms", ms),
@@ -569,9 +652,10 @@ func (x *execution) stepFunc() func(goja.FunctionCall) goja.Value {
 	}
 }
 
-// toolErrorJSON is what callTool's promise rejects with, as JSON.
+// toolErrorJSON is what callTool's promise rejects with, as JSON. The
+// message is bounded (MaxErrorBytes).
 func toolErrorJSON(code, msg string) string {
-	b, _ := json.Marshal(ToolError{Code: code, Message: msg})
+	b, _ := json.Marshal(ToolError{Code: clipText(code, 100), Message: clipText(msg, MaxErrorBytes)})
 	return string(b)
 }
 
@@ -579,6 +663,11 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 	return func(call goja.FunctionCall) goja.Value {
 		name, _ := call.Argument(0).Export().(string)
 		input, _ := call.Argument(1).Export().(string)
+		if len(name) > MaxToolNameBytes {
+			// No tool has such a name: answered without a lookup and
+			// without copying it into the message.
+			return x.rt.ToValue(toolErrorJSON(CodeToolNotFound, fmt.Sprintf("tool %q not found (names are at most %d bytes)", clipName(name), MaxToolNameBytes)))
+		}
 		discovery := isDiscovery(name)
 		if !discovery && IsMetaTool(name) {
 			x.interrupt(&Result{Status: StatusIllegalAccess, Error: &ScriptError{
@@ -592,8 +681,10 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		if !discovery && x.allowed != nil && !x.allowed[name] {
 			return x.rt.ToValue(toolErrorJSON(CodeAccessDenied, fmt.Sprintf("tool %q is not in allowedTools", name)))
 		}
-		if _, ok := x.host.LookupTool(name); !discovery && !ok {
-			return x.rt.ToValue(toolErrorJSON(CodeToolNotFound, fmt.Sprintf("tool %q not found", name)))
+		if !discovery {
+			if _, ok := x.lookup(name); !ok {
+				return x.rt.ToValue(toolErrorJSON(CodeToolNotFound, fmt.Sprintf("tool %q not found", name)))
+			}
 		}
 		x.toolCalls++
 		if x.limits.MaxToolCalls > 0 && x.toolCalls > x.limits.MaxToolCalls {
@@ -611,6 +702,24 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		go x.runTool(id, tc)
 		return x.rt.ToValue(id)
 	}
+}
+
+// lookup asks the host whether a tool exists. Each distinct name a script
+// asks about counts: beyond its tool-call budget plus maxLookupsExtra the
+// script is stopped (every lookup may be a round trip and a cache entry
+// outside its memory).
+func (x *execution) lookup(name string) (ToolInfo, bool) {
+	if _, seen := x.lookups[name]; !seen {
+		if x.lookups == nil {
+			x.lookups = make(map[string]bool)
+		}
+		if max := x.limits.MaxToolCalls + maxLookupsExtra; len(x.lookups) >= max {
+			x.interrupt(runtimeResult("RangeError", fmt.Sprintf("tool lookup limit of %d distinct names exceeded", max), ""))
+			return ToolInfo{}, false
+		}
+		x.lookups[name] = true
+	}
+	return x.host.LookupTool(name)
 }
 
 // runTool runs one tool call off the VM goroutine and hands the outcome
@@ -631,6 +740,10 @@ func (x *execution) runTool(id int64, tc ToolCall) {
 	case !json.Valid(data):
 		c.payload = toolErrorJSON(CodeToolExecutionError, fmt.Sprintf("tool %q returned invalid JSON", tc.Name))
 	default:
+		if msg := checkJSON(string(data), MaxJSONDepth, 0); msg != "" {
+			c.payload = toolErrorJSON(CodeToolExecutionError, fmt.Sprintf("tool %q returned %s", tc.Name, msg))
+			break
+		}
 		c.ok, c.payload = true, string(data)
 	}
 	select {
@@ -652,10 +765,10 @@ func callHost(ctx context.Context, h Host, tc ToolCall) (data json.RawMessage, e
 func (x *execution) getToolFunc() func(goja.FunctionCall) goja.Value {
 	return func(call goja.FunctionCall) goja.Value {
 		name, _ := call.Argument(0).Export().(string)
-		if IsMetaTool(name) || (x.allowed != nil && !x.allowed[name]) {
+		if len(name) > MaxToolNameBytes || IsMetaTool(name) || (x.allowed != nil && !x.allowed[name]) {
 			return x.rt.ToValue("")
 		}
-		info, ok := x.host.LookupTool(name)
+		info, ok := x.lookup(name)
 		if !ok {
 			return x.rt.ToValue("")
 		}

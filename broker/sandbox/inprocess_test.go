@@ -326,10 +326,14 @@ func TestStepLimit(t *testing.T) {
 	if r.Status != StatusRuntimeError || r.Stats.Steps != 1001 {
 		t.Errorf("callbacks: %s steps=%d", describeResult(r), r.Stats.Steps)
 	}
-	// A request may raise the limit.
+	// A request may lower the limit, never raise it.
 	r, _ = engine.Execute(context.Background(), Request{Code: `for (let i = 0; i < 5000; i++); return 1`, Limits: Limits{MaxSteps: 10000}}, newTestHost(nil))
-	if r.Status != StatusOK {
+	if r.Status != StatusRuntimeError || !strings.Contains(r.Error.Message, "step limit of 1000 ") {
 		t.Errorf("raised limit: %s", describeResult(r))
+	}
+	r, _ = engine.Execute(context.Background(), Request{Code: `for (let i = 0; i < 500; i++); return 1`, Limits: Limits{MaxSteps: 100}}, newTestHost(nil))
+	if r.Status != StatusRuntimeError || !strings.Contains(r.Error.Message, "step limit of 100 ") {
+		t.Errorf("lowered limit: %s", describeResult(r))
 	}
 }
 
@@ -470,7 +474,23 @@ func TestNestingDepth(t *testing.T) {
 		want int
 	}{
 		{`f(a[1], {b: 2})`, 2},
-		{`"((((((((" + '[[[[' + "\"(("`, 0},
+		// Brackets in strings count towards the maximum (a misread quote
+		// must not hide code), not towards the depth after them.
+		{`"((((((((" + '[[[[' + "\"(("`, 8},
+		{`"(((" + f(x)`, 3},
+		// Regular-expression literals: their brackets and quotes are theirs.
+		{`s = s.replace(/\(/g, ''); t = f(a)`, 1},
+		{`/"/.test(s); f(g(h(x)))`, 3},
+		{"/`/.test(s); f(g(h(x)))", 3},
+		{`if (x) /\(/.test(y); f(g(x))`, 2},
+		{`x = a / (b) / c; f(g(x))`, 2},
+		{`x = f(a) / g(b) / 2`, 1},
+		{`function f() {} /\(/.test(s)`, 1},
+		{`const o = {a: 1} / 2; f(g(x))`, 2},
+		{`x = [1] / /[(]/.source.length`, 2},
+		{`const f = function () {} / 2`, 1},
+		// A "string" that runs into the end of its line is code.
+		{"x = 1 \"(( ; f(g(h(x)))\ny", 5},
 		{"`a ${ b({c: 1}) } (((`", 3},
 		{"// ((((((\n/* [[[[ */ x", 0},
 		{`!!!!!!x`, 3},
@@ -558,7 +578,9 @@ func TestNoGoroutineLeak(t *testing.T) {
 func TestHardDeadlineAbandonsStuckBuiltin(t *testing.T) {
 	e := NewInProcess(&Options{Limits: Limits{Timeout: 10 * time.Millisecond}}).(*InProcess)
 	// A backtracking regexp runs in Go for up to regexpMatchTimeout and
-	// ignores the interrupt meanwhile.
+	// ignores the interrupt meanwhile; a grace shorter than that stands for
+	// a built-in that would run longer.
+	e.grace = 20 * time.Millisecond
 	r, err := e.Execute(context.Background(), Request{Code: `return /^(a+)+\1$/.test("a".repeat(60) + "b")`}, newTestHost(nil))
 	if err != nil {
 		t.Fatal(err)

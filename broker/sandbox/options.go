@@ -24,6 +24,7 @@ const (
 var presets = map[string]Limits{
 	PresetLockedDown: {
 		Timeout:           2 * time.Second,
+		CPUTime:           2 * time.Second,
 		MaxSteps:          10_000,
 		MaxToolCalls:      20,
 		MaxCallDepth:      64,
@@ -36,6 +37,7 @@ var presets = map[string]Limits{
 	},
 	PresetSecure: {
 		Timeout:           3500 * time.Millisecond,
+		CPUTime:           3500 * time.Millisecond,
 		MaxSteps:          100_000,
 		MaxToolCalls:      100,
 		MaxCallDepth:      128,
@@ -48,6 +50,7 @@ var presets = map[string]Limits{
 	},
 	PresetBalanced: {
 		Timeout:           5 * time.Second,
+		CPUTime:           5 * time.Second,
 		MaxSteps:          1_000_000,
 		MaxToolCalls:      200,
 		MaxCallDepth:      256,
@@ -60,6 +63,7 @@ var presets = map[string]Limits{
 	},
 	PresetExperimental: {
 		Timeout:           30 * time.Second,
+		CPUTime:           30 * time.Second,
 		MaxSteps:          10_000_000,
 		MaxToolCalls:      1000,
 		MaxCallDepth:      512,
@@ -97,10 +101,12 @@ func PresetNames() []string {
 }
 
 // MergeLimits returns base with every non-zero field of override applied
-// ("zero field = keep"). AllowConsole can only be switched on by an override.
-// Both engines use it to apply Request.Limits over the engine's limits.
+// ("zero field = keep"), raising or lowering. AllowConsole can only be
+// switched on by an override. It is the operator's tool: Options.Limits over
+// a preset. A request's limits go through LowerLimits instead.
 func MergeLimits(base, override Limits) Limits {
 	keepPositive(&base.Timeout, override.Timeout)
+	keepPositive(&base.CPUTime, override.CPUTime)
 	keepPositive(&base.MaxSteps, override.MaxSteps)
 	keepPositive(&base.MaxToolCalls, override.MaxToolCalls)
 	keepPositive(&base.MaxCallDepth, override.MaxCallDepth)
@@ -114,6 +120,90 @@ func MergeLimits(base, override Limits) Limits {
 		base.AllowConsole = true
 	}
 	return base
+}
+
+// LowerLimits applies a request's limits to an engine's: every non-zero
+// field of req that is below the engine's value lowers it; nothing is
+// raised. Timeout is the exception (see Limits): a request's Timeout is
+// taken as given, while the running time stays within CPUTime. Both engines
+// apply Request.Limits with it.
+func LowerLimits(engine, req Limits) Limits {
+	out := engine
+	keepPositive(&out.Timeout, req.Timeout)
+	lower(&out.CPUTime, req.CPUTime)
+	lower(&out.MaxSteps, req.MaxSteps)
+	lower(&out.MaxToolCalls, req.MaxToolCalls)
+	lower(&out.MaxCallDepth, req.MaxCallDepth)
+	lower(&out.MaxSourceBytes, req.MaxSourceBytes)
+	lower(&out.MaxNestingDepth, req.MaxNestingDepth)
+	lower(&out.MaxResultBytes, req.MaxResultBytes)
+	lower(&out.MaxConsoleEntries, req.MaxConsoleEntries)
+	lower(&out.MaxConsoleBytes, req.MaxConsoleBytes)
+	lower(&out.MemoryBytes, req.MemoryBytes)
+	if req.AllowConsole {
+		out.AllowConsole = true
+	}
+	if out.CPUTime <= 0 || out.CPUTime > out.Timeout {
+		out.CPUTime = out.Timeout
+	}
+	return out
+}
+
+// CheckLimits reports the first field of req that exceeds the ceiling as a
+// *LimitError (code LIMIT_EXCEEDED), for layers that refuse such requests
+// instead of lowering them.
+func CheckLimits(ceiling, req Limits) error {
+	check := func(field string, v, max int64, unit string) error {
+		if v > 0 && max > 0 && v > max {
+			return &LimitError{Field: field, Value: v, Max: max, Unit: unit}
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		field  string
+		v, max int64
+		unit   string
+	}{
+		{"timeout", req.Timeout.Milliseconds(), ceiling.Timeout.Milliseconds(), "ms"},
+		{"cpuTime", req.CPUTime.Milliseconds(), ceiling.CPUTime.Milliseconds(), "ms"},
+		{"maxSteps", req.MaxSteps, ceiling.MaxSteps, ""},
+		{"maxToolCalls", int64(req.MaxToolCalls), int64(ceiling.MaxToolCalls), ""},
+		{"maxCallDepth", int64(req.MaxCallDepth), int64(ceiling.MaxCallDepth), ""},
+		{"maxResultBytes", int64(req.MaxResultBytes), int64(ceiling.MaxResultBytes), "bytes"},
+		{"memoryBytes", req.MemoryBytes, ceiling.MemoryBytes, "bytes"},
+	} {
+		if err := check(c.field, c.v, c.max, c.unit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CodeLimitExceeded is the code of a request that asks for more than the
+// operator's ceiling.
+const CodeLimitExceeded = "LIMIT_EXCEEDED"
+
+// LimitError is a request limit above its ceiling.
+type LimitError struct {
+	Field      string
+	Value, Max int64
+	Unit       string
+}
+
+func (e *LimitError) Error() string {
+	unit := ""
+	if e.Unit != "" {
+		unit = " " + e.Unit
+	}
+	return fmt.Sprintf("%s of %d%s exceeds the configured maximum of %d%s", e.Field, e.Value, unit, e.Max, unit)
+}
+
+// lower sets *dst to v when v is positive and below *dst (or *dst is 0,
+// unlimited).
+func lower[T int | int64 | time.Duration](dst *T, v T) {
+	if v > 0 && (*dst <= 0 || v < *dst) {
+		*dst = v
+	}
 }
 
 // keepPositive sets *dst to v when v is positive (a zero override keeps the
@@ -164,5 +254,15 @@ func (o *Options) resolve() (Limits, Sanitization, *zap.Logger) {
 		logger.Warn("unknown sandbox preset, using default", zap.String("preset", opts.Preset), zap.String("default", DefaultPreset))
 		base = presets[DefaultPreset]
 	}
-	return MergeLimits(base, opts.Limits), opts.Sanitization, logger
+	l := opts.Limits
+	if l.Timeout > 0 && l.CPUTime == 0 {
+		// vm.timeoutMs alone sets the script's time limit: running time
+		// included.
+		l.CPUTime = l.Timeout
+	}
+	merged := MergeLimits(base, l)
+	if merged.CPUTime > merged.Timeout {
+		merged.CPUTime = merged.Timeout
+	}
+	return merged, opts.Sanitization, logger
 }

@@ -58,14 +58,16 @@ func TestAttackSuiteWorkers(t *testing.T) {
 // meet the engine's own string cap first), and the pool serves the next
 // script.
 func TestWorkerMemoryBombs(t *testing.T) {
-	p := newRealPool(t, PoolOptions{MemoryBytes: 32 << 20})
+	// The engine's limits, not the request's: a request can only lower
+	// them.
+	slow := Limits{Timeout: 30 * time.Second, MaxSteps: 1 << 40}
+	p := newRealPool(t, PoolOptions{MemoryBytes: 32 << 20, Engine: &Options{Limits: slow}})
 	h := newTestHost(echoTools())
 	// The timeout is only a backstop: these cases assert that the cap stops
 	// the script, not how fast. Near the cap the collector runs constantly
 	// (the soft limit is 3/4 of it): under -race on a loaded 2-core machine
 	// "many medium strings" took 4.5 s to reach the cap, so the 5 s this
 	// test had let the timeout win.
-	slow := Limits{Timeout: 30 * time.Second, MaxSteps: 1 << 40}
 	for _, c := range []struct {
 		name, code string
 		codes      []string
@@ -77,7 +79,7 @@ func TestWorkerMemoryBombs(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
-			r, err := p.Execute(context.Background(), Request{Code: c.code, Limits: slow}, h)
+			r, err := p.Execute(context.Background(), Request{Code: c.code}, h)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +99,8 @@ func TestWorkerMemoryBombs(t *testing.T) {
 // half the cap succeeds, and the worker is replaced so that the next script
 // has the whole cap.
 func TestWorkerRecycledAfterHeavyScript(t *testing.T) {
-	e := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MaxSize: 1}, MemoryBytes: 64 << 20})
+	e := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MaxSize: 1}, MemoryBytes: 64 << 20,
+		Engine: &Options{Limits: Limits{Timeout: 10 * time.Second, MaxSteps: 1 << 40}}})
 	p := e.(*workerPool)
 	pids := func() map[int]bool {
 		p.mu.Lock()
@@ -112,8 +115,7 @@ func TestWorkerRecycledAfterHeavyScript(t *testing.T) {
 	wantOK(t, mustRun(t, p, "return 1", h), "1")
 	before := pids()
 	r, err := p.Execute(context.Background(), Request{
-		Code:   `const a = []; for (let i = 0; i < 4000; i++) a.push("x".repeat(1e4) + i); return a.length`,
-		Limits: Limits{Timeout: 10 * time.Second, MaxSteps: 1 << 40},
+		Code: `const a = []; for (let i = 0; i < 4000; i++) a.push("x".repeat(1e4) + i); return a.length`,
 	}, h)
 	if err != nil || r.Status != StatusOK {
 		t.Fatalf("heavy script: %v %s", err, describeResult(r))

@@ -9,7 +9,12 @@ package sandbox
 // plan that rewrites builtins only breaks itself.
 const preludeSource = `(function () {
 "use strict";
-return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLength, maxStringLength, maxResultBytes, maxConsoleBytes, hasGenerators) {
+return function setup(nat, contextJSON, cfg) {
+	const allowConsole = cfg.allowConsole, maxParallel = cfg.maxParallel, maxArrayLength = cfg.maxArrayLength,
+		maxStringLength = cfg.maxStringLength, maxResultBytes = cfg.maxResultBytes, maxConsoleBytes = cfg.maxConsoleBytes,
+		hasGenerators = cfg.hasGenerators, hasRegExps = cfg.hasRegExps, maxJSONDepth = cfg.maxJSONDepth,
+		maxErrorChars = cfg.maxErrorChars;
+	const step = nat.step;
 	const G = globalThis;
 	const O = Object;
 	const defineProperty = O.defineProperty;
@@ -17,6 +22,8 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	const freeze = O.freeze;
 	const isFrozen = O.isFrozen;
 	const keys = O.keys;
+	const getOwnPropertyDescriptor = O.getOwnPropertyDescriptor;
+	const reflectConstruct = Reflect.construct;
 	const apply = Reflect.apply;
 	const jsonParse = JSON.parse;
 	const jsonStringify = JSON.stringify;
@@ -24,7 +31,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	const PromiseC = Promise;
 	const promiseAll = Promise.all;
 	const promiseReject = Promise.reject;
-	const ErrorC = Error, TypeErrorC = TypeError, RangeErrorC = RangeError;
+	const ErrorC = Error, TypeErrorC = TypeError, RangeErrorC = RangeError, SyntaxErrorC = SyntaxError;
 	const StringC = String;
 	// Each builtin goja has not yet instantiated costs about a hundred
 	// allocations on first touch, so the prelude avoids Map, Set, WeakMap,
@@ -54,48 +61,245 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	delete G.eval;
 	delete G.Function;
 
-	// --- memory mitigations (goja built-ins ignore interrupts) ------------
+	// --- memory and CPU mitigations (goja built-ins ignore interrupts) -------
+	// A native built-in runs in Go: it ignores the interrupt that enforces
+	// the time limit and allocates without the heap watchdog seeing it. Each
+	// wrapper below converts what the built-in will read ONCE (lengths,
+	// counts, receivers, patterns), checks it, and hands the built-in the
+	// converted primitive or a snapshot, so a getter, valueOf or proxy that
+	// answers differently the second time cannot pass the check with a small
+	// value and the built-in with a huge one. Long loops that call back into
+	// code (callbacks, comparators, regular-expression scans) are driven so
+	// that JavaScript runs between steps and the interrupt is seen.
+	const SP = String.prototype, AP = Array.prototype, FP = getPrototypeOf(function () {});
+	const strSplit = SP.split;
+	const strIndexOf = SP.indexOf, strSlice = SP.slice;
+	const ProxyC = Proxy, proxyRevocable = Proxy.revocable;
+	let proxies; // the proxies this runtime made (a WeakSet once one exists)
+	function remember(p) {
+		if (proxies === undefined) proxies = new WeakSet();
+		proxies.add(p);
+	}
+	function isProxy(x) { return proxies !== undefined && x !== null && typeof x === "object" && proxies.has(x); }
+	{
+		const P = {Proxy: function Proxy(target, handler) {
+			if (new.target === undefined) throw new TypeErrorC("Constructor Proxy requires 'new'");
+			const p = new ProxyC(target, handler);
+			remember(p);
+			return p;
+		}}.Proxy;
+		defineProperty(P, "revocable", {value: function revocable(target, handler) {
+			const r = apply(proxyRevocable, ProxyC, [target, handler]);
+			remember(r.proxy);
+			return r;
+		}, writable: true, enumerable: false, configurable: true});
+		defineProperty(G, "Proxy", {value: P, writable: true, enumerable: false, configurable: true});
+	}
+	// A genuine array's length is a data property no getter or trap can vary.
+	const genuine = (x) => isArray(x) && !isProxy(x);
+	// clip bounds text the engine passes on (error messages, names).
+	function clip(s, n) {
+		return s.length > n ? apply(strSlice, s, [0, n]) + "... (" + (s.length - n) + " more characters)" : s;
+	}
 	function tooLong(what, n) {
 		throw new RangeErrorC(what + " of " + n + " exceeds the sandbox limit of " + (what.indexOf("array") >= 0 ? maxArrayLength : maxStringLength));
 	}
+	// Stacks a script sees never show the engine's own frames.
+	const stackFile = "prelude.js";
+	function scrub(e) {
+		if (e !== null && typeof e === "object" && e instanceof ErrorC) {
+			try {
+				const s = e.stack;
+				if (typeof s === "string" && apply(strIndexOf, s, [stackFile]) >= 0) {
+					const lines = apply(strSplit, s, ["\n"]), kept = [];
+					for (let i = 0; i < lines.length; i++) if (apply(strIndexOf, lines[i], [stackFile]) < 0) kept[kept.length] = lines[i];
+					e.stack = apply(arrayJoin, kept, ["\n"]);
+				}
+			} catch (_) {}
+		}
+		return e;
+	}
 	const wrapDesc = {value: undefined, writable: true, enumerable: false, configurable: true};
+	// wrap replaces obj[name] by a function that runs check(this, args)
+	// first; check may rewrite args and returns the receiver to use
+	// (undefined keeps this).
 	function wrap(obj, name, check) {
 		const orig = obj[name];
 		if (typeof orig !== "function") return;
-		wrapDesc.value = function (...args) { check(this, args); return apply(orig, this, args); };
+		wrapDesc.value = function (...args) {
+			// Like the built-ins, the wrappers cannot be called with new.
+			if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+			try {
+				const t = check(this, args, name);
+				return apply(orig, t === undefined ? this : t, args);
+			} catch (e) {
+				throw scrub(e);
+			}
+		};
 		defineProperty(obj, name, wrapDesc);
 	}
+	// toNum is ToNumber, run once (valueOf runs once; BigInt and Symbol
+	// throw as in the built-in).
+	const toNum = (v) => +v;
 	// lenOf is the length a built-in would use (ToNumber of .length, so
-	// {length: "1e9"} counts as 1e9).
+	// {length: "1e9"} counts as 1e9), read once.
 	function lenOf(x) {
 		if (x === null || x === undefined) return 0;
 		const l = x.length;
 		if (typeof l === "number") return l;
-		if (l === undefined || typeof l === "symbol" || typeof l === "bigint") return 0;
-		const n = NumberC(l);
+		if (l === undefined) return 0;
+		const n = toNum(l);
 		return n === n ? n : 0;
 	}
-	const SP = String.prototype, AP = Array.prototype, FP = getPrototypeOf(function () {});
-	wrap(SP, "repeat", (s, a) => { const n = StringC(s).length * NumberC(a[0]); if (n > maxStringLength) tooLong("string length", n); });
-	wrap(SP, "padStart", (s, a) => { const n = NumberC(a[0]); if (n > maxStringLength) tooLong("string length", n); });
-	wrap(SP, "padEnd", (s, a) => { const n = NumberC(a[0]); if (n > maxStringLength) tooLong("string length", n); });
-	// Every array method loops in Go over the receiver's length, which a
-	// sparse array can set to 2^32-1 for free: check it first.
-	const checkArray = (t) => { const n = lenOf(t); if (n > maxArrayLength) tooLong("array length", n); };
-	const apNames = ["at", "copyWithin", "entries", "every", "fill", "filter", "find", "findIndex", "findLast", "findLastIndex",
-		"flatMap", "forEach", "includes", "indexOf", "keys", "lastIndexOf", "map", "reduce", "reduceRight", "reverse",
-		"shift", "slice", "some", "sort", "splice", "toLocaleString", "toReversed", "toSorted", "toSpliced", "toString",
-		"unshift", "values", "with"];
-	const apSymbols = getOwnPropertySymbols(AP);
-	for (let i = 0; i < apSymbols.length; i++) {
-		if (AP[apSymbols[i]] === AP.values) apply(arrayPush, apNames, [apSymbols[i]]); // Symbol.iterator
+	function toLen(n) {
+		if (!(n > 0)) return 0;
+		return n > 9007199254740991 ? 9007199254740991 : mathFloor(n);
 	}
-	for (let i = 0; i < apNames.length; i++) wrap(AP, apNames[i], checkArray);
-	wrap(AP, "concat", (t, a) => {
-		let n = lenOf(t);
-		// Any object may be spreadable (Symbol.isConcatSpreadable).
-		for (let i = 0; i < a.length; i++) n += a[i] !== null && typeof a[i] === "object" ? lenOf(a[i]) : 1;
+	// snapshot copies an array-like into a genuine array, reading each
+	// index once (holes stay holes).
+	function snapshot(o, n) {
+		const a = [];
+		for (let i = 0; i < n; i++) if (i in o) a[i] = o[i];
+		a.length = n;
+		return a;
+	}
+	// arrayThis checks the receiver of an Array.prototype method. Genuine
+	// arrays are checked in place; proxies and array-likes are read once
+	// into a snapshot the built-in works on (mutating methods refuse them,
+	// since a snapshot would not show the mutation).
+	function arrayThis(t, mutates, name) {
+		if (genuine(t)) {
+			if (t.length > maxArrayLength) tooLong("array length", t.length);
+			return t;
+		}
+		if (t === null || t === undefined) return undefined; // the built-in throws
+		const o = O(t);
+		if (mutates) {
+			if (isProxy(o) || !plainLength(o)) throw new TypeErrorC("Array.prototype." + name + " on a proxy or on an array-like with a computed length is not supported in the sandbox");
+			const n = lenOf(o);
+			if (n > maxArrayLength) tooLong("array length", n);
+			return o;
+		}
+		const n = toLen(lenOf(o));
 		if (n > maxArrayLength) tooLong("array length", n);
+		return snapshot(o, n);
+	}
+	// plainLength: length is a data property holding a primitive.
+	function plainLength(o) {
+		for (let p = o; p !== null; p = getPrototypeOf(p)) {
+			if (isProxy(p)) return false;
+			const d = getOwnPropertyDescriptor(p, "length");
+			if (d !== undefined) return "value" in d && (d.value === null || typeof d.value !== "object");
+		}
+		return true;
+	}
+	// Native functions as callbacks run in Go without a step; they get a
+	// JavaScript wrapper that counts one step per call and lets the
+	// interrupt stop the loop.
+	const fnToString = FP.toString;
+	function callback(f) {
+		if (typeof f !== "function") return f;
+		let s = "[native code]";
+		try { s = apply(fnToString, f, []); } catch (_) {}
+		if (s.length > 200 || apply(strIndexOf, s, ["[native code]"]) < 0) return f;
+		return function (...args) { step(); return apply(f, this, args); };
+	}
+	// str is ToString of a String.prototype receiver, once.
+	const str = (t) => (t === null || t === undefined) ? t : StringC(t);
+	wrap(SP, "repeat", (t, a) => {
+		const s = str(t), n = toNum(a[0]);
+		a[0] = n;
+		if (s !== undefined && s !== null && s.length * n > maxStringLength) tooLong("string length", s.length * n);
+		return s;
+	});
+	const checkPad = (t, a) => {
+		const s = str(t), n = toNum(a[0]);
+		a[0] = n;
+		if (a.length > 1 && a[1] !== undefined) a[1] = StringC(a[1]);
+		if (n > maxStringLength) tooLong("string length", n);
+		return s;
+	};
+	wrap(SP, "padStart", checkPad);
+	wrap(SP, "padEnd", checkPad);
+	// Every array method loops in Go over the receiver's length, which a
+	// sparse array can set to 2^32-1 for free.
+	const readOnly = ["at", "entries", "every", "filter", "find", "findIndex", "findLast", "findLastIndex",
+		"forEach", "includes", "indexOf", "keys", "lastIndexOf", "map", "reduce", "reduceRight",
+		"slice", "some", "toLocaleString", "toReversed", "toSpliced", "toString", "values", "with"];
+	const mutating = ["copyWithin", "fill", "reverse", "shift", "splice", "unshift"];
+	// Methods whose first argument is a callback.
+	const withCallback = ["every", "filter", "find", "findIndex", "findLast", "findLastIndex", "forEach", "map", "reduce", "reduceRight", "some"];
+	const apSymbols = getOwnPropertySymbols(AP);
+	const symbolNames = [];
+	for (let i = 0; i < apSymbols.length; i++) {
+		if (AP[apSymbols[i]] === AP.values) { apply(arrayPush, readOnly, [apSymbols[i]]); apply(arrayPush, symbolNames, ["[Symbol.iterator]"]); }
+	}
+	const checkReadOnly = (t) => arrayThis(t, false, "");
+	const checkWithCallback = (t, a) => {
+		a[0] = callback(a[0]);
+		return arrayThis(t, false, "");
+	};
+	const checkMutating = (t, a, name) => arrayThis(t, true, name);
+	for (let i = 0; i < readOnly.length; i++) {
+		wrap(AP, readOnly[i], apply(arrayIndexOf, withCallback, [readOnly[i]]) >= 0 ? checkWithCallback : checkReadOnly);
+	}
+	for (let i = 0; i < mutating.length; i++) wrap(AP, mutating[i], checkMutating);
+	// sort: past sortNativeMax elements the default order runs as a
+	// JavaScript comparator, so a huge native sort can be interrupted.
+	const sortNativeMax = 10000;
+	function defaultCompare(x, y) {
+		const a = StringC(x), b = StringC(y);
+		return a < b ? -1 : a > b ? 1 : 0;
+	}
+	const checkSort = (mutates, name) => (t, a) => {
+		const r = arrayThis(t, mutates, name);
+		const n = r === undefined ? 0 : lenOf(r);
+		if (a[0] === undefined) {
+			if (n > sortNativeMax) a[0] = defaultCompare;
+		} else {
+			a[0] = callback(a[0]);
+		}
+		return r;
+	};
+	wrap(AP, "sort", checkSort(true, "sort"));
+	wrap(AP, "toSorted", checkSort(false, "toSorted"));
+	// concat: whether an argument spreads (Symbol.isConcatSpreadable, which a
+	// getter may answer differently each time) and its length are read once
+	// here; the built-in then gets arguments whose answer cannot change: a
+	// plain genuine array, a snapshot, or [v] for a value that does not
+	// spread (a one-element array spreads to exactly v).
+	let isSpreadableSym;
+	function noSpreadSymbol(v) {
+		if (getPrototypeOf(v) !== AP || getOwnPropertyDescriptor(v, isSpreadableSym) !== undefined) return false;
+		return getOwnPropertyDescriptor(AP, isSpreadableSym) === undefined && getOwnPropertyDescriptor(O.prototype, isSpreadableSym) === undefined;
+	}
+	wrap(AP, "concat", (t, a) => {
+		const r = arrayThis(t, false, "concat");
+		let n = r === undefined ? 0 : r.length;
+		for (let i = 0; i < a.length; i++) {
+			const v = a[i];
+			if (v === null || (typeof v !== "object" && typeof v !== "function")) {
+				n++;
+				continue;
+			}
+			if (isSpreadableSym === undefined) isSpreadableSym = Symbol.isConcatSpreadable;
+			const s = v[isSpreadableSym];
+			if (s !== undefined ? !!s : isArray(v)) {
+				if (genuine(v) && noSpreadSymbol(v)) {
+					n += v.length;
+				} else {
+					const k = toLen(lenOf(v));
+					if (n + k > maxArrayLength) tooLong("array length", n + k);
+					a[i] = snapshot(v, k);
+					n += k;
+				}
+			} else {
+				a[i] = [v];
+				n++;
+			}
+			if (n > maxArrayLength) tooLong("array length", n);
+		}
+		return r;
 	});
 	// join converts each element once here (so toString and getters run
 	// once, as in the native join) and counts the output before the native
@@ -103,124 +307,407 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	// whose toString returns one.
 	const origJoin = AP.join;
 	const joining = [];
-	wrapDesc.value = function join(sep) {
-		const o = O(this);
-		for (let i = 0; i < joining.length; i++) if (joining[i] === o) return ""; // cycle, as goja does
-		const n = lenOf(o);
-		if (n > maxArrayLength) tooLong("array length", n);
-		const s = sep === undefined ? "," : StringC(sep);
-		let total = n > 0 ? s.length * (n - 1) : 0;
-		if (total > maxStringLength) tooLong("string length", total);
-		const parts = [];
-		joining[joining.length] = o;
+	wrapDesc.value = function (sep) {
+		if (new.target !== undefined) throw new TypeErrorC("not a constructor");
 		try {
-			for (let i = 0; i < n; i++) {
-				const v = o[i];
-				const str = v === undefined || v === null ? "" : StringC(v);
-				total += str.length;
-				if (total > maxStringLength) tooLong("string length", total);
-				parts[i] = str;
+			const o = O(this);
+			for (let i = 0; i < joining.length; i++) if (joining[i] === o) return ""; // cycle, as goja does
+			const n = toLen(lenOf(o));
+			if (n > maxArrayLength) tooLong("array length", n);
+			const s = sep === undefined ? "," : StringC(sep);
+			let total = n > 0 ? s.length * (n - 1) : 0;
+			if (total > maxStringLength) tooLong("string length", total);
+			const parts = [];
+			joining[joining.length] = o;
+			try {
+				for (let i = 0; i < n; i++) {
+					const v = o[i];
+					const text = v === undefined || v === null ? "" : StringC(v);
+					total += text.length;
+					if (total > maxStringLength) tooLong("string length", total);
+					parts[i] = text;
+				}
+			} finally {
+				joining.length--;
 			}
-		} finally {
-			joining.length--;
+			return apply(origJoin, parts, [s]);
+		} catch (e) {
+			throw scrub(e);
 		}
-		return apply(origJoin, parts, [s]);
 	};
 	defineProperty(AP, "join", wrapDesc);
-	// flat expands shared references: [s, s] nested 40 times flattens to
-	// 2^40 elements from a few bytes. Count before flattening.
-	function flatCount(arr, depth, acc) {
-		const n = lenOf(arr);
+	// flat and flatMap expand shared references ([s, s] nested 40 times
+	// flattens to 2^40 elements from a few bytes) and read nested lengths
+	// again: they are done here, in JavaScript, counting as they go.
+	function flatInto(out, src, depth) {
+		const n = toLen(lenOf(src));
+		if (n > maxArrayLength) tooLong("array length", n);
 		for (let i = 0; i < n; i++) {
-			const v = arr[i];
-			if (depth >= 1 && isArray(v)) acc = flatCount(v, depth - 1, acc);
-			else acc++;
-			if (acc > maxArrayLength) tooLong("flattened array length", acc);
+			if (!(i in src)) continue;
+			const v = src[i];
+			if (depth > 0 && isArray(v)) flatInto(out, v, depth - 1);
+			else {
+				if (out.length >= maxArrayLength) tooLong("flattened array length", out.length + 1);
+				out[out.length] = v;
+			}
 		}
-		return acc;
 	}
-	wrap(AP, "flat", (t, a) => {
-		checkArray(t);
-		let depth = a[0] === undefined ? 1 : NumberC(a[0]);
-		if (depth !== depth) depth = 0;
-		flatCount(t, depth, 0);
-	});
+	defineProperty(AP, "flat", {value: function (depth) {
+		if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+		try {
+			const o = O(this);
+			let d = depth === undefined ? 1 : toNum(depth);
+			if (d !== d) d = 0;
+			const out = [];
+			flatInto(out, o, d);
+			return out;
+		} catch (e) {
+			throw scrub(e);
+		}
+	}, writable: true, enumerable: false, configurable: true});
+	defineProperty(AP, "flatMap", {value: function (fn, thisArg) {
+		if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+		try {
+			const o = O(this);
+			if (typeof fn !== "function") throw new TypeErrorC("flatMap mapper function is not callable");
+			const n = toLen(lenOf(o));
+			if (n > maxArrayLength) tooLong("array length", n);
+			const out = [];
+			for (let i = 0; i < n; i++) {
+				if (!(i in o)) continue;
+				const v = apply(fn, thisArg, [o[i], i, o]);
+				if (isArray(v)) flatInto(out, v, 0);
+				else {
+					if (out.length >= maxArrayLength) tooLong("flattened array length", out.length + 1);
+					out[out.length] = v;
+				}
+			}
+			return out;
+		} catch (e) {
+			throw scrub(e);
+		}
+	}, writable: true, enumerable: false, configurable: true});
 	// Splitting, matching and replacing produce, in one Go call, arrays of up
 	// to one element per character and strings of up to (matches x
 	// replacement) characters. Bound them before the call.
-	const strIndexOf = SP.indexOf;
 	const indexOfCall = FP.call.bind(strIndexOf); // (str, pat, from), no argument array
-	function countOccurrences(str, pat, max) {
+	function countOccurrences(s, pat, max) {
 		let n = 0, i = 0;
-		while ((i = indexOfCall(str, pat, i)) >= 0) {
+		while ((i = indexOfCall(s, pat, i)) >= 0) {
 			if (++n > max) break;
 			i += pat.length;
 		}
 		return n;
 	}
+	// Regular expressions: goja runs patterns with lookaround or
+	// backreferences on a backtracking matcher whose scans are bounded one
+	// by one (regexpMatchTimeout) but which a native split, match or
+	// replace runs once per match, in Go. For such patterns the loop over
+	// matches runs here instead, a step per scan.
+	const objToString = O.prototype.toString;
+	const isRegExp = (v) => v !== null && typeof v === "object" && apply(objToString, v, []) === "[object RegExp]";
+	// The loops over scans are built on first use: each function a runtime
+	// creates costs set-up time, and most plans never use them.
+	let reTools;
+	function regexpTools() {
+		if (reTools !== undefined) return reTools;
+		function backtracks(src) {
+			if (apply(strIndexOf, src, ["(?="]) >= 0 || apply(strIndexOf, src, ["(?!"]) >= 0 ||
+				apply(strIndexOf, src, ["(?<="]) >= 0 || apply(strIndexOf, src, ["(?<!"]) >= 0 || apply(strIndexOf, src, ["\\k<"]) >= 0) return true;
+			for (let i = apply(strIndexOf, src, ["\\"]); i >= 0; i = apply(strIndexOf, src, ["\\", i + 2])) {
+				const c = src[i + 1];
+				if (c >= "1" && c <= "9") return true;
+			}
+			for (let i = apply(strIndexOf, src, ["{"]); i >= 0; i = apply(strIndexOf, src, ["{", i + 1])) {
+				let j = i + 1;
+				while (src[j] >= "0" && src[j] <= "9") j++;
+				if (j - i > 4) return true; // a repeat count Go's engine refuses
+			}
+			return false;
+		}
+		function advance(s, i, unicode) {
+			if (!unicode || i + 1 >= s.length) return i + 1;
+			const c = s.charCodeAt(i);
+			return c >= 0xd800 && c <= 0xdbff ? i + 2 : i + 1;
+		}
+		function execOnce(re, s) {
+			step();
+			const exec = re.exec;
+			if (typeof exec !== "function") throw new TypeErrorC("RegExp exec method is not a function");
+			const m = apply(exec, re, [s]);
+			if (m !== null && (typeof m !== "object")) throw new TypeErrorC("RegExp exec method returned something other than an Object or null");
+			return m;
+		}
+		// allMatches runs a global regexp over s (RegExpBuiltinExec's loop).
+		function allMatches(re, s) {
+			const unicode = apply(strIndexOf, StringC(re.flags), ["u"]) >= 0;
+			re.lastIndex = 0;
+			const out = [];
+			for (;;) {
+				const m = execOnce(re, s);
+				if (m === null) return out;
+				if (out.length >= maxArrayLength) tooLong("array length", out.length + 1);
+				out[out.length] = m;
+				if (StringC(m[0]) === "") re.lastIndex = advance(s, toLen(re.lastIndex), unicode);
+			}
+		}
+		function slowMatch(re, s) {
+			if (apply(strIndexOf, StringC(re.flags), ["g"]) < 0) return execOnce(re, s);
+			const ms = allMatches(re, s), out = [];
+			for (let i = 0; i < ms.length; i++) out[i] = StringC(ms[i][0]);
+			return out.length === 0 ? null : out;
+		}
+		function slowSplit(re, s, limit) {
+			const lim = limit === undefined ? 4294967295 : limit >>> 0;
+			const out = [];
+			if (lim === 0) return out;
+			let flags = StringC(re.flags);
+			const unicode = apply(strIndexOf, flags, ["u"]) >= 0;
+			if (apply(strIndexOf, flags, ["g"]) < 0) flags += "g";
+			flags = apply(arrayJoin, apply(strSplit, flags, ["y"]), [""]);
+			const rx = newRegExp(re, flags);
+			const size = s.length;
+			if (size === 0) {
+				rx.lastIndex = 0;
+				const m = execOnce(rx, s);
+				return m !== null && m.index === 0 ? out : [s];
+			}
+			let p = 0, q = 0;
+			while (q < size) {
+				rx.lastIndex = q;
+				const m = execOnce(rx, s);
+				if (m === null) break;
+				const i = toLen(m.index);
+				if (i >= size) break;
+				let e = toLen(rx.lastIndex);
+				if (e > size) e = size;
+				if (e === p) {
+					q = advance(s, i, unicode);
+					continue;
+				}
+				out[out.length] = apply(strSlice, s, [p, i]);
+				if (out.length === lim) return out;
+				const k = lenOf(m);
+				for (let j = 1; j < k; j++) {
+					out[out.length] = m[j];
+					if (out.length === lim) return out;
+				}
+				if (out.length > maxArrayLength) tooLong("array length", out.length);
+				p = e;
+				q = p;
+			}
+			out[out.length] = apply(strSlice, s, [p, size]);
+			return out;
+		}
+		// slowMatchAll is matchAll's iterator with next() in JavaScript, so a
+		// spread of it (a loop in Go) still runs JavaScript between scans.
+		function slowMatchAll(re, s) {
+			const flags = StringC(re.flags);
+			if (apply(strIndexOf, flags, ["g"]) < 0) throw new TypeErrorC("matchAll must be called with a global RegExp");
+			const rx = newRegExp(re, flags);
+			rx.lastIndex = toLen(re.lastIndex);
+			const unicode = apply(strIndexOf, flags, ["u"]) >= 0;
+			let done = false;
+			if (iteratorSym === undefined) iteratorSym = Symbol.iterator;
+			const it = {next() {
+				if (done) return {value: undefined, done: true};
+				const m = execOnce(rx, s);
+				if (m === null) {
+					done = true;
+					return {value: undefined, done: true};
+				}
+				if (StringC(m[0]) === "") rx.lastIndex = advance(s, toLen(rx.lastIndex), unicode);
+				return {value: m, done: false};
+			}};
+			it[iteratorSym] = function () { return this; };
+			return it;
+		}
+		// substitution is GetSubstitution: $$, $&, $ plus backquote and $', $n and $nn, $<name>.
+		function substitution(matched, s, pos, caps, named, repl) {
+			let out = "";
+			for (let i = 0; i < repl.length; i++) {
+				const c = repl[i];
+				if (c !== "$" || i + 1 >= repl.length) { out += c; continue; }
+				const d = repl[i + 1];
+				if (d === "$") { out += "$"; i++; }
+				else if (d === "&") { out += matched; i++; }
+				else if (d === "\x60") { out += apply(strSlice, s, [0, pos]); i++; }
+				else if (d === "'") { out += apply(strSlice, s, [pos + matched.length]); i++; }
+				else if (d >= "0" && d <= "9") {
+					const two = i + 2 < repl.length && repl[i + 2] >= "0" && repl[i + 2] <= "9" ? +(d + repl[i + 2]) : -1;
+					if (two >= 1 && two <= caps.length) { const v = caps[two - 1]; out += v === undefined ? "" : v; i += 2; }
+					else if (+d >= 1 && +d <= caps.length) { const v = caps[+d - 1]; out += v === undefined ? "" : v; i++; }
+					else out += "$";
+				} else if (d === "<" && named !== undefined) {
+					const end = apply(strIndexOf, repl, [">", i + 2]);
+					if (end < 0) { out += "$"; continue; }
+					const v = named[apply(strSlice, repl, [i + 2, end])];
+					out += v === undefined ? "" : StringC(v);
+					i = end;
+				} else out += "$";
+				if (out.length > maxStringLength) tooLong("string length", out.length);
+			}
+			return out;
+		}
+		function slowReplace(re, s, repl) {
+			const global = apply(strIndexOf, StringC(re.flags), ["g"]) >= 0;
+			let ms;
+			if (global) ms = allMatches(re, s);
+			else { const m = execOnce(re, s); ms = m === null ? [] : [m]; }
+			const fn = typeof repl === "function" ? repl : undefined;
+			const replText = fn === undefined ? StringC(repl) : "";
+			let acc = "", next = 0;
+			for (let i = 0; i < ms.length; i++) {
+				const m = ms[i];
+				const matched = StringC(m[0]);
+				let pos = toLen(toNum(m.index));
+				if (pos > s.length) pos = s.length;
+				const caps = [], k = toLen(lenOf(m));
+				for (let j = 1; j < k; j++) caps[j - 1] = m[j] === undefined ? undefined : StringC(m[j]);
+				let named = m.groups;
+				let r;
+				if (fn !== undefined) {
+					const args = [matched];
+					for (let j = 0; j < caps.length; j++) args[args.length] = caps[j];
+					args[args.length] = pos;
+					args[args.length] = s;
+					if (named !== undefined) args[args.length] = named;
+					r = StringC(apply(fn, undefined, args));
+				} else {
+					if (named !== undefined) named = O(named);
+					r = substitution(matched, s, pos, caps, named, replText);
+				}
+				if (pos >= next) {
+					acc += apply(strSlice, s, [next, pos]) + r;
+					next = pos + matched.length;
+				}
+				if (acc.length > maxStringLength) tooLong("string length", acc.length);
+			}
+			if (next >= s.length) return acc;
+			acc += apply(strSlice, s, [next]);
+			if (acc.length > maxStringLength) tooLong("string length", acc.length);
+			return acc;
+		}
+		reTools = {backtracks: backtracks, slowMatch: slowMatch, slowSplit: slowSplit, slowMatchAll: slowMatchAll, slowReplace: slowReplace};
+		return reTools;
+	}
+	const slow = (re) => isRegExp(re) && regexpTools().backtracks(StringC(re.source));
+	// newRegExp is set below when the plan can make regexps at all.
+	let newRegExp = (re, flags) => { const C = getPrototypeOf(re).constructor; return new C(re, flags); };
+	// Patterns given as strings become regular expressions inside the
+	// built-in: their size and nesting are checked first (regexp2's
+	// analyzer recurses once per group).
+	function checkPattern(p) {
+		const msg = nat.pattern(p);
+		if (msg !== "") throw new SyntaxErrorC("Invalid regular expression: " + msg);
+	}
+	// wrapRe wraps a String.prototype method taking a pattern: slow
+	// regexps take the loop above, strings are checked as patterns when
+	// the method compiles them.
+	function wrapRe(name, impl, compiles) {
+		const orig = SP[name];
+		wrapDesc.value = function (...args) {
+			if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+			try {
+				if (this === null || this === undefined) return apply(orig, this, args);
+				const pat = args[0];
+				if (impl !== undefined && slow(pat)) return impl(pat, StringC(this), args);
+				const s = StringC(this);
+				if (compiles && (pat === undefined || pat === null || typeof pat !== "object")) checkPattern(pat === undefined ? "(?:)" : StringC(pat));
+				return apply(orig, s, args);
+			} catch (e) {
+				throw scrub(e);
+			}
+		};
+		defineProperty(SP, name, wrapDesc);
+	}
+	wrapRe("match", (re, s) => regexpTools().slowMatch(re, s), true);
+	wrapRe("matchAll", (re, s) => regexpTools().slowMatchAll(re, s), true);
+	wrapRe("search", undefined, true);
+	wrapRe("split", (re, s, a) => regexpTools().slowSplit(re, s, a[1]), false);
+	wrapRe("replace", (re, s, a) => regexpTools().slowReplace(re, s, a[1]), false);
+	wrapRe("replaceAll", (re, s, a) => {
+		if (apply(strIndexOf, StringC(re.flags), ["g"]) < 0) throw new TypeErrorC("replaceAll must be called with a global RegExp");
+		return regexpTools().slowReplace(re, s, a[1]);
+	}, false);
 	wrap(SP, "split", (t, a) => {
-		const str = StringC(t), sep = a[0];
-		if (str.length < maxArrayLength || sep === undefined) return;
-		const n = typeof sep === "string" && sep.length > 0 ? countOccurrences(str, sep, maxArrayLength) + 1 : str.length + 1;
+		const s = str(t), sep = a[0];
+		if (s === undefined || s === null) return s;
+		if (sep === undefined || (sep !== null && typeof sep === "object")) {
+			if (s.length >= maxArrayLength && sep !== undefined) tooLong("array length", s.length + 1);
+			return s;
+		}
+		a[0] = StringC(sep);
+		if (s.length < maxArrayLength) return s;
+		const n = a[0].length > 0 ? countOccurrences(s, a[0], maxArrayLength) + 1 : s.length + 1;
 		if (n > maxArrayLength) tooLong("array length", n);
+		return s;
 	});
 	const checkMatchAll = (t, a) => {
-		const str = StringC(t);
-		if (str.length >= maxArrayLength && (typeof a[0] !== "object" || a[0] === null || a[0].global !== false)) tooLong("array length", str.length + 1);
+		const s = str(t);
+		if (s !== undefined && s !== null && s.length >= maxArrayLength && (typeof a[0] !== "object" || a[0] === null || a[0].global !== false)) tooLong("array length", s.length + 1);
+		return s;
 	};
 	wrap(SP, "match", checkMatchAll);
 	wrap(SP, "matchAll", checkMatchAll);
 	function checkReplace(t, a, all) {
-		const str = StringC(t), pat = a[0], repl = a[1];
+		const s = str(t), pat = a[0], repl = a[1];
+		if (s === undefined || s === null) return s;
+		const isObj = pat !== null && typeof pat === "object";
+		if (!isObj) a[0] = StringC(pat);
 		if (typeof repl === "function") {
-			let total = str.length;
+			let total = s.length;
 			a[1] = function (...m) {
 				const r = StringC(apply(repl, this, m));
 				total += r.length;
 				if (total > maxStringLength) tooLong("string length", total);
 				return r;
 			};
-			return;
+			return s;
 		}
 		const r = StringC(repl);
+		a[1] = r;
 		// Any object pattern is treated as a regular expression.
-		const isObj = pat !== null && typeof pat === "object";
 		const global = all || (isObj && pat.global !== false);
 		// $1, $& and $<name> expand to text of the matches, which do not
-		// overlap: at most str.length per "$" in all. "$" + backquote and $'
+		// overlap: at most s.length per "$" in all. "$" + backquote and $'
 		// expand to a prefix or suffix of the string per match.
 		let dollars = 0, perMatch = r.length;
 		for (let i = apply(strIndexOf, r, ["$"]); i >= 0; i = apply(strIndexOf, r, ["$", i + 1])) {
 			const next = r[i + 1];
-			if (next === "\x60" || next === "'") perMatch += str.length;
+			if (next === "\x60" || next === "'") perMatch += s.length;
 			else dollars++;
 		}
-		const fixed = str.length + dollars * str.length;
+		const fixed = s.length + dollars * s.length;
 		if (fixed > maxStringLength) tooLong("string length", fixed);
 		if (!global || perMatch === 0) {
 			if (fixed + perMatch > maxStringLength) tooLong("string length", fixed + perMatch);
-			return;
+			return s;
 		}
 		// Count matches only as far as needed to exceed the limit.
 		const needed = mathFloor((maxStringLength - fixed) / perMatch) + 1;
-		const p = isObj ? "" : StringC(pat);
-		const matches = p === "" ? str.length + 1 : countOccurrences(str, p, needed);
+		const p = isObj ? "" : a[0];
+		const matches = p === "" ? s.length + 1 : countOccurrences(s, p, needed);
 		if (matches >= needed) tooLong("string length", fixed + matches * perMatch);
+		return s;
 	}
 	wrap(SP, "replace", (t, a) => checkReplace(t, a, false));
 	wrap(SP, "replaceAll", (t, a) => checkReplace(t, a, true));
 	// concat and String.raw convert their arguments once here and count.
 	wrap(SP, "concat", (t, a) => {
-		let n = StringC(t).length;
+		const s = str(t);
+		if (s === undefined || s === null) return s;
+		let n = s.length;
 		for (let i = 0; i < a.length; i++) {
 			a[i] = StringC(a[i]);
 			n += a[i].length;
 			if (n > maxStringLength) tooLong("string length", n);
 		}
+		return s;
 	});
 	wrap(StringC, "raw", (t, a) => {
 		const raw = a[0] === undefined || a[0] === null ? undefined : a[0].raw;
-		const parts = lenOf(raw);
+		const parts = toLen(lenOf(raw));
 		if (parts > maxArrayLength) tooLong("array length", parts);
 		if (parts === 0) return;
 		const strs = [];
@@ -237,16 +724,118 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		a[0] = {raw: strs};
 	});
 	// Percent-encoding writes up to 9 characters per UTF-16 unit.
-	const checkEncode = (t, a) => { const n = StringC(a[0]).length * 9; if (n > maxStringLength) tooLong("string length", n); };
+	const checkEncode = (t, a) => {
+		a[0] = StringC(a[0]);
+		const n = a[0].length * 9;
+		if (n > maxStringLength) tooLong("string length", n);
+	};
 	wrap(G, "encodeURIComponent", checkEncode);
 	wrap(G, "encodeURI", checkEncode);
 	wrap(G, "escape", checkEncode);
-	wrap(Array, "from", (t, a) => { const n = lenOf(a[0]); if (n > maxArrayLength) tooLong("array length", n); });
-	// Spreading an argument list copies it in Go.
-	wrap(getPrototypeOf(function () {}), "apply", (t, a) => { const n = lenOf(a[1]); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(Reflect, "apply", (t, a) => { const n = lenOf(a[2]); if (n > maxArrayLength) tooLong("array length", n); });
-	wrap(Reflect, "construct", (t, a) => { const n = lenOf(a[1]); if (n > maxArrayLength) tooLong("array length", n); });
+	// Strings as array-likes: one element or key per character.
+	const checkStringArg = (v) => {
+		if ((typeof v === "string" || v instanceof StringC) && v.length > maxArrayLength) tooLong("array length", v.length);
+	};
 	const ArrayC = Array;
+	wrap(ArrayC, "from", (t, a) => {
+		const src = a[0];
+		if (a.length > 1) a[1] = callback(a[1]);
+		if (src === null || src === undefined) return;
+		if (typeof src === "string" || src instanceof StringC) { checkStringArg(src); return; }
+		if (genuine(src)) { if (src.length > maxArrayLength) tooLong("array length", src.length); return; }
+		if (typeof src !== "object" && typeof src !== "function") return;
+		if (iteratorSym === undefined) iteratorSym = Symbol.iterator;
+		const m = src[iteratorSym];
+		if (m !== undefined && m !== null) {
+			// Iterated through next(), which the built-in calls for each
+			// element; the method read here is the one used.
+			const it = {};
+			it[iteratorSym] = function () { return apply(m, src, []); };
+			a[0] = it;
+			return;
+		}
+		const n = toLen(lenOf(src));
+		if (n > maxArrayLength) tooLong("array length", n);
+		a[0] = snapshot(src, n);
+	});
+	let iteratorSym;
+	{
+		const sps = getOwnPropertySymbols(SP);
+		for (let i = 0; i < sps.length; i++) wrap(SP, sps[i], (t) => { const s = str(t); checkStringArg(s); return s; });
+	}
+	const objectNames = ["keys", "values", "entries", "getOwnPropertyNames", "assign"];
+	for (let i = 0; i < objectNames.length; i++) {
+		const name = objectNames[i];
+		wrap(O, name, (t, a) => { for (let j = 0; j < a.length; j++) checkStringArg(a[j]); });
+	}
+	// Spreading an argument list copies it in Go: the list is read once.
+	function argList(v) {
+		if (v === null || v === undefined) return v;
+		if (genuine(v)) {
+			if (v.length > maxArrayLength) tooLong("array length", v.length);
+			return v;
+		}
+		if (typeof v !== "object" && typeof v !== "function") return v; // the built-in throws
+		const n = toLen(lenOf(v));
+		if (n > maxArrayLength) tooLong("array length", n);
+		return snapshot(v, n);
+	}
+	wrap(FP, "apply", (t, a) => { if (a.length > 1) a[1] = argList(a[1]); });
+	wrap(Reflect, "apply", (t, a) => { if (a.length > 2) a[2] = argList(a[2]); });
+	wrap(Reflect, "construct", (t, a) => { if (a.length > 1) a[1] = argList(a[1]); });
+	// JSON.parse: the text is checked for nesting depth (goja's parser
+	// recurses in Go once per level) and value count before parsing.
+	defineProperty(JSON, "parse", {value: function (text, reviver) {
+		if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+		try {
+			const s = StringC(text);
+			const msg = nat.json(s);
+			if (msg !== "") throw new RangeErrorC("JSON.parse: " + msg);
+			return apply(jsonParse, JSON, reviver === undefined ? [s] : [s, callback(reviver)]);
+		} catch (e) {
+			throw scrub(e);
+		}
+	}, writable: true, enumerable: false, configurable: true});
+	// RegExp objects exist only when the plan writes a regexp literal or
+	// names RegExp: only then are the constructor and the prototype's
+	// pattern methods hardened (each builtin touched costs set-up time).
+	if (hasRegExps) {
+		const RegExpC = RegExp, RP = RegExpC.prototype;
+		newRegExp = (re, flags) => new RegExpC(re, flags);
+		const R = {RegExp: function RegExp(pattern, flags) {
+			try {
+				if (!isRegExp(pattern)) checkPattern(pattern === undefined ? "(?:)" : StringC(pattern));
+				if (new.target === undefined) return RegExpC(pattern, flags);
+				return reflectConstruct(RegExpC, [pattern, flags], new.target);
+			} catch (e) {
+				throw scrub(e);
+			}
+		}}.RegExp;
+		R.prototype = RP;
+		defineProperty(RP, "constructor", {value: R, writable: true, enumerable: false, configurable: true});
+		defineProperty(G, "RegExp", {value: R, writable: true, enumerable: false, configurable: true});
+		wrap(RP, "compile", (t, a) => { if (!isRegExp(a[0])) checkPattern(a[0] === undefined ? "(?:)" : StringC(a[0])); });
+		const rps = getOwnPropertySymbols(RP);
+		for (let i = 0; i < rps.length; i++) {
+			const name = StringC(rps[i]);
+			let impl;
+			if (name === "Symbol(Symbol.split)") impl = (re, s, a) => regexpTools().slowSplit(re, s, a[1]);
+			else if (name === "Symbol(Symbol.replace)") impl = (re, s, a) => regexpTools().slowReplace(re, s, a[1]);
+			else if (name === "Symbol(Symbol.match)") impl = (re, s) => regexpTools().slowMatch(re, s);
+			else continue;
+			const orig = RP[rps[i]];
+			wrapDesc.value = function (...args) {
+				if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+				try {
+					if (slow(this)) return impl(this, StringC(args[0]), args);
+					return apply(orig, this, args);
+				} catch (e) {
+					throw scrub(e);
+				}
+			};
+			defineProperty(RP, rps[i], wrapDesc);
+		}
+	}
 
 	// --- serialization ------------------------------------------------------
 	// goja's native JSON.stringify runs in Go, ignores interrupts and expands
@@ -267,8 +856,18 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		if (isArray(replacer)) return serializeJS(value, replacer, space, what, limit, strict);
 		const userFn = typeof replacer === "function" ? replacer : undefined;
 		let size = 0;
+		// holders is the path from the root to the value being written: the
+		// walk is depth-first, so the holder of each call is on it. goja's
+		// stringify recurses in Go once per level; the depth is bounded here.
+		const holders = [];
+		let depth = 0;
 		function counting(key, v) {
 			if (userFn !== undefined) v = apply(userFn, this, [key, v]);
+			while (depth > 0 && holders[depth - 1] !== this) depth--;
+			if (v !== null && typeof v === "object") {
+				if (depth >= maxJSONDepth) throw new RangeErrorC(whatText(what) + " nests deeper than the limit of " + maxJSONDepth + " levels");
+				holders[depth++] = v;
+			}
 			switch (typeof v) {
 			case "string":
 				size += v.length + 2;
@@ -424,7 +1023,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 	// what names the serialized value in error messages: a string, or a
 	// tool name as {tool: name}, turned into text only when an error needs it.
 	function whatText(what) {
-		return typeof what === "string" ? what : "callTool(" + jsonStringify(what.tool) + ") input";
+		return typeof what === "string" ? what : "callTool(" + jsonStringify(clip(what.tool, 100)) + ") input";
 	}
 	function toJSONText(value, what, limit) {
 		try {
@@ -460,7 +1059,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		e.toolName = toolName;
 		apply(arrayPush, toolErrorObjs, [e]);
 		apply(arrayPush, toolErrorRecs, [{toolName: toolName, code: code, message: message}]);
-		return e;
+		return scrub(e);
 	}
 	function outcome(rec, ok, payload) {
 		if (ok) {
@@ -488,7 +1087,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 			text = input === undefined ? "{}" : toJSONText(input, {tool: label}, maxStringLength);
 			if (text === undefined) throw new TypeErrorC(whatText({tool: label}) + " is not serializable to JSON");
 		} catch (e) {
-			return apply(promiseReject, PromiseC, [e]);
+			return apply(promiseReject, PromiseC, [scrub(e)]);
 		}
 		const r = nat.call(name, text);
 		const rec = {name: label, soft: soft};
@@ -589,10 +1188,10 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		if (failures.length > 0) {
 			apply(arraySort, failures, [(a, b) => a.index - b.index]);
 			const parts = [];
-			for (let i = 0; i < failures.length; i++) apply(arrayPush, parts, ["[" + failures[i].index + "] " + failures[i].message]);
+			for (let i = 0; i < failures.length; i++) apply(arrayPush, parts, ["[" + failures[i].index + "] " + clip(failures[i].message, 1000)]);
 			const e = new ErrorC(failures.length + " of " + total + " parallel operations failed: " + apply(arrayJoin, parts, ["; "]));
 			defineProperty(e, "name", {value: "ParallelExecutionError", writable: true, enumerable: false, configurable: true});
-			throw e;
+			throw scrub(e);
 		}
 		return results;
 	}
@@ -654,7 +1253,7 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 			if (rec !== undefined) {
 				let stack = "";
 				try { stack = StringC(e.stack || ""); } catch (_) {}
-				return jsonStringify({tool: true, toolName: rec.toolName, code: rec.code, message: rec.message, stack: stack});
+				return jsonStringify({tool: true, toolName: clip(rec.toolName, 200), code: clip(rec.code, 100), message: clip(rec.message, maxErrorChars), stack: clip(stack, maxErrorChars)});
 			}
 		}
 		let name = "Error", message = "", stack = "";
@@ -668,8 +1267,17 @@ return function setup(nat, contextJSON, allowConsole, maxParallel, maxArrayLengt
 		} else {
 			try { message = StringC(e); } catch (_) { message = "uncaught exception"; }
 		}
-		return jsonStringify({tool: false, name: name, message: message, stack: stack});
+		return jsonStringify({tool: false, name: clip(name, 100), message: clip(message, maxErrorChars), stack: clip(stack, maxErrorChars)});
 	}
-	return [settle, result, describe];
+	// objSource is __cm$obj, which the validator wraps around what an
+	// object spread or object rest copies: a string is copied one property
+	// per character in one Go call no interrupt stops.
+	function objSource(v) {
+		if ((typeof v === "string" || v instanceof StringC) && v.length > maxArrayLength) {
+			throw scrub(new TypeErrorC("object spread of a string of " + v.length + " characters exceeds the sandbox limit of " + maxArrayLength));
+		}
+		return v;
+	}
+	return [settle, result, describe, objSource];
 };
 })()`

@@ -8,6 +8,7 @@ import (
 	"github.com/dop251/goja/ast"
 	"github.com/dop251/goja/file"
 	"github.com/dop251/goja/parser"
+	"github.com/dop251/goja/token"
 	"github.com/dop251/goja/unistring"
 )
 
@@ -15,8 +16,11 @@ import (
 // receives the step counter. The prefix stays on line 1 so line numbers of the
 // plan are unchanged; only columns on line 1 shift by len(planPrefix).
 const (
-	stepName   = "__cm$step"
-	planPrefix = "(function(" + stepName + "){return async function(){"
+	stepName = "__cm$step"
+	// spreadName checks the value an object spread or an object rest
+	// pattern copies (see objectSource).
+	spreadName = "__cm$obj"
+	planPrefix = "(function(" + stepName + "," + spreadName + "){return async function(){"
 	planSuffix = "\n}})"
 	// reservedPrefix marks engine-internal names a plan may not mention.
 	reservedPrefix = "__cm$"
@@ -113,14 +117,29 @@ func checkSource(code string, l Limits) *Result {
 }
 
 // nestingDepth scans code for ( [ { and template substitutions outside
-// strings and comments and returns the maximum depth reached, stopping at
-// the first offset where it exceeds limit. Long runs of prefix operators
-// (!!!!x, - - - x) nest the parser as deeply as brackets do, so each
-// operator in a run counts as one level for that run.
+// strings, comments and regular-expression literals and returns the maximum
+// depth reached, stopping at the first offset where it exceeds limit. Long
+// runs of prefix operators (!!!!x, - - - x) nest the parser as deeply as
+// brackets do, so each operator in a run counts as one level for that run.
+//
+// The scan must never report less than the nesting the parser meets, or
+// hostile input reaches goja's recursive parser; where a character can be
+// read two ways it leans to counting more:
+//   - a "/" starts a regular expression where an operand is expected (after
+//     an operator, a keyword such as return, the ")" of an if/for/while head,
+//     the "}" of a block) and divides after an operand (a name, a literal, a
+//     ")" or "]", the "}" of an object literal or of a function expression);
+//   - brackets inside strings, regular expressions and templates count
+//     towards the maximum too (a string holding 65 nested "(" is refused), so
+//     a quote read wrongly cannot hide code from the count;
+//   - a string or regular expression that reaches the end of its line is
+//     not one (neither can span lines): it is read as code.
 func nestingDepth(code string, limit int) (max int, at int) {
 	// stack of open constructs: '(' '[' '{' or '$' for a template
-	// substitution; templates themselves are lexed in place.
+	// substitution; templates themselves are lexed in place. kinds holds
+	// what each construct's closing bracket ends (the k* constants).
 	stack := make([]byte, 0, 64)
+	kinds := make([]byte, 0, 64)
 	depth := func(extra int) bool {
 		d := len(stack) + extra
 		if d > max {
@@ -164,6 +183,34 @@ func nestingDepth(code string, limit int) (max int, at int) {
 		*slot(&questions, d) = 0
 		*caseAt(d) = false
 	}
+	top := func() byte {
+		if len(kinds) == 0 {
+			return kBlock
+		}
+		return kinds[len(kinds)-1]
+	}
+	// shadow counts brackets in text that is probably not code (strings,
+	// regular expressions, templates), for the maximum only.
+	shadow := 0
+	shadowAt := func(c byte) bool {
+		switch c {
+		case '(', '[', '{':
+			shadow++
+			return depth(shadow)
+		case ')', ']', '}':
+			if shadow > 0 {
+				shadow--
+			}
+		}
+		return false
+	}
+	// The grammar state the next token sees.
+	exprEnd := false  // an operand just ended: "/" divides
+	stmt := true      // a statement may start here: "{" opens a block
+	word := ""        // the previous token when it was a word
+	fnExpr := false   // the pending function or class is an expression
+	pending := 0      // 1: after `function`/`class`; 2: after its parameter list
+	pendingDepth := 0 // the depth of that keyword
 	inTemplate := false
 	i := 0
 	n := len(code)
@@ -176,15 +223,24 @@ func nestingDepth(code string, limit int) (max int, at int) {
 				continue
 			case '`':
 				inTemplate = false
+				shadow = 0
+				exprEnd, stmt, word = true, false, ""
 			case '$':
 				if i+1 < n && code[i+1] == '{' {
 					stack = append(stack, '$')
+					kinds = append(kinds, kExpr)
 					inTemplate = false
+					shadow = 0
+					exprEnd, stmt, word = false, false, ""
 					if depth(0) {
 						return max, i
 					}
 					i += 2
 					continue
+				}
+			default:
+				if shadowAt(c) {
+					return max, i
 				}
 			}
 			i++
@@ -200,6 +256,9 @@ func nestingDepth(code string, limit int) (max int, at int) {
 			if !afterArrow {
 				*arrowAt(len(stack)) = 0
 			}
+			if exprEnd {
+				stmt = true // `a` newline `{`: a block after the inserted semicolon
+			}
 			i++
 			continue
 		}
@@ -208,18 +267,30 @@ func nestingDepth(code string, limit int) (max int, at int) {
 		}
 		switch c {
 		case '"', '\'':
-			i++
-			for i < n && code[i] != c && code[i] != '\n' {
-				if code[i] == '\\' {
-					i++
+			j := i + 1
+			shadow = 0
+			for j < n && code[j] != c && code[j] != '\n' {
+				if code[j] == '\\' {
+					j++
+				} else if shadowAt(code[j]) {
+					return max, j
 				}
-				i++
+				j++
 			}
-			i++
+			shadow = 0
 			run = 0
+			if j >= n || code[j] == '\n' {
+				// Not a string (none spans lines): read what follows as code.
+				i++
+				exprEnd, stmt, word = false, false, ""
+				continue
+			}
+			i = j + 1
+			exprEnd, stmt, word = true, false, ""
 			continue
 		case '`':
 			inTemplate = true
+			shadow = 0
 			run = 0
 			i++
 			continue
@@ -238,38 +309,99 @@ func nestingDepth(code string, limit int) (max int, at int) {
 				i += end + 4
 				continue
 			}
+			if !exprEnd {
+				// A regular-expression literal, unless it runs into the end
+				// of its line (then the "/" divides after all).
+				j, class := i+1, false
+				shadow = 0
+				for j < n && code[j] != '\n' && (class || code[j] != '/') {
+					switch code[j] {
+					case '\\':
+						j += 2
+						continue
+					case '[':
+						class = true
+					case ']':
+						class = false
+					}
+					if shadowAt(code[j]) {
+						return max, j
+					}
+					j++
+				}
+				shadow = 0
+				if j < n && code[j] == '/' {
+					j++
+					for j < n && isIdentByte(code[j]) {
+						j++
+					}
+					i = j
+					run = 0
+					exprEnd, stmt, word = true, false, ""
+					continue
+				}
+			}
 		case '(', '[', '{':
+			k := kExpr
+			switch {
+			case c == '(' && (word == "if" || word == "while" || word == "for" || word == "with"):
+				k = kStmtHead
+			case c == '(' && pending == 1 && len(stack) == pendingDepth:
+				k, pending = kParams, 2
+			case c == '{' && pending != 0 && len(stack) == pendingDepth:
+				// A function or class body.
+				k, pending = kBlock, 0
+				if fnExpr {
+					k = kFuncExpr
+				}
+			case c == '{' && (stmt || word == "=>"):
+				k = kBlock
+			}
 			stack = append(stack, c)
+			kinds = append(kinds, k)
 			if depth(0) {
 				return max, i
 			}
+			exprEnd, stmt, word = false, k == kBlock || k == kFuncExpr, ""
 		case ')', ']':
 			resetAt(len(stack))
+			k := kExpr
 			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
+				k = top()
+				stack, kinds = stack[:len(stack)-1], kinds[:len(kinds)-1]
 			}
+			// After `if (...)` a statement starts; after a parameter list a
+			// body; after `f(...)` or `a[...]` an operand ended.
+			exprEnd, stmt, word = k == kExpr, k == kStmtHead, ""
 		case ',', ';':
 			resetAt(len(stack))
+			exprEnd, stmt, word = false, c == ';', ""
 		case '?':
 			if i+1 < n && (code[i+1] == '?' || code[i+1] == '.' && !(i+2 < n && code[i+2] >= '0' && code[i+2] <= '9')) {
 				i += 2
 				run = 0
+				exprEnd, stmt, word = false, false, ""
 				continue
 			}
 			*slot(&questions, len(stack))++
+			exprEnd, stmt, word = false, false, ""
 		case ':':
 			d := len(stack)
+			label := false
 			if q := slot(&questions, d); *q > 0 {
 				*q--
 			} else if c := caseAt(d); *c {
 				*c = false
-			} else {
+				label = true
+			} else if top() == kBlock {
 				l := slot(&labels, d)
 				*l++
+				label = true
 				if depth(*l - 1) {
 					return max, i
 				}
 			}
+			exprEnd, stmt, word = false, label, ""
 		case '=':
 			if i+1 < n && code[i+1] == '>' {
 				a := arrowAt(len(stack))
@@ -280,22 +412,35 @@ func nestingDepth(code string, limit int) (max int, at int) {
 				}
 				i += 2
 				run = 0
+				exprEnd, stmt, word = false, false, "=>"
 				continue
 			}
+			exprEnd, stmt, word = false, false, ""
 		case '}':
 			resetAt(len(stack))
+			k := kBlock
 			if len(stack) > 0 {
-				top := stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-				if top == '$' {
+				t := stack[len(stack)-1]
+				k = top()
+				stack, kinds = stack[:len(stack)-1], kinds[:len(kinds)-1]
+				if t == '$' {
 					inTemplate = true
 				}
 			}
+			exprEnd, stmt, word = k == kExpr || k == kFuncExpr, k == kBlock, ""
 		case '!', '~', '+', '-':
+			if (c == '+' || c == '-') && exprEnd && i+1 < n && code[i+1] == c {
+				// Postfix ++ or --: the operand still ends here.
+				i += 2
+				run = 0
+				stmt = false
+				continue
+			}
 			run++
 			if depth(run / 2) {
 				return max, i
 			}
+			exprEnd, stmt, word = false, false, ""
 			i++
 			continue
 		default:
@@ -304,18 +449,60 @@ func nestingDepth(code string, limit int) (max int, at int) {
 				for j < n && isIdentByte(code[j]) {
 					j++
 				}
-				if w := code[i:j]; (w == "case" || w == "default") && (i == 0 || code[i-1] != '.') {
+				w := code[i:j]
+				member := i > 0 && code[i-1] == '.'
+				if (w == "case" || w == "default") && !member {
 					*caseAt(len(stack)) = true
+				}
+				switch {
+				case member:
+					exprEnd, stmt = true, false
+				case w == "function" || w == "class":
+					// An expression where an operand is expected, a
+					// declaration where a statement starts.
+					fnExpr = !stmt && word != "default"
+					pending, pendingDepth = 1, len(stack)
+					exprEnd, stmt = false, false
+				case w == "else" || w == "do" || w == "try" || w == "finally":
+					exprEnd, stmt = false, true
+				default:
+					exprEnd, stmt = !operatorKeyword[w], false
+				}
+				word = w
+				if member {
+					word = ""
 				}
 				run = 0
 				i = j
 				continue
 			}
+			// A number such as .5 ends an operand; any other punctuator
+			// expects one.
+			number := c == '.' && i+1 < n && code[i+1] >= '0' && code[i+1] <= '9'
+			exprEnd, stmt, word = number, false, ""
 		}
 		run = 0
 		i++
 	}
 	return max, 0
+}
+
+// What the closing bracket of an open construct ends, which decides whether
+// a "/" after it divides or starts a regular expression.
+const (
+	kExpr     byte = iota // an operand: a call, an index, an object literal
+	kBlock                // a statement block or a declaration's body
+	kStmtHead             // the head of if/for/while/with: a statement follows
+	kParams               // a function's parameter list: its body follows
+	kFuncExpr             // the body of a function or class expression: an operand
+)
+
+// operatorKeyword lists the words after which an operand is expected, so a
+// "/" there starts a regular expression.
+var operatorKeyword = map[string]bool{
+	"return": true, "typeof": true, "instanceof": true, "in": true, "of": true, "new": true,
+	"delete": true, "void": true, "throw": true, "case": true, "do": true, "else": true,
+	"yield": true, "await": true, "extends": true,
 }
 
 // importKeyword reports the offset of an `import` keyword (not a property
@@ -378,6 +565,9 @@ type compiledPlan struct {
 	prg *goja.Program
 	// generators reports generator syntax in the plan (see the prelude).
 	generators bool
+	// regexps reports that the plan can make RegExp objects: it has a
+	// regular-expression literal or names RegExp.
+	regexps bool
 }
 
 // compilePlan parses, validates, instruments and compiles a plan. A non-nil
@@ -410,7 +600,7 @@ func compilePlan(code string, l Limits) (*compiledPlan, *Result) {
 	if err != nil {
 		return nil, syntaxResult(code, err)
 	}
-	return &compiledPlan{prg: prg, generators: v.generators}, nil
+	return &compiledPlan{prg: prg, generators: v.generators, regexps: v.regexps}, nil
 }
 
 // planBody returns the plan's function body if the parsed program has exactly
@@ -506,6 +696,8 @@ type validator struct {
 	depth, maxDepth int
 	// generators is set when the plan defines a generator function.
 	generators bool
+	// regexps is set when the plan has a regexp literal or names RegExp.
+	regexps bool
 }
 
 // enter descends one level of the syntax tree; it reports false (and
@@ -560,6 +752,9 @@ func (v *validator) ident(id *ast.Identifier) {
 		return
 	}
 	name := id.Name.String()
+	if name == "RegExp" {
+		v.regexps = true
+	}
 	if msg, ok := blockedIdentifiers[name]; ok {
 		v.reject(KindIllegalBuiltinAccess, msg, id.Idx)
 		return
@@ -598,9 +793,9 @@ func (v *validator) stmt(s ast.Statement) {
 	case *ast.ExpressionStatement:
 		v.expr(s.Expression)
 	case *ast.VariableStatement:
-		v.bindings(s.List)
+		v.declarations(s.List)
 	case *ast.LexicalDeclaration:
-		v.bindings(s.List)
+		v.declarations(s.List)
 	case *ast.FunctionDeclaration:
 		v.function(s.Function)
 	case *ast.ClassDeclaration:
@@ -694,6 +889,37 @@ func (v *validator) binding(b *ast.Binding) {
 	}
 	v.target(b.Target)
 	v.expr(b.Initializer)
+}
+
+// declarations validates the bindings of a var, let or const statement:
+// an object rest pattern gets its source checked (objectSource).
+func (v *validator) declarations(list []*ast.Binding) {
+	for _, b := range list {
+		v.binding(b)
+		if b != nil && b.Initializer != nil && hasObjectRest(b.Target) {
+			b.Initializer = objectSource(b.Initializer)
+		}
+	}
+}
+
+// hasObjectRest reports an object pattern with a rest element at the top.
+func hasObjectRest(t ast.Expression) bool {
+	p, ok := t.(*ast.ObjectPattern)
+	return ok && p.Rest != nil
+}
+
+// objectSource wraps e in a call of the engine's check of what an object
+// spread or rest copies: a string is copied character by character, one
+// property each, in one Go call no interrupt stops, so a string longer
+// than the array cap is refused there.
+func objectSource(e ast.Expression) ast.Expression {
+	idx := e.Idx0()
+	return &ast.CallExpression{
+		Callee:           &ast.Identifier{Name: unistring.String(spreadName), Idx: idx},
+		ArgumentList:     []ast.Expression{e},
+		LeftParenthesis:  idx,
+		RightParenthesis: idx,
+	}
 }
 
 func (v *validator) target(t ast.Expression) {
@@ -816,6 +1042,9 @@ func (v *validator) expr(e ast.Expression) {
 	case *ast.ObjectLiteral:
 		for _, p := range e.Value {
 			v.prop(p, false)
+			if sp, ok := p.(*ast.SpreadElement); ok {
+				sp.Expression = objectSource(sp.Expression)
+			}
 		}
 	case *ast.ObjectPattern:
 		for _, p := range e.Properties {
@@ -831,6 +1060,9 @@ func (v *validator) expr(e ast.Expression) {
 	case *ast.AssignExpression:
 		v.expr(e.Left)
 		v.expr(e.Right)
+		if e.Operator == token.ASSIGN && hasObjectRest(e.Left) {
+			e.Right = objectSource(e.Right)
+		}
 	case *ast.BinaryExpression:
 		v.expr(e.Left)
 		v.expr(e.Right)
@@ -890,8 +1122,10 @@ func (v *validator) expr(e ast.Expression) {
 		if e.Meta != nil && e.Meta.Name == "import" {
 			v.reject(KindIllegalSyntax, "import.meta is not available in the sandbox", e.Idx)
 		}
+	case *ast.RegExpLiteral:
+		v.regexps = true
 	case *ast.ThisExpression, *ast.SuperExpression, *ast.NullLiteral, *ast.NumberLiteral,
-		*ast.StringLiteral, *ast.BooleanLiteral, *ast.RegExpLiteral:
+		*ast.StringLiteral, *ast.BooleanLiteral:
 	case *ast.BadExpression:
 		v.reject(KindIllegalSyntax, "unparsable expression", e.From)
 	default:

@@ -314,7 +314,7 @@ func (w *worker) dispatch(m *wireMsg) error {
 // another script.
 func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (res *Result, err error, reusable bool) {
 	p := w.p
-	lim := MergeLimits(p.limits, req.Limits)
+	lim := LowerLimits(p.limits, req.Limits)
 	callCtx, cancelCalls := context.WithCancel(ctx)
 	st := &execState{id: id, lim: lim, ctx: callCtx, host: host, done: make(chan *wireDone, 1)}
 	st.logHost, _ = host.(LogHost)

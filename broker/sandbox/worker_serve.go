@@ -76,6 +76,8 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		return fmt.Errorf("expected an init message of protocol version %d, got %q version %d", protocolVersion, m.T, m.V)
 	}
 	cfg := m.Init
+	// Scripts see UTC: Date must not tell them the server's time zone.
+	time.Local = time.UTC
 	if cfg.MemoryBytes > 0 {
 		if err := capMemory(cfg.MemoryBytes); err != nil {
 			return fmt.Errorf("capping memory: %w", err)

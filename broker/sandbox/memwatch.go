@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"runtime/metrics"
+	"sync"
+	"time"
+)
+
+// memoryPollInterval is how often the heap watchdog samples the heap while
+// a script runs.
+const memoryPollInterval = 5 * time.Millisecond
+
+// memWatch is an engine's heap watchdog. goja has no heap limit, and the Go
+// heap is shared by every script of the process, so growth is attributed:
+// each time the collector finishes a cycle, the change of the live heap
+// since the previous cycle is shared among the scripts that ran JavaScript
+// in between, in proportion to their running time. A script whose share
+// passes its MemoryBytes is stopped (WORKER_MEMORY_EXCEEDED). Scripts that
+// only wait for tools run nothing, are charged nothing and cost the
+// watchdog nothing: it samples (every 5 ms) only while a script runs.
+//
+// It reads the live heap the collector measured (/gc/heap/live:bytes), so
+// garbage does not count and a growing heap is seen at most one cycle (one
+// doubling) late. It never forces a collection: a stop-the-world pause
+// would wait for a script's own non-preemptible copy of a huge string.
+type memWatch struct {
+	mu sync.Mutex
+	// active are the scripts running JavaScript now; touched the ones that
+	// ran since the last cycle (they share its growth).
+	active  map[*execution]struct{}
+	touched map[*execution]struct{}
+	running bool // the sampling goroutine is alive
+	live    uint64
+	cycle   uint64
+	sample  []metrics.Sample
+}
+
+func newMemWatch() *memWatch {
+	return &memWatch{
+		active:  make(map[*execution]struct{}),
+		touched: make(map[*execution]struct{}),
+		sample:  []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}},
+	}
+}
+
+// begin marks x as running JavaScript.
+func (m *memWatch) begin(x *execution, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	x.memAcct.since = now
+	m.active[x] = struct{}{}
+	m.touched[x] = struct{}{}
+	if !m.running {
+		m.running = true
+		metrics.Read(m.sample)
+		m.live, m.cycle = m.sample[0].Value.Uint64(), m.sample[1].Value.Uint64()
+		go m.loop()
+	}
+	if !x.memAcct.started {
+		// The cycle in progress when the script starts may have marked
+		// what ran before it: it is charged from the next cycle on.
+		x.memAcct.started, x.memAcct.fromCycle = true, m.cycle+2
+	}
+}
+
+// end marks x as no longer running (waiting or finished); finished forgets
+// it.
+func (m *memWatch) end(x *execution, now time.Time, finished bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.active[x]; ok {
+		x.memAcct.ran += now.Sub(x.memAcct.since)
+		delete(m.active, x)
+	}
+	if finished {
+		delete(m.touched, x)
+	}
+}
+
+func (m *memWatch) loop() {
+	t := time.NewTicker(memoryPollInterval)
+	defer t.Stop()
+	for range t.C {
+		if !m.tick(time.Now()) {
+			return
+		}
+	}
+}
+
+// tick samples the heap once; it reports false (and the goroutine ends)
+// when no script ran since the last look.
+func (m *memWatch) tick(now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.active) == 0 && len(m.touched) == 0 {
+		m.running = false
+		return false
+	}
+	metrics.Read(m.sample)
+	live, cycle := m.sample[0].Value.Uint64(), m.sample[1].Value.Uint64()
+	if cycle == m.cycle {
+		return true
+	}
+	delta := float64(int64(live - m.live))
+	m.live, m.cycle = live, cycle
+	var total time.Duration
+	for x := range m.touched {
+		if _, ok := m.active[x]; ok {
+			x.memAcct.ran += now.Sub(x.memAcct.since)
+			x.memAcct.since = now
+		}
+		total += x.memAcct.ran
+	}
+	for x := range m.touched {
+		share := 1.0 / float64(len(m.touched))
+		if total > 0 {
+			share = float64(x.memAcct.ran) / float64(total)
+		}
+		x.memAcct.ran = 0
+		if cycle < x.memAcct.fromCycle {
+			continue
+		}
+		x.memAcct.charged += delta * share
+		if x.memAcct.charged < 0 {
+			x.memAcct.charged = 0
+		}
+		if limit := x.limits.MemoryBytes; limit > 0 && x.memAcct.charged > float64(limit) {
+			x.stop(&abort{result: memoryResult(limit)})
+		}
+	}
+	// The next cycle is shared among those that run from now on.
+	for x := range m.touched {
+		if _, ok := m.active[x]; !ok {
+			delete(m.touched, x)
+		}
+	}
+	return true
+}
+
+// memShare is an execution's account with the watchdog (guarded by
+// memWatch.mu).
+type memShare struct {
+	since     time.Time     // start of the current running stretch
+	ran       time.Duration // running time since the last cycle
+	charged   float64       // bytes of heap growth charged to the script
+	started   bool
+	fromCycle uint64 // the first collector cycle the script is charged for
+}
