@@ -362,7 +362,7 @@ func (c *AuthConfig) warn(l *zap.Logger) {
 		w(5, "rotate_refresh_token is false")
 	}
 	if c.Refresh.ReuseGraceSeconds > 0 {
-		w(5, "refresh token reuse grace is on: a stolen rotated token can be replayed within the grace", zap.Int("reuse_grace_seconds", c.Refresh.ReuseGraceSeconds))
+		w(5, "refresh token reuse grace is on: the previous refresh token of a chain can be redeemed once more within the grace, by the client or by whoever took it", zap.Int("reuse_grace_seconds", c.Refresh.ReuseGraceSeconds))
 	}
 	if c.DCREnabled {
 		w(7, "dcr_enabled is true: anyone can register a client")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -115,13 +116,28 @@ func (b *BearerAuth) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Authenticate implements caddyauth.Authenticator.
+// Authenticate implements caddyauth.Authenticator. Caddy's authentication
+// handler answers every refusal with 401, insufficient scope included; the
+// codemode_auth handler (AuthHandler) answers that one with 403.
 func (b *BearerAuth) Authenticate(w http.ResponseWriter, r *http.Request) (caddyauth.User, bool, error) {
+	u, status, err := b.check(w, r)
+	return u, status == 0, err
+}
+
+// check validates the request's bearer token. status is 0 when the request
+// may pass, else 401 (no, bad or unverifiable token) or 403 (a valid token
+// without a required scope); the WWW-Authenticate challenge is set either
+// way. err is a server-side failure (key set or token storage down), not a
+// bad token.
+func (b *BearerAuth) check(w http.ResponseWriter, r *http.Request) (caddyauth.User, int, error) {
 	token := oauth.BearerToken(r)
 	st := &b.app.auth
 	if token == "" && st.cfg.AllowDefaultPublic {
-		return caddyauth.User{ID: "anonymous", Metadata: map[string]string{"anonymous": "true"}}, true, nil
+		return caddyauth.User{ID: "anonymous", Metadata: map[string]string{"anonymous": "true"}}, 0, nil
 	}
+	// The scopes named in a 401 are the route's (MCP's scope selection
+	// strategy: a client asks for what the challenge names first).
+	required := strings.Join(resourceScopes(b.Scopes), " ")
 	vt, err := st.shared.verify(r.Context(), token, b.audience)
 	if err != nil {
 		reason := oauth.TokenReason(err)
@@ -131,22 +147,26 @@ func (b *BearerAuth) Authenticate(w http.ResponseWriter, r *http.Request) (caddy
 		st.metrics.failures.WithLabelValues(reason).Inc()
 		if reason == "unavailable" {
 			// A server-side failure (key set or token storage down), not a
-			// bad token: no error attribute, and caddyauth logs err.
-			w.Header().Set("WWW-Authenticate", oauth.BearerChallenge(b.metadataURL, nil, ""))
-			return caddyauth.User{}, false, err
+			// bad token: no error attribute, and the caller logs err.
+			w.Header().Set("WWW-Authenticate", oauth.BearerChallenge(b.metadataURL, nil, required))
+			return caddyauth.User{}, http.StatusUnauthorized, err
 		}
-		w.Header().Set("WWW-Authenticate", oauth.BearerChallenge(b.metadataURL, err, ""))
+		w.Header().Set("WWW-Authenticate", oauth.BearerChallenge(b.metadataURL, err, required))
 		if c := b.logger.Check(zap.DebugLevel, "bearer token refused"); c != nil {
 			c.Write(zap.String("reason", reason), zap.String("remote", remoteHost(r)))
 		}
-		return caddyauth.User{}, false, nil
+		return caddyauth.User{}, http.StatusUnauthorized, nil
 	}
+	var missing []string
 	for _, s := range b.Scopes {
 		if !vt.HasScope(s) {
-			st.metrics.failures.WithLabelValues("insufficient_scope").Inc()
-			w.Header().Set("WWW-Authenticate", insufficientScope(b.metadataURL, b.Scopes))
-			return caddyauth.User{ID: vt.Subject}, false, nil
+			missing = append(missing, s)
 		}
+	}
+	if len(missing) > 0 {
+		st.metrics.failures.WithLabelValues("insufficient_scope").Inc()
+		w.Header().Set("WWW-Authenticate", insufficientScope(b.metadataURL, vt.Scopes, b.Scopes, missing))
+		return caddyauth.User{ID: vt.Subject}, http.StatusForbidden, nil
 	}
 	caddyhttp.SetVar(r.Context(), AuthVarKey, vt)
 	id := vt.Subject
@@ -164,15 +184,42 @@ func (b *BearerAuth) Authenticate(w http.ResponseWriter, r *http.Request) (caddy
 	if !vt.ExpiresAt.IsZero() {
 		md["expires_at"] = strconv.FormatInt(vt.ExpiresAt.Unix(), 10)
 	}
-	return caddyauth.User{ID: id, Metadata: md}, true, nil
+	return caddyauth.User{ID: id, Metadata: md}, 0, nil
 }
 
-func insufficientScope(metadataURL string, scopes []string) string {
-	v := `Bearer error="insufficient_scope", scope="` + strings.Join(scopes, " ") + `"`
+// insufficientScope is the RFC 6750 section 3.1 challenge of a token that
+// lacks a scope. scope names the route's scopes and the token's together,
+// so a client that re-authorizes with exactly that set keeps what it had
+// (MCP 2025-11-25's recommended approach; 2026-07-28 clients form the
+// union themselves, which this does not disturb).
+func insufficientScope(metadataURL string, granted, required, missing []string) string {
+	var want []string
+	for _, s := range append(slices.Clone(required), resourceScopes(granted)...) {
+		if !slices.Contains(want, s) {
+			want = append(want, s)
+		}
+	}
+	v := `Bearer error="insufficient_scope", scope="` + strings.Join(resourceScopes(want), " ") +
+		`", error_description="the token lacks scope ` + strings.Join(missing, " ") + `"`
 	if metadataURL != "" {
 		v = `Bearer resource_metadata="` + metadataURL + `", ` + strings.TrimPrefix(v, "Bearer ")
 	}
 	return v
+}
+
+// resourceScopes drops the scopes that say nothing about the resource:
+// offline_access (MCP: a resource server does not name it in a challenge or
+// its metadata; refresh tokens are not a resource requirement) and OpenID's.
+func resourceScopes(scopes []string) []string {
+	out := make([]string, 0, len(scopes))
+	for _, s := range scopes {
+		switch s {
+		case "offline_access", "openid", "profile", "email":
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func remoteHost(r *http.Request) string {

@@ -1,12 +1,9 @@
 package caddymodules
 
 import (
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
 )
 
 func init() {
@@ -14,9 +11,10 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("codemode_auth", httpcaddyfile.After, "basic_auth")
 }
 
-// parseBearerCaddyfile expands `codemode_auth` into Caddy's authentication
-// handler with the codemode_bearer provider (the Caddyfile has no generic
-// `authentication` directive). Syntax:
+// parseBearerCaddyfile reads `codemode_auth` into the codemode_auth handler
+// (AuthHandler: 401 without a valid token, 403 for a missing scope). JSON
+// users may also put the codemode_bearer provider in Caddy's authentication
+// handler, which answers 401 for both. Syntax:
 //
 //	codemode_auth [<matcher>] {
 //		resource <url>
@@ -24,13 +22,11 @@ func init() {
 //		scopes <scope...>
 //	}
 func parseBearerCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	var b BearerAuth
-	if err := b.UnmarshalCaddyfile(h.Dispenser); err != nil {
+	var a AuthHandler
+	if err := a.UnmarshalCaddyfile(h.Dispenser); err != nil {
 		return nil, err
 	}
-	return &caddyauth.Authentication{
-		ProvidersRaw: caddy.ModuleMap{"codemode_bearer": caddyconfig.JSON(b, nil)},
-	}, nil
+	return &a, nil
 }
 
 // UnmarshalCaddyfile reads the codemode_auth block into the provider.

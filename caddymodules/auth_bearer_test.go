@@ -55,7 +55,7 @@ func TestBearerAuthenticate(t *testing.T) {
 	if _, ok, _ := b.Authenticate(w, r); ok {
 		t.Fatal("token without the required scope accepted")
 	}
-	if got := w.Header().Get("WWW-Authenticate"); !strings.Contains(got, `error="insufficient_scope", scope="mcp"`) ||
+	if got := w.Header().Get("WWW-Authenticate"); !strings.Contains(got, `error="insufficient_scope", scope="mcp read"`) ||
 		!strings.Contains(got, `resource_metadata="https://gw.example/.well-known/oauth-protected-resource/mcp"`) {
 		t.Fatalf("insufficient scope challenge: %q", got)
 	}

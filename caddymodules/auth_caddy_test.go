@@ -516,7 +516,7 @@ func TestCaddyfileAuthRuns(t *testing.T) {
 	}
 	startCaddy(t, cfg)
 	resp, _ := get(t, base+"/mcp", "")
-	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"` {
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp", scope="mcp"` {
 		t.Fatalf("/mcp: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 	if resp, body := get(t, base+"/", ""); resp.StatusCode != 200 || body != "public" {
@@ -528,5 +528,72 @@ func TestCaddyfileAuthRuns(t *testing.T) {
 	}
 	if resp, _ := get(t, base+"/.well-known/openid-configuration", ""); resp.StatusCode != 200 {
 		t.Fatalf("openid-configuration: %d", resp.StatusCode)
+	}
+}
+
+// TestCaddyScopeStepUp: the codemode_auth directive answers a valid token
+// that lacks a route's scope with 403 and an RFC 6750 insufficient_scope
+// challenge naming the scopes to ask for (the token's and the route's), so
+// an MCP client can step up; a 401 names the route's scopes; a token with
+// both scopes passes.
+func TestCaddyScopeStepUp(t *testing.T) {
+	idp := newFakeIDP(t)
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	src := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			mode transparent
+			development
+			provider_url %[2]s
+			expected_audience %[1]s
+		}
+	}
+}
+
+%[1]s {
+	bind 127.0.0.1
+	codemode_oauth
+	codemode_auth /admin* {
+		scopes mcp admin
+	}
+	codemode_auth /mcp* {
+		scopes mcp
+	}
+	respond /admin* "admin for {http.auth.user.id} ({http.auth.user.scopes})"
+	respond /mcp* "mcp for {http.auth.user.id}"
+}
+`, base, idp.srv.URL)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, cfg)
+	md := `resource_metadata="` + base + `/.well-known/oauth-protected-resource"`
+	withScope := func(scope string) string {
+		return idp.token(t, func(m map[string]any) { m["aud"] = base; m["scope"] = scope })
+	}
+	one, two := withScope("mcp offline_access"), withScope("mcp admin")
+
+	resp, _ := get(t, base+"/admin/x", "")
+	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer `+md+`, scope="mcp admin"` {
+		t.Fatalf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if resp, body := get(t, base+"/mcp", one); resp.StatusCode != 200 || body != "mcp for user-7" {
+		t.Fatalf("one scope at /mcp: %d %q", resp.StatusCode, body)
+	}
+	resp, body := get(t, base+"/admin/x", one)
+	want := `Bearer ` + md + `, error="insufficient_scope", scope="mcp admin", error_description="the token lacks scope admin"`
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("WWW-Authenticate") != want {
+		t.Fatalf("one scope at /admin: %d %q %q, want 403 %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, want)
+	}
+	if resp, body := get(t, base+"/admin/x", two); resp.StatusCode != 200 || body != "admin for user-7 (mcp admin)" {
+		t.Fatalf("two scopes at /admin: %d %q", resp.StatusCode, body)
+	}
+	resp, _ = get(t, base+"/admin/x", "garbage")
+	if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
+		t.Fatalf("bad token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 }

@@ -81,6 +81,9 @@ func (h *OAuthHandler) Provision(ctx caddy.Context) error {
 			scopes = []string{"mcp"} // oauth.ServerConfig's default
 		}
 	}
+	// MCP: a resource server does not list offline_access (nor OpenID's
+	// scopes): refresh tokens are not a resource requirement.
+	scopes = resourceScopes(scopes)
 	var docs []oauth.ResourceMetadata
 	for _, r := range resources {
 		m := oauth.ResourceMetadata{Resource: r, AuthorizationServers: []string{app.auth.shared.issuer}, ScopesSupported: scopes}

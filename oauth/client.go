@@ -264,19 +264,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// The registered scope is what the client asked for among the offered
-	// scopes (all of them when it asked for none of those); scopes we do not
-	// offer, such as OpenID's profile or email, are dropped rather than
-	// refused, as RFC 7591 section 3.2.1 allows.
-	var scopes []string
-	for _, sc := range strings.Fields(req.Scope) {
-		if slices.Contains(s.cfg.scopes, sc) && !slices.Contains(scopes, sc) {
-			scopes = append(scopes, sc)
-		}
-	}
-	if len(scopes) == 0 {
-		scopes = s.cfg.scopes
-	}
+	// A registered client may ask for every offered scope, whatever its
+	// registration named: anyone can register anything, so a narrower
+	// registration protects nothing, and MCP clients register with the
+	// scopes of their first challenge and later step up to more (RFC 7591
+	// section 3.2.1 lets the server replace the value; the answer says
+	// what holds). The user's consent is what grants a scope.
+	scopes := slices.Clone(s.cfg.scopes)
 	if len(req.ClientName) > 200 {
 		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "client_name is longer than 200 characters")
 		return

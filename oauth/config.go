@@ -128,10 +128,14 @@ type RefreshConfig struct {
 	// key; refresh tokens are always rotated on every use (OAuth 2.1 and
 	// production rule 5), so false is refused.
 	RotateRefreshToken *bool `json:"rotate_refresh_token,omitempty"`
-	// ReuseGraceSeconds lets a refresh token that was just rotated be used
-	// again for this many seconds without revoking the chain, for clients
-	// that lose the response in flight. Default 0 (off): any reuse revokes
-	// the whole chain.
+	// ReuseGraceSeconds lets the immediately previous refresh token of a
+	// chain be redeemed once more within this many seconds of its rotation,
+	// for a client that crashed or lost the answer of a refresh: the answer
+	// is a new successor, and the lost one is retired (any use of it then
+	// revokes the chain). Any other reuse still revokes the whole chain.
+	// Default 0 (off); at most 300. Trade-off: a thief holding the previous
+	// token may redeem it within the window if the client has not used its
+	// new token yet; the client's next refresh then revokes the chain.
 	ReuseGraceSeconds int `json:"reuse_grace_seconds,omitempty"`
 }
 
@@ -189,6 +193,8 @@ const (
 	DefaultKeyPrefix       = "codemode:auth:"
 	PendingTTL             = 10 * time.Minute
 	CodeTTL                = 60 * time.Second
+	// MaxReuseGrace bounds RefreshConfig.ReuseGraceSeconds.
+	MaxReuseGrace = 5 * time.Minute
 	// DefaultRegisteredClientTTL is RegisteredClientTTL's default.
 	DefaultRegisteredClientTTL = 30 * 24 * time.Hour
 	// UnusedClientTTL is how long a registered client that never obtains
@@ -278,6 +284,9 @@ func (cfg *ServerConfig) settings() (settings, error) {
 	s.clientTTL = secondsOr(cfg.RegisteredClientTTL, DefaultRegisteredClientTTL)
 	if r.AccessTokenTTL < 0 || r.RefreshTokenTTL < 0 || r.SkewSeconds < 0 || r.ReuseGraceSeconds < 0 {
 		return s, fmt.Errorf("refresh: lifetimes, skew and grace must not be negative")
+	}
+	if time.Duration(r.ReuseGraceSeconds)*time.Second > MaxReuseGrace {
+		return s, fmt.Errorf("refresh.reuse_grace_seconds: at most %d (the grace is for a lost answer, not a second life)", int(MaxReuseGrace/time.Second))
 	}
 	if r.RotateRefreshToken != nil && !*r.RotateRefreshToken {
 		return s, fmt.Errorf("refresh.rotate_refresh_token: refresh tokens are always rotated (OAuth 2.1); false is not supported")

@@ -125,10 +125,11 @@ func TestDynamicClientRegistration(t *testing.T) {
 		t.Fatalf("confidential registration: %d %v", status, out)
 	}
 
-	// Scopes not offered are dropped, not refused.
+	// Scopes not offered are not refused; the client may ask for every
+	// offered scope (for a later step-up), and the answer says so.
 	status, out = register(t, e, map[string]any{"redirect_uris": []string{redirect}, "scope": "openid profile admin tools:read"})
-	if status != http.StatusCreated || out["scope"] != "tools:read" {
-		t.Fatalf("scope filtering: %d %v", status, out)
+	if status != http.StatusCreated || out["scope"] != "mcp tools:read" {
+		t.Fatalf("registered scope: %d %v", status, out)
 	}
 
 	for name, meta := range map[string]map[string]any{

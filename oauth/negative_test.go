@@ -239,28 +239,85 @@ func TestRefreshReuseRevokesChain(t *testing.T) {
 	e.assertNoSecretsLogged(tok.RefreshToken, tok2.RefreshToken, tok3.RefreshToken, tok3.AccessToken)
 }
 
+// TestRefreshReuseGrace: with refresh.reuse_grace_seconds, the immediately
+// previous refresh token of a chain may be redeemed once more within the
+// window (a client that lost the answer of a refresh); the answer is a new
+// successor and the lost one is retired. Every other reuse revokes the
+// chain: outside the window, a second grace use, a token two rotations
+// back, the retired successor. The clock is the injected one.
 func TestRefreshReuseGrace(t *testing.T) {
-	e := newAS(t, func(c *ServerConfig) { c.Refresh.ReuseGraceSeconds = 10 })
+	e := newAS(t, func(c *ServerConfig) { c.Refresh.ReuseGraceSeconds = 30 })
 	cfg := e.oauth2(asClientID, asRedirect)
-	tok := e.token(cfg)
 	refresh := func(rt string) (*oauth2.Token, error) {
 		return cfg.TokenSource(e.ctx(), &oauth2.Token{RefreshToken: rt, Expiry: time.Now().Add(-time.Minute)}).Token()
 	}
-	if _, err := refresh(tok.RefreshToken); err != nil {
-		t.Fatal(err)
+	mustRefresh := func(rt string) *oauth2.Token {
+		t.Helper()
+		tok, err := refresh(rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
 	}
-	e.clock.Add(5 * time.Second)
-	lost, err := refresh(tok.RefreshToken) // the client lost the first answer
-	if err != nil {
-		t.Fatalf("reuse inside the grace period: %v", err)
+	alive := func(tok *oauth2.Token) bool {
+		_, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, "")
+		return err == nil
 	}
-	e.clock.Add(6 * time.Second)
-	if _, err := refresh(tok.RefreshToken); !isOAuthError(err, "invalid_grant") {
-		t.Fatalf("reuse after the grace period: %v, want invalid_grant", err)
+	refused := func(what, rt string) {
+		t.Helper()
+		if _, err := refresh(rt); !isOAuthError(err, "invalid_grant") {
+			t.Fatalf("%s: %v, want invalid_grant", what, err)
+		}
 	}
-	if _, err := refresh(lost.RefreshToken); !isOAuthError(err, "invalid_grant") {
-		t.Fatalf("chain after late reuse: %v, want invalid_grant", err)
-	}
+
+	t.Run("lost answer within the window keeps the session", func(t *testing.T) {
+		t1 := e.token(cfg)
+		lost := mustRefresh(t1.RefreshToken) // the client never saw this answer
+		e.clock.Add(10 * time.Second)
+		t3 := mustRefresh(t1.RefreshToken)
+		if t3.RefreshToken == lost.RefreshToken || !alive(t3) {
+			t.Fatalf("grace answer: new successor %v, alive %v", t3.RefreshToken != lost.RefreshToken, alive(t3))
+		}
+		t4 := mustRefresh(t3.RefreshToken) // the chain goes on from the new successor
+		refused("the retired successor", lost.RefreshToken)
+		if alive(t4) {
+			t.Fatal("the chain survived a use of the retired successor")
+		}
+	})
+	t.Run("second grace use revokes", func(t *testing.T) {
+		t1 := e.token(cfg)
+		mustRefresh(t1.RefreshToken)
+		t3 := mustRefresh(t1.RefreshToken)
+		refused("a second grace use", t1.RefreshToken)
+		if alive(t3) {
+			t.Fatal("the chain survived a second grace use")
+		}
+	})
+	t.Run("outside the window revokes", func(t *testing.T) {
+		t1 := e.token(cfg)
+		t2 := mustRefresh(t1.RefreshToken)
+		e.clock.Add(31 * time.Second)
+		refused("reuse after the window", t1.RefreshToken)
+		refused("the chain after a late reuse", t2.RefreshToken)
+		if alive(t2) {
+			t.Fatal("access token alive after a late reuse")
+		}
+	})
+	t.Run("a token two rotations back revokes", func(t *testing.T) {
+		t1 := e.token(cfg)
+		t2 := mustRefresh(t1.RefreshToken)
+		t3 := mustRefresh(t2.RefreshToken) // t2 was received and used: t1 is no longer the previous one
+		refused("reuse of the first token", t1.RefreshToken)
+		if alive(t3) {
+			t.Fatal("the chain survived the reuse of an older token")
+		}
+	})
+	t.Run("more than five minutes is refused at load", func(t *testing.T) {
+		c := ServerConfig{Issuer: "https://as.example.test", Development: true, Refresh: RefreshConfig{Enabled: true, ReuseGraceSeconds: 301}}
+		if _, err := NewServer(c, nil); err == nil || !strings.Contains(err.Error(), "reuse_grace") {
+			t.Fatalf("grace of 301 s: %v", err)
+		}
+	})
 }
 
 func TestConcurrentRefreshOnlyOneWins(t *testing.T) {

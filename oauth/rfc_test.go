@@ -375,3 +375,35 @@ func TestRegistrationApplicationType(t *testing.T) {
 		})
 	}
 }
+
+// TestRefreshTokensFollowTheGrantType: a client registered for the
+// refresh_token grant gets refresh tokens whether or not it asks for
+// offline_access; one registered without it gets none even when it asks.
+// offline_access is echoed in the token response's scope when asked for and
+// a refresh token comes with it, never in the access token.
+func TestRefreshTokensFollowTheGrantType(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true })
+	redirect := "http://127.0.0.1:33418/cb"
+	_, codeOnly := register(t, e, map[string]any{"redirect_uris": []string{redirect}, "grant_types": []string{"authorization_code"}})
+	_, both := register(t, e, map[string]any{"redirect_uris": []string{redirect}, "grant_types": []string{"authorization_code", "refresh_token"}})
+	for _, tc := range []struct {
+		client  string
+		scopes  []string
+		refresh bool
+		scope   string
+	}{
+		{both["client_id"].(string), []string{"mcp"}, true, "mcp"},
+		{both["client_id"].(string), []string{"mcp", "offline_access"}, true, "mcp offline_access"},
+		{codeOnly["client_id"].(string), []string{"mcp", "offline_access"}, false, "mcp"},
+	} {
+		cfg := e.oauth2(tc.client, redirect)
+		cfg.Scopes = tc.scopes
+		tok := e.token(cfg)
+		if (tok.RefreshToken != "") != tc.refresh || tok.Extra("scope") != tc.scope {
+			t.Errorf("%v: refresh token %v, scope %q; want %v %q", tc.scopes, tok.RefreshToken != "", tok.Extra("scope"), tc.refresh, tc.scope)
+		}
+		if _, c := jwtParts(t, tok.AccessToken); c["scope"] != "mcp" {
+			t.Errorf("%v: access token scope %q", tc.scopes, c["scope"])
+		}
+	}
+}

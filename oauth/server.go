@@ -453,10 +453,8 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if s.cfg.refreshOn && !slices.Contains(scopes, oidc.ScopeOfflineAccess) {
-		scopes = append(scopes, oidc.ScopeOfflineAccess)
-	}
-	if !s.cfg.refreshOn {
+	if !s.cfg.refreshOn || !slices.Contains(c.Grants, oidc.GrantTypeRefreshToken) {
+		// offline_access asks for a refresh token this client will not get.
 		scopes = slices.DeleteFunc(scopes, func(sc string) bool { return sc == oidc.ScopeOfflineAccess })
 	}
 	issuerAud, _ := canonicalResource(s.cfg.issuer)

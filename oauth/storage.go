@@ -24,7 +24,9 @@ func keyPending(id string) string      { return "pending:" + id }
 func keyCode(code string) string       { return "code:" + digest(code) }
 func keyCodeUsed(code string) string   { return "code:" + digest(code) + ":used" }
 func keyRefresh(token string) string   { return "refresh:" + digest(token) }
-func keyRotated(token string) string   { return "refresh:" + digest(token) + ":rotated" }
+func keyRotated(token string) string   { return keyRotatedDigest(digest(token)) }
+func keyRotatedDigest(d string) string { return "refresh:" + d + ":rotated" }
+func keyGraceUsed(token string) string { return "refresh:" + digest(token) + ":grace" }
 func keySession(id string) string      { return "session:" + id }
 func keyVault(session string) string   { return "vault:" + session }
 func keyClient(clientID string) string { return "client:" + clientID }
@@ -114,12 +116,36 @@ type refreshRecord struct {
 	Expires   time.Time `json:"expires"`
 }
 
+// rotation is the marker of a rotated refresh token
+// (refresh:{sha256(token)}:rotated), set atomically by the one use that
+// rotates it.
+type rotation struct {
+	At time.Time `json:"at"`
+	// Next is the SHA-256 of the successor the rotation issued.
+	Next string `json:"next,omitempty"`
+	// Retired marks a successor whose answer was lost and that a grace use
+	// of its predecessor replaced: it was never received by the client, so
+	// any use of it is a reuse.
+	Retired bool `json:"retired,omitempty"`
+}
+
+func parseRotation(b []byte) rotation {
+	var r rotation
+	if json.Unmarshal(b, &r) != nil {
+		// Markers written before successors were recorded hold the time
+		// alone; they allow no grace.
+		r = rotation{}
+	}
+	return r
+}
+
 // refreshRequest is what op carries through a refresh_token grant.
 type refreshRequest struct {
 	rec     refreshRecord
 	token   string
 	scopes  []string
 	inGrace bool
+	rot     rotation // the presented token's rotation, when inGrace
 }
 
 func (r *refreshRequest) GetAMR() []string       { return []string{"pwd"} }
@@ -292,6 +318,7 @@ func (st opStorage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Tok
 	s := st.s
 	now := s.now()
 	var rec refreshRecord
+	var token string
 	switch r := req.(type) {
 	case *authRequest:
 		ss, err := st.newSession(ctx, r, s.cfg.refreshTTL)
@@ -300,16 +327,40 @@ func (st opStorage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Tok
 		}
 		rec = refreshRecord{SessionID: ss.ID, Subject: r.Subject, ClientID: r.ClientID, Scopes: r.Scopes, Audience: r.Audience, AuthTime: r.AuthTime}
 	case *refreshRequest:
-		// The atomic marker decides a race between two uses of the same
-		// token: only the first rotates, the second is a reuse.
-		ttl := r.rec.Expires.Sub(now)
-		first, err := s.store.SetNX(ctx, keyRotated(current), []byte(now.UTC().Format(time.RFC3339Nano)), max(ttl, time.Second))
-		if err != nil {
-			return "", "", time.Time{}, err
+		// The successor is drawn first so that the marker can name it. The
+		// atomic marker decides a race between two uses of the same token:
+		// only the first rotates; another is a reuse, which only the grace
+		// (below) may let through.
+		token = s.randomToken(32)
+		ttl := max(r.rec.Expires.Sub(now), time.Second)
+		if !r.inGrace {
+			mark, err := json.Marshal(rotation{At: now, Next: digest(token)})
+			if err != nil {
+				return "", "", time.Time{}, err
+			}
+			first, err := s.store.SetNX(ctx, keyRotated(current), mark, ttl)
+			if err != nil {
+				return "", "", time.Time{}, err
+			}
+			if !first {
+				b, err := s.store.Get(ctx, keyRotated(current))
+				if err != nil && !errors.Is(err, errNotFound) {
+					return "", "", time.Time{}, err
+				}
+				r.rot = parseRotation(b)
+				if ok, err := s.graceOpen(ctx, current, r.rot); err != nil {
+					return "", "", time.Time{}, err
+				} else if !ok {
+					s.revokeSession(ctx, r.rec.SessionID, "refresh token reused")
+					return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("refresh token was already used; the grant is revoked")
+				}
+				r.inGrace = true
+			}
 		}
-		if !first && !r.inGrace {
-			s.revokeSession(ctx, r.rec.SessionID, "refresh token reused")
-			return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("refresh token was already used; the grant is revoked")
+		if r.inGrace {
+			if err := s.useGrace(ctx, current, r, ttl); err != nil {
+				return "", "", time.Time{}, err
+			}
 		}
 		// The new refresh token keeps the grant's scopes (RFC 6749 section
 		// 6); a narrower scope parameter only narrows the access token.
@@ -337,7 +388,9 @@ func (st opStorage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Tok
 		return "", "", time.Time{}, oidc.ErrUnsupportedGrantType()
 	}
 	rec.Expires = now.Add(s.cfg.refreshTTL)
-	token := s.randomToken(32)
+	if token == "" {
+		token = s.randomToken(32)
+	}
 	if err := st.putJSON(ctx, keyRefresh(token), rec, s.cfg.refreshTTL); err != nil {
 		return "", "", time.Time{}, err
 	}
@@ -370,22 +423,81 @@ func (st opStorage) TokenRequestByRefreshToken(ctx context.Context, token string
 		return nil, err
 	}
 	req := &refreshRequest{rec: rec, token: token, scopes: rec.Scopes}
-	at, err := s.store.Get(ctx, keyRotated(token))
+	b, err := s.store.Get(ctx, keyRotated(token))
 	switch {
 	case errors.Is(err, errNotFound):
 	case err != nil:
 		return nil, err
 	default:
-		rotated, perr := time.Parse(time.RFC3339Nano, string(at))
-		if perr == nil && s.cfg.reuseGrace > 0 && now.Before(rotated.Add(s.cfg.reuseGrace)) {
-			req.inGrace = true
-			s.log.Info("refresh token reused within the grace period", zap.String("client_id", rec.ClientID))
-			break
+		req.rot = parseRotation(b)
+		ok, err := s.graceOpen(ctx, token, req.rot)
+		if err != nil {
+			return nil, err
 		}
-		s.revokeSession(ctx, rec.SessionID, "refresh token reused")
-		return nil, op.ErrInvalidRefreshToken
+		if !ok {
+			s.revokeSession(ctx, rec.SessionID, "refresh token reused")
+			return nil, op.ErrInvalidRefreshToken
+		}
+		req.inGrace = true
 	}
 	return req, nil
+}
+
+// graceOpen reports whether a rotated refresh token may be redeemed once
+// more: the grace is on, the token is the immediate predecessor of the
+// newest token of its chain (its successor was never used), it rotated less
+// than the grace ago, it was not itself a retired successor, and its one
+// grace use is not spent. Anything else is a reuse.
+func (s *Server) graceOpen(ctx context.Context, token string, rot rotation) (bool, error) {
+	if s.cfg.reuseGrace <= 0 || rot.Retired || rot.Next == "" || !s.now().Before(rot.At.Add(s.cfg.reuseGrace)) {
+		return false, nil
+	}
+	if _, err := s.store.Get(ctx, keyGraceUsed(token)); err == nil {
+		return false, nil
+	} else if !errors.Is(err, errNotFound) {
+		return false, err
+	}
+	if _, err := s.store.Get(ctx, keyRotatedDigest(rot.Next)); err == nil {
+		return false, nil // the successor was used: not the newest chain link
+	} else if !errors.Is(err, errNotFound) {
+		return false, err
+	}
+	return true, nil
+}
+
+// useGrace spends the grace of a rotated token and retires its lost
+// successor, both atomically: of two concurrent grace uses one wins, and a
+// successor that was used meanwhile ends the grace. Either loss revokes the
+// grant.
+func (s *Server) useGrace(ctx context.Context, token string, r *refreshRequest, ttl time.Duration) error {
+	revoke := func() error {
+		s.revokeSession(ctx, r.rec.SessionID, "refresh token reused")
+		return oidc.ErrInvalidGrant().WithDescription("refresh token was already used; the grant is revoked")
+	}
+	now := s.now()
+	first, err := s.store.SetNX(ctx, keyGraceUsed(token), []byte(now.UTC().Format(time.RFC3339Nano)), ttl)
+	if err != nil {
+		return err
+	}
+	if !first {
+		return revoke()
+	}
+	mark, err := json.Marshal(rotation{At: now, Retired: true})
+	if err != nil {
+		return err
+	}
+	// The successor's record lives a full refresh lifetime from now; so
+	// must its retirement.
+	first, err = s.store.SetNX(ctx, keyRotatedDigest(r.rot.Next), mark, s.cfg.refreshTTL)
+	if err != nil {
+		return err
+	}
+	if !first {
+		return revoke()
+	}
+	s.log.Info("refresh token redeemed again within the reuse grace; its lost successor is retired",
+		zap.String("client_id", r.rec.ClientID), zap.String("session", shortID(r.rec.SessionID)))
+	return nil
 }
 
 func (st opStorage) TerminateSession(context.Context, string, string) error { return nil }

@@ -189,7 +189,11 @@ func (s *Server) exchangeCode(ctx context.Context, c *client, f url.Values) (*is
 	}
 	is := &issued{subject: a.Subject, clientID: c.ID, scopes: a.Scopes, granted: a.Scopes, audience: audience,
 		authTime: a.AuthTime, nonce: a.Nonce}
-	if s.cfg.refreshOn && slices.Contains(a.Scopes, oidc.ScopeOfflineAccess) && slices.Contains(c.Grants, oidc.GrantTypeRefreshToken) {
+	// A refresh token for every client registered for the refresh_token
+	// grant, whether or not it asked for offline_access (OAuth 2.1 leaves
+	// it to the server; MCP clients signal it by the grant type, and may add
+	// offline_access because the metadata lists it).
+	if s.cfg.refreshOn && slices.Contains(c.Grants, oidc.GrantTypeRefreshToken) {
 		is.jti, is.refresh, is.expires, err = st.CreateAccessAndRefreshTokens(ctx, a, "")
 	} else {
 		is.jti, is.expires, err = st.CreateAccessToken(ctx, a)
