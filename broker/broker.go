@@ -147,6 +147,7 @@ func New(opts *BrokerOptions) (*Broker, error) {
 		runs:       make(map[string]*run),
 		answerPoll: answerPollInterval,
 	}
+	b.listeners.logger = o.Logger
 	b.engine.Store(&engineBox{o.Engine})
 	b.guard.Store(o.Guard)
 	if o.Redis != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"go.uber.org/zap"
 )
 
 // Event types of the execute stream, in the order a caller sees them:
@@ -167,12 +169,16 @@ type Event struct {
 }
 
 // Listener receives in-process events. It runs synchronously on the
-// goroutine that produced the event, so it must return quickly.
+// goroutine that produced the event, so it must return quickly. A listener
+// that panics is recovered and logged; the session goes on as if it had
+// returned.
 type Listener func(Event)
 
 type listeners struct {
 	mu sync.RWMutex
 	m  map[string][]Listener
+	// logger reports a panicking listener; nil means none.
+	logger *zap.Logger
 }
 
 func (l *listeners) on(name string, f Listener) {
@@ -189,6 +195,22 @@ func (l *listeners) emit(ev Event) {
 	fs := l.m[ev.Name]
 	l.mu.RUnlock()
 	for _, f := range fs {
-		f(ev)
+		l.call(f, ev)
 	}
+}
+
+// call runs one listener: listeners are user code and must never take the
+// gateway down or leave a session half-made.
+func (l *listeners) call(f Listener, ev Event) {
+	defer func() {
+		if p := recover(); p != nil && l.logger != nil {
+			sid := ""
+			if ev.Session != nil {
+				sid = ev.Session.ID
+			}
+			l.logger.Error("event listener panicked; ignored", zap.String("event", ev.Name),
+				zap.String("session", sid), zap.Any("panic", p), zap.Stack("stack"))
+		}
+	}()
+	f(ev)
 }
