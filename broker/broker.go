@@ -50,6 +50,10 @@ type Broker struct {
 
 	watchMu  sync.Mutex
 	watchers map[string]map[chan struct{}]struct{} // session id -> Await calls waiting here
+
+	// owner is this broker's id in a shared store ("" in memory).
+	owner string
+	live  liveness
 }
 
 type engineBox struct{ e sandbox.Engine }
@@ -119,6 +123,22 @@ func New(opts *BrokerOptions) (*Broker, error) {
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
 	}
+	if o.OwnerTimeout < 0 || o.StorageTimeout < 0 {
+		return nil, errors.New("broker: ownerTimeout and storageTimeout must not be negative")
+	}
+	if o.OwnerTimeout == 0 {
+		o.OwnerTimeout = DefaultOwnerTimeout
+	}
+	if o.StorageTimeout == 0 {
+		o.StorageTimeout = DefaultStorageTimeout
+	}
+	switch o.StorageFailureMode {
+	case "":
+		o.StorageFailureMode = StorageFailClosed
+	case StorageFailClosed, StorageFailOpen:
+	default:
+		return nil, fmt.Errorf("broker: storageFailureMode must be %q or %q, got %q", StorageFailClosed, StorageFailOpen, o.StorageFailureMode)
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -153,11 +173,13 @@ func New(opts *BrokerOptions) (*Broker, error) {
 	if o.Redis != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		rs, err := newRedisStore(ctx, o.Redis, o.KeyPrefix, o.Now, b.deliver, o.Logger)
+		b.owner = newID()
+		rs, err := newRedisStore(ctx, o.Redis, o.KeyPrefix, b.owner, o.OwnerTimeout, o.StorageTimeout, o.Now, b.deliver, o.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 		b.store = rs
+		b.startKeepAlive()
 	} else {
 		b.store = newMemoryStore(o.Now, b.deliver)
 		b.stopJanitor = make(chan struct{})
@@ -208,7 +230,13 @@ func (b *Broker) GetSession(ctx context.Context, id string) (*Session, error) {
 	if id == "" {
 		return nil, nil
 	}
-	return b.runner(id).store.get(ctx, id)
+	o := b.runner(id)
+	s, err := o.store.get(ctx, id)
+	if err != nil {
+		o.storageFailed(err)
+		return nil, storageError(err)
+	}
+	return s, nil
 }
 
 // ToolResult is a caller-supplied answer to a tool call. When Error is set
@@ -260,8 +288,11 @@ func (b *Broker) SubmitToolResult(ctx context.Context, sessionID string, res Too
 		return newError(http.StatusConflict, CodeCallAlreadyAnswered, fmt.Sprintf("call %q was already answered", res.CallID))
 	case errors.Is(err, errCallClosed):
 		return newError(http.StatusConflict, CodeSessionFinished, "session is finished")
+	case errors.Is(err, errOwnerLost):
+		return newError(http.StatusConflict, CodeOwnerLost, "the gateway running this session is gone; the session ended with OWNER_LOST and nothing will read this result")
 	default:
-		return asError(err)
+		b.storageFailed(err)
+		return storageError(err)
 	}
 }
 
@@ -367,15 +398,18 @@ func (b *Broker) Await(ctx context.Context, id string) (*SessionState, error) {
 	defer poll.Stop()
 	for {
 		s, err := b.store.get(ctx, id)
-		if err != nil || s == nil {
-			return nil, err
+		if err != nil {
+			return nil, storageError(err)
+		}
+		if s == nil {
+			return nil, nil
 		}
 		st := &SessionState{Session: s}
 		if s.finished() {
 			return st, nil
 		}
 		if st.Pending, err = b.store.pendingCalls(ctx, id); err != nil {
-			return nil, err
+			return nil, storageError(err)
 		}
 		if len(st.Pending) > 0 {
 			return st, nil
@@ -426,6 +460,7 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 	now := b.now()
 	s := &Session{
 		ID:        newID(),
+		Owner:     b.owner,
 		Status:    StatusPending,
 		CreatedAt: now.UnixMilli(),
 		ExpiresAt: now.Add(b.opts.SessionTimeout).UnixMilli(),
@@ -436,11 +471,14 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 	}
 	// The broker bounds the whole execution, waits for tool results
 	// included, whatever the engine does with Limits.Timeout.
-	rctx, cancel := context.WithTimeoutCause(ctx, timeout, errExecutionTimeout)
+	// abort ends the run with a cause (OWNER_LOST); the timeout has its own.
+	actx, abort := context.WithCancelCause(ctx)
+	rctx, cancel := context.WithTimeoutCause(actx, timeout, errExecutionTimeout)
 	r := &run{
 		b:        b,
 		sess:     s,
 		ctx:      rctx,
+		abortRun: abort,
 		cancel:   cancel,
 		events:   make(chan StreamEvent, 16),
 		stop:     make(chan struct{}),
@@ -485,15 +523,24 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 	}
 
 	if err := b.store.put(rctx, s); err != nil {
-		b.mu.Lock()
-		delete(b.runs, s.ID)
-		b.mu.Unlock()
-		if d := b.opts.Directory; d != nil {
-			d.remove(s.ID, b)
+		if b.opts.StorageFailureMode != StorageFailOpen {
+			b.mu.Lock()
+			delete(b.runs, s.ID)
+			b.mu.Unlock()
+			if d := b.opts.Directory; d != nil {
+				d.remove(s.ID, b)
+			}
+			b.wg.Done()
+			cancel()
+			abort(nil)
+			b.storageFailed(err)
+			return nil, storageError(fmt.Errorf("creating session: %w", err))
 		}
-		b.wg.Done()
-		cancel()
-		return nil, asError(fmt.Errorf("creating session: %w", err))
+		// Open: the session runs here; the keep-alive loop writes its
+		// record once the store answers.
+		b.logger.Warn("session store unavailable; running the session on this gateway only", zap.String("session", s.ID), zap.Error(err))
+		b.storageFailed(err)
+		r.dirty.Store(true)
 	}
 	b.listeners.emit(Event{Name: OnSessionCreated, Session: s.clone()})
 	r.send(StreamEvent{Type: EventSession, Payload: s.clone()})
@@ -588,6 +635,7 @@ func (b *Broker) close(ctx context.Context) error {
 		close(b.stopJanitor)
 		<-b.janitorDone
 	}
+	b.stopKeepAlive()
 	if cerr := b.store.close(); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -23,7 +23,8 @@ const (
 	CodeRateLimit            = "RATE_LIMIT"             // 429: request rate limit, or a tool's rate limit
 	CodeSessionLimit         = "SESSION_LIMIT"          // 429: maxConcurrentSessions reached
 	CodeShuttingDown         = "SHUTTING_DOWN"          // 503: the broker is closing
-	CodeInternal             = "INTERNAL_ERROR"         // 500: storage or other internal failure
+	CodeInternal             = "INTERNAL_ERROR"         // 500: an unexpected internal failure
+	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"    // 503: the session store (Redis) did not answer in time
 	CodeToolNotFound         = "TOOL_NOT_FOUND"         // tool error: no such tool
 	CodeToolCallLimit        = "TOOL_CALL_LIMIT"        // tool error: maxToolCalls reached
 	CodeToolExecutionError   = "TOOL_EXECUTION_ERROR"   // tool error: the handler failed
@@ -64,6 +65,16 @@ func asError(err error) *Error {
 		return be
 	}
 	return &Error{Code: CodeInternal, Message: "internal error", Status: http.StatusInternalServerError, Err: err}
+}
+
+// storageError is a failed session-store operation: 503, retry soon.
+func storageError(err error) *Error {
+	var be *Error
+	if errors.As(err, &be) {
+		return be
+	}
+	return &Error{Code: CodeStorageUnavailable, Message: "the session store is unavailable; retry shortly",
+		Status: http.StatusServiceUnavailable, RetryAfter: time.Second, Err: err}
 }
 
 // retryAfterSeconds rounds d up to whole seconds, at least 1.

@@ -91,6 +91,8 @@ type ErrorPayload struct {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// RequestID names the request in the gateway's log (HTTP 5xx only).
+	RequestID string `json:"requestId,omitempty"`
 }
 
 // Location is a 1-based line and column in the script.

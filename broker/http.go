@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
 	"go.uber.org/zap"
 )
@@ -61,6 +62,7 @@ type httpHandler struct {
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(requestIDHeader, requestID(r))
 	path := r.URL.Path
 	if path != "/" {
 		path = strings.TrimSuffix(path, "/")
@@ -70,10 +72,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var sessionID string
 	switch {
 	case path == "/health":
-		if !allowMethod(w, r, http.MethodGet) {
+		if !h.allowMethod(w, r, http.MethodGet) {
 			return
 		}
-		h.health(w)
+		h.health(w, r)
 		return
 	case path == "/execute":
 		method, route = http.MethodPost, h.execute
@@ -91,19 +93,19 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		sessionID = id
 	}
 	if route == nil {
-		writeError(w, newError(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
+		h.writeError(w, r, newError(http.StatusNotFound, CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path)))
 		return
 	}
-	if !allowMethod(w, r, method) {
+	if !h.allowMethod(w, r, method) {
 		return
 	}
 	auth, err := h.authenticate(r)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	if err := h.rateLimit(r, auth); err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	if sessionID != "" {
@@ -112,25 +114,49 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route(w, r, auth)
 }
 
-func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
+func (h *httpHandler) allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
 	if r.Method == method || (method == http.MethodGet && r.Method == http.MethodHead) {
 		return true
 	}
 	w.Header().Set("Allow", method)
-	writeError(w, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, fmt.Sprintf("use %s", method)))
+	h.writeError(w, r, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, fmt.Sprintf("use %s", method)))
 	return false
 }
 
-// writeError writes {"error":{"code","message"}} with the error's status.
-func writeError(w http.ResponseWriter, err error) {
+// writeError writes {"error":{"code","message","requestId"?}} with the
+// error's status. A server error (5xx) is logged with its cause and the
+// request id, which the body carries too, so a caller's report can be found
+// in the log.
+func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := asError(err)
+	body := ErrorBody{Code: e.Code, Message: e.Message}
+	if e.Status >= 500 {
+		body.RequestID = w.Header().Get(requestIDHeader)
+		cause := error(e)
+		if e.Err != nil {
+			cause = e.Err
+		}
+		h.b.logger.Error("broker request failed", zap.Int("status", e.Status), zap.String("code", e.Code),
+			zap.String("request_id", body.RequestID), zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(cause))
+	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", retryAfterSeconds(e.RetryAfter))
 	}
 	if e.Status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="codemode"`)
 	}
-	writeJSON(w, e.Status, map[string]ErrorBody{"error": {Code: e.Code, Message: e.Message}})
+	writeJSON(w, e.Status, map[string]ErrorBody{"error": body})
+}
+
+// requestIDHeader carries the request id: a caller's own (a load balancer's)
+// when it is a short token, else a fresh one; every answer echoes it.
+const requestIDHeader = "X-Request-Id"
+
+func requestID(r *http.Request) string {
+	if id := r.Header.Get(requestIDHeader); id != "" && len(id) <= 64 && strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == "" {
+		return id
+	}
+	return newID()
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -298,17 +324,17 @@ type executeRequest struct {
 func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *AuthResult) {
 	var req executeRequest
 	if err := h.readJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	if strings.TrimSpace(req.Code) == "" {
-		writeError(w, newError(http.StatusBadRequest, CodeValidationError, "code is required"))
+		h.writeError(w, r, newError(http.StatusBadRequest, CodeValidationError, "code is required"))
 		return
 	}
 	opts := ExecuteOptions{Context: req.Context, Filter: req.Filter, AllowedTools: req.AllowedTools, Auth: auth, ClientIP: clientIP(r)}
 	if t := req.Timeout; t != nil {
 		if *t <= 0 || math.IsInf(*t, 0) || *t > float64(h.b.opts.SessionTimeout.Milliseconds()) {
-			writeError(w, newError(http.StatusBadRequest, CodeValidationError,
+			h.writeError(w, r, newError(http.StatusBadRequest, CodeValidationError,
 				fmt.Sprintf("timeout must be between 1 and %d milliseconds", h.b.opts.SessionTimeout.Milliseconds())))
 			return
 		}
@@ -316,14 +342,14 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	}
 	if n := req.MaxToolCalls; n != nil {
 		if *n < 1 || *n != math.Trunc(*n) || *n > 1e6 {
-			writeError(w, newError(http.StatusBadRequest, CodeValidationError, "maxToolCalls must be a whole number between 1 and 1000000"))
+			h.writeError(w, r, newError(http.StatusBadRequest, CodeValidationError, "maxToolCalls must be a whole number between 1 and 1000000"))
 			return
 		}
 		opts.MaxToolCalls = int(*n)
 	}
 	run, err := h.b.start(r.Context(), req.Code, opts)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -372,7 +398,7 @@ func (h *httpHandler) session(r *http.Request, auth *AuthResult) (*Session, erro
 func (h *httpHandler) getSession(w http.ResponseWriter, r *http.Request, auth *AuthResult) {
 	s, err := h.session(r, auth)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, s)
@@ -381,16 +407,16 @@ func (h *httpHandler) getSession(w http.ResponseWriter, r *http.Request, auth *A
 func (h *httpHandler) toolResult(w http.ResponseWriter, r *http.Request, auth *AuthResult) {
 	var req ToolResult
 	if err := h.readJSON(w, r, &req); err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	s, err := h.session(r, auth)
 	if err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	if err := h.b.SubmitToolResult(r.Context(), s.ID, req); err != nil {
-		writeError(w, err)
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
@@ -398,21 +424,99 @@ func (h *httpHandler) toolResult(w http.ResponseWriter, r *http.Request, auth *A
 
 // HealthResponse is the body of GET /health.
 type HealthResponse struct {
-	// Status is always "ok".
-	Status string `json:"status"`
+	// Status is "ok", or "degraded" with Reasons.
+	Status  string   `json:"status"`
+	Reasons []string `json:"reasons,omitempty"`
 	// Uptime is the time since the broker was created, in seconds.
-	Uptime   float64 `json:"uptime"`
-	Sessions Stats   `json:"sessions"`
+	Uptime   float64       `json:"uptime"`
+	Sessions Stats         `json:"sessions"`
+	Storage  HealthStorage `json:"storage"`
+	// Workers is the sandbox engine's state, when the engine reports one.
+	Workers *sandbox.EngineHealth `json:"workers,omitempty"`
+	// Catalog lists the OpenAPI sources, when there is a catalog.
+	Catalog []HealthCatalogSource `json:"catalog,omitempty"`
 }
 
-// Health returns the body of GET /health.
-func (b *Broker) Health() HealthResponse {
+// HealthStorage is the session store's state.
+type HealthStorage struct {
+	// Kind is "memory" or "redis".
+	Kind string `json:"kind"`
+	// Status is "ok" or "unavailable".
+	Status string `json:"status"`
+	// Error is the last failure, Since when the store fails (epoch ms).
+	Error string `json:"error,omitempty"`
+	Since int64  `json:"since,omitempty"`
+	// FailureMode is closed or open (BrokerOptions.StorageFailureMode).
+	FailureMode string `json:"failureMode"`
+}
+
+// HealthCatalogSource is one OpenAPI source of the catalog.
+type HealthCatalogSource struct {
+	Name        string `json:"name"`
+	Actions     int    `json:"actions"`
+	LastUpdated string `json:"lastUpdated,omitempty"`
+	// Error is the failure of the last fetch, when it failed.
+	Error string `json:"error,omitempty"`
+}
+
+// pinger is a store that can check it is reachable.
+type pinger interface {
+	ping(ctx context.Context) error
+}
+
+// Health returns the body of GET /health: the session store (checked now,
+// within the storage timeout), the sandbox's workers and the catalog's
+// sources; any problem makes the status "degraded" with a reason.
+func (b *Broker) Health(ctx context.Context) HealthResponse {
 	up := b.now().Sub(b.started).Seconds()
-	return HealthResponse{Status: "ok", Uptime: math.Round(up*1000) / 1000, Sessions: b.Stats()}
+	h := HealthResponse{Status: "ok", Uptime: math.Round(up*1000) / 1000, Sessions: b.Stats(),
+		Storage: HealthStorage{Kind: "memory", Status: "ok", FailureMode: b.opts.StorageFailureMode}}
+	if p, ok := b.store.(pinger); ok {
+		h.Storage.Kind = "redis"
+		if err := p.ping(ctx); err != nil {
+			b.storageFailed(err)
+		} else {
+			b.storageOK()
+		}
+		if ok, err, since := b.StorageStatus(); !ok {
+			h.Storage.Status, h.Storage.Error, h.Storage.Since = "unavailable", err.Error(), since.UnixMilli()
+			h.Reasons = append(h.Reasons, "session store unavailable: "+err.Error())
+		}
+	}
+	if hr, ok := b.engine.Load().e.(sandbox.HealthReporter); ok {
+		eh := hr.Health()
+		h.Workers = &eh
+		for _, p := range eh.Problems {
+			h.Reasons = append(h.Reasons, "sandbox: "+p)
+		}
+	}
+	if c := b.opts.Catalog; c != nil {
+		for _, svc := range c.Response().Services {
+			h.Catalog = append(h.Catalog, HealthCatalogSource{Name: svc.Name, Actions: svc.ActionCount,
+				LastUpdated: svc.LastUpdated, Error: svc.LastError})
+			if svc.LastError != "" {
+				h.Reasons = append(h.Reasons, fmt.Sprintf("catalog source %s: %s", svc.Name, svc.LastError))
+			}
+		}
+	}
+	if len(h.Reasons) > 0 {
+		h.Status = "degraded"
+	}
+	return h
 }
 
-func (h *httpHandler) health(w http.ResponseWriter) {
-	writeJSON(w, http.StatusOK, h.b.Health())
+// health answers 503 when new sessions cannot start (the store is down and
+// the failure mode is closed), so a load balancer takes the gateway out;
+// degraded otherwise still answers 200.
+func (h *httpHandler) health(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.b.opts.StorageTimeout)
+	defer cancel()
+	hr := h.b.Health(ctx)
+	status := http.StatusOK
+	if hr.Storage.Status != "ok" && hr.Storage.FailureMode == StorageFailClosed {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, hr)
 }
 
 // emptyCatalogVersion is the version of a catalog with no sources.

@@ -21,6 +21,20 @@ const (
 	DefaultMaxBodyBytes          = 1 << 20
 	DefaultKeyPrefix             = "codemode:broker:"
 	DefaultDrainTimeout          = 10 * time.Second
+	DefaultOwnerTimeout          = 15 * time.Second
+	DefaultStorageTimeout        = 2 * time.Second
+)
+
+// Storage failure modes (BrokerOptions.StorageFailureMode).
+const (
+	// StorageFailClosed refuses new executions while the session store is
+	// unreachable (503 STORAGE_UNAVAILABLE): no session exists that the
+	// other gateways cannot see.
+	StorageFailClosed = "closed"
+	// StorageFailOpen runs new executions on this gateway even then; their
+	// records are written when the store answers again, and until then only
+	// this gateway knows them.
+	StorageFailOpen = "open"
 )
 
 // BrokerOptions configures a Broker. Only Engine is required.
@@ -75,6 +89,16 @@ type BrokerOptions struct {
 	// other brokers sharing it hand tool results and status requests for
 	// them to this one (see SessionDirectory). Nil means none.
 	Directory *SessionDirectory
+	// OwnerTimeout is how long a broker sharing Redis may go without
+	// renewing its liveness before its running sessions are ended with
+	// OWNER_LOST (by whichever broker reads them, answers them or reaps
+	// first; the reaper runs every OwnerTimeout/3). Default 15 s.
+	OwnerTimeout time.Duration
+	// StorageTimeout bounds every operation on the session store, so that
+	// no request waits longer on an unreachable Redis. Default 2 s.
+	StorageTimeout time.Duration
+	// StorageFailureMode is StorageFailClosed (default) or StorageFailOpen.
+	StorageFailureMode string
 	// Logger receives operational logs. Nil means no logging.
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now. Tests inject one.

@@ -116,7 +116,7 @@ func TestRedisLostAnswerIsPolled(t *testing.T) {
 	rs := b.store.(*redisStore)
 	payload := `{"sessionId":"` + sess.ID + `","callId":"` + call.CallID + `","result":"polled"}`
 	n, err := resolveScript.Run(context.Background(), rdb, []string{rs.sessionKey(sess.ID), rs.callsKey(sess.ID)},
-		"c:"+call.CallID, payload, prefix+"nobody-listens").Int()
+		"c:"+call.CallID, payload, prefix+"nobody-listens", prefix+"owner:").Int()
 	if err != nil || n != 4 {
 		t.Fatalf("resolve: %d, %v", n, err)
 	}

@@ -19,6 +19,10 @@ type run struct {
 	b        *Broker
 	ctx      context.Context
 	cancel   context.CancelFunc
+	abortRun context.CancelCauseFunc
+	// dirty is set when a write of the session to the store failed; the
+	// keep-alive loop restores it.
+	dirty    atomic.Bool
 	events   chan StreamEvent
 	stop     chan struct{} // closed when the consumer stops reading
 	stopOnce sync.Once
@@ -42,6 +46,22 @@ type run struct {
 	mu      sync.Mutex
 	sess    *Session
 	waiters map[string]chan *toolAnswer
+	pending map[string]PendingCall // calls waiting for the caller, for restores
+}
+
+// abort ends the execution with cause (errOwnerLost).
+func (r *run) abort(cause error) { r.abortRun(cause) }
+
+// pendingCalls lists the calls waiting for the caller, oldest first.
+func (r *run) pendingCalls() []PendingCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]PendingCall, 0, len(r.pending))
+	for _, c := range r.pending {
+		out = append(out, c)
+	}
+	sortCalls(out)
+	return out
 }
 
 var (
@@ -121,8 +141,12 @@ func (r *run) execute() {
 	defer r.closeEvents()
 
 	if s, err := r.transition(StatusRunning); err == nil {
-		if err := b.store.put(r.ctx, s); err != nil {
+		switch err := b.store.put(r.ctx, s); {
+		case errors.Is(err, errSessionEnded):
+			r.abort(errOwnerLost)
+		case err != nil:
 			b.logger.Warn("storing running session", zap.String("session", s.ID), zap.Error(err))
+			r.dirty.Store(true)
 		}
 	}
 	res, err := r.engine.Execute(r.ctx, r.req, r)
@@ -138,7 +162,11 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	var final StreamEvent
 	var sessErr error
 	status := StatusCompleted
-	if (err != nil || res.Status != sandbox.StatusOK) && context.Cause(r.ctx) == errExecutionTimeout {
+	if context.Cause(r.ctx) == errOwnerLost {
+		// The store holds the session as lost: whatever the script did,
+		// report what every other gateway reports.
+		err = &sandbox.Error{Code: CodeOwnerLost, Message: "the session was declared lost while this gateway could not reach the session store"}
+	} else if (err != nil || res.Status != sandbox.StatusOK) && context.Cause(r.ctx) == errExecutionTimeout {
 		// Whatever the engine made of our deadline (an abort, a failed tool
 		// call), it is the execution's timeout.
 		err = nil
@@ -203,11 +231,17 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	}
 	// The caller's context may be gone; the record must still be written.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 5*time.Second)
-	if err := b.store.put(sctx, s); err != nil {
-		b.logger.Warn("storing finished session", zap.String("session", s.ID), zap.Error(err))
-	}
-	if err := b.store.closeCalls(sctx, s); err != nil {
-		b.logger.Warn("closing calls of finished session", zap.String("session", s.ID), zap.Error(err))
+	switch err := b.store.put(sctx, s); {
+	case errors.Is(err, errSessionEnded):
+		b.logger.Info("finished a session the store holds as lost; its outcome is dropped", zap.String("session", s.ID))
+	case err != nil:
+		b.logger.Warn("storing finished session; retried in the background", zap.String("session", s.ID), zap.Error(err))
+		b.keepUnwritten(s)
+	default:
+		if err := b.store.closeCalls(sctx, s); err != nil {
+			b.logger.Warn("closing calls of finished session; retried in the background", zap.String("session", s.ID), zap.Error(err))
+			b.keepUnwritten(s)
+		}
 	}
 	r.changed(sctx)
 	cancel()
@@ -329,15 +363,21 @@ func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(b
 	ch := make(chan *toolAnswer, 1)
 	r.mu.Lock()
 	r.waiters[callID] = ch
+	if r.pending == nil {
+		r.pending = make(map[string]PendingCall)
+	}
+	r.pending[callID] = call
 	sess := r.sess.clone()
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		delete(r.waiters, callID)
+		delete(r.pending, callID)
 		r.mu.Unlock()
 	}()
 	if err := b.store.addCall(ctx, sess, call); err != nil {
-		return nil, &sandbox.ToolError{Code: CodeInternal, Message: "cannot record the pending call"}
+		b.storageFailed(err)
+		return nil, &sandbox.ToolError{Code: CodeStorageUnavailable, Message: "the call cannot be recorded for the caller to answer: the session store is unavailable"}
 	}
 	announce(true)
 	r.changed(ctx)

@@ -29,6 +29,10 @@ type Session struct {
 	ExpiresAt int64 `json:"expiresAt"`
 	// UpdatedAt is the last status change (epoch ms).
 	UpdatedAt int64 `json:"updatedAt"`
+	// Owner identifies the broker (gateway) running the session, with a
+	// store shared through Redis; a session whose owner stops heartbeating
+	// ends with error OWNER_LOST.
+	Owner string `json:"owner,omitempty"`
 	// UserID and TenantID come from the AuthResult of the request that
 	// created the session; only that user may read or answer it.
 	UserID   string `json:"userId,omitempty"`
@@ -117,7 +121,15 @@ var (
 	errCallUnknown  = errors.New("call not found")
 	errCallAnswered = errors.New("call already answered")
 	errCallClosed   = errors.New("session finished")
+	// errOwnerLost: the broker running the session stopped heartbeating; the
+	// session was ended with OWNER_LOST.
+	errOwnerLost = errors.New("the gateway running the session is gone")
 )
+
+// errSessionEnded: a write of a running session found its record already
+// finished (declared OWNER_LOST while this broker could not reach the
+// store); the record is left as it is.
+var errSessionEnded = errors.New("session already ended in the store")
 
 // store keeps sessions and the state of caller-answered calls. The memory
 // store serves one broker; the Redis store is shared by every broker using
@@ -145,11 +157,34 @@ type store interface {
 	// errSessionGone, errCallUnknown, errCallAnswered or errCallClosed and
 	// changes nothing in those cases.
 	resolveCall(ctx context.Context, a *toolAnswer) error
+	// restore re-writes a running session and its waiting calls after the
+	// store lost them or missed a write (Redis restarted, or was
+	// unreachable). It returns errSessionEnded, changing nothing, when the
+	// store holds the session as finished.
+	restore(ctx context.Context, s *Session, pending []PendingCall) error
 	// sweep deletes expired records (the memory store; Redis expires keys
 	// itself).
 	sweep(now int64)
 	close() error
 }
+
+// ownerStore is a store shared by several brokers (Redis): each broker
+// proves it is alive, and the sessions of one that stops are ended.
+type ownerStore interface {
+	// heartbeat renews this broker's liveness; reset is true when the store
+	// had lost it (a restart without persistence, or a heartbeat lapse), so
+	// the broker's running sessions must be restored.
+	heartbeat(ctx context.Context) (reset bool, err error)
+	// reapLost ends the running sessions of every broker whose liveness
+	// lapsed with OWNER_LOST and returns their ids.
+	reapLost(ctx context.Context) ([]string, error)
+	// resign withdraws this broker's liveness (Close).
+	resign(ctx context.Context) error
+}
+
+// CodeOwnerLost is the session error, and the 409 of a tool result, for a
+// session whose gateway stopped (killed, crashed, cut off from Redis).
+const CodeOwnerLost = "OWNER_LOST"
 
 // answerFetcher is a store whose answers may miss their delivery (Redis
 // pub/sub drops messages while reconnecting); waiting calls poll it.
@@ -300,6 +335,16 @@ func (m *memoryStore) resolveCall(_ context.Context, a *toolAnswer) error {
 	c.answered = true
 	m.mu.Unlock()
 	m.deliver(a)
+	return nil
+}
+
+func (m *memoryStore) restore(ctx context.Context, s *Session, pending []PendingCall) error {
+	if err := m.put(ctx, s); err != nil {
+		return err
+	}
+	for _, c := range pending {
+		_ = m.addCall(ctx, s, c)
+	}
 	return nil
 }
 

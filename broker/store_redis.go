@@ -21,17 +21,30 @@ import (
 //	                      answer, "i:{callId}" -> {tool, input}, "closed" once finished
 //	{prefix}answers       pub/sub channel carrying caller-supplied results and
 //	                      change notices of sessions followed with Await
+//	{prefix}owner:{owner} "1" while the broker owner heartbeats (expires after
+//	                      the owner timeout)
+//	{prefix}owners        set of the brokers that run, or ran, sessions
+//	{prefix}owned:{owner} set of the sessions a broker runs
 //
 // A result posted to any broker is checked, marked answered and stored by
 // one Lua script, which also publishes it; the broker running the session
 // picks it up from its subscription, or, should the message be lost while
 // its subscription reconnects, by polling the stored answer.
+//
+// Liveness: every broker renews its owner key; a session whose owner key is
+// gone is ended with OWNER_LOST by whichever broker notices first (a reader
+// of the session, a tool result for it, or the periodic reaper). A finished
+// record is never overwritten, so an owner that comes back after being
+// declared lost cannot resurrect its sessions.
 type redisStore struct {
-	rdb     redis.UniversalClient
-	prefix  string
-	now     func() time.Time
-	deliver func(*toolAnswer)
-	logger  *zap.Logger
+	rdb      redis.UniversalClient
+	prefix   string
+	self     string        // this broker's owner id
+	ownerTTL time.Duration // liveness lapses after this
+	timeout  time.Duration // bound of one storage operation
+	now      func() time.Time
+	deliver  func(*toolAnswer)
+	logger   *zap.Logger
 
 	ps   *redis.PubSub
 	done chan struct{}
@@ -39,8 +52,14 @@ type redisStore struct {
 }
 
 var resolveScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local rec = redis.call('GET', KEYS[1])
+if not rec then return 0 end
+local s = cjson.decode(rec)
+if s['status'] == 'error' and type(s['error']) == 'table' and s['error']['code'] == 'OWNER_LOST' then return 6 end
 if redis.call('HEXISTS', KEYS[2], 'closed') == 1 then return 3 end
+if s['status'] == 'completed' or s['status'] == 'error' then return 3 end
+local owner = s['owner']
+if owner and owner ~= '' and redis.call('EXISTS', ARGV[4] .. owner) == 0 then return 5 end
 local st = redis.call('HGET', KEYS[2], ARGV[1])
 if not st then return 1 end
 if st ~= 'pending' then return 2 end
@@ -54,13 +73,54 @@ if redis.call('HGET', KEYS[1], ARGV[1]) == 'pending' then redis.call('HDEL', KEY
 return 0
 `)
 
-func newRedisStore(ctx context.Context, rdb redis.UniversalClient, prefix string, now func() time.Time, deliver func(*toolAnswer), logger *zap.Logger) (*redisStore, error) {
-	r := &redisStore{rdb: rdb, prefix: prefix, now: now, deliver: deliver, logger: logger, done: make(chan struct{})}
+// putScript writes a session unless its record is finished: 1 written,
+// 0 kept (the session had ended). A running session joins its owner's set,
+// a finished one leaves it.
+var putScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur then
+	local st = cjson.decode(cur)['status']
+	if st == 'completed' or st == 'error' then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if ARGV[4] ~= '' then
+	if ARGV[3] == '1' then redis.call('SREM', KEYS[2], ARGV[5]) else redis.call('SADD', KEYS[2], ARGV[5]) end
+end
+return 1
+`)
+
+// loseScript ends a session whose owner is gone: when the owner key
+// (KEYS[3]) is missing and the record is still exactly ARGV[1] (not
+// finished meanwhile), the record becomes ARGV[2] and its calls close.
+var loseScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+redis.call('HSET', KEYS[2], 'closed', '1')
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return 1
+`)
+
+// heartbeatScript renews an owner key; 0 when it was missing.
+var heartbeatScript = redis.NewScript(`
+local existed = redis.call('EXISTS', KEYS[1])
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[1])
+return existed
+`)
+
+func newRedisStore(ctx context.Context, rdb redis.UniversalClient, prefix, self string, ownerTTL, timeout time.Duration, now func() time.Time, deliver func(*toolAnswer), logger *zap.Logger) (*redisStore, error) {
+	r := &redisStore{rdb: rdb, prefix: prefix, self: self, ownerTTL: ownerTTL, timeout: timeout, now: now, deliver: deliver, logger: logger, done: make(chan struct{})}
 	r.ps = rdb.Subscribe(ctx, r.channel())
 	// Wait for the subscription so no answer published after New returns is missed.
 	if _, err := r.ps.Receive(ctx); err != nil {
 		_ = r.ps.Close()
 		return nil, fmt.Errorf("subscribing to %s: %w", r.channel(), err)
+	}
+	if _, err := r.heartbeat(ctx); err != nil {
+		_ = r.ps.Close()
+		return nil, err
 	}
 	go r.listen()
 	return r, nil
@@ -69,6 +129,15 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, prefix string
 func (r *redisStore) sessionKey(id string) string { return r.prefix + "session:" + id }
 func (r *redisStore) callsKey(id string) string   { return r.prefix + "calls:" + id }
 func (r *redisStore) channel() string             { return r.prefix + "answers" }
+func (r *redisStore) ownerKey(o string) string    { return r.prefix + "owner:" + o }
+func (r *redisStore) ownedKey(o string) string    { return r.prefix + "owned:" + o }
+func (r *redisStore) ownersKey() string           { return r.prefix + "owners" }
+
+// bound limits one storage operation to the store's timeout, so that no
+// request waits on an unreachable Redis longer than that.
+func (r *redisStore) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, r.timeout)
+}
 
 func (r *redisStore) ttl(s *Session) time.Duration {
 	d := time.Duration(s.ExpiresAt-r.now().UnixMilli()) * time.Millisecond
@@ -91,39 +160,97 @@ func (r *redisStore) listen() {
 }
 
 func (r *redisStore) put(ctx context.Context, s *Session) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
 	}
-	if err := r.rdb.Set(ctx, r.sessionKey(s.ID), b, r.ttl(s)).Err(); err != nil {
+	finished := "0"
+	if s.finished() {
+		finished = "1"
+	}
+	n, err := putScript.Run(ctx, r.rdb, []string{r.sessionKey(s.ID), r.ownedKey(s.Owner)},
+		b, r.ttl(s).Milliseconds(), finished, s.Owner, s.ID).Int()
+	if err != nil {
 		return fmt.Errorf("storing session %s: %w", s.ID, err)
+	}
+	if n == 0 {
+		return errSessionEnded
 	}
 	return nil
 }
 
 func (r *redisStore) get(ctx context.Context, id string) (*Session, error) {
-	b, err := r.rdb.Get(ctx, r.sessionKey(id)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading session %s: %w", id, err)
-	}
-	var s Session
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("decoding session %s: %w", id, err)
-	}
-	if s.ExpiresAt <= r.now().UnixMilli() {
-		// Redis expires keys on its own clock; this keeps an injected clock honest.
-		if err := r.rdb.Del(ctx, r.sessionKey(id), r.callsKey(id)).Err(); err != nil {
-			return nil, fmt.Errorf("deleting expired session %s: %w", id, err)
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	for range 3 { // a record that changes under a loss check is read again
+		b, err := r.rdb.Get(ctx, r.sessionKey(id)).Bytes()
+		if errors.Is(err, redis.Nil) {
+			return nil, nil
 		}
-		return nil, nil
+		if err != nil {
+			return nil, fmt.Errorf("reading session %s: %w", id, err)
+		}
+		var s Session
+		if err := json.Unmarshal(b, &s); err != nil {
+			return nil, fmt.Errorf("decoding session %s: %w", id, err)
+		}
+		if s.ExpiresAt <= r.now().UnixMilli() {
+			// Redis expires keys on its own clock; this keeps an injected clock honest.
+			if err := r.rdb.Del(ctx, r.sessionKey(id), r.callsKey(id)).Err(); err != nil {
+				return nil, fmt.Errorf("deleting expired session %s: %w", id, err)
+			}
+			return nil, nil
+		}
+		if s.finished() || s.Owner == "" || s.Owner == r.self {
+			return &s, nil
+		}
+		lost, err := r.loseIfOrphaned(ctx, &s, b)
+		if err != nil {
+			return nil, err
+		}
+		if !lost {
+			return &s, nil
+		}
 	}
-	return &s, nil
+	return nil, fmt.Errorf("reading session %s: the record kept changing", id)
+}
+
+// loseIfOrphaned ends a running session (read as raw) whose owner is gone;
+// it reports whether the record was changed (by this call or another).
+func (r *redisStore) loseIfOrphaned(ctx context.Context, s *Session, raw []byte) (bool, error) {
+	alive, err := r.rdb.Exists(ctx, r.ownerKey(s.Owner)).Result()
+	if err != nil {
+		return false, fmt.Errorf("checking the owner of session %s: %w", s.ID, err)
+	}
+	if alive == 1 {
+		return false, nil
+	}
+	lost := s.clone()
+	lost.Status = StatusError
+	lost.UpdatedAt = r.now().UnixMilli()
+	lost.Error = &SessionError{Code: CodeOwnerLost, ScriptStatus: "engine_error",
+		Message: fmt.Sprintf("the gateway running this session stopped (no heartbeat for %s); its outcome is unknown", r.ownerTTL)}
+	nb, err := json.Marshal(lost)
+	if err != nil {
+		return false, err
+	}
+	n, err := loseScript.Run(ctx, r.rdb, []string{r.sessionKey(s.ID), r.callsKey(s.ID), r.ownerKey(s.Owner)}, raw, nb).Int()
+	if err != nil {
+		return false, fmt.Errorf("ending session %s of a lost gateway: %w", s.ID, err)
+	}
+	if n == 1 {
+		r.logger.Warn("session ended: its gateway is gone", zap.String("session", s.ID), zap.String("owner", s.Owner))
+		// Await on any broker wakes now instead of at its next poll.
+		_ = r.notify(ctx, s.ID)
+	}
+	return true, nil
 }
 
 func (r *redisStore) addCall(ctx context.Context, s *Session, call PendingCall) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	info, err := json.Marshal(call)
 	if err != nil {
 		return err
@@ -140,6 +267,8 @@ func (r *redisStore) addCall(ctx context.Context, s *Session, call PendingCall) 
 }
 
 func (r *redisStore) pendingCalls(ctx context.Context, sessionID string) ([]PendingCall, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	h, err := r.rdb.HGetAll(ctx, r.callsKey(sessionID)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading calls of session %s: %w", sessionID, err)
@@ -166,6 +295,8 @@ func (r *redisStore) pendingCalls(ctx context.Context, sessionID string) ([]Pend
 }
 
 func (r *redisStore) notify(ctx context.Context, sessionID string) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	b, _ := json.Marshal(&toolAnswer{SessionID: sessionID, Changed: true})
 	if err := r.rdb.Publish(ctx, r.channel(), b).Err(); err != nil {
 		return fmt.Errorf("announcing a change of session %s: %w", sessionID, err)
@@ -174,10 +305,14 @@ func (r *redisStore) notify(ctx context.Context, sessionID string) error {
 }
 
 func (r *redisStore) dropCall(ctx context.Context, sessionID, callID string) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	return dropScript.Run(ctx, r.rdb, []string{r.callsKey(sessionID)}, "c:"+callID).Err()
 }
 
 func (r *redisStore) closeCalls(ctx context.Context, s *Session) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	_, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, r.callsKey(s.ID), "closed", "1")
 		p.PExpire(ctx, r.callsKey(s.ID), r.ttl(s))
@@ -187,12 +322,14 @@ func (r *redisStore) closeCalls(ctx context.Context, s *Session) error {
 }
 
 func (r *redisStore) resolveCall(ctx context.Context, a *toolAnswer) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	payload, err := json.Marshal(a)
 	if err != nil {
 		return err
 	}
 	n, err := resolveScript.Run(ctx, r.rdb, []string{r.sessionKey(a.SessionID), r.callsKey(a.SessionID)},
-		"c:"+a.CallID, payload, r.channel()).Int()
+		"c:"+a.CallID, payload, r.channel(), r.prefix+"owner:").Int()
 	if err != nil {
 		return fmt.Errorf("submitting result of call %s: %w", a.CallID, err)
 	}
@@ -205,12 +342,22 @@ func (r *redisStore) resolveCall(ctx context.Context, a *toolAnswer) error {
 		return errCallAnswered
 	case 3:
 		return errCallClosed
+	case 5:
+		// The owner is gone: end the session for everyone, then refuse.
+		if _, err := r.get(ctx, a.SessionID); err != nil {
+			return err
+		}
+		return errOwnerLost
+	case 6:
+		return errOwnerLost
 	}
 	return nil
 }
 
 // fetchAnswer returns the stored answer of a call, or nil.
 func (r *redisStore) fetchAnswer(ctx context.Context, sessionID, callID string) (*toolAnswer, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
 	b, err := r.rdb.HGet(ctx, r.callsKey(sessionID), "ac:"+callID).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
@@ -223,6 +370,88 @@ func (r *redisStore) fetchAnswer(ctx context.Context, sessionID, callID string) 
 		return nil, err
 	}
 	return &a, nil
+}
+
+func (r *redisStore) restore(ctx context.Context, s *Session, pending []PendingCall) error {
+	if err := r.put(ctx, s); err != nil {
+		return err
+	}
+	for _, c := range pending {
+		if err := r.addCall(ctx, s, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *redisStore) heartbeat(ctx context.Context) (bool, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	existed, err := heartbeatScript.Run(ctx, r.rdb, []string{r.ownerKey(r.self), r.ownersKey()},
+		r.self, r.ownerTTL.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("renewing the liveness of gateway %s: %w", r.self, err)
+	}
+	return existed == 0, nil
+}
+
+func (r *redisStore) reapLost(ctx context.Context) ([]string, error) {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	owners, err := r.rdb.SMembers(ctx, r.ownersKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("listing gateways: %w", err)
+	}
+	var lost []string
+	for _, o := range owners {
+		if o == r.self {
+			continue
+		}
+		alive, err := r.rdb.Exists(ctx, r.ownerKey(o)).Result()
+		if err != nil {
+			return lost, fmt.Errorf("checking gateway %s: %w", o, err)
+		}
+		if alive == 1 {
+			continue
+		}
+		ids, err := r.rdb.SMembers(ctx, r.ownedKey(o)).Result()
+		if err != nil {
+			return lost, fmt.Errorf("listing the sessions of gateway %s: %w", o, err)
+		}
+		for _, id := range ids {
+			s, err := r.get(ctx, id) // ends it when still running
+			if err != nil {
+				return lost, err
+			}
+			if s != nil && s.Error != nil && s.Error.Code == CodeOwnerLost {
+				lost = append(lost, id)
+			}
+		}
+		// Forget the gateway; should it come back, its heartbeat adds it again.
+		if _, err := r.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, r.ownedKey(o))
+			p.SRem(ctx, r.ownersKey(), o)
+			return nil
+		}); err != nil {
+			return lost, fmt.Errorf("forgetting gateway %s: %w", o, err)
+		}
+	}
+	return lost, nil
+}
+
+func (r *redisStore) resign(ctx context.Context) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	return r.rdb.Del(ctx, r.ownerKey(r.self)).Err()
+}
+
+func (r *redisStore) ping(ctx context.Context) error {
+	ctx, cancel := r.bound(ctx)
+	defer cancel()
+	if err := r.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("pinging the session store: %w", err)
+	}
+	return nil
 }
 
 func (r *redisStore) sweep(int64) {}

@@ -65,6 +65,18 @@ type BrokerConfig struct {
 	// PollInterval is the time between two fetches of the OpenAPI sources.
 	// Default 5m; negative disables polling.
 	PollInterval caddy.Duration `json:"poll_interval,omitempty"`
+	// OwnerTimeout (with Redis): a gateway that has not renewed its
+	// liveness for this long is gone, and its running sessions end with
+	// error OWNER_LOST on every gateway. Default 15s.
+	OwnerTimeout caddy.Duration `json:"owner_timeout,omitempty"`
+	// StorageTimeout bounds each operation on the session store, so that
+	// no request waits longer on an unreachable Redis. Default 2s.
+	StorageTimeout caddy.Duration `json:"storage_timeout,omitempty"`
+	// StorageFailureMode says what /execute does while the session store
+	// is unreachable: "closed" (default) answers 503 STORAGE_UNAVAILABLE,
+	// "open" runs the session on this gateway and writes its record when
+	// the store is back.
+	StorageFailureMode string `json:"storage_failure_mode,omitempty"`
 }
 
 // BrokerRedisConfig is the Redis server holding sessions.
@@ -192,8 +204,14 @@ func (a *App) validateBroker() error {
 	if c == nil {
 		return nil
 	}
-	if c.SessionTimeout < 0 || c.ExecutionTimeout < 0 || c.DrainTimeout < 0 || c.MaxConcurrentSessions < 0 || c.MaxToolCalls < 0 || c.MaxBodySize < 0 {
+	if c.SessionTimeout < 0 || c.ExecutionTimeout < 0 || c.DrainTimeout < 0 || c.MaxConcurrentSessions < 0 || c.MaxToolCalls < 0 || c.MaxBodySize < 0 ||
+		c.OwnerTimeout < 0 || c.StorageTimeout < 0 {
 		return errors.New("codemode broker: durations, limits and sizes must not be negative")
+	}
+	switch c.StorageFailureMode {
+	case "", broker.StorageFailClosed, broker.StorageFailOpen:
+	default:
+		return fmt.Errorf("codemode broker: storage_failure_mode must be open or closed, got %q", c.StorageFailureMode)
 	}
 	if au := c.Authentication; au != nil {
 		if au.Type != broker.AuthBearer && au.Type != broker.AuthAPIKey {
@@ -298,6 +316,9 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		Engine:                a.sandbox.engine,
 		Guard:                 a.throttle.manager,
 		Directory:             sessionDirectory,
+		OwnerTimeout:          time.Duration(cfg.OwnerTimeout),
+		StorageTimeout:        time.Duration(cfg.StorageTimeout),
+		StorageFailureMode:    cfg.StorageFailureMode,
 		Logger:                logger,
 	}
 	if cfg.DemoTools {
@@ -483,6 +504,9 @@ func (a *App) stopBroker() error { return nil }
 //			max_response_size <size>
 //		}
 //		poll_interval <duration>            # default 5m
+//		owner_timeout <duration>            # default 15s (with redis)
+//		storage_timeout <duration>          # default 2s
+//		storage_failure_mode open|closed    # default closed
 //	}
 func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 	c := new(BrokerConfig)
@@ -500,6 +524,17 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 			err = parseDurationArg(d, &c.DrainTimeout)
 		case "poll_interval":
 			err = parseDurationArg(d, &c.PollInterval)
+		case "owner_timeout":
+			err = parseDurationArg(d, &c.OwnerTimeout)
+		case "storage_timeout":
+			err = parseDurationArg(d, &c.StorageTimeout)
+		case "storage_failure_mode":
+			if !d.AllArgs(&c.StorageFailureMode) {
+				return nil, d.ArgErr()
+			}
+			if c.StorageFailureMode != broker.StorageFailOpen && c.StorageFailureMode != broker.StorageFailClosed {
+				return nil, d.Errf("storage_failure_mode: %q is not open or closed", c.StorageFailureMode)
+			}
 		case "max_sessions":
 			err = parseIntArg(d, &c.MaxConcurrentSessions)
 		case "max_tool_calls":

@@ -223,6 +223,30 @@ type Engine interface {
 	Close() error
 }
 
+// EngineHealth is an engine's state, as GET /health reports it.
+type EngineHealth struct {
+	// Kind is "workers" (a pool of worker processes) or "inprocess".
+	Kind string `json:"kind"`
+	// Live, Idle, Busy, Starting and Queued count the pool's workers and
+	// the executions waiting for one; Max and QueueSize are its bounds.
+	Live      int `json:"live,omitempty"`
+	Idle      int `json:"idle,omitempty"`
+	Busy      int `json:"busy,omitempty"`
+	Starting  int `json:"starting,omitempty"`
+	Queued    int `json:"queued,omitempty"`
+	Max       int `json:"max,omitempty"`
+	QueueSize int `json:"queueSize,omitempty"`
+	// Problems say why the engine cannot serve as configured; empty when
+	// it can.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// HealthReporter is an optional Engine capability: its state for health
+// checks.
+type HealthReporter interface {
+	Health() EngineHealth
+}
+
 // Error is an engine failure with a stable code.
 type Error struct {
 	Code    string

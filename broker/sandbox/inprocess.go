@@ -73,6 +73,9 @@ func NewInProcess(opts *Options) Engine {
 // Limits reports the engine's effective limits (before Request.Limits).
 func (e *InProcess) Limits() Limits { return e.limits }
 
+// Health implements HealthReporter: the in-process engine has no pool.
+func (e *InProcess) Health() EngineHealth { return EngineHealth{Kind: "inprocess"} }
+
 // Close makes later Execute calls fail with POOL_DISPOSED. Running scripts
 // finish normally.
 func (e *InProcess) Close() error {

@@ -246,6 +246,9 @@ type workerPool struct {
 	starting int
 	waiters  []*waiter // FIFO
 
+	// spawnErr is the last failure to start a worker, until one starts.
+	spawnErr error
+
 	closing  chan struct{}
 	execs    sync.WaitGroup // Execute calls in flight
 	bg       sync.WaitGroup // spawners and the scaler
@@ -528,6 +531,7 @@ func (p *workerPool) spawnLocked() {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.starting--
+		p.spawnErr = err
 		if err != nil {
 			p.log.Warn("sandbox worker failed to start", zap.Error(err))
 			// Nobody else will serve the queue: fail it rather than let it
@@ -650,6 +654,27 @@ func (p *workerPool) Shutdown(ctx context.Context) error {
 	err := p.Close()
 	<-drained
 	return err
+}
+
+// Health implements HealthReporter.
+func (p *workerPool) Health() EngineHealth {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	h := EngineHealth{Kind: "workers", Live: len(p.all), Idle: len(p.idle), Busy: p.busy, Starting: p.starting,
+		Queued: len(p.waiters), Max: p.opts.MaxSize, QueueSize: p.opts.QueueSize}
+	switch {
+	case p.closed:
+		h.Problems = append(h.Problems, "the worker pool is closed")
+	case p.draining:
+		h.Problems = append(h.Problems, "the worker pool is draining")
+	}
+	if p.spawnErr != nil {
+		h.Problems = append(h.Problems, "worker processes fail to start: "+p.spawnErr.Error())
+	}
+	if !p.closed && h.QueueSize > 0 && h.Queued >= h.QueueSize {
+		h.Problems = append(h.Problems, fmt.Sprintf("the queue is full (%d executions wait for a worker)", h.Queued))
+	}
+	return h
 }
 
 // stats reports the pool's size, for tests and metrics.

@@ -1,0 +1,268 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+)
+
+// crash stops a broker's heartbeats without withdrawing its liveness, as a
+// killed process does; its runs stay where they are.
+func crash(b *Broker) {
+	close(b.live.stop)
+	<-b.live.done
+	b.live.stop = nil
+}
+
+// waitUntil polls ok until it holds, failing after a generous deadline.
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func onRedis(rdb redis.UniversalClient, prefix string, ownerTimeout time.Duration) func(*BrokerOptions) {
+	return func(o *BrokerOptions) { o.Redis, o.KeyPrefix, o.OwnerTimeout = rdb, prefix, ownerTimeout }
+}
+
+// waitingSession starts a session on base that waits for client:prompt and
+// returns its id and call id.
+func waitingSession(t *testing.T, base string) (*stream, string, string) {
+	t.Helper()
+	s := startExecute(t, base, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`, "timeout": 4000}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var call ToolCallPayload
+	s.next().decode(t, &call)
+	return s, sess.ID, call.CallID
+}
+
+// TestOwnerLost: when the gateway running a session stops heartbeating, the
+// session ends with OWNER_LOST on every gateway, a tool result for it is
+// refused (409 OWNER_LOST, never success), and a caller whose stream was cut
+// reads the final state with GET /sessions/{id}. The end comes from a
+// reader noticing (lazily) or from the reaper of any live gateway.
+func TestOwnerLost(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	const ownerTimeout = 300 * time.Millisecond
+
+	t.Run("noticed by a reader", func(t *testing.T) {
+		a, aSrv := newTestBroker(t, onRedis(rdb, prefix+"r:", ownerTimeout))
+		_, bSrv := newTestBroker(t, onRedis(rdb, prefix+"r:", time.Hour)) // its reaper never runs here
+		_, id, callID := waitingSession(t, aSrv.URL)
+		crash(a)
+		waitUntil(t, "A's liveness to lapse", func() bool { return rdb.Exists(context.Background(), prefix+"r:owner:"+a.owner).Val() == 0 })
+		code, _, body := do(t, http.MethodPost, bSrv.URL+"/sessions/"+id+"/tool-result", map[string]any{"callId": callID, "result": "late"}, nil)
+		if code != http.StatusConflict || errorCode(t, body) != CodeOwnerLost {
+			t.Fatalf("tool result for a lost session: %d %s", code, body)
+		}
+		code, _, body = do(t, http.MethodGet, bSrv.URL+"/sessions/"+id, nil, nil)
+		var s Session
+		json.Unmarshal(body, &s)
+		if code != 200 || s.Status != StatusError || s.Error == nil || s.Error.Code != CodeOwnerLost {
+			t.Fatalf("GET of a lost session: %d %s", code, body)
+		}
+	})
+
+	t.Run("ended by the reaper", func(t *testing.T) {
+		a, aSrv := newTestBroker(t, onRedis(rdb, prefix+"p:", ownerTimeout))
+		newTestBroker(t, onRedis(rdb, prefix+"p:", ownerTimeout)) // a live gateway, whose reaper runs
+		_, id, _ := waitingSession(t, aSrv.URL)
+		crash(a)
+		// Nobody reads the session: the record itself changes, within the
+		// owner timeout and a reaper period.
+		waitUntil(t, "the reaper to end the session", func() bool {
+			var s Session
+			raw, err := rdb.Get(context.Background(), prefix+"p:session:"+id).Bytes()
+			return err == nil && json.Unmarshal(raw, &s) == nil && s.Status == StatusError && s.Error.Code == CodeOwnerLost
+		})
+		if n := rdb.SCard(context.Background(), prefix+"p:owned:"+a.owner).Val(); n != 0 {
+			t.Errorf("the lost gateway still owns %d sessions", n)
+		}
+	})
+
+	t.Run("a finished session is never changed", func(t *testing.T) {
+		a, aSrv := newTestBroker(t, onRedis(rdb, prefix+"f:", ownerTimeout))
+		_, bSrv := newTestBroker(t, onRedis(rdb, prefix+"f:", ownerTimeout))
+		s := startExecute(t, aSrv.URL, map[string]any{"code": "return 7"}, nil)
+		var sess Session
+		s.next().decode(t, &sess)
+		s.rest()
+		crash(a)
+		waitUntil(t, "A's liveness to lapse", func() bool { return rdb.Exists(context.Background(), prefix+"f:owner:"+a.owner).Val() == 0 })
+		_, _, body := do(t, http.MethodGet, bSrv.URL+"/sessions/"+sess.ID, nil, nil)
+		var got Session
+		json.Unmarshal(body, &got)
+		if got.Status != StatusCompleted || string(got.Result) != "7" {
+			t.Fatalf("completed session after its gateway stopped: %s", body)
+		}
+	})
+}
+
+// TestRedisRestartMidSession restarts a real redis-server (no persistence)
+// while a session waits for its caller: the gateway running it writes it
+// back, and the answer posted to the other gateway completes it.
+func TestRedisRestartMidSession(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	prefix := redistest.Prefix(t)
+	a, aSrv := newTestBroker(t, onRedis(rdb, prefix, 300*time.Millisecond))
+	_, bSrv := newTestBroker(t, onRedis(rdb, prefix, 300*time.Millisecond))
+	a.answerPoll = 50 * time.Millisecond
+	s := startExecute(t, aSrv.URL, map[string]any{"code": `return "got " + await callTool("client:prompt", {question: "?"})`, "timeout": 20000}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var call ToolCallPayload
+	s.next().decode(t, &call)
+
+	srv.Restart() // empty: no persistence
+	waitUntil(t, "the running session to be written back", func() bool {
+		code, _, body := do(t, http.MethodGet, bSrv.URL+"/sessions/"+sess.ID, nil, nil)
+		return code == 200 && contains(body, `"status":"running"`)
+	})
+	code, _, body := do(t, http.MethodPost, bSrv.URL+"/sessions/"+sess.ID+"/tool-result", map[string]any{"callId": call.CallID, "result": "Ada"}, nil)
+	if code != 200 {
+		t.Fatalf("answer after the restart: %d %s", code, body)
+	}
+	evs := s.rest()
+	var res ResultPayload
+	evs[len(evs)-1].decode(t, &res)
+	if string(res.Result) != `"got Ada"` {
+		t.Fatalf("events %s, result %s", types(evs), res.Result)
+	}
+}
+
+// TestStorageFailureModes stops the redis-server: requests that need it
+// fail fast with 503 STORAGE_UNAVAILABLE (bounded by the storage timeout)
+// in mode closed; in mode open /execute still runs sessions on the
+// gateway, whose records appear once Redis is back.
+func TestStorageFailureModes(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	prefix := redistest.Prefix(t)
+	core, logs := observer.New(zap.ErrorLevel)
+	closed, cSrv := newTestBroker(t, func(o *BrokerOptions) {
+		onRedis(rdb, prefix, 300*time.Millisecond)(o)
+		o.StorageTimeout = 500 * time.Millisecond
+		o.Logger = zap.New(core)
+	})
+	open, oSrv := newTestBroker(t, func(o *BrokerOptions) {
+		onRedis(rdb, prefix, 300*time.Millisecond)(o)
+		o.StorageTimeout = 500 * time.Millisecond
+		o.StorageFailureMode = StorageFailOpen
+	})
+	srv.Stop()
+
+	started := time.Now()
+	code, hdr, body := do(t, http.MethodPost, cSrv.URL+"/execute", map[string]any{"code": "return 1"}, nil)
+	if code != http.StatusServiceUnavailable || errorCode(t, body) != CodeStorageUnavailable || hdr.Get("Retry-After") == "" {
+		t.Fatalf("closed, /execute without Redis: %d %s", code, body)
+	}
+	// The 5xx names its request; the log has it with the cause.
+	rid := hdr.Get("X-Request-Id")
+	if rid == "" || !contains(body, `"requestId":"`+rid+`"`) {
+		t.Fatalf("5xx without its request id: %q %s", rid, body)
+	}
+	found := false
+	for _, e := range logs.FilterMessage("broker request failed").All() {
+		if e.ContextMap()["request_id"] == rid && strings.Contains(fmt.Sprint(e.ContextMap()["error"]), "creating session") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no log line for request %s: %v", rid, logs.All())
+	}
+	code, _, body = do(t, http.MethodGet, cSrv.URL+"/sessions/abc", nil, nil)
+	if code != http.StatusServiceUnavailable || errorCode(t, body) != CodeStorageUnavailable {
+		t.Fatalf("closed, GET without Redis: %d %s", code, body)
+	}
+	if d := time.Since(started); d > 20*time.Second {
+		t.Errorf("requests without Redis took %s", d) // a backstop; the bound is the storage timeout
+	}
+	waitUntil(t, "the closed gateway to report its storage down", func() bool {
+		ok, _, _ := closed.StorageStatus()
+		return !ok
+	})
+	// /health: degraded with the reason; 503 where no session can start.
+	code, _, body = do(t, http.MethodGet, cSrv.URL+"/health", nil, nil)
+	var hr HealthResponse
+	json.Unmarshal(body, &hr)
+	if code != http.StatusServiceUnavailable || hr.Status != "degraded" || hr.Storage.Status != "unavailable" || len(hr.Reasons) == 0 {
+		t.Fatalf("closed, /health without Redis: %d %s", code, body)
+	}
+	code, _, body = do(t, http.MethodGet, oSrv.URL+"/health", nil, nil)
+	if code != http.StatusOK || !contains(body, `"status":"degraded"`) || !contains(body, "session store unavailable") {
+		t.Fatalf("open, /health without Redis: %d %s", code, body)
+	}
+
+	s := startExecute(t, oSrv.URL, map[string]any{"code": "return 2"}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	evs := s.rest()
+	if evs[len(evs)-1].Type != EventResult {
+		t.Fatalf("open, /execute without Redis: %s", types(evs))
+	}
+	srv.Restart()
+	waitUntil(t, "the open gateway's session record to be written", func() bool {
+		code, _, body := do(t, http.MethodGet, cSrv.URL+"/sessions/"+sess.ID, nil, nil)
+		return code == 200 && contains(body, `"status":"completed"`)
+	})
+	waitUntil(t, "both gateways to report their storage up", func() bool {
+		a, _, _ := closed.StorageStatus()
+		b, _, _ := open.StorageStatus()
+		return a && b
+	})
+	if code, _, body := do(t, http.MethodGet, cSrv.URL+"/health", nil, nil); code != 200 || !contains(body, `"status":"ok"`) || !contains(body, `"kind":"redis"`) {
+		t.Fatalf("/health after Redis is back: %d %s", code, body)
+	}
+}
+
+// TestHealthCatalogAndWorkers: a catalog source that fails to load and a
+// sandbox that reports a problem make /health degraded, each with its
+// reason, and still 200.
+func TestHealthCatalogAndWorkers(t *testing.T) {
+	cat, err := catalog.New([]catalog.Source{{Name: "gone", SpecURL: "http://127.0.0.1:1/openapi.json"}}, &catalog.Options{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat.Start(context.Background()) // fails: nothing listens on port 1
+	t.Cleanup(cat.Close)
+	_, srv := newTestBroker(t, func(o *BrokerOptions) {
+		o.Catalog = cat
+		o.Engine = sickEngine{o.Engine}
+	})
+	code, _, body := do(t, http.MethodGet, srv.URL+"/health", nil, nil)
+	var hr HealthResponse
+	json.Unmarshal(body, &hr)
+	if code != 200 || hr.Status != "degraded" || len(hr.Reasons) != 2 ||
+		!strings.HasPrefix(hr.Reasons[0], "sandbox: no worker") || !strings.HasPrefix(hr.Reasons[1], "catalog source gone: ") ||
+		hr.Workers == nil || len(hr.Catalog) != 1 || hr.Storage.Kind != "memory" {
+		t.Fatalf("/health: %d %s", code, body)
+	}
+}
+
+// sickEngine is an engine that reports a problem.
+type sickEngine struct{ sandbox.Engine }
+
+func (sickEngine) Health() sandbox.EngineHealth {
+	return sandbox.EngineHealth{Kind: "workers", Problems: []string{"no worker can start"}}
+}
