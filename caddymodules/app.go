@@ -5,7 +5,9 @@
 package caddymodules
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -24,15 +26,22 @@ func init() {
 // Each area keeps its configuration type and its provision/cleanup hooks in its
 // own file (app_<area>.go); this file only orders them.
 type App struct {
+	// StorageRaw is the storage module (codemode.storage.memory or
+	// codemode.storage.redis) of every area that does not name its own:
+	// the throttle's counters, the broker's sessions, the authorization
+	// server's tokens. Default memory.
+	StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=codemode.storage inline_key=module"`
+
 	// Throttle is the server-level GuardConfig: rate limits, concurrency,
 	// timeouts and the IP filter applied per tool and per agent by the broker
 	// and the meta-tools. Unset means no per-entity limits.
 	Throttle *ThrottleConfig `json:"throttle,omitempty"`
 
-	// Sandbox configures the engine that runs scripts: adapter, preset, limits
-	// and worker pool. Unset means the worker-process adapter with the
-	// `secure` preset.
-	Sandbox *SandboxConfig `json:"sandbox,omitempty"`
+	// SandboxRaw is the engine module that runs scripts
+	// (codemode.engines.worker or codemode.engines.inprocess, named by the
+	// "engine" key) with its limits. Default: the worker engine with the
+	// secure preset.
+	SandboxRaw json.RawMessage `json:"sandbox,omitempty" caddy:"namespace=codemode.engines inline_key=engine"`
 
 	// Broker configures sessions, tools, the OpenAPI catalog and session
 	// storage. Unset means an in-memory broker with no tools.
@@ -48,11 +57,13 @@ type App struct {
 	Auth *AuthConfig `json:"auth,omitempty"`
 
 	// Run-time state of each area, declared in its app_<area>.go.
-	throttle throttleState
-	sandbox  sandboxState
-	broker   brokerState
-	meta     metaState
-	auth     authState
+	storage    Storage
+	storageSet bool // the config names the app's storage
+	throttle   throttleState
+	sandbox    sandboxState
+	broker     brokerState
+	meta       metaState
+	auth       authState
 
 	held   holder // component keys, released by Cleanup
 	ctx    caddy.Context
@@ -77,6 +88,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
 	steps := []func(caddy.Context) error{
+		a.provisionStorage,
 		a.provisionThrottle,
 		a.provisionSandbox,
 		a.provisionBroker,
@@ -88,6 +100,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// provisionStorage loads the app's storage module (memory by default).
+func (a *App) provisionStorage(ctx caddy.Context) error {
+	a.storageSet = len(a.StorageRaw) > 0
+	st, err := loadStorage(ctx, a, "StorageRaw", a.StorageRaw, MemoryStorage{})
+	if err != nil {
+		return fmt.Errorf("codemode: storage: %w", err)
+	}
+	a.storage = st
 	return nil
 }
 

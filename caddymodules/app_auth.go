@@ -2,8 +2,10 @@ package caddymodules
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,8 +38,8 @@ const (
 // AuthConfig is the `auth` part of the codemode app: the spec's auth.* keys.
 //
 // In orchestrated mode the gateway is the OAuth 2.1 authorization server
-// (package oauth) and the fields of oauth.ServerConfig apply (issuer,
-// token_storage, local, refresh, consent, allow_default_public, dcr_enabled,
+// (package oauth): issuer, token_storage, local, refresh, consent and the
+// fields of oauth.ServerConfig apply (allow_default_public, dcr_enabled,
 // development, users, clients, scopes, redact). In transparent mode an
 // external identity provider issues the tokens and the gateway only
 // validates them (provider_url, expected_audience, jwks_url).
@@ -52,6 +54,29 @@ type AuthConfig struct {
 	Mode string `json:"mode,omitempty"`
 
 	oauth.ServerConfig
+
+	// TokenStorageRaw is the storage module of pending authorizations,
+	// codes, refresh tokens, sessions, registered clients and the vault
+	// (keys under the storage's key_prefix followed by "auth:"). Default:
+	// the app's storage, or Redis at REDIS_HOST:REDIS_PORT when that is set
+	// and no storage is configured.
+	TokenStorageRaw json.RawMessage `json:"token_storage,omitempty" caddy:"namespace=codemode.storage inline_key=module"`
+
+	// Local holds the signing key and its rotation (orchestrated mode).
+	Local *AuthLocal `json:"local,omitempty"`
+
+	// Refresh sets token lifetimes and refresh-token behaviour
+	// (orchestrated mode).
+	Refresh *AuthRefresh `json:"refresh,omitempty"`
+
+	// Consent configures the consent screen (orchestrated mode).
+	Consent *oauth.ConsentConfig `json:"consent,omitempty"`
+
+	// RegisteredClientTTL is how long a dynamically registered client is
+	// kept after it last obtained tokens (at least as long as its refresh
+	// tokens live), in whole seconds. A registration that never obtains a
+	// token is dropped after 24 hours. Default 30d.
+	RegisteredClientTTL caddy.Duration `json:"registered_client_ttl,omitempty"`
 
 	// ProviderURL is the external provider's issuer URL (transparent mode;
 	// IDP_PROVIDER_URL). Its discovery document and key set are fetched
@@ -87,8 +112,8 @@ type AuthConfig struct {
 
 	// TokenRateLimit limits requests to the token, registration,
 	// revocation and login endpoints with the guard library. Default 30
-	// requests per 60000 ms per client IP. Cannot be turned off (rule 9).
-	TokenRateLimit *guard.RateLimitConfig `json:"token_rate_limit,omitempty"`
+	// requests per 1m per client IP. Cannot be turned off (rule 9).
+	TokenRateLimit *RateLimit `json:"token_rate_limit,omitempty"`
 
 	// BehindTLSProxy declares that a proxy in front of Caddy terminates
 	// TLS, so the authentication endpoints may be served over plain HTTP
@@ -96,14 +121,99 @@ type AuthConfig struct {
 	BehindTLSProxy bool `json:"behind_tls_proxy,omitempty"`
 }
 
+// AuthLocal is auth.local: the signing key.
+type AuthLocal struct {
+	// SignKey is the private signing key as a JSON Web Key (RSA for RS256,
+	// P-256 EC for ES256). Default from JWT_SIGNING_KEY. Required unless
+	// development is on, in which case a key is generated (and lost on
+	// restart). Never logged.
+	SignKey string `json:"sign_key,omitempty"`
+	// KeyRotation is the rotation period, in whole days (e.g. 30d); each
+	// period signs with an ES256 key derived from SignKey. Default 0: no
+	// rotation. Recommended 30 to 90 days.
+	KeyRotation caddy.Duration `json:"key_rotation,omitempty"`
+	// MaxKeys is how many previous rotated keys stay in the key set so
+	// tokens they signed still validate. Default 2.
+	MaxKeys int `json:"max_keys,omitempty"`
+}
+
+// AuthRefresh is auth.refresh: lifetimes and refresh tokens.
+type AuthRefresh struct {
+	// Enabled issues refresh tokens. Default false.
+	Enabled bool `json:"enabled,omitempty"`
+	// Skew is the clock skew tolerated when checking expiry, in whole
+	// seconds. Default 0.
+	Skew caddy.Duration `json:"skew,omitempty"`
+	// AccessTokenTTL is the access token lifetime, in whole seconds.
+	// Default 15m.
+	AccessTokenTTL caddy.Duration `json:"access_token_ttl,omitempty"`
+	// RefreshTokenTTL is the refresh token lifetime, which is also the
+	// session lifetime, in whole seconds. Default 7d.
+	RefreshTokenTTL caddy.Duration `json:"refresh_token_ttl,omitempty"`
+	// RotateRefreshToken is accepted for the spec's key; refresh tokens are
+	// always rotated on use (OAuth 2.1, production rule 5), so false is
+	// refused. Default true.
+	RotateRefreshToken *bool `json:"rotate_refresh_token,omitempty"`
+	// ReuseGrace lets a refresh token that was just rotated be used again
+	// within this time without revoking the chain, for clients that lose
+	// the response in flight, in whole seconds. Default 0: any reuse
+	// revokes the chain.
+	ReuseGrace caddy.Duration `json:"reuse_grace,omitempty"`
+}
+
+// wholeSeconds converts d, which must be whole seconds.
+func wholeSeconds(name string, d caddy.Duration) (int, error) {
+	if d < 0 || time.Duration(d)%time.Second != 0 {
+		return 0, fmt.Errorf("%s: %v is not a non-negative whole number of seconds", name, time.Duration(d))
+	}
+	return int(time.Duration(d) / time.Second), nil
+}
+
+// serverParts fills the embedded oauth.ServerConfig's local, refresh and
+// consent from their Caddy-shaped fields.
+func (c *AuthConfig) serverParts() error {
+	if l := c.Local; l != nil {
+		if l.KeyRotation < 0 || time.Duration(l.KeyRotation)%(24*time.Hour) != 0 {
+			return fmt.Errorf("local: key_rotation: %v is not a whole number of days", time.Duration(l.KeyRotation))
+		}
+		c.ServerConfig.Local = oauth.LocalConfig{SignKey: l.SignKey, MaxKeys: l.MaxKeys,
+			KeyRotationDays: int(time.Duration(l.KeyRotation) / (24 * time.Hour))}
+	}
+	if r := c.Refresh; r != nil {
+		o := oauth.RefreshConfig{Enabled: r.Enabled, RotateRefreshToken: r.RotateRefreshToken}
+		var err error
+		for _, f := range []struct {
+			name string
+			d    caddy.Duration
+			dst  *int
+		}{{"skew", r.Skew, &o.SkewSeconds}, {"access_token_ttl", r.AccessTokenTTL, &o.AccessTokenTTL},
+			{"refresh_token_ttl", r.RefreshTokenTTL, &o.RefreshTokenTTL}, {"reuse_grace", r.ReuseGrace, &o.ReuseGraceSeconds}} {
+			if *f.dst, err = wholeSeconds(f.name, f.d); err != nil {
+				return fmt.Errorf("refresh: %w", err)
+			}
+		}
+		c.ServerConfig.Refresh = o
+	}
+	if c.Consent != nil {
+		c.ServerConfig.Consent = *c.Consent
+	}
+	ttl, err := wholeSeconds("registered_client_ttl", c.RegisteredClientTTL)
+	if err != nil {
+		return err
+	}
+	c.ServerConfig.RegisteredClientTTL = ttl
+	return nil
+}
+
 // authState is what the area keeps at run time.
 type authState struct {
-	cfg      *AuthConfig // with defaults and environment applied
-	shared   *authShared
-	poolKey  string
-	metrics  *authMetrics
-	resource string // default protected resource
-	logger   *zap.Logger
+	cfg        *AuthConfig // with defaults and environment applied
+	tokenLimit *guard.RateLimitConfig
+	shared     *authShared
+	poolKey    string
+	metrics    *authMetrics
+	resource   string // default protected resource
+	logger     *zap.Logger
 }
 
 // authShared outlives a config reload when the auth config does not change:
@@ -132,10 +242,7 @@ func (s *authShared) Destruct() error {
 
 // Default token-endpoint rate limit (the spec names none): 30 per minute
 // per client IP.
-const (
-	defaultTokenMaxRequests = 30
-	defaultTokenWindowMs    = 60000
-)
+const defaultTokenMaxRequests = 30
 
 func (a *App) provisionAuth(ctx caddy.Context) error {
 	if a.Auth == nil {
@@ -150,18 +257,38 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("codemode auth: %w", err)
 	}
-	cfg.warn(logger)
+	if len(cfg.TokenStorageRaw) == 0 && !a.storageSet {
+		cfg.TokenStorageRaw = redisFromEnv(os.Getenv)
+	}
+	var store Storage = nil
+	if len(cfg.TokenStorageRaw) > 0 {
+		var err error
+		if store, err = loadStorage(ctx, &cfg, "TokenStorageRaw", cfg.TokenStorageRaw, nil); err != nil {
+			return fmt.Errorf("codemode auth: token_storage: %w", err)
+		}
+	} else if a.storageSet {
+		store = a.storage
+	}
+	backend := MemoryStorage{}.Backend()
+	if store != nil {
+		backend = store.Backend()
+	}
+	cfg.ServerConfig.TokenStorage = oauth.TokenStorageConfig{Type: storageMemory, KeyPrefix: backend.KeyPrefix + authKeyPart}
+	if backend.Redis != nil {
+		cfg.ServerConfig.TokenStorage.Type, cfg.ServerConfig.TokenStorage.Client = storageRedis, backend.Redis
+	}
+	cfg.warn(logger, store)
 
 	metrics, err := newAuthMetrics(ctx.GetMetricsRegistry())
 	if err != nil {
 		return fmt.Errorf("codemode auth: metrics: %w", err)
 	}
-	key, err := cfg.poolKey()
+	key, err := componentKey("auth", cfg, backend.key())
 	if err != nil {
 		return fmt.Errorf("codemode auth: %w", err)
 	}
 	shared, err := acquire(key, func() (*authShared, func() error, error) {
-		s, err := buildAuth(&cfg, logger)
+		s, err := buildAuth(&cfg, backend, logger)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -171,12 +298,13 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 		return fmt.Errorf("codemode auth: %w", err)
 	}
 	a.auth = authState{
-		cfg:      &cfg,
-		shared:   shared,
-		poolKey:  key,
-		metrics:  metrics,
-		resource: cfg.Resource,
-		logger:   logger,
+		tokenLimit: cfg.TokenRateLimit.config(),
+		cfg:        &cfg,
+		shared:     shared,
+		poolKey:    key,
+		metrics:    metrics,
+		resource:   cfg.Resource,
+		logger:     logger,
 	}
 	return nil
 }
@@ -234,9 +362,11 @@ func (s *authState) defaultAudience() string {
 // applyDefaults fills the mode, the environment fallbacks, placeholders
 // and defaults.
 func (c *AuthConfig) applyDefaults(getenv func(string) string) error {
+	if err := c.serverParts(); err != nil {
+		return err
+	}
 	repl := caddy.NewReplacer()
-	for _, p := range []*string{&c.Mode, &c.Issuer, &c.Local.SignKey, &c.TokenStorage.Host,
-		&c.TokenStorage.Password, &c.TokenStorage.KeyPrefix, &c.ProviderURL, &c.ClientID,
+	for _, p := range []*string{&c.Mode, &c.Issuer, &c.ServerConfig.Local.SignKey, &c.ProviderURL, &c.ClientID,
 		&c.ClientSecret, &c.ExpectedAudience, &c.JWKSURL, &c.Resource} {
 		*p = repl.ReplaceKnown(*p, "")
 	}
@@ -279,10 +409,15 @@ func (c *AuthConfig) applyDefaults(getenv func(string) string) error {
 	default:
 		return fmt.Errorf("mode %q: must be orchestrated or transparent", c.Mode)
 	}
-	if c.TokenRateLimit == nil {
-		c.TokenRateLimit = &guard.RateLimitConfig{MaxRequests: defaultTokenMaxRequests, WindowMs: defaultTokenWindowMs,
-			PartitionBy: guard.PartitionKey{Strategy: guard.PartitionIP}}
+	rl := RateLimit{MaxRequests: defaultTokenMaxRequests, PartitionBy: guard.PartitionIP}
+	if c.TokenRateLimit != nil {
+		rl = *c.TokenRateLimit
+		if rl.PartitionBy == "" {
+			rl.PartitionBy = guard.PartitionIP
+		}
 	}
+	rl = rl.withDefaults()
+	c.TokenRateLimit = &rl
 	return nil
 }
 
@@ -316,14 +451,15 @@ func (c *AuthConfig) validate() error {
 			return err
 		}
 	}
-	if err := c.TokenRateLimit.Validate(); err != nil {
+	if err := c.TokenRateLimit.validate(false); err != nil {
 		return fmt.Errorf("token_rate_limit: %w", err)
 	}
 	return nil
 }
 
-// warn logs the production rules that are not enforced but broken.
-func (c *AuthConfig) warn(l *zap.Logger) {
+// warn logs the production rules that are not enforced but broken; store
+// is the token storage.
+func (c *AuthConfig) warn(l *zap.Logger, store Storage) {
 	w := func(rule int, msg string, fields ...zap.Field) {
 		l.Warn("PRODUCTION RULE "+fmt.Sprint(rule)+": "+msg, fields...)
 	}
@@ -345,53 +481,78 @@ func (c *AuthConfig) warn(l *zap.Logger) {
 		}
 		return
 	}
-	if c.TokenStorage.Type == "" || c.TokenStorage.Type == "memory" {
+	if store == nil || store.Backend().Redis == nil {
 		w(2, "token storage is in memory: one instance only, every session is lost on restart; use redis with TLS in production")
-	} else if !c.TokenStorage.TLS {
+	} else if r, ok := store.(*RedisStorage); ok && r.TLS == nil {
 		w(2, "redis token storage without TLS")
 	}
-	if c.Local.SignKey == "" {
+	local, refresh := c.ServerConfig.Local, c.ServerConfig.Refresh
+	if local.SignKey == "" {
 		w(3, "no signing key (local.sign_key / JWT_SIGNING_KEY): a key is generated and lost on restart, invalidating every token")
 	}
-	if c.Local.KeyRotationDays == 0 {
-		w(3, "signing keys are not rotated (local.key_rotation_days); 30 to 90 days is recommended")
-	} else if c.Local.KeyRotationDays < 30 || c.Local.KeyRotationDays > 90 {
-		w(3, "key_rotation_days outside the recommended 30 to 90", zap.Int("key_rotation_days", c.Local.KeyRotationDays))
+	if local.KeyRotationDays == 0 {
+		w(3, "signing keys are not rotated (local.key_rotation); 30 to 90 days is recommended")
+	} else if local.KeyRotationDays < 30 || local.KeyRotationDays > 90 {
+		w(3, "key_rotation outside the recommended 30 to 90 days", zap.Int("key_rotation_days", local.KeyRotationDays))
 	}
-	if c.Refresh.RotateRefreshToken != nil && !*c.Refresh.RotateRefreshToken {
+	if refresh.RotateRefreshToken != nil && !*refresh.RotateRefreshToken {
 		w(5, "rotate_refresh_token is false")
 	}
-	if c.Refresh.ReuseGraceSeconds > 0 {
-		w(5, "refresh token reuse grace is on: the previous refresh token of a chain can be redeemed once more within the grace, by the client or by whoever took it", zap.Int("reuse_grace_seconds", c.Refresh.ReuseGraceSeconds))
+	if refresh.ReuseGraceSeconds > 0 {
+		w(5, "refresh token reuse grace is on: the previous refresh token of a chain can be redeemed once more within the grace, by the client or by whoever took it", zap.Int("reuse_grace_seconds", refresh.ReuseGraceSeconds))
 	}
 	if c.DCREnabled {
 		w(7, "dcr_enabled is true: anyone can register a client")
 	}
-	if !c.Consent.Enabled {
+	if !c.ServerConfig.Consent.Enabled {
 		w(8, "the consent screen is off")
 	}
-	if ttl := time.Duration(c.Refresh.AccessTokenTTL) * time.Second; ttl > time.Hour {
+	if ttl := time.Duration(refresh.AccessTokenTTL) * time.Second; ttl > time.Hour {
 		w(0, "access tokens live longer than 1 hour (15 minutes is the production guidance)", zap.Duration("access_token_ttl", ttl))
 	}
-	if ttl := time.Duration(c.Refresh.RefreshTokenTTL) * time.Second; ttl > 30*24*time.Hour {
+	if ttl := time.Duration(refresh.RefreshTokenTTL) * time.Second; ttl > 30*24*time.Hour {
 		w(0, "refresh tokens live longer than 30 days", zap.Duration("refresh_token_ttl", ttl))
 	}
 }
 
-// poolKey identifies a configuration: reloads with the same auth config
-// reuse the server and its in-memory state.
-func (c *AuthConfig) poolKey() (string, error) { return componentKey("auth", c) }
+// redisFromEnv is the token storage named by the spec's REDIS_HOST,
+// REDIS_PORT and REDIS_PASSWORD, or nil when REDIS_HOST is unset.
+func redisFromEnv(getenv func(string) string) json.RawMessage {
+	host := getenv(oauth.EnvRedisHost)
+	if host == "" {
+		return nil
+	}
+	port := getenv(oauth.EnvRedisPort)
+	if port == "" {
+		port = "6379"
+	}
+	raw, _ := json.Marshal(map[string]any{"module": storageRedis, "address": net.JoinHostPort(host, port),
+		"password": getenv(oauth.EnvRedisPassword)})
+	return raw
+}
 
 // buildAuth constructs what the mode needs.
-func buildAuth(cfg *AuthConfig, logger *zap.Logger) (*authShared, error) {
+func buildAuth(cfg *AuthConfig, backend StorageBackend, logger *zap.Logger) (*authShared, error) {
 	s := &authShared{mode: cfg.Mode}
-	prefix := cfg.TokenStorage.KeyPrefix
-	if prefix == "" {
-		prefix = oauth.DefaultKeyPrefix
+	if backend.Component != "" {
+		if err := retain(backend.Component); err != nil {
+			return nil, err
+		}
+		s.closers = append(s.closers, func() error { return release(backend.Component) })
 	}
-	lim, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true, KeyPrefix: prefix + "ratelimit:",
-		Storage: cfg.rateLimitStorage()}, &guard.ManagerOptions{Logger: logger, Now: guardNow})
+	// The endpoint limiter shares the token storage, so the limit holds
+	// across gateways sharing a Redis.
+	prefix := backend.KeyPrefix + authKeyPart + "ratelimit:"
+	storeKey, store, err := guardStorageOn(backend, prefix, logger)
 	if err != nil {
+		_ = s.Destruct()
+		return nil, fmt.Errorf("token endpoint rate limiter: %w", err)
+	}
+	s.closers = append(s.closers, func() error { return release(storeKey) })
+	lim, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true, KeyPrefix: prefix,
+		Storage: &guard.StorageConfig{FailureMode: backend.FailureMode}}, &guard.ManagerOptions{Logger: logger, Now: guardNow, Storage: store})
+	if err != nil {
+		_ = s.Destruct()
 		return nil, fmt.Errorf("token endpoint rate limiter: %w", err)
 	}
 	s.limiter = lim
@@ -421,14 +582,4 @@ func buildAuth(cfg *AuthConfig, logger *zap.Logger) (*authShared, error) {
 		}
 	}
 	return s, nil
-}
-
-// rateLimitStorage shares the token storage's Redis with the limiter so the
-// limit holds across instances.
-func (c *AuthConfig) rateLimitStorage() *guard.StorageConfig {
-	if c.Mode != AuthModeOrchestrated || c.TokenStorage.Type != "redis" {
-		return nil
-	}
-	return &guard.StorageConfig{Provider: "redis", Host: c.TokenStorage.Host, Port: c.TokenStorage.Port,
-		Password: c.TokenStorage.Password, TLS: c.TokenStorage.TLS}
 }

@@ -3,7 +3,7 @@ package caddymodules
 import (
 	"context"
 	"crypto/subtle"
-	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,7 +13,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/dustin/go-humanize"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
@@ -23,11 +22,11 @@ import (
 // BrokerConfig is the `broker` part of the codemode app: sessions, tools,
 // the OpenAPI action catalog and session storage. The broker it describes
 // is shared by every codemode_broker handler (and the meta-tools) and
-// survives config reloads that leave this block unchanged: running
-// sessions, their pending tool calls and the catalog carry over. A changed
-// block builds a new broker; the old one finishes its running sessions in
-// the background (up to drain_timeout, then aborts them). Its sessions can
-// then be answered only through a shared Redis.
+// survives config reloads that leave this block, the sandbox, the throttle
+// and the storage unchanged: running sessions, their pending tool calls and
+// the catalog carry over. Otherwise a new broker is built; the old one
+// finishes its running sessions in the background (up to drain_timeout,
+// then aborts them), and tool results for them are handed to it.
 //
 // String values (keys, passwords, URLs, headers) may use runtime
 // placeholders such as {env.API_TOKEN}.
@@ -53,9 +52,11 @@ type BrokerConfig struct {
 	// DemoTools registers the demo tools (math:add, text:upper, kv:set,
 	// kv:get, client:prompt). Default false.
 	DemoTools bool `json:"demo_tools,omitempty"`
-	// Redis keeps sessions in Redis so that every gateway sharing it serves
-	// them. Unset means in-memory sessions of this gateway only.
-	Redis *BrokerRedisConfig `json:"redis,omitempty"`
+	// StorageRaw is the storage module of sessions: with Redis, every
+	// gateway sharing it serves them (keys under the storage's key_prefix
+	// followed by "broker:"); with memory, this gateway only. Default: the
+	// app's storage.
+	StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=codemode.storage inline_key=module"`
 	// Authentication requires credentials on every endpoint but /health.
 	// A user authenticated by Caddy ({http.auth.user.id}) is always
 	// accepted. Unset means no authentication.
@@ -77,21 +78,6 @@ type BrokerConfig struct {
 	// "open" runs the session on this gateway and writes its record when
 	// the store is back.
 	StorageFailureMode string `json:"storage_failure_mode,omitempty"`
-}
-
-// BrokerRedisConfig is the Redis server holding sessions.
-type BrokerRedisConfig struct {
-	// Address is host:port. Default 127.0.0.1:6379.
-	Address string `json:"address,omitempty"`
-	// Password, if any. Never logged.
-	Password string `json:"password,omitempty"`
-	// DB is the database number. Default 0.
-	DB int `json:"db,omitempty"`
-	// TLS connects over TLS. Default false.
-	TLS bool `json:"tls,omitempty"`
-	// KeyPrefix prefixes every key and the pub/sub channel; gateways
-	// sharing sessions use the same prefix. Default "codemode:broker:".
-	KeyPrefix string `json:"key_prefix,omitempty"`
 }
 
 // BrokerAuthConfig checks static credentials.
@@ -141,10 +127,11 @@ type OpenAPISourceConfig struct {
 type brokerState struct{ *brokerRuntime }
 
 type brokerRuntime struct {
-	mu     sync.Mutex
-	key    string
-	shared *sharedBroker
-	err    error
+	storage StorageBackend // of sessions
+	mu      sync.Mutex
+	key     string
+	shared  *sharedBroker
+	err     error
 }
 
 // sessionDirectory lists the running sessions of every broker of this
@@ -157,8 +144,7 @@ var sessionDirectory = broker.NewSessionDirectory()
 type sharedBroker struct {
 	b       *broker.Broker
 	cat     *catalog.Catalog
-	rdb     *redis.Client
-	deps    []string // component keys the broker holds (engine, guard)
+	deps    []string // component keys the broker holds (engine, guard, storage)
 	drain   time.Duration
 	logger  *zap.Logger
 	started sync.Once
@@ -190,12 +176,59 @@ func (s *sharedBroker) shutdown() {
 	}
 }
 
-func (a *App) provisionBroker(caddy.Context) error {
+func (a *App) provisionBroker(ctx caddy.Context) error {
 	a.broker.brokerRuntime = new(brokerRuntime)
-	// The broker is built on first use (Broker), so configs without a
+	// The broker is built on first use (SharedBroker), so configs without a
 	// codemode_broker handler or meta-tools pay nothing; a bad block still
 	// fails here, at load.
-	return a.validateBroker()
+	if err := a.validateBroker(); err != nil {
+		return err
+	}
+	cfg := a.Broker
+	if cfg == nil {
+		cfg = &BrokerConfig{}
+	}
+	st, err := loadStorage(ctx, cfg, "StorageRaw", cfg.StorageRaw, a.storage)
+	if err != nil {
+		return fmt.Errorf("codemode broker: %w", err)
+	}
+	a.broker.storage = st.Backend()
+	return nil
+}
+
+// withDefaults is the block with its defaults spelled out, for the
+// component key: a block that states a default and one that leaves it out
+// build the same broker. The storage is keyed separately.
+func (c *BrokerConfig) withDefaults() BrokerConfig {
+	d := *c
+	d.StorageRaw = nil
+	def := func(p *caddy.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = caddy.Duration(v)
+		}
+	}
+	def(&d.SessionTimeout, broker.DefaultSessionTimeout)
+	def(&d.ExecutionTimeout, broker.DefaultExecutionTimeout)
+	def(&d.DrainTimeout, broker.DefaultDrainTimeout)
+	def(&d.PollInterval, catalog.DefaultPollInterval)
+	if d.MaxConcurrentSessions == 0 {
+		d.MaxConcurrentSessions = broker.DefaultMaxConcurrentSessions
+	}
+	if d.MaxToolCalls == 0 {
+		d.MaxToolCalls = broker.DefaultMaxToolCalls
+	}
+	if d.MaxBodySize == 0 {
+		d.MaxBodySize = broker.DefaultMaxBodyBytes
+	}
+	d.OpenAPI = make([]OpenAPISourceConfig, len(c.OpenAPI))
+	for i, s := range c.OpenAPI {
+		def(&s.Timeout, catalog.DefaultTimeout)
+		if s.MaxResponseSize == 0 {
+			s.MaxResponseSize = catalog.DefaultMaxResponseBytes
+		}
+		d.OpenAPI[i] = s
+	}
+	return d
 }
 
 // validateBroker checks the broker block without building the broker.
@@ -255,11 +288,16 @@ func (a *App) SharedBroker() (*broker.Broker, error) {
 	if a.sandbox.engine == nil {
 		return nil, errors.New("codemode broker: the codemode app has no sandbox engine")
 	}
+	// Held while the broker lives: its engine, guard and Redis client.
 	deps := []string{a.sandbox.key}
 	if a.throttle.key != "" {
 		deps = append(deps, a.throttle.key)
 	}
-	key, err := componentKey("broker", cfg, deps...)
+	store := a.broker.storage
+	if store.Component != "" {
+		deps = append(deps, store.Component)
+	}
+	key, err := componentKey("broker", cfg.withDefaults(), append(deps, store.key())...)
 	if err != nil {
 		return nil, err
 	}
@@ -326,17 +364,9 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 			opts.Tools.Register(t)
 		}
 	}
-	if r := cfg.Redis; r != nil {
-		ro := &redis.Options{Addr: repl.ReplaceAll(r.Address, ""), Password: repl.ReplaceAll(r.Password, ""), DB: r.DB}
-		if ro.Addr == "" {
-			ro.Addr = "127.0.0.1:6379"
-		}
-		if r.TLS {
-			ro.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-		}
-		sb.rdb = redis.NewClient(ro)
-		opts.Redis = sb.rdb
-		opts.KeyPrefix = r.KeyPrefix
+	if store := a.broker.storage; store.Redis != nil {
+		opts.Redis = store.Redis
+		opts.KeyPrefix = store.KeyPrefix + brokerKeyPart
 	}
 	if au := cfg.Authentication; au != nil {
 		opts.Authentication = staticKeys(au, repl)
@@ -366,14 +396,10 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 	return sb, nil
 }
 
-// closeOwned closes the catalog and Redis client and releases the
-// dependencies.
+// closeOwned closes the catalog and releases the dependencies.
 func (s *sharedBroker) closeOwned() {
 	if s.cat != nil {
 		s.cat.Close()
-	}
-	if s.rdb != nil {
-		_ = s.rdb.Close()
 	}
 	for i := len(s.deps) - 1; i >= 0; i-- {
 		_ = release(s.deps[i])
@@ -487,12 +513,8 @@ func (a *App) stopBroker() error { return nil }
 //		max_body_size     <size>            # default 1MiB
 //		drain_timeout     <duration>        # default 10s
 //		demo_tools
-//		redis [<address>] {
-//			password   <password>
-//			db         <n>
-//			tls
-//			key_prefix <prefix>
-//		}
+//		storage memory|redis ...            # default: the app's storage
+//		redis [<address>] { ... }           # same as storage redis
 //		authentication bearer|api-key {
 //			key <secret> [<user_id> [<tenant_id> [<permission>...]]]
 //		}
@@ -546,8 +568,11 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 				return nil, d.ArgErr()
 			}
 			c.DemoTools = true
+		case "storage":
+			c.StorageRaw, err = parseStorage(d)
 		case "redis":
-			c.Redis, err = parseBrokerRedis(d)
+			// The former spelling of `storage redis`.
+			c.StorageRaw, err = storageModule(d, storageRedis)
 		case "authentication":
 			c.Authentication, err = parseBrokerAuth(d)
 		case "openapi":
@@ -601,48 +626,6 @@ func parseSizeArg(d *caddyfile.Dispenser, dst *int64) error {
 	}
 	*dst = int64(n)
 	return nil
-}
-
-func parseBrokerRedis(d *caddyfile.Dispenser) (*BrokerRedisConfig, error) {
-	r := new(BrokerRedisConfig)
-	if d.NextArg() {
-		r.Address = d.Val()
-	}
-	if d.NextArg() {
-		return nil, d.ArgErr()
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
-		case "address", "password", "key_prefix":
-			name := d.Val()
-			if !d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			switch name {
-			case "address":
-				r.Address = d.Val()
-			case "password":
-				r.Password = d.Val()
-			default:
-				r.KeyPrefix = d.Val()
-			}
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-		case "db":
-			if err := parseIntArg(d, &r.DB); err != nil {
-				return nil, err
-			}
-		case "tls":
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			r.TLS = true
-		default:
-			return nil, d.Errf("unrecognized redis subdirective %q", d.Val())
-		}
-	}
-	return r, nil
 }
 
 func parseBrokerAuth(d *caddyfile.Dispenser) (*BrokerAuthConfig, error) {

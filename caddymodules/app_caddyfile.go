@@ -15,6 +15,7 @@ func init() {
 //
 //	{
 //		codemode {
+//			storage  memory|redis ...
 //			throttle { ... }
 //			sandbox  { ... }
 //			broker   { ... }
@@ -40,10 +41,12 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, existing any) (any, error) {
 	for d.NextBlock(0) {
 		var err error
 		switch d.Val() {
+		case "storage":
+			app.StorageRaw, err = parseStorage(d)
 		case "throttle":
 			app.Throttle, err = parseThrottle(d)
 		case "sandbox":
-			app.Sandbox, err = parseSandbox(d)
+			app.SandboxRaw, err = parseSandbox(d)
 		case "broker":
 			app.Broker, err = parseBroker(d)
 		case "meta":

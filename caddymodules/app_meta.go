@@ -2,9 +2,9 @@ package caddymodules
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,13 +12,13 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/guard"
 	"github.com/codemode-gateway/caddy-codemode/metatools"
-	"github.com/codemode-gateway/caddy-codemode/metatools/search"
 )
 
 // MetaConfig is the `meta` part of the codemode app: the meta-tools
@@ -31,8 +31,10 @@ type MetaConfig struct {
 	// '_' only, for clients and model APIs that reject ':').
 	Naming string `json:"naming,omitempty"`
 
-	// Embedding selects the search strategy (embedding.strategy).
-	Embedding *MetaEmbedding `json:"embedding,omitempty"`
+	// SearchRaw is the search strategy module (embedding.strategy), named
+	// by its "strategy" key: tfidf (codemode.search.tfidf) or embeddings
+	// (codemode.search.embeddings). Default tfidf.
+	SearchRaw json.RawMessage `json:"search,omitempty" caddy:"namespace=codemode.search inline_key=strategy"`
 
 	// Sanitization strips details from script errors
 	// (sanitization.removeStackTraces, sanitization.removeFilePaths),
@@ -67,25 +69,6 @@ type MetaConfig struct {
 	ListTTL caddy.Duration `json:"list_ttl,omitempty"`
 }
 
-// MetaEmbedding is the search strategy.
-type MetaEmbedding struct {
-	// Strategy is "tfidf" (default: BM25F text ranking, offline), "ml"
-	// (embeddings from an OpenAI-compatible endpoint) or "hybrid" (both,
-	// fused by reciprocal rank fusion; tfidf alone while the endpoint fails).
-	Strategy string `json:"strategy,omitempty"`
-	// URL is the embeddings endpoint for "ml" and "hybrid", e.g.
-	// http://127.0.0.1:11434/v1/embeddings ("/embeddings" is appended when
-	// missing). Placeholders such as {env.EMBEDDINGS_URL} are replaced.
-	URL string `json:"url,omitempty"`
-	// Model is the embedding model name for "ml" and "hybrid".
-	Model string `json:"model,omitempty"`
-	// APIKey is sent as a bearer token; use a placeholder such as
-	// {env.OPENAI_API_KEY}. Never logged.
-	APIKey string `json:"api_key,omitempty"`
-	// Timeout bounds one embeddings request. Default 30s.
-	Timeout caddy.Duration `json:"timeout,omitempty"`
-}
-
 // MetaSanitization mirrors the spec's sanitization.* keys.
 type MetaSanitization struct {
 	// RemoveStackTraces drops error.stack from script results.
@@ -112,17 +95,13 @@ type MetaUpstream struct {
 	Headers map[string]string `json:"headers,omitempty"`
 }
 
-// MetaRateLimit is one rule: at most Limit calls of Tool per Window.
+// MetaRateLimit is one rule: at most max_requests calls of Tool per
+// window, partitioned by global (default), session, ip or userId.
 type MetaRateLimit struct {
 	// Tool is a meta-tool in either spelling (meta:search or meta_search).
+	// Required.
 	Tool string `json:"tool"`
-	// Limit is the number of calls allowed per window (> 0).
-	Limit int64 `json:"limit"`
-	// Window is the window length. Default 1m.
-	Window caddy.Duration `json:"window,omitempty"`
-	// PartitionBy gives each session, client IP or user its own counter:
-	// global (default), session, ip or userId.
-	PartitionBy string `json:"partition_by,omitempty"`
+	RateLimit
 }
 
 // metaState is what the area keeps at run time.
@@ -165,18 +144,16 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		return fmt.Errorf("codemode meta: naming %q: want spec or safe", cfg.Naming)
 	}
 
-	iopts := &metatools.IndexOptions{Logger: logger}
-	if e := cfg.Embedding; e != nil {
-		iopts.Strategy = e.Strategy
-		if e.Strategy == metatools.StrategyML || e.Strategy == metatools.StrategyHybrid {
-			timeout := time.Duration(e.Timeout)
-			if timeout <= 0 {
-				timeout = 30 * time.Second
-			}
-			iopts.Embedding = &search.EmbeddingClient{URL: repl.ReplaceAll(e.URL, ""), Model: e.Model,
-				APIKey: repl.ReplaceAll(e.APIKey, ""), HTTPClient: &http.Client{Timeout: timeout}}
-		}
+	raw, err := withInlineKey(cfg.SearchRaw, "strategy", SearchStrategyTFIDF)
+	if err != nil {
+		return fmt.Errorf("codemode meta: search: %w", err)
 	}
+	cfg.SearchRaw = raw
+	mod, err := ctx.LoadModule(cfg, "SearchRaw")
+	if err != nil {
+		return fmt.Errorf("codemode meta: search: %w", err)
+	}
+	iopts := &metatools.IndexOptions{Logger: logger, Strategy: mod.(SearchStrategy).Strategy()}
 
 	var sources []metatools.ToolSource
 	var plans metatools.PlanSessions
@@ -254,10 +231,10 @@ func (a *App) MetaProtocolVersions() []string {
 	return slices.DeleteFunc(all, func(v string) bool { return !slices.Contains(a.Meta.ProtocolVersions, v) })
 }
 
-// newMetaLimiter builds the guard manager that counts meta-tool calls. It
-// shares the throttle area's storage (memory or Redis) when there is one,
-// so limits hold across instances, and is always enabled: meta-tool rules
-// apply even when the throttle block is off.
+// newMetaLimiter builds the guard manager that counts meta-tool calls, on
+// the app's storage (memory or Redis, so limits hold across instances). It
+// is always enabled: meta-tool rules apply even when the throttle block is
+// off.
 func (a *App) newMetaLimiter(ctx caddy.Context, rules []MetaRateLimit, logger *zap.Logger) (*metaLimiter, *guard.GuardManager, error) {
 	l := &metaLimiter{rules: map[string]*guard.RateLimitConfig{}}
 	for i, r := range rules {
@@ -265,28 +242,21 @@ func (a *App) newMetaLimiter(ctx caddy.Context, rules []MetaRateLimit, logger *z
 		if !ok {
 			return nil, nil, fmt.Errorf("codemode meta: rate_limits[%d]: unknown meta-tool %q", i, r.Tool)
 		}
-		if r.Limit <= 0 {
-			return nil, nil, fmt.Errorf("codemode meta: rate_limits[%d]: limit must be > 0", i)
-		}
-		window := time.Duration(r.Window)
-		if window == 0 {
-			window = time.Minute
-		}
-		if window < time.Millisecond {
-			return nil, nil, fmt.Errorf("codemode meta: rate_limits[%d]: window must be at least 1ms", i)
-		}
-		rc := &guard.RateLimitConfig{MaxRequests: r.Limit, WindowMs: window.Milliseconds(),
-			PartitionBy: guard.PartitionKey{Strategy: r.PartitionBy}}
-		if err := rc.Validate(); err != nil {
+		if err := r.validate(false); err != nil {
 			return nil, nil, fmt.Errorf("codemode meta: rate_limits[%d]: %w", i, err)
 		}
-		l.rules[spec] = rc
+		l.rules[spec] = r.config()
 	}
-	mopts := &guard.ManagerOptions{Logger: logger, Now: guardNow}
-	if g := a.Guard(); g != nil {
-		mopts.Storage = g.Storage()
+	backend := a.storage.Backend()
+	prefix := backend.KeyPrefix + guardKeyPart
+	storeKey, store, err := guardStorageOn(backend, prefix, logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("codemode meta: rate limits: %w", err)
 	}
-	m, err := guard.NewGuardManager(ctx, guard.GuardConfig{Enabled: true}, mopts)
+	a.hold(storeKey)
+	m, err := guard.NewGuardManager(ctx, guard.GuardConfig{Enabled: true, KeyPrefix: prefix,
+		Storage: &guard.StorageConfig{FailureMode: backend.FailureMode}},
+		&guard.ManagerOptions{Logger: logger, Now: guardNow, Storage: store})
 	if err != nil {
 		return nil, nil, fmt.Errorf("codemode meta: rate limits: %w", err)
 	}
@@ -405,12 +375,12 @@ func (a *App) MetaService() *metatools.Service {
 //
 //	meta {
 //		naming spec|safe
-//		embedding {
-//			strategy tfidf|ml|hybrid
+//		search tfidf                        # default
+//		search embeddings|hybrid {
 //			url     <endpoint>
 //			model   <name>
 //			api_key <key>
-//			timeout <duration>
+//			timeout <duration>              # default 30s
 //		}
 //		sanitization {
 //			remove_stack_traces [true|false]
@@ -446,12 +416,22 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 			if d.NextArg() {
 				return nil, d.ArgErr()
 			}
-		case "embedding":
-			e, err := parseMetaEmbedding(d)
+		case "search":
+			if !d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			name := d.Val()
+			unm, err := caddyfile.UnmarshalModule(d, "codemode.search."+name)
 			if err != nil {
 				return nil, err
 			}
-			cfg.Embedding = e
+			cfg.SearchRaw = caddyconfig.JSONModuleObject(unm, "strategy", name, nil)
+		case "embedding":
+			raw, err := parseMetaEmbedding(d)
+			if err != nil {
+				return nil, err
+			}
+			cfg.SearchRaw = raw
 		case "sanitization":
 			s := new(MetaSanitization)
 			if d.NextArg() {
@@ -492,7 +472,7 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 			if err != nil || limit <= 0 {
 				return nil, d.Errf("rate_limit: limit must be a positive integer, got %q", args[1])
 			}
-			r := MetaRateLimit{Tool: args[0], Limit: limit}
+			r := MetaRateLimit{Tool: args[0], RateLimit: RateLimit{MaxRequests: limit}}
 			for _, arg := range args[2:] {
 				switch arg {
 				case "global", "session", "ip", "userId":
@@ -548,46 +528,39 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 	return cfg, nil
 }
 
-func parseMetaEmbedding(d *caddyfile.Dispenser) (*MetaEmbedding, error) {
-	e := new(MetaEmbedding)
+// parseMetaEmbedding reads the former spelling of `search`:
+// `embedding { strategy tfidf|ml; url ...; model ...; api_key ...; timeout ... }`.
+func parseMetaEmbedding(d *caddyfile.Dispenser) (json.RawMessage, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
+	strategy := SearchStrategyTFIDF
+	var e SearchEmbeddings
 	for n := d.Nesting(); d.NextBlock(n); {
-		key := d.Val()
-		if !d.NextArg() {
-			return nil, d.ArgErr()
-		}
-		val := d.Val()
-		if d.NextArg() {
-			return nil, d.ArgErr()
-		}
-		switch key {
-		case "strategy":
-			if val != metatools.StrategyTFIDF && val != metatools.StrategyML && val != metatools.StrategyHybrid {
-				return nil, d.Errf("strategy: want tfidf, ml or hybrid, got %q", val)
+		if d.Val() != "strategy" {
+			if err := e.unmarshalOption(d); err != nil {
+				return nil, err
 			}
-			e.Strategy = val
-		case "url":
-			e.URL = val
-		case "model":
-			e.Model = val
-		case "api_key":
-			e.APIKey = val
-		case "timeout":
-			dur, err := caddy.ParseDuration(val)
-			if err != nil {
-				return nil, d.Errf("timeout: %v", err)
-			}
-			e.Timeout = caddy.Duration(dur)
+			continue
+		}
+		if err := oneArg(d, &strategy); err != nil {
+			return nil, err
+		}
+		switch strategy {
+		case SearchStrategyTFIDF, SearchStrategyHybrid:
+		case "ml", SearchStrategyEmbeddings:
+			strategy = SearchStrategyEmbeddings
 		default:
-			return nil, d.Errf("unrecognized subdirective %q", key)
+			return nil, d.Errf("strategy: want tfidf, ml or hybrid, got %q", strategy)
 		}
 	}
-	if (e.Strategy == metatools.StrategyML || e.Strategy == metatools.StrategyHybrid) && (e.URL == "" || e.Model == "") {
-		return nil, d.Errf("embedding: strategy %s needs url and model", e.Strategy)
+	if strategy == SearchStrategyTFIDF {
+		return caddyconfig.JSONModuleObject(SearchTFIDF{}, "strategy", strategy, nil), nil
 	}
-	return e, nil
+	if e.URL == "" || e.Model == "" {
+		return nil, d.Errf("embedding: strategy %s needs url and model", strategy)
+	}
+	return caddyconfig.JSONModuleObject(&e, "strategy", strategy, nil), nil
 }
 
 func parseMetaUpstream(d *caddyfile.Dispenser) (*MetaUpstream, error) {

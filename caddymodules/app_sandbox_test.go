@@ -18,15 +18,20 @@ func (nullHost) CallTool(context.Context, sandbox.ToolCall) (json.RawMessage, er
 	return nil, &sandbox.ToolError{Code: "NOT_FOUND", Message: "no tools"}
 }
 
-func provisionSandboxApp(t *testing.T, cfg *SandboxConfig) *App {
+// provisionSandboxApp provisions the sandbox area of an app whose sandbox
+// block is raw; cancel cleans it up as Caddy does when the config goes.
+func provisionSandboxApp(t *testing.T, raw string) (a *App, cancel func()) {
 	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	a := &App{Sandbox: cfg, ctx: ctx, logger: ctx.Logger()}
-	if err := a.provisionSandbox(ctx); err != nil {
-		t.Fatalf("provisionSandbox: %v", err)
+	a = &App{ctx: ctx, logger: ctx.Logger()}
+	if raw != "" {
+		a.SandboxRaw = json.RawMessage(raw)
 	}
-	return a
+	if err := a.provisionSandbox(ctx); err != nil {
+		t.Fatalf("provisionSandbox(%s): %v", raw, err)
+	}
+	return a, cancel
 }
 
 func runScript(t *testing.T, e sandbox.Engine, code string) *sandbox.Result {
@@ -38,67 +43,57 @@ func runScript(t *testing.T, e sandbox.Engine, code string) *sandbox.Result {
 	return r
 }
 
-func TestSandboxAdapters(t *testing.T) {
-	for _, cfg := range []*SandboxConfig{
-		nil, // default: worker pool, secure preset
-		{Adapter: SandboxAdapterInProcess, Preset: "locked_down"},
-		{Preset: "balanced", Pool: &SandboxPool{MaxSize: 2}},
+func TestSandboxEngines(t *testing.T) {
+	for _, raw := range []string{
+		"", // default: worker pool, secure preset
+		`{"engine":"inprocess","preset":"locked_down"}`,
+		`{"preset":"balanced","pool":{"max_size":2}}`, // the engine name may be left out
 	} {
-		a := provisionSandboxApp(t, cfg)
+		a, cancel := provisionSandboxApp(t, raw)
 		r := runScript(t, a.Engine(), "return 1+1")
 		if r.Status != sandbox.StatusOK || string(r.Result) != "2" {
-			t.Fatalf("%+v: %s %s", cfg, r.Status, r.Result)
+			t.Fatalf("%s: %s %s", raw, r.Status, r.Result)
 		}
-		if err := a.held.releaseAll(); err != nil {
-			t.Fatal(err)
-		}
+		cancel()
 	}
 }
 
 // TestSandboxPoolSurvivesReload: the same sandbox block in the next config
 // reuses the running pool; the old config's cleanup does not stop it.
 func TestSandboxPoolSurvivesReload(t *testing.T) {
-	cfg := &SandboxConfig{Pool: &SandboxPool{MaxSize: 2}}
-	old := provisionSandboxApp(t, cfg)
-	next := provisionSandboxApp(t, &SandboxConfig{Pool: &SandboxPool{MaxSize: 2}})
+	old, cancelOld := provisionSandboxApp(t, `{"engine":"worker","pool":{"max_size":2}}`)
+	next, cancelNext := provisionSandboxApp(t, `{"pool":{"max_size":2},"preset":"secure"}`)
 	if old.Engine() != next.Engine() {
-		t.Fatal("an unchanged sandbox block started a new pool")
+		t.Fatal("an unchanged sandbox block (defaults spelled out or not) started a new pool")
 	}
-	changed := provisionSandboxApp(t, &SandboxConfig{Pool: &SandboxPool{MaxSize: 3}})
+	changed, _ := provisionSandboxApp(t, `{"pool":{"max_size":3}}`)
 	if changed.Engine() == next.Engine() {
 		t.Fatal("a changed sandbox block reused the pool")
 	}
-	if err := old.held.releaseAll(); err != nil {
-		t.Fatal(err)
-	}
+	cancelOld()
 	if r := runScript(t, next.Engine(), "return 3"); r.Status != sandbox.StatusOK {
 		t.Fatalf("after the old config's cleanup: %s %+v", r.Status, r.Error)
 	}
 	e := next.Engine()
-	if err := next.held.releaseAll(); err != nil {
-		t.Fatal(err)
-	}
+	cancelNext()
 	if _, err := e.Execute(context.Background(), sandbox.Request{Code: "return 1"}, nullHost{}); err == nil {
 		t.Fatal("pool still serves after its last config was cleaned up")
-	}
-	if err := changed.held.releaseAll(); err != nil {
-		t.Fatal(err)
 	}
 }
 
 func TestSandboxConfigErrors(t *testing.T) {
-	for _, cfg := range []*SandboxConfig{
-		{Adapter: "threads"},
-		{Preset: "reckless"},
-		{Adapter: SandboxAdapterInProcess, Pool: &SandboxPool{MaxSize: 2}},
-		{Pool: &SandboxPool{MaxSize: 1, MinSize: new(int)}, MaxSteps: -1},
-		{Pool: &SandboxPool{ScaleUpThreshold: 0.2, ScaleDownThreshold: 0.5}},
+	for _, raw := range []string{
+		`{"engine":"threads"}`,
+		`{"preset":"reckless"}`,
+		`{"engine":"inprocess","pool":{"max_size":2}}`,
+		`{"pool":{"max_size":1,"min_size":0},"max_steps":-1}`,
+		`{"pool":{"scale_up_threshold":0.2,"scale_down_threshold":0.5}}`,
+		`{"adapter":"worker"}`,
 	} {
 		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-		a := &App{Sandbox: cfg, ctx: ctx, logger: ctx.Logger()}
+		a := &App{SandboxRaw: json.RawMessage(raw), ctx: ctx, logger: ctx.Logger()}
 		if err := a.provisionSandbox(ctx); err == nil {
-			_ = a.held.releaseAll()
-			t.Errorf("%+v: provisioned", cfg)
+			t.Errorf("%s: provisioned", raw)
 		}
 		cancel()
 	}

@@ -2,21 +2,105 @@ package caddymodules
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
 	"github.com/codemode-gateway/caddy-codemode/guard"
 )
 
-// ThrottleConfig is the `throttle` part of the codemode app: the spec's
-// server-level GuardConfig, in its JSON shape (camelCase keys: enabled,
-// storage, keyPrefix, global, globalConcurrency, defaultRateLimit,
-// defaultConcurrency, defaultTimeout, ipFilter). The app builds a guard
-// manager from it, which the broker and the meta-tools use for per-tool and
-// per-agent limits (App.Guard).
+// ThrottleConfig is the `throttle` part of the codemode app: the limits the
+// broker and the meta-tools apply to each tool call, per tool and per agent
+// (the spec's server-level GuardConfig, in Caddy's terms). The app builds a
+// guard manager from it (App.Guard).
 type ThrottleConfig struct {
-	guard.GuardConfig
+	// Enabled applies the block. Default true; false keeps the block but
+	// applies no limit.
+	Enabled *bool `json:"enabled,omitempty"`
+	// StorageRaw is the storage module holding the counters. Default: the
+	// app's storage.
+	StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=codemode.storage inline_key=module"`
+	// KeyPrefix prefixes every key. Default: the storage's key_prefix
+	// followed by "guard:" (codemode:guard:).
+	KeyPrefix string `json:"key_prefix,omitempty"`
+	// Global limits all tool calls together. Default none.
+	Global *RateLimit `json:"global,omitempty"`
+	// GlobalConcurrency limits all tool calls running at once. Default none.
+	GlobalConcurrency *Concurrency `json:"global_concurrency,omitempty"`
+	// DefaultRateLimit applies to each tool without its own limit. Default
+	// none.
+	DefaultRateLimit *RateLimit `json:"default_rate_limit,omitempty"`
+	// DefaultConcurrency applies to each tool without its own limit.
+	// Default none.
+	DefaultConcurrency *Concurrency `json:"default_concurrency,omitempty"`
+	// DefaultTimeout bounds each tool call without its own timeout.
+	// Default none (the execution's timeout still applies).
+	DefaultTimeout caddy.Duration `json:"default_timeout,omitempty"`
+	// IPFilter allows or denies callers by address. Default none.
+	IPFilter *GuardIPFilter `json:"ip_filter,omitempty"`
+}
+
+// validate checks the block, naming fields by their JSON keys.
+func (c *ThrottleConfig) validate() error {
+	for _, rl := range []struct {
+		name string
+		l    *RateLimit
+	}{{"global", c.Global}, {"default_rate_limit", c.DefaultRateLimit}} {
+		if rl.l != nil {
+			if err := rl.l.validate(false); err != nil {
+				return fmt.Errorf("%s: %w", rl.name, err)
+			}
+		}
+	}
+	for _, cc := range []struct {
+		name string
+		c    *Concurrency
+	}{{"global_concurrency", c.GlobalConcurrency}, {"default_concurrency", c.DefaultConcurrency}} {
+		if cc.c != nil {
+			if err := cc.c.validate(false); err != nil {
+				return fmt.Errorf("%s: %w", cc.name, err)
+			}
+		}
+	}
+	if c.DefaultTimeout < 0 || (c.DefaultTimeout > 0 && time.Duration(c.DefaultTimeout) < time.Millisecond) {
+		return fmt.Errorf("default_timeout: must be at least 1ms")
+	}
+	if err := c.IPFilter.validate(); err != nil {
+		return fmt.Errorf("ip_filter: %w", err)
+	}
+	return nil
+}
+
+// enabled applies the default of Enabled.
+func (c *ThrottleConfig) enabled() bool { return c.Enabled == nil || *c.Enabled }
+
+// guardConfig is the guard library's form, with failureMode from the
+// storage.
+func (c *ThrottleConfig) guardConfig(keyPrefix, failureMode string) guard.GuardConfig {
+	g := guard.GuardConfig{Enabled: c.enabled(), KeyPrefix: keyPrefix,
+		Storage: &guard.StorageConfig{FailureMode: failureMode}}
+	if c.Global != nil {
+		g.Global = c.Global.config()
+	}
+	if c.DefaultRateLimit != nil {
+		g.DefaultRateLimit = c.DefaultRateLimit.config()
+	}
+	if c.GlobalConcurrency != nil {
+		g.GlobalConcurrency = c.GlobalConcurrency.config()
+	}
+	if c.DefaultConcurrency != nil {
+		g.DefaultConcurrency = c.DefaultConcurrency.config()
+	}
+	if c.DefaultTimeout > 0 {
+		g.DefaultTimeout = &guard.TimeoutConfig{ExecuteMs: time.Duration(c.DefaultTimeout).Milliseconds()}
+	}
+	if c.IPFilter != nil {
+		g.IpFilter = c.IPFilter.config()
+	}
+	return g
 }
 
 // throttleState is what the area keeps at run time.
@@ -34,28 +118,32 @@ func (a *App) Guard() *guard.GuardManager { return a.throttle.manager }
 // throttle block and its storage, so a broker built with it (keyed in turn
 // by the manager's key) never sees another config's limits.
 func (a *App) provisionThrottle(ctx caddy.Context) error {
-	if a.Throttle == nil {
+	c := a.Throttle
+	if c == nil {
 		return nil
 	}
-	cfg := a.Throttle.GuardConfig
-	cfg.Storage = replaceStorageConfig(cfg.Storage)
-	if err := cfg.Validate(); err != nil {
+	if err := c.validate(); err != nil {
 		return fmt.Errorf("codemode: throttle: %w", err)
 	}
-	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = guard.DefaultKeyPrefix
+	st, err := loadStorage(ctx, c, "StorageRaw", c.StorageRaw, a.storage)
+	if err != nil {
+		return fmt.Errorf("codemode: throttle: %w", err)
 	}
+	backend := st.Backend()
+	prefix := c.KeyPrefix
+	if prefix == "" {
+		prefix = backend.KeyPrefix + guardKeyPart
+	}
+	cfg := c.guardConfig(prefix, backend.FailureMode)
 	logger := a.logger.Named("throttle")
-	if !cfg.Enabled && (cfg.Global != nil || cfg.GlobalConcurrency != nil || cfg.DefaultRateLimit != nil ||
-		cfg.DefaultConcurrency != nil || cfg.DefaultTimeout != nil || cfg.IpFilter != nil) {
-		logger.Warn("throttle has limits but enabled is false: no limits apply (set \"enabled\": true)")
-	}
-	storeKey, store, err := loadGuardStorage(cfg.Storage, cfg.KeyPrefix, logger)
+	storeKey, store, err := guardStorageOn(backend, prefix, logger)
 	if err != nil {
 		return fmt.Errorf("codemode: throttle: %w", err)
 	}
 	a.hold(storeKey)
-	key, err := componentKey("guard", cfg, storeKey)
+	spelled := c.withDefaults()
+	spelled.KeyPrefix = prefix
+	key, err := componentKey("guard", spelled, storeKey)
 	if err != nil {
 		return fmt.Errorf("codemode: throttle: %w", err)
 	}
@@ -63,7 +151,7 @@ func (a *App) provisionThrottle(ctx caddy.Context) error {
 		if err := retain(storeKey); err != nil {
 			return nil, nil, err
 		}
-		m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: logger, Storage: store, Now: guardNow})
+		m, err := guard.NewGuardManager(context.Background(), cfg, &guard.ManagerOptions{Logger: logger, Storage: store, Now: guardNow})
 		if err != nil {
 			_ = release(storeKey)
 			return nil, nil, err
@@ -81,22 +169,36 @@ func (a *App) provisionThrottle(ctx caddy.Context) error {
 	return nil
 }
 
+// withDefaults is the block with its defaults spelled out, for the
+// component key: a block that states a default and one that leaves it out
+// build the same manager. The storage is keyed separately.
+func (c *ThrottleConfig) withDefaults() ThrottleConfig {
+	d := *c
+	d.StorageRaw = nil
+	on := c.enabled()
+	d.Enabled = &on
+	for _, p := range []**RateLimit{&d.Global, &d.DefaultRateLimit} {
+		if *p != nil {
+			v := (*p).withDefaults()
+			*p = &v
+		}
+	}
+	for _, p := range []**Concurrency{&d.GlobalConcurrency, &d.DefaultConcurrency} {
+		if *p != nil {
+			v := (*p).withDefaults()
+			*p = &v
+		}
+	}
+	return d
+}
+
 // parseThrottle parses the `throttle` subdirective of the codemode global
 // option. Syntax:
 //
 //	throttle {
 //		enabled <true|false>                      # default true
-//		storage memory
-//		storage redis {
-//			host <host>                           # default 127.0.0.1
-//			port <port>                           # default 6379
-//			password <password>
-//			db <n>
-//			tls
-//			failure_mode <open|closed>            # default open
-//			timeout <duration>                    # per command, default 500ms
-//		}
-//		key_prefix <prefix>                       # default mcp:guard:
+//		storage memory|redis ...                  # default: the app's storage
+//		key_prefix <prefix>                       # default codemode:guard:
 //		global <max> <window> [<partition>]
 //		global_concurrency <max> [<queue_timeout>] [<partition>]
 //		default_rate_limit <max> <window> [<partition>]
@@ -115,7 +217,7 @@ func parseThrottle(d *caddyfile.Dispenser) (*ThrottleConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	c := &ThrottleConfig{GuardConfig: guard.GuardConfig{Enabled: true}}
+	c := new(ThrottleConfig)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
 		var err error
@@ -127,51 +229,41 @@ func parseThrottle(d *caddyfile.Dispenser) (*ThrottleConfig, error) {
 			}
 			switch v {
 			case "true", "on":
-				c.Enabled = true
+				c.Enabled = nil // the default
 			case "false", "off":
-				c.Enabled = false
+				off := false
+				c.Enabled = &off
 			default:
 				return nil, d.Errf("throttle: enabled: %q is not true or false", v)
 			}
 		case "storage":
-			var s *GuardStorage
-			if s, err = parseGuardStorage(d); err == nil {
-				c.Storage = s.config()
-			}
+			c.StorageRaw, err = parseStorage(d)
 		case "key_prefix":
 			if !d.AllArgs(&c.KeyPrefix) {
 				return nil, d.ArgErr()
 			}
-		case "global":
+		case "global", "default_rate_limit":
 			var rl *GuardRateLimit
 			if rl, err = parseGuardRateLimit(d, false, false); err == nil {
-				c.Global = rl.config()
+				if sub == "global" {
+					c.Global = &rl.RateLimit
+				} else {
+					c.DefaultRateLimit = &rl.RateLimit
+				}
 			}
-		case "default_rate_limit":
-			var rl *GuardRateLimit
-			if rl, err = parseGuardRateLimit(d, false, false); err == nil {
-				c.DefaultRateLimit = rl.config()
-			}
-		case "global_concurrency":
+		case "global_concurrency", "default_concurrency":
 			var cc *GuardConcurrency
 			if cc, err = parseGuardConcurrency(d, false, false); err == nil {
-				c.GlobalConcurrency = cc.config()
-			}
-		case "default_concurrency":
-			var cc *GuardConcurrency
-			if cc, err = parseGuardConcurrency(d, false, false); err == nil {
-				c.DefaultConcurrency = cc.config()
+				if sub == "global_concurrency" {
+					c.GlobalConcurrency = &cc.Concurrency
+				} else {
+					c.DefaultConcurrency = &cc.Concurrency
+				}
 			}
 		case "default_timeout":
-			var dur caddy.Duration
-			if dur, err = parseGuardDuration(d, "default_timeout"); err == nil {
-				c.DefaultTimeout = &guard.TimeoutConfig{ExecuteMs: max(int64(dur)/1e6, 1)}
-			}
+			c.DefaultTimeout, err = parseGuardDuration(d, "default_timeout")
 		case "ip_filter":
-			var f *GuardIPFilter
-			if f, err = parseGuardIPFilter(d); err == nil {
-				c.IpFilter = f.config()
-			}
+			c.IPFilter, err = parseGuardIPFilter(d)
 		default:
 			return nil, d.Errf("throttle: unrecognized subdirective %q", sub)
 		}
@@ -179,7 +271,7 @@ func parseThrottle(d *caddyfile.Dispenser) (*ThrottleConfig, error) {
 			return nil, err
 		}
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.validate(); err != nil {
 		return nil, d.Errf("throttle: %v", err)
 	}
 	return c, nil

@@ -13,7 +13,7 @@ import (
 )
 
 // parseAuth parses the `auth` subdirective of the codemode global option.
-// Durations take Caddy's duration syntax (15m, 7d) and are stored in
+// Durations take Caddy's duration syntax (15m, 7d); a bare number is
 // seconds. Syntax:
 //
 //	auth {
@@ -22,16 +22,11 @@ import (
 //		issuer <url>
 //		resource <url>
 //		scopes <scope...>
-//		token_storage memory|redis {
-//			host <host>
-//			port <port>
-//			password <password>
-//			tls
-//			key_prefix <prefix>
-//		}
+//		token_storage memory|redis ...      # default: the app's storage
 //		local {
 //			sign_key <jwk-json>
-//			key_rotation_days <days>
+//			key_rotation <duration>     # whole days, e.g. 30d
+//			key_rotation_days <days>    # the same in days
 //			max_keys <n>
 //		}
 //		refresh {
@@ -89,19 +84,28 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 				err = d.ArgErr()
 			}
 		case "token_storage":
-			err = parseTokenStorage(d, &cfg.TokenStorage)
+			cfg.TokenStorageRaw, err = parseStorage(d)
 		case "local":
-			err = parseLocal(d, &cfg.Local)
+			if cfg.Local == nil {
+				cfg.Local = new(AuthLocal)
+			}
+			err = parseLocal(d, cfg.Local)
 		case "refresh":
-			err = parseRefresh(d, &cfg.Refresh)
+			if cfg.Refresh == nil {
+				cfg.Refresh = new(AuthRefresh)
+			}
+			err = parseRefresh(d, cfg.Refresh)
 		case "consent":
+			if cfg.Consent == nil {
+				cfg.Consent = new(oauth.ConsentConfig)
+			}
 			err = optBool(d, &cfg.Consent.Enabled)
 		case "allow_default_public":
 			err = optBool(d, &cfg.AllowDefaultPublic)
 		case "dcr_enabled":
 			err = optBool(d, &cfg.DCREnabled)
 		case "registered_client_ttl":
-			err = secondsArg(d, &cfg.RegisteredClientTTL)
+			err = durationArg(d, &cfg.RegisteredClientTTL)
 		case "user":
 			args := d.RemainingArgs()
 			if len(args) < 2 || len(args) > 3 {
@@ -186,60 +190,26 @@ func intArg(d *caddyfile.Dispenser, dst *int) error {
 	return nil
 }
 
-// secondsArg reads a Caddy duration (or a bare number of seconds).
-func secondsArg(d *caddyfile.Dispenser, dst *int) error {
+// durationArg reads a Caddy duration, or a bare number of seconds.
+func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	name := d.Val()
 	var s string
 	if err := oneArg(d, &s); err != nil {
 		return err
 	}
 	if n, err := strconv.Atoi(s); err == nil && n >= 0 {
-		*dst = n
+		*dst = caddy.Duration(time.Duration(n) * time.Second)
 		return nil
 	}
 	dur, err := caddy.ParseDuration(s)
-	if err != nil || dur < 0 || dur%time.Second != 0 {
-		return d.Errf("%s: %q is not a duration in whole seconds", name, s)
+	if err != nil || dur < 0 {
+		return d.Errf("%s: %q is not a duration", name, s)
 	}
-	*dst = int(dur / time.Second)
+	*dst = caddy.Duration(dur)
 	return nil
 }
 
-func parseTokenStorage(d *caddyfile.Dispenser, ts *oauth.TokenStorageConfig) error {
-	args := d.RemainingArgs()
-	if len(args) > 1 {
-		return d.Errf("token_storage: takes one type, memory or redis")
-	}
-	if len(args) == 1 {
-		if args[0] != "memory" && args[0] != "redis" {
-			return d.Errf("token_storage: %q is not memory or redis", args[0])
-		}
-		ts.Type = args[0]
-	}
-	for n := d.Nesting(); d.NextBlock(n); {
-		var err error
-		switch d.Val() {
-		case "host":
-			err = oneArg(d, &ts.Host)
-		case "port":
-			err = intArg(d, &ts.Port)
-		case "password":
-			err = oneArg(d, &ts.Password)
-		case "tls":
-			err = optBool(d, &ts.TLS)
-		case "key_prefix":
-			err = oneArg(d, &ts.KeyPrefix)
-		default:
-			return d.Errf("token_storage: unrecognized subdirective %q", d.Val())
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func parseLocal(d *caddyfile.Dispenser, l *oauth.LocalConfig) error {
+func parseLocal(d *caddyfile.Dispenser, l *AuthLocal) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
@@ -248,8 +218,12 @@ func parseLocal(d *caddyfile.Dispenser, l *oauth.LocalConfig) error {
 		switch d.Val() {
 		case "sign_key":
 			err = oneArg(d, &l.SignKey)
+		case "key_rotation":
+			err = durationArg(d, &l.KeyRotation)
 		case "key_rotation_days":
-			err = intArg(d, &l.KeyRotationDays)
+			var days int
+			err = intArg(d, &days)
+			l.KeyRotation = caddy.Duration(time.Duration(days) * 24 * time.Hour)
 		case "max_keys":
 			err = intArg(d, &l.MaxKeys)
 		default:
@@ -262,7 +236,7 @@ func parseLocal(d *caddyfile.Dispenser, l *oauth.LocalConfig) error {
 	return nil
 }
 
-func parseRefresh(d *caddyfile.Dispenser, r *oauth.RefreshConfig) error {
+func parseRefresh(d *caddyfile.Dispenser, r *AuthRefresh) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
@@ -272,17 +246,17 @@ func parseRefresh(d *caddyfile.Dispenser, r *oauth.RefreshConfig) error {
 		case "enabled":
 			err = optBool(d, &r.Enabled)
 		case "skew":
-			err = secondsArg(d, &r.SkewSeconds)
+			err = durationArg(d, &r.Skew)
 		case "access_token_ttl":
-			err = secondsArg(d, &r.AccessTokenTTL)
+			err = durationArg(d, &r.AccessTokenTTL)
 		case "refresh_token_ttl":
-			err = secondsArg(d, &r.RefreshTokenTTL)
+			err = durationArg(d, &r.RefreshTokenTTL)
 		case "rotate_refresh_token":
 			var b bool
 			err = optBool(d, &b)
 			r.RotateRefreshToken = &b
 		case "reuse_grace":
-			err = secondsArg(d, &r.ReuseGraceSeconds)
+			err = durationArg(d, &r.ReuseGrace)
 		default:
 			return d.Errf("refresh: unrecognized subdirective %q", d.Val())
 		}
@@ -333,7 +307,7 @@ func parseClient(d *caddyfile.Dispenser) (oauth.ClientConfig, error) {
 }
 
 // parseTokenRateLimit reads `token_rate_limit <max> [<window>] [ip|global]`.
-func parseTokenRateLimit(d *caddyfile.Dispenser) (*guard.RateLimitConfig, error) {
+func parseTokenRateLimit(d *caddyfile.Dispenser) (*RateLimit, error) {
 	args := d.RemainingArgs()
 	if len(args) < 1 || len(args) > 3 {
 		return nil, d.Errf("token_rate_limit: want <max_requests> [<window>] [ip|global]")
@@ -342,17 +316,17 @@ func parseTokenRateLimit(d *caddyfile.Dispenser) (*guard.RateLimitConfig, error)
 	if err != nil || n <= 0 {
 		return nil, d.Errf("token_rate_limit: %q is not a positive number of requests", args[0])
 	}
-	rl := &guard.RateLimitConfig{MaxRequests: n, WindowMs: defaultTokenWindowMs, PartitionBy: guard.PartitionKey{Strategy: guard.PartitionIP}}
+	rl := &RateLimit{MaxRequests: n}
 	for _, a := range args[1:] {
 		switch a {
 		case guard.PartitionIP, guard.PartitionGlobal:
-			rl.PartitionBy.Strategy = a
+			rl.PartitionBy = a
 		default:
 			dur, err := caddy.ParseDuration(a)
 			if err != nil || dur < time.Millisecond {
 				return nil, d.Errf("token_rate_limit: %q is not a window duration or ip|global", a)
 			}
-			rl.WindowMs = dur.Milliseconds()
+			rl.Window = caddy.Duration(dur)
 		}
 	}
 	return rl, nil

@@ -23,7 +23,7 @@ func bearerFor(t testing.TB, idpURL, audience string, allowPublic bool, scopes .
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := buildAuth(cfg, zap.NewNop())
+	sh, err := buildAuth(cfg, MemoryStorage{}.Backend(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -317,7 +317,7 @@ func TestCaddyOrchestratedFlow(t *testing.T) {
 		"refresh":          map[string]any{"enabled": true},
 		"consent":          map[string]any{"enabled": true},
 		"clients":          []any{map[string]any{"id": "cli", "redirect_uris": []string{redirect}}},
-		"token_rate_limit": map[string]any{"maxRequests": 14, "windowMs": 60000, "partitionBy": "ip"},
+		"token_rate_limit": map[string]any{"max_requests": 14, "window": "1m", "partition_by": "ip"},
 	}, standardRoutes(nil)))
 
 	jar, _ := cookiejar.New(nil)

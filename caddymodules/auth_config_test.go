@@ -4,10 +4,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -41,19 +43,25 @@ func TestAuthConfigEnvironment(t *testing.T) {
 		t.Fatalf("audience fallback: %+v", c)
 	}
 
-	// Orchestrated: REDIS_* and JWT_SIGNING_KEY, config values win.
-	c = &AuthConfig{ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example/", TokenStorage: oauth.TokenStorageConfig{Port: 7000}}}
-	if err := c.applyDefaults(envOf(map[string]string{
+	// Orchestrated: JWT_SIGNING_KEY; REDIS_* name the token storage when
+	// no storage is configured.
+	env := envOf(map[string]string{
 		"REDIS_HOST": "redis.internal", "REDIS_PORT": "6390", "REDIS_PASSWORD": "pw", "JWT_SIGNING_KEY": `{"kty":"EC"}`,
-	})); err != nil {
+	})
+	c = &AuthConfig{ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example/"}}
+	if err := c.applyDefaults(env); err != nil {
 		t.Fatal(err)
 	}
-	ts := c.TokenStorage
-	if c.Mode != AuthModeOrchestrated || ts.Type != "redis" || ts.Host != "redis.internal" || ts.Port != 7000 ||
-		ts.Password != "pw" || c.Local.SignKey != `{"kty":"EC"}` || c.Issuer != "https://gw.example" || c.Resource != "https://gw.example" {
+	if c.Mode != AuthModeOrchestrated || c.ServerConfig.Local.SignKey != `{"kty":"EC"}` || c.Issuer != "https://gw.example" || c.Resource != "https://gw.example" {
 		t.Fatalf("orchestrated from env: %+v", c)
 	}
-	if c.TokenRateLimit == nil || c.TokenRateLimit.MaxRequests != defaultTokenMaxRequests || c.TokenRateLimit.PartitionBy.Strategy != "ip" {
+	if got := string(redisFromEnv(env)); got != `{"address":"redis.internal:6390","module":"redis","password":"pw"}` {
+		t.Fatalf("token storage from env: %s", got)
+	}
+	if redisFromEnv(envOf(nil)) != nil {
+		t.Fatal("token storage from an empty environment")
+	}
+	if rl := c.TokenRateLimit; rl == nil || rl.MaxRequests != defaultTokenMaxRequests || rl.PartitionBy != "ip" || rl.Window != caddy.Duration(time.Minute) {
 		t.Fatalf("default rate limit: %+v", c.TokenRateLimit)
 	}
 
@@ -97,11 +105,14 @@ func TestAuthConfigWarnings(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	no := false
 	c := &AuthConfig{ServerConfig: oauth.ServerConfig{
-		Issuer: "http://localhost:8080", Development: true, AllowDefaultPublic: true, DCREnabled: true,
-		Refresh: oauth.RefreshConfig{AccessTokenTTL: 7200, RotateRefreshToken: &no, RefreshTokenTTL: 90 * 86400},
-	}}
-	_ = c.applyDefaults(envOf(nil))
-	c.warn(zap.New(core))
+		Issuer: "http://localhost:8080", Development: true, AllowDefaultPublic: true, DCREnabled: true},
+		Refresh: &AuthRefresh{AccessTokenTTL: caddy.Duration(2 * time.Hour), RotateRefreshToken: &no,
+			RefreshTokenTTL: caddy.Duration(90 * 24 * time.Hour)},
+	}
+	if err := c.applyDefaults(envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	c.warn(zap.New(core), nil)
 	var all []string
 	for _, e := range logs.All() {
 		all = append(all, e.Message)
@@ -117,13 +128,16 @@ func TestAuthConfigWarnings(t *testing.T) {
 
 	// A production-shaped config warns about nothing.
 	core, logs = observer.New(zapcore.WarnLevel)
-	c = &AuthConfig{ServerConfig: oauth.ServerConfig{
-		Issuer: "https://gw.example", Consent: oauth.ConsentConfig{Enabled: true},
-		TokenStorage: oauth.TokenStorageConfig{Type: "redis", TLS: true},
-		Local:        oauth.LocalConfig{SignKey: "{...}", KeyRotationDays: 30},
-	}}
-	_ = c.applyDefaults(envOf(nil))
-	c.warn(zap.New(core))
+	c = &AuthConfig{ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"},
+		Consent: &oauth.ConsentConfig{Enabled: true},
+		Local:   &AuthLocal{SignKey: "{...}", KeyRotation: caddy.Duration(30 * 24 * time.Hour)},
+	}
+	if err := c.applyDefaults(envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer rdb.Close()
+	c.warn(zap.New(core), &RedisStorage{TLS: &RedisTLS{}, client: rdb})
 	if n := logs.Len(); n != 0 {
 		t.Fatalf("production config warned %d times: %v", n, logs.All())
 	}

@@ -39,6 +39,10 @@ func init() {
 // Counters and tickets live in a storage (memory or Redis) shared by every
 // handler and reload with the same storage settings and key prefix; each
 // handler's keys are namespaced by its zone.
+//
+// Partition values (partition_by) are global, ip, session, userId or a
+// string with placeholders, e.g. {http.request.header.X-Agent}: each value
+// gets its own counter (an empty value counts as "unknown").
 type Guard struct {
 	// Zone namespaces this handler's counters. Handlers (and gateways
 	// sharing a Redis) with the same zone share counters. Default: a hash
@@ -46,10 +50,12 @@ type Guard struct {
 	// across reloads and a changed one starts afresh.
 	Zone string `json:"zone,omitempty"`
 
-	// Storage selects the backend. Default in-memory.
-	Storage *GuardStorage `json:"storage,omitempty"`
+	// StorageRaw is the storage module (codemode.storage.memory or
+	// codemode.storage.redis) holding the counters. Default memory.
+	StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=codemode.storage inline_key=module"`
 
-	// KeyPrefix prefixes every storage key. Default "mcp:guard:".
+	// KeyPrefix prefixes every storage key. Default: the storage's
+	// key_prefix followed by "guard:" (codemode:guard:).
 	KeyPrefix string `json:"key_prefix,omitempty"`
 
 	// RateLimits are sliding-window rate limits; the one without a name is
@@ -86,53 +92,18 @@ type Guard struct {
 	logger      *zap.Logger
 }
 
-// GuardStorage selects the handler's (or throttle's) storage backend.
-type GuardStorage struct {
-	// Provider is "memory" (default) or "redis".
-	Provider string `json:"provider,omitempty"`
-	// Host of the Redis server. Default 127.0.0.1. Placeholders such as
-	// {env.REDIS_HOST} are replaced at provision.
-	Host string `json:"host,omitempty"`
-	// Port of the Redis server. Default 6379.
-	Port int `json:"port,omitempty"`
-	// Password of the Redis server; placeholders are replaced at provision.
-	Password string `json:"password,omitempty"`
-	// DB is the Redis database number. Default 0.
-	DB int `json:"db,omitempty"`
-	// TLS connects to Redis over TLS.
-	TLS bool `json:"tls,omitempty"`
-	// FailureMode is "open" (default: let requests through while Redis is
-	// unreachable) or "closed" (answer 503 STORAGE_UNAVAILABLE).
-	FailureMode string `json:"failure_mode,omitempty"`
-	// Timeout bounds each Redis command. Default 500ms.
-	Timeout caddy.Duration `json:"timeout,omitempty"`
-}
-
-// GuardRateLimit is a sliding-window rate limit of the handler.
+// GuardRateLimit is a named rate limit of the handler.
 type GuardRateLimit struct {
 	// Name of the limit; empty for the global limit.
 	Name string `json:"name,omitempty"`
-	// MaxRequests allowed per window. Required.
-	MaxRequests int64 `json:"max_requests"`
-	// Window length. Default 1m.
-	Window caddy.Duration `json:"window,omitempty"`
-	// PartitionBy is global (default), ip, session, userId, or a string
-	// with placeholders such as {http.request.header.X-Agent}: each value
-	// gets its own counter (an empty value counts as "unknown").
-	PartitionBy string `json:"partition_by,omitempty"`
+	RateLimit
 }
 
-// GuardConcurrency is a concurrency limit of the handler.
+// GuardConcurrency is a named concurrency limit of the handler.
 type GuardConcurrency struct {
 	// Name of the limit; empty for the global limit.
 	Name string `json:"name,omitempty"`
-	// MaxConcurrent simultaneous requests. Required.
-	MaxConcurrent int64 `json:"max_concurrent"`
-	// QueueTimeout is how long a request waits for a slot. Default 0:
-	// rejected at once with 429 CONCURRENCY_LIMIT.
-	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
-	// PartitionBy is as for rate limits.
-	PartitionBy string `json:"partition_by,omitempty"`
+	Concurrency
 }
 
 // GuardIPFilter allows or denies clients by address.
@@ -141,7 +112,8 @@ type GuardIPFilter struct {
 	Allow []string `json:"allow,omitempty"`
 	// Deny lists IPs and CIDR ranges always blocked; it wins over Allow.
 	Deny []string `json:"deny,omitempty"`
-	// DefaultAction for addresses on neither list: "allow" (default) or "deny".
+	// DefaultAction for addresses on neither list: "allow" (default) or
+	// "deny".
 	DefaultAction string `json:"default_action,omitempty"`
 	// TrustProxy takes the client address from X-Forwarded-For, read from
 	// the right. Ignored when the server has Caddy's trusted_proxies set:
@@ -177,8 +149,13 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	if err := g.Validate(); err != nil {
 		return err
 	}
+	st, err := loadStorage(ctx, g, "StorageRaw", g.StorageRaw, MemoryStorage{})
+	if err != nil {
+		return fmt.Errorf("codemode_guard: %w", err)
+	}
+	backend := st.Backend()
 	if g.KeyPrefix == "" {
-		g.KeyPrefix = guard.DefaultKeyPrefix
+		g.KeyPrefix = backend.KeyPrefix + guardKeyPart
 	}
 	if g.SessionHeader == "" {
 		g.SessionHeader = "Mcp-Session-Id"
@@ -191,10 +168,8 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		sum := sha256.Sum256(b)
 		g.Zone = hex.EncodeToString(sum[:6])
 	}
-	cfg := guard.GuardConfig{Enabled: true, KeyPrefix: g.KeyPrefix}
-	if g.Storage != nil {
-		cfg.Storage = replaceStorageConfig(g.Storage.config())
-	}
+	cfg := guard.GuardConfig{Enabled: true, KeyPrefix: g.KeyPrefix,
+		Storage: &guard.StorageConfig{FailureMode: backend.FailureMode}}
 	if g.IPFilter != nil {
 		cfg.IpFilter = g.IPFilter.config()
 	}
@@ -219,7 +194,7 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		}
 		g.sems = append(g.sems, s)
 	}
-	key, store, err := loadGuardStorage(cfg.Storage, cfg.KeyPrefix, g.logger)
+	key, store, err := guardStorageOn(backend, cfg.KeyPrefix, g.logger)
 	if err != nil {
 		return fmt.Errorf("codemode_guard: %w", err)
 	}
@@ -268,7 +243,7 @@ func (g *Guard) Validate() error {
 			return fmt.Errorf("codemode_guard: rate_limits[%d]: duplicate name %q", i, rl.Name)
 		}
 		names[rl.Name] = true
-		if err := rl.config().Validate(); err != nil {
+		if err := rl.validate(true); err != nil {
 			return fmt.Errorf("codemode_guard: rate_limits[%d]: %w", i, err)
 		}
 	}
@@ -278,22 +253,15 @@ func (g *Guard) Validate() error {
 			return fmt.Errorf("codemode_guard: concurrency[%d]: duplicate name %q", i, cc.Name)
 		}
 		names[cc.Name] = true
-		if err := cc.config().Validate(); err != nil {
+		if err := cc.validate(true); err != nil {
 			return fmt.Errorf("codemode_guard: concurrency[%d]: %w", i, err)
 		}
 	}
 	if g.Timeout < 0 {
 		return errors.New("codemode_guard: timeout: must not be negative")
 	}
-	if g.Storage != nil {
-		if err := g.Storage.config().Validate(); err != nil {
-			return fmt.Errorf("codemode_guard: storage: %w", err)
-		}
-	}
-	if g.IPFilter != nil {
-		if err := g.IPFilter.config().Validate(); err != nil {
-			return fmt.Errorf("codemode_guard: ip_filter: %w", err)
-		}
+	if err := g.IPFilter.validate(); err != nil {
+		return fmt.Errorf("codemode_guard: ip_filter: %w", err)
 	}
 	return nil
 }
@@ -502,8 +470,6 @@ func setRateLimitHeaders(h http.Header, res guard.RateLimitResult) {
 	h["Ratelimit-Reset"] = v[2:3:3]
 }
 
-func isPlaceholderPartition(p string) bool { return strings.Contains(p, "{") }
-
 // placeholderPartition resolves a placeholder partition for this request.
 func placeholderPartition(repl *caddy.Replacer, tmpl string) guard.PartitionKey {
 	v := ""
@@ -516,30 +482,30 @@ func placeholderPartition(repl *caddy.Replacer, tmpl string) guard.PartitionKey 
 	return guard.PartitionKey{Func: func(guard.PartitionKeyContext) string { return v }}
 }
 
-func (s *GuardStorage) config() *guard.StorageConfig {
-	if s == nil {
+// validate checks the rules, named by their JSON keys.
+func (f *GuardIPFilter) validate() error {
+	if f == nil {
 		return nil
 	}
-	return &guard.StorageConfig{
-		Provider: s.Provider, Host: s.Host, Port: s.Port, Password: s.Password, DB: s.DB, TLS: s.TLS,
-		FailureMode: s.FailureMode, TimeoutMs: time.Duration(s.Timeout).Milliseconds(),
+	for i, r := range f.Allow {
+		if _, err := guard.ParseIPRule(r); err != nil {
+			return fmt.Errorf("allow[%d]: %w", i, err)
+		}
 	}
-}
-
-func (rl *GuardRateLimit) config() *guard.RateLimitConfig {
-	c := &guard.RateLimitConfig{MaxRequests: rl.MaxRequests, WindowMs: time.Duration(rl.Window).Milliseconds()}
-	if !isPlaceholderPartition(rl.PartitionBy) {
-		c.PartitionBy = guard.PartitionKey{Strategy: rl.PartitionBy}
+	for i, r := range f.Deny {
+		if _, err := guard.ParseIPRule(r); err != nil {
+			return fmt.Errorf("deny[%d]: %w", i, err)
+		}
 	}
-	return c
-}
-
-func (cc *GuardConcurrency) config() *guard.ConcurrencyConfig {
-	c := &guard.ConcurrencyConfig{MaxConcurrent: cc.MaxConcurrent, QueueTimeoutMs: time.Duration(cc.QueueTimeout).Milliseconds()}
-	if !isPlaceholderPartition(cc.PartitionBy) {
-		c.PartitionBy = guard.PartitionKey{Strategy: cc.PartitionBy}
+	switch f.DefaultAction {
+	case "", guard.ActionAllow, guard.ActionDeny:
+	default:
+		return fmt.Errorf("default_action: %q is not allow or deny", f.DefaultAction)
 	}
-	return c
+	if f.TrustedProxyDepth < 0 {
+		return errors.New("trusted_proxy_depth: must not be negative")
+	}
+	return nil
 }
 
 func (f *GuardIPFilter) config() *guard.IpFilterConfig {
@@ -549,63 +515,10 @@ func (f *GuardIPFilter) config() *guard.IpFilterConfig {
 	}
 }
 
-// replaceStorageConfig replaces global placeholders ({env.*}) in the
-// Redis host and password.
-func replaceStorageConfig(c *guard.StorageConfig) *guard.StorageConfig {
-	if c == nil {
-		return nil
-	}
-	repl := caddy.NewReplacer()
-	cp := *c
-	cp.Host = repl.ReplaceAll(cp.Host, "")
-	cp.Password = repl.ReplaceAll(cp.Password, "")
-	return &cp
-}
-
 // guardNow is the clock of the guard managers built by codemode_guard and
 // throttle (read when they are provisioned). Tests replace it so that no
 // rate-limit window boundary falls between their requests.
 var guardNow = time.Now
-
-// loadGuardStorage acquires the storage backend of cfg and keyPrefix, a
-// component shared by every guard handler and throttle block with the same
-// settings, so that counters and tickets survive a config reload. The
-// caller releases the returned key.
-func loadGuardStorage(cfg *guard.StorageConfig, keyPrefix string, logger *zap.Logger) (string, guard.Storage, error) {
-	var c guard.StorageConfig
-	if cfg != nil {
-		c = *cfg
-	}
-	c.FailureMode = "" // applied per manager
-	key, err := componentKey("guard-storage", struct {
-		Storage   guard.StorageConfig
-		KeyPrefix string
-	}{c, keyPrefix})
-	if err != nil {
-		return "", nil, err
-	}
-	st, err := acquire(key, func() (guard.Storage, func() error, error) {
-		if c.Provider != guard.ProviderRedis {
-			s := guard.NewMemoryStorage(nil)
-			return s, s.Close, nil
-		}
-		rs, err := guard.NewRedisStorage(c, keyPrefix, &guard.RedisStorageOptions{Logger: logger})
-		if err != nil {
-			return nil, nil, err
-		}
-		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if err := rs.Ping(pctx); err != nil {
-			logger.Warn("guard storage: redis is unreachable at start; the failure mode applies until it answers",
-				zap.String("addr", c.Host), zap.Error(err))
-		}
-		return rs, rs.Close, nil
-	})
-	if err != nil {
-		return "", nil, err
-	}
-	return key, st, nil
-}
 
 // Interface guards
 var (

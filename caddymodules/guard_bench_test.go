@@ -21,8 +21,8 @@ func BenchmarkGuardServeHTTP(b *testing.B) {
 
 func benchGuard(b *testing.B, benchTimeout time.Duration) {
 	g := &Guard{
-		RateLimits:  []GuardRateLimit{{MaxRequests: 1 << 40, Window: caddy.Duration(time.Minute)}, {Name: "per_ip", MaxRequests: 1 << 40, PartitionBy: "ip"}},
-		Concurrency: []GuardConcurrency{{MaxConcurrent: 100000}},
+		RateLimits:  []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 1 << 40, Window: caddy.Duration(time.Minute)}}, {Name: "per_ip", RateLimit: RateLimit{MaxRequests: 1 << 40, PartitionBy: "ip"}}},
+		Concurrency: []GuardConcurrency{{Concurrency: Concurrency{MaxConcurrent: 100000}}},
 		Timeout:     caddy.Duration(benchTimeout),
 		IPFilter:    &GuardIPFilter{Allow: []string{"127.0.0.0/8"}, DefaultAction: "deny"},
 	}

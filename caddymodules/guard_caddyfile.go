@@ -1,9 +1,7 @@
 package caddymodules
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -31,17 +29,9 @@ func parseGuardCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, e
 //
 //	codemode_guard [<matcher>] {
 //		zone <name>
-//		storage memory
-//		storage redis {
-//			host <host>
-//			port <port>
-//			password <password>
-//			db <n>
-//			tls
-//			failure_mode <open|closed>
-//			timeout <duration>
-//		}
-//		key_prefix <prefix>
+//		storage memory                      # default
+//		storage redis [<address>] { ... }   # see docs/storage.md
+//		key_prefix <prefix>                 # default codemode:guard:
 //		rate_limit [<name>] <max_requests> <window> [<partition>]
 //		concurrency [<name>] <max_concurrent> [<queue_timeout>] [<partition>]
 //		timeout <duration>
@@ -72,7 +62,7 @@ func (g *Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 		case "storage":
-			g.Storage, err = parseGuardStorage(d)
+			g.StorageRaw, err = parseStorage(d)
 		case "key_prefix":
 			if !d.AllArgs(&g.KeyPrefix) {
 				return d.ArgErr()
@@ -110,73 +100,6 @@ func (g *Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Err(err.Error())
 	}
 	return nil
-}
-
-// parseGuardStorage parses `storage memory` or `storage redis { ... }`.
-func parseGuardStorage(d *caddyfile.Dispenser) (*GuardStorage, error) {
-	var provider string
-	if !d.AllArgs(&provider) {
-		return nil, d.ArgErr()
-	}
-	s := &GuardStorage{Provider: provider}
-	switch provider {
-	case guard.ProviderMemory:
-		if d.NextBlock(d.Nesting()) {
-			return nil, d.Errf("storage: memory takes no options")
-		}
-		return s, nil
-	case guard.ProviderRedis:
-	default:
-		return nil, d.Errf("storage: %q is not memory or redis", provider)
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		opt := d.Val()
-		switch opt {
-		case "host":
-			if !d.AllArgs(&s.Host) {
-				return nil, d.ArgErr()
-			}
-		case "password":
-			if !d.AllArgs(&s.Password) {
-				return nil, d.ArgErr()
-			}
-		case "port", "db":
-			var v string
-			if !d.AllArgs(&v) {
-				return nil, d.ArgErr()
-			}
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || (opt == "port" && (n == 0 || n > 65535)) {
-				return nil, d.Errf("storage: %s: %q is not a valid number", opt, v)
-			}
-			if opt == "port" {
-				s.Port = n
-			} else {
-				s.DB = n
-			}
-		case "tls":
-			if d.NextArg() {
-				return nil, d.ArgErr()
-			}
-			s.TLS = true
-		case "failure_mode":
-			if !d.AllArgs(&s.FailureMode) {
-				return nil, d.ArgErr()
-			}
-			if s.FailureMode != guard.FailOpen && s.FailureMode != guard.FailClosed {
-				return nil, d.Errf("storage: failure_mode: %q is not open or closed", s.FailureMode)
-			}
-		case "timeout":
-			dur, err := parseGuardDuration(d, "storage: timeout")
-			if err != nil {
-				return nil, err
-			}
-			s.Timeout = dur
-		default:
-			return nil, d.Errf("storage: unrecognized option %q", opt)
-		}
-	}
-	return s, nil
 }
 
 // parseGuardRateLimit parses `[<name>] <max> <window> [<partition>]`.
@@ -260,20 +183,6 @@ func nameHint(named bool) string {
 func isNumber(s string) bool {
 	_, err := strconv.ParseInt(s, 10, 64)
 	return err == nil
-}
-
-func checkPartition(p string, placeholders bool) (string, error) {
-	switch p {
-	case guard.PartitionGlobal, guard.PartitionIP, guard.PartitionSession, guard.PartitionUserID:
-		return p, nil
-	}
-	if placeholders && strings.Contains(p, "{") {
-		return p, nil
-	}
-	if placeholders {
-		return "", fmt.Errorf("partition %q is not global, ip, session, userId or a placeholder", p)
-	}
-	return "", fmt.Errorf("partition %q is not global, ip, session or userId", p)
 }
 
 // parseGuardDuration parses the one duration argument of a subdirective.

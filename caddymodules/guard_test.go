@@ -5,10 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +100,7 @@ func guardGet(t *testing.T, url string, headers map[string]string) guardReply {
 
 func TestGuardHandlerGlobalRateLimit(t *testing.T) {
 	freezeGuardClock(t)
-	srv := guardServer(t, &Guard{RateLimits: []GuardRateLimit{{MaxRequests: 3, Window: caddy.Duration(time.Minute)}}}, nil)
+	srv := guardServer(t, &Guard{RateLimits: []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 3, Window: caddy.Duration(time.Minute)}}}}, nil)
 	for i := range 3 {
 		r := guardGet(t, srv.URL, nil)
 		if r.status != 200 || r.body != "ok" {
@@ -124,8 +122,8 @@ func TestGuardHandlerGlobalRateLimit(t *testing.T) {
 func TestGuardHandlerNamedPartitions(t *testing.T) {
 	freezeGuardClock(t)
 	srv := guardServer(t, &Guard{RateLimits: []GuardRateLimit{
-		{Name: "per_agent", MaxRequests: 2, PartitionBy: "{http.request.header.X-Agent}"},
-		{Name: "per_user", MaxRequests: 3, PartitionBy: "userId"},
+		{Name: "per_agent", RateLimit: RateLimit{MaxRequests: 2, PartitionBy: "{http.request.header.X-Agent}"}},
+		{Name: "per_user", RateLimit: RateLimit{MaxRequests: 3, PartitionBy: "userId"}},
 	}}, nil)
 	a := map[string]string{"X-Agent": "a", "X-Test-User": "alice"}
 	b := map[string]string{"X-Agent": "b", "X-Test-User": "alice"}
@@ -177,7 +175,7 @@ func TestGuardHandlerConcurrency(t *testing.T) {
 		_, err := io.WriteString(w, "ok")
 		return err
 	}
-	srv := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{MaxConcurrent: 1}}}, next)
+	srv := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{Concurrency: Concurrency{MaxConcurrent: 1}}}}, next)
 	var wg sync.WaitGroup
 	wg.Go(func() { guardGet(t, srv.URL+"/slow", nil) })
 	<-entered
@@ -201,7 +199,7 @@ func TestGuardHandlerConcurrency(t *testing.T) {
 		_, err := io.WriteString(w, "ok")
 		return err
 	}
-	q := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{Name: "q", MaxConcurrent: 1, QueueTimeout: caddy.Duration(30 * time.Second)}}}, next2)
+	q := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{Name: "q", Concurrency: Concurrency{MaxConcurrent: 1, QueueTimeout: caddy.Duration(30 * time.Second)}}}}, next2)
 	wg.Go(func() { guardGet(t, q.URL+"/slow", nil) })
 	<-entered2
 	done := make(chan guardReply)
@@ -214,7 +212,7 @@ func TestGuardHandlerConcurrency(t *testing.T) {
 	wg.Wait()
 
 	// Queue timeout.
-	qt := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{MaxConcurrent: 1, QueueTimeout: caddy.Duration(time.Millisecond)}}}, func(w http.ResponseWriter, r *http.Request) error {
+	qt := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{Concurrency: Concurrency{MaxConcurrent: 1, QueueTimeout: caddy.Duration(time.Millisecond)}}}}, func(w http.ResponseWriter, r *http.Request) error {
 		if r.URL.Path == "/slow" {
 			entered <- struct{}{}
 			<-r.Context().Done()
@@ -264,11 +262,11 @@ func TestGuardValidate(t *testing.T) {
 		g    Guard
 		want string
 	}{
-		{Guard{RateLimits: []GuardRateLimit{{MaxRequests: 0}}}, "rate_limits[0]: maxRequests"},
-		{Guard{RateLimits: []GuardRateLimit{{MaxRequests: 1, PartitionBy: "tenant"}}}, "rate_limits[0]: partitionBy"},
-		{Guard{Concurrency: []GuardConcurrency{{MaxConcurrent: 1}, {MaxConcurrent: 2}}}, "concurrency[1]: duplicate name"},
-		{Guard{IPFilter: &GuardIPFilter{Allow: []string{"x"}}}, "ip_filter: allowList[0]"},
-		{Guard{Storage: &GuardStorage{Provider: "etcd"}}, "storage: provider"},
+		{Guard{RateLimits: []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 0}}}}, "rate_limits[0]: max_requests"},
+		{Guard{RateLimits: []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 1, PartitionBy: "tenant"}}}}, "rate_limits[0]: partition_by"},
+		{Guard{Concurrency: []GuardConcurrency{{Concurrency: Concurrency{MaxConcurrent: 1}}, {Concurrency: Concurrency{MaxConcurrent: 2}}}}, "concurrency[1]: duplicate name"},
+		{Guard{IPFilter: &GuardIPFilter{Allow: []string{"x"}}}, "ip_filter: allow[0]"},
+		{Guard{IPFilter: &GuardIPFilter{DefaultAction: "maybe"}}, "ip_filter: default_action"},
 		{Guard{Timeout: -1}, "timeout"},
 	}
 	for _, tt := range tests {
@@ -385,7 +383,7 @@ func TestGuardInCaddy(t *testing.T) {
 	}
 
 	// The throttle app builds the manager the broker and meta-tools use.
-	throttle := map[string]any{"throttle": map[string]any{"enabled": true, "defaultRateLimit": map[string]any{"maxRequests": 1}}}
+	throttle := map[string]any{"throttle": map[string]any{"default_rate_limit": map[string]any{"max_requests": 1}}}
 	if err := caddy.Load(guardCaddyConfig(port, map[string]any{}, nil, throttle), true); err != nil {
 		t.Fatal(err)
 	}
@@ -405,8 +403,8 @@ func TestGuardInCaddy(t *testing.T) {
 		t.Fatal("throttle default rate limit not applied")
 	}
 	// Bad throttle config fails at load.
-	bad := map[string]any{"throttle": map[string]any{"enabled": true, "global": map[string]any{"maxRequests": 0}}}
-	if err := caddy.Load(guardCaddyConfig(port, map[string]any{}, nil, bad), true); err == nil || !strings.Contains(err.Error(), "throttle: global: maxRequests") {
+	bad := map[string]any{"throttle": map[string]any{"global": map[string]any{"max_requests": 0}}}
+	if err := caddy.Load(guardCaddyConfig(port, map[string]any{}, nil, bad), true); err == nil || !strings.Contains(err.Error(), "throttle: global: max_requests") {
 		t.Fatalf("bad throttle: %v", err)
 	}
 }
@@ -418,17 +416,17 @@ func guardPC(session string) guard.PartitionKeyContext {
 // Two handlers on one Redis (two gateways) share a zone's counters.
 func TestGuardHandlerRedisShared(t *testing.T) {
 	c, prefix := redistest.Client(t)
-	host, portStr, _ := net.SplitHostPort(c.Options().Addr)
-	port, _ := strconv.Atoi(portStr)
-	newGuard := func() *Guard {
+	newGuard := func(poolSize int) *Guard {
+		// A different pool size gives each its own client, as two
+		// gateways would have.
+		raw, _ := json.Marshal(map[string]any{"module": "redis", "address": c.Options().Addr, "pool_size": poolSize})
 		return &Guard{
-			Zone: "shared", KeyPrefix: prefix,
-			Storage:    &GuardStorage{Provider: "redis", Host: host, Port: port},
-			RateLimits: []GuardRateLimit{{MaxRequests: 3}},
+			Zone: "shared", KeyPrefix: prefix, StorageRaw: raw,
+			RateLimits: []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 3}}},
 		}
 	}
-	a := guardServer(t, newGuard(), nil)
-	b := guardServer(t, newGuard(), nil)
+	a := guardServer(t, newGuard(3), nil)
+	b := guardServer(t, newGuard(4), nil)
 	var statuses []int
 	for _, u := range []string{a.URL, b.URL, a.URL, b.URL} {
 		statuses = append(statuses, guardGet(t, u, nil).status)
@@ -443,13 +441,13 @@ func TestGuardHandlerRedisShared(t *testing.T) {
 // injects the clock that paces the probes).
 func TestGuardHandlerRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
-	host, portStr, _ := net.SplitHostPort(srv.Addr)
-	port, _ := strconv.Atoi(portStr)
 	newGuard := func(mode string) *Guard {
+		raw, _ := json.Marshal(map[string]any{"module": "redis", "address": srv.Addr, "failure_mode": mode,
+			"timeout": "200ms"})
 		return &Guard{
 			Zone:       mode,
-			Storage:    &GuardStorage{Provider: "redis", Host: host, Port: port, FailureMode: mode, Timeout: caddy.Duration(200 * time.Millisecond)},
-			RateLimits: []GuardRateLimit{{MaxRequests: 100}},
+			StorageRaw: raw,
+			RateLimits: []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 100}}},
 		}
 	}
 	closed := guardServer(t, newGuard("closed"), nil)

@@ -92,7 +92,7 @@ func TestCodemodeMCPHandler(t *testing.T) {
 			"codemode": map[string]any{"meta": map[string]any{
 				"naming":      "safe",
 				"upstreams":   []any{map[string]any{"name": "calc", "url": up}},
-				"rate_limits": []any{map[string]any{"tool": "meta:search", "limit": 2, "window": int64(time.Minute)}},
+				"rate_limits": []any{map[string]any{"tool": "meta:search", "max_requests": 2, "window": int64(time.Minute)}},
 			}},
 			"http": map[string]any{"servers": map[string]any{"test": map[string]any{
 				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
@@ -212,7 +212,7 @@ func TestCodemodeMCPUserPartition(t *testing.T) {
 		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
 		"apps": map[string]any{
 			"codemode": map[string]any{"meta": map[string]any{
-				"rate_limits": []any{map[string]any{"tool": "meta:search", "limit": 1, "partition_by": "userId"}},
+				"rate_limits": []any{map[string]any{"tool": "meta:search", "max_requests": 1, "partition_by": "userId"}},
 			}},
 			"http": map[string]any{"servers": map[string]any{"test": map[string]any{
 				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},

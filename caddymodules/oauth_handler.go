@@ -118,7 +118,7 @@ func (h *OAuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 		return next.ServeHTTP(w, r)
 	}
 	if withGet, limited := rateLimitedPaths[p]; limited && r.Method != http.MethodOptions && (r.Method != http.MethodGet || withGet) {
-		res, err := sh.limiter.CheckRateLimit(r.Context(), "oauth_endpoints", h.app.auth.cfg.TokenRateLimit,
+		res, err := sh.limiter.CheckRateLimit(r.Context(), "oauth_endpoints", h.app.auth.tokenLimit,
 			guard.PartitionKeyContext{ClientIP: remoteHost(r)})
 		if err != nil {
 			h.logger.Error("token endpoint rate limit check failed", zap.Error(err))

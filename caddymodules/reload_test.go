@@ -2,6 +2,10 @@ package caddymodules
 
 import (
 	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -16,19 +20,34 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
 // reloadGateway is a Caddyfile using every block of the codemode app. Two
 // variants differ in every block, so a reload from one to the other
-// replaces every component. extraBroker adds lines to the broker block.
-func reloadGateway(port, variant int, extraBroker string) string {
+// replaces every component. redisAddr, when set, puts the app's storage in
+// that Redis (with a pool size that differs between the variants).
+func reloadGateway(port, variant int, redisAddr string) string {
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	// A signing key of our own: development mode would generate an RSA
+	// key for every new authorization server, a second each under -race.
+	if os.Getenv("CODEMODE_TEST_SIGN_KEY") == "" {
+		_ = os.Setenv("CODEMODE_TEST_SIGN_KEY", testSigningKey())
+	}
+	storage := ""
+	if redisAddr != "" {
+		storage = fmt.Sprintf("storage redis %s {\n\t\t\tpool_size %d\n\t\t}", redisAddr, 4+variant)
+	}
 	return fmt.Sprintf(`{
 	admin off
 	persist_config off
 	codemode {
+		%[5]s
 		throttle {
 			default_rate_limit %[2]d 1m session
 		}
@@ -43,7 +62,6 @@ func reloadGateway(port, variant int, extraBroker string) string {
 			demo_tools
 			max_tool_calls %[4]d
 			drain_timeout 1m
-			%[5]s
 		}
 		meta {
 			rate_limit meta:search %[2]d 1m
@@ -52,6 +70,9 @@ func reloadGateway(port, variant int, extraBroker string) string {
 			development
 			issuer http://127.0.0.1:%[1]d
 			user alice %[6]s
+			local {
+				sign_key {env.CODEMODE_TEST_SIGN_KEY}
+			}
 			refresh {
 				access_token_ttl %[7]dm
 			}
@@ -67,7 +88,17 @@ http://127.0.0.1:%[1]d {
 	codemode_mcp /mcp
 	codemode_oauth
 }
-`, port, 1000+variant, 1000000+variant, 50+variant, extraBroker, hash, 10+variant)
+`, port, 1000+variant, 1000000+variant, 50+variant, storage, hash, 10+variant)
+}
+
+// testSigningKey is a P-256 private key as a JWK.
+func testSigningKey() string {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	raw, _ := json.Marshal(jose.JSONWebKey{Key: k, KeyID: "test", Algorithm: "ES256", Use: "sig"})
+	return string(raw)
 }
 
 func adaptJSON(t *testing.T, src string) map[string]any {
@@ -266,8 +297,11 @@ func TestFailedReloadLeavesRunningConfig(t *testing.T) {
 		name   string
 		inject func(map[string]any)
 	}{
+		{"storage", func(c map[string]any) {
+			setPath(c, "apps.codemode.storage", map[string]any{"module": "redis", "failure_mode": "weird"})
+		}},
 		{"throttle", func(c map[string]any) {
-			setPath(c, "apps.codemode.throttle.defaultRateLimit.maxRequests", -1)
+			setPath(c, "apps.codemode.throttle.default_rate_limit.max_requests", -1)
 		}},
 		{"sandbox", func(c map[string]any) { setPath(c, "apps.codemode.sandbox.preset", "reckless") }},
 		{"broker", func(c map[string]any) {
@@ -320,13 +354,15 @@ func TestReloadKeepsSessionsAnswerable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = caddy.Stop() }()
-	changed := adaptJSON(t, reloadGateway(port, 1, ""))
-	for _, block := range []string{"throttle", "sandbox", "broker", "meta", "auth"} {
+	changed := adaptJSON(t, reloadGateway(port, 1, ""))["apps"].(map[string]any)["codemode"].(map[string]any)
+	rc, prefix := redistest.Client(t)
+	changed["storage"] = map[string]any{"module": "redis", "address": rc.Options().Addr, "key_prefix": prefix}
+	for _, block := range []string{"storage", "throttle", "sandbox", "broker", "meta", "auth"} {
 		t.Run(block, func(t *testing.T) {
 			pending := startPendingSession(t, base)
 			before := componentKeys()
 			app := cfg["apps"].(map[string]any)["codemode"].(map[string]any)
-			app[block] = changed["apps"].(map[string]any)["codemode"].(map[string]any)[block]
+			app[block] = changed[block]
 			if err := loadJSON(cfg); err != nil {
 				t.Fatal(err)
 			}
@@ -340,8 +376,9 @@ func TestReloadKeepsSessionsAnswerable(t *testing.T) {
 }
 
 // TestReloadLeaks alternates two configs that differ in every block 100
-// times (each reload replaces every component) and checks that goroutines,
-// worker processes, components, index listeners and listed sessions come
+// times (each reload replaces every component, the Redis client of the
+// app's storage included) and checks that goroutines, worker processes,
+// Redis connections, components, index listeners and listed sessions come
 // back to what one config holds.
 func TestReloadLeaks(t *testing.T) {
 	if runtime.GOOS != "linux" {
@@ -351,9 +388,19 @@ func TestReloadLeaks(t *testing.T) {
 	defer caddyMu.Unlock()
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	rs := redistest.Start(t) // private: other packages' tests share CODEMODE_TEST_REDIS_ADDR
+	rc := redis.NewClient(&redis.Options{Addr: rs.Addr, PoolSize: 1})
+	defer rc.Close()
+	redisClients := func() int {
+		list, err := rc.ClientList(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "\n") - 1 // less this test's own connection
+	}
 	cfgs := [2][]byte{}
 	for v := range cfgs {
-		raw, err := json.Marshal(adaptJSON(t, reloadGateway(port, v, "")))
+		raw, err := json.Marshal(adaptJSON(t, reloadGateway(port, v, rs.Addr)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,10 +413,10 @@ func TestReloadLeaks(t *testing.T) {
 	checkServes(t, base)
 	reloadClient.CloseIdleConnections()
 
-	type counts struct{ goroutines, workers, components, listeners, sessions int }
+	type counts struct{ goroutines, workers, redis, components, listeners, sessions int }
 	measure := func() counts {
-		c := counts{goroutines: runtime.NumGoroutine(), workers: childProcesses(t), components: len(componentKeys()),
-			sessions: sessionDirectory.Len()}
+		c := counts{goroutines: runtime.NumGoroutine(), workers: childProcesses(t), redis: redisClients(),
+			components: len(componentKeys()), sessions: sessionDirectory.Len()}
 		app, err := caddy.ActiveContext().App("codemode")
 		if err != nil {
 			t.Fatal(err)
@@ -400,7 +447,7 @@ func TestReloadLeaks(t *testing.T) {
 	reloadClient.CloseIdleConnections()
 	eventually(t, fmt.Sprintf("counts after %d reloads", reloads), func() (bool, string) {
 		c := measure()
-		ok := c.workers <= base0.workers && c.components == base0.components && c.listeners == 1 &&
+		ok := c.workers <= base0.workers && c.redis <= base0.redis && c.components == base0.components && c.listeners == 1 &&
 			c.sessions == 0 && c.goroutines <= base0.goroutines+10
 		return ok, fmt.Sprintf("%+v, baseline %+v", c, base0)
 	})

@@ -48,8 +48,11 @@ func fakeEmbeddings(t *testing.T, calls *atomic.Int64) *httptest.Server {
 func TestHybridStrategy(t *testing.T) {
 	var calls atomic.Int64
 	hs := fakeEmbeddings(t, &calls)
-	ix, err := NewIndex([]ToolSource{registeredTools()}, &IndexOptions{Strategy: StrategyHybrid,
-		Embedding: &search.EmbeddingClient{URL: hs.URL + "/v1", Model: "fake"}})
+	strategy, err := search.NewHybridStrategy(&search.EmbeddingClient{URL: hs.URL + "/v1", Model: "fake"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := NewIndex([]ToolSource{registeredTools()}, &IndexOptions{Strategy: strategy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ func TestHybridStrategy(t *testing.T) {
 	if err != nil || len(out.Tools) == 0 || out.Tools[0].Name != "crm:createContact" {
 		t.Fatalf("without the endpoint: %+v, %v", out, err)
 	}
-	if _, err := NewIndex(nil, &IndexOptions{Strategy: StrategyHybrid}); err == nil {
+	if _, err := search.NewHybridStrategy(&search.EmbeddingClient{}, nil); err == nil {
 		t.Fatal("hybrid without an endpoint was accepted")
 	}
 }

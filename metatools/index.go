@@ -17,27 +17,12 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/metatools/search"
 )
 
-// Search strategies (embedding.strategy).
-const (
-	// StrategyTFIDF is BM25F text ranking with stemming and intent synonyms;
-	// offline, no model. The default.
-	StrategyTFIDF = "tfidf"
-	// StrategyML ranks by cosine similarity of embeddings from an
-	// OpenAI-compatible endpoint.
-	StrategyML = "ml"
-	// StrategyHybrid fuses the tfidf and ml rankings by reciprocal rank
-	// fusion; when the embeddings endpoint fails it answers with tfidf
-	// alone (and logs a warning).
-	StrategyHybrid = "hybrid"
-)
-
-// IndexOptions configure an Index. The zero value is the tfidf strategy.
+// IndexOptions configure an Index; nil fields mean defaults.
 type IndexOptions struct {
-	// Strategy is StrategyTFIDF (default), StrategyML or StrategyHybrid.
-	Strategy string
-	// Embedding is the endpoint used by StrategyML and StrategyHybrid;
-	// required with them.
-	Embedding *search.EmbeddingClient
+	// Strategy ranks search results (embedding.strategy): search.BM25Strategy
+	// (the spec's "tfidf", the default), search.EmbeddingStrategy ("ml") or
+	// search.HybridStrategy.
+	Strategy search.Strategy
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
 	// Now is the clock of ChangedAt; nil means time.Now.
@@ -51,7 +36,6 @@ type Index struct {
 	sources []ToolSource
 	opts    IndexOptions
 	logger  *zap.Logger
-	vectors *search.VectorCache
 
 	closed    atomic.Bool
 	mu        sync.Mutex // serialises rebuilds
@@ -92,20 +76,12 @@ func (l *lazySchema) get() compiledSchema {
 // NewIndex returns an index over sources; call Reload to fill it. Sources
 // implementing ChangeNotifier are reloaded when they report a change.
 func NewIndex(sources []ToolSource, opts *IndexOptions) (*Index, error) {
-	ix := &Index{sources: sources, lists: make([][]Tool, len(sources)), vectors: search.NewVectorCache()}
+	ix := &Index{sources: sources, lists: make([][]Tool, len(sources))}
 	if opts != nil {
 		ix.opts = *opts
 	}
-	switch ix.opts.Strategy {
-	case "":
-		ix.opts.Strategy = StrategyTFIDF
-	case StrategyTFIDF:
-	case StrategyML, StrategyHybrid:
-		if ix.opts.Embedding == nil || ix.opts.Embedding.URL == "" || ix.opts.Embedding.Model == "" {
-			return nil, fmt.Errorf("search strategy %q needs an embeddings endpoint URL and model", ix.opts.Strategy)
-		}
-	default:
-		return nil, fmt.Errorf("unknown search strategy %q (want %q, %q or %q)", ix.opts.Strategy, StrategyTFIDF, StrategyML, StrategyHybrid)
+	if ix.opts.Strategy == nil {
+		ix.opts.Strategy = search.BM25Strategy{}
 	}
 	ix.logger = ix.opts.Logger
 	if ix.logger == nil {
@@ -219,17 +195,7 @@ func (ix *Index) build(prev *snapshot) *snapshot {
 	for i, t := range s.tools {
 		docs[i] = docOf(t)
 	}
-	switch ix.opts.Strategy {
-	case StrategyML:
-		s.ranker = search.NewEmbeddings(docs, ix.opts.Embedding, ix.vectors)
-	case StrategyHybrid:
-		logger := ix.logger
-		s.ranker = search.NewHybrid(search.NewBM25(docs), search.NewEmbeddings(docs, ix.opts.Embedding, ix.vectors), func(err error) {
-			logger.Warn("embeddings failed; hybrid search answered with tfidf alone", zap.Error(err))
-		})
-	default:
-		s.ranker = search.NewBM25(docs)
-	}
+	s.ranker = ix.opts.Strategy.NewRanker(docs)
 	s.version = toolSetVersion(s.tools)
 	if prev != nil && prev.version == s.version {
 		s.changed = prev.changed

@@ -20,8 +20,11 @@ func TestSearchMLUnreachable(t *testing.T) {
 	hs := httptest.NewServer(http.NotFoundHandler())
 	url := hs.URL
 	hs.Close()
-	ix, err := NewIndex([]ToolSource{registeredTools()}, &IndexOptions{Strategy: StrategyML,
-		Embedding: &search.EmbeddingClient{URL: url, Model: "m"}})
+	strategy, err := search.NewEmbeddingStrategy(&search.EmbeddingClient{URL: url, Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := NewIndex([]ToolSource{registeredTools()}, &IndexOptions{Strategy: strategy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,11 +34,8 @@ func TestSearchMLUnreachable(t *testing.T) {
 	if !ok || me.Code != CodeSearchUnavailable || !me.Transient {
 		t.Fatalf("err = %#v", err)
 	}
-	if _, err := NewIndex(nil, &IndexOptions{Strategy: StrategyML}); err == nil {
-		t.Error("ml without an endpoint accepted")
-	}
-	if _, err := NewIndex(nil, &IndexOptions{Strategy: "vectors"}); err == nil {
-		t.Error("unknown strategy accepted")
+	if _, err := search.NewEmbeddingStrategy(&search.EmbeddingClient{URL: url}); err == nil {
+		t.Error("embeddings without a model accepted")
 	}
 }
 
@@ -74,8 +74,11 @@ func TestSearchMLStrategy(t *testing.T) {
 		json.NewEncoder(w).Encode(map[string]any{"data": data})
 	}))
 	defer hs.Close()
-	ix, err := NewIndex([]ToolSource{registeredTools()}, &IndexOptions{Strategy: StrategyML,
-		Embedding: &search.EmbeddingClient{URL: hs.URL + "/v1", Model: "letters"}})
+	strategy, err := search.NewEmbeddingStrategy(&search.EmbeddingClient{URL: hs.URL + "/v1", Model: "letters"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := NewIndex([]ToolSource{registeredTools()}, &IndexOptions{Strategy: strategy})
 	if err != nil {
 		t.Fatal(err)
 	}

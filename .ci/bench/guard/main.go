@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,12 +72,7 @@ func main() {
 		g["handler"] = "codemode_guard"
 	}
 	if *redisAddr != "" {
-		host, port, err := net.SplitHostPort(*redisAddr)
-		if err != nil {
-			log.Fatal(err)
-		}
-		p, _ := strconv.Atoi(port)
-		g["storage"] = map[string]any{"provider": "redis", "host": host, "port": p}
+		g["storage"] = map[string]any{"module": "redis", "address": *redisAddr}
 	}
 	// A body unique to this run, so that a reply from some other process that
 	// took one of the free ports is noticed.

@@ -1,0 +1,344 @@
+package caddymodules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+)
+
+func init() {
+	caddy.RegisterModule(WorkerEngine{})
+	caddy.RegisterModule(InProcessEngine{})
+}
+
+// Engine is a `codemode.engines.*` module: the engine that runs the
+// scripts of meta:execute and of the broker's /execute. The app's `sandbox`
+// field holds one; its engine name is the "engine" key (worker by default).
+type Engine interface {
+	// Engine returns the provisioned engine and its key in the component
+	// pool (a broker built on it includes the key in its own and retains
+	// it).
+	Engine() (sandbox.Engine, string)
+}
+
+// Engine module names.
+const (
+	// EngineWorker runs scripts in memory-capped worker processes (the
+	// default). The spec's "worker_threads" names the same.
+	EngineWorker = "worker"
+	// EngineInProcess runs scripts in the Caddy process: faster to start,
+	// but it cannot cap memory; for trusted code and tests.
+	EngineInProcess = "inprocess"
+)
+
+// SandboxLimits are the limits of every script, shared by the engines.
+// Limits left unset come from the preset.
+type SandboxLimits struct {
+	// Preset is the base of every limit (vm.preset): locked_down (2 s),
+	// secure (3.5 s, 128 MiB), balanced (5 s) or experimental (30 s).
+	// Default secure.
+	Preset string `json:"preset,omitempty"`
+	// Timeout overrides the preset's wall-clock limit of one script
+	// (vm.timeoutMs). Default: the preset's.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// MaxSteps overrides the preset's loop-step limit (vm.maxSteps), in
+	// steps. Default: the preset's.
+	MaxSteps int64 `json:"max_steps,omitempty"`
+	// MaxToolCalls overrides the preset's tool calls per script. Default:
+	// the preset's.
+	MaxToolCalls int `json:"max_tool_calls,omitempty"`
+	// MaxCallDepth overrides the preset's JavaScript call stack depth, in
+	// frames. Default: the preset's.
+	MaxCallDepth int `json:"max_call_depth,omitempty"`
+	// MaxSourceBytes overrides the preset's script size limit, in bytes.
+	// Default: the preset's.
+	MaxSourceBytes int `json:"max_source_bytes,omitempty"`
+	// MaxNestingDepth overrides the preset's syntax nesting limit, in
+	// levels. Default: the preset's.
+	MaxNestingDepth int `json:"max_nesting_depth,omitempty"`
+	// MaxResultBytes overrides the preset's result size limit, in bytes.
+	// Default: the preset's.
+	MaxResultBytes int `json:"max_result_bytes,omitempty"`
+	// MaxConsoleEntries overrides the preset's console entry budget, in
+	// entries. Default: the preset's.
+	MaxConsoleEntries int `json:"max_console_entries,omitempty"`
+	// MaxConsoleBytes overrides the preset's console byte budget, in
+	// bytes. Default: the preset's.
+	MaxConsoleBytes int `json:"max_console_bytes,omitempty"`
+	// AllowConsole captures console.* into the result's logs
+	// (vm.allowConsole). Default false.
+	AllowConsole bool `json:"allow_console,omitempty"`
+	// MemoryBytes is the memory of one script, in bytes: the engine's
+	// allocation checks and, with the worker engine, each worker's hard cap
+	// (RLIMIT_DATA above its start-up size). Default: the preset's (secure:
+	// 128 MiB).
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// Sanitization strips details from script errors. Default: keep them.
+	Sanitization *SandboxSanitization `json:"sanitization,omitempty"`
+}
+
+// SandboxSanitization strips details from script errors.
+type SandboxSanitization struct {
+	// RemoveStackTraces drops stack traces (sanitization.removeStackTraces).
+	// Default false.
+	RemoveStackTraces bool `json:"remove_stack_traces,omitempty"`
+	// RemoveFilePaths replaces file paths in messages
+	// (sanitization.removeFilePaths). Default false.
+	RemoveFilePaths bool `json:"remove_file_paths,omitempty"`
+}
+
+// SandboxPool is the spec's RuntimePoolOptions plus the worker pool's own
+// limits. Utilisation is (running + queued scripts) / (live + starting
+// workers).
+type SandboxPool struct {
+	// MinSize is the number of workers started with the config and kept
+	// alive. Default 1; 0 starts workers only on demand.
+	MinSize *int `json:"min_size,omitempty"`
+	// MaxSize is the most workers, hence scripts running at once. Default
+	// 4.
+	MaxSize int `json:"max_size,omitempty"`
+	// ScaleUpThreshold is the utilisation (a fraction in (0, 1]) at or above
+	// which one more worker starts. Default 0.75.
+	ScaleUpThreshold float64 `json:"scale_up_threshold,omitempty"`
+	// ScaleDownThreshold is the utilisation at or below which, every
+	// ScaleInterval, one idle worker above MinSize stops. Default 0.25.
+	ScaleDownThreshold float64 `json:"scale_down_threshold,omitempty"`
+	// ScaleInterval is the period of the scale-down check. Default 5s.
+	ScaleInterval caddy.Duration `json:"scale_interval,omitempty"`
+	// QueueSize is how many scripts may wait for a worker (QUEUE_FULL
+	// beyond). Default 1000; -1 means none.
+	QueueSize int `json:"queue_size,omitempty"`
+	// QueueTimeout is how long a script waits for a worker (QUEUE_TIMEOUT).
+	// Default 10s.
+	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
+	// MaxMessageBytes bounds each message between Caddy and a worker
+	// (MESSAGE_TOO_LARGE), in bytes. Default 8 MiB.
+	MaxMessageBytes int `json:"max_message_bytes,omitempty"`
+	// MaxPendingCalls bounds one script's tool calls in flight
+	// (TOO_MANY_PENDING_CALLS). Default 128.
+	MaxPendingCalls int `json:"max_pending_calls,omitempty"`
+	// FloodMessages is the most messages a worker may send per
+	// FloodInterval (MESSAGE_FLOOD). Default 10000.
+	FloodMessages int `json:"flood_messages,omitempty"`
+	// FloodInterval is the period of FloodMessages. Default 100ms.
+	FloodInterval caddy.Duration `json:"flood_interval,omitempty"`
+	// WatchdogGrace is added to a script's timeout before its worker is
+	// killed (WORKER_TIMEOUT). Default 1s.
+	WatchdogGrace caddy.Duration `json:"watchdog_grace,omitempty"`
+	// StartupTimeout bounds a worker's start-up (WORKER_STARTUP_FAILED).
+	// Default 10s.
+	StartupTimeout caddy.Duration `json:"startup_timeout,omitempty"`
+	// MaxExecutionsPerWorker recycles a worker after that many scripts.
+	// Default 1000; -1 means never.
+	MaxExecutionsPerWorker int `json:"max_executions_per_worker,omitempty"`
+	// Command starts a worker. Default: this Caddy binary with the
+	// codemode-worker subcommand.
+	Command []string `json:"command,omitempty"`
+}
+
+// options validates the limits and turns them into engine options.
+func (l *SandboxLimits) options() (*sandbox.Options, error) {
+	if _, err := sandbox.Preset(l.Preset); err != nil {
+		return nil, err
+	}
+	if l.Timeout < 0 || l.MaxSteps < 0 || l.MaxToolCalls < 0 || l.MaxCallDepth < 0 || l.MaxSourceBytes < 0 ||
+		l.MaxNestingDepth < 0 || l.MaxResultBytes < 0 || l.MaxConsoleEntries < 0 || l.MaxConsoleBytes < 0 || l.MemoryBytes < 0 {
+		return nil, errors.New("limits must not be negative")
+	}
+	eo := &sandbox.Options{
+		Preset: l.Preset,
+		Limits: sandbox.Limits{
+			Timeout:           time.Duration(l.Timeout),
+			MaxSteps:          l.MaxSteps,
+			MaxToolCalls:      l.MaxToolCalls,
+			MaxCallDepth:      l.MaxCallDepth,
+			MaxSourceBytes:    l.MaxSourceBytes,
+			MaxNestingDepth:   l.MaxNestingDepth,
+			MaxResultBytes:    l.MaxResultBytes,
+			MaxConsoleEntries: l.MaxConsoleEntries,
+			MaxConsoleBytes:   l.MaxConsoleBytes,
+			MemoryBytes:       l.MemoryBytes,
+			AllowConsole:      l.AllowConsole,
+		},
+	}
+	if s := l.Sanitization; s != nil {
+		eo.Sanitization = sandbox.Sanitization{RemoveStackTraces: s.RemoveStackTraces, RemoveFilePaths: s.RemoveFilePaths}
+	}
+	return eo, nil
+}
+
+// withDefaults names the preset, so that a block stating the default preset
+// and one leaving it out are the same component.
+func (l SandboxLimits) withDefaults() SandboxLimits {
+	if l.Preset == "" {
+		l.Preset = sandbox.PresetSecure
+	}
+	return l
+}
+
+// poolOptions turns the pool settings into the pool's options.
+func (p *SandboxPool) poolOptions(eo *sandbox.Options, memory int64) *sandbox.PoolOptions {
+	po := &sandbox.PoolOptions{Engine: eo, MemoryBytes: memory}
+	if p == nil {
+		return po
+	}
+	if p.MinSize != nil {
+		po.MinSize = *p.MinSize
+		if po.MinSize == 0 {
+			po.MinSize = -1 // PoolOptions: negative means none
+		}
+	}
+	po.MaxSize = p.MaxSize
+	po.ScaleUpThreshold = p.ScaleUpThreshold
+	po.ScaleDownThreshold = p.ScaleDownThreshold
+	po.ScaleInterval = time.Duration(p.ScaleInterval)
+	po.QueueSize = p.QueueSize
+	po.QueueTimeout = time.Duration(p.QueueTimeout)
+	po.MaxMessageBytes = p.MaxMessageBytes
+	po.MaxPendingCalls = p.MaxPendingCalls
+	po.FloodMessages = p.FloodMessages
+	po.FloodInterval = time.Duration(p.FloodInterval)
+	po.WatchdogGrace = time.Duration(p.WatchdogGrace)
+	po.StartupTimeout = time.Duration(p.StartupTimeout)
+	po.MaxExecutionsPerWorker = p.MaxExecutionsPerWorker
+	po.Command = p.Command
+	return po
+}
+
+// engineHandle is the provisioned engine of a module.
+type engineHandle struct {
+	engine sandbox.Engine
+	key    string
+}
+
+// Engine implements Engine.
+func (h *engineHandle) Engine() (sandbox.Engine, string) { return h.engine, h.key }
+
+// Cleanup releases the engine; the last release drains and stops it.
+func (h *engineHandle) Cleanup() error {
+	key := h.key
+	h.engine, h.key = nil, ""
+	return release(key)
+}
+
+// WorkerEngine runs scripts in a pool of worker processes (this Caddy
+// binary re-executed as `caddy codemode-worker`), one script at a time
+// each, every worker's memory capped by the kernel. The default engine.
+type WorkerEngine struct {
+	SandboxLimits
+	// Pool sizes the worker pool. Default: the defaults of each field.
+	Pool *SandboxPool `json:"pool,omitempty"`
+
+	engineHandle
+}
+
+// CaddyModule returns the Caddy module information.
+func (WorkerEngine) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "codemode.engines.worker",
+		New: func() caddy.Module { return new(WorkerEngine) },
+	}
+}
+
+// Provision acquires the pool: a component keyed by these settings, so a
+// reload with the same block keeps its warm workers.
+func (w *WorkerEngine) Provision(ctx caddy.Context) error {
+	eo, err := w.options()
+	if err != nil {
+		return fmt.Errorf("codemode.engines.worker: %w", err)
+	}
+	logger := ctx.Logger()
+	eo.Logger = logger
+	po := w.Pool.poolOptions(eo, w.MemoryBytes)
+	po.Logger = logger
+	key, err := componentKey("engine", struct {
+		Engine string
+		WorkerEngine
+	}{EngineWorker, WorkerEngine{SandboxLimits: w.withDefaults(), Pool: w.Pool}})
+	if err != nil {
+		return err
+	}
+	e, err := acquire(key, func() (sandbox.Engine, func() error, error) {
+		e, err := sandbox.NewWorkerPool(po)
+		if err != nil {
+			return nil, nil, err
+		}
+		timeout := eo.Limits.Timeout
+		if timeout == 0 {
+			l, _ := sandbox.Preset(eo.Preset)
+			timeout = l.Timeout
+		}
+		return e, func() error { return drainEngine(e, timeout+2*time.Second) }, nil
+	})
+	if err != nil {
+		return fmt.Errorf("codemode.engines.worker: %w", err)
+	}
+	w.engineHandle = engineHandle{engine: e, key: key}
+	return nil
+}
+
+// InProcessEngine runs scripts in the Caddy process: the fastest start, but
+// it cannot cap a script's memory, so it suits trusted code and tests.
+type InProcessEngine struct {
+	SandboxLimits
+
+	engineHandle
+}
+
+// CaddyModule returns the Caddy module information.
+func (InProcessEngine) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "codemode.engines.inprocess",
+		New: func() caddy.Module { return new(InProcessEngine) },
+	}
+}
+
+// Provision acquires the engine.
+func (p *InProcessEngine) Provision(ctx caddy.Context) error {
+	eo, err := p.options()
+	if err != nil {
+		return fmt.Errorf("codemode.engines.inprocess: %w", err)
+	}
+	eo.Logger = ctx.Logger()
+	key, err := componentKey("engine", struct {
+		Engine string
+		SandboxLimits
+	}{EngineInProcess, p.withDefaults()})
+	if err != nil {
+		return err
+	}
+	e, err := acquire(key, func() (sandbox.Engine, func() error, error) {
+		e := sandbox.NewInProcess(eo)
+		return e, e.Close, nil
+	})
+	if err != nil {
+		return fmt.Errorf("codemode.engines.inprocess: %w", err)
+	}
+	p.engineHandle = engineHandle{engine: e, key: key}
+	return nil
+}
+
+// drainEngine lets running scripts finish, up to drain, then closes e.
+func drainEngine(e sandbox.Engine, drain time.Duration) error {
+	if sh, ok := e.(interface{ Shutdown(context.Context) error }); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), drain)
+		defer cancel()
+		return sh.Shutdown(ctx)
+	}
+	return e.Close()
+}
+
+// Interface guards
+var (
+	_ Engine             = (*WorkerEngine)(nil)
+	_ Engine             = (*InProcessEngine)(nil)
+	_ caddy.Provisioner  = (*WorkerEngine)(nil)
+	_ caddy.Provisioner  = (*InProcessEngine)(nil)
+	_ caddy.CleanerUpper = (*WorkerEngine)(nil)
+	_ caddy.CleanerUpper = (*InProcessEngine)(nil)
+)

@@ -1,0 +1,125 @@
+package caddymodules
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/codemode-gateway/caddy-codemode/guard"
+)
+
+// RateLimit is a sliding-window rate limit, the one shape of every rate
+// limit in the configuration (throttle, codemode_guard, meta-tools, the
+// token endpoint).
+type RateLimit struct {
+	// MaxRequests is the number of requests allowed per window. Required.
+	MaxRequests int64 `json:"max_requests"`
+	// Window is the window length. Default 1m.
+	Window caddy.Duration `json:"window,omitempty"`
+	// PartitionBy gives each value its own counter: global (default), ip,
+	// session or userId; codemode_guard also takes a string with
+	// placeholders such as {http.request.header.X-Agent}.
+	PartitionBy string `json:"partition_by,omitempty"`
+}
+
+// Concurrency is a concurrency limit (a distributed semaphore).
+type Concurrency struct {
+	// MaxConcurrent is the number of simultaneous executions. Required.
+	MaxConcurrent int64 `json:"max_concurrent"`
+	// QueueTimeout is how long a request waits for a slot. Default 0:
+	// rejected at once with 429 CONCURRENCY_LIMIT.
+	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
+	// PartitionBy is as for RateLimit.
+	PartitionBy string `json:"partition_by,omitempty"`
+}
+
+// DefaultWindow is a rate limit's window when none is given.
+const DefaultWindow = time.Minute
+
+// validate checks the limit; placeholders says whether a partition may be a
+// placeholder string.
+func (rl *RateLimit) validate(placeholders bool) error {
+	if rl.MaxRequests <= 0 {
+		return fmt.Errorf("max_requests: must be positive, got %d", rl.MaxRequests)
+	}
+	if rl.Window < 0 || (rl.Window > 0 && time.Duration(rl.Window) < time.Millisecond) {
+		return errors.New("window: must be at least 1ms")
+	}
+	if _, err := checkPartition(rl.PartitionBy, placeholders); rl.PartitionBy != "" && err != nil {
+		return fmt.Errorf("partition_by: %w", err)
+	}
+	return nil
+}
+
+// withDefaults fills the window, so that a limit spelled with its defaults
+// and one leaving them out are the same component.
+func (rl RateLimit) withDefaults() RateLimit {
+	if rl.Window == 0 {
+		rl.Window = caddy.Duration(DefaultWindow)
+	}
+	if rl.PartitionBy == "" {
+		rl.PartitionBy = guard.PartitionGlobal
+	}
+	return rl
+}
+
+func (cc *Concurrency) validate(placeholders bool) error {
+	if cc.MaxConcurrent <= 0 {
+		return fmt.Errorf("max_concurrent: must be positive, got %d", cc.MaxConcurrent)
+	}
+	if cc.QueueTimeout < 0 {
+		return errors.New("queue_timeout: must not be negative")
+	}
+	if _, err := checkPartition(cc.PartitionBy, placeholders); cc.PartitionBy != "" && err != nil {
+		return fmt.Errorf("partition_by: %w", err)
+	}
+	return nil
+}
+
+func (cc Concurrency) withDefaults() Concurrency {
+	if cc.PartitionBy == "" {
+		cc.PartitionBy = guard.PartitionGlobal
+	}
+	return cc
+}
+
+// config is the guard library's form. A placeholder partition is resolved
+// per request by the caller.
+func (rl *RateLimit) config() *guard.RateLimitConfig {
+	w := time.Duration(rl.Window)
+	if w == 0 {
+		w = DefaultWindow
+	}
+	c := &guard.RateLimitConfig{MaxRequests: rl.MaxRequests, WindowMs: w.Milliseconds()}
+	if !isPlaceholderPartition(rl.PartitionBy) {
+		c.PartitionBy = guard.PartitionKey{Strategy: rl.PartitionBy}
+	}
+	return c
+}
+
+func (cc *Concurrency) config() *guard.ConcurrencyConfig {
+	c := &guard.ConcurrencyConfig{MaxConcurrent: cc.MaxConcurrent, QueueTimeoutMs: time.Duration(cc.QueueTimeout).Milliseconds()}
+	if !isPlaceholderPartition(cc.PartitionBy) {
+		c.PartitionBy = guard.PartitionKey{Strategy: cc.PartitionBy}
+	}
+	return c
+}
+
+func isPlaceholderPartition(p string) bool { return strings.Contains(p, "{") }
+
+func checkPartition(p string, placeholders bool) (string, error) {
+	switch p {
+	case guard.PartitionGlobal, guard.PartitionIP, guard.PartitionSession, guard.PartitionUserID:
+		return p, nil
+	}
+	if placeholders && strings.Contains(p, "{") {
+		return p, nil
+	}
+	if placeholders {
+		return "", fmt.Errorf("partition %q is not global, ip, session, userId or a placeholder", p)
+	}
+	return "", fmt.Errorf("partition %q is not global, ip, session or userId", p)
+}
