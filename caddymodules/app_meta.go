@@ -534,7 +534,7 @@ func parseMetaEmbedding(d *caddyfile.Dispenser) (json.RawMessage, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
-	strategy := SearchStrategyTFIDF
+	strategy, given := SearchStrategyTFIDF, ""
 	var e SearchEmbeddings
 	for n := d.Nesting(); d.NextBlock(n); {
 		if d.Val() != "strategy" {
@@ -543,10 +543,10 @@ func parseMetaEmbedding(d *caddyfile.Dispenser) (json.RawMessage, error) {
 			}
 			continue
 		}
-		if err := oneArg(d, &strategy); err != nil {
+		if err := oneArg(d, &given); err != nil {
 			return nil, err
 		}
-		switch strategy {
+		switch strategy = given; strategy {
 		case SearchStrategyTFIDF, SearchStrategyHybrid:
 		case "ml", SearchStrategyEmbeddings:
 			strategy = SearchStrategyEmbeddings
@@ -558,7 +558,7 @@ func parseMetaEmbedding(d *caddyfile.Dispenser) (json.RawMessage, error) {
 		return caddyconfig.JSONModuleObject(SearchTFIDF{}, "strategy", strategy, nil), nil
 	}
 	if e.URL == "" || e.Model == "" {
-		return nil, d.Errf("embedding: strategy %s needs url and model", strategy)
+		return nil, d.Errf("embedding: strategy %s needs url and model", given)
 	}
 	return caddyconfig.JSONModuleObject(&e, "strategy", strategy, nil), nil
 }
