@@ -211,6 +211,11 @@ func (c *BrokerConfig) withDefaults() BrokerConfig {
 	def(&d.ExecutionTimeout, broker.DefaultExecutionTimeout)
 	def(&d.DrainTimeout, broker.DefaultDrainTimeout)
 	def(&d.PollInterval, catalog.DefaultPollInterval)
+	def(&d.OwnerTimeout, broker.DefaultOwnerTimeout)
+	def(&d.StorageTimeout, broker.DefaultStorageTimeout)
+	if d.StorageFailureMode == "" {
+		d.StorageFailureMode = broker.StorageFailClosed
+	}
 	if d.MaxConcurrentSessions == 0 {
 		d.MaxConcurrentSessions = broker.DefaultMaxConcurrentSessions
 	}
