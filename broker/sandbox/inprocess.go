@@ -138,13 +138,9 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 			e.abandoned.Add(1)
 			e.logger.Warn("sandbox script ignored its stop inside a built-in; abandoning its goroutine",
 				zap.Duration("timeout", limits.Timeout), zap.Duration("cpu_time", limits.CPUTime))
-			o.res, o.err = x.stopped.result, x.stopped.err
-			if o.res != nil {
-				r := *o.res
-				se := *r.Error
-				se.Message += " (the script was stuck in a built-in function and was abandoned)"
-				r.Error = &se
-				o.res = &r
+			o.res, o.err = x.stopped.outcome()
+			if o.res != nil && o.res.Error != nil {
+				o.res.Error.Message += " (the script was stuck in a built-in function and was abandoned)"
 			}
 		}
 	}
@@ -192,9 +188,24 @@ func (e *InProcess) finish(r *Result) *Result {
 }
 
 // abort is the value a run is interrupted with; it carries the outcome.
+// Once stored it is only read: outcome hands out copies, since Execute and
+// the VM goroutine may both report it.
 type abort struct {
 	result *Result
 	err    error
+}
+
+// outcome returns a copy of the result (and its error) and the error.
+func (a *abort) outcome() (*Result, error) {
+	if a.result == nil {
+		return nil, a.err
+	}
+	r := *a.result
+	if r.Error != nil {
+		e := *r.Error
+		r.Error = &e
+	}
+	return &r, a.err
 }
 
 // completion is a finished tool call on its way back to the VM goroutine.
@@ -336,7 +347,7 @@ func (x *execution) run() (res *Result, err error) {
 	case <-x.stopCh:
 		// Compiling took the whole budget (goja's compiler does not look
 		// at interrupts).
-		return x.stopped.result, x.stopped.err
+		return x.stopped.outcome()
 	default:
 	}
 	rt := x.rt
@@ -386,10 +397,11 @@ func (x *execution) run() (res *Result, err error) {
 			// Nothing to run until a tool answers: the script holds no
 			// CPU (and is charged none) while it waits.
 			if c, ok = x.wait(); !ok {
-				if r := x.stopped.result; r != nil {
+				r, err := x.stopped.outcome()
+				if r != nil {
 					r.Logs = x.logs
 				}
-				return x.stopped.result, x.stopped.err
+				return r, err
 			}
 		}
 		x.pending--
@@ -530,7 +542,7 @@ func interrupted(gerr error) (*Result, error) {
 	var ie *goja.InterruptedError
 	if errors.As(gerr, &ie) {
 		if a, ok := ie.Value().(*abort); ok {
-			return a.result, a.err
+			return a.outcome()
 		}
 		return runtimeResult("Error", "script interrupted", ""), nil
 	}

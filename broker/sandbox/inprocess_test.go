@@ -576,24 +576,54 @@ func TestNoGoroutineLeak(t *testing.T) {
 }
 
 func TestHardDeadlineAbandonsStuckBuiltin(t *testing.T) {
-	e := NewInProcess(&Options{Limits: Limits{Timeout: 10 * time.Millisecond}}).(*InProcess)
-	// A backtracking regexp runs in Go for up to regexpMatchTimeout and
-	// ignores the interrupt meanwhile; a grace shorter than that stands for
-	// a built-in that would run longer.
+	e := NewInProcess(nil).(*InProcess)
 	e.grace = 20 * time.Millisecond
-	r, err := e.Execute(context.Background(), Request{Code: `return /^(a+)+\1$/.test("a".repeat(60) + "b")`}, newTestHost(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Status != StatusTimeout || !strings.Contains(r.Error.Message, "abandoned") {
-		t.Fatalf("result: %s", describeResult(r))
+	// A host whose LookupTool blocks stands for a built-in that ignores
+	// the interrupt: the VM goroutine waits in Go until released.
+	h := &blockingLookupHost{entered: make(chan struct{}), release: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Execute(ctx, Request{Code: `return await callTool("t", {})`}, h)
+		done <- err
+	}()
+	<-h.entered
+	cancel()
+	err := <-done
+	var se *Error
+	if !errors.As(err, &se) || se.Code != CodeExecutionAborted {
+		t.Fatalf("Execute: %v", err)
 	}
 	if n := e.Abandoned(); n != 1 {
 		t.Errorf("Abandoned() = %d, want 1", n)
 	}
-	// The engine keeps serving while the abandoned goroutine finishes.
-	r, _ = e.Execute(context.Background(), Request{Code: `return 2`, Limits: Limits{Timeout: time.Second}}, newTestHost(nil))
+	// The engine keeps serving while the abandoned goroutine waits.
+	r, _ := e.Execute(context.Background(), Request{Code: `return 2`}, newTestHost(nil))
 	if r.Status != StatusOK {
 		t.Errorf("next script: %s", describeResult(r))
 	}
+	close(h.release)
+	deadline := time.Now().Add(30 * time.Second)
+	for e.Abandoned() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned goroutine did not finish once released")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// blockingLookupHost blocks in LookupTool until released.
+type blockingLookupHost struct {
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (h *blockingLookupHost) LookupTool(name string) (ToolInfo, bool) {
+	h.once.Do(func() { close(h.entered) })
+	<-h.release
+	return ToolInfo{Name: name}, true
+}
+
+func (h *blockingLookupHost) CallTool(context.Context, ToolCall) (json.RawMessage, error) {
+	return json.RawMessage(`1`), nil
 }
