@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 )
@@ -197,4 +199,39 @@ func TestSearchQualityCatalogs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkSearchGitHub is one meta:search query (topK 10) through
+// Service.Search over the 1,223 tools of the GitHub catalog, cycling
+// through its evaluation queries; it also reports the median latency of a
+// separate timed pass over them.
+func BenchmarkSearchGitHub(b *testing.B) {
+	c := loadEvalCatalog(b, "github")
+	ix, err := NewIndex([]ToolSource{&StaticSource{List: c.tools}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := ix.Reload(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	s := NewService(ix, nil)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, 20*len(c.set.Queries))
+	for range 20 {
+		for _, q := range c.set.Queries {
+			start := time.Now()
+			_, _ = s.Search(ctx, SearchInput{Queries: []string{q.Q}})
+			lat = append(lat, time.Since(start))
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		_, _ = s.Search(ctx, SearchInput{Queries: []string{c.set.Queries[i%len(c.set.Queries)].Q}})
+		i++
+	}
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "median-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -260,6 +261,9 @@ func docOf(t Tool) search.Doc {
 		w := &schemaWalker{budget: maxIndexedFields}
 		w.walk(s, 0)
 		d.Params, d.FieldNames, d.FieldDocs, d.EnumValues = w.params.String(), w.names.String(), w.docs.String(), w.enums.String()
+		if ro, _ := hintsOf(&t); !ro {
+			d.States = w.states.String() // a read-only call sets nothing
+		}
 		d.Required = len(requiredOf(s))
 	}
 	return d
@@ -270,8 +274,8 @@ func docOf(t Tool) search.Doc {
 const maxIndexedFields = 400
 
 type schemaWalker struct {
-	params, names, docs, enums strings.Builder
-	budget                     int
+	params, names, docs, enums, states strings.Builder
+	budget                             int
 }
 
 func (w *schemaWalker) walk(s map[string]any, depth int) {
@@ -282,6 +286,7 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 		if v, ok := e.(string); ok {
 			w.enums.WriteString(v)
 			w.enums.WriteByte(' ')
+			w.states.WriteString(v + " ")
 		}
 	}
 	if c, ok := s["const"].(string); ok {
@@ -299,6 +304,11 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 		}
 		p, _ := props[name].(map[string]any)
 		desc, _ := p["description"].(string)
+		if slices.Contains(schemaTypes(p), "boolean") {
+			// A boolean field is a state a call can set ("archived",
+			// "locked", "draft").
+			w.states.WriteString(name + " ")
+		}
 		if depth == 0 {
 			w.params.WriteString(name + " ")
 			if desc != "" {

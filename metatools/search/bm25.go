@@ -29,6 +29,11 @@ type Doc struct {
 	// EnumValues are the allowed values of every input field ("closed",
 	// "APPROVE"): an API often expresses an everyday verb as a state.
 	EnumValues string
+	// States are the states a call can set: enum values and the names of
+	// boolean fields ("closed", "APPROVE", "archived"). A request that
+	// opens with a verb meets them as state terms: "close an issue" finds
+	// the update whose state can be "closed".
+	States string
 	// Tags are free-form labels (OpenAPI tags, for example).
 	Tags []string
 	// Required is the number of required parameters: a request to list
@@ -62,6 +67,7 @@ const (
 	fieldEnums
 	fieldTags
 	fieldIntent
+	fieldStates
 	numFields
 )
 
@@ -77,6 +83,7 @@ var fieldWeights = [numFields]float64{
 	fieldEnums:      0.5,
 	fieldTags:       1.0,
 	fieldIntent:     0.8,
+	fieldStates:     1.0,
 }
 
 // fieldB is BM25's length normalisation per field: long bodies and long
@@ -91,6 +98,7 @@ var fieldB = [numFields]float64{
 	fieldEnums:      0.75,
 	fieldTags:       0.3,
 	fieldIntent:     0,
+	fieldStates:     0,
 }
 
 const (
@@ -101,6 +109,10 @@ const (
 	// ("approval" for "approve"), WordNet synonyms, a joined compound
 	// ("user name" -> "username").
 	derivedWeight = 0.6
+	// actionVerbWeight is the weight of an imperative's verb as a word.
+	actionVerbWeight = 0.7
+	// stateWeight is the weight of a leading verb's state term.
+	stateWeight = 1.0
 	// intentWordWeight is the weight of the query's intent verb as a word.
 	intentWordWeight = 0.4
 	synonymWeight    = 0.3
@@ -260,6 +272,7 @@ func NewBM25(docs []Doc) *BM25 {
 			fieldEnums:      Terms(d.EnumValues),
 			fieldTags:       Terms(strings.Join(d.Tags, " ")),
 			fieldIntent:     intentTerms,
+			fieldStates:     stateTerms(d.States),
 		}
 		all[i] = ft
 		for f := range numFields {
@@ -294,6 +307,16 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.idf[t] = math.Log(1 + (float64(ix.n)-df+0.5)/(df+0.5))
 	}
 	return ix
+}
+
+// stateTerms are the state terms of a tool ("=close" for "closed"): its
+// states' lemmas, marked so that they meet only a query's leading verb.
+func stateTerms(states string) []string {
+	var out []string
+	for _, t := range Terms(states) {
+		out = append(out, "="+t)
+	}
+	return out
 }
 
 // titleTerms are the distinct terms of a title, intent words as the term
@@ -407,8 +430,13 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		// ("new", "all"), count mostly through the intent term: "open a
 		// new ticket" is about tickets.
 		base := 1.0
-		if intentTok[i] || intentWords[t] != IntentNone {
+		switch {
+		case intentTok[i] || intentWords[t] != IntentNone:
 			base = intentWordWeight
+		case i == 0 && imperative(toks):
+			// "archive a repo", "file a new issue": the verb's noun sense
+			// ("Get an archive") must not decide.
+			base = actionVerbWeight
 		}
 		var g termGroup
 		for _, l := range lemmas {
@@ -451,6 +479,22 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			}
 		}
 		groups = append(groups, g)
+	}
+	// A request that opens with a verb other than the CRUD ones may mean a
+	// state the API sets ("close" an issue: state "closed"; "archive" a
+	// repo: "archived").
+	if len(toks) > 0 && !questionWords[toks[0]] && intentWords[toks[0]] == IntentNone {
+		ls := Lemmas(toks[0])
+		if v := ls[len(ls)-1]; isVerb(v) {
+			g := termGroup{optional: true}
+			g.add("="+v, stateWeight)
+			for _, prefix := range []string{"re", "un"} {
+				if rest := strings.TrimPrefix(v, prefix); rest != v && len(rest) >= 3 {
+					g.add("="+rest, stateWeight*derivedWeight)
+				}
+			}
+			groups = append(groups, g)
+		}
 	}
 	if scope {
 		g := termGroup{optional: true}
