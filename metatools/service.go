@@ -25,7 +25,7 @@ const (
 	MaxQueryLength    = 1000
 	MaxDescribeNames  = 50
 	MaxScriptBytes    = 256 << 10
-	lowRelevanceScore = 0.25
+	lowRelevanceScore = 0.15
 )
 
 // CallInfo describes a meta-tool call for the Limiter.

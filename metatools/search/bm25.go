@@ -125,8 +125,13 @@ const (
 	// rank DELETE /bounces/{email} first.
 	intentMismatch = 0.7
 	// titleCoverage is the bonus for a query that covers all of a tool's
-	// title (summary and name), in proportion to the part it covers.
-	titleCoverage = 0.8
+	// title (summary and name), with the square of the part it covers: a
+	// title half covered gets a quarter of it.
+	titleCoverage = 3.0
+	// scoreScale maps scores to 0..1: a tool matching every query word at
+	// full weight with its title half covered scores about 0.7, and no
+	// score exceeds 1.
+	scoreScale = 1 + titleCoverage/2
 	// implicitReadFactor scales tools that do not read when the query names
 	// no intent.
 	implicitReadFactor = 0.9
@@ -607,7 +612,8 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 					covered++
 				}
 			}
-			s *= 1 + titleCoverage*float64(covered)/float64(len(title))
+			cov := float64(covered) / float64(len(title))
+			s *= 1 + titleCoverage*cov*cov
 		}
 		if fs := ix.families[d]; len(families) > 0 && len(fs) > 0 {
 			match := false
@@ -624,7 +630,7 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 		if ix.deprecated[d] {
 			s *= deprecatedFactor
 		}
-		hits = append(hits, Hit{Doc: int(d), Score: math.Min(s/(upper*(1+titleCoverage)), 1)})
+		hits = append(hits, Hit{Doc: int(d), Score: math.Min(s/(upper*scoreScale), 1)})
 	}
 	sortHits(hits)
 	if k > 0 && len(hits) > k {
