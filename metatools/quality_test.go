@@ -108,11 +108,11 @@ var qualityCases = []struct {
 
 // quality measures recall@1, recall@5 and MRR (over the top 10) of the
 // index's ranking on qualityCases.
-func quality(t *testing.T, s *Service, verbose bool) (r1, r5, mrr float64) {
+func quality(t *testing.T, s *Service, verbose bool) (r1, r5, r10, mrr float64) {
 	return qualityWith(t, s, func(op string) string { return "sendgrid_" + op }, verbose)
 }
 
-func qualityWith(t *testing.T, s *Service, toolName func(op string) string, verbose bool) (r1, r5, mrr float64) {
+func qualityWith(t *testing.T, s *Service, toolName func(op string) string, verbose bool) (r1, r5, r10, mrr float64) {
 	for _, c := range qualityCases {
 		out, err := s.Search(context.Background(), SearchInput{Queries: []string{c.query}})
 		if err != nil {
@@ -135,6 +135,9 @@ func qualityWith(t *testing.T, s *Service, toolName func(op string) string, verb
 		if rank >= 1 && rank <= 5 {
 			r5++
 		}
+		if rank >= 1 && rank <= 10 {
+			r10++
+		}
 		if rank > 0 {
 			mrr += 1 / float64(rank)
 		}
@@ -150,7 +153,7 @@ func qualityWith(t *testing.T, s *Service, toolName func(op string) string, verb
 		}
 	}
 	n := float64(len(qualityCases))
-	return r1 / n, r5 / n, mrr / n
+	return r1 / n, r5 / n, r10 / n, mrr / n
 }
 
 // catalogTools loads the document through the real OpenAPI catalog, as the
@@ -198,8 +201,8 @@ func TestSearchQualitySendGrid(t *testing.T) {
 		t.Fatalf("no catalog action for operation %s", op)
 		return ""
 	}
-	r1, r5, mrr := qualityWith(t, NewService(ix, nil), rename, testing.Verbose())
-	t.Logf("tfidf over %d catalog actions, %d queries: recall@1 %.3f, recall@5 %.3f, MRR %.3f", ix.Len(), len(qualityCases), r1, r5, mrr)
+	r1, r5, r10, mrr := qualityWith(t, NewService(ix, nil), rename, testing.Verbose())
+	t.Logf("tfidf over %d catalog actions, %d queries: recall@1 %.3f, recall@5 %.3f, recall@10 %.3f, MRR %.3f", ix.Len(), len(qualityCases), r1, r5, r10, mrr)
 	b1, b5, bmrr := plainBM25Quality(ix.Tools(), rename)
 	t.Logf("plain BM25 over names and summaries (no camelCase split, stemming or synonyms): recall@1 %.3f, recall@5 %.3f, MRR %.3f", b1, b5, bmrr)
 	if r5 < 0.9 || r1 < 0.75 {
