@@ -61,6 +61,9 @@ type snapshot struct {
 	ranker    search.Ranker
 	schemas   []*lazySchema
 	compact   []*lazyEntry
+	// boilerplate are the description sentences common to many tools,
+	// left out of compact descriptions.
+	boilerplate search.Boilerplate
 }
 
 type lazySchema struct {
@@ -193,9 +196,12 @@ func (ix *Index) build(prev *snapshot) *snapshot {
 		}
 	}
 	docs := make([]search.Doc, len(s.tools))
+	descs := make([]string, len(s.tools))
 	for i, t := range s.tools {
 		docs[i] = docOf(t)
+		descs[i] = t.Description
 	}
+	s.boilerplate = search.FindBoilerplate(descs)
 	s.ranker = ix.opts.Strategy.NewRanker(docs)
 	s.version = toolSetVersion(s.tools)
 	if prev != nil && prev.version == s.version {

@@ -494,7 +494,7 @@ func (snap *snapshot) describe(idx int, full bool) DescribeEntry {
 	}
 	e.UsageExamples = usageExamples(t, snap.schemas[idx].get(), full)
 	if !full {
-		e.Description = compactDescription(t.Description, compactDescriptionRunes)
+		e.Description = compactDescription(t.Description, snap.boilerplate, compactDescriptionRunes)
 		sig, complete := Signature(t, func(sig string) bool {
 			e.Signature = sig
 			return wireSize(e) <= compactEntryBytes

@@ -29,6 +29,9 @@ type sigLevel struct {
 	outDepth int
 	// outDocs adds one-line docs to the output's top-level fields.
 	outDocs bool
+	// outRequired keeps only the output's required top-level fields (a
+	// comment counts the others).
+	outRequired bool
 	// inDepth caps the input's nesting; deeper objects become "object".
 	// Only the last level uses it: the input is otherwise complete.
 	inDepth int
@@ -39,11 +42,16 @@ type sigLevel struct {
 	flat bool
 }
 
+// sigLevels, most detailed first. The input's types stay complete longest;
+// the output's top-level fields (what a script reads) are kept before the
+// input's docs.
 var sigLevels = []sigLevel{
 	{inDocs: 2, docLen: 100, outDepth: 2, outDocs: true, inDepth: 64, maxEnum: 40},
 	{inDocs: 2, docLen: 80, outDepth: 1, inDepth: 64, maxEnum: 40},
 	{inDocs: 2, docLen: 50, outDepth: 1, inDepth: 64, maxEnum: 40},
 	{inDocs: 1, docLen: 60, outDepth: 1, inDepth: 64, maxEnum: 40},
+	{inDocs: 0, outDepth: 1, inDepth: 64, maxEnum: 40},
+	{inDocs: 0, outDepth: 1, outRequired: true, inDepth: 64, maxEnum: 40},
 	{inDocs: 1, docLen: 40, outDepth: 0, inDepth: 64, maxEnum: 40},
 	{inDocs: 0, outDepth: 0, inDepth: 64, maxEnum: 40},
 	{inDocs: 0, outDepth: 0, inDepth: 64, maxEnum: 40, flat: true},
@@ -184,13 +192,13 @@ func (r *tsRenderer) typ(s map[string]any, depth int, top bool) {
 				r.b.WriteString("unknown[]")
 				continue
 			}
-			simple := len(asSlice(items["enum"])) == 0 && len(asSlice(items["oneOf"])) == 0 && len(asSlice(items["anyOf"])) == 0 && len(schemaTypes(items)) <= 1
-			if !simple {
-				r.b.WriteString("(")
-			}
-			r.typ(items, depth, false)
-			if !simple {
-				r.b.WriteString(")")
+			var sub strings.Builder
+			sr := &tsRenderer{b: &sub, lv: r.lv, output: r.output}
+			sr.typ(items, depth, false)
+			if it := sub.String(); topLevelUnion(it) {
+				r.b.WriteString("(" + it + ")")
+			} else {
+				r.b.WriteString(it)
 			}
 			r.b.WriteString("[]")
 		case "object":
@@ -202,23 +210,34 @@ func (r *tsRenderer) typ(s map[string]any, depth int, top bool) {
 }
 
 func (r *tsRenderer) alts(alts []any, sep string, depth int) {
+	var parts []string
 	seen := map[string]bool{}
-	n := 0
 	for _, a := range alts {
 		m, _ := a.(map[string]any)
 		var sub strings.Builder
 		sr := &tsRenderer{b: &sub, lv: r.lv, output: r.output}
 		sr.typ(m, depth, false)
-		if seen[sub.String()] {
-			continue
+		if t := sub.String(); !seen[t] {
+			seen[t] = true
+			parts = append(parts, t)
 		}
-		seen[sub.String()] = true
-		if n > 0 {
-			r.b.WriteString(sep)
-		}
-		r.b.WriteString(sub.String())
-		n++
 	}
+	r.b.WriteString(strings.Join(dropVague(parts), sep))
+}
+
+// dropVague leaves out "object" and "unknown" beside more precise
+// alternatives: "{ id: number } & object" says no more than its first part.
+func dropVague(parts []string) []string {
+	var out []string
+	for _, p := range parts {
+		if p != "object" && p != "unknown" {
+			out = append(out, p)
+		}
+	}
+	if len(out) == 0 {
+		return parts
+	}
+	return out
 }
 
 // object writes an object type: one field a line, "?" for optional
@@ -262,8 +281,13 @@ func (r *tsRenderer) object(s map[string]any, depth int) {
 		return
 	}
 	r.b.WriteString("{\n")
+	omitted := 0
 	for _, n := range names {
 		p, _ := props[n].(map[string]any)
+		if r.output && r.lv.outRequired && depth == 0 && !req[n] {
+			omitted++
+			continue
+		}
 		r.indent(depth + 1)
 		r.b.WriteString(tsKey(n))
 		if !req[n] {
@@ -276,6 +300,10 @@ func (r *tsRenderer) object(s map[string]any, depth int) {
 			r.b.WriteString(" // " + doc)
 		}
 		r.b.WriteString("\n")
+	}
+	if omitted > 0 {
+		r.indent(depth + 1)
+		r.b.WriteString(fmt.Sprintf("// and %d optional fields\n", omitted))
 	}
 	r.indent(depth)
 	r.b.WriteString("}")
@@ -420,9 +448,14 @@ func cutRunes(s string, n int) string {
 }
 
 // compactDescription is a description for meta:describe's default answer:
+// its summary, then the sentences that are not the catalog's boilerplate,
 // without markup and links, whitespace collapsed, at most n runes.
-func compactDescription(desc string, n int) string {
-	s := strings.TrimSpace(spaceRe.ReplaceAllString(search.CleanText(desc), " "))
+func compactDescription(desc string, boiler search.Boilerplate, n int) string {
+	summary, body := search.SplitSummary(desc)
+	if rest := boiler.Strip(body); rest != "" {
+		summary = strings.TrimRight(summary, ".") + ". " + rest
+	}
+	s := strings.TrimSpace(spaceRe.ReplaceAllString(strings.ReplaceAll(summary, "`", ""), " "))
 	return cutRunes(s, n)
 }
 
@@ -469,6 +502,7 @@ func renderFlat(t Tool, in, out map[string]any, lv sigLevel) string {
 		}
 	}
 	decls = kept
+	body, decls = f.rename(body, decls)
 	var b strings.Builder
 	if s := oneLine(t.Description, 100); s != "" {
 		b.WriteString("/** " + s + " */\n")
@@ -491,6 +525,7 @@ type flatRenderer struct {
 	aliases  map[string]string // type -> name
 	order    []string          // types in naming order
 	taken    map[string]bool
+	hintOf   map[string]string // alias name -> the field it was named after
 }
 
 // minAlias is the shortest type worth an alias when it repeats; a type
@@ -521,6 +556,56 @@ func (f *flatRenderer) name(t, hint string) {
 	f.taken[name] = true
 	f.aliases[t] = name
 	f.order = append(f.order, t)
+	if f.hintOf == nil {
+		f.hintOf = map[string]string{}
+	}
+	f.hintOf[name] = hint
+}
+
+// rename gives the aliases kept their plain names back: a name taken in an
+// earlier round by a type later replaced ("A" taken, "A2" kept) is free.
+func (f *flatRenderer) rename(body string, decls []string) (string, []string) {
+	used := map[string]bool{}
+	var names []string
+	for _, d := range decls {
+		name := strings.TrimPrefix(d[:strings.Index(d, " = ")], "type ")
+		names = append(names, name)
+		used[name] = true
+	}
+	for _, name := range names {
+		want := pascal(f.hintOf[name])
+		if want == "" || want == name || used[want] {
+			continue
+		}
+		body = replaceWord(body, name, want)
+		for i := range decls {
+			decls[i] = replaceWord(decls[i], name, want)
+		}
+		used[want] = true
+		delete(used, name)
+	}
+	return body, decls
+}
+
+// replaceWord replaces whole-word occurrences of old in text.
+func replaceWord(text, old, repl string) string {
+	var b strings.Builder
+	for i := 0; ; {
+		j := strings.Index(text[i:], old)
+		if j < 0 {
+			b.WriteString(text[i:])
+			return b.String()
+		}
+		j += i
+		end := j + len(old)
+		b.WriteString(text[i:j])
+		if (j == 0 || !isIdentByte(text[j-1])) && (end == len(text) || !isIdentByte(text[end])) {
+			b.WriteString(repl)
+		} else {
+			b.WriteString(old)
+		}
+		i = end
+	}
 }
 
 // declarations are the alias declarations, each with the other aliases
@@ -596,7 +681,7 @@ func (f *flatRenderer) typ(s map[string]any, hint string, depth int) string {
 				parts = append(parts, t)
 			}
 		}
-		out = strings.Join(parts, sep)
+		out = strings.Join(dropVague(parts), sep)
 	default:
 		types := schemaTypes(s)
 		if len(types) == 0 {

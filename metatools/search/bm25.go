@@ -224,26 +224,62 @@ func sentences(body string) []string {
 	return out
 }
 
+// Boilerplate is the set of description sentences (after the summary,
+// lowercase) that recur in so many of descriptions that they say nothing
+// about one tool ("OAuth app tokens and personal access tokens (classic)
+// need the repo scope to use this endpoint."): search does not index them,
+// and meta:describe's compact answer leaves them out.
+type Boilerplate map[string]bool
+
+// FindBoilerplate finds the boilerplate sentences of a tool set's
+// descriptions: those in at least boilerplateDocs of them and 1%.
+func FindBoilerplate(descriptions []string) Boilerplate {
+	counts := map[string]int{}
+	for _, d := range descriptions {
+		_, body := SplitSummary(d)
+		seen := map[string]bool{}
+		for _, s := range sentences(body) {
+			k := strings.ToLower(s)
+			if !seen[k] {
+				seen[k] = true
+				counts[k]++
+			}
+		}
+	}
+	min := max(boilerplateDocs, len(descriptions)/100)
+	b := Boilerplate{}
+	for k, c := range counts {
+		if c >= min {
+			b[k] = true
+		}
+	}
+	return b
+}
+
+// Strip returns the sentences of text that are not boilerplate, rejoined.
+func (b Boilerplate) Strip(text string) string {
+	var keep []string
+	for _, s := range sentences(text) {
+		if !b[strings.ToLower(s)] {
+			keep = append(keep, s)
+		}
+	}
+	return strings.Join(keep, ". ")
+}
+
 // NewBM25 indexes docs.
 func NewBM25(docs []Doc) *BM25 {
 	n := len(docs)
 	summaries := make([]string, n)
 	bodies := make([][]string, n)
-	sentenceDocs := map[string]int{}
+	descs := make([]string, n)
 	for i, d := range docs {
 		var body string
 		summaries[i], body = SplitSummary(d.Description)
 		bodies[i] = sentences(body)
-		seen := map[string]bool{}
-		for _, s := range bodies[i] {
-			k := strings.ToLower(s)
-			if !seen[k] {
-				seen[k] = true
-				sentenceDocs[k]++
-			}
-		}
+		descs[i] = d.Description
 	}
-	minBoiler := max(boilerplateDocs, n/100)
+	boiler := FindBoilerplate(descs)
 
 	type fieldTerms [numFields][]string
 	all := make([]fieldTerms, n)
@@ -253,7 +289,7 @@ func NewBM25(docs []Doc) *BM25 {
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
-			if sentenceDocs[strings.ToLower(s)] < minBoiler {
+			if !boiler[strings.ToLower(s)] {
 				body = append(body, s)
 			}
 		}

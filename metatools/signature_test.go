@@ -1,0 +1,61 @@
+package metatools
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestSignature: the compact signature is a TypeScript declaration with
+// required and optional marks, enums, defaults, one-line docs, the output's
+// fields, and (in the flat form) repeated types declared once.
+func TestSignature(t *testing.T) {
+	tool := Tool{Name: "github:issues/update", Description: "Update an issue.\n\nLong text [with a link](https://example.com).",
+		InputSchema: json.RawMessage(`{"type":"object","required":["owner","issue_number"],"properties":{
+			"owner":{"type":"string","description":"The account owner. It is not case sensitive."},
+			"issue_number":{"type":"integer"},
+			"per_page":{"type":"integer","default":30},
+			"body":{"type":"object","properties":{
+				"state":{"type":"string","enum":["open","closed"]},
+				"labels":{"type":"array","items":{"oneOf":[{"type":"string"},{"type":"object","properties":{"name":{"type":"string"}}}]}},
+				"assignee":{"type":["string","null"]},
+				"my-field":{"type":"boolean"}}}}}`),
+		OutputSchema: json.RawMessage(`{"type":"object","required":["id"],"properties":{"id":{"type":"integer","description":"The id."},"user":{"type":"object","properties":{"login":{"type":"string"}}}}}`)}
+	sig, complete := Signature(tool, nil)
+	for _, want := range []string{
+		"/** Update an issue. */",
+		"function issues_update(input: {",
+		" issue_number: number;",
+		" owner: string; // The account owner.",
+		" per_page?: number; // default 30",
+		`state?: "open" | "closed";`,
+		`labels?: (string | { name?: string })[];`,
+		"assignee?: string | null;",
+		`"my-field"?: boolean;`,
+		"}): Promise<{",
+		" id: number; // The id.",
+		" user?: { login?: string };",
+	} {
+		if !strings.Contains(sig, want) {
+			t.Errorf("signature lacks %q:\n%s", want, sig)
+		}
+	}
+	if !complete {
+		t.Error("a small signature reported incomplete")
+	}
+
+	// The plainest complete form names a repeated type once.
+	repeated := Tool{Name: "x:rules", InputSchema: json.RawMessage(`{"type":"object","properties":{
+		"a":{"type":"object","properties":{"operator":{"enum":["starts_with","ends_with","contains"]},"pattern":{"type":"string"}}},
+		"b":{"type":"object","properties":{"operator":{"enum":["starts_with","ends_with","contains"]},"pattern":{"type":"string"}}}}}`)}
+	flat := renderSignature(repeated, decodeSchema(repeated.InputSchema), nil, sigLevels[len(sigLevels)-3])
+	if !strings.Contains(flat, "type A = {") || !strings.Contains(flat, " a?: A;") || !strings.Contains(flat, " b?: A;") {
+		t.Errorf("flat form:\n%s", flat)
+	}
+
+	// A budget picks a plainer level; an impossible one the plainest.
+	small, _ := Signature(tool, func(s string) bool { return len(s) < 300 })
+	if len(small) >= len(sig) {
+		t.Errorf("budget ignored: %d >= %d", len(small), len(sig))
+	}
+}
