@@ -10,13 +10,19 @@ import (
 	"iter"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.uber.org/zap"
+
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
-	"go.uber.org/zap"
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
 // Broker runs scripts in sessions. Create it with New; its methods are safe
@@ -179,6 +185,9 @@ func New(opts *BrokerOptions) (*Broker, error) {
 			return nil, fmt.Errorf("broker: %w", err)
 		}
 		b.store = rs
+		if o.Metrics != nil {
+			b.store = countedRedisStore{rs, o.Metrics}
+		}
 		b.startKeepAlive()
 	} else {
 		b.store = newMemoryStore(o.Now, b.deliver)
@@ -205,8 +214,19 @@ func (b *Broker) SetGuard(m *guard.GuardManager) { b.guard.Store(m) }
 func (b *Broker) Tools() *ToolRegistry { return b.tools }
 
 // On registers a listener for an in-process event: session:created,
-// session:completed, session:error, tool:called or tool:completed.
-func (b *Broker) On(event string, l Listener) { b.listeners.on(event, l) }
+// session:completed, session:error, tool:called or tool:completed (see
+// EventNames). Any other name, or a nil listener, is an error: a typo
+// would otherwise listen to nothing, silently.
+func (b *Broker) On(event string, l Listener) error {
+	if !slices.Contains(EventNames, event) {
+		return fmt.Errorf("broker: unknown event %q (known: %s)", event, strings.Join(EventNames, ", "))
+	}
+	if l == nil {
+		return errors.New("broker: nil listener")
+	}
+	b.listeners.on(event, l)
+	return nil
+}
 
 // janitor removes expired sessions from the memory store.
 func (b *Broker) janitor() {
@@ -472,7 +492,7 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 	// The broker bounds the whole execution, waits for tool results
 	// included, whatever the engine does with Limits.Timeout.
 	// abort ends the run with a cause (OWNER_LOST); the timeout has its own.
-	actx, abort := context.WithCancelCause(ctx)
+	actx, abort := context.WithCancelCause(telemetry.WithSessionID(ctx, s.ID))
 	rctx, cancel := context.WithTimeoutCause(actx, timeout, errExecutionTimeout)
 	r := &run{
 		b:        b,
@@ -489,6 +509,7 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 		maxCalls: maxCalls,
 		waiters:  make(map[string]chan *toolAnswer),
 		begun:    now,
+		log:      telemetry.Logger(rctx, b.logger),
 		engine:   b.engine.Load().e,
 		host:     opts.Host,
 		announce: detached,
@@ -505,10 +526,12 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 	case b.closing:
 		b.mu.Unlock()
 		cancel()
+		b.opts.Metrics.sessionRejected(CodeShuttingDown)
 		return nil, &Error{Code: CodeShuttingDown, Message: "broker is shutting down", Status: http.StatusServiceUnavailable, RetryAfter: 5 * time.Second}
 	case len(b.runs) >= b.opts.MaxConcurrentSessions:
 		b.mu.Unlock()
 		cancel()
+		b.opts.Metrics.sessionRejected(CodeSessionLimit)
 		return nil, &Error{Code: CodeSessionLimit, Message: fmt.Sprintf("too many concurrent sessions (limit %d)", b.opts.MaxConcurrentSessions), Status: http.StatusTooManyRequests, RetryAfter: time.Second}
 	}
 	if detached {
@@ -534,14 +557,19 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 			cancel()
 			abort(nil)
 			b.storageFailed(err)
+			b.opts.Metrics.sessionRejected(CodeStorageUnavailable)
 			return nil, storageError(fmt.Errorf("creating session: %w", err))
 		}
 		// Open: the session runs here; the keep-alive loop writes its
 		// record once the store answers.
-		b.logger.Warn("session store unavailable; running the session on this gateway only", zap.String("session", s.ID), zap.Error(err))
+		r.log.Warn("session store unavailable; running the session on this gateway only", zap.Error(err))
 		b.storageFailed(err)
 		r.dirty.Store(true)
 	}
+	b.opts.Metrics.executionStarted()
+	r.ctx, r.span = telemetry.StartSpan(r.ctx, "codemode.execute", trace.SpanKindInternal,
+		attribute.String("codemode.session.id", s.ID))
+	r.log.Debug("session created", zap.Bool("detached", detached))
 	b.listeners.emit(Event{Name: OnSessionCreated, Session: s.clone()})
 	r.send(StreamEvent{Type: EventSession, Payload: s.clone()})
 	go r.execute()

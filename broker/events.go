@@ -152,8 +152,15 @@ const (
 	OnToolCompleted    = "tool:completed"    // Session, Tool, Result or Err
 )
 
+// EventNames are the names On accepts, in the order an execution emits
+// them.
+var EventNames = []string{OnSessionCreated, OnToolCalled, OnToolCompleted, OnSessionCompleted, OnSessionError}
+
 // Event is what a Listener receives. Which fields are set depends on Name
-// (see the On* constants); Session is a snapshot.
+// (see the On* constants); Session is a snapshot whose ToolCalls counts the
+// calls made so far, the current one included. Session is nil for the
+// tool events of a call made outside a session (the meta-tools'
+// meta:invoke).
 type Event struct {
 	Name    string
 	Session *Session

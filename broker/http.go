@@ -18,6 +18,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"go.uber.org/zap"
 )
 
@@ -62,7 +63,15 @@ type httpHandler struct {
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set(requestIDHeader, requestID(r))
+	// Every answer names its request: the id an HTTP front end put in the
+	// context (Caddy's), else the caller's, else a new one. Log lines of
+	// the request and of its session show the same id.
+	id := telemetry.RequestID(r.Context())
+	if id == "" {
+		id = requestID(r)
+		r = r.WithContext(telemetry.WithRequestID(r.Context(), id))
+	}
+	w.Header().Set(requestIDHeader, id)
 	path := r.URL.Path
 	if path != "/" {
 		path = strings.TrimSuffix(path, "/")
@@ -126,7 +135,8 @@ func (h *httpHandler) allowMethod(w http.ResponseWriter, r *http.Request, method
 // writeError writes {"error":{"code","message","requestId"?}} with the
 // error's status. A server error (5xx) is logged with its cause and the
 // request id, which the body carries too, so a caller's report can be found
-// in the log.
+// in the log. A draining broker's SHUTTING_DOWN (after a reload) is
+// routine: logged at info.
 func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := asError(err)
 	body := ErrorBody{Code: e.Code, Message: e.Message}
@@ -136,7 +146,11 @@ func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err err
 		if e.Err != nil {
 			cause = e.Err
 		}
-		h.b.logger.Error("broker request failed", zap.Int("status", e.Status), zap.String("code", e.Code),
+		log := h.b.logger.Error
+		if e.Code == CodeShuttingDown {
+			log = h.b.logger.Info
+		}
+		log("broker request failed", zap.Int("status", e.Status), zap.String("code", e.Code),
 			zap.String("request_id", body.RequestID), zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(cause))
 	}
 	if e.RetryAfter > 0 {
@@ -153,7 +167,7 @@ func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err err
 const requestIDHeader = "X-Request-Id"
 
 func requestID(r *http.Request) string {
-	if id := r.Header.Get(requestIDHeader); id != "" && len(id) <= 64 && strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == "" {
+	if id := r.Header.Get(requestIDHeader); telemetry.ValidRequestID(id) {
 		return id
 	}
 	return newID()
@@ -195,7 +209,8 @@ func (h *httpHandler) authenticate(r *http.Request) (*AuthResult, error) {
 	}
 	res, err := cfg.Validate(r.Context(), token)
 	if err != nil {
-		h.b.logger.Info("authentication failed", zap.Error(err), zap.String("remote", r.RemoteAddr))
+		h.b.logger.Info("authentication failed", zap.Error(err), zap.String("remote", r.RemoteAddr),
+			zap.String("request_id", telemetry.RequestID(r.Context())))
 		return nil, newError(http.StatusUnauthorized, CodeUnauthorized, "invalid credentials")
 	}
 	if res == nil || !res.Valid {

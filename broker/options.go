@@ -8,6 +8,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -101,6 +102,10 @@ type BrokerOptions struct {
 	StorageFailureMode string
 	// Logger receives operational logs. Nil means no logging.
 	Logger *zap.Logger
+	// Metrics, when set, counts sessions, executions, tool calls, caller
+	// waits, streamed events and Redis errors (several brokers may share
+	// one). Nil records nothing.
+	Metrics *Metrics
 	// Now is the clock; nil means time.Now. Tests inject one.
 	Now func() time.Time
 }
@@ -144,6 +149,13 @@ type RateLimitConfig struct {
 	// KeyGenerator returns a request's bucket key. Nil, or an empty key,
 	// means the authenticated user id, else the client address.
 	KeyGenerator func(r *http.Request) string
+}
+
+// WithRequestID returns a context carrying the id an HTTP front end gave
+// the request (Caddy's {http.request.uuid}); the broker's log lines and 5xx
+// answers show it. Without one the broker's handler makes its own.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return telemetry.WithRequestID(ctx, id)
 }
 
 type authContextKey struct{}

@@ -9,8 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
 // run is one session executing on this broker. It is the sandbox.Host of
@@ -35,8 +39,12 @@ type run struct {
 	maxCalls int
 	calls    atomic.Int64
 	begun    time.Time
-	engine   sandbox.Engine
-	req      sandbox.Request
+	// log carries the session and request ids; span is the execution's
+	// trace span (recording only under a traced request).
+	log    *zap.Logger
+	span   trace.Span
+	engine sandbox.Engine
+	req    sandbox.Request
 	// host resolves the script's tools instead of the broker (ExecuteOptions.Host).
 	host sandbox.Host
 	// announce tells Await on every broker when a call starts waiting for
@@ -85,6 +93,7 @@ func (r *run) send(ev StreamEvent) {
 	}
 	select {
 	case r.events <- ev:
+		r.b.opts.Metrics.streamed(ev.Type)
 	case <-r.stop:
 	}
 }
@@ -141,11 +150,12 @@ func (r *run) execute() {
 	defer r.closeEvents()
 
 	if s, err := r.transition(StatusRunning); err == nil {
+		b.opts.Metrics.sessionMoved(StatusPending, StatusRunning)
 		switch err := b.store.put(r.ctx, s); {
 		case errors.Is(err, errSessionEnded):
 			r.abort(errOwnerLost)
 		case err != nil:
-			b.logger.Warn("storing running session", zap.String("session", s.ID), zap.Error(err))
+			r.log.Warn("storing running session", zap.Error(err))
 			r.dirty.Store(true)
 		}
 	}
@@ -226,20 +236,35 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	r.mu.Unlock()
 	s, terr := r.transition(status)
 	if terr != nil {
-		b.logger.Error("finishing session", zap.Error(terr))
+		r.log.Error("finishing session", zap.Error(terr))
 		s = r.snapshot()
+	} else {
+		b.opts.Metrics.sessionMoved(StatusRunning, "")
+	}
+	outcome := StatusCompleted
+	if p, ok := final.Payload.(*ErrorPayload); ok {
+		outcome = p.ScriptStatus
+	}
+	b.opts.Metrics.executionFinished(outcome, b.now().Sub(r.begun))
+	r.endSpan(outcome, calls, final)
+	if outcome == StatusCompleted {
+		r.log.Debug("session completed", zap.Int("tool_calls", calls), zap.Float64("duration_ms", dur))
+	} else {
+		p := final.Payload.(*ErrorPayload)
+		r.log.Debug("session failed", zap.String("status", outcome), zap.String("code", p.Error.Code),
+			zap.Int("tool_calls", calls), zap.Float64("duration_ms", dur))
 	}
 	// The caller's context may be gone; the record must still be written.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 5*time.Second)
 	switch err := b.store.put(sctx, s); {
 	case errors.Is(err, errSessionEnded):
-		b.logger.Info("finished a session the store holds as lost; its outcome is dropped", zap.String("session", s.ID))
+		r.log.Info("finished a session the store holds as lost; its outcome is dropped")
 	case err != nil:
-		b.logger.Warn("storing finished session; retried in the background", zap.String("session", s.ID), zap.Error(err))
+		r.log.Warn("storing finished session; retried in the background", zap.Error(err))
 		b.keepUnwritten(s)
 	default:
 		if err := b.store.closeCalls(sctx, s); err != nil {
-			b.logger.Warn("closing calls of finished session; retried in the background", zap.String("session", s.ID), zap.Error(err))
+			r.log.Warn("closing calls of finished session; retried in the background", zap.Error(err))
 			b.keepUnwritten(s)
 		}
 	}
@@ -294,7 +319,7 @@ func (r *run) changed(ctx context.Context) {
 		return
 	}
 	if err := r.b.store.notify(ctx, r.sess.ID); err != nil {
-		r.b.logger.Warn("announcing a session change", zap.String("session", r.sess.ID), zap.Error(err))
+		r.log.Warn("announcing a session change", zap.Error(err))
 	}
 }
 
@@ -307,7 +332,12 @@ func (r *run) Log(level, message string) {
 // admitted by the guard and answered by Go, the catalog or the caller.
 func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMessage, error) {
 	b := r.b
-	sess := r.snapshot()
+	n := r.calls.Add(1)
+	r.mu.Lock()
+	// Every call counts, refused ones included, as in the final toolCalls.
+	r.sess.ToolCalls = max(r.sess.ToolCalls, int(n))
+	sess := r.sess.clone()
+	r.mu.Unlock()
 	started := b.now()
 	b.listeners.emit(Event{Name: OnToolCalled, Session: sess, Tool: call.Name, CallID: call.ID, Input: call.Input})
 
@@ -324,7 +354,7 @@ func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMess
 	}
 	var out json.RawMessage
 	var err error
-	if n := r.calls.Add(1); n > int64(r.maxCalls) {
+	if n > int64(r.maxCalls) {
 		err = &sandbox.ToolError{Code: CodeToolCallLimit, Message: fmt.Sprintf("tool call limit of %d reached", r.maxCalls)}
 	} else {
 		ic := &invocation{
@@ -381,6 +411,16 @@ func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(b
 	}
 	announce(true)
 	r.changed(ctx)
+	m, waitStart := b.opts.Metrics, b.now()
+	m.callerWaitStarted()
+	answered := func(a *toolAnswer) (json.RawMessage, error) {
+		outcome := "answered"
+		if a.Error != nil {
+			outcome = "error"
+		}
+		m.callerWaitEnded(outcome, b.now().Sub(waitStart))
+		return answerResult(a)
+	}
 	var poll <-chan time.Time
 	fetcher, _ := b.store.(answerFetcher)
 	if fetcher != nil {
@@ -391,16 +431,17 @@ func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(b
 	for {
 		select {
 		case a := <-ch:
-			return answerResult(a)
+			return answered(a)
 		case <-poll:
 			a, err := fetcher.fetchAnswer(ctx, sess.ID, callID)
 			if err != nil {
-				b.logger.Debug("polling a tool answer", zap.String("session", sess.ID), zap.Error(err))
+				r.log.Debug("polling a tool answer", zap.Error(err))
 			}
 			if a != nil {
-				return answerResult(a)
+				return answered(a)
 			}
 		case <-ctx.Done():
+			m.callerWaitEnded("abandoned", b.now().Sub(waitStart))
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			_ = b.store.dropCall(dctx, sess.ID, callID)
 			cancel()
@@ -430,4 +471,20 @@ func (r *run) answer(a *toolAnswer) {
 	if ch != nil {
 		ch <- a // buffered, one answer per call
 	}
+}
+
+// endSpan closes the execution's span with its outcome; the error code, not
+// the message, marks a failure (messages may quote data).
+func (r *run) endSpan(outcome string, calls int, final StreamEvent) {
+	if r.span == nil {
+		return
+	}
+	code := ""
+	if p, ok := final.Payload.(*ErrorPayload); ok {
+		code = p.Error.Code
+	}
+	if r.span.IsRecording() {
+		r.span.SetAttributes(attribute.String("codemode.execution.outcome", outcome), attribute.Int("codemode.tool_calls", calls))
+	}
+	telemetry.EndSpan(r.span, code)
 }

@@ -37,8 +37,8 @@ type Session struct {
 	// created the session; only that user may read or answer it.
 	UserID   string `json:"userId,omitempty"`
 	TenantID string `json:"tenantId,omitempty"`
-	// ToolCalls counts the tool calls made so far (updated when the session
-	// finishes).
+	// ToolCalls counts the tool calls made so far, unknown tools included:
+	// live in the lifecycle events, stored when the session finishes.
 	ToolCalls int `json:"toolCalls"`
 	// Result is the script's return value (JSON) once Status is completed,
 	// so that a caller whose stream was cut learns it with GET

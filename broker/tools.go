@@ -10,6 +10,9 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ToolGuard is a tool's own guard settings; nil fields use the guard
@@ -240,8 +243,65 @@ func (ic *invocation) announceCall(awaiting bool) {
 	}
 }
 
-// invoke resolves, validates, guards and runs one call.
+// invoke resolves, validates, guards and runs one call, in a span of its
+// own and counted in the tool-call metrics.
 func (b *Broker) invoke(ctx context.Context, name string, input json.RawMessage, ic *invocation) (json.RawMessage, error) {
+	source := b.toolSource(name)
+	ctx, span := telemetry.StartSpan(ctx, toolSpanName(name, source), trace.SpanKindInternal, toolSpanAttrs(name, ic.callID, source)...)
+	started := b.now()
+	out, err := b.dispatch(ctx, name, input, ic)
+	code := ""
+	if err != nil {
+		code = toolError(err).(*sandbox.ToolError).Code
+	}
+	b.opts.Metrics.ObserveToolCall(source, code, b.now().Sub(started))
+	telemetry.EndSpan(span, code)
+	return out, err
+}
+
+// toolSource is where a call of name goes: the registry (a Go handler), the
+// caller of the session, the catalog, or nowhere.
+func (b *Broker) toolSource(name string) string {
+	if d := b.tools.Get(name); d != nil {
+		if d.Handler == nil && b.opts.ToolHandler == nil {
+			return SourceCaller
+		}
+		return SourceRegistry
+	}
+	if c := b.opts.Catalog; c != nil {
+		if _, ok := c.Action(name); ok {
+			return SourceCatalog
+		}
+	}
+	return SourceUnknown
+}
+
+// toolSpanName is the name of a tool call's span: "execute_tool <name>"
+// (OpenTelemetry's GenAI convention), without the name for an unknown tool
+// so that arbitrary script input never names spans.
+func toolSpanName(name, source string) string {
+	if source == SourceUnknown {
+		return "execute_tool"
+	}
+	return "execute_tool " + name
+}
+
+// toolSpanAttrs are a tool call's span attributes: never its input or
+// result.
+func toolSpanAttrs(name, callID, source string) []attribute.KeyValue {
+	if len(name) > 128 {
+		name = name[:128]
+	}
+	return []attribute.KeyValue{
+		attribute.String("gen_ai.operation.name", "execute_tool"),
+		attribute.String("gen_ai.tool.name", name),
+		attribute.String("gen_ai.tool.call.id", callID),
+		attribute.String("codemode.tool.source", source),
+	}
+}
+
+// dispatch resolves, validates, guards and runs one call.
+func (b *Broker) dispatch(ctx context.Context, name string, input json.RawMessage, ic *invocation) (json.RawMessage, error) {
 	var tg ToolGuard
 	var run func(context.Context) (json.RawMessage, error)
 	if d := b.tools.Get(name); d != nil {
@@ -317,7 +377,12 @@ func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *inv
 		return nil, err
 	}
 	defer func() { _ = ticket.Release(context.WithoutCancel(ctx)) }()
-	return guard.WithTimeout(ctx, m.TimeoutMs(tg.Timeout), name, fn)
+	ms := m.TimeoutMs(tg.Timeout)
+	out, err := guard.WithTimeout(ctx, ms, name, fn)
+	if ms > 0 {
+		m.ObserveTimeout(err)
+	}
+	return out, err
 }
 
 func marshalResult(v any) (json.RawMessage, error) {

@@ -68,6 +68,7 @@ type App struct {
 	held   holder // component keys, released by Cleanup
 	ctx    caddy.Context
 	logger *zap.Logger
+	events *eventSink // this config's events app (observability.go)
 }
 
 // hold records a component key acquired for this config.
@@ -88,6 +89,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
 	steps := []func(caddy.Context) error{
+		a.provisionTelemetry,
 		a.provisionStorage,
 		a.provisionThrottle,
 		a.provisionSandbox,
@@ -116,7 +118,7 @@ func (a *App) provisionStorage(ctx caddy.Context) error {
 
 // Start starts background work (catalog polling, upstream connections).
 func (a *App) Start() error {
-	for _, step := range []func() error{a.startBroker, a.startMeta} {
+	for _, step := range []func() error{a.startTelemetry, a.startBroker, a.startMeta} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -127,7 +129,7 @@ func (a *App) Start() error {
 // Stop stops background work started by Start.
 func (a *App) Stop() error {
 	var first error
-	for _, step := range []func() error{a.stopMeta, a.stopBroker} {
+	for _, step := range []func() error{a.stopMeta, a.stopBroker, a.stopTelemetry} {
 		if err := step(); err != nil && first == nil {
 			first = err
 		}

@@ -279,10 +279,7 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	}
 	cfg.warn(logger, store)
 
-	metrics, err := newAuthMetrics(ctx.GetMetricsRegistry())
-	if err != nil {
-		return fmt.Errorf("codemode auth: metrics: %w", err)
-	}
+	metrics := processTelemetry().auth // registered by provisionTelemetry
 	key, err := componentKey("auth", cfg, backend.key())
 	if err != nil {
 		return fmt.Errorf("codemode auth: %w", err)
@@ -550,7 +547,8 @@ func buildAuth(cfg *AuthConfig, backend StorageBackend, logger *zap.Logger) (*au
 	}
 	s.closers = append(s.closers, func() error { return release(storeKey) })
 	lim, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true, KeyPrefix: prefix,
-		Storage: &guard.StorageConfig{FailureMode: backend.FailureMode}}, &guard.ManagerOptions{Logger: logger, Now: guardNow, Storage: store})
+		Storage: &guard.StorageConfig{FailureMode: backend.FailureMode}}, &guard.ManagerOptions{Logger: logger, Now: guardNow, Storage: store,
+		Metrics: processTelemetry().guard})
 	if err != nil {
 		_ = s.Destruct()
 		return nil, fmt.Errorf("token endpoint rate limiter: %w", err)

@@ -363,6 +363,7 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		StorageTimeout:        time.Duration(cfg.StorageTimeout),
 		StorageFailureMode:    cfg.StorageFailureMode,
 		Logger:                logger,
+		Metrics:               processTelemetry().broker,
 	}
 	if cfg.DemoTools {
 		for _, t := range broker.DemoTools() {
@@ -386,7 +387,8 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 			}
 			sources = append(sources, src)
 		}
-		cat, err := catalog.New(sources, &catalog.Options{PollInterval: time.Duration(cfg.PollInterval), Logger: logger.Named("catalog")})
+		cat, err := catalog.New(sources, &catalog.Options{PollInterval: time.Duration(cfg.PollInterval), Logger: logger.Named("catalog"),
+			Metrics: processTelemetry().catalog})
 		if err != nil {
 			return nil, fmt.Errorf("codemode broker: %w", err)
 		}
@@ -398,6 +400,9 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		return nil, fmt.Errorf("codemode broker: %w", err)
 	}
 	sb.b = b
+	if err := forwardBrokerEvents(b); err != nil {
+		return nil, fmt.Errorf("codemode broker: %w", err)
+	}
 	return sb, nil
 }
 

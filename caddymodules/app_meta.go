@@ -196,7 +196,9 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		return fmt.Errorf("codemode meta: %w", err)
 	}
 
-	opts := &metatools.Options{Engine: a.Engine(), Naming: naming, Logger: logger, Sessions: plans}
+	tm := processTelemetry()
+	opts := &metatools.Options{Engine: a.Engine(), Naming: naming, Logger: logger, Sessions: plans,
+		Metrics: tm.meta, ToolMetrics: tm.broker, Listener: metaEvents, RequestContext: mcpRequestContext}
 	if s := cfg.Sanitization; s != nil {
 		opts.Sanitize = metatools.Sanitization{RemoveStackTraces: s.RemoveStackTraces, RemoveFilePaths: s.RemoveFilePaths}
 	}
@@ -256,7 +258,7 @@ func (a *App) newMetaLimiter(ctx caddy.Context, rules []MetaRateLimit, logger *z
 	a.hold(storeKey)
 	m, err := guard.NewGuardManager(ctx, guard.GuardConfig{Enabled: true, KeyPrefix: prefix,
 		Storage: &guard.StorageConfig{FailureMode: backend.FailureMode}},
-		&guard.ManagerOptions{Logger: logger, Now: guardNow, Storage: store})
+		&guard.ManagerOptions{Logger: logger, Now: guardNow, Storage: store, Metrics: processTelemetry().guard})
 	if err != nil {
 		return nil, nil, fmt.Errorf("codemode meta: rate limits: %w", err)
 	}

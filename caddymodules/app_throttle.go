@@ -151,7 +151,8 @@ func (a *App) provisionThrottle(ctx caddy.Context) error {
 		if err := retain(storeKey); err != nil {
 			return nil, nil, err
 		}
-		m, err := guard.NewGuardManager(context.Background(), cfg, &guard.ManagerOptions{Logger: logger, Storage: store, Now: guardNow})
+		m, err := guard.NewGuardManager(context.Background(), cfg, &guard.ManagerOptions{Logger: logger, Storage: store, Now: guardNow,
+			Metrics: processTelemetry().guard})
 		if err != nil {
 			_ = release(storeKey)
 			return nil, nil, err

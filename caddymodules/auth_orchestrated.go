@@ -12,7 +12,7 @@ import (
 // Verifier and also checks that the token's session was not revoked
 // (something a key set alone cannot tell).
 func buildOrchestrated(s *authShared, cfg *AuthConfig, logger *zap.Logger) error {
-	srv, err := oauth.NewServer(cfg.ServerConfig, &oauth.ServerOptions{Logger: logger})
+	srv, err := oauth.NewServer(cfg.ServerConfig, &oauth.ServerOptions{Logger: logger, Metrics: processTelemetry().oauth})
 	if err != nil {
 		return err
 	}

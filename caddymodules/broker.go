@@ -111,6 +111,7 @@ func (h *BrokerHandler) Validate() error {
 // the broker's JSON bodies ({"error":{"code","message"}}) rather than
 // returned, because API clients need the stable codes.
 func (h *BrokerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	r = withRequestID(w, r)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		if uid, _ := repl.GetString("http.auth.user.id"); uid != "" {
 			tenant, _ := repl.GetString("http.auth.user.tenant_id")

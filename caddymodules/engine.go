@@ -256,6 +256,7 @@ func (w *WorkerEngine) Provision(ctx caddy.Context) error {
 	eo.Logger = logger
 	po := w.Pool.poolOptions(eo, w.MemoryBytes)
 	po.Logger = logger
+	po.Metrics = processTelemetry().sandbox
 	key, err := componentKey("engine", struct {
 		Engine string
 		WorkerEngine
@@ -305,6 +306,7 @@ func (p *InProcessEngine) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("codemode.engines.inprocess: %w", err)
 	}
 	eo.Logger = ctx.Logger()
+	eo.Metrics = processTelemetry().sandbox
 	key, err := componentKey("engine", struct {
 		Engine string
 		SandboxLimits

@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"go.uber.org/zap"
 )
 
@@ -198,7 +199,8 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("codemode_guard: %w", err)
 	}
-	m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: g.logger, Storage: store, Now: guardNow})
+	m, err := guard.NewGuardManager(ctx, cfg, &guard.ManagerOptions{Logger: g.logger, Storage: store, Now: guardNow,
+		Metrics: processTelemetry().guard})
 	if err != nil {
 		_ = release(key)
 		return fmt.Errorf("codemode_guard: %w", err)
@@ -362,8 +364,11 @@ func (g *Guard) serveWithTimeout(w http.ResponseWriter, r *http.Request, next ca
 	err := next.ServeHTTP(tw, r.WithContext(ctx))
 	if context.Cause(ctx) == errRequestTimeout && !tw.started {
 		ms := time.Duration(g.Timeout).Milliseconds()
-		return g.deny(w, r, guard.NewExecutionTimeoutError(r.URL.Path, ms))
+		te := guard.NewExecutionTimeoutError(r.URL.Path, ms)
+		g.manager.ObserveTimeout(te)
+		return g.deny(w, r, te)
 	}
+	g.manager.ObserveTimeout(nil)
 	return err
 }
 
@@ -430,7 +435,13 @@ func (g *Guard) deny(w http.ResponseWriter, r *http.Request, err error) error {
 		}
 		h.Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
-	if c := g.logger.Check(zap.DebugLevel, "request denied by guard"); c != nil {
+	if ge.StatusCode >= 500 {
+		// The guard could not decide (storage down, failure mode closed):
+		// the answer and the log line name the same request.
+		r = withRequestID(w, r)
+		g.logger.Error("request refused: guard unavailable", append(telemetry.LogFields(r.Context()),
+			zap.String("code", ge.Code), zap.Int("status", ge.StatusCode), zap.Error(ge))...)
+	} else if c := g.logger.Check(zap.DebugLevel, "request denied by guard"); c != nil {
 		c.Write(zap.String("code", ge.Code), zap.String("client_ip", ge.ClientIP), zap.String("entity", ge.EntityName))
 	}
 	herr := caddyhttp.Error(ge.StatusCode, ge)

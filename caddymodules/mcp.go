@@ -117,6 +117,8 @@ func isStatelessRevision(v string) bool { return v >= firstStatelessRevision }
 // ({http.auth.user.id}) reach the meta-tools (rate-limit partitions, broker
 // calls) in headers that only this handler sets.
 func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	r, forget := bridgeMCPRequest(w, r)
+	defer forget()
 	r.Header.Del(clientIPHeader)
 	r.Header.Del(userIDHeader)
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {

@@ -117,6 +117,7 @@ func (h *OAuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 		p == "/.well-known/oauth-authorization-server" || p == "/.well-known/openid-configuration") {
 		return next.ServeHTTP(w, r)
 	}
+	r = withRequestID(w, r)
 	if withGet, limited := rateLimitedPaths[p]; limited && r.Method != http.MethodOptions && (r.Method != http.MethodGet || withGet) {
 		res, err := sh.limiter.CheckRateLimit(r.Context(), "oauth_endpoints", h.app.auth.tokenLimit,
 			guard.PartitionKeyContext{ClientIP: remoteHost(r)})

@@ -33,6 +33,9 @@ type ManagerOptions struct {
 	Storage Storage
 	// TicketTTLSeconds is the semaphore ticket time to live. Default 300.
 	TicketTTLSeconds int
+	// Metrics, when set, counts the manager's decisions (several managers
+	// may share one). Nil records nothing.
+	Metrics *Metrics
 }
 
 // GuardManager applies a GuardConfig: it checks rate limits, hands out
@@ -50,6 +53,7 @@ type GuardManager struct {
 	now       func() time.Time
 	degraded  atomic.Bool
 	retryAtMs atomic.Int64 // while degraded, storage is skipped until then
+	metrics   *Metrics
 }
 
 // storageRetryInterval is how long the manager applies the failure mode
@@ -68,7 +72,7 @@ func NewGuardManager(ctx context.Context, cfg GuardConfig, opts *ManagerOptions)
 	if opts == nil {
 		opts = &ManagerOptions{}
 	}
-	m := &GuardManager{cfg: cfg, logger: opts.Logger, failOpen: true, now: opts.Now}
+	m := &GuardManager{cfg: cfg, logger: opts.Logger, failOpen: true, now: opts.Now, metrics: opts.Metrics}
 	if m.now == nil {
 		m.now = time.Now
 	}
@@ -145,6 +149,10 @@ func (m *GuardManager) checkRate(ctx context.Context, entityName string, cfg *Ra
 	if cfg == nil || !m.cfg.Enabled {
 		return allowAll, nil
 	}
+	rule := RuleRateLimit
+	if entityName == GlobalEntity {
+		rule = RuleGlobalRateLimit
+	}
 	key := BuildStorageKey(entityName, ResolvePartitionKey(cfg.PartitionBy, pc), suffixRate)
 	var r RateLimitResult
 	err := m.skipStorage()
@@ -152,12 +160,16 @@ func (m *GuardManager) checkRate(ctx context.Context, entityName string, cfg *Ra
 		r, err = m.limiter.Check(ctx, key, cfg.MaxRequests, cfg.Window())
 	}
 	if err != nil {
+		if ctx.Err() == nil {
+			m.metrics.storageUnavailable(rule, m.failOpen)
+		}
 		if err := m.storageFailed(ctx, "rate limit", err); err != nil {
 			return RateLimitResult{}, err
 		}
 		return RateLimitResult{Allowed: true, Limit: cfg.MaxRequests, Remaining: cfg.MaxRequests}, nil
 	}
 	m.storageOK()
+	m.metrics.decide(rule, rateOutcome(r))
 	return r, nil
 }
 
@@ -184,8 +196,13 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 	if cfg == nil || !m.cfg.Enabled {
 		return nil, nil
 	}
+	rule := RuleConcurrency
+	if entityName == GlobalEntity {
+		rule = RuleGlobalConcurrency
+	}
 	key := BuildStorageKey(entityName, ResolvePartitionKey(cfg.PartitionBy, pc), suffixSem)
 	var t *SemaphoreTicket
+	started := m.now()
 	err := m.skipStorage()
 	if err == nil {
 		t, err = m.sem.Acquire(ctx, key, cfg.MaxConcurrent, cfg.QueueTimeoutMs, entityName)
@@ -194,7 +211,14 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 		var ge *GuardError
 		if errors.As(err, &ge) {
 			m.storageOK()
+			if ge.Code == CodeQueueTimeout {
+				m.metrics.decide(rule, OutcomeQueueTimeout)
+				m.metrics.waited(OutcomeQueueTimeout, m.now().Sub(started))
+			}
 			return nil, err
+		}
+		if ctx.Err() == nil {
+			m.metrics.storageUnavailable(rule, m.failOpen)
 		}
 		if err := m.storageFailed(ctx, "semaphore", err); err != nil {
 			return nil, err
@@ -203,7 +227,14 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 	}
 	m.storageOK()
 	if t == nil {
+		m.metrics.decide(rule, OutcomeConcurrencyLimited)
 		return nil, NewConcurrencyLimitError(entityName, cfg.MaxConcurrent)
+	}
+	m.metrics.decide(rule, OutcomeAllowed)
+	m.metrics.waited(OutcomeAllowed, m.now().Sub(started))
+	if m.metrics != nil {
+		m.metrics.slot(rule, 1)
+		t.held = rule
 	}
 	t.manager = m
 	return t, nil
@@ -230,6 +261,11 @@ func (m *GuardManager) CheckIpFilter(clientIP string) *IpFilterResult {
 		return nil
 	}
 	r := m.ipFilter.Check(clientIP)
+	if r.Allowed {
+		m.metrics.decide(RuleIPFilter, OutcomeAllowed)
+	} else {
+		m.metrics.decide(RuleIPFilter, OutcomeIPBlocked)
+	}
 	return &r
 }
 

@@ -93,6 +93,8 @@ type fixtureOptions struct {
 	// the go-sdk's latest); transport carries its HTTP requests.
 	protocolVersion string
 	transport       http.RoundTripper
+	// options, when set, adjusts the service's options.
+	options func(*Options)
 }
 
 // newFixture serves the meta-tools over real HTTP and connects a go-sdk
@@ -129,8 +131,12 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	// case ends by time rather than by steps.
 	engine := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: 300 * time.Millisecond, MaxSteps: 1 << 40}})
 	t.Cleanup(func() { engine.Close() })
-	svc := NewService(ix, &Options{Engine: engine, Naming: fo.naming, Limiter: fo.limiter,
-		Sanitize: Sanitization{RemoveStackTraces: true}})
+	opts := &Options{Engine: engine, Naming: fo.naming, Limiter: fo.limiter,
+		Sanitize: Sanitization{RemoveStackTraces: true}}
+	if fo.options != nil {
+		fo.options(opts)
+	}
+	svc := NewService(ix, opts)
 	// Revision 2026-07-28 has no sessions: codemode_mcp serves it with a
 	// stateless handler, as here.
 	hopts := &mcp.StreamableHTTPOptions{Stateless: fo.protocolVersion >= "2026-07-28"}

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
 // DefaultListTTL is the longest freshness (ttlMs) a tools/list or
@@ -112,13 +115,13 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		InputSchema:  searchInputSchema,
 		OutputSchema: searchOutputSchema,
 		Annotations:  readOnly,
-	}, s.handler(MetaSearch, func(ctx context.Context, args json.RawMessage) (any, error) {
+	}, s.observe(MetaSearch, s.handler(MetaSearch, func(ctx context.Context, args json.RawMessage) (any, error) {
 		var in SearchInput
 		if err := decodeArgs(args, &in); err != nil {
 			return nil, err
 		}
 		return s.Search(ctx, in)
-	}))
+	})))
 	srv.AddTool(&mcp.Tool{
 		Name:         n.ExposedName(MetaDescribe),
 		Title:        "Describe tools",
@@ -126,13 +129,13 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		InputSchema:  describeInputSchema,
 		OutputSchema: describeOutputSchema,
 		Annotations:  readOnly,
-	}, s.handler(MetaDescribe, func(ctx context.Context, args json.RawMessage) (any, error) {
+	}, s.observe(MetaDescribe, s.handler(MetaDescribe, func(ctx context.Context, args json.RawMessage) (any, error) {
 		var in DescribeInput
 		if err := decodeArgs(args, &in); err != nil {
 			return nil, err
 		}
 		return s.Describe(ctx, in)
-	}))
+	})))
 	srv.AddTool(&mcp.Tool{
 		Name:         n.ExposedName(MetaExecute),
 		Title:        "Execute a plan",
@@ -140,7 +143,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		InputSchema:  executeInputSchema,
 		OutputSchema: executeOutputSchema,
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
-	}, s.executeHandler())
+	}, s.observe(MetaExecute, s.executeHandler()))
 	srv.AddTool(&mcp.Tool{
 		Name:        n.ExposedName(MetaInvoke),
 		Title:       "Invoke a tool",
@@ -152,7 +155,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		// (the TypeScript SDK refuses a result without it), which a tool
 		// answering text or an array cannot give.
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
-	}, s.invokeHandler())
+	}, s.observe(MetaInvoke, s.invokeHandler()))
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			res, err := next(ctx, method, req)
@@ -390,7 +393,14 @@ func (s *Service) invoke(ctx context.Context, in InvokeInput, ask askFunc) (*mcp
 	if err := validateInvoke(in); err != nil {
 		return nil, err
 	}
-	out, cerr := s.callTool(ctx, in.Tool, in.Input, ask)
+	callID := newSessionID()
+	s.emit(broker.Event{Name: broker.OnToolCalled, Tool: in.Tool, CallID: callID, Input: in.Input})
+	out, cerr := s.observedCall(ctx, in.Tool, in.Input, ask)
+	ev := broker.Event{Name: broker.OnToolCompleted, Tool: in.Tool, CallID: callID, Result: out}
+	if cerr != nil {
+		ev.Result, ev.Err = nil, &sandbox.ToolError{Code: cerr.Code, Message: cerr.Message}
+	}
+	s.emit(ev)
 	if cerr != nil {
 		if cerr.Code == CodeNotFound {
 			// The spec's shape: one text entry saying not found, pointing to search.

@@ -10,10 +10,13 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/codemode-gateway/caddy-codemode/metatools/search"
 )
 
@@ -90,6 +93,23 @@ type Options struct {
 	Sessions PlanSessions
 	Sanitize Sanitization
 	Logger   *zap.Logger
+	// Metrics, when set, counts meta-tool calls and searches. Nil records
+	// nothing.
+	Metrics *Metrics
+	// ToolMetrics, when set, counts the calls of tools that do not go
+	// through the broker (upstream MCP servers, tools the MCP client
+	// answers, unknown names) in the broker's tool-call metrics.
+	ToolMetrics *broker.Metrics
+	// Listener, when set, receives the spec's lifecycle events of the
+	// paths that run outside a broker session: session:created,
+	// session:completed and session:error of a meta:execute plan run by
+	// Engine, and tool:called and tool:completed of its calls and of
+	// meta:invoke (Session nil). A plan run as a broker session reports
+	// through the broker's own listeners instead.
+	Listener broker.Listener
+	// RequestContext, when set, gives each meta-tool call the context of
+	// its HTTP request (trace span, request id); see RequestContextFunc.
+	RequestContext RequestContextFunc
 }
 
 // Service implements the four meta-tools over an Index.
@@ -179,7 +199,12 @@ type SearchOutput struct {
 
 // Search runs meta:search. Invalid input gives an *Error with
 // VALIDATION_ERROR; an unreachable embeddings endpoint SEARCH_UNAVAILABLE.
-func (s *Service) Search(ctx context.Context, in SearchInput) (*SearchOutput, error) {
+func (s *Service) Search(ctx context.Context, in SearchInput) (res *SearchOutput, err error) {
+	defer func(start time.Time) {
+		if err == nil {
+			s.opts.Metrics.searched(time.Since(start), len(res.Tools))
+		}
+	}(time.Now())
 	queries := append([]string(nil), in.Queries...)
 	if q := strings.TrimSpace(in.Query); q != "" {
 		queries = append(queries, q)
@@ -577,15 +602,23 @@ func (s *Service) execute(ctx context.Context, in ExecuteInput, h *host) (*sandb
 	}
 	req := sandbox.Request{Code: in.Script, AllowedTools: in.AllowedTools, Context: in.Context, Limits: s.opts.Limits}
 	h.allowed = allowedSet(in.AllowedTools)
+	// The plan is a session of its own in the lifecycle events and logs.
+	h.plan = s.startPlan(h.ci)
+	ctx = telemetry.WithSessionID(ctx, h.plan.sess.ID)
 	res, err := s.opts.Engine.Execute(ctx, req, h)
 	if err != nil {
 		var ee *sandbox.Error
 		if errors.As(err, &ee) {
-			return nil, &Error{Code: ee.Code, Message: ee.Message, Transient: true}
+			err = &Error{Code: ee.Code, Message: ee.Message, Transient: true}
+		} else {
+			err = newError(CodeEngineError, err.Error())
 		}
-		return nil, newError(CodeEngineError, err.Error())
+		h.plan.finish(nil, err)
+		return nil, err
 	}
-	return s.scriptOutcome(res), nil
+	res = s.scriptOutcome(res)
+	h.plan.finish(res, nil)
+	return res, nil
 }
 
 // scriptOutcome applies meta:execute's reporting rules to a script's result:
@@ -630,7 +663,7 @@ type InvokeInput struct {
 // validation against the tool's schema, then the tool's source. It is what
 // meta:invoke and scripts' callTool share.
 func (s *Service) CallTool(ctx context.Context, name string, input json.RawMessage) (json.RawMessage, *Error) {
-	return s.callTool(ctx, name, input, nil)
+	return s.observedCall(ctx, name, input, nil)
 }
 
 // callTool is CallTool; ask, when set, answers the tools only the caller
@@ -704,6 +737,9 @@ type host struct {
 	ci      *CallInfo
 	ask     askFunc
 	allowed map[string]bool
+	// plan, when set, is the session whose tool events this host emits (a
+	// plan run by the service's engine; the broker emits its own).
+	plan *planSession
 }
 
 // LookupTool answers getTool (and callTool's existence check) with the
@@ -788,7 +824,18 @@ func (h *host) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMes
 	if h.ci != nil {
 		ctx = context.WithValue(ctx, callInfoKey{}, *h.ci)
 	}
-	out, err := h.s.callTool(ctx, call.Name, call.Input, h.ask)
+	if h.plan != nil {
+		h.plan.calls.Add(1)
+		h.s.emit(broker.Event{Name: broker.OnToolCalled, Session: h.plan.snapshot(), Tool: call.Name, CallID: call.ID, Input: call.Input})
+	}
+	out, err := h.s.observedCall(ctx, call.Name, call.Input, h.ask)
+	if h.plan != nil {
+		ev := broker.Event{Name: broker.OnToolCompleted, Session: h.plan.snapshot(), Tool: call.Name, CallID: call.ID, Result: out}
+		if err != nil {
+			ev.Result, ev.Err = nil, &sandbox.ToolError{Code: err.Code, Message: err.Message}
+		}
+		h.s.emit(ev)
+	}
 	if err != nil {
 		msg := err.Message
 		if err.Field != "" {

@@ -13,9 +13,12 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/internal/notify"
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
 // UpstreamConfig is one upstream MCP server whose tools join the index as
@@ -37,7 +40,8 @@ type UpstreamConfig struct {
 	HTTPClient *http.Client
 }
 
-// headerTransport adds fixed headers to every request.
+// headerTransport adds fixed headers to every request, and the W3C trace
+// context of the request's span when there is one.
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
@@ -48,6 +52,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
 	}
+	telemetry.Inject(r.Context(), r.Header)
 	return h.base.RoundTrip(r)
 }
 
@@ -204,18 +209,16 @@ func (u *Upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	var t mcp.Transport
 	if u.cfg.URL != "" {
 		hc := u.cfg.HTTPClient
-		if len(u.cfg.Headers) > 0 {
-			base := http.DefaultTransport
-			c := &http.Client{}
-			if hc != nil {
-				*c = *hc
-				if hc.Transport != nil {
-					base = hc.Transport
-				}
+		base := http.DefaultTransport
+		c := &http.Client{}
+		if hc != nil {
+			*c = *hc
+			if hc.Transport != nil {
+				base = hc.Transport
 			}
-			c.Transport = headerTransport{base: base, headers: u.cfg.Headers}
-			hc = c
 		}
+		c.Transport = headerTransport{base: base, headers: u.cfg.Headers}
+		hc = c
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
 	} else {
 		cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
@@ -332,11 +335,37 @@ func (u *Upstream) Call(ctx context.Context, name string, input json.RawMessage)
 	if cs == nil {
 		return nil, &Error{Code: "UPSTREAM_UNAVAILABLE", Message: fmt.Sprintf("upstream MCP server %q is not connected", u.cfg.Name), Transient: true}
 	}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: strings.TrimPrefix(name, u.cfg.Name+":"), Arguments: input})
+	tool := strings.TrimPrefix(name, u.cfg.Name+":")
+	// A client span (OpenTelemetry's MCP conventions); its trace context
+	// goes in the HTTP headers (headerTransport) and in _meta, where
+	// upstreams over stdio can read it too.
+	ctx, span := telemetry.StartSpan(ctx, "tools/call "+tool, trace.SpanKindClient,
+		attribute.String("mcp.method.name", "tools/call"),
+		attribute.String("gen_ai.tool.name", tool),
+		attribute.String("codemode.upstream", u.cfg.Name))
+	params := &mcp.CallToolParams{Name: tool, Arguments: input}
+	if h := (http.Header{}); span.SpanContext().IsValid() {
+		telemetry.Inject(ctx, h)
+		params.Meta = mcp.Meta{}
+		for _, k := range []string{"traceparent", "tracestate"} {
+			if v := h.Get(k); v != "" {
+				params.Meta[k] = v
+			}
+		}
+	}
+	res, err := cs.CallTool(ctx, params)
 	if err != nil {
+		telemetry.EndSpan(span, CodeToolExecutionError)
 		return nil, fmt.Errorf("calling %s on upstream %q: %w", name, u.cfg.Name, err)
 	}
-	return resultJSON(res)
+	out, err := resultJSON(res)
+	code := ""
+	var me *Error
+	if errors.As(err, &me) {
+		code = me.Code
+	}
+	telemetry.EndSpan(span, code)
+	return out, err
 }
 
 // resultJSON turns an MCP call result into the JSON a script sees: the

@@ -291,7 +291,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		err = s.store.Set(r.Context(), keyClient(c.ID), b, UnusedClientTTL)
 	}
 	if err != nil {
-		s.log.Error("storing registered client", errField(err))
+		s.reqLog(r).Error("storing registered client", errField(err))
 		writeOAuthError(w, http.StatusServiceUnavailable, "server_error", "token storage unavailable")
 		return
 	}

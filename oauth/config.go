@@ -183,6 +183,10 @@ type ServerOptions struct {
 	// Rand is the source of randomness for tokens, codes and generated
 	// keys. Default crypto/rand.
 	Rand io.Reader
+	// Metrics, when set, counts tokens, refresh reuse, revocations and
+	// logins and reports the signing key's age until Close. Nil records
+	// nothing.
+	Metrics *Metrics
 }
 
 // Defaults and limits.

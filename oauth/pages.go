@@ -179,6 +179,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			a.Failures++
 			s.log.Info("login failed", logClientID(a.ClientID), zap.Int("failures", a.Failures))
 			if a.Failures >= MaxLoginFailures {
+				s.metrics.login("locked_out")
 				_ = s.store.Del(r.Context(), keyPending(a.ID))
 				s.render(w, http.StatusUnauthorized, "error", pageData{Title: "Error", Error: "Too many failed attempts. Start again from the application."})
 				return
@@ -186,6 +187,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			if err := s.savePending(r.Context(), a); err != nil {
 				s.log.Error("saving pending authorization", errField(err))
 			}
+			s.metrics.login("failure")
 			d.Error = "Wrong username or password."
 			s.render(w, http.StatusUnauthorized, "login", d)
 			return
@@ -195,9 +197,14 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	a.Subject, a.AuthTime, a.LoggedIn = subject, s.now(), true
 	a.Approved = !s.cfg.consentOn
 	if err := s.savePending(r.Context(), a); err != nil {
-		s.log.Error("saving pending authorization", errField(err))
+		s.reqLog(r).Error("saving pending authorization", errField(err))
 		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
 		return
+	}
+	if subject == DemoUser && r.PostForm.Get("demo") != "" {
+		s.metrics.login("demo")
+	} else {
+		s.metrics.login("success")
 	}
 	s.log.Info("user signed in", logClientID(a.ClientID), zap.String("subject", subject))
 	next := pathCallback
@@ -230,7 +237,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	}
 	a.Approved = true
 	if err := s.savePending(r.Context(), a); err != nil {
-		s.log.Error("saving pending authorization", errField(err))
+		s.reqLog(r).Error("saving pending authorization", errField(err))
 		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
 		return
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
 // Endpoint paths, relative to the issuer.
@@ -52,6 +54,8 @@ type Server struct {
 	vault     *Vault
 	handler   http.Handler
 	verified  verifiedCache
+	metrics   *Metrics
+	started   time.Time
 }
 
 // NewServer validates cfg and builds the server. The caller must Close it.
@@ -63,7 +67,7 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
-	s := &Server{cfg: st, log: opts.Logger, now: opts.Now, rand: opts.Rand}
+	s := &Server{cfg: st, log: opts.Logger, now: opts.Now, rand: opts.Rand, metrics: opts.Metrics}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -71,6 +75,7 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.started = s.now()
 	if s.rand == nil {
 		s.rand = rand.Reader
 	}
@@ -179,12 +184,16 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 		return nil, fmt.Errorf("oauth: building provider: %w", err)
 	}
 	s.handler = s.routes()
+	s.metrics.track(s)
 	return s, nil
 }
 
 // Close releases the token storage (a Redis client the caller supplied in
 // TokenStorage.Client stays open).
-func (s *Server) Close() error { return s.store.Close() }
+func (s *Server) Close() error {
+	s.metrics.untrack(s)
+	return s.store.Close()
+}
 
 // Handler serves every endpoint of the authorization server at its path
 // below the issuer.
@@ -347,8 +356,31 @@ func (s *Server) revokeSession(ctx context.Context, sid, why string) {
 		s.log.Error("revoking session", zap.String("reason", why), errField(err))
 		return
 	}
+	switch why {
+	case revokedRefreshReuse:
+		s.metrics.grantRevoked("refresh_reuse")
+		s.metrics.refreshReused("revoked")
+	case revokedCodeReuse:
+		s.metrics.grantRevoked("code_reuse")
+	default:
+		// A client signing out is ordinary traffic: info, not a warning.
+		s.metrics.grantRevoked("revoked")
+		s.log.Info("session revoked", zap.String("reason", why), zap.String("session", shortID(sid)))
+		return
+	}
 	s.log.Warn("session revoked", zap.String("reason", why), zap.String("session", shortID(sid)))
 }
+
+// Reasons given to revokeSession for a replayed token.
+const (
+	revokedRefreshReuse = "refresh token reused"
+	revokedCodeReuse    = "authorization code reused"
+)
+
+// reqLog is the server's logger with the request id an HTTP front end put
+// in r's context: the log line of a 5xx answer names the request whose
+// X-Request-Id the client saw.
+func (s *Server) reqLog(r *http.Request) *zap.Logger { return telemetry.Logger(r.Context(), s.log) }
 
 // shortID keeps log lines correlatable without writing a whole identifier.
 func shortID(id string) string {
@@ -562,6 +594,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		}
 		s.revokeSession(ctx, rec.SessionID, "refresh token revoked by the client")
 	case err != nil && !errors.Is(err, errNotFound):
+		s.reqLog(r).Error("reading a token to revoke", errField(err))
 		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
 		return
 	default:
@@ -580,7 +613,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveJWKS(w http.ResponseWriter, r *http.Request) {
 	set, err := s.keys.JWKS()
 	if err != nil {
-		s.log.Error("building key set", errField(err))
+		s.reqLog(r).Error("building key set", errField(err))
 		writeOAuthError(w, http.StatusInternalServerError, "server_error", "key set unavailable")
 		return
 	}

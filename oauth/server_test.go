@@ -144,7 +144,7 @@ func newAS(t testing.TB, mutate func(*ServerConfig)) *asEnv {
 	// starts at the real time and only moves forward.
 	clk := &fakeNow{t: time.Now().Truncate(time.Second)}
 	core, logs := observer.New(zap.DebugLevel)
-	s, err := NewServer(cfg, &ServerOptions{Logger: zap.New(core), Now: clk.Now})
+	s, err := NewServer(cfg, &ServerOptions{Logger: zap.New(core), Now: clk.Now, Metrics: NewMetrics()})
 	if err != nil {
 		t.Fatalf("NewServer: %v", err)
 	}

@@ -229,7 +229,7 @@ func (s *Server) redeemCode(ctx context.Context, code string) (*authRequest, err
 		// A code presented again after a successful exchange was stolen
 		// or replayed: the tokens it bought are revoked (OAuth 2.1 4.1.3).
 		if sid, err := s.store.Get(ctx, keyCodeUsed(code)); err == nil {
-			s.revokeSession(ctx, string(sid), "authorization code reused")
+			s.revokeSession(ctx, string(sid), revokedCodeReuse)
 		}
 		return nil, grantErr("code unknown, used or expired")
 	}
@@ -351,7 +351,7 @@ func (st opStorage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Tok
 				if ok, err := s.graceOpen(ctx, current, r.rot); err != nil {
 					return "", "", time.Time{}, err
 				} else if !ok {
-					s.revokeSession(ctx, r.rec.SessionID, "refresh token reused")
+					s.revokeSession(ctx, r.rec.SessionID, revokedRefreshReuse)
 					return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("refresh token was already used; the grant is revoked")
 				}
 				r.inGrace = true
@@ -435,7 +435,7 @@ func (st opStorage) TokenRequestByRefreshToken(ctx context.Context, token string
 			return nil, err
 		}
 		if !ok {
-			s.revokeSession(ctx, rec.SessionID, "refresh token reused")
+			s.revokeSession(ctx, rec.SessionID, revokedRefreshReuse)
 			return nil, op.ErrInvalidRefreshToken
 		}
 		req.inGrace = true
@@ -471,7 +471,7 @@ func (s *Server) graceOpen(ctx context.Context, token string, rot rotation) (boo
 // grant.
 func (s *Server) useGrace(ctx context.Context, token string, r *refreshRequest, ttl time.Duration) error {
 	revoke := func() error {
-		s.revokeSession(ctx, r.rec.SessionID, "refresh token reused")
+		s.revokeSession(ctx, r.rec.SessionID, revokedRefreshReuse)
 		return oidc.ErrInvalidGrant().WithDescription("refresh token was already used; the grant is revoked")
 	}
 	now := s.now()
@@ -495,6 +495,7 @@ func (s *Server) useGrace(ctx context.Context, token string, r *refreshRequest, 
 	if !first {
 		return revoke()
 	}
+	s.metrics.refreshReused("grace")
 	s.log.Info("refresh token redeemed again within the reuse grace; its lost successor is retired",
 		zap.String("client_id", r.rec.ClientID), zap.String("session", shortID(r.rec.SessionID)))
 	return nil

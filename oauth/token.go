@@ -107,15 +107,16 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		is, err = s.refreshGrant(r.Context(), c, r.PostForm)
 	}
 	if err != nil {
-		s.writeTokenError(w, c, err)
+		s.writeTokenError(w, r, c, err)
 		return
 	}
 	resp, err := s.tokenResponse(is)
 	if err != nil {
-		s.log.Error("signing tokens", errField(err))
+		s.reqLog(r).Error("signing tokens", errField(err))
 		writeOAuthError(w, http.StatusInternalServerError, "server_error", "tokens could not be signed")
 		return
 	}
+	s.metrics.tokenIssued(grant)
 	writeJSON(w, http.StatusOK, resp)
 }
 
@@ -136,7 +137,7 @@ type requestError struct{ code, desc string }
 
 func (e *requestError) Error() string { return e.code + ": " + e.desc }
 
-func (s *Server) writeTokenError(w http.ResponseWriter, c *client, err error) {
+func (s *Server) writeTokenError(w http.ResponseWriter, r *http.Request, c *client, err error) {
 	var re *requestError
 	var oe *oidc.Error
 	switch {
@@ -148,7 +149,7 @@ func (s *Server) writeTokenError(w http.ResponseWriter, c *client, err error) {
 	case errors.As(err, &oe):
 		writeOAuthError(w, http.StatusBadRequest, string(oe.ErrorType), oe.Description)
 	default:
-		s.log.Error("token request failed", logClientID(c.ID), errField(err))
+		s.reqLog(r).Error("token request failed", logClientID(c.ID), errField(err))
 		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
 	}
 }

@@ -15,6 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
 // maxErrorBody caps the upstream body carried by an UPSTREAM_ERROR when it is
@@ -47,13 +52,29 @@ func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage) 
 	src := op.source.src
 	ctx, cancel := context.WithTimeout(req.Context(), src.Timeout)
 	defer cancel()
+	// A client span per request (OpenTelemetry HTTP conventions, the path
+	// template and never the URL: its query may carry credentials), and
+	// the W3C trace context for the upstream API.
+	ctx, span := telemetry.StartSpan(ctx, op.action.Method+" "+op.action.Path, trace.SpanKindClient,
+		attribute.String("http.request.method", op.action.Method),
+		attribute.String("url.template", op.action.Path),
+		attribute.String("server.address", req.URL.Hostname()),
+		attribute.String("codemode.catalog.source", src.Name))
+	var code string
+	defer func() { telemetry.EndSpan(span, code) }()
 	req = req.WithContext(ctx)
+	telemetry.Inject(ctx, req.Header)
 
 	resp, err := c.callerCli.Do(req)
 	if err != nil {
-		return nil, transportError(ctx, err, "calling %s %s", op.action.Method, redactURL(req.URL.String()))
+		te := transportError(ctx, err, "calling %s %s", op.action.Method, redactURL(req.URL.String()))
+		code = te.Code
+		return nil, te
 	}
 	defer resp.Body.Close()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	}
 
 	max := src.MaxResponseBytes
 	if resp.ContentLength > max {
@@ -80,6 +101,7 @@ func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage) 
 				e.Body = marshalPlain(truncateUTF8(body, maxErrorBody))
 			}
 		}
+		code = e.Code
 		return nil, e
 	}
 	return responseJSON(resp.StatusCode, ctype, body), nil

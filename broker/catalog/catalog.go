@@ -88,6 +88,9 @@ type Options struct {
 	FetchTimeout time.Duration
 	// MaxSpecBytes caps a document's size. Default 32 MiB.
 	MaxSpecBytes int64
+	// Metrics, when set, reports the sources while the catalog runs (from
+	// Start to Close) and counts fetches. Nil records nothing.
+	Metrics *Metrics
 }
 
 // CatalogResponse is the body of GET /code/actions.
@@ -276,6 +279,7 @@ func (c *Catalog) Start(ctx context.Context) error {
 	c.startCalled = true
 	c.running.Add(1)
 	c.lifeMu.Unlock()
+	c.opts.Metrics.track(c)
 	defer c.running.Done()
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -297,6 +301,7 @@ func (c *Catalog) Close() {
 	c.lifeMu.Lock()
 	c.closed = true
 	c.lifeMu.Unlock()
+	c.opts.Metrics.untrack(c)
 	c.cancel()
 	c.running.Wait()
 }
@@ -365,6 +370,7 @@ func (c *Catalog) refresh(ctx context.Context) error {
 // last good operations when anything fails.
 func (c *Catalog) poll(ctx context.Context, s *sourceState) error {
 	err := c.fetchAndParse(ctx, s)
+	c.opts.Metrics.fetched(s.src.Name, err)
 	if err != nil {
 		err = fmt.Errorf("loading catalog source %q: %w", s.src.Name, err)
 		s.setError(err)

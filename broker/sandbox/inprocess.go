@@ -16,6 +16,8 @@ import (
 	"github.com/dlclark/regexp2/v2"
 	"github.com/dop251/goja"
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
 // regexpMatchTimeout bounds one backtracking regular-expression scan. goja
@@ -51,6 +53,7 @@ type InProcess struct {
 	logger   *zap.Logger
 	mem      *memWatch
 	grace    time.Duration // hardDeadlineGrace; tests shorten it
+	metrics  *Metrics
 	closed   atomic.Bool
 	// abandoned counts VM goroutines still running after Execute answered
 	// for them at the hard deadline.
@@ -67,7 +70,11 @@ func (e *InProcess) Abandoned() int64 { return e.abandoned.Load() }
 func NewInProcess(opts *Options) Engine {
 	limits, san, logger := opts.resolve()
 	preludeProgram()
-	return &InProcess{limits: limits, sanitize: san, logger: logger, mem: newMemWatch(), grace: hardDeadlineGrace}
+	e := &InProcess{limits: limits, sanitize: san, logger: logger, mem: newMemWatch(), grace: hardDeadlineGrace}
+	if opts != nil {
+		e.metrics = opts.Metrics
+	}
+	return e
 }
 
 // Limits reports the engine's effective limits (before Request.Limits).
@@ -85,7 +92,9 @@ func (e *InProcess) Close() error {
 
 // Execute runs one script. See Engine. Compilation runs inside the script's
 // time and CPU budget, on the script's goroutine.
-func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Result, error) {
+func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (res *Result, err error) {
+	ctx, done := e.metrics.begin(ctx, EngineInProcess)
+	defer func() { done(res, err) }()
 	if e.closed.Load() {
 		return nil, &Error{Code: CodePoolDisposed, Message: "sandbox engine is closed"}
 	}
@@ -106,7 +115,7 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				e.logger.Error("sandbox engine panic", zap.Any("panic", p))
+				telemetry.Logger(ctx, e.logger).Error("sandbox engine panic", zap.Any("panic", p))
 				out <- runOutcome{res: runtimeResult("Error", "internal error in the sandbox engine", "")}
 			}
 			if !state.CompareAndSwap(0, 1) {
@@ -136,7 +145,7 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (*Resul
 				break
 			}
 			e.abandoned.Add(1)
-			e.logger.Warn("sandbox script ignored its stop inside a built-in; abandoning its goroutine",
+			telemetry.Logger(ctx, e.logger).Warn("sandbox script ignored its stop inside a built-in; abandoning its goroutine",
 				zap.Duration("timeout", limits.Timeout), zap.Duration("cpu_time", limits.CPUTime))
 			o.res, o.err = x.stopped.outcome()
 			if o.res != nil && o.res.Error != nil {
@@ -696,9 +705,17 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		if !discovery && x.allowed != nil && !x.allowed[name] {
 			return x.rt.ToValue(toolErrorJSON(CodeAccessDenied, fmt.Sprintf("tool %q is not in allowedTools", name)))
 		}
+		// A call of an unknown tool still reaches the host, which answers
+		// TOOL_NOT_FOUND: hosts see every call (their events and metrics
+		// count it) and it counts against the tool call limit.
+		known := true
 		if !discovery {
-			if _, ok := x.lookup(name); !ok {
-				return x.rt.ToValue(toolErrorJSON(CodeToolNotFound, fmt.Sprintf("tool %q not found", name)))
+			if _, known = x.lookup(name); !known {
+				select {
+				case <-x.stopCh:
+					return goja.Undefined() // the lookup limit stopped the script
+				default:
+				}
 			}
 		}
 		x.toolCalls++
@@ -708,13 +725,16 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		}
 		in := []byte(input)
 		if !json.Valid(in) {
-			return x.rt.ToValue(toolErrorJSON(CodeToolExecutionError, "tool input is not valid JSON"))
+			if known {
+				return x.rt.ToValue(toolErrorJSON(CodeToolExecutionError, "tool input is not valid JSON"))
+			}
+			in = []byte("null")
 		}
 		x.nextID++
 		id := x.nextID
 		x.pending++
 		tc := ToolCall{ID: strconv.FormatInt(id, 10), Name: name, Input: in}
-		go x.runTool(id, tc)
+		go x.runTool(id, tc, !known)
 		return x.rt.ToValue(id)
 	}
 }
@@ -739,9 +759,13 @@ func (x *execution) lookup(name string) (ToolInfo, bool) {
 
 // runTool runs one tool call off the VM goroutine and hands the outcome
 // back as JSON text.
-func (x *execution) runTool(id int64, tc ToolCall) {
+func (x *execution) runTool(id int64, tc ToolCall, unknown bool) {
 	c := completion{id: id}
 	data, err := callHost(x.ctx, x.host, tc)
+	if unknown && err != nil {
+		// Whatever the host calls it, the script sees the engine's code.
+		err = &ToolError{Code: CodeToolNotFound, Message: fmt.Sprintf("tool %q not found", tc.Name)}
+	}
 	switch {
 	case err != nil:
 		var te *ToolError

@@ -237,6 +237,10 @@ type Options struct {
 	Sanitization Sanitization
 	// Logger receives engine diagnostics (never script data). Default nop.
 	Logger *zap.Logger
+	// Metrics, when set, counts the in-process engine's scripts (workers
+	// never get it; a pool counts with PoolOptions.Metrics). Nil records
+	// nothing.
+	Metrics *Metrics
 }
 
 // resolve returns the effective limits and logger of opts.

@@ -102,6 +102,10 @@ type PoolOptions struct {
 	Env []string
 	// Logger receives worker deaths and their stderr. Nil means no logging.
 	Logger *zap.Logger
+	// Metrics, when set, counts scripts, queue waits, worker starts and
+	// deaths, and reports the pool's workers and queue when collected.
+	// Several engines may share one. Nil records nothing.
+	Metrics *Metrics
 }
 
 // Defaults of PoolOptions.
@@ -348,6 +352,7 @@ func newWorkerPool(opts *PoolOptions, setup func(*workerPool)) (*workerPool, err
 	}
 	p.bg.Add(1)
 	go p.scaler()
+	o.Metrics.track(p)
 	return p, nil
 }
 
@@ -371,7 +376,9 @@ func aborted(cause error) error {
 }
 
 // Execute runs one script in a worker.
-func (p *workerPool) Execute(ctx context.Context, req Request, host Host) (*Result, error) {
+func (p *workerPool) Execute(ctx context.Context, req Request, host Host) (res *Result, err error) {
+	ctx, done := p.opts.Metrics.begin(ctx, EngineWorker)
+	defer func() { done(res, err) }()
 	if host == nil {
 		return nil, errors.New("sandbox: nil host")
 	}
@@ -430,13 +437,17 @@ func (p *workerPool) acquire(ctx context.Context) (*worker, error) {
 
 	timeout, stop := p.newTimer(p.opts.QueueTimeout)
 	defer stop()
+	queued := p.now()
 	var fail error
 	select {
 	case g := <-wt.ch:
+		p.opts.Metrics.waited("acquired", p.now().Sub(queued))
 		return g.w, g.err
 	case <-ctx.Done():
+		p.opts.Metrics.waited("aborted", p.now().Sub(queued))
 		fail = aborted(context.Cause(ctx))
 	case <-timeout:
+		p.opts.Metrics.waited("queue_timeout", p.now().Sub(queued))
 		fail = &Error{Code: CodeQueueTimeout, Message: fmt.Sprintf("no sandbox worker became free within %v", p.opts.QueueTimeout)}
 	}
 	p.mu.Lock()
@@ -464,10 +475,15 @@ func (p *workerPool) release(w *worker, reusable bool) {
 	w.runs++
 	switch {
 	case p.closed || !reusable:
+		if p.closed {
+			w.ended(DeathShutdown)
+		}
+		w.ended(DeathRecycle) // unless its death was counted already
 		w.kill(killNone)
 		delete(p.all, w)
 	case w.runs >= p.opts.MaxExecutionsPerWorker:
 		delete(p.all, w)
+		w.ended(DeathRecycle)
 		w.retire()
 	default:
 		p.handOffLocked(w)
@@ -545,6 +561,7 @@ func (p *workerPool) spawnLocked() {
 			return
 		}
 		if p.closed {
+			w.ended(DeathShutdown)
 			w.kill(killNone)
 			return
 		}
@@ -565,6 +582,7 @@ func (p *workerPool) workerExited(w *worker) {
 		if x == w {
 			p.idle = append(p.idle[:i], p.idle[i+1:]...)
 			delete(p.all, w)
+			w.ended(DeathCrash)
 			p.replenishLocked()
 			return
 		}
@@ -600,6 +618,7 @@ func (p *workerPool) scaleTick() {
 		w := p.idle[0]
 		p.idle = p.idle[1:]
 		delete(p.all, w)
+		w.ended(DeathScaleDown)
 		w.retire()
 		return
 	}
@@ -617,6 +636,7 @@ func (p *workerPool) Close() error {
 	}
 	p.closed = true
 	close(p.closing)
+	p.opts.Metrics.untrack(p)
 	for _, wt := range p.waiters {
 		wt.ch <- grant{err: disposed()}
 	}
@@ -628,6 +648,7 @@ func (p *workerPool) Close() error {
 	}
 	p.mu.Unlock()
 	for _, w := range idle {
+		w.ended(DeathShutdown)
 		w.kill(killNone)
 	}
 	p.execs.Wait()
@@ -682,4 +703,16 @@ func (p *workerPool) stats() (live, idle, busy, starting, queued int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.all), len(p.idle), p.busy, p.starting, len(p.waiters)
+}
+
+// gauges reports what the metrics show of the pool: the pids of its live
+// workers and its counts.
+func (p *workerPool) gauges() (pids []int, idle, busy, starting, queued int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pids = make([]int, 0, len(p.all))
+	for w := range p.all {
+		pids = append(pids, w.pid)
+	}
+	return pids, len(p.idle), p.busy, p.starting, len(p.waiters)
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
 // Why the parent killed a worker; it decides how its death is reported.
@@ -61,10 +63,18 @@ type worker struct {
 	readErr    error           // why the reader stopped
 	state      *exec.ExitError // set when the process exited with a failure
 	killOnce   sync.Once
+	endOnce    sync.Once // counts the worker's death once
+}
+
+// ended counts the worker's death under cause; only the first call counts.
+func (w *worker) ended(cause string) {
+	w.endOnce.Do(func() { w.p.opts.Metrics.died(cause) })
 }
 
 // startWorker starts a worker process and waits for its handshake.
-func (p *workerPool) startWorker() (*worker, error) {
+func (p *workerPool) startWorker() (_ *worker, err error) {
+	began := time.Now()
+	defer func() { p.opts.Metrics.started(time.Since(began), err) }()
 	select {
 	case <-p.closing:
 		return nil, disposed()
@@ -361,6 +371,7 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (re
 				fmt.Sprintf("the script and its context exceed the worker message limit of %d bytes", p.opts.MaxMessageBytes)), nil, true
 		}
 		// The worker died while idle: nothing of this script ran.
+		w.ended(DeathCrash)
 		w.killAndDrain(killNone)
 		return nil, errWorkerGone, false
 	}
@@ -381,19 +392,22 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (re
 			if w.brokeProtocol() {
 				select {
 				case d := <-st.done:
+					w.ended(DeathProtocol)
 					res, err, _ := w.finish(st, d)
 					return res, err, false
 				default:
 				}
 			}
-			return w.deathResult(lim), nil, false
+			return w.deathResult(lim, telemetry.Logger(ctx, p.log)), nil, false
 		case <-watchdog:
 			w.killAndDrain(killTimeout)
-			return w.deathResult(lim), nil, false
+			return w.deathResult(lim, telemetry.Logger(ctx, p.log)), nil, false
 		case <-ctx.Done():
+			w.ended(DeathAborted)
 			w.killAndDrain(killAborted)
 			return nil, aborted(context.Cause(ctx)), false
 		case <-p.closing:
+			w.ended(DeathShutdown)
 			w.killAndDrain(killDisposed)
 			return nil, disposed(), false
 		}
@@ -541,11 +555,12 @@ func (w *worker) finish(st *execState, d *wireDone) (*Result, error, bool) {
 }
 
 // deathResult reports a worker that died or was killed during a script.
-func (w *worker) deathResult(lim Limits) *Result {
+func (w *worker) deathResult(lim Limits, log *zap.Logger) *Result {
 	w.mu.Lock()
 	reason, readErr, state := w.killReason, w.readErr, w.state
 	w.mu.Unlock()
 	if reason == killTimeout {
+		w.ended(DeathTimeout)
 		ms := lim.Timeout.Milliseconds()
 		return failure(StatusTimeout, CodeWorkerTimeout, "WorkerTimeoutError",
 			fmt.Sprintf("script exceeded the time limit of %d ms and did not stop; its worker was killed", ms))
@@ -558,11 +573,13 @@ func (w *worker) deathResult(lim Limits) *Result {
 			CodeMessageFlood:        "MessageFloodError",
 			CodeTooManyPendingCalls: "TooManyPendingCallsError",
 		}
-		w.p.log.Warn("sandbox worker broke the protocol", zap.Int("pid", w.pid), zap.String("code", pe.Code), zap.String("detail", pe.Msg))
+		w.ended(DeathProtocol)
+		log.Warn("sandbox worker broke the protocol", zap.Int("pid", w.pid), zap.String("code", pe.Code), zap.String("detail", pe.Msg))
 		return failure(StatusRuntimeError, pe.Code, names[pe.Code], "worker stopped: "+pe.Msg)
 	}
 	tail := w.stderr.String()
 	if isOutOfMemory(tail) {
+		w.ended(DeathMemory)
 		return failure(StatusRuntimeError, CodeWorkerMemoryExceeded, "WorkerMemoryError",
 			fmt.Sprintf("script exceeded the worker memory limit of %s", formatBytes(w.p.opts.MemoryBytes)))
 	}
@@ -570,7 +587,8 @@ func (w *worker) deathResult(lim Limits) *Result {
 	if state != nil {
 		how = state.String()
 	}
-	w.p.log.Warn("sandbox worker crashed", zap.Int("pid", w.pid), zap.String("exit", how), zap.String("stderr", tail))
+	w.ended(DeathCrash)
+	log.Warn("sandbox worker crashed", zap.Int("pid", w.pid), zap.String("exit", how), zap.String("stderr", tail))
 	return failure(StatusRuntimeError, CodeWorkerCrashed, "WorkerCrashedError",
 		fmt.Sprintf("the worker running the script crashed (%s)", how))
 }

@@ -1,0 +1,258 @@
+package caddymodules
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+func init() {
+	caddy.RegisterModule(eventRecorder{})
+}
+
+// eventRecorder is an event handler module for the tests: it records the
+// events it is subscribed to, as a plugin subscribed from the Caddyfile
+// would see them.
+type eventRecorder struct{}
+
+type recordedEvent struct {
+	name, origin string
+	data         map[string]any
+}
+
+var (
+	recordedMu sync.Mutex
+	recorded   []recordedEvent
+)
+
+func (eventRecorder) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "events.handlers.codemode_test_recorder", New: func() caddy.Module { return new(eventRecorder) }}
+}
+
+func (eventRecorder) Handle(_ context.Context, e caddy.Event) error {
+	origin := ""
+	if o := e.Origin(); o != nil {
+		origin = string(o.CaddyModule().ID)
+	}
+	recordedMu.Lock()
+	recorded = append(recorded, recordedEvent{name: e.Name(), origin: origin, data: e.Data})
+	recordedMu.Unlock()
+	return nil
+}
+
+func (*eventRecorder) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	return nil
+}
+
+func takeEvents() []recordedEvent {
+	recordedMu.Lock()
+	defer recordedMu.Unlock()
+	out := recorded
+	recorded = nil
+	return out
+}
+
+// observedGateway subscribes the recorder to every lifecycle event by the
+// spec's names and serves the broker and the meta-tools; variant changes
+// the sandbox and broker blocks so that a reload builds new components.
+func observedGateway(port, admin, variant int) string {
+	return fmt.Sprintf(`{
+	admin 127.0.0.1:%[2]d
+	persist_config off
+	events {
+		on session:created codemode_test_recorder
+		on session:completed codemode_test_recorder
+		on session:error codemode_test_recorder
+		on tool:called codemode_test_recorder
+		on tool:completed codemode_test_recorder
+	}
+	codemode {
+		sandbox {
+			max_steps %[3]d
+			pool {
+				min 1
+				max 1
+			}
+		}
+		broker {
+			demo_tools
+			max_tool_calls %[4]d
+		}
+	}
+}
+
+http://127.0.0.1:%[1]d {
+	bind 127.0.0.1
+	handle_path /broker/* {
+		codemode_broker
+	}
+	codemode_mcp /mcp
+}
+`, port, admin, 1000000+variant, 50+variant)
+}
+
+// scrape reads the admin endpoint's /metrics.
+func scrape(t *testing.T, admin int) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %d", resp.StatusCode)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fams
+}
+
+// sample is the value of the series of name whose labels include want.
+func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range want {
+			if labels[k] != v {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// TestMetricsAndEventsAcrossReloads loads a config, runs an execution and
+// meta-tool calls, and reloads three times into configs that rebuild the
+// engine and the broker. After every load the admin endpoint's /metrics
+// has the codemode series, counters go on from where they were (the
+// collectors outlive the configs; registering them again is no error), the
+// recorder subscribed from the Caddyfile receives the lifecycle events of
+// both execution paths, and responses carry X-Request-Id.
+func TestMetricsAndEventsAcrossReloads(t *testing.T) {
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	port, admin := freePort(t), freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	defer func() { _ = caddy.Stop() }()
+	takeEvents()
+
+	var startedBefore float64
+	for variant := range 4 {
+		loadCaddyfile(t, observedGateway(port, admin, variant))
+		fams := scrape(t, admin)
+		started, _ := sample(fams, "codemode_broker_executions_started_total", nil)
+		if variant > 0 && started < startedBefore {
+			t.Fatalf("reload %d: executions counter went back from %v to %v", variant, startedBefore, started)
+		}
+		if _, ok := sample(fams, "codemode_sandbox_workers", map[string]string{"state": "idle"}); !ok {
+			t.Fatalf("reload %d: no codemode_sandbox_workers", variant)
+		}
+
+		resp, sc := postExecute(t, base+"/broker/execute", `const s = await callTool("math:add", {a: 1, b: 2});
+try { await callTool("no:such", {}) } catch (e) {}
+return s.sum`, nil)
+		if resp.StatusCode != 200 || resp.Header.Get("X-Request-Id") == "" {
+			t.Fatalf("execute: %d, X-Request-Id %q", resp.StatusCode, resp.Header.Get("X-Request-Id"))
+		}
+		for sc.Scan() {
+		}
+		cs := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: reloadClient})
+		callMeta(t, cs, "meta:search", map[string]any{"queries": []string{"add numbers"}})
+		callMeta(t, cs, "meta:invoke", map[string]any{"tool": "math:add", "input": map[string]any{"a": 1, "b": 1}})
+		cs.Close()
+
+		fams = scrape(t, admin)
+		after, _ := sample(fams, "codemode_broker_executions_started_total", nil)
+		if after != started+1 {
+			t.Fatalf("reload %d: executions started %v -> %v, want one more", variant, started, after)
+		}
+		startedBefore = after
+		for _, s := range []struct {
+			name   string
+			labels map[string]string
+		}{
+			{"codemode_broker_executions_finished_total", map[string]string{"outcome": "completed"}},
+			{"codemode_broker_execution_duration_seconds", map[string]string{"outcome": "completed"}},
+			{"codemode_tool_calls_total", map[string]string{"source": "registry", "outcome": "ok"}},
+			{"codemode_tool_calls_total", map[string]string{"source": "unknown", "outcome": "tool_not_found"}},
+			{"codemode_sandbox_scripts_total", map[string]string{"engine": "worker", "status": "ok"}},
+			{"codemode_meta_calls_total", map[string]string{"tool": "search", "outcome": "ok"}},
+			{"codemode_meta_calls_total", map[string]string{"tool": "invoke", "outcome": "ok"}},
+			{"codemode_meta_search_duration_seconds", nil},
+			{"codemode_broker_events_streamed_total", map[string]string{"type": "result"}},
+		} {
+			if v, ok := sample(fams, s.name, s.labels); !ok || v < 1 {
+				t.Errorf("reload %d: %s%v = %v (present %v)", variant, s.name, s.labels, v, ok)
+			}
+		}
+		if v, _ := sample(fams, "codemode_broker_sessions", map[string]string{"status": "running"}); v != 0 {
+			t.Errorf("reload %d: %v sessions running after all finished", variant, v)
+		}
+
+		evs := takeEvents()
+		var names []string
+		for _, e := range evs {
+			if e.origin != "codemode" {
+				t.Errorf("event %s from origin %q, want codemode", e.name, e.origin)
+			}
+			names = append(names, e.name+"/"+fmt.Sprint(e.data["path"]))
+		}
+		want := "session:created/broker,tool:called/broker,tool:completed/broker,tool:called/broker,tool:completed/broker,session:completed/broker," +
+			"tool:called/meta_invoke,tool:completed/meta_invoke"
+		if got := strings.Join(names, ","); got != want {
+			t.Fatalf("reload %d: events\n%s\nwant\n%s", variant, got, want)
+		}
+		done := evs[5].data
+		if done["tool_calls"] != 2 || done["session_id"] == "" || done["status"] != "completed" {
+			t.Errorf("session:completed data %v", done)
+		}
+		if unknown := evs[4].data; unknown["tool"] != "no:such" || unknown["error_code"] != "TOOL_NOT_FOUND" || unknown["tool_calls"] != 2 {
+			t.Errorf("tool:completed of the unknown tool: %v", unknown)
+		}
+		for _, e := range evs {
+			for k := range e.data {
+				if !allowedEventKeys[k] {
+					t.Errorf("event %s carries undocumented key %q", e.name, k)
+				}
+			}
+		}
+	}
+}
+
+// allowedEventKeys are the payload keys docs/observability.md documents.
+var allowedEventKeys = map[string]bool{
+	"path": true, "session_id": true, "status": true, "tool_calls": true, "user_id": true, "tenant_id": true,
+	"duration_ms": true, "script_status": true, "tool": true, "call_id": true, "outcome": true, "error_code": true,
+}

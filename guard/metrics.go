@@ -1,0 +1,130 @@
+package guard
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
+)
+
+// Rule kinds of the guard's decisions (label "rule").
+const (
+	RuleRateLimit         = "rate_limit"
+	RuleGlobalRateLimit   = "global_rate_limit"
+	RuleConcurrency       = "concurrency"
+	RuleGlobalConcurrency = "global_concurrency"
+	RuleIPFilter          = "ip_filter"
+	RuleTimeout           = "timeout"
+)
+
+// Outcomes of the guard's decisions (label "outcome").
+const (
+	OutcomeAllowed            = "allowed"
+	OutcomeRateLimited        = "rate_limited"
+	OutcomeConcurrencyLimited = "concurrency_limited"
+	OutcomeQueueTimeout       = "queue_timeout"
+	OutcomeIPBlocked          = "ip_blocked"
+	OutcomeTimedOut           = "timed_out"
+	OutcomeStorageUnavailable = "storage_unavailable"
+)
+
+// Metrics are the guard's Prometheus metrics. One Metrics serves any number
+// of managers (give the same one to each, and register it once per
+// registry); a nil *Metrics records nothing.
+type Metrics struct {
+	decisions *prometheus.CounterVec
+	storage   *prometheus.CounterVec
+	inUse     *prometheus.GaugeVec
+	queueWait *prometheus.HistogramVec
+	all       []prometheus.Collector
+}
+
+// NewMetrics returns the guard's metrics, registered nowhere yet.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "codemode", Subsystem: "guard", Name: "decisions_total",
+			Help: "Guard decisions by rule kind (rate_limit, global_rate_limit, concurrency, global_concurrency, ip_filter, timeout) and outcome (allowed, rate_limited, concurrency_limited, queue_timeout, ip_blocked, timed_out, storage_unavailable).",
+		}, []string{"rule", "outcome"}),
+		storage: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "codemode", Subsystem: "guard", Name: "storage_unavailable_total",
+			Help: "Guard decisions taken without the storage backend, by rule kind and the failure mode applied (open: allowed, closed: refused with STORAGE_UNAVAILABLE).",
+		}, []string{"rule", "failure_mode"}),
+		inUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "codemode", Subsystem: "guard", Name: "semaphore_in_use",
+			Help: "Concurrency slots held by this process, by rule kind (concurrency, global_concurrency).",
+		}, []string{"rule"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "codemode", Subsystem: "guard", Name: "queue_wait_seconds",
+			Help:    "Time to obtain a concurrency slot (storage round trip and queueing), by outcome (allowed, queue_timeout).",
+			Buckets: telemetry.DurationBuckets,
+		}, []string{"outcome"}),
+	}
+	m.all = []prometheus.Collector{m.decisions, m.storage, m.inUse, m.queueWait}
+	return m
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.all {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.all {
+		c.Collect(ch)
+	}
+}
+
+func (m *Metrics) decide(rule, outcome string) {
+	if m != nil {
+		m.decisions.WithLabelValues(rule, outcome).Inc()
+	}
+}
+
+func (m *Metrics) storageUnavailable(rule string, failOpen bool) {
+	if m == nil {
+		return
+	}
+	m.decisions.WithLabelValues(rule, OutcomeStorageUnavailable).Inc()
+	mode := FailClosed
+	if failOpen {
+		mode = FailOpen
+	}
+	m.storage.WithLabelValues(rule, mode).Inc()
+}
+
+func (m *Metrics) waited(outcome string, d time.Duration) {
+	if m != nil {
+		m.queueWait.WithLabelValues(outcome).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) slot(rule string, delta float64) {
+	if m != nil {
+		m.inUse.WithLabelValues(rule).Add(delta)
+	}
+}
+
+// rateOutcome is the outcome of a rate-limit check.
+func rateOutcome(r RateLimitResult) string {
+	if r.Allowed {
+		return OutcomeAllowed
+	}
+	return OutcomeRateLimited
+}
+
+// ObserveTimeout records the timeout decision of a run guarded with
+// WithTimeout: err is what WithTimeout returned.
+func (m *GuardManager) ObserveTimeout(err error) {
+	var ge *GuardError
+	if errors.As(err, &ge) && ge.Code == CodeExecutionTimeout {
+		m.metrics.decide(RuleTimeout, OutcomeTimedOut)
+		return
+	}
+	m.metrics.decide(RuleTimeout, OutcomeAllowed)
+}

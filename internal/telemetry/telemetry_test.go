@@ -1,0 +1,109 @@
+package telemetry
+
+import (
+	"context"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+)
+
+func TestOutcome(t *testing.T) {
+	for code, want := range map[string]string{"": "ok", "TOOL_NOT_FOUND": "tool_not_found", "RATE_LIMIT": "rate_limit",
+		"MY_OWN_CODE": "other", "rate_limit": "other"} {
+		if got := Outcome(code); got != want {
+			t.Errorf("Outcome(%q) = %q, want %q", code, got, want)
+		}
+	}
+}
+
+func TestRegisterTwice(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x_total", Help: "x"})
+	if err := Register(reg, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := Register(reg, c); err != nil {
+		t.Fatalf("the same collector again: %v", err)
+	}
+	other := prometheus.NewCounter(prometheus.CounterOpts{Name: "x_total", Help: "x"})
+	if err := Register(reg, other); err == nil {
+		t.Fatal("another collector under the same name accepted")
+	}
+}
+
+func TestSpansOnlyUnderASpan(t *testing.T) {
+	ctx, span := StartSpan(context.Background(), "nothing", trace.SpanKindInternal)
+	if span.IsRecording() || trace.SpanContextFromContext(ctx).IsValid() {
+		t.Fatal("a span without a parent")
+	}
+	h := http.Header{}
+	Inject(ctx, h)
+	if len(h) != 0 {
+		t.Fatalf("trace context without a span: %v", h)
+	}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	root, rs := tp.Tracer("t").Start(context.Background(), "root")
+	cctx, child := StartSpan(root, "child", trace.SpanKindClient)
+	Inject(cctx, h)
+	EndSpan(child, "TIMEOUT")
+	rs.End()
+	ended := rec.Ended()
+	if len(ended) != 2 || ended[0].Name() != "child" || ended[0].Parent().SpanID() != rs.SpanContext().SpanID() ||
+		ended[0].Status().Description != "TIMEOUT" {
+		t.Fatalf("spans %v", ended)
+	}
+	if h.Get("traceparent") == "" {
+		t.Fatal("no traceparent injected")
+	}
+}
+
+func TestLogFields(t *testing.T) {
+	ctx := WithSessionID(WithRequestID(context.Background(), "r1"), "s1")
+	if f := LogFields(ctx); len(f) != 2 || f[0].String != "r1" || f[1].String != "s1" {
+		t.Fatalf("fields %v", f)
+	}
+	if f := LogFields(context.Background()); len(f) != 0 {
+		t.Fatalf("fields %v", f)
+	}
+}
+
+// TestEveryCodeIsKnown: each error code constant of the module
+// (Code... = "SOME_CODE") is a label value, so that a code added later is
+// not counted as "other" by mistake.
+func TestEveryCodeIsKnown(t *testing.T) {
+	re := regexp.MustCompile(`\bCode\w*\s*=\s*"([A-Z][A-Z0-9_]+)"`)
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "node_modules" || d.Name() == "testdata") && path != "../.." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range re.FindAllSubmatch(b, -1) {
+			if code := string(m[1]); Outcome(code) == "other" {
+				t.Errorf("%s: code %s is not in knownCodes", path, code)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
