@@ -120,9 +120,8 @@ type evalResult struct {
 	Misses           []string
 }
 
-// evaluate runs every query of c through meta:search over an index of c's
-// tools built with opts.
-func evaluate(t testing.TB, c *evalCatalog, opts *IndexOptions) evalResult {
+// service is the meta-tools over an index of c's tools built with opts.
+func (c *evalCatalog) service(t testing.TB, opts *IndexOptions) *Service {
 	t.Helper()
 	ix, err := NewIndex([]ToolSource{&StaticSource{List: c.tools}}, opts)
 	if err != nil {
@@ -131,7 +130,14 @@ func evaluate(t testing.TB, c *evalCatalog, opts *IndexOptions) evalResult {
 	if err := ix.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s := NewService(ix, nil)
+	return NewService(ix, nil)
+}
+
+// evaluate runs every query of c through meta:search over an index of c's
+// tools built with opts.
+func evaluate(t testing.TB, c *evalCatalog, opts *IndexOptions) evalResult {
+	t.Helper()
+	s := c.service(t, opts)
 	var r evalResult
 	for _, q := range c.set.Queries {
 		out, err := s.Search(context.Background(), SearchInput{Queries: []string{q.Q}, TopK: new(10)})
@@ -218,14 +224,7 @@ func TestSearchQualityCatalogs(t *testing.T) {
 // separate timed pass over them.
 func BenchmarkSearchGitHub(b *testing.B) {
 	c := loadEvalCatalog(b, "github")
-	ix, err := NewIndex([]ToolSource{&StaticSource{List: c.tools}}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := ix.Reload(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	s := NewService(ix, nil)
+	s := c.service(b, nil)
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, 20*len(c.set.Queries))
 	for range 20 {

@@ -258,22 +258,8 @@ func (r *tsRenderer) object(s map[string]any, depth int) {
 		r.b.WriteString("object")
 		return
 	}
-	req := map[string]bool{}
-	for _, n := range requiredOf(s) {
-		req[n] = true
-	}
-	names := make([]string, 0, len(props))
-	for n := range props {
-		names = append(names, n)
-	}
-	// Required fields first, each group by name: what must be given is read
-	// first.
-	sort.Slice(names, func(i, j int) bool {
-		if req[names[i]] != req[names[j]] {
-			return req[names[i]]
-		}
-		return names[i] < names[j]
-	})
+	req := requiredSet(s)
+	names := sortedFields(props, req)
 	// An object whose fields carry no comments fits on one line when short:
 	// "{ status?: string }".
 	if inline := r.inlineObject(props, names, req, depth); inline != "" {
@@ -631,10 +617,7 @@ func (f *flatRenderer) top(s map[string]any) string {
 	if len(props) == 0 {
 		return f.typ(s, "", 0)
 	}
-	req := map[string]bool{}
-	for _, n := range requiredOf(s) {
-		req[n] = true
-	}
+	req := requiredSet(s)
 	var b strings.Builder
 	b.WriteString("{\n")
 	for _, n := range sortedFields(props, req) {
@@ -727,10 +710,7 @@ func (f *flatRenderer) object(s map[string]any, hint string, depth int) string {
 		}
 		return "object"
 	}
-	req := map[string]bool{}
-	for _, n := range requiredOf(s) {
-		req[n] = true
-	}
+	req := requiredSet(s)
 	var parts []string
 	for _, n := range sortedFields(props, req) {
 		p, _ := props[n].(map[string]any)
@@ -758,6 +738,17 @@ func (f *flatRenderer) alias(t, hint string) string {
 	return t
 }
 
+// requiredSet is an object schema's required properties as a set.
+func requiredSet(s map[string]any) map[string]bool {
+	req := map[string]bool{}
+	for _, n := range requiredOf(s) {
+		req[n] = true
+	}
+	return req
+}
+
+// sortedFields orders an object's fields required first, each group by
+// name: what must be given is read first.
 func sortedFields(props map[string]any, req map[string]bool) []string {
 	names := make([]string, 0, len(props))
 	for n := range props {

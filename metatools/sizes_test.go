@@ -20,14 +20,7 @@ const maxAnswerBytes = 6 << 10
 func answerClient(t *testing.T) (*mcp.ClientSession, *evalCatalog, *Service) {
 	t.Helper()
 	c := loadEvalCatalog(t, "github")
-	ix, err := NewIndex([]ToolSource{&StaticSource{List: c.tools}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ix.Reload(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	svc := NewService(ix, nil)
+	svc := c.service(t, nil)
 	st, ct := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := NewServer(svc, nil).Connect(ctx, st, nil)
