@@ -92,7 +92,7 @@ func renderSignature(t Tool, in, out map[string]any, lv sigLevel) string {
 		return renderFlat(t, in, out, lv)
 	}
 	var b strings.Builder
-	if s := oneLine(t.Description, 100); s != "" {
+	if s := docComment(t.Description); s != "" {
 		b.WriteString("/** " + s + " */\n")
 	}
 	b.WriteString("function ")
@@ -135,7 +135,7 @@ func (r *tsRenderer) typ(s map[string]any, depth int, top bool) {
 		return
 	}
 	if c, ok := s["const"]; ok {
-		r.b.WriteString(jsonLit(c))
+		r.b.WriteString(litType(c))
 		return
 	}
 	if e := asSlice(s["enum"]); len(e) > 0 {
@@ -144,7 +144,7 @@ func (r *tsRenderer) typ(s map[string]any, depth int, top bool) {
 			if i > 0 {
 				r.b.WriteString(" | ")
 			}
-			r.b.WriteString(jsonLit(v))
+			r.b.WriteString(litType(v))
 		}
 		if n < len(e) {
 			r.b.WriteString(fmt.Sprintf(" | string /* %d more */", len(e)-n))
@@ -383,7 +383,30 @@ func jsonLit(v any) string {
 	return string(b)
 }
 
+// litType is the TypeScript literal type of an enum or const value; an
+// object or array value (no literal type spells it) is its kind.
+func litType(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "object"
+	case []any:
+		return "unknown[]"
+	}
+	return jsonLit(v)
+}
+
 var tsIdentRe = regexp.MustCompile(`^[A-Za-z_$][A-Za-z0-9_$]*$`)
+
+// tsReserved are words a function cannot be named.
+var tsReserved = map[string]bool{
+	"break": true, "case": true, "catch": true, "class": true, "const": true, "continue": true, "debugger": true,
+	"default": true, "delete": true, "do": true, "else": true, "enum": true, "export": true, "extends": true,
+	"false": true, "finally": true, "for": true, "function": true, "if": true, "import": true, "in": true,
+	"instanceof": true, "new": true, "null": true, "return": true, "super": true, "switch": true, "this": true,
+	"throw": true, "true": true, "try": true, "typeof": true, "var": true, "void": true, "while": true, "with": true,
+	"implements": true, "interface": true, "let": true, "package": true, "private": true, "protected": true,
+	"public": true, "static": true, "yield": true, "await": true,
+}
 
 func tsKey(n string) string {
 	if tsIdentRe.MatchString(n) {
@@ -404,7 +427,7 @@ func tsIdent(n string) string {
 		}
 	}
 	s := b.String()
-	if s == "" || s[0] >= '0' && s[0] <= '9' {
+	if s == "" || s[0] >= '0' && s[0] <= '9' || tsReserved[s] {
 		s = "_" + s
 	}
 	return s
@@ -418,6 +441,12 @@ func oneLine(desc string, n int) string {
 	s, _ := search.SplitSummary(desc)
 	s = strings.TrimSpace(spaceRe.ReplaceAllString(strings.ReplaceAll(s, "`", ""), " "))
 	return cutRunes(s, n)
+}
+
+// docComment is a description's first sentence for a /** */ comment (a
+// "*/" in it would end the comment early).
+func docComment(desc string) string {
+	return strings.ReplaceAll(oneLine(desc, 100), "*/", "* /")
 }
 
 // cutRunes cuts s to at most n runes at a word boundary, marking the cut.
@@ -490,7 +519,7 @@ func renderFlat(t Tool, in, out map[string]any, lv sigLevel) string {
 	decls = kept
 	body, decls = f.rename(body, decls)
 	var b strings.Builder
-	if s := oneLine(t.Description, 100); s != "" {
+	if s := docComment(t.Description); s != "" {
 		b.WriteString("/** " + s + " */\n")
 	}
 	for _, d := range decls {
