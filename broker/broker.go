@@ -23,6 +23,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
+	"github.com/redis/go-redis/v9"
 )
 
 // Broker runs scripts in sessions. Create it with New; its methods are safe
@@ -209,6 +210,11 @@ func (b *Broker) SetEngine(e sandbox.Engine) {
 
 // SetGuard replaces the guard manager used for tool calls and rate limits.
 func (b *Broker) SetGuard(m *guard.GuardManager) { b.guard.Store(m) }
+
+// Redis returns the Redis client sessions are kept in and the key prefix,
+// or nil when sessions are in memory. Other parts of a gateway (the MCP
+// handler's session directory) keep their shared state beside them.
+func (b *Broker) Redis() (redis.UniversalClient, string) { return b.opts.Redis, b.opts.KeyPrefix }
 
 // Tools returns the broker's tool registry.
 func (b *Broker) Tools() *ToolRegistry { return b.tools }

@@ -2,6 +2,8 @@ package caddymodules
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 )
 
 func init() {
@@ -53,8 +57,19 @@ type MCPHandler struct {
 	// Default: only the endpoint's own origin and requests without Origin
 	// (non-browser clients).
 	AllowedOrigins []string `json:"allowed_origins,omitempty"`
+	// GatewayURL is this endpoint's URL as the other gateways reach it
+	// (e.g. http://10.0.0.5:8080/mcp). With it, and the broker's sessions
+	// in Redis, the MCP sessions of the older revisions are shared: a
+	// gateway that gets a request for a session another gateway holds
+	// forwards it there, so they work behind a load balancer without
+	// affinity; a session whose gateway is gone gets 404 and the client
+	// starts a new one. Placeholders such as {env.GATEWAY_URL} are replaced.
+	// Default: sessions are served by the gateway that opened them only.
+	GatewayURL string `json:"gateway_url,omitempty"`
 
-	app *App
+	app    *App
+	logger *zap.Logger
+	dir    *mcpSessionDirectory
 	// legacy serves the revisions before 2026-07-28 and modern serves
 	// 2026-07-28 and later; either is nil when the meta block offers none
 	// of its revisions.
@@ -107,6 +122,35 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 		h.legacy = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: h.Stateless,
 			JSONResponse: h.JSONResponse, SessionTimeout: timeout, DisableLocalhostProtection: h.DisableLocalhostProtection})
 	}
+	h.logger = ctx.Logger()
+	if h.GatewayURL != "" && h.legacy != nil && !h.Stateless {
+		gw := caddy.NewReplacer().ReplaceAll(h.GatewayURL, "")
+		if u, err := url.Parse(gw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("codemode_mcp: gateway_url %q: want http(s)://host[:port]/path", gw)
+		}
+		b, err := app.SharedBroker()
+		if err != nil {
+			return fmt.Errorf("codemode_mcp: gateway_url: %w", err)
+		}
+		var rdb redis.UniversalClient
+		var prefix string
+		if b != nil {
+			rdb, prefix = b.Redis()
+		}
+		if rdb == nil {
+			return fmt.Errorf("codemode_mcp: gateway_url needs the broker's sessions in Redis (codemode { broker { redis ... } }), where the gateways share the MCP sessions")
+		}
+		h.dir = newMCPSessionDirectory(rdb, prefix, gw, timeout, h.logger)
+	}
+	return nil
+}
+
+// Cleanup stops the session directory: this gateway's MCP sessions are
+// reported gone at once.
+func (h *MCPHandler) Cleanup() error {
+	if h.dir != nil {
+		h.dir.close()
+	}
 	return nil
 }
 
@@ -136,6 +180,11 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 		writeJSONRPCError(w, http.StatusForbidden, nil, -32600, "origin "+r.Header.Get("Origin")+" is not allowed", nil)
 		return nil
 	}
+	rid := mcpRequestID(r)
+	w.Header().Set("X-Request-Id", rid)
+	mw := &mcpWriter{ResponseWriter: w}
+	defer mw.finish(h.logger, r, rid)
+	w = mw
 	modern, id := h.isModern(r)
 	switch {
 	case modern && h.modern != nil:
@@ -143,7 +192,10 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	case h.legacy != nil:
 		// A modern request when 2026-07-28 is not offered gets the go-sdk's
 		// UnsupportedProtocolVersion answer listing the older revisions.
-		h.legacy.ServeHTTP(w, r)
+		if !modern && !h.legacyPrecheck(w, r) {
+			return nil
+		}
+		h.serveLegacy(mw, r)
 	case r.Method != http.MethodPost:
 		// Revision 2026-07-28 has no GET stream and no session to DELETE.
 		w.Header().Set("Allow", http.MethodPost)
@@ -158,6 +210,45 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 			map[string]any{"supported": h.offered, "requested": requested})
 	}
 	return nil
+}
+
+// serveLegacy serves a request of the handshake revisions, through the
+// session directory when there is one.
+func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request) {
+	d := h.dir
+	if d == nil {
+		h.legacy.ServeHTTP(w, r)
+		return
+	}
+	sid := r.Header.Get("Mcp-Session-Id")
+	if sid != "" && r.Header.Get(mcpForwardedHeader) == "" && !d.holds(sid) && d.forward(w, r, sid) {
+		return
+	}
+	w.onHeader = func(status int, hdr http.Header) {
+		switch {
+		case sid == "" && status < 300 && hdr.Get("Mcp-Session-Id") != "":
+			d.register(hdr.Get("Mcp-Session-Id")) // a new session: before its id reaches the client
+		case sid != "" && status == http.StatusNotFound:
+			d.forget(sid)
+		}
+	}
+	h.legacy.ServeHTTP(w, r)
+	if r.Method == http.MethodDelete && sid != "" && w.status < 300 {
+		d.forget(sid)
+	}
+}
+
+// mcpRequestID is Caddy's id of the request ({http.request.uuid}, as in its
+// logs), else a fresh one.
+func mcpRequestID(r *http.Request) string {
+	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
+		if id, _ := repl.GetString("http.request.uuid"); id != "" {
+			return id
+		}
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // originAllowed applies the transport's Origin rule: no Origin (a client
@@ -197,12 +288,8 @@ func (h *MCPHandler) isModern(r *http.Request) (bool, json.RawMessage) {
 // over the transport's limit or not a single JSON object yields nothing;
 // the MCP handler then answers it.
 func peekMessage(r *http.Request) (json.RawMessage, string) {
-	buf, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxBody+1))
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(buf), r.Body), r.Body}
-	if err != nil || int64(len(buf)) > mcpMaxBody {
+	buf, ok := peekBody(r)
+	if !ok {
 		return nil, ""
 	}
 	var msg struct {
@@ -216,6 +303,27 @@ func peekMessage(r *http.Request) (json.RawMessage, string) {
 	}
 	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
 	return msg.ID, v
+}
+
+// peekBody reads r's body and puts it back as it was; false when it is over
+// the transport's limit or unreadable (the MCP handler then answers it).
+// Once read, the body is kept, so several peeks read it once.
+func peekBody(r *http.Request) ([]byte, bool) {
+	if pb, ok := r.Body.(*peekedBody); ok {
+		return pb.buf, pb.ok
+	}
+	buf, err := io.ReadAll(io.LimitReader(r.Body, mcpMaxBody+1))
+	ok := err == nil && int64(len(buf)) <= mcpMaxBody
+	r.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), r.Body), Closer: r.Body, buf: buf, ok: ok}
+	return buf, ok
+}
+
+// peekedBody is a request body whose start was read by peekBody.
+type peekedBody struct {
+	io.Reader
+	io.Closer
+	buf []byte
+	ok  bool
 }
 
 // writeJSONRPCError answers with a JSON-RPC error response; id nil means
@@ -236,5 +344,6 @@ func writeJSONRPCError(w http.ResponseWriter, status int, id json.RawMessage, co
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*MCPHandler)(nil)
+	_ caddy.CleanerUpper          = (*MCPHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*MCPHandler)(nil)
 )

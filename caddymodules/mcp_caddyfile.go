@@ -28,6 +28,7 @@ func parseMCPCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, err
 //		session_timeout <duration>
 //		disable_localhost_protection
 //		allowed_origins <origin>...
+//		gateway_url <url>
 //	}
 func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
@@ -62,6 +63,14 @@ func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 			h.AllowedOrigins = append(h.AllowedOrigins, args...)
+		case "gateway_url":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			h.GatewayURL = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
 		case "session_timeout":
 			if !d.NextArg() {
 				return d.ArgErr()

@@ -1,0 +1,203 @@
+package caddymodules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+)
+
+// TestMCPProtocolErrors: every transport error of /mcp is a JSON-RPC error
+// object with the right code and the HTTP status the Streamable HTTP
+// transport prescribes; none is plain text, none has code 0, no invalid
+// message gets an empty 202; every answer names its request.
+func TestMCPProtocolErrors(t *testing.T) {
+	port := freePort(t)
+	startCaddy(t, mcpCaddyConfig(port, map[string]any{}))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("a", 5<<20) + `"}}`
+	for _, tc := range []struct {
+		name, method, body string
+		header             map[string]string
+		status             int
+		code               int
+	}{
+		{"malformed JSON", "POST", `{bad`, nil, 400, -32700},
+		{"empty body", "POST", ``, nil, 400, -32700},
+		{"no method, result or error", "POST", `{"jsonrpc":"2.0","id":1}`, nil, 400, -32600},
+		{"unknown session", "POST", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, map[string]string{"Mcp-Session-Id": "nope"}, 404, -32001},
+		{"request without a session", "POST", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, nil, 400, -32600},
+		{"initialize params not an object", "POST", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":5}`, nil, 200, -32602},
+		{"PUT", "PUT", `{}`, nil, 405, -32600},
+		{"GET without a session", "GET", ``, map[string]string{"Accept": "text/event-stream"}, 400, -32600},
+		{"text/plain body", "POST", `{}`, map[string]string{"Content-Type": "text/plain"}, 415, -32600},
+		{"body over 4 MiB", "POST", big, nil, 413, -32600},
+		{"unknown protocol version header", "POST", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Mcp-Protocol-Version": "1999-01-01"}, 400, -32600},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, url, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			var msg struct {
+				JSONRPC string          `json:"jsonrpc"`
+				ID      json.RawMessage `json:"id"`
+				Error   *struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
+				json.Unmarshal(b, &msg) != nil || msg.JSONRPC != "2.0" || msg.Error == nil || msg.Error.Code != tc.code || msg.Error.Message == "" {
+				t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+			}
+			if resp.Header.Get("X-Request-Id") == "" {
+				t.Error("no X-Request-Id")
+			}
+			if tc.status == 405 && resp.Header.Get("Allow") == "" {
+				t.Error("405 without Allow")
+			}
+		})
+	}
+}
+
+// TestMCPSessionsAcrossGateways: three gateways (three codemode_mcp
+// handlers, each with its own go-sdk session table, as three processes
+// have) share the MCP sessions of revision 2025-11-25 through Redis behind a
+// round-robin load balancer: every call of a session works whichever
+// gateway it lands on; when the gateway holding a session is gone, the
+// others answer 404 with a JSON-RPC error and the client's new session
+// works.
+func TestMCPSessionsAcrossGateways(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	lb := freePort(t)
+	ports := []int{freePort(t), freePort(t), freePort(t)}
+	servers := map[string]any{}
+	var upstreams []any
+	for i, p := range ports {
+		servers[fmt.Sprint("gw", i)] = map[string]any{
+			"listen":          []string{fmt.Sprintf("127.0.0.1:%d", p)},
+			"automatic_https": map[string]any{"disable": true},
+			"routes": []any{map[string]any{"handle": []any{
+				map[string]any{"handler": "headers", "response": map[string]any{"set": map[string]any{"X-Gateway": []string{fmt.Sprint(i)}}}},
+				map[string]any{"handler": "codemode_mcp", "gateway_url": fmt.Sprintf("http://127.0.0.1:%d/mcp", p)},
+			}}},
+		}
+		upstreams = append(upstreams, map[string]any{"dial": fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	servers["lb"] = map[string]any{
+		"listen":          []string{fmt.Sprintf("127.0.0.1:%d", lb)},
+		"automatic_https": map[string]any{"disable": true},
+		"routes": []any{map[string]any{"handle": []any{map[string]any{
+			"handler": "reverse_proxy", "flush_interval": -1,
+			"load_balancing": map[string]any{"selection_policy": map[string]any{"policy": "round_robin"}},
+			"upstreams":      upstreams,
+		}}}},
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"apps": map[string]any{
+			"codemode": map[string]any{
+				"broker": map[string]any{"demo_tools": true, "redis": map[string]any{"address": rdb.Options().Addr, "key_prefix": prefix}},
+			},
+			"http": map[string]any{"servers": servers},
+		},
+	})
+	startCaddy(t, cfg)
+
+	gw := &gatewayRecorder{}
+	hc := &http.Client{Transport: gw}
+	connect := func(port int) *mcp.ClientSession {
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "old", Version: "v1"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), HTTPClient: hc},
+			&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	cs := connect(lb)
+	for i := 0; i < 3; i++ {
+		if got := toolNames(t, cs); got != "meta:describe meta:execute meta:invoke meta:search" {
+			t.Fatalf("tools = %s", got)
+		}
+		if res := callMeta(t, cs, "meta:invoke", map[string]any{"tool": "math:add", "input": map[string]any{"a": i, "b": 1}}); res.IsError ||
+			!strings.Contains(resultText(res), fmt.Sprintf(`"sum":%d`, i+1)) {
+			t.Fatalf("invoke: %s", resultText(res))
+		}
+		if res := callMeta(t, cs, "meta:execute", map[string]any{"script": `return (await callTool("text:upper", {text: "ok"})).text`}); res.IsError ||
+			!strings.Contains(resultText(res), `"result":"OK"`) {
+			t.Fatalf("execute: %s", resultText(res))
+		}
+	}
+	seen := map[string]bool{}
+	for _, g := range gw.sequence() {
+		seen[g] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("requests reached gateways %v, want all three", gw.sequence())
+	}
+
+	// The holder of the session goes away: its liveness key is removed (as
+	// when it stopped cleanly or its TTL lapsed after a kill).
+	keys, _ := rdb.Keys(context.Background(), prefix+"mcp:gateway:*").Result()
+	if len(keys) != 3 {
+		t.Fatalf("gateway liveness keys: %v", keys)
+	}
+	var sid string
+	ids, _ := rdb.Keys(context.Background(), prefix+"mcp:session:*").Result()
+	if len(ids) != 1 {
+		t.Fatalf("session keys: %v", ids)
+	}
+	raw, _ := rdb.Get(context.Background(), ids[0]).Bytes()
+	var e mcpSessionEntry
+	json.Unmarshal(raw, &e)
+	sid = strings.TrimPrefix(ids[0], prefix+"mcp:session:")
+	rdb.Del(context.Background(), prefix+"mcp:gateway:"+e.Gateway)
+	notFound := 0
+	for _, p := range ports {
+		status, _, body := rawMCP(t, fmt.Sprintf("http://127.0.0.1:%d/mcp", p), map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"},
+			`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`)
+		switch {
+		case fmt.Sprintf("http://127.0.0.1:%d/mcp", p) == e.URL:
+			if status != 200 {
+				t.Errorf("the holder itself: %d %s", status, body)
+			}
+		case status == 404 && strings.Contains(body, `"code":-32001`):
+			notFound++
+		default:
+			t.Errorf("another gateway: %d %s", status, body)
+		}
+	}
+	if notFound != 2 {
+		t.Fatalf("%d gateways reported the session gone, want 2", notFound)
+	}
+	// The client starts a new session, which works on any live gateway (a
+	// killed gateway gets no requests from a load balancer that retries:
+	// the multi-gateway CI test kills one for real).
+	for _, p := range ports {
+		if fmt.Sprintf("http://127.0.0.1:%d/mcp", p) != e.URL {
+			if got := toolNames(t, connect(p)); !strings.Contains(got, "meta:search") {
+				t.Fatalf("new session: %s", got)
+			}
+			break
+		}
+	}
+}
