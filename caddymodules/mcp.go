@@ -19,6 +19,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
 func init() {
@@ -238,9 +240,13 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request) {
 	}
 }
 
-// mcpRequestID is Caddy's id of the request ({http.request.uuid}, as in its
-// logs), else a fresh one.
+// mcpRequestID is the request's id: the one the observability bridge set
+// (the caller's, or Caddy's {http.request.uuid} as in its logs), else a
+// fresh one.
 func mcpRequestID(r *http.Request) string {
+	if id := telemetry.RequestID(r.Context()); id != "" {
+		return id
+	}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		if id, _ := repl.GetString("http.request.uuid"); id != "" {
 			return id

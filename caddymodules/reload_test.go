@@ -447,7 +447,10 @@ func TestReloadLeaks(t *testing.T) {
 	reloadClient.CloseIdleConnections()
 	eventually(t, fmt.Sprintf("counts after %d reloads", reloads), func() (bool, string) {
 		c := measure()
-		ok := c.workers <= base0.workers && c.redis <= base0.redis && c.components == base0.components && c.listeners == 1 &&
+		// A pool keeps as many idle Redis connections as it once used at
+		// the same time (the broker's keep-alive tick overlapping a request
+		// takes one more): +2 is noise, a leak of 100 reloads is not.
+		ok := c.workers <= base0.workers && c.redis <= base0.redis+2 && c.components == base0.components && c.listeners == 1 &&
 			c.sessions == 0 && c.goroutines <= base0.goroutines+10
 		return ok, fmt.Sprintf("%+v, baseline %+v", c, base0)
 	})
