@@ -114,7 +114,7 @@ func TestMCPSessionsAcrossGateways(t *testing.T) {
 		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
 		"apps": map[string]any{
 			"codemode": map[string]any{
-				"broker": map[string]any{"demo_tools": true, "redis": map[string]any{"address": rdb.Options().Addr, "key_prefix": prefix}},
+				"broker": map[string]any{"demo_tools": true, "storage": map[string]any{"module": "redis", "address": rdb.Options().Addr, "key_prefix": prefix}},
 			},
 			"http": map[string]any{"servers": servers},
 		},
@@ -157,20 +157,20 @@ func TestMCPSessionsAcrossGateways(t *testing.T) {
 
 	// The holder of the session goes away: its liveness key is removed (as
 	// when it stopped cleanly or its TTL lapsed after a kill).
-	keys, _ := rdb.Keys(context.Background(), prefix+"mcp:gateway:*").Result()
+	keys, _ := rdb.Keys(context.Background(), prefix+brokerKeyPart+"mcp:gateway:*").Result()
 	if len(keys) != 3 {
 		t.Fatalf("gateway liveness keys: %v", keys)
 	}
 	var sid string
-	ids, _ := rdb.Keys(context.Background(), prefix+"mcp:session:*").Result()
+	ids, _ := rdb.Keys(context.Background(), prefix+brokerKeyPart+"mcp:session:*").Result()
 	if len(ids) != 1 {
 		t.Fatalf("session keys: %v", ids)
 	}
 	raw, _ := rdb.Get(context.Background(), ids[0]).Bytes()
 	var e mcpSessionEntry
 	json.Unmarshal(raw, &e)
-	sid = strings.TrimPrefix(ids[0], prefix+"mcp:session:")
-	rdb.Del(context.Background(), prefix+"mcp:gateway:"+e.Gateway)
+	sid = strings.TrimPrefix(ids[0], prefix+brokerKeyPart+"mcp:session:")
+	rdb.Del(context.Background(), prefix+brokerKeyPart+"mcp:gateway:"+e.Gateway)
 	notFound := 0
 	for _, p := range ports {
 		status, _, body := rawMCP(t, fmt.Sprintf("http://127.0.0.1:%d/mcp", p), map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"},
