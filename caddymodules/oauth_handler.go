@@ -118,6 +118,9 @@ func (h *OAuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 		return next.ServeHTTP(w, r)
 	}
 	r = withRequestID(w, r)
+	if !oauthRequestAcceptable(w, r) {
+		return nil
+	}
 	if withGet, limited := rateLimitedPaths[p]; limited && r.Method != http.MethodOptions && (r.Method != http.MethodGet || withGet) {
 		res, err := sh.limiter.CheckRateLimit(r.Context(), "oauth_endpoints", h.app.auth.tokenLimit,
 			guard.PartitionKeyContext{ClientIP: remoteHost(r)})
