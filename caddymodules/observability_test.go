@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -11,9 +12,12 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/dashboard"
 )
 
 func init() {
@@ -255,4 +259,65 @@ return s.sum`, nil)
 var allowedEventKeys = map[string]bool{
 	"path": true, "session_id": true, "status": true, "tool_calls": true, "user_id": true, "tenant_id": true,
 	"duration_ms": true, "script_status": true, "tool": true, "call_id": true, "outcome": true, "error_code": true,
+}
+
+// describedSeries are the names of every series the codemode collectors
+// describe, histograms with their _bucket, _sum and _count.
+func describedSeries() map[string]bool {
+	ts := processTelemetry()
+	ch := make(chan *prometheus.Desc, 256)
+	go func() {
+		for _, c := range []prometheus.Collector{ts.guard, ts.broker, ts.sandbox, ts.catalog, ts.meta, ts.oauth,
+			ts.auth.failures, ts.auth.tokenLatency, ts.auth.rateLimited} {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	re := regexp.MustCompile(`fqName: "([^"]+)"`)
+	out := map[string]bool{}
+	for d := range ch {
+		if m := re.FindStringSubmatch(d.String()); m != nil {
+			out[m[1]] = true
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				out[m[1]+s] = true
+			}
+		}
+	}
+	return out
+}
+
+// TestDashboardNamesExportedSeries: every query of the Grafana dashboard
+// (docs/grafana) parses and reads only series the gateway exports.
+func TestDashboardNamesExportedSeries(t *testing.T) {
+	d, err := dashboard.Load("../docs/grafana/caddy-codemode.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := d.SeriesNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := describedSeries()
+	if len(exported) < 40 {
+		t.Fatalf("only %d series described", len(exported))
+	}
+	used := map[string]bool{}
+	for expr, ns := range names {
+		for _, n := range ns {
+			used[n] = true
+			if !exported[n] {
+				t.Errorf("query %s reads %s, which the gateway does not export", expr, n)
+			}
+		}
+	}
+	// The dashboard shows every area.
+	for _, area := range []string{"guard", "broker", "tool", "sandbox", "catalog", "meta", "oauth", "auth"} {
+		found := false
+		for n := range used {
+			found = found || strings.HasPrefix(n, "codemode_"+area+"_")
+		}
+		if !found {
+			t.Errorf("no panel reads a codemode_%s_ series", area)
+		}
+	}
 }
