@@ -5,30 +5,32 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // Stable error codes of the broker. They appear in HTTP error bodies
 // ({"error":{"code","message"}}), in Go errors (*Error) and, for tool calls,
 // in the *sandbox.ToolError a script sees.
 const (
-	CodeInvalidRequest       = "INVALID_REQUEST"        // 400: malformed body or parameters
-	CodeValidationError      = "VALIDATION_ERROR"       // 400 / tool error: input does not match the declared parameters
-	CodeUnauthorized         = "UNAUTHORIZED"           // 401: missing or rejected credentials
-	CodeNotFound             = "NOT_FOUND"              // 404: unknown route, session or call
-	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"     // 405
-	CodeCallAlreadyAnswered  = "CALL_ALREADY_ANSWERED"  // 409: a second result for one call
-	CodeSessionFinished      = "SESSION_FINISHED"       // 409: a result for a finished session
-	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"      // 413: body over the size limit
-	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE" // 415: body is not application/json
-	CodeRateLimit            = "RATE_LIMIT"             // 429: request rate limit, or a tool's rate limit
-	CodeSessionLimit         = "SESSION_LIMIT"          // 429: maxConcurrentSessions reached
-	CodeShuttingDown         = "SHUTTING_DOWN"          // 503: the broker is closing
-	CodeInternal             = "INTERNAL_ERROR"         // 500: an unexpected internal failure
-	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"    // 503: the session store (Redis) did not answer in time
-	CodeToolNotFound         = "TOOL_NOT_FOUND"         // tool error: no such tool
-	CodeToolCallLimit        = "TOOL_CALL_LIMIT"        // tool error: maxToolCalls reached
-	CodeToolExecutionError   = "TOOL_EXECUTION_ERROR"   // tool error: the handler failed
-	CodeExecutionTimeout     = "EXECUTION_TIMEOUT"      // tool error: the tool ran past its timeout
+	CodeInvalidRequest       = "INVALID_REQUEST"           // 400: malformed body or parameters
+	CodeValidationError      = tool.CodeValidationError    // 400 / tool error: input does not match the tool's input schema
+	CodeUnauthorized         = "UNAUTHORIZED"              // 401: missing or rejected credentials
+	CodeNotFound             = "NOT_FOUND"                 // 404: unknown route, session or call
+	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"        // 405
+	CodeCallAlreadyAnswered  = "CALL_ALREADY_ANSWERED"     // 409: a second result for one call
+	CodeSessionFinished      = "SESSION_FINISHED"          // 409: a result for a finished session
+	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"         // 413: body over the size limit
+	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"    // 415: body is not application/json
+	CodeRateLimit            = "RATE_LIMIT"                // 429: request rate limit, or a tool's rate limit
+	CodeSessionLimit         = "SESSION_LIMIT"             // 429: maxConcurrentSessions reached
+	CodeShuttingDown         = "SHUTTING_DOWN"             // 503: the broker is closing
+	CodeInternal             = "INTERNAL_ERROR"            // 500: an unexpected internal failure
+	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"       // 503: the session store (Redis) did not answer in time
+	CodeToolNotFound         = tool.CodeToolNotFound       // tool error: no such tool
+	CodeToolCallLimit        = "TOOL_CALL_LIMIT"           // tool error: maxToolCalls reached
+	CodeToolExecutionError   = tool.CodeToolExecutionError // tool error: the handler failed
+	CodeExecutionTimeout     = "EXECUTION_TIMEOUT"         // tool error: the tool ran past its timeout
 )
 
 // Error is a broker failure with a stable code and the HTTP status it maps to.

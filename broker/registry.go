@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/internal/notify"
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // ToolHandler runs one tool call in Go. input holds the validated arguments
@@ -106,8 +106,9 @@ type ToolDefinition struct {
 	// answers, or, without one, the caller through the tool-result endpoint.
 	Handler ToolHandler `json:"-"`
 
-	params []paramSpec // sorted Parameters (or those derived from InputSchema)
-	schema json.RawMessage
+	params    []paramSpec // sorted Parameters (or those derived from InputSchema)
+	schema    json.RawMessage
+	validator *tool.Schema
 }
 
 type paramSpec struct {
@@ -297,6 +298,11 @@ func (t *ToolDefinition) compile() error {
 	} else {
 		t.schema = schemaFromParams(t.params)
 	}
+	v, err := tool.CompileSchema(t.schema)
+	if err != nil {
+		return fmt.Errorf("tool %q: %w", t.Name, err)
+	}
+	t.validator = v
 	return nil
 }
 
@@ -351,150 +357,25 @@ func paramsFromSchema(raw json.RawMessage) map[string]ParameterDef {
 }
 
 // Validate checks input (a JSON object, or empty/null for none) against the
-// declared parameters and returns it with defaults applied. A mismatch is a
-// *sandbox.ToolError with code VALIDATION_ERROR naming the field. Undeclared
-// fields are passed through.
+// tool's input schema with the one tool-input validator (nested fields
+// included) and returns it with the schema's defaults applied. A mismatch
+// is a *sandbox.ToolError with code VALIDATION_ERROR whose message names
+// every field at fault. Fields the schema does not forbid pass through.
 func (t *ToolDefinition) Validate(input json.RawMessage) (map[string]any, error) {
 	if t.schema == nil {
 		if err := t.compile(); err != nil {
 			return nil, err
 		}
 	}
+	out, verr := t.validator.Validate(input, nil)
+	if verr != nil {
+		return nil, &sandbox.ToolError{Code: CodeValidationError, Message: verr.Message}
+	}
 	args := map[string]any{}
-	trimmed := strings.TrimSpace(string(input))
-	if trimmed != "" && trimmed != "null" {
-		dec := json.NewDecoder(strings.NewReader(trimmed))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return nil, validationError("input is not valid JSON: %v", err)
-		}
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, validationError("input must be an object, got %s", jsonType(v))
-		}
-		args = m
-	}
-	for _, p := range t.params {
-		v, present := args[p.name]
-		if !present || v == nil {
-			if p.Default != nil {
-				args[p.name] = p.Default
-				continue
-			}
-			if p.Required {
-				return nil, validationError("missing required parameter %q", p.name)
-			}
-			continue
-		}
-		if p.Type != "" && !typeMatches(p.Type, v) {
-			return nil, validationError("parameter %q must be %s, got %s", p.name, article(p.Type), jsonType(v))
-		}
-		if len(p.Enum) > 0 && !inEnum(p.Enum, v) {
-			e, _ := json.Marshal(p.Enum)
-			return nil, validationError("parameter %q must be one of %s", p.name, e)
-		}
-	}
-	// json.Number is convenient for checking but awkward for handlers.
-	for k, v := range args {
-		args[k] = plainNumbers(v)
+	if err := json.Unmarshal(out, &args); err != nil {
+		return nil, &sandbox.ToolError{Code: CodeValidationError, Message: err.Error()}
 	}
 	return args, nil
-}
-
-func validationError(format string, a ...any) *sandbox.ToolError {
-	return &sandbox.ToolError{Code: CodeValidationError, Message: fmt.Sprintf(format, a...)}
-}
-
-func typeMatches(typ string, v any) bool {
-	switch typ {
-	case TypeString:
-		_, ok := v.(string)
-		return ok
-	case TypeNumber:
-		_, ok := v.(json.Number)
-		if !ok {
-			_, ok = v.(float64)
-		}
-		return ok
-	case TypeInteger:
-		switch n := v.(type) {
-		case json.Number:
-			f, err := n.Float64()
-			return err == nil && f == math.Trunc(f)
-		case float64:
-			return n == math.Trunc(n)
-		}
-		return false
-	case TypeBoolean:
-		_, ok := v.(bool)
-		return ok
-	case TypeObject:
-		_, ok := v.(map[string]any)
-		return ok
-	case TypeArray:
-		_, ok := v.([]any)
-		return ok
-	}
-	return true
-}
-
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case json.Number, float64:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
-func article(typ string) string {
-	switch typ {
-	case TypeObject, TypeArray, TypeInteger:
-		return "an " + typ
-	}
-	return "a " + typ
-}
-
-func inEnum(enum []any, v any) bool {
-	got, _ := json.Marshal(plainNumbers(v))
-	for _, e := range enum {
-		want, _ := json.Marshal(e)
-		if string(got) == string(want) {
-			return true
-		}
-	}
-	return false
-}
-
-// plainNumbers turns json.Number into float64 throughout v.
-func plainNumbers(v any) any {
-	switch x := v.(type) {
-	case json.Number:
-		f, err := x.Float64()
-		if err != nil {
-			return x.String()
-		}
-		return f
-	case map[string]any:
-		for k, e := range x {
-			x[k] = plainNumbers(e)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = plainNumbers(e)
-		}
-	}
-	return v
 }
 
 func exampleInput(params []paramSpec) string {

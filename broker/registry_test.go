@@ -47,15 +47,15 @@ func TestToolDefinitionValidate(t *testing.T) {
 			}
 		}},
 		{"extra fields pass", `{"name":"a","other":1}`, "", nil},
-		{"missing required", `{}`, `missing required parameter "name"`, nil},
-		{"empty input", ``, `missing required parameter "name"`, nil},
-		{"wrong type string", `{"name":5}`, `parameter "name" must be a string, got a number`, nil},
-		{"integer not whole", `{"name":"a","count":1.5}`, `parameter "count" must be an integer`, nil},
-		{"boolean", `{"name":"a","flag":"yes"}`, `parameter "flag" must be a boolean, got a string`, nil},
-		{"object", `{"name":"a","obj":[]}`, `parameter "obj" must be an object, got an array`, nil},
-		{"array", `{"name":"a","list":{}}`, `parameter "list" must be an array, got an object`, nil},
-		{"enum", `{"name":"a","mode":"c"}`, `parameter "mode" must be one of ["a","b"]`, nil},
-		{"not an object", `[1]`, `input must be an object, got an array`, nil},
+		{"missing required", `{}`, `missing required property: name`, nil},
+		{"empty input", ``, `missing required property: name`, nil},
+		{"wrong type string", `{"name":5}`, `name: got number, want string`, nil},
+		{"integer not whole", `{"name":"a","count":1.5}`, `count: got number, want integer`, nil},
+		{"boolean", `{"name":"a","flag":"yes"}`, `flag: got string, want boolean`, nil},
+		{"object", `{"name":"a","obj":[]}`, `obj: got array, want object`, nil},
+		{"array", `{"name":"a","list":{}}`, `list: got object, want array`, nil},
+		{"enum", `{"name":"a","mode":"c"}`, `mode: value must be one of 'a', 'b'`, nil},
+		{"not an object", `[1]`, `input must be a JSON object, got array`, nil},
 		{"bad json", `{`, `input is not valid JSON`, nil},
 	}
 	for _, tc := range tests {
@@ -82,8 +82,22 @@ func TestToolDefinitionSchemaOnly(t *testing.T) {
 	reg := NewToolRegistry()
 	reg.Register(ToolDefinition{Name: "s:x", InputSchema: json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)})
 	d := reg.Get("s:x")
-	if _, err := d.Validate(json.RawMessage(`{"id":1}`)); err == nil || !strings.Contains(err.Error(), `"id" must be a string`) {
+	if _, err := d.Validate(json.RawMessage(`{"id":1}`)); err == nil || !strings.Contains(err.Error(), `id: got number, want string`) {
 		t.Fatalf("err = %v", err)
+	}
+	// Nested requirements and bounds are enforced too (they were not when
+	// the registry checked the top level only), with every fault named.
+	reg.Register(ToolDefinition{Name: "s:nested", InputSchema: json.RawMessage(`{"type":"object","required":["order"],
+		"properties":{"order":{"type":"object","required":["sku","qty"],"properties":{"sku":{"type":"string"},
+		"qty":{"type":"integer","minimum":1},"gift":{"type":"boolean","default":false}}}}}`)})
+	n := reg.Get("s:nested")
+	if _, err := n.Validate(json.RawMessage(`{"order":{"qty":0}}`)); err == nil ||
+		err.Error() != "VALIDATION_ERROR: missing required property: order.sku; order.qty: minimum: got 0, want 1" {
+		t.Fatalf("nested: err = %v", err)
+	}
+	args, err := n.Validate(json.RawMessage(`{"order":{"sku":"a","qty":2}}`))
+	if err != nil || args["order"].(map[string]any)["gift"] != false {
+		t.Fatalf("nested default: %v %v", args, err)
 	}
 	if string(d.Schema()) != `{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}` {
 		t.Fatalf("schema = %s", d.Schema())

@@ -1,12 +1,14 @@
 package metatools
 
+import "github.com/codemode-gateway/caddy-codemode/internal/tool"
+
 // Error codes of the meta-tools beyond the sandbox's script codes.
 const (
 	// CodeNotFound: the tool does not exist (non-transient).
 	CodeNotFound = "NOT_FOUND"
 	// CodeValidationError: input does not match a schema; Field names the
-	// offending field (non-transient).
-	CodeValidationError = "VALIDATION_ERROR"
+	// first offending field, the message every one (non-transient).
+	CodeValidationError = tool.CodeValidationError
 	// CodeRateLimit: a meta-tool rate limit rule was exceeded.
 	CodeRateLimit = "RATE_LIMIT"
 	// CodeSearchUnavailable: the ml search strategy could not reach its
@@ -24,25 +26,9 @@ const (
 	CodeInternalError = "INTERNAL_ERROR"
 )
 
-// Error is a meta-tool or tool failure with a stable code.
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	// Field is the input field at fault for VALIDATION_ERROR, as a dotted
-	// path ("queries", "filter.appIds", "items.0.name").
-	Field string `json:"field,omitempty"`
-	// Transient tells a caller whether retrying the same call may succeed.
-	Transient bool `json:"transient"`
-	// RetryAfterSeconds is set for RATE_LIMIT when known.
-	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
-}
-
-func (e *Error) Error() string {
-	if e.Field != "" {
-		return e.Code + ": " + e.Field + ": " + e.Message
-	}
-	return e.Code + ": " + e.Message
-}
+// Error is a meta-tool or tool failure with a stable code, the error type
+// every tool source shares (internal/tool).
+type Error = tool.Error
 
 // Transient reports whether an error code denotes a failure that may pass on
 // retry. NOT_FOUND, VALIDATION_ERROR and SELF_REFERENCE_BLOCKED never do.
@@ -59,6 +45,4 @@ func newError(code, msg string) *Error {
 	return &Error{Code: code, Message: msg, Transient: Transient(code)}
 }
 
-func validationError(field, msg string) *Error {
-	return &Error{Code: CodeValidationError, Field: field, Message: msg}
-}
+func validationError(field, msg string) *Error { return tool.Invalid(field, msg) }

@@ -187,7 +187,7 @@ func exampleInput(t Tool, schema compiledSchema) (map[string]any, bool) {
 		}
 	}
 	raw, _ := json.Marshal(in)
-	if err := schema.validate(raw); err != nil {
+	if _, err := schema.validate(raw); err != nil {
 		return nil, false
 	}
 	return in, true

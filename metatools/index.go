@@ -67,13 +67,21 @@ type snapshot struct {
 }
 
 type lazySchema struct {
-	once sync.Once
-	raw  []byte
-	c    compiledSchema
+	once   sync.Once
+	raw    []byte
+	c      compiledSchema
+	tool   string
+	logger *zap.Logger
 }
 
 func (l *lazySchema) get() compiledSchema {
-	l.once.Do(func() { l.c = compileSchema(l.raw) })
+	l.once.Do(func() {
+		l.c = compileSchema(l.raw)
+		if l.c.err != nil && l.logger != nil {
+			l.logger.Warn("tool input schema does not compile; the tool is called without our validation",
+				zap.String("tool", l.tool), zap.Error(l.c.err))
+		}
+	})
 	return l.c
 }
 
@@ -191,7 +199,7 @@ func (ix *Index) build(prev *snapshot) *snapshot {
 			s.tools = append(s.tools, t)
 			s.summaries = append(s.summaries, summaryOf(t))
 			s.source = append(s.source, si)
-			s.schemas = append(s.schemas, &lazySchema{raw: t.InputSchema})
+			s.schemas = append(s.schemas, &lazySchema{raw: t.InputSchema, tool: t.Name, logger: ix.logger})
 			s.compact = append(s.compact, &lazyEntry{})
 		}
 	}

@@ -1,7 +1,6 @@
 package metatools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,12 +8,14 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // DefaultListTTL is the longest freshness (ttlMs) a tools/list or
@@ -117,7 +118,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		Annotations:  readOnly,
 	}, s.observe(MetaSearch, s.handler(MetaSearch, func(ctx context.Context, args json.RawMessage) (any, error) {
 		var in SearchInput
-		if err := decodeArgs(args, &in); err != nil {
+		if err := decodeArgs(MetaSearch, args, &in); err != nil {
 			return nil, err
 		}
 		return s.Search(ctx, in)
@@ -131,7 +132,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		Annotations:  readOnly,
 	}, s.observe(MetaDescribe, s.handler(MetaDescribe, func(ctx context.Context, args json.RawMessage) (any, error) {
 		var in DescribeInput
-		if err := decodeArgs(args, &in); err != nil {
+		if err := decodeArgs(MetaDescribe, args, &in); err != nil {
 			return nil, err
 		}
 		return s.Describe(ctx, in)
@@ -182,39 +183,37 @@ declare const metaContext: object; // read-only
 declare const console: { log(...a: any[]): void; warn(...a: any[]): void; error(...a: any[]): void }; // when enabled
 // searchTools and describeTool count as tool calls against the plan's limits.`
 
-// decodeArgs decodes tool arguments strictly; a type mismatch or unknown
-// field is a VALIDATION_ERROR naming the field.
-func decodeArgs(args json.RawMessage, v any) error {
-	if len(args) == 0 || string(args) == "null" {
-		args = json.RawMessage(`{}`)
+// metaInputs are the meta-tools' input schemas, compiled on first use
+// (never at package init: sandbox workers link this package too).
+var metaInputs = sync.OnceValues(func() (map[string]*tool.Schema, error) {
+	out := map[string]*tool.Schema{}
+	for name, raw := range map[string]json.RawMessage{MetaSearch: searchInputSchema, MetaDescribe: describeInputSchema,
+		MetaExecute: executeInputSchema, MetaInvoke: invokeInputSchema} {
+		s, err := tool.CompileSchema(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s input schema: %w", name, err)
+		}
+		out[name] = s
 	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return validationError(te.Field, fmt.Sprintf("must be %s, got %s", jsonTypeName(te.Type.String()), te.Value))
-		}
-		if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-			return validationError(strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`), "unknown field")
-		}
-		return validationError("input", "arguments are not a valid JSON object: "+err.Error())
+	return out, nil
+})
+
+// decodeArgs checks the arguments of metaTool against its advertised input
+// schema with the one tool-input validator (every fault named, undeclared
+// fields refused, defaults applied), then decodes them into v.
+func decodeArgs(metaTool string, args json.RawMessage, v any) error {
+	schemas, err := metaInputs()
+	if err != nil {
+		return err
+	}
+	in, verr := schemas[metaTool].Validate(args, &tool.ValidateOptions{NoUnknown: true})
+	if verr != nil {
+		return verr
+	}
+	if err := json.Unmarshal(in, v); err != nil {
+		return validationError("input", "arguments do not fit "+metaTool+": "+err.Error())
 	}
 	return nil
-}
-
-func jsonTypeName(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case goType == "string":
-		return "a string"
-	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "*int"):
-		return "an integer"
-	case strings.HasPrefix(goType, "float") || strings.HasPrefix(goType, "*float"):
-		return "a number"
-	}
-	return "an object"
 }
 
 type callInfoKey struct{}
@@ -313,7 +312,7 @@ func (s *Service) executeHandler() mcp.ToolHandler {
 		ci := callInfo(MetaExecute, req)
 		ctx = context.WithValue(ctx, callInfoKey{}, ci)
 		var in ExecuteInput
-		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
+		if err := decodeArgs(MetaExecute, req.Params.Arguments, &in); err != nil {
 			return errorResult(err), nil
 		}
 		if s.usesPlanSessions(req) {
@@ -352,7 +351,7 @@ func (s *Service) invokeHandler() mcp.ToolHandler {
 		}
 		ctx = context.WithValue(ctx, callInfoKey{}, callInfo(MetaInvoke, req))
 		var in InvokeInput
-		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
+		if err := decodeArgs(MetaInvoke, req.Params.Arguments, &in); err != nil {
 			return errorResult(err), nil
 		}
 		if t, ok := s.index.Lookup(in.Tool); ok && t.CallerAnswered && usesMRTR(req) && canElicit(req) && validateInvoke(in) == nil {

@@ -680,7 +680,8 @@ func (s *Service) callTool(ctx context.Context, name string, input json.RawMessa
 	if len(input) == 0 || string(input) == "null" {
 		input = json.RawMessage(`{}`)
 	}
-	if verr := snap.schemas[idx].get().validate(input); verr != nil {
+	input, verr := snap.schemas[idx].get().validate(input)
+	if verr != nil {
 		verr.Message = fmt.Sprintf("input of %s: %s", name, verr.Message)
 		return nil, verr
 	}
@@ -720,7 +721,7 @@ func (s *Service) validateToolInput(name string, input json.RawMessage) *Error {
 	if !ok {
 		return newError(CodeNotFound, fmt.Sprintf("tool %q not found", name))
 	}
-	if verr := snap.schemas[idx].get().validate(input); verr != nil {
+	if _, verr := snap.schemas[idx].get().validate(input); verr != nil {
 		verr.Message = fmt.Sprintf("input of %s: %s", name, verr.Message)
 		return verr
 	}
@@ -778,7 +779,7 @@ func (h *host) SearchTools(ctx context.Context, request json.RawMessage) (json.R
 		MinRelevanceScore *float64 `json:"minRelevanceScore,omitempty"`
 		ExcludeToolNames  []string `json:"excludeToolNames,omitempty"`
 	}
-	if err := decodeArgs(request, &in); err != nil {
+	if err := decodeArgs(MetaSearch, request, &in); err != nil {
 		return nil, toolErrorOf(err)
 	}
 	out, err := h.s.Search(ctx, SearchInput{Queries: []string{in.Query}, TopK: in.TopK, AppIDs: in.AppIDs, Tags: in.Tags,

@@ -7,11 +7,14 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi2"
 	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oasdiff/yaml"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // operation is an action plus what Call needs to make its request.
@@ -23,6 +26,21 @@ type operation struct {
 	params  []paramSpec
 	body    *bodySpec
 	props   map[string]bool // accepted input property names
+
+	schemaOnce sync.Once
+	schema     *tool.Schema // the action's input schema, compiled on first call
+}
+
+// validator is the action's input schema compiled for the one tool-input
+// validator, or nil when it does not compile (a pattern Go cannot run is
+// not among those: see tool.CompileSchema).
+func (op *operation) validator() *tool.Schema {
+	op.schemaOnce.Do(func() {
+		// A schema that does not compile (it cannot, for one the catalog
+		// derived, short of a bug) leaves the presence checks of request.
+		op.schema, _ = tool.CompileSchema(op.action.InputSchema)
+	})
+	return op.schema
 }
 
 // paramSpec is one OpenAPI parameter and the input property that feeds it.

@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // maxErrorBody caps the upstream body carried by an UPSTREAM_ERROR when it is
@@ -166,6 +167,21 @@ func truncateUTF8(b []byte, n int) string {
 
 // request validates input and builds the HTTP request of the operation.
 func (op *operation) request(ctx context.Context, input json.RawMessage) (*http.Request, error) {
+	var validated map[string]json.RawMessage // the input with defaults applied
+	if v := op.validator(); v != nil {
+		out, verr := v.Validate(input, &tool.ValidateOptions{NoUnknown: true})
+		if verr != nil {
+			for _, f := range verr.Fields {
+				if !op.props[f] && !strings.Contains(f, ".") && f != "input" {
+					// An unknown field: say what the action takes.
+					verr.Message += " (" + op.action.Name + " takes: " + strings.Join(op.accepted(), ", ") + ")"
+					break
+				}
+			}
+			return nil, verr
+		}
+		_ = json.Unmarshal(out, &validated)
+	}
 	fields := map[string]json.RawMessage{}
 	if trimmed := bytes.TrimSpace(input); len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
 		if trimmed[0] != '{' {
@@ -173,6 +189,13 @@ func (op *operation) request(ctx context.Context, input json.RawMessage) (*http.
 		}
 		if err := json.Unmarshal(trimmed, &fields); err != nil {
 			return nil, validationError("input is not valid JSON: %v", err)
+		}
+	}
+	// The caller's fields keep their bytes (a JSON body goes out exactly as
+	// given); validation only adds the defaults.
+	for k, v := range validated {
+		if old, ok := fields[k]; !ok || isNull(old) {
+			fields[k] = v
 		}
 	}
 	var unknown []string
@@ -187,12 +210,7 @@ func (op *operation) request(ctx context.Context, input json.RawMessage) (*http.
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		accepted := make([]string, 0, len(op.props))
-		for k := range op.props {
-			accepted = append(accepted, k)
-		}
-		sort.Strings(accepted)
-		return nil, validationError("unknown input field %q for %s (accepted: %s)", unknown[0], op.action.Name, strings.Join(accepted, ", "))
+		return nil, validationError("unknown input field %q for %s (accepted: %s)", unknown[0], op.action.Name, strings.Join(op.accepted(), ", "))
 	}
 	for _, p := range op.params {
 		if _, ok := fields[p.prop]; p.required && !ok {
@@ -280,6 +298,16 @@ func (op *operation) request(ctx context.Context, input json.RawMessage) (*http.
 
 func validationError(format string, args ...any) *Error {
 	return &Error{Code: CodeValidationError, Message: fmt.Sprintf(format, args...)}
+}
+
+// accepted lists the input properties the action takes, sorted.
+func (op *operation) accepted() []string {
+	out := make([]string, 0, len(op.props))
+	for k := range op.props {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func isNull(raw json.RawMessage) bool {

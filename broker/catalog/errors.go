@@ -1,9 +1,10 @@
 package catalog
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // Stable error codes carried by *Error. Scripts and HTTP clients match on
@@ -11,11 +12,11 @@ import (
 const (
 	// CodeToolNotFound: no action has the requested name (same code as the
 	// sandbox's unknown tool).
-	CodeToolNotFound = "TOOL_NOT_FOUND"
-	// CodeValidationError: the input is not an object, misses a required
-	// field, names an unknown field, or gives a scalar where an array or
-	// object is needed (and the reverse). The message names the field.
-	CodeValidationError = "VALIDATION_ERROR"
+	CodeToolNotFound = tool.CodeToolNotFound
+	// CodeValidationError: the input does not match the action's input
+	// schema (the one tool-input validator); the message names every field
+	// at fault, Field the first.
+	CodeValidationError = tool.CodeValidationError
 	// CodeUpstreamError: the service answered with a status outside 2xx.
 	// Error.Status and Error.Body carry its status and (capped) body.
 	CodeUpstreamError = "UPSTREAM_ERROR"
@@ -35,30 +36,17 @@ const (
 	CodeNoBaseURL = "NO_BASE_URL"
 )
 
-// Error is the error Call returns. Its Code is one of the Code constants.
-type Error struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	// Status is the upstream HTTP status for UPSTREAM_ERROR, else 0.
-	Status int `json:"status,omitempty"`
-	// Body is the upstream response body for UPSTREAM_ERROR: its JSON when it
-	// is JSON, else a JSON string of its first 4 KiB.
-	Body json.RawMessage `json:"body,omitempty"`
-
-	cause error
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-// Unwrap returns the cause, if any (a net or context error).
-func (e *Error) Unwrap() error { return e.cause }
+// Error is the error Call returns, the error type every tool source shares
+// (internal/tool). Its Code is one of the Code constants; Status and Body
+// carry an upstream's answer for UPSTREAM_ERROR.
+type Error = tool.Error
 
 func newError(code string, cause error, format string, args ...any) *Error {
 	msg := fmt.Sprintf(format, args...)
 	if cause != nil {
 		msg += ": " + cause.Error()
 	}
-	return &Error{Code: code, Message: msg, cause: cause}
+	return &Error{Code: code, Message: msg, Err: cause}
 }
 
 // ErrorCode returns the Code of err when it is (or wraps) an *Error, else "".

@@ -1,0 +1,76 @@
+package tool
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestValidateNamesEveryFault: one clean line naming every missing,
+// unknown or wrong field, the first of them as Field, defaults applied,
+// nested fields as dotted paths.
+func TestValidateNamesEveryFault(t *testing.T) {
+	s, err := CompileSchema(json.RawMessage(`{"type":"object","required":["owner","repo","body"],"additionalProperties":false,
+	"properties":{"owner":{"type":"string"},"repo":{"type":"string"},"per_page":{"type":"integer","maximum":100,"default":30},
+	"body":{"type":"object","required":["title"],"properties":{"title":{"type":"string"},"state":{"enum":["open","closed"],"default":"open"},
+	  "labels":{"type":"array","items":{"type":"string"}}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ in, out, field, msg string }{
+		{`{"owner":"a"}`, "", "repo", "missing required properties: repo, body"},
+		{`{"owner":1,"repo":"r","body":{"title":"t"}}`, "", "owner", "owner: got number, want string"},
+		{`{"owner":"a","repo":"r","per_page":"x","body":{"title":1,"state":"x","labels":["a",2]},"zz":1}`, "", "zz",
+			`unknown property: zz; body.labels.1: got number, want string; body.state: value must be one of 'open', 'closed'; body.title: got number, want string; per_page: got string, want integer`},
+		{`{"owner":"a","repo":"r","per_page":500,"body":{}}`, "", "body.title", "missing required property: body.title; per_page: maximum: got 500, want 100"},
+		{`[1]`, "", "input", "input must be a JSON object, got array"},
+		{`{"owner":"a","repo":"r","per_page":null,"body":{"title":"t"}}`, `{"body":{"state":"open","title":"t"},"owner":"a","per_page":30,"repo":"r"}`, "", ""},
+	}
+	for _, c := range cases {
+		out, verr := s.Validate(json.RawMessage(c.in), nil)
+		if c.msg == "" {
+			if verr != nil || string(out) != c.out {
+				t.Errorf("%s: got %s, %v; want %s", c.in, out, verr, c.out)
+			}
+			continue
+		}
+		if verr == nil {
+			t.Errorf("%s: accepted as %s", c.in, out)
+			continue
+		}
+		if verr.Code != CodeValidationError || verr.Field != c.field || verr.Message != c.msg || strings.Contains(verr.Message, "\n") {
+			t.Errorf("%s:\n got field %q message %q\nwant field %q message %q", c.in, verr.Field, verr.Message, c.field, c.msg)
+		}
+	}
+}
+
+// TestSchemaRefusesExternalReferences: a tool's schema cannot make the
+// gateway read a file or fetch a URL.
+func TestSchemaRefusesExternalReferences(t *testing.T) {
+	for _, ref := range []string{"file:///etc/passwd", "http://127.0.0.1:1/schema.json", "https://example.com/s.json#/x"} {
+		if _, err := CompileSchema(json.RawMessage(`{"type":"object","properties":{"a":{"$ref":"` + ref + `"}}}`)); err == nil {
+			t.Errorf("$ref %s compiled", ref)
+		}
+	}
+	// Local references work.
+	s, err := CompileSchema(json.RawMessage(`{"$defs":{"n":{"type":"integer"}},"type":"object","properties":{"a":{"$ref":"#/$defs/n"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, verr := s.Validate(json.RawMessage(`{"a":"x"}`), nil); verr == nil || verr.Field != "a" {
+		t.Errorf("local $ref not enforced: %v", verr)
+	}
+}
+
+func TestValidateNoUnknown(t *testing.T) {
+	s, err := CompileSchema(json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, verr := s.Validate(json.RawMessage(`{"a":"x","b":1}`), nil); verr != nil {
+		t.Errorf("additional property refused without NoUnknown: %v", verr)
+	}
+	if _, verr := s.Validate(json.RawMessage(`{"a":"x","b":1}`), &ValidateOptions{NoUnknown: true}); verr == nil || verr.Message != "unknown property: b" {
+		t.Errorf("NoUnknown: %v", verr)
+	}
+}
