@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -193,6 +195,7 @@ func (r *RedisStorage) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, nil, err
 		}
+		opts.ClientName = redisClientName(key, redisClients.Add(1))
 		c := redis.NewClient(opts)
 		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Duration(r.DialTimeout))
 		defer cancel()
@@ -207,6 +210,16 @@ func (r *RedisStorage) Provision(ctx caddy.Context) error {
 	}
 	r.key, r.client = key, client
 	return nil
+}
+
+// redisClients counts the clients this process built.
+var redisClients atomic.Int64
+
+// redisClientName names the connections of the n-th client, built for the
+// component key (CLIENT LIST shows it), so that an operator, and the reload
+// tests, can tell whose connections they are.
+func redisClientName(key string, n int64) string {
+	return fmt.Sprintf("codemode-%s-%d", strings.TrimPrefix(key, "redis:")[:12], n)
 }
 
 // options are the client options; go-redis retries once and fails fast, so
