@@ -34,7 +34,7 @@ type Metrics struct {
 	callerWait     *prometheus.HistogramVec
 	eventsStreamed *prometheus.CounterVec
 	redisErrors    *prometheus.CounterVec
-	all            []prometheus.Collector
+	all            telemetry.Collectors
 }
 
 // NewMetrics returns the broker's metrics, registered nowhere yet.
@@ -88,23 +88,19 @@ func NewMetrics() *Metrics {
 			Help: "Failed round trips to the broker's Redis, by operation.",
 		}, []string{"operation"}),
 	}
-	m.all = []prometheus.Collector{m.sessions, m.rejected, m.started, m.finished, m.duration, m.toolCalls,
+	m.all = telemetry.Collectors{m.sessions, m.rejected, m.started, m.finished, m.duration, m.toolCalls,
 		m.toolDuration, m.callerWaiting, m.callerWait, m.eventsStreamed, m.redisErrors}
 	return m
 }
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.all {
-		c.Describe(ch)
-	}
+	m.all.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.all {
-		c.Collect(ch)
-	}
+	m.all.Collect(ch)
 }
 
 // ObserveToolCall records one tool call made outside the broker (the

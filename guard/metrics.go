@@ -38,7 +38,7 @@ type Metrics struct {
 	storage   *prometheus.CounterVec
 	inUse     *prometheus.GaugeVec
 	queueWait *prometheus.HistogramVec
-	all       []prometheus.Collector
+	all       telemetry.Collectors
 }
 
 // NewMetrics returns the guard's metrics, registered nowhere yet.
@@ -62,22 +62,18 @@ func NewMetrics() *Metrics {
 			Buckets: telemetry.DurationBuckets,
 		}, []string{"outcome"}),
 	}
-	m.all = []prometheus.Collector{m.decisions, m.storage, m.inUse, m.queueWait}
+	m.all = telemetry.Collectors{m.decisions, m.storage, m.inUse, m.queueWait}
 	return m
 }
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.all {
-		c.Describe(ch)
-	}
+	m.all.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.all {
-		c.Collect(ch)
-	}
+	m.all.Collect(ch)
 }
 
 func (m *Metrics) decide(rule, outcome string) {

@@ -17,7 +17,7 @@ type Metrics struct {
 	duration      *prometheus.HistogramVec
 	searchLatency prometheus.Histogram
 	searchResults prometheus.Histogram
-	all           []prometheus.Collector
+	all           telemetry.Collectors
 }
 
 // NewMetrics returns the meta-tools' metrics, registered nowhere yet.
@@ -43,22 +43,18 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{0, 1, 2, 3, 5, 10, 20, 50, 100},
 		}),
 	}
-	m.all = []prometheus.Collector{m.calls, m.duration, m.searchLatency, m.searchResults}
+	m.all = telemetry.Collectors{m.calls, m.duration, m.searchLatency, m.searchResults}
 	return m
 }
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.all {
-		c.Describe(ch)
-	}
+	m.all.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.all {
-		c.Collect(ch)
-	}
+	m.all.Collect(ch)
 }
 
 func (m *Metrics) called(tool, outcome string, d time.Duration) {

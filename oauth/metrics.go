@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
 // Metrics are the authorization server's Prometheus metrics: tokens issued
@@ -18,7 +20,7 @@ type Metrics struct {
 	reuse   *prometheus.CounterVec
 	revoked *prometheus.CounterVec
 	logins  *prometheus.CounterVec
-	all     []prometheus.Collector
+	all     telemetry.Collectors
 	keyAge  *prometheus.Desc
 
 	mu      sync.Mutex
@@ -50,24 +52,20 @@ func NewMetrics() *Metrics {
 			nil, nil),
 		servers: map[*Server]uint64{},
 	}
-	m.all = []prometheus.Collector{m.issued, m.reuse, m.revoked, m.logins}
+	m.all = telemetry.Collectors{m.issued, m.reuse, m.revoked, m.logins}
 	return m
 }
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.all {
-		c.Describe(ch)
-	}
+	m.all.Describe(ch)
 	ch <- m.keyAge
 }
 
 // Collect implements prometheus.Collector; the key age is the newest live
 // server's.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.all {
-		c.Collect(ch)
-	}
+	m.all.Collect(ch)
 	type live struct {
 		s   *Server
 		seq uint64

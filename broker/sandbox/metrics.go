@@ -46,7 +46,7 @@ type Metrics struct {
 	deaths        *prometheus.CounterVec
 	startDuration prometheus.Histogram
 	startFailures prometheus.Counter
-	all           []prometheus.Collector
+	all           telemetry.Collectors
 
 	workers, queued, rss, rssMax, memLimit *prometheus.Desc
 
@@ -91,15 +91,13 @@ func NewMetrics() *Metrics {
 			"The memory cap (RLIMIT_DATA) of each worker, the largest over the pools; 0 when uncapped.", nil, nil),
 		pools: map[*workerPool]struct{}{},
 	}
-	m.all = []prometheus.Collector{m.scripts, m.queueWait, m.deaths, m.startDuration, m.startFailures}
+	m.all = telemetry.Collectors{m.scripts, m.queueWait, m.deaths, m.startDuration, m.startFailures}
 	return m
 }
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.all {
-		c.Describe(ch)
-	}
+	m.all.Describe(ch)
 	for _, d := range []*prometheus.Desc{m.workers, m.queued, m.rss, m.rssMax, m.memLimit} {
 		ch <- d
 	}
@@ -108,9 +106,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector: the counters, and the state of
 // the live pools read now.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.all {
-		c.Collect(ch)
-	}
+	m.all.Collect(ch)
 	m.mu.Lock()
 	pools := make([]*workerPool, 0, len(m.pools))
 	for p := range m.pools {

@@ -634,36 +634,8 @@ func scrape(t *testing.T, admin int) map[string]*dto.MetricFamily {
 	return parseMetrics(t, scrapeRaw(t, admin))
 }
 
-// sample is the value of the series of name whose labels include want (a
-// histogram's sample count).
-func sample(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
-	f := fams[name]
-	if f == nil {
-		return 0, false
-	}
-	for _, m := range f.GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
-		}
-		match := true
-		for k, v := range want {
-			match = match && labels[k] == v
-		}
-		if !match {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			return m.Counter.GetValue(), true
-		case m.Gauge != nil:
-			return m.Gauge.GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
+// sample is dashboard.Value.
+var sample = dashboard.Value
 
 const scrapeEvery = 300 * time.Millisecond
 

@@ -186,3 +186,30 @@ func legend(format string, labels map[string]string) string {
 		out = out[:i] + labels[name] + out[i+j+2:]
 	}
 }
+
+// Value is the value of the first series of name in fams whose labels
+// include want (a histogram's sample count), and whether there is one.
+func Value(fams map[string]*dto.MetricFamily, name string, want map[string]string) (float64, bool) {
+	for _, m := range fams[name].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range want {
+			match = match && labels[k] == v
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}

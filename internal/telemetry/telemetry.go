@@ -169,6 +169,24 @@ func Register(reg prometheus.Registerer, c prometheus.Collector) error {
 	return err
 }
 
+// Collectors are collected and described as one: the Metrics type of each
+// core package keeps its collectors in one.
+type Collectors []prometheus.Collector
+
+// Describe implements prometheus.Collector.
+func (cs Collectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (cs Collectors) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
+}
+
 // Buckets of the duration histograms, in seconds: from a millisecond (a
 // guard decision, a registry tool) to a minute (a long script).
 var DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
