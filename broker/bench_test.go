@@ -2,7 +2,10 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // BenchmarkExecuteTrivial runs `return 1` through Execute (no HTTP).
@@ -22,4 +25,43 @@ func BenchmarkExecuteTrivial(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkInvokeToolObserved is one registry tool call (math:add) through
+// InvokeTool without metrics, with metrics, and with metrics under a
+// recording trace span: the cost of the instrumentation per call.
+func BenchmarkInvokeToolObserved(b *testing.B) {
+	// Spans are sampled and recorded, then dropped: no exporter.
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	traced, span := tp.Tracer("bench").Start(context.Background(), "request")
+	defer span.End()
+	for _, c := range []struct {
+		name    string
+		metrics *Metrics
+		ctx     context.Context
+	}{
+		{"plain", nil, context.Background()},
+		{"metrics", NewMetrics(), context.Background()},
+		{"metrics+trace", NewMetrics(), traced},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			br, err := New(&BrokerOptions{Engine: testEngine(), Tools: NewToolRegistry(), Metrics: c.metrics})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer br.Close(context.Background())
+			for _, d := range DemoTools() {
+				br.Tools().Register(d)
+			}
+			in := json.RawMessage(`{"a":1,"b":2}`)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := br.InvokeTool(c.ctx, "math:add", in, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
