@@ -160,12 +160,13 @@ type LogHost interface {
 
 // ParkHost is an optional Host capability for schedulers. Parked is called
 // on the script's goroutine when the script waits for tool results with
-// nothing left to run (it holds no CPU until one arrives); Resumed when a
-// result arrives for it, before it runs again. Resumed may block (waiting
-// for a CPU slot); it returns false when the script should stop instead.
-// The worker engine uses them to tell its parent which scripts run.
+// nothing left to run (it holds no CPU until one arrives); settled is the
+// number of tool results it has received so far. Resumed is called when a
+// result arrives for it, before it runs again; it may block (waiting for a
+// CPU slot) and returns false when the script should stop instead. The
+// worker engine uses them to tell its parent which scripts run.
 type ParkHost interface {
-	Parked()
+	Parked(settled int)
 	Resumed() bool
 }
 
@@ -179,9 +180,14 @@ type Request struct {
 	// Context is JSON exposed to the script, deep-frozen, as metaContext.
 	// Empty means {}.
 	Context json.RawMessage
-	// Limits override the engine's limits field by field; zero fields keep
-	// the engine's value.
+	// Limits lower the engine's limits field by field (see LowerLimits);
+	// zero fields keep the engine's value.
 	Limits Limits
+	// Principal names who asks (a user, an API key, a client address):
+	// the worker pool shares its CPU slots and seats fairly among
+	// principals and bounds what each holds. Empty is one anonymous
+	// principal.
+	Principal string
 }
 
 // Limits bound one execution. A zero field means "use the preset's value".

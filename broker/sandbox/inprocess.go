@@ -245,6 +245,7 @@ type execution struct {
 	stopped     *abort
 	completions chan completion
 	pending     int
+	settled     int // tool results received
 	nextID      int64
 	toolCalls   int
 	lookups     map[string]bool
@@ -414,6 +415,7 @@ func (x *execution) run() (res *Result, err error) {
 			}
 		}
 		x.pending--
+		x.settled++
 		if _, gerr := settle(goja.Undefined(), rt.ToValue(c.id), rt.ToValue(c.ok), rt.ToValue(c.payload)); gerr != nil {
 			return x.failure(gerr, describe)
 		}
@@ -445,7 +447,7 @@ func (x *execution) run() (res *Result, err error) {
 func (x *execution) wait() (completion, bool) {
 	x.pause(false)
 	if x.parkHost != nil {
-		x.parkHost.Parked()
+		x.parkHost.Parked(x.settled)
 	}
 	var c completion
 	select {

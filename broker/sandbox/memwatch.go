@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"runtime/metrics"
 	"sync"
 	"time"
@@ -30,14 +31,20 @@ type memWatch struct {
 	active  map[*execution]struct{}
 	touched map[*execution]struct{}
 	running bool // the sampling goroutine is alive
-	live    uint64
-	cycle   uint64
-	sample  []metrics.Sample
+	// processLimit, when set (a worker process sets it below its memory
+	// cap), bounds the live heap of all scripts together: past it the
+	// script charged the most is stopped, before the kernel stops them all.
+	processLimit uint64
+	all          map[*execution]struct{}
+	live         uint64
+	cycle        uint64
+	sample       []metrics.Sample
 }
 
 func newMemWatch() *memWatch {
 	return &memWatch{
 		active:  make(map[*execution]struct{}),
+		all:     make(map[*execution]struct{}),
 		touched: make(map[*execution]struct{}),
 		sample:  []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}},
 	}
@@ -50,6 +57,7 @@ func (m *memWatch) begin(x *execution, now time.Time) {
 	x.memAcct.since = now
 	m.active[x] = struct{}{}
 	m.touched[x] = struct{}{}
+	m.all[x] = struct{}{}
 	if !m.running {
 		m.running = true
 		metrics.Read(m.sample)
@@ -74,6 +82,7 @@ func (m *memWatch) end(x *execution, now time.Time, finished bool) {
 	}
 	if finished {
 		delete(m.touched, x)
+		delete(m.all, x)
 	}
 }
 
@@ -126,6 +135,21 @@ func (m *memWatch) tick(now time.Time) bool {
 		}
 		if limit := x.limits.MemoryBytes; limit > 0 && x.memAcct.charged > float64(limit) {
 			x.stop(&abort{result: memoryResult(limit)})
+		}
+	}
+	if m.processLimit > 0 && live > m.processLimit {
+		var heaviest *execution
+		for x := range m.all {
+			if heaviest == nil || x.memAcct.charged > heaviest.memAcct.charged {
+				heaviest = x
+			}
+		}
+		if heaviest != nil {
+			heaviest.stop(&abort{result: &Result{Status: StatusRuntimeError, Error: &ScriptError{
+				Code: CodeWorkerMemoryExceeded, Source: "script", Name: "WorkerMemoryError",
+				Message: fmt.Sprintf("script exceeded the memory limit of %d MiB (it held the most of the memory its worker shares with other scripts)", heaviest.limits.MemoryBytes>>20),
+			}}})
+			delete(m.all, heaviest)
 		}
 	}
 	// The next cycle is shared among those that run from now on.

@@ -21,8 +21,10 @@ type RuntimePoolOptions struct {
 	// dead or recycled workers below it are replaced. Default 1; a negative
 	// value means 0 (workers start only on demand).
 	MinSize int
-	// MaxSize is the most workers alive at once, hence the most scripts
-	// running at once. Default 4; at least MinSize and 1.
+	// MaxSize is the most scripts running JavaScript at once (CPU slots)
+	// and the most workers started to run them (MaxWorkers may add workers
+	// that only host waiting scripts). A script waiting for a tool result
+	// holds no slot. Default 4; at least MinSize and 1.
 	MaxSize int
 	// ScaleUpThreshold is the utilisation (a fraction, e.g. 0.75) at or above
 	// which the pool starts one more worker, checked whenever an execution
@@ -90,6 +92,33 @@ type PoolOptions struct {
 	// after that many scripts. Default 1000; negative means never.
 	MaxExecutionsPerWorker int
 
+	// SessionsPerWorker is how many executions one worker process hosts at
+	// once, running or waiting for tool results. A waiting script holds no
+	// CPU slot (MaxSize) but keeps its runtime in its worker, so a worker
+	// death (a memory bomb of one script) ends the others it hosts with
+	// WORKER_LOST: this is also the blast radius. Default 64.
+	SessionsPerWorker int
+	// MaxWorkers is the most worker processes: up to MaxSize run scripts;
+	// beyond, workers only add room for waiting scripts. Default the larger
+	// of MaxSize and 16 (16 x 64 = 1024 executions, above the broker's
+	// default of 1000 sessions).
+	MaxWorkers int
+	// SessionMemoryBytes is added to each worker's memory cap per hosted
+	// execution, for the runtimes of waiting scripts (about 150 KiB each,
+	// measured). Default 1 MiB.
+	SessionMemoryBytes int64
+	// MaxRunningPerPrincipal bounds the CPU slots one principal (a user,
+	// an API key, a client IP: Request.Principal) holds at once, so that
+	// another always finds one. Default MaxSize - 1, at least 1.
+	MaxRunningPerPrincipal int
+	// MaxSessionsPerPrincipal bounds the executions one principal has in
+	// the pool (running or waiting); more wait in the queue. Default a
+	// quarter of MaxWorkers x SessionsPerWorker, at least 1.
+	MaxSessionsPerPrincipal int
+	// MaxQueuedPerPrincipal bounds one principal's executions waiting to
+	// start (QUEUE_FULL beyond). Default a tenth of QueueSize, at least 1.
+	MaxQueuedPerPrincipal int
+
 	// Command starts a worker: the program and its arguments. Default: this
 	// executable with the argument "codemode-worker" (the Caddy subcommand);
 	// test binaries call MaybeServeWorker from TestMain instead, which the
@@ -124,6 +153,8 @@ const (
 	DefaultWatchdogGrace          = time.Second
 	DefaultWorkerStartupTimeout   = 10 * time.Second
 	DefaultMaxExecutionsPerWorker = 1000
+	DefaultSessionsPerWorker      = 64
+	DefaultSessionMemoryBytes     = 1 << 20
 )
 
 // WorkerCommandName is the argument the default worker command passes: the
@@ -209,6 +240,27 @@ func (o *PoolOptions) withDefaults() (PoolOptions, error) {
 	case n.MaxExecutionsPerWorker < 0:
 		n.MaxExecutionsPerWorker = math.MaxInt
 	}
+	if n.SessionsPerWorker <= 0 {
+		n.SessionsPerWorker = DefaultSessionsPerWorker
+	}
+	if n.MaxWorkers <= 0 {
+		n.MaxWorkers = max(n.MaxSize, 16)
+	}
+	if n.MaxWorkers < n.MaxSize {
+		return n, fmt.Errorf("pool maxWorkers %d must be at least maxSize %d", n.MaxWorkers, n.MaxSize)
+	}
+	if n.SessionMemoryBytes <= 0 {
+		n.SessionMemoryBytes = DefaultSessionMemoryBytes
+	}
+	if n.MaxRunningPerPrincipal <= 0 {
+		n.MaxRunningPerPrincipal = max(1, n.MaxSize-1)
+	}
+	if n.MaxSessionsPerPrincipal <= 0 {
+		n.MaxSessionsPerPrincipal = max(1, n.MaxWorkers*n.SessionsPerWorker/4)
+	}
+	if n.MaxQueuedPerPrincipal <= 0 {
+		n.MaxQueuedPerPrincipal = max(1, n.QueueSize/10)
+	}
 	if len(n.Command) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -230,6 +282,18 @@ func (o *PoolOptions) withDefaults() (PoolOptions, error) {
 }
 
 // workerPool is the worker-process Engine.
+//
+// Scheduling. CPU is the scarce resource, not the runtime: MaxSize slots
+// let that many scripts run JavaScript at once. A script that waits for a
+// tool result (a slow tool, a caller who answers later) gives its slot back
+// (its worker sends wait) and keeps only its runtime, in the worker that
+// hosts it; the parent holds the result that wakes it until a slot is free,
+// so a waiting script runs nothing without one. Workers host up to
+// SessionsPerWorker executions each. Executions that wait to start or to
+// resume queue per principal and are served round-robin across principals,
+// each principal holding at most MaxRunningPerPrincipal slots and
+// MaxSessionsPerPrincipal executions, so one caller's burst cannot starve
+// the others.
 type workerPool struct {
 	opts   PoolOptions
 	engine workerEngineConfig
@@ -241,14 +305,16 @@ type workerPool struct {
 	now      func() time.Time
 	newTimer func(time.Duration) (<-chan time.Time, func() bool)
 
-	mu       sync.Mutex
-	closed   bool
-	draining bool // Shutdown: no new executions
-	all      map[*worker]struct{}
-	idle     []*worker // a stack: the most recently used on top
-	busy     int
-	starting int
-	waiters  []*waiter // FIFO
+	mu         sync.Mutex
+	closed     bool
+	draining   bool // Shutdown: no new executions
+	all        map[*worker]struct{}
+	starting   int
+	running    int // CPU slots held
+	queued     int // executions waiting to start
+	principals map[string]*principal
+	ring       []*principal // principals with waiting tickets, served in turn
+	next       int          // the ring position served next
 
 	// spawnErr is the last failure to start a worker, until one starts.
 	spawnErr error
@@ -260,12 +326,29 @@ type workerPool struct {
 	nextExec atomic.Uint64
 }
 
-// waiter is an execution queued for a worker.
-type waiter struct {
-	ch chan grant // buffered 1
+// principal is the scheduler's account of one caller (guarded by the
+// pool's mu).
+type principal struct {
+	name    string
+	running int // slots held
+	hosted  int // executions in workers
+	queued  int // executions waiting to start
+	waiting []*ticket
+	inRing  bool
 }
 
-// grant hands a worker (or a failure) to a waiter.
+// ticket is an execution waiting for a slot: to start (st nil; the grant
+// arrives on ch) or to resume (st set; its held results are sent when
+// granted).
+type ticket struct {
+	pr      *principal
+	st      *execState
+	replies []*wireMsg
+	ch      chan grant // buffered 1; new executions only
+}
+
+// grant hands a worker (with a slot and a seat reserved) or a failure to a
+// waiting execution.
 type grant struct {
 	w   *worker
 	err error
@@ -310,14 +393,15 @@ func newWorkerPool(opts *PoolOptions, setup func(*workerPool)) (*workerPool, err
 		return nil, fmt.Errorf("worker memory %d bytes is below the minimum of 16 MiB", o.MemoryBytes)
 	}
 	p := &workerPool{
-		opts:    o,
-		engine:  workerEngineConfig{Preset: eo.Preset, Limits: eo.Limits, Sanitization: eo.Sanitization},
-		limits:  limits,
-		env:     workerEnv(o.Env),
-		log:     o.Logger,
-		now:     time.Now,
-		all:     make(map[*worker]struct{}),
-		closing: make(chan struct{}),
+		opts:       o,
+		engine:     workerEngineConfig{Preset: eo.Preset, Limits: eo.Limits, Sanitization: eo.Sanitization},
+		limits:     limits,
+		env:        workerEnv(o.Env),
+		log:        o.Logger,
+		now:        time.Now,
+		all:        make(map[*worker]struct{}),
+		principals: make(map[string]*principal),
+		closing:    make(chan struct{}),
 		newTimer: func(d time.Duration) (<-chan time.Time, func() bool) {
 			t := time.NewTimer(d)
 			return t.C, t.Stop
@@ -334,7 +418,6 @@ func newWorkerPool(opts *PoolOptions, setup func(*workerPool)) (*workerPool, err
 			if err == nil {
 				p.mu.Lock()
 				p.all[w] = struct{}{}
-				p.idle = append(p.idle, w)
 				p.mu.Unlock()
 			}
 			errs <- err
@@ -354,6 +437,15 @@ func newWorkerPool(opts *PoolOptions, setup func(*workerPool)) (*workerPool, err
 	go p.scaler()
 	o.Metrics.track(p)
 	return p, nil
+}
+
+// workerCap is a worker's memory cap: one script's memory and room for
+// the runtimes of the waiting scripts it hosts.
+func (p *workerPool) workerCap() int64 {
+	if p.opts.MemoryBytes <= 0 {
+		return 0
+	}
+	return p.opts.MemoryBytes + int64(p.opts.SessionsPerWorker)*p.opts.SessionMemoryBytes
 }
 
 // workerEnv builds a worker's environment.
@@ -395,12 +487,11 @@ func (p *workerPool) Execute(ctx context.Context, req Request, host Host) (res *
 		return nil, aborted(context.Cause(ctx))
 	}
 	for attempt := 0; ; attempt++ {
-		w, err := p.acquire(ctx)
+		w, pr, err := p.admit(ctx, req.Principal)
 		if err != nil {
 			return nil, err
 		}
-		res, err, reusable := w.run(ctx, p.nextExec.Add(1), req, host)
-		p.release(w, reusable)
+		res, err := w.run(ctx, p.nextExec.Add(1), req, host, pr)
 		if err == errWorkerGone {
 			if attempt < 2 {
 				continue
@@ -411,96 +502,356 @@ func (p *workerPool) Execute(ctx context.Context, req Request, host Host) (res *
 	}
 }
 
-// acquire takes an idle worker or queues for one.
-func (p *workerPool) acquire(ctx context.Context) (*worker, error) {
+// principalLocked returns the account of a principal, creating it.
+func (p *workerPool) principalLocked(name string) *principal {
+	pr := p.principals[name]
+	if pr == nil {
+		pr = &principal{name: name}
+		p.principals[name] = pr
+	}
+	return pr
+}
+
+// forgetLocked drops an account with nothing in it.
+func (p *workerPool) forgetLocked(pr *principal) {
+	if pr.running == 0 && pr.hosted == 0 && pr.queued == 0 && len(pr.waiting) == 0 {
+		delete(p.principals, pr.name)
+	}
+}
+
+// admit reserves a slot and a seat for a new execution, queueing fairly
+// when none is free.
+func (p *workerPool) admit(ctx context.Context, name string) (*worker, *principal, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, disposed()
+		return nil, nil, disposed()
 	}
-	if n := len(p.idle); n > 0 {
-		w := p.idle[n-1]
-		p.idle = p.idle[:n-1]
-		p.busy++
-		p.scaleUpLocked()
+	pr := p.principalLocked(name)
+	if len(pr.waiting) == 0 && p.canStartLocked(pr) {
+		if w := p.placeLocked(); w != nil {
+			p.reserveLocked(w, pr)
+			p.scaleUpLocked()
+			p.mu.Unlock()
+			return w, pr, nil
+		}
+	}
+	if p.queued >= p.opts.QueueSize {
+		p.forgetLocked(pr)
 		p.mu.Unlock()
-		return w, nil
+		return nil, nil, &Error{Code: CodeQueueFull, Message: fmt.Sprintf("all %d sandbox slots are busy and %d executions are queued", p.opts.MaxSize, p.opts.QueueSize)}
 	}
-	if len(p.waiters) >= p.opts.QueueSize {
+	if pr.queued >= p.opts.MaxQueuedPerPrincipal {
+		p.forgetLocked(pr)
 		p.mu.Unlock()
-		return nil, &Error{Code: CodeQueueFull, Message: fmt.Sprintf("all %d sandbox workers are busy and %d executions are queued", p.opts.MaxSize, p.opts.QueueSize)}
+		return nil, nil, &Error{Code: CodeQueueFull, Message: fmt.Sprintf("this caller already has %d executions queued, the most allowed", p.opts.MaxQueuedPerPrincipal)}
 	}
-	wt := &waiter{ch: make(chan grant, 1)}
-	p.waiters = append(p.waiters, wt)
+	t := &ticket{pr: pr, ch: make(chan grant, 1)}
+	pr.waiting = append(pr.waiting, t)
+	pr.queued++
+	p.queued++
+	p.enterRingLocked(pr)
 	p.scaleUpLocked()
 	p.mu.Unlock()
 
 	timeout, stop := p.newTimer(p.opts.QueueTimeout)
 	defer stop()
-	queued := p.now()
+	queuedAt := p.now()
 	var fail error
 	select {
-	case g := <-wt.ch:
-		p.opts.Metrics.waited("acquired", p.now().Sub(queued))
-		return g.w, g.err
+	case g := <-t.ch:
+		p.opts.Metrics.waited("acquired", p.now().Sub(queuedAt))
+		return g.w, pr, g.err
 	case <-ctx.Done():
-		p.opts.Metrics.waited("aborted", p.now().Sub(queued))
+		p.opts.Metrics.waited("aborted", p.now().Sub(queuedAt))
 		fail = aborted(context.Cause(ctx))
 	case <-timeout:
-		p.opts.Metrics.waited("queue_timeout", p.now().Sub(queued))
-		fail = &Error{Code: CodeQueueTimeout, Message: fmt.Sprintf("no sandbox worker became free within %v", p.opts.QueueTimeout)}
+		p.opts.Metrics.waited("queue_timeout", p.now().Sub(queuedAt))
+		fail = &Error{Code: CodeQueueTimeout, Message: fmt.Sprintf("no sandbox slot became free within %v", p.opts.QueueTimeout)}
+	case <-p.closing:
+		fail = disposed()
 	}
 	p.mu.Lock()
-	for i, x := range p.waiters {
-		if x == wt {
-			p.waiters = append(p.waiters[:i], p.waiters[i+1:]...)
-			p.mu.Unlock()
-			return nil, fail
-		}
+	if p.dropTicketLocked(t) {
+		pr.queued--
+		p.queued--
+		p.forgetLocked(pr)
+		p.mu.Unlock()
+		return nil, nil, fail
 	}
 	p.mu.Unlock()
-	// A grant raced the timeout: pass the worker on.
-	if g := <-wt.ch; g.w != nil {
-		p.release(g.w, true)
+	// A grant raced the failure: give the reservation back.
+	if g := <-t.ch; g.w != nil {
+		p.release(g.w, pr, nil)
 	}
-	return nil, fail
+	return nil, nil, fail
 }
 
-// release returns a worker after an execution; a worker that is not
-// reusable has been killed and is replaced if the pool is below MinSize.
-func (p *workerPool) release(w *worker, reusable bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.busy--
-	w.runs++
-	switch {
-	case p.closed || !reusable:
-		if p.closed {
-			w.ended(DeathShutdown)
+// canStartLocked: a slot is free and the principal is within its quotas.
+func (p *workerPool) canStartLocked(pr *principal) bool {
+	return p.running < p.opts.MaxSize && pr.running < p.opts.MaxRunningPerPrincipal &&
+		pr.hosted < p.opts.MaxSessionsPerPrincipal
+}
+
+// placeLocked picks the worker for a new execution: a live worker with a
+// free seat, the fewest running scripts first, then the fewest hosted. A
+// new worker is started (and nil returned, the execution waits for it)
+// when every worker runs a script and fewer than MaxSize are alive, or
+// when no worker has a seat and fewer than MaxWorkers are alive.
+func (p *workerPool) placeLocked() *worker {
+	var best *worker
+	for w := range p.all {
+		if w.draining || w.hosted >= p.opts.SessionsPerWorker {
+			continue
 		}
-		w.ended(DeathRecycle) // unless its death was counted already
-		w.kill(killNone)
-		delete(p.all, w)
-	case w.runs >= p.opts.MaxExecutionsPerWorker:
-		delete(p.all, w)
-		w.ended(DeathRecycle)
-		w.retire()
-	default:
-		p.handOffLocked(w)
+		if best == nil || w.running < best.running || (w.running == best.running && w.hosted < best.hosted) {
+			best = w
+		}
 	}
-	p.replenishLocked()
+	alive := len(p.all) + p.starting
+	switch {
+	case best == nil:
+		if alive < p.opts.MaxWorkers && p.starting == 0 {
+			p.spawnLocked()
+		}
+		return nil
+	case best.running > 0 && len(p.all) < p.opts.MaxSize:
+		// Wait for a worker of its own (on its way, or started now).
+		if alive < p.opts.MaxSize && p.starting == 0 {
+			p.spawnLocked()
+		}
+		return nil
+	}
+	return best
 }
 
-// handOffLocked gives w to the first waiter or makes it idle.
-func (p *workerPool) handOffLocked(w *worker) {
-	if len(p.waiters) > 0 {
-		wt := p.waiters[0]
-		p.waiters = p.waiters[1:]
-		p.busy++
-		wt.ch <- grant{w: w}
+// reserveLocked takes a slot and a seat on w for pr.
+func (p *workerPool) reserveLocked(w *worker, pr *principal) {
+	p.running++
+	pr.running++
+	pr.hosted++
+	w.running++
+	w.hosted++
+	w.runs++
+}
+
+func (p *workerPool) enterRingLocked(pr *principal) {
+	if !pr.inRing {
+		pr.inRing = true
+		p.ring = append(p.ring, pr)
+	}
+}
+
+// dropTicketLocked removes t from its principal's queue; false when it was
+// already served.
+func (p *workerPool) dropTicketLocked(t *ticket) bool {
+	pr := t.pr
+	for i, x := range pr.waiting {
+		if x == t {
+			pr.waiting = append(pr.waiting[:i], pr.waiting[i+1:]...)
+			if len(pr.waiting) == 0 {
+				p.leaveRingLocked(pr)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+func (p *workerPool) leaveRingLocked(pr *principal) {
+	for i, x := range p.ring {
+		if x == pr {
+			p.ring = append(p.ring[:i], p.ring[i+1:]...)
+			if p.next > i {
+				p.next--
+			}
+			break
+		}
+	}
+	pr.inRing = false
+	if p.next >= len(p.ring) {
+		p.next = 0
+	}
+}
+
+// sendOp is a held result to write once the pool's lock is released.
+type sendOp struct {
+	w *worker
+	m *wireMsg
+}
+
+// dispatchLocked serves waiting tickets while slots are free, one
+// principal after the other. It returns the held results to send.
+func (p *workerPool) dispatchLocked() (ops []sendOp) {
+	if p.closed {
+		return nil
+	}
+	for p.running < p.opts.MaxSize && len(p.ring) > 0 {
+		served := false
+		for k := 0; k < len(p.ring); k++ {
+			i := (p.next + k) % len(p.ring)
+			pr := p.ring[i]
+			t := pr.waiting[0]
+			if pr.running >= p.opts.MaxRunningPerPrincipal {
+				continue
+			}
+			if t.st == nil {
+				if pr.hosted >= p.opts.MaxSessionsPerPrincipal {
+					continue
+				}
+				w := p.placeLocked()
+				if w == nil {
+					continue
+				}
+				p.reserveLocked(w, pr)
+				pr.queued--
+				p.queued--
+				t.ch <- grant{w: w}
+			} else {
+				if !t.st.w.gone {
+					ops = append(ops, p.resumeLocked(t.st, t.replies)...)
+				}
+				t.st.resume = nil
+			}
+			pr.waiting = pr.waiting[1:]
+			p.next = i + 1
+			if len(pr.waiting) == 0 {
+				p.leaveRingLocked(pr)
+			}
+			if p.next >= len(p.ring) {
+				p.next = 0
+			}
+			served = true
+			break
+		}
+		if !served {
+			break
+		}
+	}
+	return ops
+}
+
+// resumeLocked gives a waiting execution a slot again and returns its held
+// results to send.
+func (p *workerPool) resumeLocked(st *execState, replies []*wireMsg) []sendOp {
+	st.holds = true
+	p.running++
+	st.pr.running++
+	st.w.running++
+	st.sent += uint64(len(replies))
+	st.runStart = p.now()
+	ops := make([]sendOp, len(replies))
+	for i, m := range replies {
+		ops[i] = sendOp{w: st.w, m: m}
+	}
+	return ops
+}
+
+func send(ops []sendOp) {
+	for _, op := range ops {
+		_ = op.w.out.write(op.m)
+	}
+}
+
+// deliverResult passes a tool result to a script: at once when it holds a
+// slot, else when it gets one (the result is its leave to run).
+func (p *workerPool) deliverResult(st *execState, m *wireMsg) {
+	p.mu.Lock()
+	switch {
+	case st.finished, st.w.gone:
+		// The script ended, or its worker did (its run reports why).
+		p.mu.Unlock()
+		return
+	case st.holds:
+		st.sent++
+		p.mu.Unlock()
+		_ = st.w.out.write(m)
+		return
+	case st.resume != nil:
+		st.resume.replies = append(st.resume.replies, m)
+		p.mu.Unlock()
 		return
 	}
-	p.idle = append(p.idle, w)
+	pr := st.pr
+	if p.running < p.opts.MaxSize && pr.running < p.opts.MaxRunningPerPrincipal && len(p.ring) == 0 {
+		ops := p.resumeLocked(st, []*wireMsg{m})
+		p.mu.Unlock()
+		send(ops)
+		return
+	}
+	// Resuming scripts go first in their principal's turn: they hold a
+	// seat and their waits are what a caller's answer is for.
+	t := &ticket{pr: pr, st: st, replies: []*wireMsg{m}}
+	st.resume = t
+	pr.waiting = append([]*ticket{t}, pr.waiting...)
+	p.enterRingLocked(pr)
+	ops := p.dispatchLocked()
+	p.mu.Unlock()
+	send(ops)
+}
+
+// parked releases the slot of a script that waits with nothing to run,
+// unless results it has not seen yet are on their way to it.
+func (p *workerPool) parked(st *execState, seen uint64) {
+	p.mu.Lock()
+	if !st.holds || st.finished || seen != st.sent {
+		p.mu.Unlock()
+		return
+	}
+	st.holds = false
+	st.cpuUsed += p.now().Sub(st.runStart)
+	p.running--
+	st.pr.running--
+	st.w.running--
+	ops := p.dispatchLocked()
+	p.mu.Unlock()
+	// Called by a worker's reader, which must never block on a write.
+	if len(ops) > 0 {
+		go send(ops)
+	}
+}
+
+// release ends an execution's hold on its slot (if any) and seat; st is
+// nil for a reservation that was never used.
+func (p *workerPool) release(w *worker, pr *principal, st *execState) {
+	p.mu.Lock()
+	holds := true
+	if st != nil {
+		st.finished = true
+		holds = st.holds
+		st.holds = false
+		if st.resume != nil {
+			p.dropTicketLocked(st.resume)
+			st.resume = nil
+		}
+	}
+	if holds {
+		p.running--
+		pr.running--
+		w.running--
+	}
+	pr.hosted--
+	w.hosted--
+	p.forgetLocked(pr)
+	if w.draining && w.hosted == 0 {
+		if _, ok := p.all[w]; ok {
+			delete(p.all, w)
+			w.ended(DeathRecycle)
+			w.retire()
+		}
+	}
+	p.replenishLocked()
+	ops := p.dispatchLocked()
+	p.mu.Unlock()
+	send(ops)
+}
+
+// drain makes a worker take no new executions; it is retired when the
+// ones it hosts end.
+func (p *workerPool) drain(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w.draining = true
 }
 
 // replenishLocked starts workers up to MinSize and for queued executions.
@@ -516,7 +867,7 @@ func (p *workerPool) replenishLocked() {
 
 // utilisationLocked is (running + queued) / (live + starting workers).
 func (p *workerPool) utilisationLocked() float64 {
-	demand := p.busy + len(p.waiters)
+	demand := p.running + p.queued
 	capacity := len(p.all) + p.starting
 	if capacity == 0 {
 		if demand == 0 {
@@ -527,12 +878,13 @@ func (p *workerPool) utilisationLocked() float64 {
 	return float64(demand) / float64(capacity)
 }
 
-// scaleUpLocked starts one worker when utilisation reaches the threshold.
+// scaleUpLocked starts one worker when utilisation reaches the threshold
+// (up to MaxSize workers: the ones that run scripts).
 func (p *workerPool) scaleUpLocked() {
 	if p.closed || len(p.all)+p.starting >= p.opts.MaxSize {
 		return
 	}
-	if p.busy+len(p.waiters) > 0 && p.utilisationLocked() >= p.opts.ScaleUpThreshold {
+	if p.running+p.queued > 0 && p.utilisationLocked() >= p.opts.ScaleUpThreshold {
 		p.spawnLocked()
 	}
 }
@@ -545,7 +897,6 @@ func (p *workerPool) spawnLocked() {
 		defer p.bg.Done()
 		w, err := p.startWorker()
 		p.mu.Lock()
-		defer p.mu.Unlock()
 		p.starting--
 		p.spawnErr = err
 		if err != nil {
@@ -553,41 +904,65 @@ func (p *workerPool) spawnLocked() {
 			// Nobody else will serve the queue: fail it rather than let it
 			// wait for the timeout.
 			if len(p.all)+p.starting == 0 {
-				for _, wt := range p.waiters {
-					wt.ch <- grant{err: err}
-				}
-				p.waiters = nil
+				p.failQueueLocked(err)
 			}
+			p.mu.Unlock()
 			return
 		}
 		if p.closed {
+			p.mu.Unlock()
 			w.ended(DeathShutdown)
 			w.kill(killNone)
 			return
 		}
 		p.all[w] = struct{}{}
-		p.handOffLocked(w)
+		ops := p.dispatchLocked()
 		p.scaleUpLocked()
+		p.mu.Unlock()
+		send(ops)
 	}()
 }
 
-// workerExited forgets a worker that died on its own while idle.
+// failQueueLocked fails every execution waiting to start.
+func (p *workerPool) failQueueLocked(err error) {
+	for _, pr := range append([]*principal(nil), p.ring...) {
+		kept := pr.waiting[:0]
+		for _, t := range pr.waiting {
+			if t.st == nil {
+				pr.queued--
+				p.queued--
+				t.ch <- grant{err: err}
+			} else {
+				kept = append(kept, t)
+			}
+		}
+		pr.waiting = kept
+		if len(kept) == 0 {
+			p.leaveRingLocked(pr)
+		}
+		p.forgetLocked(pr)
+	}
+}
+
+// workerExited forgets a worker that died (its executions, if any, notice
+// on their own and release their seats).
 func (p *workerPool) workerExited(w *worker) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	w.gone = true
+	w.mu.Lock()
+	for _, st := range w.execs {
+		st.ranAtDeath = st.holds
+	}
+	w.mu.Unlock()
 	if _, ok := p.all[w]; !ok {
 		return
 	}
-	for i, x := range p.idle {
-		if x == w {
-			p.idle = append(p.idle[:i], p.idle[i+1:]...)
-			delete(p.all, w)
-			w.ended(DeathCrash)
-			p.replenishLocked()
-			return
-		}
+	delete(p.all, w)
+	if w.hosted == 0 && w.reason() == killNone {
+		w.ended(DeathCrash) // died on its own while idle
 	}
-	// A busy worker: its execution loop notices and releases it.
+	p.replenishLocked()
 }
 
 // scaler runs the periodic scaling check until the pool closes.
@@ -605,22 +980,28 @@ func (p *workerPool) scaler() {
 	}
 }
 
-// scaleTick stops one idle worker above MinSize when utilisation is at or
-// below ScaleDownThreshold, and starts one when it is at or above
-// ScaleUpThreshold.
+// scaleTick stops one idle worker (hosting nothing) above MinSize when
+// utilisation is at or below ScaleDownThreshold, and starts one when it is
+// at or above ScaleUpThreshold.
 func (p *workerPool) scaleTick() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return
 	}
-	if len(p.all) > p.opts.MinSize && len(p.idle) > 0 && p.utilisationLocked() <= p.opts.ScaleDownThreshold {
-		w := p.idle[0]
-		p.idle = p.idle[1:]
-		delete(p.all, w)
-		w.ended(DeathScaleDown)
-		w.retire()
-		return
+	if len(p.all) > p.opts.MinSize && p.utilisationLocked() <= p.opts.ScaleDownThreshold {
+		var oldest *worker
+		for w := range p.all {
+			if w.hosted == 0 && (oldest == nil || w.lastUsed.Before(oldest.lastUsed)) {
+				oldest = w
+			}
+		}
+		if oldest != nil {
+			delete(p.all, oldest)
+			oldest.ended(DeathScaleDown)
+			oldest.retire()
+			return
+		}
 	}
 	p.replenishLocked()
 }
@@ -637,14 +1018,12 @@ func (p *workerPool) Close() error {
 	p.closed = true
 	close(p.closing)
 	p.opts.Metrics.untrack(p)
-	for _, wt := range p.waiters {
-		wt.ch <- grant{err: disposed()}
-	}
-	p.waiters = nil
-	idle := p.idle
-	p.idle = nil
-	for _, w := range idle {
-		delete(p.all, w)
+	var idle []*worker
+	for w := range p.all {
+		if w.hosted == 0 {
+			idle = append(idle, w)
+			delete(p.all, w)
+		}
 	}
 	p.mu.Unlock()
 	for _, w := range idle {
@@ -652,6 +1031,17 @@ func (p *workerPool) Close() error {
 		w.kill(killNone)
 	}
 	p.execs.Wait()
+	p.mu.Lock()
+	rest := make([]*worker, 0, len(p.all))
+	for w := range p.all {
+		rest = append(rest, w)
+	}
+	p.all = map[*worker]struct{}{}
+	p.mu.Unlock()
+	for _, w := range rest {
+		w.ended(DeathShutdown)
+		w.kill(killNone)
+	}
 	p.bg.Wait()
 	p.procs.Wait()
 	return nil
@@ -677,12 +1067,14 @@ func (p *workerPool) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// Health implements HealthReporter.
+// Health implements HealthReporter. Busy is the CPU slots held; Max is
+// MaxSize, the slots.
 func (p *workerPool) Health() EngineHealth {
+	live, idle, busy, starting, queued := p.stats()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	h := EngineHealth{Kind: "workers", Live: len(p.all), Idle: len(p.idle), Busy: p.busy, Starting: p.starting,
-		Queued: len(p.waiters), Max: p.opts.MaxSize, QueueSize: p.opts.QueueSize}
+	h := EngineHealth{Kind: "workers", Live: live, Idle: idle, Busy: busy, Starting: starting,
+		Queued: queued, Max: p.opts.MaxSize, QueueSize: p.opts.QueueSize}
 	switch {
 	case p.closed:
 		h.Problems = append(h.Problems, "the worker pool is closed")
@@ -693,26 +1085,33 @@ func (p *workerPool) Health() EngineHealth {
 		h.Problems = append(h.Problems, "worker processes fail to start: "+p.spawnErr.Error())
 	}
 	if !p.closed && h.QueueSize > 0 && h.Queued >= h.QueueSize {
-		h.Problems = append(h.Problems, fmt.Sprintf("the queue is full (%d executions wait for a worker)", h.Queued))
+		h.Problems = append(h.Problems, fmt.Sprintf("the queue is full (%d executions wait for a slot)", h.Queued))
 	}
 	return h
-}
-
-// stats reports the pool's size, for tests and metrics.
-func (p *workerPool) stats() (live, idle, busy, starting, queued int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.all), len(p.idle), p.busy, p.starting, len(p.waiters)
 }
 
 // gauges reports what the metrics show of the pool: the pids of its live
 // workers and its counts.
 func (p *workerPool) gauges() (pids []int, idle, busy, starting, queued int) {
+	_, idle, busy, starting, queued = p.stats()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pids = make([]int, 0, len(p.all))
 	for w := range p.all {
 		pids = append(pids, w.pid)
 	}
-	return pids, len(p.idle), p.busy, p.starting, len(p.waiters)
+	return pids, idle, busy, starting, queued
+}
+
+// stats reports the pool's size, for tests and metrics: live workers, idle
+// ones (hosting nothing), slots held, workers starting, executions queued.
+func (p *workerPool) stats() (live, idle, busy, starting, queued int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for w := range p.all {
+		if w.hosted == 0 {
+			idle++
+		}
+	}
+	return len(p.all), idle, p.running, p.starting, p.queued
 }

@@ -161,3 +161,79 @@ func BenchmarkWorkerProtocolExec(b *testing.B) {
 	p, _ := newFakePool(b, PoolOptions{})
 	benchWorkerScript(b, p, newBlockingHost(), "ok 2", 0, "")
 }
+
+// BenchmarkWaitingSessions: 1,000 scripts of 1,000 principals wait for a
+// tool result (a caller who answers later) in a pool with the default
+// options, while another principal runs trivial scripts. It reports the
+// workers' private memory per waiting script (RssAnon of every worker,
+// minus what the same workers held before the scripts started) and the
+// trivial scripts' latency (median, p99) meanwhile. Each iteration is one
+// trivial script.
+func BenchmarkWaitingSessions(b *testing.B) {
+	opts := PoolOptions{}
+	if cmd := os.Getenv("CODEMODE_WORKER_CMD"); cmd != "" {
+		opts.Command = strings.Fields(cmd)
+	}
+	if n, _ := strconv.Atoi(os.Getenv("CODEMODE_SESSIONS_PER_WORKER")); n > 0 {
+		opts.SessionsPerWorker = n
+	}
+	p, err := newWorkerPool(&opts, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	anon := func() (kb int64, workers int) {
+		p.mu.Lock()
+		pids := make([]int, 0, len(p.all))
+		for w := range p.all {
+			pids = append(pids, w.pid)
+		}
+		p.mu.Unlock()
+		for _, pid := range pids {
+			kb += procStatusKB(b, pid, "RssAnon:")
+		}
+		return kb, len(pids)
+	}
+	h := newGateHost()
+	ctx := context.Background()
+	wantOK(b, mustRun(b, p, "return 1", h), "1")
+	beforeKB, _ := anon()
+	const waiting = 1000
+	results := make(chan *Result, waiting)
+	for i := range waiting {
+		go func() {
+			r, err := p.Execute(ctx, Request{Code: `const a = await callTool("wait", {gate: "g"}); return a`, Principal: "w" + strconv.Itoa(i)}, h)
+			if err != nil {
+				r = &Result{Status: StatusRuntimeError, Error: &ScriptError{Message: err.Error()}}
+			}
+			results <- r
+		}()
+	}
+	for range waiting {
+		<-h.started
+	}
+	time.Sleep(500 * time.Millisecond) // let the workers settle after the burst
+	afterKB, workers := anon()
+	times := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		r, err := p.Execute(ctx, Request{Code: "return 1 + 1", Principal: "other"}, h)
+		times = append(times, time.Since(start))
+		if err != nil || r.Status != StatusOK {
+			b.Fatalf("%v %+v", err, r)
+		}
+	}
+	b.StopTimer()
+	close(h.gate("g"))
+	for range waiting {
+		if r := <-results; r.Status != StatusOK {
+			b.Fatalf("waiting script: %s", describeResult(r))
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "median-ns/op")
+	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns/op")
+	b.ReportMetric(float64(afterKB-beforeKB)*1024/waiting, "private-bytes/waiting")
+	b.ReportMetric(float64(workers), "workers")
+}

@@ -420,7 +420,7 @@ func childProcesses(t testing.TB) []int {
 func TestPoolScaling(t *testing.T) {
 	p, _ := newFakePool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{
 		MinSize: 1, MaxSize: 3, ScaleUpThreshold: 1, ScaleDownThreshold: 0.2,
-	}})
+	}, MaxRunningPerPrincipal: 3})
 	if live, _, _, _, _ := p.stats(); live != 1 {
 		t.Fatalf("%d workers at start, want MinSize 1", live)
 	}

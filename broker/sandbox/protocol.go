@@ -16,14 +16,23 @@ import (
 // size-checked before it is read, decoded strictly and validated against the
 // execution in progress.
 //
-//	parent -> worker   init, exec, result (tool call result), lookup (reply)
-//	worker -> parent   ready, call, lookup, log, done
+//	parent -> worker   init, exec, result (tool call result), lookup (reply),
+//	                   cancel
+//	worker -> parent   ready, call, lookup, log, wait, done
 //
 // A session: the parent sends init (memory cap, message limit, engine
-// options); the worker caps its memory and answers ready. Then, one at a
-// time, the parent sends exec; while it runs the worker sends call (the
-// parent answers result), lookup (answered by lookup), log; it ends with done.
-const protocolVersion = 1
+// options); the worker caps its memory and answers ready. Then the parent
+// sends exec frames, as many as it chooses to host on this worker; each
+// execution runs on its own, its frames carry its ID. While it runs the
+// worker sends call (the parent answers result), lookup (answered by
+// lookup) and log; wait says the script has nothing to run until a result
+// comes (it gives up its CPU slot: see the pool); it ends with done. cancel
+// asks the worker to stop an execution (its caller left).
+//
+// The parent holds a script's next result until the script may run again
+// (a CPU slot is free), so a waiting script runs nothing without the
+// parent's leave: the result is the leave.
+const protocolVersion = 2
 
 // Message types.
 const (
@@ -34,7 +43,9 @@ const (
 	msgResult = "result"
 	msgLookup = "lookup"
 	msgLog    = "log"
+	msgWait   = "wait"
 	msgDone   = "done"
+	msgCancel = "cancel"
 )
 
 // frameHeader is the size of a frame's length prefix.
@@ -73,6 +84,13 @@ type wireMsg struct {
 	Data json.RawMessage `json:"data,omitempty"`
 	// lookup reply: whether the tool exists (Tool holds its metadata).
 	Found bool `json:"found,omitempty"`
+	// call: the input exceeded the message limit and is not sent; the
+	// parent answers with a tool error.
+	Oversize bool `json:"oversize,omitempty"`
+	// wait: how many tool results the script has received so far; the
+	// parent compares it with the results it sent to tell a script that
+	// waits from one with results on the way.
+	Seen uint64 `json:"seen,omitempty"`
 
 	// log.
 	Level   string `json:"level,omitempty"`
@@ -84,6 +102,9 @@ type wireInit struct {
 	// MemoryBytes is the data-segment growth the worker allows itself
 	// (RLIMIT_DATA above its start-up size); 0 means no cap.
 	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// ScriptMemoryBytes is one script's share of it (the pool's
+	// MemoryBytes): the engine's memory limit is at most this.
+	ScriptMemoryBytes int64 `json:"scriptMemoryBytes,omitempty"`
 	// MaxMessageBytes bounds every frame in both directions.
 	MaxMessageBytes int `json:"maxMessageBytes"`
 	// Engine is the in-process engine configuration the worker runs
@@ -236,6 +257,12 @@ func validateFromWorker(m *wireMsg) error {
 		if err := validToolName(m.Name); err != nil {
 			return err
 		}
+		if m.Oversize {
+			if len(m.Input) != 0 {
+				return invalidf("call: input with the oversize mark")
+			}
+			break
+		}
 		if len(m.Input) == 0 {
 			return invalidf("call: missing input")
 		}
@@ -257,6 +284,10 @@ func validateFromWorker(m *wireMsg) error {
 		case "log", "info", "warn", "error", "debug":
 		default:
 			return invalidf("log: unknown level %.*q", maxLogLevelBytes, m.Level)
+		}
+	case msgWait:
+		if m.ID == 0 {
+			return invalidf("wait: missing execution")
 		}
 	case msgDone:
 		if m.ID == 0 || m.Done == nil {

@@ -41,25 +41,30 @@ const maxPrefetchTools = 256
 
 // worker is one worker process as the parent sees it.
 type worker struct {
-	p    *workerPool
-	cmd  *exec.Cmd
-	pid  int
-	in   io.WriteCloser
-	out  *frameWriter
-	runs int // executions served; guarded by p.mu
+	p   *workerPool
+	cmd *exec.Cmd
+	pid int
+	in  io.WriteCloser
+	out *frameWriter
+
+	// Guarded by p.mu: executions started on it, hosted now, holding a
+	// slot now; draining (takes no new execution); when it last got one.
+	runs     int
+	hosted   int
+	running  int
+	draining bool
+	gone     bool // its process ended: nothing more is sent to it
+	lastUsed time.Time
 
 	ready  chan struct{} // closed when the handshake arrives
 	dead   chan struct{} // closed when the reader stops
 	exited chan struct{} // closed once the process is reaped
 	stderr *tailBuffer
 
-	// cur is the execution in progress (nil when idle). The reader serves
-	// its calls, lookups and logs itself, which saves a goroutine hop per
-	// message; a message while idle is a protocol violation.
-	cur atomic.Pointer[execState]
-
 	mu         sync.Mutex
+	execs      map[uint64]*execState // the executions it hosts, by ID
 	killReason int
+	culprit    *execState      // the execution a timeout kill was for
 	readErr    error           // why the reader stopped
 	state      *exec.ExitError // set when the process exited with a failure
 	killOnce   sync.Once
@@ -86,12 +91,14 @@ func (p *workerPool) startWorker() (_ *worker, err error) {
 	cmd.SysProcAttr = workerSysProcAttr()
 	cmd.WaitDelay = time.Second
 	w := &worker{
-		p:      p,
-		cmd:    cmd,
-		ready:  make(chan struct{}),
-		dead:   make(chan struct{}),
-		exited: make(chan struct{}),
-		stderr: &tailBuffer{max: stderrTail},
+		p:        p,
+		cmd:      cmd,
+		ready:    make(chan struct{}),
+		dead:     make(chan struct{}),
+		exited:   make(chan struct{}),
+		stderr:   &tailBuffer{max: stderrTail},
+		execs:    make(map[uint64]*execState),
+		lastUsed: p.now(),
 	}
 	cmd.Stderr = w.stderr
 	stdin, err := cmd.StdinPipe()
@@ -112,9 +119,10 @@ func (p *workerPool) startWorker() (_ *worker, err error) {
 	go w.readLoop(stdout)
 
 	init := &wireMsg{T: msgInit, V: protocolVersion, Init: &wireInit{
-		MemoryBytes:     p.opts.MemoryBytes,
-		MaxMessageBytes: p.opts.MaxMessageBytes,
-		Engine:          p.engine,
+		MemoryBytes:       p.workerCap(),
+		ScriptMemoryBytes: p.opts.MemoryBytes,
+		MaxMessageBytes:   p.opts.MaxMessageBytes,
+		Engine:            p.engine,
 	}}
 	if err := w.out.write(init); err != nil {
 		w.killAndDrain(killNone)
@@ -183,6 +191,9 @@ func (w *worker) readLoop(stdout io.Reader) {
 		}
 	}
 	w.setReadErr(err)
+	// Forget the worker before anyone can see it dead, so that no new
+	// execution is placed on it.
+	p.workerExited(w)
 	var pe *protocolError
 	if errors.As(err, &pe) {
 		w.kill(killProtocol)
@@ -203,7 +214,6 @@ func (w *worker) readLoop(stdout io.Reader) {
 	if tail := w.stderr.String(); tail != "" {
 		p.log.Debug("sandbox worker exited", zap.Int("pid", w.pid), zap.String("stderr", tail))
 	}
-	p.workerExited(w)
 	p.procs.Done()
 }
 
@@ -280,6 +290,8 @@ func (w *worker) stderrSummary() string {
 // execState is the parent's bookkeeping of one execution.
 type execState struct {
 	id        uint64
+	w         *worker
+	pr        *principal
 	lim       Limits
 	lastCall  uint64
 	toolCalls int
@@ -291,25 +303,48 @@ type execState struct {
 	logHost   LogHost
 	done      chan *wireDone // the worker's final report, buffered 1
 
+	// Scheduling, guarded by the pool's mu: whether it holds a CPU slot,
+	// the results sent to it, the ticket it waits on to resume, the start
+	// of its current running stretch and its running time before it.
+	holds    bool
+	finished bool
+	// ranAtDeath records, when its worker died, whether the script held a
+	// slot then (it caused or suffered the death) or waited.
+	ranAtDeath bool
+	sent       uint64
+	resume     *ticket
+	runStart   time.Time
+	cpuUsed    time.Duration
+
 	// mu orders the reader's dispatch against the end of the execution:
 	// once closed, no more tool calls start.
 	mu     sync.Mutex
 	closed bool
 }
 
-// dispatch serves one message of the execution in progress.
+// execByID returns the hosted execution with this ID.
+func (w *worker) execByID(id uint64) *execState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.execs[id]
+}
+
+// dispatch serves one message of a hosted execution.
 func (w *worker) dispatch(m *wireMsg) error {
-	st := w.cur.Load()
+	st := w.execByID(m.ID)
 	if st == nil {
-		return invalidf("%s message while no script runs", m.T)
+		return invalidf("%s message for execution %d, which this worker does not run", m.T, m.ID)
 	}
-	if m.ID != st.id {
-		return invalidf("%s message for execution %d during execution %d", m.T, m.ID, st.id)
-	}
-	if m.T == msgDone {
+	switch m.T {
+	case msgDone:
 		// Anything after done is a violation.
-		w.cur.CompareAndSwap(st, nil)
+		w.mu.Lock()
+		delete(w.execs, m.ID)
+		w.mu.Unlock()
 		st.done <- m.Done
+		return nil
+	case msgWait:
+		w.p.parked(st, m.Seen)
 		return nil
 	}
 	st.mu.Lock()
@@ -320,21 +355,33 @@ func (w *worker) dispatch(m *wireMsg) error {
 	return w.handle(st, m)
 }
 
-// run executes one script on w. reusable reports whether w may serve
-// another script.
-func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (res *Result, err error, reusable bool) {
+// run executes one script on w, which admit reserved a slot and a seat on.
+// errWorkerGone means the worker died before the script reached it.
+func (w *worker) run(ctx context.Context, id uint64, req Request, host Host, pr *principal) (*Result, error) {
 	p := w.p
 	lim := LowerLimits(p.limits, req.Limits)
 	callCtx, cancelCalls := context.WithCancel(ctx)
-	st := &execState{id: id, lim: lim, ctx: callCtx, host: host, done: make(chan *wireDone, 1)}
+	st := &execState{id: id, w: w, pr: pr, lim: lim, ctx: callCtx, host: host, done: make(chan *wireDone, 1)}
 	st.logHost, _ = host.(LogHost)
+	p.mu.Lock()
+	st.holds = true
+	st.runStart = p.now()
+	w.lastUsed = st.runStart
+	p.mu.Unlock()
+	var recycle bool
 	defer func() {
-		w.cur.CompareAndSwap(st, nil)
+		w.mu.Lock()
+		delete(w.execs, id)
+		w.mu.Unlock()
 		st.mu.Lock()
 		st.closed = true
 		st.mu.Unlock()
 		cancelCalls()
 		st.calls.Wait()
+		if recycle || p.opts.MaxExecutionsPerWorker <= w.runsNow() {
+			p.drain(w)
+		}
+		p.release(w, pr, st)
 	}()
 
 	ex := &wireExec{
@@ -362,56 +409,114 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host) (re
 			}
 		}
 	}
-	w.cur.Store(st)
+	w.mu.Lock()
+	w.execs[id] = st
+	w.mu.Unlock()
 	if err := w.out.write(&wireMsg{T: msgExec, ID: id, Exec: ex}); err != nil {
 		var pe *protocolError
 		if errors.As(err, &pe) {
 			// Nothing was written: the worker is intact.
 			return failure(StatusRuntimeError, CodeMessageTooLarge, "MessageSizeError",
-				fmt.Sprintf("the script and its context exceed the worker message limit of %d bytes", p.opts.MaxMessageBytes)), nil, true
+				fmt.Sprintf("the script and its context exceed the worker message limit of %d bytes", p.opts.MaxMessageBytes)), nil
 		}
-		// The worker died while idle: nothing of this script ran.
+		// The worker died: nothing of this script ran.
 		w.ended(DeathCrash)
 		w.killAndDrain(killNone)
-		return nil, errWorkerGone, false
+		return nil, errWorkerGone
 	}
 
+	// The wall-clock watchdog: the worker's engine stops the script at its
+	// timeout; past it plus the grace, the worker ignores it (a built-in
+	// stuck in Go) and is killed. The CPU watchdog does the same for a
+	// script that holds its slot past its running time.
 	watchdog, stop := p.newTimer(lim.Timeout + p.opts.WatchdogGrace)
 	defer stop()
+	cpu := time.NewTicker(cpuWatchPeriod)
+	defer cpu.Stop()
 	for {
 		select {
 		case d := <-st.done:
-			return w.finish(st, d)
+			res, err, again := w.finish(st, d)
+			recycle = !again
+			return res, err
 		case <-w.dead:
 			<-w.exited
 			// The reader hands over done before it reads the next message,
 			// so a report that is here came before the protocol violation
 			// that killed the worker (a message after done): the script
-			// finished and its result stands. Without this check select
-			// picks either ready case at random.
-			if w.brokeProtocol() {
-				select {
-				case d := <-st.done:
+			// finished and its result stands.
+			select {
+			case d := <-st.done:
+				if w.brokeProtocol() {
 					w.ended(DeathProtocol)
 					res, err, _ := w.finish(st, d)
-					return res, err, false
-				default:
+					return res, err
 				}
+			default:
 			}
-			return w.deathResult(lim, telemetry.Logger(ctx, p.log)), nil, false
+			return w.deathResult(st, telemetry.Logger(ctx, p.log)), nil
 		case <-watchdog:
-			w.killAndDrain(killTimeout)
-			return w.deathResult(lim, telemetry.Logger(ctx, p.log)), nil, false
+			w.killFor(st)
+			return w.deathResult(st, telemetry.Logger(ctx, p.log)), nil
+		case <-cpu.C:
+			if p.overCPU(st) {
+				w.killFor(st)
+				return w.deathResult(st, telemetry.Logger(ctx, p.log)), nil
+			}
 		case <-ctx.Done():
-			w.ended(DeathAborted)
-			w.killAndDrain(killAborted)
-			return nil, aborted(context.Cause(ctx)), false
+			// Ask the worker to stop the script; a worker that cannot is
+			// killed (with whatever else it hosts).
+			_ = w.out.write(&wireMsg{T: msgCancel, ID: id})
+			grace, stopGrace := p.newTimer(p.opts.WatchdogGrace)
+			select {
+			case <-st.done:
+			case <-w.dead:
+			case <-grace:
+				w.ended(DeathAborted)
+				w.killAndDrain(killAborted)
+			case <-p.closing:
+				w.ended(DeathShutdown)
+				w.killAndDrain(killDisposed)
+			}
+			stopGrace()
+			return nil, aborted(context.Cause(ctx))
 		case <-p.closing:
 			w.ended(DeathShutdown)
 			w.killAndDrain(killDisposed)
-			return nil, disposed(), false
+			return nil, disposed()
 		}
 	}
+}
+
+// cpuWatchPeriod is how often an execution's CPU watchdog looks.
+const cpuWatchPeriod = 250 * time.Millisecond
+
+// overCPU reports a script holding its slot past its running time plus the
+// watchdog's grace: its worker's engine should have stopped it.
+func (p *workerPool) overCPU(st *execState) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !st.holds {
+		return false
+	}
+	used := st.cpuUsed + p.now().Sub(st.runStart)
+	return used > st.lim.CPUTime+p.opts.WatchdogGrace
+}
+
+func (w *worker) runsNow() int {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.runs
+}
+
+// killFor kills the worker because st ignored its time limit.
+func (w *worker) killFor(st *execState) {
+	w.mu.Lock()
+	if w.culprit == nil {
+		w.culprit = st
+	}
+	w.mu.Unlock()
+	w.killAndDrain(killTimeout)
 }
 
 // setReadErr records a protocol violation found by the execution loop
@@ -477,40 +582,43 @@ func (w *worker) lookup(st *execState, m *wireMsg) {
 	}
 }
 
-// callTool runs one tool call on the host and answers the worker.
+// callTool runs one tool call on the host and passes the result on (when
+// the script may run: see deliverResult).
 func (w *worker) callTool(st *execState, m *wireMsg) {
 	defer st.calls.Done()
 	callID := m.CallID
 	if callID == "" {
 		callID = strconv.FormatUint(m.Call, 10)
 	}
-	data, err := safeCall(st.ctx, st.host, ToolCall{ID: callID, Name: m.Name, Input: m.Input})
 	reply := &wireMsg{T: msgResult, ID: st.id, Call: m.Call}
-	if err != nil {
-		reply.Err = toWireToolErr(err)
+	if m.Oversize {
+		reply.Err = &wireToolErr{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool input exceeds the worker message limit of %d bytes", w.p.opts.MaxMessageBytes)}
 	} else {
-		if len(data) == 0 {
-			data = json.RawMessage("null")
+		data, err := safeCall(st.ctx, st.host, ToolCall{ID: callID, Name: m.Name, Input: m.Input})
+		if err != nil {
+			reply.Err = toWireToolErr(err)
+		} else {
+			if len(data) == 0 {
+				data = json.RawMessage("null")
+			}
+			reply.Data = data
+			// The frame of a result is its data plus a small envelope.
+			if len(data)+256 > w.p.opts.MaxMessageBytes {
+				reply.Data = nil
+				reply.Err = &wireToolErr{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool %s returned more than the worker message limit of %d bytes", clipName(m.Name), w.p.opts.MaxMessageBytes)}
+			}
 		}
-		reply.Data = data
 	}
 	st.pending.Add(-1)
-	if err := w.out.write(reply); err != nil {
-		var pe *protocolError
-		if errors.As(err, &pe) {
-			reply.Data = nil
-			reply.Err = &wireToolErr{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool %s returned more than the worker message limit of %d bytes", m.Name, w.p.opts.MaxMessageBytes)}
-			_ = w.out.write(reply)
-		}
-	}
+	w.p.deliverResult(st, reply)
 }
 
 func toWireToolErr(err error) *wireToolErr {
 	var te *ToolError
 	if errors.As(err, &te) {
-		return &wireToolErr{Code: te.Code, Message: te.Message}
+		return &wireToolErr{Code: te.Code, Message: clipText(te.Message, MaxErrorBytes)}
 	}
-	return &wireToolErr{Message: err.Error(), Plain: true}
+	return &wireToolErr{Message: clipText(err.Error(), MaxErrorBytes), Plain: true}
 }
 
 // safeLookup and safeCall keep a panicking host from taking the pool down.
@@ -536,7 +644,8 @@ func safeCall(ctx context.Context, h Host, call ToolCall) (data json.RawMessage,
 	return data, err
 }
 
-// finish turns a worker's done message into the execution's outcome.
+// finish turns a worker's done message into the execution's outcome; again
+// is false when the worker asked to be replaced.
 func (w *worker) finish(st *execState, d *wireDone) (*Result, error, bool) {
 	if d.Err != nil {
 		return nil, &Error{Code: d.Err.Code, Message: d.Err.Message}, !d.Recycle
@@ -554,16 +663,37 @@ func (w *worker) finish(st *execState, d *wireDone) (*Result, error, bool) {
 	return res, nil, !d.Recycle
 }
 
-// deathResult reports a worker that died or was killed during a script.
-func (w *worker) deathResult(lim Limits, log *zap.Logger) *Result {
+// CodeWorkerLost reports a script that was waiting in a worker which
+// another script it hosted brought down (a memory bomb, a built-in that
+// ignored its deadline): the script itself did nothing wrong and may be
+// run again.
+const CodeWorkerLost = "WORKER_LOST"
+
+// deathResult reports a worker that died or was killed while hosting st:
+// the scripts that held a slot (ran) get the cause, the ones that were
+// waiting WORKER_LOST.
+func (w *worker) deathResult(st *execState, log *zap.Logger) *Result {
 	w.mu.Lock()
-	reason, readErr, state := w.killReason, w.readErr, w.state
+	reason, readErr, state, culprit := w.killReason, w.readErr, w.state, w.culprit
 	w.mu.Unlock()
-	if reason == killTimeout {
+	w.p.mu.Lock()
+	ran := st.holds
+	if w.gone {
+		ran = st.ranAtDeath
+	}
+	w.p.mu.Unlock()
+	if reason == killTimeout && culprit == st {
 		w.ended(DeathTimeout)
-		ms := lim.Timeout.Milliseconds()
+		ms := st.lim.Timeout.Milliseconds()
+		if st.lim.CPUTime > 0 && st.lim.CPUTime < st.lim.Timeout {
+			ms = st.lim.CPUTime.Milliseconds()
+		}
 		return failure(StatusTimeout, CodeWorkerTimeout, "WorkerTimeoutError",
 			fmt.Sprintf("script exceeded the time limit of %d ms and did not stop; its worker was killed", ms))
+	}
+	if !ran || (reason == killTimeout && culprit != st) {
+		return failure(StatusRuntimeError, CodeWorkerLost, "WorkerLostError",
+			"the sandbox worker hosting this script was stopped by another script it hosted (memory or time); this script was waiting for a tool result and may be run again")
 	}
 	var pe *protocolError
 	if errors.As(readErr, &pe) {

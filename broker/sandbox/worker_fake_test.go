@@ -210,9 +210,9 @@ func (e *fakeEngine) Execute(ctx context.Context, req Request, host Host) (*Resu
 func hostExecID(h Host) uint64 {
 	switch ph := h.(type) {
 	case *proxyHost:
-		return ph.id
+		return ph.se.id
 	case *proxyLogHost:
-		return ph.id
+		return ph.se.id
 	}
 	return 0
 }

@@ -60,9 +60,11 @@ func ServeWorkerStdio() int {
 }
 
 // ServeWorker is the worker side of the pool: it reads its configuration
-// from in, caps this process's memory, then runs the scripts it is sent, one
-// at a time, with the in-process engine, forwarding tool calls and console
-// output to the parent over out. It returns nil when in ends.
+// from in, caps this process's memory, then runs the scripts it is sent
+// with the in-process engine, each on its own goroutine (the parent decides
+// how many this process hosts and when each may run), forwarding tool
+// calls and console output to the parent over out. It returns nil when in
+// ends.
 func ServeWorker(in io.Reader, out io.Writer) error {
 	fr := &frameReader{r: bufio.NewReaderSize(in, 64<<10), max: 1 << 20}
 	m, err := fr.read()
@@ -87,23 +89,35 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		return fmt.Errorf("message limit %d below 64 KiB", cfg.MaxMessageBytes)
 	}
 	fr.max = cfg.MaxMessageBytes
+	if sm := cfg.ScriptMemoryBytes; sm > 0 {
+		l := &cfg.Engine.Limits
+		if base, err := Preset(cfg.Engine.Preset); err == nil && (l.MemoryBytes == 0 && base.MemoryBytes > sm || l.MemoryBytes > sm) {
+			l.MemoryBytes = sm
+		}
+	}
 	engine, err := newWorkerEngine(cfg.Engine)
 	if err != nil {
 		return fmt.Errorf("building the engine: %w", err)
+	}
+	if ip, ok := engine.(*InProcess); ok && cfg.MemoryBytes > 0 {
+		// Scripts share this process's cap: when the live heap nears it,
+		// the script holding the most is stopped before the kernel stops
+		// them all.
+		ip.mem.processLimit = uint64(cfg.MemoryBytes) * 6 / 10
 	}
 	// Return what the program's initialisation left behind (a Caddy build
 	// allocates a lot in init functions) before idling.
 	debug.FreeOSMemory()
 	s := &workerServer{
-		memory:     cfg.MemoryBytes,
+		memory:     cfg.ScriptMemoryBytes,
 		baseMapped: goMappedBytes(),
 		engine:     engine,
 		out:        &frameWriter{w: out, max: cfg.MaxMessageBytes},
-		replies:    make(map[uint64]chan *wireMsg),
+		execs:      make(map[uint64]*serverExec),
 		stopped:    make(chan struct{}),
 	}
-	// On return the process exits; a script still running is abandoned
-	// (its pending tool calls end at once).
+	// On return the process exits; scripts still running are abandoned
+	// (their pending tool calls end at once).
 	defer func() {
 		close(s.stopped)
 		engine.Close()
@@ -124,19 +138,15 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 			if m.Exec == nil || m.ID == 0 {
 				return errors.New("exec message without a body")
 			}
-			s.mu.Lock()
-			busy := s.execID != 0
-			if !busy {
-				s.execID = m.ID
-				s.nextCall = 0
+			se, err := s.start(m.ID)
+			if err != nil {
+				return err
 			}
-			s.mu.Unlock()
-			if busy {
-				return errors.New("exec message while a script runs")
-			}
-			go s.execute(m.ID, m.Exec)
+			go s.execute(se, m.Exec)
 		case msgResult, msgLookup:
 			s.deliver(m)
+		case msgCancel:
+			s.cancel(m.ID)
 		default:
 			return fmt.Errorf("unexpected %q message", m.T)
 		}
@@ -150,18 +160,57 @@ type workerServer struct {
 	engine     Engine
 	out        *frameWriter
 
+	mu      sync.Mutex
+	execs   map[uint64]*serverExec
+	stopped chan struct{} // closed when ServeWorker returns
+}
+
+// serverExec is one execution hosted by a worker.
+type serverExec struct {
+	id     uint64
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// sendMu keeps call numbers in order on the wire; mu guards the rest
+	// and is not held while writing, so the reader can always deliver
+	// replies (a blocked write must never stop the worker from reading).
 	sendMu   sync.Mutex
 	mu       sync.Mutex
-	execID   uint64
 	nextCall uint64
 	replies  map[uint64]chan *wireMsg
-	stopped  chan struct{} // closed when ServeWorker returns
+	ended    bool
+}
+
+// start registers a new execution.
+func (s *workerServer) start(id uint64) (*serverExec, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.execs[id]; dup {
+		return nil, fmt.Errorf("exec message for execution %d, which runs already", id)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	se := &serverExec{id: id, ctx: ctx, cancel: cancel, replies: make(map[uint64]chan *wireMsg)}
+	s.execs[id] = se
+	return se, nil
+}
+
+func (s *workerServer) lookupExec(id uint64) *serverExec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.execs[id]
+}
+
+// cancel stops an execution whose caller left; a stale ID is ignored.
+func (s *workerServer) cancel(id uint64) {
+	if se := s.lookupExec(id); se != nil {
+		se.cancel()
+	}
 }
 
 // execute runs one script and reports it with done.
-func (s *workerServer) execute(id uint64, ex *wireExec) {
+func (s *workerServer) execute(se *serverExec, ex *wireExec) {
 	start := time.Now()
-	ph := &proxyHost{s: s, id: id, tools: make(map[string]*ToolInfo, len(ex.Tools)+len(ex.Missing))}
+	ph := &proxyHost{s: s, se: se, tools: make(map[string]*ToolInfo, len(ex.Tools)+len(ex.Missing))}
 	for i := range ex.Tools {
 		ph.tools[ex.Tools[i].Name] = &ex.Tools[i]
 	}
@@ -179,7 +228,7 @@ func (s *workerServer) execute(id uint64, ex *wireExec) {
 			req.AllowedTools = []string{}
 		}
 	}
-	res, err := s.engine.Execute(context.Background(), req, host)
+	res, err := s.engine.Execute(se.ctx, req, host)
 	done := &wireDone{}
 	switch {
 	case err != nil:
@@ -198,8 +247,9 @@ func (s *workerServer) execute(id uint64, ex *wireExec) {
 		}
 	}
 	// Go never unmaps its heap, and RLIMIT_DATA counts what is mapped: a
-	// worker that grew past half its cap leaves the next script too little
-	// room, so it asks to be replaced.
+	// worker that grew past half its cap leaves later scripts too little
+	// room, so it asks to be replaced (it takes no new script and exits
+	// when the ones it hosts end).
 	if s.memory > 0 && goMappedBytes() > s.baseMapped+uint64(s.memory/2) {
 		done.Recycle = true
 	}
@@ -208,22 +258,26 @@ func (s *workerServer) execute(id uint64, ex *wireExec) {
 	if a, ok := s.engine.(interface{ Abandoned() int64 }); ok && a.Abandoned() > 0 {
 		done.Recycle = true
 	}
-	s.mu.Lock()
-	s.execID = 0
-	for call, ch := range s.replies {
+	se.mu.Lock()
+	se.ended = true
+	for call, ch := range se.replies {
 		close(ch)
-		delete(s.replies, call)
+		delete(se.replies, call)
 	}
+	se.mu.Unlock()
+	se.cancel()
+	s.mu.Lock()
+	delete(s.execs, se.id)
 	s.mu.Unlock()
-	if err := s.out.write(&wireMsg{T: msgDone, ID: id, Done: done}); err != nil {
+	if err := s.out.write(&wireMsg{T: msgDone, ID: se.id, Done: done}); err != nil {
 		var pe *protocolError
 		if errors.As(err, &pe) {
 			// The result outgrew the message limit.
 			small := &wireDone{Result: &Result{Status: StatusRuntimeError, Error: &ScriptError{
 				Code: CodeMessageTooLarge, Name: "MessageSizeError", Source: "script",
 				Message: fmt.Sprintf("the script's result and logs exceed the worker message limit of %d bytes", s.out.max),
-			}}}
-			_ = s.out.write(&wireMsg{T: msgDone, ID: id, Done: small})
+			}}, Recycle: done.Recycle}
+			_ = s.out.write(&wireMsg{T: msgDone, ID: se.id, Done: small})
 		}
 	}
 }
@@ -240,59 +294,58 @@ func goMappedBytes() uint64 {
 }
 
 // deliver hands a reply to the call or lookup waiting for it; replies to
-// calls that gave up are dropped.
+// calls that gave up or to executions that ended are dropped.
 func (s *workerServer) deliver(m *wireMsg) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if m.ID != s.execID {
+	se := s.lookupExec(m.ID)
+	if se == nil {
 		return
 	}
-	if ch, ok := s.replies[m.Call]; ok {
-		delete(s.replies, m.Call)
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if ch, ok := se.replies[m.Call]; ok {
+		delete(se.replies, m.Call)
 		ch <- m
 	}
 }
 
 // request sends a call or lookup and returns the channel its reply arrives
 // on; the channel is closed if the execution ends first.
-func (s *workerServer) request(m *wireMsg) (chan *wireMsg, error) {
+func (s *workerServer) request(se *serverExec, m *wireMsg) (chan *wireMsg, error) {
 	ch := make(chan *wireMsg, 1)
-	// sendMu keeps call numbers in order on the wire; mu is not held while
-	// writing, so the reader can always deliver replies (a blocked write
-	// must never stop the worker from reading its stdin).
-	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
-	s.mu.Lock()
-	if s.execID != m.ID {
-		s.mu.Unlock()
+	se.sendMu.Lock()
+	defer se.sendMu.Unlock()
+	se.mu.Lock()
+	if se.ended {
+		se.mu.Unlock()
 		return nil, errors.New("execution ended")
 	}
-	s.nextCall++
-	m.Call = s.nextCall
-	s.replies[m.Call] = ch
-	s.mu.Unlock()
+	se.nextCall++
+	m.Call = se.nextCall
+	se.replies[m.Call] = ch
+	se.mu.Unlock()
 	if err := s.out.write(m); err != nil {
-		s.forget(m.ID, m.Call)
+		se.forget(m.Call)
 		return nil, err
 	}
 	return ch, nil
 }
 
-func (s *workerServer) forget(id, call uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.execID == id {
-		delete(s.replies, call)
-	}
+func (se *serverExec) forget(call uint64) {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	delete(se.replies, call)
 }
 
-// proxyHost is the Host a worker's engine sees: it forwards to the parent.
+// proxyHost is the Host a worker's engine sees for one execution: it
+// forwards to the parent.
 type proxyHost struct {
 	s     *workerServer
-	id    uint64
+	se    *serverExec
 	mu    sync.Mutex
 	tools map[string]*ToolInfo // nil value: known not to exist
 }
+
+var _ ParkHost = (*proxyHost)(nil)
 
 func (h *proxyHost) LookupTool(name string) (ToolInfo, bool) {
 	h.mu.Lock()
@@ -307,7 +360,7 @@ func (h *proxyHost) LookupTool(name string) (ToolInfo, bool) {
 	if validToolName(name) != nil {
 		return ToolInfo{}, false
 	}
-	ch, err := h.s.request(&wireMsg{T: msgLookup, ID: h.id, Name: name})
+	ch, err := h.s.request(h.se, &wireMsg{T: msgLookup, ID: h.se.id, Name: name})
 	if err != nil {
 		return ToolInfo{}, false
 	}
@@ -337,21 +390,24 @@ func (h *proxyHost) LookupTool(name string) (ToolInfo, bool) {
 // calls; the parent's host answers them.
 func (h *proxyHost) forwardsDiscovery() {}
 
+// CallTool forwards a call. Every outcome the script sees comes from the
+// parent (an input too large to send is sent as such and answered with an
+// error), so that the parent counts every result the script receives.
 func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessage, error) {
-	if err := validToolName(call.Name); err != nil {
-		return nil, &ToolError{Code: "NOT_FOUND", Message: "invalid tool name"}
-	}
 	input := call.Input
 	if len(input) == 0 {
 		input = json.RawMessage("null")
 	}
-	m := &wireMsg{T: msgCall, ID: h.id, Name: call.Name, CallID: call.ID, Input: input}
-	ch, err := h.s.request(m)
+	m := &wireMsg{T: msgCall, ID: h.se.id, Name: call.Name, CallID: call.ID, Input: input}
+	if validToolName(call.Name) != nil {
+		m.Name = "?"
+	}
+	// The frame of a call is its input plus a small envelope.
+	if len(input)+len(call.Name)+len(call.ID)+256 > h.s.out.max {
+		m.Input, m.Oversize = nil, true
+	}
+	ch, err := h.s.request(h.se, m)
 	if err != nil {
-		var pe *protocolError
-		if errors.As(err, &pe) {
-			return nil, &ToolError{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool input exceeds the worker message limit of %d bytes", h.s.out.max)}
-		}
 		return nil, err
 	}
 	select {
@@ -367,16 +423,24 @@ func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessag
 		}
 		return reply.Data, nil
 	case <-ctx.Done():
-		h.s.forget(h.id, m.Call)
+		h.se.forget(m.Call)
 		return nil, ctx.Err()
 	case <-h.s.stopped:
 		return nil, errors.New("worker stopping")
 	}
 }
 
+// Parked tells the parent the script waits with nothing to run.
+func (h *proxyHost) Parked(settled int) {
+	_ = h.s.out.write(&wireMsg{T: msgWait, ID: h.se.id, Seen: uint64(settled)})
+}
+
+// Resumed: the result that woke the script was the parent's leave to run.
+func (h *proxyHost) Resumed() bool { return true }
+
 // proxyLogHost also streams console entries to the parent.
 type proxyLogHost struct{ *proxyHost }
 
 func (h *proxyLogHost) Log(level, message string) {
-	_ = h.s.out.write(&wireMsg{T: msgLog, ID: h.id, Level: level, Message: message})
+	_ = h.s.out.write(&wireMsg{T: msgLog, ID: h.se.id, Level: level, Message: message})
 }

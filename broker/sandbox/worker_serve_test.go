@@ -75,11 +75,23 @@ func TestServeWorkerSession(t *testing.T) {
 	if m := recv(); m.Done.Result.Error.Code != CodeToolExecutionError || m.Done.Result.Error.Message != "boom" {
 		t.Fatalf("plain error: %+v", m.Done.Result.Error)
 	}
-	// A second exec while one runs breaks the protocol: the worker stops.
+	// Executions run side by side: one waits for its call while the next
+	// finishes; each ends with its own done.
 	send(&wireMsg{T: msgExec, ID: 10, Exec: &wireExec{Code: "calls echo 1"}})
+	call := recv()
+	send(&wireMsg{T: msgExec, ID: 11, Exec: &wireExec{Code: "ok 11"}})
+	if m := recv(); m.T != msgDone || m.ID != 11 {
+		t.Fatalf("second execution: %+v", m)
+	}
+	send(&wireMsg{T: msgResult, ID: 10, Call: call.Call, Data: call.Input})
+	if m := recv(); m.T != msgDone || m.ID != 10 {
+		t.Fatalf("first execution: %+v", m)
+	}
+	// An exec for an ID that runs already breaks the protocol.
+	send(&wireMsg{T: msgExec, ID: 12, Exec: &wireExec{Code: "calls echo 1"}})
 	recv()
-	send(&wireMsg{T: msgExec, ID: 11, Exec: &wireExec{Code: "ok 1"}})
-	if err := <-done; err == nil || !strings.Contains(err.Error(), "while a script runs") {
+	send(&wireMsg{T: msgExec, ID: 12, Exec: &wireExec{Code: "ok 1"}})
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "runs already") {
 		t.Fatalf("ServeWorker: %v", err)
 	}
 }

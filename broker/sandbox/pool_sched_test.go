@@ -1,0 +1,306 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// gateHost has tools that block until the test opens their gate, and a
+// "mark" tool that records when it was called.
+type gateHost struct {
+	*testHost
+	mu      sync.Mutex
+	gates   map[string]chan struct{}
+	started chan string
+	marks   map[string]time.Time
+}
+
+func newGateHost() *gateHost {
+	h := &gateHost{gates: map[string]chan struct{}{}, started: make(chan string, 100), marks: map[string]time.Time{}}
+	h.testHost = newTestHost(map[string]func(json.RawMessage) (json.RawMessage, error){
+		"wait": nil, "mark": nil, "echo": func(in json.RawMessage) (json.RawMessage, error) { return in, nil },
+	})
+	return h
+}
+
+func (h *gateHost) gate(name string) chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	g := h.gates[name]
+	if g == nil {
+		g = make(chan struct{})
+		h.gates[name] = g
+	}
+	return g
+}
+
+func (h *gateHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessage, error) {
+	var in struct{ Gate string }
+	_ = json.Unmarshal(call.Input, &in)
+	switch call.Name {
+	case "wait":
+		h.started <- in.Gate
+		select {
+		case <-h.gate(in.Gate):
+			return json.RawMessage(`"opened"`), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	case "mark":
+		h.mu.Lock()
+		h.marks[in.Gate] = time.Now()
+		h.mu.Unlock()
+		h.started <- "mark " + in.Gate
+		return json.RawMessage(`1`), nil
+	}
+	return h.testHost.CallTool(ctx, call)
+}
+
+func (h *gateHost) mark(name string) time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.marks[name]
+}
+
+// exec runs a script in the background.
+func execAsync(p Engine, principal, code string, h Host) chan *Result {
+	ch := make(chan *Result, 1)
+	go func() {
+		r, err := p.Execute(context.Background(), Request{Code: code, Principal: principal}, h)
+		if err != nil {
+			r = &Result{Status: StatusRuntimeError, Error: &ScriptError{Code: "ENGINE", Message: err.Error()}}
+		}
+		ch <- r
+	}()
+	return ch
+}
+
+// TestWaitingScriptsHoldNoSlot: with one CPU slot, scripts waiting for
+// tool results (a caller who answers later) do not stop others: the
+// waiting ones give the slot back and hold only a seat in a worker.
+func TestWaitingScriptsHoldNoSlot(t *testing.T) {
+	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}, SessionsPerWorker: 8})
+	h := newGateHost()
+	var waiting []chan *Result
+	for i := range 20 {
+		waiting = append(waiting, execAsync(p, "waiter", `return await callTool("wait", {gate: "g"})`, h))
+		_ = i
+	}
+	for range 20 {
+		<-h.started
+	}
+	// 20 scripts wait on 3 workers (8 seats each); the slot is free.
+	for i := range 5 {
+		wantOK(t, mustRun(t, p, "return 40 + 2", h), "42")
+		_ = i
+	}
+	live, _, busy, _, _ := p.(*workerPool).stats()
+	if busy != 0 || live < 3 {
+		t.Fatalf("live %d busy %d: want the 20 waiting scripts on at least 3 workers and no slot held", live, busy)
+	}
+	close(h.gate("g"))
+	for _, ch := range waiting {
+		wantOK(t, <-ch, `"opened"`)
+	}
+}
+
+// TestResultWaitsForASlot: a result for a waiting script is held while
+// another script holds the only slot; the waiting script runs again only
+// when the slot is free.
+func TestResultWaitsForASlot(t *testing.T) {
+	p := newRealPool(t, PoolOptions{
+		RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1},
+		Engine:             &Options{Limits: Limits{MaxSteps: 1 << 40, Timeout: 20 * time.Second}},
+	})
+	h := newGateHost()
+	waiter := execAsync(p, "a", `await callTool("wait", {gate: "w"}); await callTool("mark", {gate: "w"}); return 1`, h)
+	if g := <-h.started; g != "w" {
+		t.Fatalf("started %q", g)
+	}
+	// The busy script holds the slot for 300 ms of running time.
+	busy := execAsync(p, "b", `await callTool("mark", {gate: "b"}); const t = Date.now(); while (Date.now() - t < 300) {} return 2`, h)
+	if g := <-h.started; g != "mark b" {
+		t.Fatalf("started %q", g)
+	}
+	close(h.gate("w"))
+	wantOK(t, <-busy, "2")
+	ended := time.Now()
+	wantOK(t, <-waiter, "1")
+	if got := h.mark("w"); got.Before(h.mark("b").Add(300 * time.Millisecond)) {
+		t.Fatalf("the waiting script ran again %v after the busy one started, before the busy one gave its slot back (ended %v)", got.Sub(h.mark("b")), ended.Sub(h.mark("b")))
+	}
+}
+
+// TestPrincipalsShareSlots: one principal holds at most
+// MaxRunningPerPrincipal slots, so another finds one at once; waiting
+// principals are served in turn.
+func TestPrincipalsShareSlots(t *testing.T) {
+	p, _ := newFakePool(t, PoolOptions{
+		RuntimePoolOptions:    RuntimePoolOptions{MinSize: 2, MaxSize: 2},
+		MaxQueuedPerPrincipal: 3,
+	})
+	h := newBlockingHost()
+	// "calls block 1" holds its slot (the fake engine never waits).
+	a1 := execAsync(p, "a", "calls block 1", h)
+	<-h.started
+	a2 := execAsync(p, "a", "calls block 1", h)
+	waitFor(t, "a's second script queued", func() bool { _, _, _, _, q := p.stats(); return q == 1 })
+	// b finds the slot a may not take.
+	b1 := execAsync(p, "b", "calls block 1", h)
+	<-h.started
+	// a's queue is bounded.
+	a3 := execAsync(p, "a", "ok 3", h)
+	a4 := execAsync(p, "a", "ok 4", h)
+	waitFor(t, "a's scripts queued", func() bool { _, _, _, _, q := p.stats(); return q == 3 })
+	_, err := p.Execute(context.Background(), Request{Code: "ok 5", Principal: "a"}, h)
+	wantCode(t, err, CodeQueueFull)
+	// c waits behind a's queue but is served in its turn, before a's
+	// third and fourth.
+	c1 := execAsync(p, "c", "ok 6", h)
+	waitFor(t, "c queued", func() bool { _, _, _, _, q := p.stats(); return q == 4 })
+	close(h.release)
+	for _, ch := range []chan *Result{a1, b1, a2, c1, a3, a4} {
+		if r := <-ch; r.Status != StatusOK {
+			t.Fatalf("got %s", describeResult(r))
+		}
+	}
+}
+
+// TestRoundRobinOrder: when a slot frees, the principals waiting are
+// served one after the other, not in arrival order. Each script calls the
+// tool named after its principal while it holds the only slot, so the
+// order of the calls is the order of service.
+func TestRoundRobinOrder(t *testing.T) {
+	p, _ := newFakePool(t, PoolOptions{
+		RuntimePoolOptions:     RuntimePoolOptions{MinSize: 1, MaxSize: 1},
+		MaxRunningPerPrincipal: 1,
+	})
+	var mu sync.Mutex
+	var order []string
+	record := func(name string) func(json.RawMessage) (json.RawMessage, error) {
+		return func(json.RawMessage) (json.RawMessage, error) {
+			mu.Lock()
+			order = append(order, name)
+			mu.Unlock()
+			return json.RawMessage(`1`), nil
+		}
+	}
+	h := newBlockingHost()
+	h.tools["a"] = record("a")
+	h.tools["b"] = record("b")
+	h.infos["a"], h.infos["b"] = ToolInfo{Name: "a"}, ToolInfo{Name: "b"}
+	hold := execAsync(p, "z", "calls block 1", h)
+	<-h.started
+	var results []chan *Result
+	for i, pr := range []string{"a", "a", "a", "b"} {
+		results = append(results, execAsync(p, pr, "calls "+pr+" 1", h))
+		waitFor(t, "queued", func() bool { _, _, _, _, q := p.stats(); return q == i+1 })
+	}
+	close(h.release)
+	<-hold
+	for _, ch := range results {
+		if r := <-ch; r.Status != StatusOK {
+			t.Fatalf("got %s", describeResult(r))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 4 || order[0] != "a" || order[1] != "b" {
+		t.Fatalf("served %v, want a then b then the rest of a", order)
+	}
+}
+
+// TestWorkerLostByWaitingScripts: a worker killed while it hosts waiting
+// scripts ends them with WORKER_LOST (the blast radius), and the pool
+// serves on.
+func TestWorkerLostByWaitingScripts(t *testing.T) {
+	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}})
+	h := newGateHost()
+	w1 := execAsync(p, "a", `return await callTool("wait", {gate: "x"})`, h)
+	w2 := execAsync(p, "b", `return await callTool("wait", {gate: "x"})`, h)
+	<-h.started
+	<-h.started
+	pool := p.(*workerPool)
+	waitFor(t, "both scripts waiting", func() bool { _, _, busy, _, _ := pool.stats(); return busy == 0 })
+	pool.mu.Lock()
+	var pid int
+	for w := range pool.all {
+		if w.hosted == 2 {
+			pid = w.pid
+		}
+	}
+	pool.mu.Unlock()
+	if pid == 0 {
+		t.Fatal("the two scripts are not on one worker")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []chan *Result{w1, w2} {
+		r := <-ch
+		if r.Status != StatusRuntimeError || r.Error.Code != CodeWorkerLost {
+			t.Fatalf("got %s, want WORKER_LOST", describeResult(r))
+		}
+	}
+	wantOK(t, mustRun(t, p, "return 1", h), "1")
+}
+
+// TestBombSparesCoHostedScripts: a script that grows the heap of a worker
+// it shares with a waiting script is the one stopped (it holds the most);
+// the waiting one finishes.
+func TestBombSparesCoHostedScripts(t *testing.T) {
+	var memory int64 = 64 << 20
+	if raceEnabled {
+		memory = 512 << 20
+	}
+	p := newRealPool(t, PoolOptions{
+		RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1},
+		MemoryBytes:        memory,
+		Engine:             &Options{Limits: Limits{MaxSteps: 1 << 40, Timeout: 2 * time.Minute}}, // backstops, not speed bounds
+	})
+	h := newGateHost()
+	waiter := execAsync(p, "a", `const keep = "y".repeat(1000); return (await callTool("wait", {gate: "x"})) + keep.length`, h)
+	<-h.started
+	r := mustRun(t, p, `const a = []; for (;;) a.push("x".repeat(1e6) + a.length)`, h)
+	if r.Status != StatusRuntimeError || r.Error.Code != CodeWorkerMemoryExceeded {
+		t.Fatalf("bomb: %s", describeResult(r))
+	}
+	close(h.gate("x"))
+	if r := <-waiter; r.Status != StatusOK {
+		// Under -race the race runtime's shadow memory (which the heap
+		// watchdog cannot see) counts against the cap, and the bomb may
+		// outrun the watchdog; then the waiting script must say so.
+		if !raceEnabled || r.Error == nil || r.Error.Code != CodeWorkerLost {
+			t.Fatalf("waiter: %s", describeResult(r))
+		}
+		t.Logf("the bomb outran the watchdog: %s", describeResult(r))
+	}
+}
+
+// TestCancelStopsOneHostedScript: a caller who leaves stops its script
+// only; the others its worker hosts go on.
+func TestCancelStopsOneHostedScript(t *testing.T) {
+	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}})
+	h := newGateHost()
+	other := execAsync(p, "a", `return await callTool("wait", {gate: "o"})`, h)
+	<-h.started
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Execute(ctx, Request{Code: `return await callTool("wait", {gate: "c"})`, Principal: "b"}, h)
+		done <- err
+	}()
+	<-h.started
+	cancel()
+	var e *Error
+	if err := <-done; !errors.As(err, &e) || e.Code != CodeExecutionAborted {
+		t.Fatalf("canceled: %v", err)
+	}
+	close(h.gate("o"))
+	wantOK(t, <-other, `"opened"`)
+}
