@@ -54,11 +54,11 @@ func mcpCaddyConfig(port int, meta map[string]any) []byte {
 	return cfg
 }
 
-// rawMCP posts one JSON-RPC message and returns the status, the
-// Mcp-Session-Id and the body (the data line of an SSE answer).
-func rawMCP(t *testing.T, url string, header map[string]string, msg string) (int, string, string) {
+// mcpRequest sends one request as an MCP client does (JSON body, both
+// media types accepted) with header on top, and returns the whole answer.
+func mcpRequest(t *testing.T, method, url string, header map[string]string, body io.Reader) (*http.Response, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(msg))
+	req, _ := http.NewRequest(method, url, body)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range header {
@@ -70,6 +70,14 @@ func rawMCP(t *testing.T, url string, header map[string]string, msg string) (int
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// rawMCP posts one JSON-RPC message and returns the status, the
+// Mcp-Session-Id and the body (the data line of an SSE answer).
+func rawMCP(t *testing.T, url string, header map[string]string, msg string) (int, string, string) {
+	t.Helper()
+	resp, b := mcpRequest(t, http.MethodPost, url, header, strings.NewReader(msg))
 	body := string(b)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		for _, line := range strings.Split(body, "\n") {
