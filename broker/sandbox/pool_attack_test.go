@@ -99,8 +99,10 @@ func TestWorkerMemoryBombs(t *testing.T) {
 // half the cap succeeds, and the worker is replaced so that the next script
 // has the whole cap.
 func TestWorkerRecycledAfterHeavyScript(t *testing.T) {
+	// The timeout is a backstop, not a speed bound: under -race with the
+	// other packages' tests beside it the heavy script took over 10 s.
 	e := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MaxSize: 1}, MemoryBytes: 64 << 20,
-		Engine: &Options{Limits: Limits{Timeout: 10 * time.Second, MaxSteps: 1 << 40}}})
+		Engine: &Options{Limits: Limits{Timeout: 60 * time.Second, MaxSteps: 1 << 40}}})
 	p := e.(*workerPool)
 	pids := func() map[int]bool {
 		p.mu.Lock()
