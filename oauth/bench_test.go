@@ -92,9 +92,10 @@ func benchVerifyAccess(b *testing.B, cold bool, mutate func(*ServerConfig)) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if cold {
-			e.s.verified.mu.Lock()
-			clear(e.s.verified.m)
-			e.s.verified.mu.Unlock()
+			r := e.s.verifier.results
+			r.mu.Lock()
+			clear(r.m)
+			r.mu.Unlock()
 		}
 		if _, err := e.s.VerifyAccessToken(ctx, tok.AccessToken, asResource); err != nil {
 			b.Fatal(err)

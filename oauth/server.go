@@ -53,7 +53,7 @@ type Server struct {
 	clients   map[string]*client
 	vault     *Vault
 	handler   http.Handler
-	verified  verifiedCache
+	verifier  *Verifier // of our own access tokens (newTokenVerifier)
 	metrics   *Metrics
 	started   time.Time
 }
@@ -96,6 +96,9 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 		return nil, errors.New("oauth: local.sign_key (or JWT_SIGNING_KEY) is required outside development mode")
 	}
 	if s.keys, err = newKeyRing(root, st.rotation, st.maxKeys, s.now); err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
+	if s.verifier, err = s.newTokenVerifier(); err != nil {
 		return nil, fmt.Errorf("oauth: %w", err)
 	}
 
@@ -598,7 +601,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
 		return
 	default:
-		if cl, err := s.parseAccessToken(token); err == nil {
+		if cl, err := s.parseAccessToken(ctx, token); err == nil {
 			if cl.ClientID != c.ID {
 				writeOAuthError(w, http.StatusBadRequest, "invalid_request", "the token was not issued to this client")
 				return

@@ -131,8 +131,15 @@ type VerifierConfig struct {
 	// the HMAC algorithms are always refused.
 	Algorithms []string
 
-	// Leeway is the clock skew tolerated on exp, nbf and iat. Default 30s.
+	// Leeway is the clock skew tolerated on exp, nbf and iat. Default 30s;
+	// negative means none.
 	Leeway time.Duration
+
+	// TokenType, when set, is the typ header every token must carry, e.g.
+	// "at+jwt" (RFC 9068: it tells an access token from an ID token signed
+	// with the same key); compared without case, the "application/" form
+	// accepted. Default: not checked (many providers do not set it).
+	TokenType string
 
 	// CacheTTL is how long a fetched key set is used before it is fetched
 	// again on the next verification. Default 1h. A failed refetch keeps the
@@ -154,6 +161,9 @@ type VerifierConfig struct {
 // VerifierOptions are optional collaborators of a Verifier. A nil
 // *VerifierOptions means all defaults.
 type VerifierOptions struct {
+	// Keys are the keys to verify with. Default: the provider's published
+	// key set, fetched through discovery (or JWKSURL) and cached.
+	Keys KeySource
 	// HTTPClient fetches discovery documents and key sets. Default: a client
 	// with a 10s timeout. For our own authorization server, a client whose
 	// transport calls its handler in process (see HandlerTransport).
@@ -162,6 +172,19 @@ type VerifierOptions struct {
 	Logger *zap.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+}
+
+// KeySource hands a Verifier the public keys of an issuer: the provider's
+// fetched key set by default, our authorization server's own key ring for
+// its tokens.
+type KeySource interface {
+	// Keys returns the candidate keys for a token's kid (all keys for an
+	// empty kid); a kid it does not know is a *TokenError with
+	// ReasonUnknownKey.
+	Keys(ctx context.Context, kid string) ([]jose.JSONWebKey, error)
+	// Generation changes whenever the set of valid keys does: a token
+	// verified under one generation is verified again under another.
+	Generation() any
 }
 
 var defaultAlgorithms = []jose.SignatureAlgorithm{
@@ -181,6 +204,7 @@ type Verifier struct {
 	logger *zap.Logger
 	now    func() time.Time
 
+	source  KeySource // the keys: opts.Keys, else the Verifier's own key-set cache
 	keys    atomic.Pointer[keyCache]
 	results *resultCache
 
@@ -239,8 +263,15 @@ func NewVerifier(cfg VerifierConfig, opts *VerifierOptions) (*Verifier, error) {
 			v.algs = append(v.algs, alg)
 		}
 	}
-	if v.cfg.Leeway == 0 {
+	switch {
+	case v.cfg.Leeway == 0:
 		v.cfg.Leeway = 30 * time.Second
+	case v.cfg.Leeway < 0:
+		v.cfg.Leeway = 0
+	}
+	v.source = opts.Keys
+	if v.source == nil {
+		v.source = v
 	}
 	if v.cfg.CacheTTL == 0 {
 		v.cfg.CacheTTL = time.Hour
@@ -284,21 +315,32 @@ func (v *Verifier) Verify(ctx context.Context, token string) (*VerifiedToken, er
 }
 
 // VerifyAudience validates token and requires audience in its aud claim
-// (RFC 8707: a route protected as another resource passes its own URL).
-// Rejections are *TokenError; a key set that cannot be fetched gives an
-// error wrapping ErrKeySetUnavailable.
+// (RFC 8707: a route protected as another resource passes its own URL;
+// URLs compare in canonical form). Rejections are *TokenError; a key set
+// that cannot be fetched gives an error wrapping ErrKeySetUnavailable.
 func (v *Verifier) VerifyAudience(ctx context.Context, token, audience string) (*VerifiedToken, error) {
+	return v.verify(ctx, token, audience, checks{})
+}
+
+// checks relaxes a verification: our server reads a token it is asked to
+// revoke whatever its audience and expiry.
+type checks struct{ anyAudience, anyTime bool }
+
+// verify is the one JWT verification: signature against the key source,
+// the typ header when configured, then the claims.
+func (v *Verifier) verify(ctx context.Context, token, audience string, c checks) (*VerifiedToken, error) {
 	if token == "" {
 		return nil, tokenErr(ReasonMissing, "")
 	}
-	if strings.Count(token, ".") != 2 {
+	if len(token) > maxTokenBytes || strings.Count(token, ".") != 2 {
 		return nil, tokenErr(ReasonMalformed, "not a compact JWS")
 	}
 	var sum [32]byte
+	gen := v.source.Generation()
 	if v.results != nil {
 		sum = sha256.Sum256([]byte(token))
-		if t, ok := v.results.get(sum, v.keys.Load()); ok {
-			return v.recheck(t, audience)
+		if t, ok := v.results.get(sum, gen); ok {
+			return v.recheck(t, audience, c)
 		}
 	}
 	parsed, err := jwt.ParseSigned(token, v.algs)
@@ -313,17 +355,18 @@ func (v *Verifier) VerifyAudience(ctx context.Context, token, audience string) (
 		return nil, tokenErr(ReasonMalformed, "want exactly one signature")
 	}
 	hdr := parsed.Headers[0]
-	keys, err := v.keysFor(ctx, hdr.KeyID)
+	keys, err := v.source.Keys(ctx, hdr.KeyID)
 	if err != nil {
 		return nil, err
 	}
 	var raw map[string]any
-	verified := false
+	verified, tried := false, false
 	for i := range keys {
 		k := &keys[i]
 		if k.Algorithm != "" && k.Algorithm != hdr.Algorithm {
 			continue
 		}
+		tried = true
 		if k.Use != "" && k.Use != "sig" {
 			continue
 		}
@@ -332,27 +375,59 @@ func (v *Verifier) VerifyAudience(ctx context.Context, token, audience string) (
 			break
 		}
 	}
+	if !verified && !tried {
+		// The key named by kid is for another algorithm.
+		return nil, tokenErr(ReasonBadAlgorithm, "alg %s does not match the key", hdr.Algorithm)
+	}
 	if !verified {
 		return nil, tokenErr(ReasonBadSignature, "")
 	}
-	t, err := v.checkClaims(raw, audience)
-	if err == nil && v.results != nil {
-		cp := *t // callers own what they get
-		v.results.put(sum, &cp, v.keys.Load())
+	if v.cfg.TokenType != "" && !sameType(hdr.ExtraHeaders[jose.HeaderType], v.cfg.TokenType) {
+		return nil, tokenErr(ReasonMalformed, "typ is not %s", v.cfg.TokenType)
 	}
-	return t, err
+	t, err := v.checkClaims(raw, "", checks{anyAudience: true, anyTime: true})
+	if err != nil {
+		return nil, err
+	}
+	if v.results != nil {
+		cp := *t // callers own what they get
+		v.results.put(sum, &cp, gen)
+	}
+	return v.recheck(t, audience, c)
+}
+
+// maxTokenBytes bounds the tokens we parse.
+const maxTokenBytes = 16 << 10
+
+// sameType compares a typ header with want (RFC 9068 section 2.1: without
+// case, the application/ prefix allowed).
+func sameType(typ any, want string) bool {
+	t, _ := typ.(string)
+	t = strings.ToLower(t)
+	return t == want || t == "application/"+want
 }
 
 // recheck applies the checks that depend on the time and the audience to a
-// token whose signature and issuer were verified before.
-func (v *Verifier) recheck(t *VerifiedToken, audience string) (*VerifiedToken, error) {
-	if v.now().After(t.ExpiresAt.Add(v.cfg.Leeway)) {
-		return nil, tokenErr(ReasonExpired, "expired at %s", t.ExpiresAt.UTC().Format(time.RFC3339))
+// token whose signature and issuer were verified.
+func (v *Verifier) recheck(t *VerifiedToken, audience string, c checks) (*VerifiedToken, error) {
+	now := v.now()
+	if !c.anyTime {
+		// RFC 7519 section 4.1.4: the current time must be before exp.
+		if !now.Before(t.ExpiresAt.Add(v.cfg.Leeway)) {
+			return nil, tokenErr(ReasonExpired, "expired at %s", t.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		if !t.NotBefore.IsZero() && now.Add(v.cfg.Leeway).Before(t.NotBefore) {
+			return nil, tokenErr(ReasonNotYetValid, "not before %s", t.NotBefore.UTC().Format(time.RFC3339))
+		}
+		if !t.IssuedAt.IsZero() && now.Add(v.cfg.Leeway).Before(t.IssuedAt) {
+			return nil, tokenErr(ReasonNotYetValid, "issued in the future")
+		}
 	}
-	if !slices.Contains(t.Audience, audience) {
+	if !c.anyAudience && !audienceContains(t.Audience, audience) {
 		return nil, tokenErr(ReasonWrongAudience, "audience %q not in token", audience)
 	}
 	cp := *t
+	cp.Audience, cp.Scopes = slices.Clone(t.Audience), slices.Clone(t.Scopes)
 	return &cp, nil
 }
 
@@ -365,30 +440,32 @@ type resultCache struct {
 }
 
 type resultEntry struct {
-	tok  *VerifiedToken
-	keys *keyCache
+	tok *VerifiedToken
+	gen any // the key source's generation it was verified under
 }
 
-func (c *resultCache) get(sum [32]byte, keys *keyCache) (*VerifiedToken, bool) {
+func (c *resultCache) get(sum [32]byte, gen any) (*VerifiedToken, bool) {
 	c.mu.RLock()
 	e, ok := c.m[sum]
 	c.mu.RUnlock()
-	if !ok || e.keys != keys {
+	if !ok || e.gen != gen {
 		return nil, false
 	}
 	return e.tok, true
 }
 
-func (c *resultCache) put(sum [32]byte, t *VerifiedToken, keys *keyCache) {
+func (c *resultCache) put(sum [32]byte, t *VerifiedToken, gen any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.m) >= c.max {
 		clear(c.m) // crude but bounded; a busy gateway refills it at once
 	}
-	c.m[sum] = resultEntry{tok: t, keys: keys}
+	c.m[sum] = resultEntry{tok: t, gen: gen}
 }
 
-func (v *Verifier) checkClaims(raw map[string]any, audience string) (*VerifiedToken, error) {
+// checkClaims decodes the claims and checks the issuer and that exp is
+// present; the time and audience checks are recheck's.
+func (v *Verifier) checkClaims(raw map[string]any, audience string, c checks) (*VerifiedToken, error) {
 	now := v.now()
 	t := &VerifiedToken{Claims: raw}
 	t.Issuer, _ = raw["iss"].(string)
@@ -399,20 +476,14 @@ func (v *Verifier) checkClaims(raw map[string]any, audience string) (*VerifiedTo
 		return nil, tokenErr(ReasonExpired, "no exp claim")
 	}
 	t.ExpiresAt = exp
-	if now.After(exp.Add(v.cfg.Leeway)) {
-		return nil, tokenErr(ReasonExpired, "expired at %s", exp.UTC().Format(time.RFC3339))
-	}
 	if nbf, ok := numericDate(raw["nbf"]); ok {
 		t.NotBefore = nbf
-		if now.Add(v.cfg.Leeway).Before(nbf) {
-			return nil, tokenErr(ReasonNotYetValid, "not before %s", nbf.UTC().Format(time.RFC3339))
-		}
 	}
 	if iat, ok := numericDate(raw["iat"]); ok {
 		t.IssuedAt = iat
-		if now.Add(v.cfg.Leeway).Before(iat) {
-			return nil, tokenErr(ReasonNotYetValid, "issued in the future")
-		}
+	}
+	if !c.anyTime && !now.Before(exp.Add(v.cfg.Leeway)) {
+		return nil, tokenErr(ReasonExpired, "expired at %s", exp.UTC().Format(time.RFC3339))
 	}
 	if strings.TrimSuffix(t.Issuer, "/") != v.issuer {
 		return nil, tokenErr(ReasonWrongIssuer, "issuer %q", t.Issuer)
@@ -427,9 +498,10 @@ func (v *Verifier) checkClaims(raw map[string]any, audience string) (*VerifiedTo
 			}
 		}
 	}
-	if !slices.Contains(t.Audience, audience) {
+	if !c.anyAudience && !audienceContains(t.Audience, audience) {
 		return nil, tokenErr(ReasonWrongAudience, "audience %q not in token", audience)
 	}
+	t.SessionID, _ = raw["sid"].(string)
 	if s, ok := raw["client_id"].(string); ok {
 		t.ClientID = s
 	} else if s, ok := raw["azp"].(string); ok {
@@ -474,10 +546,10 @@ func numericDate(v any) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// keysFor returns the candidate keys for kid, fetching the key set when none
-// is cached, when the cache is older than CacheTTL, or (rate-limited) when
-// kid is unknown.
-func (v *Verifier) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
+// Keys implements KeySource over the provider's published key set: the
+// candidate keys for kid, fetching the key set when none is cached, when
+// the cache is older than CacheTTL, or (rate-limited) when kid is unknown.
+func (v *Verifier) Keys(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
 	kc := v.keys.Load()
 	if kc == nil || v.now().Sub(kc.fetched) > v.cfg.CacheTTL {
 		if err := v.refresh(ctx, false, false, kc); err != nil && kc == nil {
@@ -501,6 +573,9 @@ func (v *Verifier) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, 
 	}
 	return nil, tokenErr(ReasonUnknownKey, "key id not in the key set")
 }
+
+// Generation implements KeySource: the cached key set itself.
+func (v *Verifier) Generation() any { return v.keys.Load() }
 
 func (kc *keyCache) lookup(kid string) []jose.JSONWebKey {
 	if kid == "" {
