@@ -119,13 +119,6 @@ type metaRuntime struct {
 	limiter   *guard.GuardManager
 }
 
-// clientIPHeader and userIDHeader carry the client address and the
-// authenticated user from the codemode_mcp handler to the rate limiter and
-// the broker; the handler overwrites any value a client sends.
-const (
-	clientIPHeader = metatools.ClientIPHeader
-	userIDHeader   = metatools.UserIDHeader
-)
 
 func (a *App) provisionMeta(ctx caddy.Context) error {
 	cfg := a.Meta

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
+	"github.com/codemode-gateway/caddy-codemode/metatools"
 )
 
 func init() {
@@ -115,14 +116,14 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 	getServer := func(*http.Request) *mcp.Server { return app.MetaServer() }
 	h.offered = app.MetaProtocolVersions()
 	if slices.ContainsFunc(h.offered, isStatelessRevision) {
-		h.modern = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true,
+		h.modern = metatools.HTTPHandler(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true,
 			JSONResponse: h.JSONResponse, DisableLocalhostProtection: h.DisableLocalhostProtection,
 			// The POST is the whole request: a client that goes away cancels its work.
-			PropagateRequestCancellation: true})
+			PropagateRequestCancellation: true}))
 	}
 	if slices.ContainsFunc(h.offered, func(v string) bool { return !isStatelessRevision(v) }) {
-		h.legacy = mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: h.Stateless,
-			JSONResponse: h.JSONResponse, SessionTimeout: timeout, DisableLocalhostProtection: h.DisableLocalhostProtection})
+		h.legacy = metatools.HTTPHandler(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: h.Stateless,
+			JSONResponse: h.JSONResponse, SessionTimeout: timeout, DisableLocalhostProtection: h.DisableLocalhostProtection}))
 	}
 	h.logger = ctx.Logger()
 	if h.GatewayURL != "" && h.legacy != nil && !h.Stateless {
@@ -160,24 +161,24 @@ func isStatelessRevision(v string) bool { return v >= firstStatelessRevision }
 
 // ServeHTTP hands the request to the MCP handler of its revision. The
 // client address and the user authenticated by an earlier handler
-// ({http.auth.user.id}) reach the meta-tools (rate-limit partitions, broker
-// calls) in headers that only this handler sets.
+// ({http.auth.user.id}, {http.auth.user.tenant_id}) reach the meta-tools
+// (rate-limit partitions, broker calls) in the request's context
+// (metatools.WithIdentity), never in a header a client could set.
 func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	r, forget := bridgeMCPRequest(w, r)
 	defer forget()
-	r.Header.Del(clientIPHeader)
-	r.Header.Del(userIDHeader)
+	var who metatools.Identity
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		if uid, _ := repl.GetString("http.auth.user.id"); uid != "" {
-			r.Header.Set(userIDHeader, uid)
-		}
+		who.UserID, _ = repl.GetString("http.auth.user.id")
+		who.TenantID, _ = repl.GetString("http.auth.user.tenant_id")
 	}
 	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		r.Header.Set(clientIPHeader, host)
+		who.ClientIP = host
 	}
 	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
-		r.Header.Set(clientIPHeader, ip)
+		who.ClientIP = ip
 	}
+	r = r.WithContext(metatools.WithIdentity(r.Context(), who))
 	if !h.originAllowed(r) {
 		writeJSONRPCError(w, http.StatusForbidden, nil, -32600, "origin "+r.Header.Get("Origin")+" is not allowed", nil)
 		return nil

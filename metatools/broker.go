@@ -53,7 +53,7 @@ func (s *BrokerSource) Call(ctx context.Context, name string, input json.RawMess
 	ci, _ := CallInfoFrom(ctx)
 	opts := &broker.InvokeOptions{SessionID: ci.SessionPartition(), ClientIP: ci.ClientIP}
 	if ci.UserID != "" {
-		opts.Auth = &broker.AuthResult{Valid: true, UserID: ci.UserID}
+		opts.Auth = &broker.AuthResult{Valid: true, UserID: ci.UserID, TenantID: ci.TenantID}
 	}
 	return s.B.InvokeTool(ctx, name, input, opts)
 }

@@ -353,7 +353,7 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 			_ = json.Unmarshal(in.Context, &opts.Context) // an object: validated above
 		}
 		if ci.UserID != "" {
-			opts.Auth = &broker.AuthResult{Valid: true, UserID: ci.UserID}
+			opts.Auth = &broker.AuthResult{Valid: true, UserID: ci.UserID, TenantID: ci.TenantID}
 		}
 		sess, err := ps.Start(ctx, in.Script, opts)
 		if err != nil {

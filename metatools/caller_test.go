@@ -64,17 +64,31 @@ func callerGateway(t *testing.T, rdb redis.UniversalClient, prefix string) *http
 	ix.Reload(context.Background())
 	srv := NewServer(NewService(ix, &Options{Engine: sandbox.NewInProcess(nil), Sessions: b}), nil)
 	get := func(*http.Request) *mcp.Server { return srv }
-	modern := mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true})
-	legacy := mcp.NewStreamableHTTPHandler(get, nil)
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	modern := HTTPHandler(mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true}))
+	legacy := HTTPHandler(mcp.NewStreamableHTTPHandler(get, nil))
+	hs := httptest.NewServer(testIdentity(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
 			modern.ServeHTTP(w, r)
 			return
 		}
 		legacy.ServeHTTP(w, r)
-	}))
+	})))
 	t.Cleanup(hs.Close)
 	return hs
+}
+
+// testUserHeader plays the authentication in front of the test gateways:
+// testIdentity turns it into the request's Identity, as codemode_mcp does
+// with Caddy's {http.auth.user.id}.
+const testUserHeader = "X-Test-User"
+
+func testIdentity(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u := r.Header.Get(testUserHeader); u != "" {
+			r = r.WithContext(WithIdentity(r.Context(), Identity{UserID: u}))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // roundRobin sends each request to the next gateway, recording which.
@@ -255,7 +269,7 @@ return r.error.code;`})
 func TestCallerAnsweredRequestState(t *testing.T) {
 	gw := callerGateway(t, nil, "")
 	rr := newRoundRobin(gw)
-	rr.header.Set(UserIDHeader, "ada")
+	rr.header.Set(testUserHeader, "ada")
 	// The client declares elicitation but handles input requests itself.
 	ctx := context.Background()
 	mcpClient := mcp.NewClient(&mcp.Implementation{Name: "manual", Version: "1"}, &mcp.ClientOptions{
@@ -298,12 +312,12 @@ func TestCallerAnsweredRequestState(t *testing.T) {
 		t.Fatalf("forged state: %s", raw)
 	}
 	// Another user presenting ada's state.
-	rr.header.Set(UserIDHeader, "bob")
+	rr.header.Set(testUserHeader, "bob")
 	answer := mcp.InputResponseMap{callID: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "from bob"}}}
 	if res, raw := retry(first.RequestState, args, answer); !res.IsError || !strings.Contains(raw, CodeInvalidRequestState) {
 		t.Fatalf("bob with ada's state: %s", raw)
 	}
-	rr.header.Set(UserIDHeader, "ada")
+	rr.header.Set(testUserHeader, "ada")
 	answer = mcp.InputResponseMap{callID: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "from ada"}}}
 	if res, raw := retry(first.RequestState, args, answer); res.IsError || !strings.Contains(raw, `"result":"from ada"`) {
 		t.Fatalf("ada's answer: %s", raw)
@@ -337,5 +351,62 @@ func TestCallerAnsweredOlderRevisions(t *testing.T) {
 		if !res.IsError || !strings.Contains(text, CodeToolNotCallable) {
 			t.Fatalf("%q invoke without elicitation: %s", version, text)
 		}
+	}
+}
+
+// TestIdentityFromContextOnly: the identity the meta-tools see comes from
+// the request's context (WithIdentity), never from a header a client sets:
+// neither the former Codemode-User-Id nor a made-up request reference.
+func TestIdentityFromContextOnly(t *testing.T) {
+	var seen []CallInfo
+	var mu sync.Mutex
+	src := &StaticSource{List: []Tool{{Name: "who:ami", AppID: "who", Description: "who am I"}},
+		Handlers: map[string]func(ctx context.Context, in json.RawMessage) (json.RawMessage, error){
+			"who:ami": func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+				ci, _ := CallInfoFrom(ctx)
+				mu.Lock()
+				seen = append(seen, ci)
+				mu.Unlock()
+				return json.RawMessage(`"ok"`), nil
+			}}}
+	ix, err := NewIndex([]ToolSource{src}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Reload(context.Background())
+	srv := NewServer(NewService(ix, &Options{Engine: sandbox.NewInProcess(nil)}), nil)
+	inner := HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Front") == "ada" {
+			r = r.WithContext(WithIdentity(r.Context(), Identity{UserID: "ada", TenantID: "t1", ClientIP: "192.0.2.1"}))
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	call := func(header http.Header) CallInfo {
+		t.Helper()
+		rr := newRoundRobin(hs)
+		rr.header = header
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: hs.URL, HTTPClient: &http.Client{Transport: rr}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "meta:invoke",
+			Arguments: map[string]any{"tool": "who:ami", "input": map[string]any{}}})
+		if err != nil || res.IsError {
+			t.Fatalf("invoke: %v %+v", err, res)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[len(seen)-1]
+	}
+	if ci := call(http.Header{"X-Front": {"ada"}}); ci.UserID != "ada" || ci.TenantID != "t1" || ci.ClientIP != "192.0.2.1" {
+		t.Errorf("identity from the context: %+v", ci)
+	}
+	spoof := http.Header{"Codemode-User-Id": {"mallory"}, "Codemode-Client-Ip": {"10.0.0.1"}, "Codemode-Request-Ref": {"0123"}}
+	if ci := call(spoof); ci.UserID != "" || ci.ClientIP != "" {
+		t.Errorf("identity from client headers: %+v", ci)
 	}
 }

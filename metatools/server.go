@@ -218,16 +218,6 @@ func decodeArgs(metaTool string, args json.RawMessage, v any) error {
 
 type callInfoKey struct{}
 
-// ClientIPHeader is the request header in which an HTTP front end (the
-// codemode_mcp handler) hands the client address to the meta-tools, for
-// rate-limit partitions; the front end must overwrite any client value.
-const ClientIPHeader = "Codemode-Client-Ip"
-
-// UserIDHeader is the request header in which an HTTP front end hands the
-// authenticated user (Caddy's {http.auth.user.id}) to the meta-tools; the
-// front end must overwrite any client value.
-const UserIDHeader = "Codemode-User-Id"
-
 // CallInfoFrom returns the meta-tool call that ctx belongs to, for tool
 // sources that partition limits by session or client.
 func CallInfoFrom(ctx context.Context) (CallInfo, bool) {
@@ -247,10 +237,12 @@ func callInfo(metaTool string, req *mcp.CallToolRequest) CallInfo {
 				ci.UserID = ti.UserID
 			}
 		}
-		if ci.Header != nil {
-			ci.ClientIP = ci.Header.Get(ClientIPHeader)
+		// The identity of the HTTP request (WithIdentity, HTTPHandler);
+		// never a header a client could have set.
+		if id, ok := identityOf(ci.Header); ok {
+			ci.ClientIP, ci.TenantID = id.ClientIP, id.TenantID
 			if ci.UserID == "" {
-				ci.UserID = ci.Header.Get(UserIDHeader)
+				ci.UserID = id.UserID
 			}
 		}
 	}

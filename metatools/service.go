@@ -38,9 +38,12 @@ type CallInfo struct {
 	// SessionID is the MCP session, empty on stateless transports.
 	SessionID string
 	// UserID is the authenticated user: the go-sdk's token info, else the
-	// UserIDHeader set by an HTTP front end. Empty when anonymous.
+	// Identity of the HTTP request (WithIdentity). Empty when anonymous.
 	UserID string
-	// ClientIP is the client address from ClientIPHeader, when known.
+	// TenantID is the user's tenant, when known.
+	TenantID string
+	// ClientIP is the client address from the request's Identity, when
+	// known.
 	ClientIP string
 	// Header is the HTTP request header (nil over stdio).
 	Header http.Header
