@@ -119,7 +119,6 @@ type metaRuntime struct {
 	limiter   *guard.GuardManager
 }
 
-
 func (a *App) provisionMeta(ctx caddy.Context) error {
 	cfg := a.Meta
 	if cfg == nil {
