@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/guard"
@@ -71,6 +72,12 @@ type AuthConfig struct {
 
 	// Consent configures the consent screen (orchestrated mode).
 	Consent *oauth.ConsentConfig `json:"consent,omitempty"`
+
+	// ClientIDMetadata accepts Client ID Metadata Documents: a client_id
+	// that is the https URL of a JSON document of the client's metadata,
+	// fetched, validated and cached instead of a registration
+	// (orchestrated mode). Default off.
+	ClientIDMetadata *AuthClientIDMetadata `json:"client_id_metadata,omitempty"`
 
 	// RegisteredClientTTL is how long a dynamically registered client is
 	// kept after it last obtained tokens (at least as long as its refresh
@@ -161,6 +168,32 @@ type AuthRefresh struct {
 	ReuseGrace caddy.Duration `json:"reuse_grace,omitempty"`
 }
 
+// AuthClientIDMetadata is auth.client_id_metadata: Client ID Metadata
+// Documents (draft-ietf-oauth-client-id-metadata-document).
+type AuthClientIDMetadata struct {
+	// Enabled accepts https URLs as client_id and advertises
+	// client_id_metadata_document_supported. Default false (the Caddyfile
+	// block turns it on).
+	Enabled bool `json:"enabled,omitempty"`
+	// MaxDocumentBytes bounds a document's size, in bytes. Default 5120.
+	MaxDocumentBytes int `json:"max_document_bytes,omitempty"`
+	// FetchTimeout bounds one fetch, redirects included, in whole seconds.
+	// Default 5s.
+	FetchTimeout caddy.Duration `json:"fetch_timeout,omitempty"`
+	// MaxCacheTTL caps how long a document is kept whatever its caching
+	// headers allow, in whole seconds. Default 24h.
+	MaxCacheTTL caddy.Duration `json:"max_cache_ttl,omitempty"`
+	// AllowedPrivateHosts are host names whose documents may be fetched
+	// although they resolve to loopback, private or link-local addresses.
+	// Default none.
+	AllowedPrivateHosts []string `json:"allowed_private_hosts,omitempty"`
+	// TrustPoolRaw verifies the documents' servers: a tls.ca_pool.source
+	// module, as reverse_proxy's tls_trust_pool (e.g. {"provider":
+	// "pki_root", "authority": ["local"]} for Caddy's internal CA).
+	// Default: the system roots.
+	TrustPoolRaw json.RawMessage `json:"trust_pool,omitempty" caddy:"namespace=tls.ca_pool.source inline_key=provider"`
+}
+
 // wholeSeconds converts d, which must be whole seconds.
 func wholeSeconds(name string, d caddy.Duration) (int, error) {
 	if d < 0 || time.Duration(d)%time.Second != 0 {
@@ -202,6 +235,17 @@ func (c *AuthConfig) serverParts() error {
 		return err
 	}
 	c.ServerConfig.RegisteredClientTTL = ttl
+	if m := c.ClientIDMetadata; m != nil {
+		o := oauth.ClientIDMetadataConfig{Enabled: m.Enabled, MaxDocumentBytes: m.MaxDocumentBytes,
+			AllowedPrivateHosts: m.AllowedPrivateHosts}
+		if o.FetchTimeout, err = wholeSeconds("client_id_metadata: fetch_timeout", m.FetchTimeout); err != nil {
+			return err
+		}
+		if o.MaxCacheTTL, err = wholeSeconds("client_id_metadata: max_cache_ttl", m.MaxCacheTTL); err != nil {
+			return err
+		}
+		c.ServerConfig.ClientIDMetadata = o
+	}
 	return nil
 }
 
@@ -283,6 +327,21 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	key, err := componentKey("auth", cfg, backend.key())
 	if err != nil {
 		return fmt.Errorf("codemode auth: %w", err)
+	}
+	if m := cfg.ClientIDMetadata; m != nil && m.TrustPoolRaw != nil {
+		// After the component key, which the module's JSON is part of:
+		// loading clears the raw field (of a copy: a.Auth stays as loaded).
+		mc := *m
+		cfg.ClientIDMetadata = &mc
+		mod, err := ctx.LoadModule(&mc, "TrustPoolRaw")
+		if err != nil {
+			return fmt.Errorf("codemode auth: client_id_metadata trust pool: %w", err)
+		}
+		ca, ok := mod.(caddytls.CA)
+		if !ok {
+			return fmt.Errorf("codemode auth: client_id_metadata trust pool: %T is not a CA pool", mod)
+		}
+		cfg.ServerConfig.ClientIDMetadata.RootCAs = ca.CertPool()
 	}
 	shared, err := acquire(key, func() (*authShared, func() error, error) {
 		s, err := buildAuth(&cfg, backend, logger)

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/codemode-gateway/caddy-codemode/guard"
 	"github.com/codemode-gateway/caddy-codemode/oauth"
@@ -41,6 +43,13 @@ import (
 //		allow_default_public [true|false]
 //		dcr_enabled [true|false]
 //		registered_client_ttl <duration>
+//		client_id_metadata [true|false] {
+//			max_document_bytes <n>
+//			fetch_timeout <duration>
+//			max_cache_ttl <duration>
+//			allow_private_host <host...>
+//			trust_pool <module> [<args...>]
+//		}
 //		user <username> <bcrypt-hash> [<subject>]
 //		client <id> {
 //			secret <secret>
@@ -106,6 +115,8 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 			err = optBool(d, &cfg.DCREnabled)
 		case "registered_client_ttl":
 			err = durationArg(d, &cfg.RegisteredClientTTL)
+		case "client_id_metadata":
+			err = parseClientIDMetadata(d, cfg)
 		case "user":
 			args := d.RemainingArgs()
 			if len(args) < 2 || len(args) > 3 {
@@ -259,6 +270,61 @@ func parseRefresh(d *caddyfile.Dispenser, r *AuthRefresh) error {
 			err = durationArg(d, &r.ReuseGrace)
 		default:
 			return d.Errf("refresh: unrecognized subdirective %q", d.Val())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseClientIDMetadata reads the client_id_metadata block: Client ID
+// Metadata Documents, on when the block is present (or `true`).
+func parseClientIDMetadata(d *caddyfile.Dispenser, cfg *AuthConfig) error {
+	m := &AuthClientIDMetadata{Enabled: true}
+	cfg.ClientIDMetadata = m
+	if d.NextArg() {
+		b, err := strconv.ParseBool(d.Val())
+		if err != nil || d.NextArg() {
+			return d.Errf("client_id_metadata: want [true|false] and a block")
+		}
+		m.Enabled = b
+	}
+	for n := d.Nesting(); d.NextBlock(n); {
+		var err error
+		switch d.Val() {
+		case "max_document_bytes":
+			var s string
+			if err = oneArg(d, &s); err == nil {
+				if m.MaxDocumentBytes, err = strconv.Atoi(s); err != nil || m.MaxDocumentBytes <= 0 {
+					err = d.Errf("max_document_bytes: %q is not a positive number of bytes", s)
+				}
+			}
+		case "fetch_timeout":
+			err = durationArg(d, &m.FetchTimeout)
+		case "max_cache_ttl":
+			err = durationArg(d, &m.MaxCacheTTL)
+		case "allow_private_host":
+			hosts := d.RemainingArgs()
+			if len(hosts) == 0 {
+				return d.ArgErr()
+			}
+			m.AllowedPrivateHosts = append(m.AllowedPrivateHosts, hosts...)
+		case "trust_pool":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			stem := d.Val()
+			unm, err := caddyfile.UnmarshalModule(d, "tls.ca_pool.source."+stem)
+			if err != nil {
+				return err
+			}
+			if _, ok := unm.(caddytls.CA); !ok {
+				return d.Errf("trust_pool: module %s is not a CA pool", stem)
+			}
+			m.TrustPoolRaw = caddyconfig.JSONModuleObject(unm, "provider", stem, nil)
+		default:
+			return d.Errf("client_id_metadata: unrecognized subdirective %q", d.Val())
 		}
 		if err != nil {
 			return err

@@ -34,6 +34,10 @@ type client struct {
 	// with client_secret_basic or client_secret_post (the configuration
 	// names no method) and never expires.
 	configured bool
+	// document marks a client described by a Client ID Metadata Document
+	// at documentHost: public, its name its own unverified claim.
+	document     bool
+	documentHost string
 }
 
 var _ op.Client = (*client)(nil)
@@ -96,6 +100,9 @@ func (s *Server) client(ctx context.Context, id string) (*client, error) {
 	if c, ok := s.clients[id]; ok {
 		return c, nil
 	}
+	if s.docs != nil && isMetadataURL(id) {
+		return s.docs.lookup(ctx, id)
+	}
 	if id == "" || !s.cfg.dcr {
 		return nil, errors.New("unknown client")
 	}
@@ -116,7 +123,7 @@ func (s *Server) client(ctx context.Context, id string) (*client, error) {
 // refreshed. Registrations that never obtain a token go after
 // UnusedClientTTL, so open registration cannot fill the storage.
 func (s *Server) touchClient(ctx context.Context, c *client) {
-	if c.configured {
+	if c.configured || c.document {
 		return
 	}
 	if err := s.store.Expire(ctx, keyClient(c.ID), max(s.cfg.clientTTL, s.cfg.refreshTTL, s.cfg.accessTTL)); err != nil {

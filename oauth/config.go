@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/url"
@@ -45,6 +46,12 @@ type ServerConfig struct {
 	// /oauth/register. Default false (the endpoint answers 404).
 	DCREnabled bool `json:"dcr_enabled,omitempty"`
 
+	// ClientIDMetadata accepts Client ID Metadata Documents: a client_id
+	// that is an https URL of a JSON document of the client's metadata,
+	// fetched, validated and cached instead of a registration (MCP's
+	// recommended registration). Default off.
+	ClientIDMetadata ClientIDMetadataConfig `json:"client_id_metadata,omitzero"`
+
 	// RegisteredClientTTL is how long, in seconds, a dynamically
 	// registered client is kept after it last obtained tokens (at least as
 	// long as its refresh tokens live). A registration that never obtains
@@ -72,6 +79,30 @@ type ServerConfig struct {
 	// (logging.redact). Tokens, codes, secrets and passwords are never
 	// logged whatever this says.
 	Redact []string `json:"redact,omitempty"`
+}
+
+// ClientIDMetadataConfig configures Client ID Metadata Documents
+// (draft-ietf-oauth-client-id-metadata-document).
+type ClientIDMetadataConfig struct {
+	// Enabled accepts https URLs as client_id and advertises
+	// client_id_metadata_document_supported. Default false.
+	Enabled bool `json:"enabled,omitempty"`
+	// MaxDocumentBytes bounds a document's size. Default 5120 bytes.
+	MaxDocumentBytes int `json:"max_document_bytes,omitempty"`
+	// FetchTimeout bounds one fetch, redirects included, in seconds.
+	// Default 5.
+	FetchTimeout int `json:"fetch_timeout,omitempty"`
+	// MaxCacheTTL caps how long a document is kept, in seconds, whatever
+	// its caching headers allow. Default 86400 (24 hours).
+	MaxCacheTTL int `json:"max_cache_ttl,omitempty"`
+	// AllowedPrivateHosts are host names whose documents may be fetched
+	// although they resolve to loopback, private or link-local addresses
+	// (an internal client registry, tests). Default none: a document is
+	// never fetched from such an address, nor is a redirect followed there.
+	AllowedPrivateHosts []string `json:"allowed_private_hosts,omitempty"`
+	// RootCAs verifies the servers of the documents; nil means the system
+	// roots. The Caddy side sets it from a trust pool.
+	RootCAs *x509.CertPool `json:"-"`
 }
 
 // TokenStorageConfig is auth.tokenStorage.
@@ -257,6 +288,7 @@ type settings struct {
 	skew          time.Duration
 	reuseGrace    time.Duration
 	clientTTL     time.Duration
+	documents     bool
 	rotation      time.Duration
 	maxKeys       int
 	scopes        []string
@@ -324,6 +356,15 @@ func (cfg *ServerConfig) settings() (settings, error) {
 	s.consentOn = cfg.Consent.Enabled
 	s.development = cfg.Development
 	s.dcr = cfg.DCREnabled
+	s.documents = cfg.ClientIDMetadata.Enabled
+	if m := cfg.ClientIDMetadata; m.MaxDocumentBytes < 0 || m.FetchTimeout < 0 || m.MaxCacheTTL < 0 {
+		return s, fmt.Errorf("client_id_metadata: sizes and durations must not be negative")
+	}
+	for _, c := range cfg.Clients {
+		if isMetadataURL(c.ID) && cfg.ClientIDMetadata.Enabled {
+			return s, fmt.Errorf("client %q: an https URL as client id names a metadata document; give the configured client another id", c.ID)
+		}
+	}
 	s.defaultPublic = cfg.AllowDefaultPublic
 	switch cfg.TokenStorage.Type {
 	case "", "memory", "redis":

@@ -25,10 +25,10 @@ var pageTemplates = template.Must(template.New("page").Parse(`{{define "head"}}<
 <style>body{font-family:system-ui,sans-serif;max-width:26rem;margin:3rem auto;padding:0 1rem;color:#222}
 label{display:block;margin:.8rem 0 .2rem}input[type=text],input[type=password]{width:100%;padding:.45rem;box-sizing:border-box}
 button{margin-top:1rem;padding:.5rem 1.2rem}.error{color:#b00020}.dev{border:2px dashed #b36b00;padding:.5rem;margin-top:1.5rem}
-ul.scopes li{margin:.3rem 0}</style></head><body>{{end}}
+ul.scopes li{margin:.3rem 0}.warn{border-left:4px solid #b36b00;padding-left:.6rem}</style></head><body>{{end}}
 {{define "login"}}{{template "head" .}}
 <h1>Sign in</h1>
-<p><strong id="client">{{.Client}}</strong> asks to use your account.</p>
+<p><strong id="client">{{.Client}}</strong>{{template "origin" .}} asks to use your account.</p>
 {{if .Error}}<p class="error" id="error">{{.Error}}</p>{{end}}
 <form method="post" action="{{.Action}}" id="login">
 <input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
@@ -43,21 +43,47 @@ ul.scopes li{margin:.3rem 0}</style></head><body>{{end}}
 </body></html>{{end}}
 {{define "consent"}}{{template "head" .}}
 <h1>Allow access?</h1>
-<p><strong id="client">{{.Client}}</strong> asks for access to your account <strong id="subject">{{.Subject}}</strong> with these permissions:</p>
+<p><strong id="client">{{.Client}}</strong>{{template "origin" .}} asks for access to your account <strong id="subject">{{.Subject}}</strong> with these permissions:</p>
 <ul class="scopes" id="scopes">{{range .Scopes}}<li>{{.}}</li>{{end}}</ul>
-<p>It will be sent back to <code id="redirect">{{.Redirect}}</code>.</p>
+<p>It will be sent back to <code id="redirect">{{.Redirect}}</code>{{if .RedirectHost}} on <strong id="redirect-host">{{.RedirectHost}}</strong>{{end}}.</p>
+{{if .LocalRedirects}}<p class="warn" id="local-warning">This application receives the answer on this computer ({{.RedirectHost}}): any program running here could use its name. Allow it only if you started it yourself just now.</p>{{end}}
 <form method="post" action="{{.Action}}" id="consent">
 <input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
 <button type="submit" name="decision" value="approve" id="approve">Allow</button>
 <button type="submit" name="decision" value="deny" id="deny">Deny</button>
 </form>
 </body></html>{{end}}
+{{define "origin"}}{{if .ClientHost}} <span id="unverified">(described by <code id="client-host">{{.ClientHost}}</code>; <strong>unverified</strong>: the name is the application's own claim)</span>{{end}}{{end}}
 {{define "error"}}{{template "head" .}}<h1>Sign-in failed</h1><p class="error" id="error">{{.Error}}</p></body></html>{{end}}`))
 
 type pageData struct {
 	Title, Client, Subject, Redirect, Error, ID, CSRF, Action, DemoUser string
-	Scopes                                                              []string
-	Demo                                                                bool
+	// ClientHost is a metadata document's host (the name is unverified);
+	// RedirectHost the host the answer goes to; LocalRedirects warns that
+	// every redirect URI of the client is on this computer.
+	ClientHost, RedirectHost string
+	Scopes                   []string
+	Demo, LocalRedirects     bool
+}
+
+// clientDisplay is the client's name as the pending authorization recorded
+// it (older records: looked up).
+func (s *Server) clientDisplay(r *http.Request, a *authRequest) string {
+	if a.ClientName != "" {
+		return a.ClientName
+	}
+	return s.clientName(r, a.ClientID)
+}
+
+func redirectHost(redirect string) string {
+	u, err := url.Parse(redirect)
+	if err != nil {
+		return ""
+	}
+	if u.Host == "" {
+		return u.Scheme + ":" // a native app's private-use scheme
+	}
+	return u.Hostname()
 }
 
 // newDummyHash returns a bcrypt hash of a filler string at the highest cost
@@ -155,8 +181,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d := pageData{Title: "Sign in", Client: s.clientName(r, a.ClientID), ID: a.ID, CSRF: a.CSRF, Action: pathLogin, Redirect: a.RedirectURI,
-		Demo: s.cfg.development, DemoUser: DemoUser}
+	d := pageData{Title: "Sign in", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost, ID: a.ID, CSRF: a.CSRF, Action: pathLogin,
+		Redirect: a.RedirectURI, Demo: s.cfg.development, DemoUser: DemoUser}
 	if r.Method == http.MethodGet {
 		s.render(w, http.StatusOK, "login", d)
 		return
@@ -195,7 +221,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		subject = u.Subject
 	}
 	a.Subject, a.AuthTime, a.LoggedIn = subject, s.now(), true
-	a.Approved = !s.cfg.consentOn
+	// A metadata document's client always gets the consent screen: its
+	// name is its own claim, and the user must see where it comes from.
+	a.Approved = !s.cfg.consentOn && a.ClientHost == ""
 	if err := s.savePending(r.Context(), a); err != nil {
 		s.reqLog(r).Error("saving pending authorization", errField(err))
 		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
@@ -208,7 +236,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("user signed in", logClientID(a.ClientID), zap.String("subject", subject))
 	next := pathCallback
-	if s.cfg.consentOn {
+	if !a.Approved {
 		next = pathConsent
 	}
 	http.Redirect(w, r, next+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
@@ -225,8 +253,9 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodGet {
-		s.render(w, http.StatusOK, "consent", pageData{Title: "Allow access", Client: s.clientName(r, a.ClientID),
-			Subject: a.Subject, Scopes: visibleScopes(a.Scopes), Redirect: a.RedirectURI, ID: a.ID, CSRF: a.CSRF, Action: pathConsent})
+		s.render(w, http.StatusOK, "consent", pageData{Title: "Allow access", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost,
+			Subject: a.Subject, Scopes: visibleScopes(a.Scopes), Redirect: a.RedirectURI, RedirectHost: redirectHost(a.RedirectURI),
+			LocalRedirects: a.LocalRedirects, ID: a.ID, CSRF: a.CSRF, Action: pathConsent})
 		return
 	}
 	if r.PostForm.Get("decision") != "approve" {

@@ -52,6 +52,7 @@ type Server struct {
 	dummyHash []byte
 	clients   map[string]*client
 	vault     *Vault
+	docs      *documentResolver // nil unless client_id_metadata is enabled
 	handler   http.Handler
 	verifier  *Verifier // of our own access tokens (newTokenVerifier)
 	metrics   *Metrics
@@ -143,6 +144,12 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 		s.log.Warn("oauth token storage is in memory: for one instance only, and every session is lost on restart")
 	}
 	s.vault = newVault(s, root)
+	if st.documents {
+		s.docs = newDocumentResolver(s, cfg.ClientIDMetadata)
+		if len(cfg.ClientIDMetadata.AllowedPrivateHosts) > 0 && !st.development {
+			s.log.Warn("client metadata documents may be fetched from private addresses of these hosts", zap.Strings("hosts", cfg.ClientIDMetadata.AllowedPrivateHosts))
+		}
+	}
 
 	if st.development {
 		s.log.Warn("DEVELOPMENT MODE: http issuer allowed, demo login enabled; never use in production")
@@ -398,6 +405,7 @@ type authorizeExtraKey struct{}
 // authorizeExtra carries what op's AuthRequest has no field for.
 type authorizeExtra struct {
 	audience []string
+	client   *client
 }
 
 // authorize enforces what op leaves open, then hands over to op: a known
@@ -423,11 +431,15 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	}
 	c, err := s.client(r.Context(), q.Get("client_id"))
 	if err != nil {
-		writeOAuthError(w, http.StatusBadRequest, "invalid_client", "unknown client_id")
+		desc := "unknown client_id"
+		if isMetadataURL(q.Get("client_id")) && s.docs != nil {
+			desc = err.Error() // why the metadata document was refused
+		}
+		writeOAuthError(w, http.StatusBadRequest, "invalid_client", desc)
 		return
 	}
 	redirect := q.Get("redirect_uri")
-	if redirect == "" || !slices.Contains(c.URIs, redirect) {
+	if redirect == "" || !c.redirectAllowed(redirect) {
 		// Never redirect to an unregistered URI (RFC 6749 section 4.1.2.1).
 		writeOAuthError(w, http.StatusBadRequest, "invalid_request", "redirect_uri is missing or not registered for this client (exact match)")
 		return
@@ -509,7 +521,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	q.Del("id_token_hint")
 	r.Form = q
 	r.URL.RawQuery = q.Encode()
-	r = r.WithContext(context.WithValue(r.Context(), authorizeExtraKey{}, &authorizeExtra{audience: audience}))
+	r = r.WithContext(context.WithValue(r.Context(), authorizeExtraKey{}, &authorizeExtra{audience: audience, client: c}))
 	s.provider.ServeHTTP(w, r)
 }
 
@@ -646,6 +658,7 @@ type Metadata struct {
 	IDTokenSigningAlgValuesSupported  []string `json:"id_token_signing_alg_values_supported,omitempty"`
 	ClaimsSupported                   []string `json:"claims_supported,omitempty"`
 	ResourceIndicatorsSupported       bool     `json:"resource_indicators_supported,omitempty"`
+	ClientIDMetadataDocumentSupported bool     `json:"client_id_metadata_document_supported,omitempty"`
 }
 
 // Metadata returns the server metadata document.
@@ -676,6 +689,7 @@ func (s *Server) Metadata(openid bool) Metadata {
 	if s.cfg.dcr {
 		m.RegistrationEndpoint = iss + pathRegister
 	}
+	m.ClientIDMetadataDocumentSupported = s.docs != nil
 	if openid {
 		m.SubjectTypesSupported = []string{"public"}
 		keys, _ := s.keys.published()

@@ -49,14 +49,19 @@ type authRequest struct {
 	Challenge       string                   `json:"code_challenge"`
 	ChallengeMethod oidc.CodeChallengeMethod `json:"code_challenge_method"`
 	Audience        []string                 `json:"audience"`
-	Subject         string                   `json:"subject,omitempty"`
-	AuthTime        time.Time                `json:"auth_time,omitzero"`
-	LoggedIn        bool                     `json:"logged_in,omitempty"`
-	Approved        bool                     `json:"approved,omitempty"`
-	CodeIssued      bool                     `json:"code_issued,omitempty"`
-	Failures        int                      `json:"failures,omitempty"` // wrong passwords so far
-	CSRF            string                   `json:"csrf"`
-	Expires         time.Time                `json:"expires"`
+	// Client's display, taken at the authorization request so the pages do
+	// not fetch a metadata document again.
+	ClientName     string    `json:"client_name,omitempty"`
+	ClientHost     string    `json:"client_host,omitempty"` // a metadata document's host: the name is unverified
+	LocalRedirects bool      `json:"local_redirects,omitempty"`
+	Subject        string    `json:"subject,omitempty"`
+	AuthTime       time.Time `json:"auth_time,omitzero"`
+	LoggedIn       bool      `json:"logged_in,omitempty"`
+	Approved       bool      `json:"approved,omitempty"`
+	CodeIssued     bool      `json:"code_issued,omitempty"`
+	Failures       int       `json:"failures,omitempty"` // wrong passwords so far
+	CSRF           string    `json:"csrf"`
+	Expires        time.Time `json:"expires"`
 
 	sid  string // session created for this request; set at token creation
 	code string // the code it was fetched by, to record the code as used
@@ -201,6 +206,9 @@ func (st opStorage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest
 		Challenge:       req.CodeChallenge,
 		ChallengeMethod: req.CodeChallengeMethod,
 		Audience:        extra.audience,
+		ClientName:      extra.client.displayName(),
+		ClientHost:      extra.client.documentHost,
+		LocalRedirects:  extra.client.document && extra.client.onlyLocalRedirects(),
 		CSRF:            s.randomToken(24),
 		Expires:         s.now().Add(PendingTTL),
 	}

@@ -4,7 +4,9 @@
 // registration -> authorization with PKCE S256, state and resource ->
 // sign-in (the login and consent forms, as a browser posts them) -> code
 // exchange -> listTools/callTool with the token -> refresh rotation, and
-// reuse of the rotated refresh token revoking the grant.
+// reuse of the rotated refresh token revoking the grant (with REUSE_GRACE=1,
+// for a server with refresh.reuse_grace: the reuse is the grace's one, and
+// the successor it retired revokes the grant).
 //
 //   PROTECTED_MCP_URL=http://localhost:8080/private/mcp NAMING=spec node mcp-oauth.mjs
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -128,11 +130,18 @@ await check("refresh rotation by the SDK, then the rotated token's reuse revokes
 
   // The old refresh token again: invalid_grant, and the whole grant ends.
   const meta = await (await fetch(new URL("/.well-known/oauth-authorization-server", provider.authorizationUrl))).json();
-  const res = await fetch(meta.token_endpoint, {
-    method: "POST",
-    headers: { "Content-Type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: before.refresh_token, client_id: provider.client.client_id }),
-  });
+  const redeem = (token) =>
+    fetch(meta.token_endpoint, {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: token, client_id: provider.client.client_id }),
+    });
+  let res = await redeem(before.refresh_token);
+  if (process.env.REUSE_GRACE === "1") {
+    // Within the grace: a new successor; the one the SDK holds is retired.
+    assert.equal(res.status, 200, "the grace's one reuse");
+    res = await redeem(after.refresh_token);
+  }
   assert.equal(res.status, 400);
   assert.equal((await res.json()).error, "invalid_grant");
   const probe = await fetch(url, {

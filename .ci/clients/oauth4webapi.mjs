@@ -2,7 +2,8 @@
 // authorization server: discovery, dynamic registration, the code flow with
 // PKCE, ID token and RFC 9068 access-token validation, refresh rotation,
 // revocation, and every negative found in issue 9, each refused with the
-// RFC's error code.
+// RFC's error code; and the reuse grace of a lost refresh answer (the CI
+// gateway, .ci/clients/gateway.Caddyfile, has refresh.reuse_grace 60s).
 //
 //   ISSUER=http://localhost:18500 node oauth4webapi.mjs
 import * as oauth from "oauth4webapi";
@@ -121,7 +122,7 @@ await check("the ID token is not an access token", async () => {
   assert.match(res.headers.get("www-authenticate"), /invalid_token/);
 });
 
-await check("refresh rotation; the ID token of the refresh has sub; reuse of the rotated token revokes the grant", async () => {
+await check("refresh rotation; the ID token of the refresh has sub; reuse of a token two rotations back revokes the grant", async () => {
   const first = tokens.refresh_token;
   const res = await oauth.refreshTokenGrantRequest(as, pub, oauth.None(), first, insecure);
   assert.equal(res.headers.get("cache-control"), "no-store");
@@ -137,12 +138,35 @@ await check("refresh rotation; the ID token of the refresh has sub; reuse of the
   e = await rfcError(async () => oauth.processRefreshTokenResponse(as, pub,
     await oauth.refreshTokenGrantRequest(as, pub, oauth.None(), fresh.refresh_token, { ...insecure, additionalParameters: { resource: "https://elsewhere.example/" } })));
   assert.equal(e.error, "invalid_target");
-  // Reuse of the rotated token: invalid_grant, and the newest token dies too.
+  // Neither refusal rotated the token: it rotates now.
+  const second = await oauth.processRefreshTokenResponse(as, pub, await oauth.refreshTokenGrantRequest(as, pub, oauth.None(), fresh.refresh_token, insecure));
+  // The first token again, two rotations back: invalid_grant, and the
+  // newest token dies too.
   e = await rfcError(async () => oauth.processRefreshTokenResponse(as, pub, await oauth.refreshTokenGrantRequest(as, pub, oauth.None(), first, insecure)));
   assert.equal(e.error, "invalid_grant");
-  e = await rfcError(async () => oauth.processRefreshTokenResponse(as, pub, await oauth.refreshTokenGrantRequest(as, pub, oauth.None(), fresh.refresh_token, insecure)));
+  e = await rfcError(async () => oauth.processRefreshTokenResponse(as, pub, await oauth.refreshTokenGrantRequest(as, pub, oauth.None(), second.refresh_token, insecure)));
   assert.equal(e.error, "invalid_grant");
-  assert.equal((await accessProtected(fresh.access_token)).status, 401);
+  assert.equal((await accessProtected(second.access_token)).status, 401);
+});
+
+const refresh = async (token) => oauth.processRefreshTokenResponse(as, pub, await oauth.refreshTokenGrantRequest(as, pub, oauth.None(), token, insecure));
+
+await check("reuse grace: a lost refresh answer keeps the session; its lost successor, and a second grace use, revoke", async () => {
+  let { result } = await exchange(pub, oauth.None(), await codeFlow(pub));
+  const t1 = result.refresh_token;
+  const lost = await refresh(t1); // the client never saw this answer
+  const t3 = await refresh(t1); // within the window: a new successor
+  assert.notEqual(t3.refresh_token, lost.refresh_token);
+  assert.equal((await accessProtected(t3.access_token)).status, 200, "the session goes on");
+  const t4 = await refresh(t3.refresh_token); // and so does the chain
+  assert.equal((await rfcError(() => refresh(lost.refresh_token))).error, "invalid_grant", "the retired successor");
+  assert.equal((await rfcError(() => refresh(t4.refresh_token))).error, "invalid_grant", "the chain is revoked");
+
+  ({ result } = await exchange(pub, oauth.None(), await codeFlow(pub)));
+  await refresh(result.refresh_token);
+  const again = await refresh(result.refresh_token);
+  assert.equal((await rfcError(() => refresh(result.refresh_token))).error, "invalid_grant", "a second grace use");
+  assert.equal((await accessProtected(again.access_token)).status, 401);
 });
 
 await check("revocation (RFC 7009) ends the grant", async () => {
@@ -240,7 +264,7 @@ await check("authorization endpoint negatives: repeated response_mode, PKCE plai
   assert.equal((await authorizeError({ code_challenge_method: "plain" })).error, "invalid_request");
   assert.equal((await authorizeError({ code_challenge: undefined, code_challenge_method: undefined })).error, "invalid_request");
   assert.equal((await authorizeError({ response_type: "token" })).error, "unsupported_response_type");
-  assert.equal((await authorizeError({ scope: "mcp admin" })).error, "invalid_scope");
+  assert.equal((await authorizeError({ scope: "mcp superuser" })).error, "invalid_scope");
   assert.equal((await authorizeError({ resource: "/relative" })).error, "invalid_target");
   // 60 KB of state used to be stored for ten minutes: now at most 2 KB.
   assert.equal((await authorizeError({ state: "x".repeat(4096) })).error, "invalid_request");
