@@ -52,7 +52,7 @@ func cmdMCPStdio(fl caddycmd.Flags) (int, error) {
 }
 
 // codemodeOnlyConfig keeps, of a full Caddy JSON config, what the codemode
-// app needs (the app itself, storage and logging), disables the admin
+// app needs (the app itself, the pki app, storage and logging), disables the admin
 // endpoint and the autosave of the config (which would overwrite the one of
 // a gateway running from the same file).
 func codemodeOnlyConfig(raw []byte) ([]byte, error) {
@@ -70,9 +70,16 @@ func codemodeOnlyConfig(raw []byte) ([]byte, error) {
 	if !ok {
 		code = json.RawMessage(`{}`)
 	}
+	keep := map[string]json.RawMessage{"codemode": code}
+	// The pki app holds certificate authorities only (it listens on
+	// nothing); the codemode app may trust one of them (auth
+	// client_id_metadata's trust_pool pki_root).
+	if pki, ok := apps["pki"]; ok {
+		keep["pki"] = pki
+	}
 	out := map[string]any{
 		"admin": map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
-		"apps":  map[string]json.RawMessage{"codemode": code},
+		"apps":  keep,
 	}
 	for _, k := range []string{"storage", "logging"} {
 		if v, ok := cfg[k]; ok {
