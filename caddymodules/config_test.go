@@ -202,6 +202,7 @@ var requiredKeys = map[string]bool{
 	"expected_audience": true, "max_requests": true, "max_concurrent": true, "tool": true, "name": true,
 	"spec_url": true, "url": true, "command": true, "model": true, "id": true, "redirect_uris": true,
 	"username": true, "password_hash": true, "key": true, "type": true, "keys": true, "address": true,
+	"provider": true, // the inline key of tls.ca_pool.source modules (client_id_metadata's trust_pool)
 }
 
 // dependentKeys are optional fields whose removal must fail in the golden
