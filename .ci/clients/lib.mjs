@@ -94,3 +94,53 @@ export function jwtParts(token) {
   const dec = (s) => JSON.parse(Buffer.from(s, "base64url").toString("utf8"));
   return { header: dec(h), claims: dec(p) };
 }
+
+// ClientProvider is an OAuthClientProvider of the MCP TypeScript SDK as an
+// MCP host implements one: it keeps what the SDK hands it, and records the
+// authorization URL the SDK asks to open, which signIn then drives.
+// clientMetadataUrl makes it a Client ID Metadata Document client.
+export class ClientProvider {
+  constructor({ port, clientName = "caddy-codemode CI (MCP TypeScript SDK)", grantTypes = ["authorization_code", "refresh_token"], clientMetadataUrl } = {}) {
+    this.redirect = `http://127.0.0.1:${port}/oauth/callback`; // never contacted: the sign-in stops at the redirect
+    this.clientName = clientName;
+    this.grantTypes = grantTypes;
+    if (clientMetadataUrl) this.clientMetadataUrl = clientMetadataUrl;
+    this.stateValue = crypto.randomUUID();
+  }
+  get redirectUrl() {
+    return this.redirect;
+  }
+  get clientMetadata() {
+    return {
+      client_name: this.clientName,
+      redirect_uris: [this.redirect],
+      grant_types: this.grantTypes,
+      response_types: ["code"],
+      token_endpoint_auth_method: "none",
+    };
+  }
+  state() {
+    return this.stateValue;
+  }
+  clientInformation() {
+    return this.client;
+  }
+  saveClientInformation(info) {
+    this.client = info;
+  }
+  tokens() {
+    return this.current;
+  }
+  saveTokens(tokens) {
+    this.current = tokens;
+  }
+  redirectToAuthorization(authorizationUrl) {
+    this.authorizationUrl = authorizationUrl;
+  }
+  saveCodeVerifier(v) {
+    this.verifier = v;
+  }
+  codeVerifier() {
+    return this.verifier;
+  }
+}

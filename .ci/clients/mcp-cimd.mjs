@@ -13,50 +13,11 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError, auth } from "@modelcontextprotocol/sdk/client/auth.js";
-import { check, done, assert, env, signIn, fetchManual, jwtParts } from "./lib.mjs";
+import { check, done, assert, env, signIn, fetchManual, jwtParts, ClientProvider } from "./lib.mjs";
 
 const issuer = env("ISSUER").replace(/\/$/, "");
 const cimdBase = env("CIMD_BASE").replace(/\/$/, "");
 const user = { username: "demo", password: "demo-password" };
-
-class Provider {
-  constructor({ clientMetadataUrl, grantTypes = ["authorization_code", "refresh_token"], port }) {
-    this.clientMetadataUrl = clientMetadataUrl;
-    this.redirect = `http://127.0.0.1:${port}/oauth/callback`; // never contacted
-    this.grantTypes = grantTypes;
-    this.stateValue = crypto.randomUUID();
-  }
-  get redirectUrl() {
-    return this.redirect;
-  }
-  get clientMetadata() {
-    return { client_name: "caddy-codemode CI step-up", redirect_uris: [this.redirect], grant_types: this.grantTypes, response_types: ["code"], token_endpoint_auth_method: "none" };
-  }
-  state() {
-    return this.stateValue;
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info) {
-    this.client = info;
-  }
-  tokens() {
-    return this.current;
-  }
-  saveTokens(t) {
-    this.current = t;
-  }
-  redirectToAuthorization(u) {
-    this.authorizationUrl = u;
-  }
-  saveCodeVerifier(v) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-}
 
 async function connect(url, provider) {
   const client = new Client({ name: "ci-ts-sdk-cimd", version: "1.0.0" });
@@ -83,7 +44,7 @@ await check("the authorization server advertises Client ID Metadata Documents an
   assert.ok(!prm.scopes_supported.includes("offline_access"), "offline_access is not a resource scope");
 });
 
-const cimd = new Provider({ clientMetadataUrl: documentURL, port: 43120 });
+const cimd = new ClientProvider({ clientMetadataUrl: documentURL, port: 43120 });
 await check("metadata-document client: sign-in with the SDK, unverified name on the consent page, tools, refresh", async () => {
   await assert.rejects(connect(`${issuer}/mcp`, cimd), UnauthorizedError);
   assert.equal(cimd.client?.client_id, documentURL, "the SDK used the document URL as client_id, no registration");
@@ -138,7 +99,7 @@ await check("documents the server refuses: another client_id, a redirect to a pr
 await check("scope step-up: 403 insufficient_scope at a route that needs mcp and admin, then a sign-in for both", async () => {
   // A client without refresh tokens (the SDK would otherwise refresh,
   // which cannot widen a grant, RFC 6749 section 6).
-  const p = new Provider({ grantTypes: ["authorization_code"], port: 43121 });
+  const p = new ClientProvider({ clientName: "caddy-codemode CI step-up", grantTypes: ["authorization_code"], port: 43121 });
   await assert.rejects(connect(`${issuer}/mcp`, p), UnauthorizedError);
   assert.equal(p.authorizationUrl.searchParams.get("scope"), "mcp");
   await signInWith(`${issuer}/mcp`, p);

@@ -12,7 +12,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { UnauthorizedError, auth } from "@modelcontextprotocol/sdk/client/auth.js";
-import { check, done, assert, env, signIn, jwtParts } from "./lib.mjs";
+import { check, done, assert, env, signIn, jwtParts, ClientProvider } from "./lib.mjs";
 
 const url = new URL(env("PROTECTED_MCP_URL"));
 const naming = env("NAMING");
@@ -20,55 +20,7 @@ const name = (t) => `meta${naming === "safe" ? "_" : ":"}${t}`;
 const user = process.env.OAUTH_USER ?? "demo";
 const password = process.env.OAUTH_PASSWORD ?? "demo-password";
 
-// A client provider as an MCP host implements one: it keeps what the SDK
-// hands it and opens the authorization URL in a "browser" (here: recorded,
-// then driven by signIn).
-class Provider {
-  constructor() {
-    this.redirect = "http://127.0.0.1:43117/oauth/callback"; // never contacted: the sign-in stops at the redirect
-    this.stateValue = crypto.randomUUID();
-    this.saved = [];
-  }
-  get redirectUrl() {
-    return this.redirect;
-  }
-  get clientMetadata() {
-    return {
-      client_name: "caddy-codemode CI (MCP TypeScript SDK)",
-      redirect_uris: [this.redirect],
-      grant_types: ["authorization_code", "refresh_token"],
-      response_types: ["code"],
-      token_endpoint_auth_method: "none",
-    };
-  }
-  state() {
-    return this.stateValue;
-  }
-  clientInformation() {
-    return this.client;
-  }
-  saveClientInformation(info) {
-    this.client = info;
-  }
-  tokens() {
-    return this.current;
-  }
-  saveTokens(tokens) {
-    this.current = tokens;
-    this.saved.push(tokens);
-  }
-  redirectToAuthorization(authorizationUrl) {
-    this.authorizationUrl = authorizationUrl;
-  }
-  saveCodeVerifier(v) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-}
-
-const provider = new Provider();
+const provider = new ClientProvider({ port: 43117 });
 
 await check("401 with an RFC 9728 challenge before sign-in", async () => {
   const res = await fetch(url, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream" }, body: "{}" });
