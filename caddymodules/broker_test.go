@@ -260,7 +260,6 @@ func TestBrokerUsesThrottle(t *testing.T) {
 		}
 		sandbox {
 			adapter inprocess
-			trusted_callers
 		}
 		broker {
 			demo_tools

@@ -19,5 +19,7 @@ func TestMain(m *testing.M) {
 	if _, set := os.LookupEnv("GORACE"); !set {
 		_ = os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeCaddyBinary()
+	os.Exit(code)
 }

@@ -91,6 +91,15 @@ type PoolOptions struct {
 	// MaxExecutionsPerWorker recycles a worker (a fresh process replaces it)
 	// after that many scripts. Default 1000; negative means never.
 	MaxExecutionsPerWorker int
+	// SpareWorkers is how many started workers the pool keeps ready (running
+	// no script, with a free seat, not recycling) beyond those in use, up to
+	// MaxWorkers, so that a recycle, a memory kill or a crash hands the next
+	// script to a process that is already up instead of making it wait for
+	// one to start. The spare is started when the last ready worker takes a
+	// script; an idle pool of MinSize workers needs none beyond them, and a
+	// pool with MinSize 0 keeps none while nothing runs. Default 1;
+	// negative means none (a replacement starts when a worker is gone).
+	SpareWorkers int
 
 	// SessionsPerWorker is how many executions one worker process hosts at
 	// once, running or waiting for tool results. A waiting script holds no
@@ -153,6 +162,7 @@ const (
 	DefaultWatchdogGrace          = time.Second
 	DefaultWorkerStartupTimeout   = 10 * time.Second
 	DefaultMaxExecutionsPerWorker = 1000
+	DefaultSpareWorkers           = 1
 	DefaultSessionsPerWorker      = 64
 	DefaultSessionMemoryBytes     = 1 << 20
 )
@@ -239,6 +249,12 @@ func (o *PoolOptions) withDefaults() (PoolOptions, error) {
 		n.MaxExecutionsPerWorker = DefaultMaxExecutionsPerWorker
 	case n.MaxExecutionsPerWorker < 0:
 		n.MaxExecutionsPerWorker = math.MaxInt
+	}
+	switch {
+	case n.SpareWorkers == 0:
+		n.SpareWorkers = DefaultSpareWorkers
+	case n.SpareWorkers < 0:
+		n.SpareWorkers = 0
 	}
 	if n.SessionsPerWorker <= 0 {
 		n.SessionsPerWorker = DefaultSessionsPerWorker
@@ -439,9 +455,6 @@ func newWorkerPool(opts *PoolOptions, setup func(*workerPool)) (*workerPool, err
 	return p, nil
 }
 
-// Limits reports the engine's effective limits (before Request.Limits).
-func (p *workerPool) Limits() Limits { return p.limits }
-
 // workerCap is a worker's memory cap: one script's memory and room for
 // the runtimes of the waiting scripts it hosts.
 func (p *workerPool) workerCap() int64 {
@@ -451,9 +464,12 @@ func (p *workerPool) workerCap() int64 {
 	return p.opts.MemoryBytes + int64(p.opts.SessionsPerWorker)*p.opts.SessionMemoryBytes
 }
 
-// workerEnv builds a worker's environment.
+// workerEnv builds a worker's environment. GOGC=off spares the start-up
+// the collections the program's initialisation would cause (a Caddy build
+// allocates some 11 MB in init functions, two or three cycles); the worker
+// turns the collector back on first thing (ServeWorker).
 func workerEnv(extra []string) []string {
-	env := []string{workerEnvVar + "=1"}
+	env := []string{workerEnvVar + "=1", "GOGC=off"}
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
@@ -597,7 +613,9 @@ func (p *workerPool) canStartLocked(pr *principal) bool {
 }
 
 // placeLocked picks the worker for a new execution: a live worker with a
-// free seat, the fewest running scripts first, then the fewest hosted. A
+// free seat, the fewest running scripts first, then the fewest hosted, then
+// the one that has run the most (so a spare stays spare and the workers'
+// recycles do not fall due together). A
 // new worker is started (and nil returned, the execution waits for it)
 // when every worker runs a script and fewer than MaxSize are alive, or
 // when no worker has a seat and fewer than MaxWorkers are alive.
@@ -607,7 +625,8 @@ func (p *workerPool) placeLocked() *worker {
 		if w.draining || w.hosted >= p.opts.SessionsPerWorker {
 			continue
 		}
-		if best == nil || w.running < best.running || (w.running == best.running && w.hosted < best.hosted) {
+		if best == nil || w.running < best.running || (w.running == best.running &&
+			(w.hosted < best.hosted || (w.hosted == best.hosted && w.runs > best.runs))) {
 			best = w
 		}
 	}
@@ -636,6 +655,7 @@ func (p *workerPool) reserveLocked(w *worker, pr *principal) {
 	w.running++
 	w.hosted++
 	w.runs++
+	p.spareLocked()
 }
 
 func (p *workerPool) enterRingLocked(pr *principal) {
@@ -866,6 +886,43 @@ func (p *workerPool) replenishLocked() {
 		p.spawnLocked()
 	}
 	p.scaleUpLocked()
+	p.spareLocked()
+}
+
+// readyLocked counts the workers that would take a new script at once, and
+// tells whether the pool is in use (a script hosted or queued).
+func (p *workerPool) readyLocked() (ready int, inUse bool) {
+	for w := range p.all {
+		if w.hosted > 0 {
+			inUse = true
+		}
+		if !w.draining && w.running == 0 && w.hosted < p.opts.SessionsPerWorker {
+			ready++
+		}
+	}
+	return ready, inUse || p.queued > 0
+}
+
+// spareWantedLocked is how many ready workers the pool keeps now.
+func (p *workerPool) spareWantedLocked(inUse bool) int {
+	if p.opts.MinSize == 0 && !inUse {
+		return 0
+	}
+	return p.opts.SpareWorkers
+}
+
+// spareLocked starts workers until SpareWorkers are ready or starting, so
+// that no recycle or worker death puts a process start on a caller's path.
+// Workers starting for waiting executions count too: the next reservation
+// checks again once they are taken.
+func (p *workerPool) spareLocked() {
+	if p.closed || p.draining {
+		return
+	}
+	ready, inUse := p.readyLocked()
+	for want := p.spareWantedLocked(inUse); ready+p.starting < want && len(p.all)+p.starting < p.opts.MaxWorkers; {
+		p.spawnLocked()
+	}
 }
 
 // utilisationLocked is (running + queued) / (live + starting workers).
@@ -992,7 +1049,9 @@ func (p *workerPool) scaleTick() {
 	if p.closed {
 		return
 	}
-	if len(p.all) > p.opts.MinSize && p.utilisationLocked() <= p.opts.ScaleDownThreshold {
+	ready, inUse := p.readyLocked()
+	if len(p.all) > p.opts.MinSize && p.utilisationLocked() <= p.opts.ScaleDownThreshold &&
+		ready > p.spareWantedLocked(inUse) {
 		var oldest *worker
 		for w := range p.all {
 			if w.hosted == 0 && (oldest == nil || w.lastUsed.Before(oldest.lastUsed)) {

@@ -435,10 +435,12 @@ func TestPoolScaling(t *testing.T) {
 	for range 3 {
 		<-h.started
 	}
-	live, _, busy, _, queued := p.stats()
-	if live != 3 || busy != 3 || queued != 1 {
-		t.Fatalf("live %d busy %d queued %d, want 3 3 1", live, busy, queued)
-	}
+	// Three run, one waits for a slot, and a spare is up beyond MaxSize for
+	// when one of the three dies.
+	waitFor(t, "three busy workers and a spare", func() bool {
+		live, idle, busy, starting, queued := p.stats()
+		return live == 4 && idle == 1 && busy == 3 && starting == 0 && queued == 1
+	})
 	close(h.release)
 	for range 4 {
 		wantOK(t, <-results, "1")
@@ -451,6 +453,72 @@ func TestPoolScaling(t *testing.T) {
 		t.Fatalf("after scaling down: live %d idle %d, want 1 1", live, idle)
 	}
 	wantOK(t, mustRun(t, p, "ok 1", h), "1")
+}
+
+// TestSpareTakesOverAfterRecycleAndCrash: a recycle and a worker death hand
+// the next script to a worker that was already up (the spare), never to
+// one started for it; the spare is replaced in the background.
+func TestSpareTakesOverAfterRecycleAndCrash(t *testing.T) {
+	p, _ := newFakePool(t, PoolOptions{
+		RuntimePoolOptions:     RuntimePoolOptions{MinSize: 1, MaxSize: 1},
+		MaxExecutionsPerWorker: 3,
+	})
+	h := newBlockingHost()
+	pid := func(code string) int {
+		t.Helper()
+		var pid int
+		_ = json.Unmarshal(mustRun(t, p, code, h).Result, &pid)
+		return pid
+	}
+	// live pids once the pool has settled: the worker in use and a spare.
+	settled := func() map[int]bool {
+		t.Helper()
+		waitFor(t, "a ready spare", func() bool {
+			live, idle, busy, starting, _ := p.stats()
+			return live == 2 && idle == 2 && busy == 0 && starting == 0
+		})
+		pids, _, _, _, _ := p.gauges()
+		set := make(map[int]bool)
+		for _, id := range pids {
+			set[id] = true
+		}
+		return set
+	}
+	a := pid("pid")
+	before := settled()
+	// The first worker keeps the scripts (the spare stays spare) until its
+	// recycle; the script after it runs on the spare.
+	if b, c := pid("pid"), pid("pid"); b != a || c != a {
+		t.Fatalf("pids %d %d %d: want one worker until its recycle", a, b, c)
+	}
+	d := pid("pid")
+	if d == a || !before[d] {
+		t.Fatalf("after the recycle of %d the script ran on %d, want the spare from %v", a, d, before)
+	}
+	// A worker that dies under a script: the next one runs on the spare
+	// started when d took a script.
+	before = settled()
+	res, err := p.Execute(context.Background(), Request{Code: "crash"}, h)
+	if err != nil || res.Error == nil || res.Error.Code != CodeWorkerCrashed {
+		t.Fatalf("crash: %+v %v, want WORKER_CRASHED", res, err)
+	}
+	e := pid("pid")
+	if e == d || !before[e] {
+		t.Fatalf("after %d crashed the script ran on %d, want the spare from %v", d, e, before)
+	}
+	settled()
+}
+
+// TestNoSpareWhenDisabled: SpareWorkers < 0 keeps only the workers in use.
+func TestNoSpareWhenDisabled(t *testing.T) {
+	p, _ := newFakePool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}, SpareWorkers: -1})
+	h := newBlockingHost()
+	for range 3 {
+		wantOK(t, mustRun(t, p, "ok 1", h), "1")
+	}
+	if live, _, _, starting, _ := p.stats(); live != 1 || starting != 0 {
+		t.Fatalf("live %d starting %d, want one worker and no spare", live, starting)
+	}
 }
 
 func TestPoolReplacesAndRecycles(t *testing.T) {

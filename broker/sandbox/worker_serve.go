@@ -66,6 +66,9 @@ func ServeWorkerStdio() int {
 // calls and console output to the parent over out. It returns nil when in
 // ends.
 func ServeWorker(in io.Reader, out io.Writer) error {
+	// Compile the script prelude while the configuration is read and the
+	// memory capped (NewInProcess waits for it).
+	go preludeProgram()
 	fr := &frameReader{r: bufio.NewReaderSize(in, 64<<10), max: 1 << 20}
 	m, err := fr.read()
 	if err != nil {
@@ -105,9 +108,6 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		// them all.
 		ip.mem.processLimit = uint64(cfg.MemoryBytes) * 6 / 10
 	}
-	// Return what the program's initialisation left behind (a Caddy build
-	// allocates a lot in init functions) before idling.
-	debug.FreeOSMemory()
 	s := &workerServer{
 		memory:     cfg.ScriptMemoryBytes,
 		baseMapped: goMappedBytes(),
@@ -125,6 +125,17 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	if err := s.out.write(&wireMsg{T: msgReady, V: protocolVersion, PID: os.Getpid()}); err != nil {
 		return fmt.Errorf("sending ready: %w", err)
 	}
+	// The pool starts workers with GOGC=off (see workerEnv), so that the
+	// program's initialisation (a Caddy build allocates some 11 MB in init
+	// functions) and the start-up above run without collections; until
+	// here the memory cap's soft limit still bounds the heap. Collect
+	// normally from now on, and return what the start-up left behind to
+	// the OS off the start-up path (a forced collection and scavenge cost
+	// more than the rest of the start after init).
+	if os.Getenv("GOGC") == "off" {
+		debug.SetGCPercent(100)
+	}
+	go debug.FreeOSMemory()
 	for {
 		m, err := fr.read()
 		if err != nil {

@@ -1,0 +1,209 @@
+package caddymodules
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+)
+
+// caddyBinary builds ./cmd/caddy once per test binary (seconds with a warm
+// build cache); TestMain removes it (removeCaddyBinary).
+var caddyBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "codemode-caddy-")
+	if err != nil {
+		return "", err
+	}
+	caddyBinaryDir.Store(&dir)
+	bin := filepath.Join(dir, "caddy")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/caddy")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, out)
+	}
+	return bin, nil
+})
+
+var caddyBinaryDir atomic.Pointer[string]
+
+func removeCaddyBinary() {
+	if dir := caddyBinaryDir.Load(); dir != nil {
+		_ = os.RemoveAll(*dir)
+	}
+}
+
+// initTrace runs bin as a sandbox worker with GODEBUG=inittrace=1 and
+// returns its package inits, slowest first, and their total.
+func initTrace(t testing.TB, bin string) (lines []initLine, total float64) {
+	t.Helper()
+	cmd := exec.Command(bin, sandbox.WorkerCommandName)
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1", "CODEMODE_SANDBOX_WORKER=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	_ = cmd.Run() // stdin is empty: the worker exits at once
+	sc := bufio.NewScanner(&stderr)
+	for sc.Scan() {
+		// init <pkg> @<start> ms, <clock> ms clock, <bytes> bytes, <allocs> allocs
+		f := strings.Fields(sc.Text())
+		if len(f) < 10 || f[0] != "init" {
+			continue
+		}
+		ms, _ := strconv.ParseFloat(f[4], 64)
+		b, _ := strconv.ParseInt(f[7], 10, 64)
+		lines = append(lines, initLine{pkg: f[1], ms: ms, bytes: b})
+		total += ms
+	}
+	sort.Slice(lines, func(i, j int) bool { return lines[i].ms > lines[j].ms })
+	return lines, total
+}
+
+type initLine struct {
+	pkg   string
+	ms    float64
+	bytes int64
+}
+
+// TestWorkerInitTrace: the packages of this module do nothing expensive at
+// init, which every process start pays, sandbox workers included. It
+// checks what does not depend on the machine's speed: no package of ours
+// allocates more than 256 KiB at init (a template parsed, a table built, a
+// key derived: the bcrypt stand-in hash allocated 4 KiB but took 58 ms, so
+// the clock times are logged for the reader too).
+func TestWorkerInitTrace(t *testing.T) {
+	bin, err := caddyBinary()
+	if err != nil {
+		t.Fatalf("building ./cmd/caddy: %v", err)
+	}
+	lines, total := initTrace(t, bin)
+	if len(lines) == 0 {
+		t.Fatal("no inittrace output")
+	}
+	for i, l := range lines {
+		if i < 8 {
+			t.Logf("%6.2f ms %9d B  %s", l.ms, l.bytes, l.pkg)
+		}
+		if strings.HasPrefix(l.pkg, "github.com/codemode-gateway/") && l.bytes > 256<<10 {
+			t.Errorf("%s allocates %d bytes at init", l.pkg, l.bytes)
+		}
+	}
+	t.Logf("all package inits: %.1f ms", total)
+}
+
+// BenchmarkWorkerStart measures a Caddy-binary sandbox worker's start, what
+// a pool pays for each new worker: "ready" from exec to the worker's
+// handshake (pool set-up included, a few microseconds), "first_script" to
+// the result of a first `return 1 + 1` on it. Besides the wall time per
+// start it reports the fastest start and the median CPU time the worker
+// used until then (all its threads, from /proc): on a machine shared with
+// other jobs the wall time measures the machine as much as the worker, the
+// CPU time much less.
+//
+//	go test -run '^$' -bench WorkerStart -benchtime 50x ./caddymodules/
+func BenchmarkWorkerStart(b *testing.B) {
+	bin, err := caddyBinary()
+	if err != nil {
+		b.Fatalf("building ./cmd/caddy: %v", err)
+	}
+	for _, firstScript := range []bool{false, true} {
+		name := "ready"
+		if firstScript {
+			name = "first_script"
+		}
+		b.Run(name, func(b *testing.B) {
+			fastest := time.Duration(1 << 62)
+			var cpu []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				p, err := sandbox.NewWorkerPool(&sandbox.PoolOptions{
+					RuntimePoolOptions: sandbox.RuntimePoolOptions{MinSize: 1, MaxSize: 1},
+					Command:            []string{bin, sandbox.WorkerCommandName},
+					SpareWorkers:       -1,
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if firstScript {
+					res, err := p.Execute(context.Background(), sandbox.Request{Code: "return 1 + 1"}, noTools{})
+					if err != nil || res.Status != sandbox.StatusOK {
+						b.Fatalf("first script: %+v %v", res, err)
+					}
+				}
+				fastest = min(fastest, time.Since(t0))
+				b.StopTimer()
+				if kids := childPIDs(); len(kids) == 1 {
+					cpu = append(cpu, processCPU(kids[0]))
+				}
+				_ = p.Close()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(fastest)/1e6, "fastest-ms")
+			if len(cpu) > 0 {
+				slices.Sort(cpu)
+				b.ReportMetric(float64(cpu[len(cpu)/2])/1e6, "cpu-ms")
+			}
+		})
+	}
+}
+
+// noTools is a Host without tools.
+type noTools struct{}
+
+func (noTools) LookupTool(string) (sandbox.ToolInfo, bool) { return sandbox.ToolInfo{}, false }
+func (noTools) CallTool(context.Context, sandbox.ToolCall) (json.RawMessage, error) {
+	return nil, errors.New("no tools")
+}
+
+// childPIDs lists the processes whose parent is this process.
+func childPIDs() []int {
+	entries, _ := os.ReadDir("/proc")
+	var kids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			kids = append(kids, pid)
+		}
+	}
+	return kids
+}
+
+// processCPU is the CPU time pid's threads have used (schedstat: ns on a
+// CPU).
+func processCPU(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			ns, _ := strconv.ParseInt(f[0], 10, 64)
+			total += time.Duration(ns)
+		}
+	}
+	return total
+}
