@@ -41,11 +41,13 @@ type Broker struct {
 	httpGuardMu sync.Mutex
 	httpGuard   *guard.GuardManager // private manager for RateLimiting when Guard is nil or disabled
 
-	mu      sync.Mutex
-	runs    map[string]*run // pending and running sessions of this broker
-	closing bool
-	wg      sync.WaitGroup // one per run
-	total   atomic.Int64
+	mu   sync.Mutex
+	runs map[string]*run // pending and running sessions of this broker
+	// perPrincipal counts the runs of each principal (guarded by mu).
+	perPrincipal map[string]int
+	closing      bool
+	wg           sync.WaitGroup // one per run
+	total        atomic.Int64
 
 	server      *http.Server
 	ln          net.Listener
@@ -89,13 +91,24 @@ type ExecuteOptions struct {
 	AllowedTools []string
 	// Auth is the caller's identity; the session belongs to Auth.UserID.
 	Auth *AuthResult
-	// ClientIP is the caller's address, for partitioning guard limits.
+	// ClientIP is the caller's address, for partitioning guard limits and,
+	// for anonymous callers, naming the principal.
 	ClientIP string
+	// MaxSteps lowers the sandbox's step limit for this execution (never
+	// raises it). Zero keeps the engine's.
+	MaxSteps int64
 	// Host, when set, resolves the script's tools (lookup and calls)
 	// instead of the broker's registry and catalog, except the registry's
 	// caller-answered tools, which still wait for the caller's
 	// SubmitToolResult. meta:execute runs plans over its tool index this way.
 	Host sandbox.Host
+}
+
+// forgetPrincipalLocked counts one run of principal as ended.
+func (b *Broker) forgetPrincipalLocked(principal string) {
+	if b.perPrincipal[principal]--; b.perPrincipal[principal] <= 0 {
+		delete(b.perPrincipal, principal)
+	}
 }
 
 // New returns a broker. opts.Engine is required; the zero values of the
@@ -118,8 +131,24 @@ func New(opts *BrokerOptions) (*Broker, error) {
 		o.DefaultTimeout = DefaultExecutionTimeout
 	}
 	o.DefaultTimeout = min(o.DefaultTimeout, o.SessionTimeout)
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = o.DefaultTimeout
+	}
+	o.MaxTimeout = min(max(o.MaxTimeout, o.DefaultTimeout), o.SessionTimeout)
 	if o.DefaultMaxToolCalls == 0 {
 		o.DefaultMaxToolCalls = DefaultMaxToolCalls
+	}
+	if o.MaxSessionsPerPrincipal <= 0 {
+		o.MaxSessionsPerPrincipal = max(1, o.MaxConcurrentSessions/4)
+	}
+	if o.MaxStreamBytes <= 0 {
+		o.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	if o.ToolTimeout <= 0 {
+		o.ToolTimeout = DefaultToolTimeout
+	}
+	if o.MaxAuthFailures == 0 {
+		o.MaxAuthFailures = DefaultMaxAuthFailures
 	}
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
@@ -166,13 +195,14 @@ func New(opts *BrokerOptions) (*Broker, error) {
 		return nil, errors.New("broker: rateLimiting needs positive windowMs and maxRequests")
 	}
 	b := &Broker{
-		opts:       o,
-		tools:      o.Tools,
-		logger:     o.Logger,
-		now:        o.Now,
-		started:    o.Now(),
-		runs:       make(map[string]*run),
-		answerPoll: answerPollInterval,
+		opts:         o,
+		tools:        o.Tools,
+		logger:       o.Logger,
+		now:          o.Now,
+		started:      o.Now(),
+		runs:         make(map[string]*run),
+		perPrincipal: make(map[string]int),
+		answerPoll:   answerPollInterval,
 	}
 	b.listeners.logger = o.Logger
 	b.engine.Store(&engineBox{o.Engine})
@@ -466,15 +496,20 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 	if code == "" {
 		return nil, newError(http.StatusBadRequest, CodeValidationError, "code is required")
 	}
+	// The configured values are ceilings: a request may lower them only
+	// (the HTTP handler refuses more with LIMIT_EXCEEDED; library callers
+	// get them clamped).
 	timeout := opts.Timeout
 	if timeout == 0 {
 		timeout = b.opts.DefaultTimeout
 	}
-	timeout = min(timeout, b.opts.SessionTimeout)
+	timeout = min(timeout, b.opts.MaxTimeout)
 	maxCalls := opts.MaxToolCalls
 	if maxCalls == 0 {
 		maxCalls = b.opts.DefaultMaxToolCalls
 	}
+	maxCalls = min(maxCalls, b.opts.DefaultMaxToolCalls)
+	principal := Principal(opts.Auth, opts.ClientIP)
 	var ctxJSON json.RawMessage
 	if opts.Context != nil {
 		var err error
@@ -523,8 +558,10 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 			Code:         code,
 			AllowedTools: opts.AllowedTools,
 			Context:      ctxJSON,
-			Limits:       sandbox.Limits{Timeout: timeout, MaxToolCalls: maxCalls},
+			Limits:       sandbox.Limits{Timeout: timeout, MaxToolCalls: maxCalls, MaxSteps: opts.MaxSteps},
+			Principal:    principal,
 		},
+		principal: principal,
 	}
 
 	b.mu.Lock()
@@ -539,7 +576,13 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 		cancel()
 		b.opts.Metrics.sessionRejected(CodeSessionLimit)
 		return nil, &Error{Code: CodeSessionLimit, Message: fmt.Sprintf("too many concurrent sessions (limit %d)", b.opts.MaxConcurrentSessions), Status: http.StatusTooManyRequests, RetryAfter: time.Second}
+	case b.perPrincipal[principal] >= b.opts.MaxSessionsPerPrincipal:
+		b.mu.Unlock()
+		cancel()
+		b.opts.Metrics.sessionRejected(CodeSessionLimit)
+		return nil, &Error{Code: CodeSessionLimit, Message: fmt.Sprintf("this caller has %d sessions pending or running, the most allowed", b.opts.MaxSessionsPerPrincipal), Status: http.StatusTooManyRequests, RetryAfter: time.Second}
 	}
+	b.perPrincipal[principal]++
 	if detached {
 		r.stopOnce.Do(func() { close(r.stop) }) // nobody reads the events
 	}
@@ -555,6 +598,7 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 		if b.opts.StorageFailureMode != StorageFailOpen {
 			b.mu.Lock()
 			delete(b.runs, s.ID)
+			b.forgetPrincipalLocked(principal)
 			b.mu.Unlock()
 			if d := b.opts.Directory; d != nil {
 				d.remove(s.ID, b)

@@ -2,17 +2,26 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
+// The demo key-value store is a demo: its memory is bounded so that callers
+// cannot park data in the gateway.
+const (
+	demoKVValueBytes = 4 << 10
+	demoKVBytes      = 1 << 20
+)
+
 // DemoTools returns a small set of tools for examples, tests and load runs:
 //
 //	math:add      {a, b}          -> {sum}
 //	text:upper    {text}          -> {text}
-//	kv:set        {key, value}    -> {ok}    (in memory, shared by these tools)
+//	kv:set        {key, value}    -> {ok}    (in memory, shared by these tools;
+//	                                          a demo: 4 KiB a value, 1 MiB in all)
 //	kv:get        {key}           -> {key, value, found}
 //	client:prompt {question}      -> answered by the caller of /execute
 //
@@ -20,7 +29,8 @@ import (
 // answers them through POST /sessions/{id}/tool-result.
 func DemoTools() []ToolDefinition {
 	var mu sync.Mutex
-	kv := map[string]any{}
+	kv := map[string]string{}
+	used := 0 // bytes of keys and values held
 	yes, no := true, false
 	readOnly := &ToolAnnotations{ReadOnlyHint: &yes, DestructiveHint: &no, IdempotentHint: &yes, OpenWorldHint: &no}
 	return []ToolDefinition{
@@ -54,7 +64,7 @@ func DemoTools() []ToolDefinition {
 		},
 		{
 			Name:        "kv:set",
-			Description: "Stores a value under a key in the demo key-value store (in memory, lost on restart).",
+			Description: "Stores a value under a key in the demo key-value store (in memory, lost on restart; values up to 4 KiB, 1 MiB in all).",
 			Parameters: map[string]ParameterDef{
 				"key":   {Type: TypeString, Description: "Key.", Required: true},
 				"value": {Type: TypeString, Description: "Value to store.", Required: true},
@@ -66,12 +76,25 @@ func DemoTools() []ToolDefinition {
 				if len(key) > 256 {
 					return nil, &sandbox.ToolError{Code: CodeValidationError, Message: `parameter "key" must be at most 256 bytes`}
 				}
+				value := in["value"].(string)
+				if len(value) > demoKVValueBytes {
+					return nil, &sandbox.ToolError{Code: CodeValidationError, Message: fmt.Sprintf(`parameter "value" must be at most %d bytes`, demoKVValueBytes)}
+				}
 				mu.Lock()
 				defer mu.Unlock()
-				if _, ok := kv[key]; !ok && len(kv) >= 10000 {
+				old, ok := kv[key]
+				if !ok && len(kv) >= 10000 {
 					return nil, &sandbox.ToolError{Code: "KV_FULL", Message: "the demo store holds at most 10000 keys"}
 				}
-				kv[key] = in["value"]
+				grow := len(value) - len(old)
+				if !ok {
+					grow += len(key)
+				}
+				if used+grow > demoKVBytes {
+					return nil, &sandbox.ToolError{Code: "KV_FULL", Message: fmt.Sprintf("the demo store holds at most %d bytes", demoKVBytes)}
+				}
+				used += grow
+				kv[key] = value
 				return map[string]bool{"ok": true}, nil
 			},
 		},
@@ -87,7 +110,11 @@ func DemoTools() []ToolDefinition {
 				mu.Lock()
 				defer mu.Unlock()
 				v, ok := kv[in["key"].(string)]
-				return map[string]any{"key": in["key"], "value": v, "found": ok}, nil
+				var value any
+				if ok {
+					value = v
+				}
+				return map[string]any{"key": in["key"], "value": value, "found": ok}, nil
 			},
 		},
 		{

@@ -23,7 +23,9 @@ const (
 	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"         // 413: body over the size limit
 	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"    // 415: body is not application/json
 	CodeRateLimit            = "RATE_LIMIT"                // 429: request rate limit, or a tool's rate limit
-	CodeSessionLimit         = "SESSION_LIMIT"             // 429: maxConcurrentSessions reached
+	CodeSessionLimit         = "SESSION_LIMIT"             // 429: maxConcurrentSessions (or the caller's share) reached
+	CodeLimitExceeded        = "LIMIT_EXCEEDED"            // 400: a request asks for more than a configured maximum
+	CodeStreamLimit          = "STREAM_LIMIT"              // session error: its event stream exceeded maxStreamBytes
 	CodeShuttingDown         = "SHUTTING_DOWN"             // 503: the broker is closing
 	CodeInternal             = "INTERNAL_ERROR"            // 500: an unexpected internal failure
 	CodeStorageUnavailable   = "STORAGE_UNAVAILABLE"       // 503: the session store (Redis) did not answer in time

@@ -30,6 +30,17 @@ type HandlerOptions struct {
 	// RateLimitEntity names the guard entity counting this handler's
 	// requests. Default "broker:http".
 	RateLimitEntity string
+	// Limits lower the broker's ceilings for requests through this handler
+	// (a route): Timeout, MaxToolCalls and MaxSteps; zero keeps the
+	// broker's (and the engine's, for MaxSteps).
+	Limits RouteLimits
+}
+
+// RouteLimits are the ceilings of one route (see HandlerOptions.Limits).
+type RouteLimits struct {
+	Timeout      time.Duration
+	MaxToolCalls int
+	MaxSteps     int64
 }
 
 // Handler returns the HTTP interface with the BrokerOptions settings. Paths
@@ -52,6 +63,7 @@ func (b *Broker) HTTPHandler(opts *HandlerOptions) http.Handler {
 		if opts.RateLimitEntity != "" {
 			h.entity = opts.RateLimitEntity
 		}
+		h.limits = opts.Limits
 	}
 	return h
 }
@@ -60,6 +72,7 @@ type httpHandler struct {
 	b      *Broker
 	rl     *RateLimitConfig
 	entity string
+	limits RouteLimits
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -110,6 +123,11 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	auth, err := h.authenticate(r)
 	if err != nil {
+		// Failed authentication counts against a limit too, so that keys
+		// cannot be guessed at the rate of the network.
+		if lerr := h.authFailure(r); lerr != nil {
+			err = lerr
+		}
 		h.writeError(w, r, err)
 		return
 	}
@@ -157,7 +175,7 @@ func (h *httpHandler) writeError(w http.ResponseWriter, r *http.Request, err err
 		w.Header().Set("Retry-After", retryAfterSeconds(e.RetryAfter))
 	}
 	if e.Status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="codemode"`)
+		w.Header().Set("WWW-Authenticate", h.challenge())
 	}
 	writeJSON(w, e.Status, map[string]ErrorBody{"error": body})
 }
@@ -216,7 +234,51 @@ func (h *httpHandler) authenticate(r *http.Request) (*AuthResult, error) {
 	if res == nil || !res.Valid {
 		return nil, newError(http.StatusUnauthorized, CodeUnauthorized, "invalid credentials")
 	}
+	if res.UserID == "" {
+		// A credential without a user is its own principal: sessions and
+		// buckets are its alone.
+		c := *res
+		sum := sha256.Sum256([]byte(token))
+		c.UserID = "key:" + hex.EncodeToString(sum[:8])
+		res = &c
+	}
 	return res, nil
+}
+
+// challenge is the WWW-Authenticate of a 401: the scheme the broker's
+// authentication expects.
+func (h *httpHandler) challenge() string {
+	if cfg := h.b.opts.Authentication; cfg != nil && cfg.Type == AuthAPIKey {
+		return `APIKey realm="codemode", header="X-API-Key"`
+	}
+	return `Bearer realm="codemode"`
+}
+
+// authFailure counts a failed authentication of the client address: in
+// RateLimiting's bucket for that address when a request limit is set, else
+// against MaxAuthFailures a minute. It returns the 429 to answer instead of
+// the 401 once the bucket is spent.
+func (h *httpHandler) authFailure(r *http.Request) error {
+	rl := h.rl
+	entity := h.entity
+	if rl == nil {
+		if h.b.opts.MaxAuthFailures < 0 {
+			return nil
+		}
+		rl = &RateLimitConfig{MaxRequests: h.b.opts.MaxAuthFailures, WindowMs: time.Minute.Milliseconds()}
+		entity = "broker:auth-failures"
+	}
+	key := "ip:" + clientIP(r)
+	cfg := &guard.RateLimitConfig{MaxRequests: rl.MaxRequests, WindowMs: rl.WindowMs,
+		PartitionBy: guard.PartitionKey{Func: func(guard.PartitionKeyContext) string { return key }}}
+	res, err := h.b.rateGuard().CheckRateLimit(r.Context(), entity, cfg, guard.PartitionKeyContext{})
+	if err != nil {
+		return nil
+	}
+	if err := res.Err(entity); err != nil {
+		return guardHTTPError(err)
+	}
+	return nil
 }
 
 func bearerToken(r *http.Request) string {
@@ -240,7 +302,8 @@ func (h *httpHandler) rateLimit(r *http.Request, auth *AuthResult) error {
 	switch {
 	case key != "":
 	case auth != nil && auth.UserID != "":
-		key = "user:" + auth.UserID
+		// The same user id in two tenants is two principals.
+		key = "user:" + auth.TenantID + "/" + auth.UserID
 	default:
 		key = "ip:" + clientIP(r)
 	}
@@ -284,7 +347,13 @@ func (b *Broker) rateGuard() *guard.GuardManager {
 	return b.httpGuard
 }
 
+// clientIP is the caller's address: the one the front end determined
+// (WithClientIP: Caddy's client_ip, which honours trusted_proxies), else
+// the connection's.
 func clientIP(r *http.Request) string {
+	if ip, _ := r.Context().Value(clientIPContextKey{}).(string); ip != "" {
+		return ip
+	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
@@ -331,6 +400,7 @@ type executeRequest struct {
 	Code         string         `json:"code"`
 	Timeout      *float64       `json:"timeout"`
 	MaxToolCalls *float64       `json:"maxToolCalls"`
+	MaxSteps     *float64       `json:"maxSteps"`
 	Context      map[string]any `json:"context"`
 	Filter       *EventFilter   `json:"filter"`
 	AllowedTools []string       `json:"allowedTools"`
@@ -347,20 +417,9 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 		return
 	}
 	opts := ExecuteOptions{Context: req.Context, Filter: req.Filter, AllowedTools: req.AllowedTools, Auth: auth, ClientIP: clientIP(r)}
-	if t := req.Timeout; t != nil {
-		if *t <= 0 || math.IsInf(*t, 0) || *t > float64(h.b.opts.SessionTimeout.Milliseconds()) {
-			h.writeError(w, r, newError(http.StatusBadRequest, CodeValidationError,
-				fmt.Sprintf("timeout must be between 1 and %d milliseconds", h.b.opts.SessionTimeout.Milliseconds())))
-			return
-		}
-		opts.Timeout = time.Duration(*t * float64(time.Millisecond))
-	}
-	if n := req.MaxToolCalls; n != nil {
-		if *n < 1 || *n != math.Trunc(*n) || *n > 1e6 {
-			h.writeError(w, r, newError(http.StatusBadRequest, CodeValidationError, "maxToolCalls must be a whole number between 1 and 1000000"))
-			return
-		}
-		opts.MaxToolCalls = int(*n)
+	if err := h.requestLimits(&req, &opts); err != nil {
+		h.writeError(w, r, err)
+		return
 	}
 	run, err := h.b.start(r.Context(), req.Code, opts)
 	if err != nil {
@@ -551,4 +610,63 @@ func (b *Broker) Actions() catalog.CatalogResponse {
 
 func (h *httpHandler) actions(w http.ResponseWriter, _ *http.Request, _ *AuthResult) {
 	writeJSON(w, http.StatusOK, h.b.Actions())
+}
+
+// ceilings are the most a request through this handler may ask for: the
+// broker's, lowered by the route's, and the engine's step limit.
+func (h *httpHandler) ceilings() (timeout time.Duration, toolCalls int, steps int64) {
+	timeout, toolCalls = h.b.opts.MaxTimeout, h.b.opts.DefaultMaxToolCalls
+	if l := h.limits.Timeout; l > 0 && l < timeout {
+		timeout = l
+	}
+	if l := h.limits.MaxToolCalls; l > 0 && l < toolCalls {
+		toolCalls = l
+	}
+	if lr, ok := h.b.engine.Load().e.(sandbox.LimitsReporter); ok {
+		steps = lr.Limits().MaxSteps
+	}
+	if l := h.limits.MaxSteps; l > 0 && (steps <= 0 || l < steps) {
+		steps = l
+	}
+	return timeout, toolCalls, steps
+}
+
+// requestLimits checks a request's limits against the ceilings: a caller
+// may lower them, never raise them (400 LIMIT_EXCEEDED names the maximum).
+// Without a request value the route's ceiling applies.
+func (h *httpHandler) requestLimits(req *executeRequest, opts *ExecuteOptions) error {
+	maxTimeout, maxCalls, maxSteps := h.ceilings()
+	exceeded := func(field string, v float64, max int64, unit string) error {
+		return newError(http.StatusBadRequest, CodeLimitExceeded,
+			fmt.Sprintf("%s of %v%s exceeds the configured maximum of %d%s; a request may lower its limits, not raise them", field, v, unit, max, unit))
+	}
+	opts.Timeout, opts.MaxToolCalls, opts.MaxSteps = h.limits.Timeout, h.limits.MaxToolCalls, h.limits.MaxSteps
+	if t := req.Timeout; t != nil {
+		if *t <= 0 || math.IsInf(*t, 0) || math.IsNaN(*t) {
+			return newError(http.StatusBadRequest, CodeValidationError, "timeout must be a positive number of milliseconds")
+		}
+		if *t > float64(maxTimeout.Milliseconds()) {
+			return exceeded("timeout", *t, maxTimeout.Milliseconds(), " ms")
+		}
+		opts.Timeout = time.Duration(*t * float64(time.Millisecond))
+	}
+	if n := req.MaxToolCalls; n != nil {
+		if *n < 1 || *n != math.Trunc(*n) {
+			return newError(http.StatusBadRequest, CodeValidationError, "maxToolCalls must be a whole number of at least 1")
+		}
+		if *n > float64(maxCalls) {
+			return exceeded("maxToolCalls", *n, int64(maxCalls), "")
+		}
+		opts.MaxToolCalls = int(*n)
+	}
+	if n := req.MaxSteps; n != nil {
+		if *n < 1 || *n != math.Trunc(*n) {
+			return newError(http.StatusBadRequest, CodeValidationError, "maxSteps must be a whole number of at least 1")
+		}
+		if maxSteps > 0 && *n > float64(maxSteps) {
+			return exceeded("maxSteps", *n, maxSteps, "")
+		}
+		opts.MaxSteps = int64(*n)
+	}
+	return nil
 }

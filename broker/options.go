@@ -24,6 +24,9 @@ const (
 	DefaultDrainTimeout          = 10 * time.Second
 	DefaultOwnerTimeout          = 15 * time.Second
 	DefaultStorageTimeout        = 2 * time.Second
+	DefaultMaxStreamBytes        = 16 << 20
+	DefaultToolTimeout           = 30 * time.Second
+	DefaultMaxAuthFailures       = 20
 )
 
 // Storage failure modes (BrokerOptions.StorageFailureMode).
@@ -81,9 +84,32 @@ type BrokerOptions struct {
 	// DefaultTimeout is an execution's timeout when the request gives none.
 	// Default 30 s; never more than SessionTimeout.
 	DefaultTimeout time.Duration
+	// MaxTimeout is the most a request may ask for (a caller may lower
+	// its timeout, never raise it above this: 400 LIMIT_EXCEEDED). Default
+	// DefaultTimeout; never more than SessionTimeout.
+	MaxTimeout time.Duration
 	// DefaultMaxToolCalls is an execution's tool call limit when the
-	// request gives none. Default 100.
+	// request gives none, and the most it may ask for (LIMIT_EXCEEDED
+	// above). Default 100.
 	DefaultMaxToolCalls int
+	// MaxSessionsPerPrincipal caps the pending and running sessions of one
+	// principal (a user of a tenant, an API key, or a client address) on
+	// this broker; more get SESSION_LIMIT. Default a quarter of
+	// MaxConcurrentSessions.
+	MaxSessionsPerPrincipal int
+	// MaxStreamBytes bounds what one session streams (events' inputs,
+	// results, messages); past it the session ends with STREAM_LIMIT.
+	// Default 16 MiB.
+	MaxStreamBytes int64
+	// ToolTimeout is the deadline of a tool call answered by Go or by the
+	// catalog when the guard sets none (a call the caller answers waits up
+	// to the execution's timeout). Default 30 s.
+	ToolTimeout time.Duration
+	// MaxAuthFailures bounds failed authentications per client address and
+	// minute, counted with RateLimiting's bucket of that address when set,
+	// else on their own; past it requests get 429 RATE_LIMIT instead of
+	// 401. Default 20; negative means no bound.
+	MaxAuthFailures int64
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 1 MiB.
 	MaxBodyBytes int64
 	// Directory, when set, lists this broker's running sessions so that
@@ -132,6 +158,10 @@ type AuthConfig struct {
 }
 
 // AuthResult is the outcome of authentication; it travels with the session.
+// The principal it names (UserID within TenantID) owns the session and
+// its buckets. A credential validated without a UserID is given one of its
+// own ("key:" and a digest of the credential), so that two keys configured
+// without user ids never share sessions.
 type AuthResult struct {
 	Valid       bool     `json:"valid"`
 	UserID      string   `json:"userId,omitempty"`
@@ -156,6 +186,26 @@ type RateLimitConfig struct {
 // answers show it. Without one the broker's handler makes its own.
 func WithRequestID(ctx context.Context, id string) context.Context {
 	return telemetry.WithRequestID(ctx, id)
+}
+
+// Principal names who a request acts for, for fair sharing and buckets:
+// "user:<tenant>/<user>" for an authenticated caller, else
+// "ip:<address>" (the client address Caddy determined, behind trusted
+// proxies the original client's).
+func Principal(auth *AuthResult, clientIP string) string {
+	if auth != nil && auth.UserID != "" {
+		return "user:" + auth.TenantID + "/" + auth.UserID
+	}
+	return "ip:" + clientIP
+}
+
+type clientIPContextKey struct{}
+
+// WithClientIP returns a context carrying the client address an HTTP front
+// end determined (Caddy's client_ip, which honours trusted_proxies); the
+// broker uses it instead of the connection's address.
+func WithClientIP(ctx context.Context, ip string) context.Context {
+	return context.WithValue(ctx, clientIPContextKey{}, ip)
 }
 
 type authContextKey struct{}

@@ -20,7 +20,12 @@ import (
 // run is one session executing on this broker. It is the sandbox.Host of
 // its script.
 type run struct {
-	b        *Broker
+	b         *Broker
+	principal string
+	// streamed counts the bytes of events sent (guarded by sendMu's write
+	// side being excluded: it is only touched under the read lock through
+	// atomic adds).
+	streamed atomic.Int64
 	ctx      context.Context
 	cancel   context.CancelFunc
 	abortRun context.CancelCauseFunc
@@ -90,6 +95,14 @@ func (r *run) send(ev StreamEvent) {
 	defer r.sendMu.RUnlock()
 	if r.closed {
 		return
+	}
+	// Every byte a session streams is bounded: past MaxStreamBytes the
+	// session ends with STREAM_LIMIT (its final event still goes out).
+	if final := ev.Type == EventResult || ev.Type == EventError; !final {
+		if n := r.streamed.Add(eventSize(ev)); n > r.b.opts.MaxStreamBytes {
+			r.abort(errStreamLimit)
+			return
+		}
 	}
 	select {
 	case r.events <- ev:
@@ -172,7 +185,9 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	var final StreamEvent
 	var sessErr error
 	status := StatusCompleted
-	if context.Cause(r.ctx) == errOwnerLost {
+	if context.Cause(r.ctx) == errStreamLimit {
+		err = &sandbox.Error{Code: CodeStreamLimit, Message: fmt.Sprintf("the session's event stream exceeded the limit of %d bytes", b.opts.MaxStreamBytes)}
+	} else if context.Cause(r.ctx) == errOwnerLost {
 		// The store holds the session as lost: whatever the script did,
 		// report what every other gateway reports.
 		err = &sandbox.Error{Code: CodeOwnerLost, Message: "the session was declared lost while this gateway could not reach the session store"}
@@ -272,6 +287,7 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	cancel()
 	b.mu.Lock()
 	delete(b.runs, s.ID)
+	b.forgetPrincipalLocked(r.principal)
 	b.mu.Unlock()
 	if d := b.opts.Directory; d != nil {
 		d.remove(s.ID, b)
@@ -487,4 +503,25 @@ func (r *run) endSpan(outcome string, calls int, final StreamEvent) {
 		r.span.SetAttributes(attribute.String("codemode.execution.outcome", outcome), attribute.Int("codemode.tool_calls", calls))
 	}
 	telemetry.EndSpan(r.span, code)
+}
+
+// errStreamLimit is the cause of a run ended for streaming too much.
+var errStreamLimit = errors.New("the session streamed more than its limit")
+
+// eventSize estimates what an event adds to the stream: its payloads and
+// texts, plus a fixed envelope.
+func eventSize(ev StreamEvent) int64 {
+	n := 128
+	switch p := ev.Payload.(type) {
+	case *ToolCallPayload:
+		n += len(p.Input) + len(p.Tool)
+	case *ToolResultPayload:
+		n += len(p.Result) + len(p.Tool)
+		if p.Error != nil {
+			n += len(p.Error.Message)
+		}
+	case *LogPayload:
+		n += len(p.Message)
+	}
+	return int64(n)
 }

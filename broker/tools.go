@@ -343,13 +343,20 @@ func (b *Broker) dispatch(ctx context.Context, name string, input json.RawMessag
 	} else {
 		return nil, &sandbox.ToolError{Code: CodeToolNotFound, Message: fmt.Sprintf("tool %q not found", name)}
 	}
-	return b.guarded(ctx, name, tg, ic, run)
+	// Every call has a deadline: a Go handler's or the catalog's is the
+	// guard's timeout, else ToolTimeout; one the caller answers waits up
+	// to the execution's timeout.
+	deadline := b.tools.Get(name) == nil || b.tools.Get(name).Handler != nil || b.opts.ToolHandler != nil
+	return b.guarded(ctx, name, tg, ic, run, deadline)
 }
 
 // guarded runs fn under the tool's rate limit, concurrency slot and timeout.
-func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *invocation, fn func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *invocation, fn func(context.Context) (json.RawMessage, error), deadline bool) (json.RawMessage, error) {
 	m := b.guard.Load()
 	if m == nil {
+		if deadline {
+			return guard.WithTimeout(ctx, b.opts.ToolTimeout.Milliseconds(), name, fn)
+		}
 		return fn(ctx)
 	}
 	if tg.RateLimit == nil {
@@ -363,7 +370,11 @@ func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *inv
 	}
 	pc := guard.PartitionKeyContext{SessionID: ic.sessionID, ClientIP: ic.clientIP}
 	if ic.auth != nil {
+		// The same user id in two tenants is two principals.
 		pc.UserID = ic.auth.UserID
+		if ic.auth.TenantID != "" {
+			pc.UserID = ic.auth.TenantID + "/" + ic.auth.UserID
+		}
 	}
 	rl, err := m.CheckRateLimit(ctx, name, tg.RateLimit, pc)
 	if err != nil {
@@ -378,6 +389,9 @@ func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *inv
 	}
 	defer func() { _ = ticket.Release(context.WithoutCancel(ctx)) }()
 	ms := m.TimeoutMs(tg.Timeout)
+	if ms <= 0 && deadline {
+		ms = b.opts.ToolTimeout.Milliseconds()
+	}
 	out, err := guard.WithTimeout(ctx, ms, name, fn)
 	if ms > 0 {
 		m.ObserveTimeout(err)

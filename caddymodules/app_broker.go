@@ -38,11 +38,32 @@ type BrokerConfig struct {
 	// gateway; more get 429 SESSION_LIMIT. Default 1000.
 	MaxConcurrentSessions int `json:"max_concurrent_sessions,omitempty"`
 	// ExecutionTimeout is an execution's timeout when the request gives
-	// none. Default 30s.
+	// none, waits for caller-answered tools included. Default 30s.
 	ExecutionTimeout caddy.Duration `json:"execution_timeout,omitempty"`
+	// MaxExecutionTimeout is the most a request may ask for: a caller may
+	// lower its timeout, never raise it above this (400 LIMIT_EXCEEDED).
+	// Default: execution_timeout.
+	MaxExecutionTimeout caddy.Duration `json:"max_execution_timeout,omitempty"`
 	// MaxToolCalls is an execution's tool call limit when the request
-	// gives none. Default 100.
+	// gives none, and the most it may ask for (LIMIT_EXCEEDED above).
+	// Default 100.
 	MaxToolCalls int `json:"max_tool_calls,omitempty"`
+	// MaxSessionsPerPrincipal caps the pending and running sessions of one
+	// principal (a user of a tenant, an API key, a client address) on this
+	// gateway; more get 429 SESSION_LIMIT. Default a quarter of
+	// max_concurrent_sessions.
+	MaxSessionsPerPrincipal int `json:"max_sessions_per_principal,omitempty"`
+	// MaxStreamBytes bounds what one session streams, in bytes; past it
+	// the session ends with STREAM_LIMIT. Default 16 MiB.
+	MaxStreamBytes int64 `json:"max_stream_bytes,omitempty"`
+	// ToolTimeout is the deadline of a tool call answered by Go or the
+	// catalog when throttle sets none. Default 30s.
+	ToolTimeout caddy.Duration `json:"tool_timeout,omitempty"`
+	// MaxAuthFailures bounds failed authentications per client address
+	// and minute (counted in the request rate limit's bucket of that
+	// address when the handler has one); past it 429 instead of 401.
+	// Default 20; -1 means no bound.
+	MaxAuthFailures int64 `json:"max_auth_failures,omitempty"`
 	// MaxBodySize caps request bodies, in bytes; larger ones get 413.
 	// Default 1 MiB.
 	MaxBodySize int64 `json:"max_body_size,omitempty"`
@@ -350,20 +371,25 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		}
 	}()
 	opts := &broker.BrokerOptions{
-		SessionTimeout:        time.Duration(cfg.SessionTimeout),
-		MaxConcurrentSessions: cfg.MaxConcurrentSessions,
-		DefaultTimeout:        time.Duration(cfg.ExecutionTimeout),
-		DefaultMaxToolCalls:   cfg.MaxToolCalls,
-		MaxBodyBytes:          cfg.MaxBodySize,
-		Tools:                 broker.NewToolRegistry(),
-		Engine:                a.sandbox.engine,
-		Guard:                 a.throttle.manager,
-		Directory:             sessionDirectory,
-		OwnerTimeout:          time.Duration(cfg.OwnerTimeout),
-		StorageTimeout:        time.Duration(cfg.StorageTimeout),
-		StorageFailureMode:    cfg.StorageFailureMode,
-		Logger:                logger,
-		Metrics:               processTelemetry().broker,
+		SessionTimeout:          time.Duration(cfg.SessionTimeout),
+		MaxConcurrentSessions:   cfg.MaxConcurrentSessions,
+		DefaultTimeout:          time.Duration(cfg.ExecutionTimeout),
+		MaxTimeout:              time.Duration(cfg.MaxExecutionTimeout),
+		DefaultMaxToolCalls:     cfg.MaxToolCalls,
+		MaxSessionsPerPrincipal: cfg.MaxSessionsPerPrincipal,
+		MaxStreamBytes:          cfg.MaxStreamBytes,
+		ToolTimeout:             time.Duration(cfg.ToolTimeout),
+		MaxAuthFailures:         cfg.MaxAuthFailures,
+		MaxBodyBytes:            cfg.MaxBodySize,
+		Tools:                   broker.NewToolRegistry(),
+		Engine:                  a.sandbox.engine,
+		Guard:                   a.throttle.manager,
+		Directory:               sessionDirectory,
+		OwnerTimeout:            time.Duration(cfg.OwnerTimeout),
+		StorageTimeout:          time.Duration(cfg.StorageTimeout),
+		StorageFailureMode:      cfg.StorageFailureMode,
+		Logger:                  logger,
+		Metrics:                 processTelemetry().broker,
 	}
 	if cfg.DemoTools {
 		for _, t := range broker.DemoTools() {
@@ -519,7 +545,12 @@ func (a *App) stopBroker() error { return nil }
 //		session_timeout   <duration>        # default 5m
 //		max_sessions      <n>               # default 1000
 //		execution_timeout <duration>        # default 30s
-//		max_tool_calls    <n>               # default 100
+//		max_execution_timeout <duration>    # most a request may ask; default execution_timeout
+//		max_tool_calls    <n>               # default and most a request may ask; 100
+//		max_sessions_per_principal <n>      # default max_sessions / 4
+//		max_stream_size   <size>            # per session; default 16MiB
+//		tool_timeout      <duration>        # a Go or catalog tool's deadline; default 30s
+//		max_auth_failures <n>               # per client address and minute; default 20; -1 none
 //		max_body_size     <size>            # default 1MiB
 //		drain_timeout     <duration>        # default 10s
 //		demo_tools
@@ -552,6 +583,23 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 			err = parseDurationArg(d, &c.SessionTimeout)
 		case "execution_timeout":
 			err = parseDurationArg(d, &c.ExecutionTimeout)
+		case "max_execution_timeout":
+			err = parseDurationArg(d, &c.MaxExecutionTimeout)
+		case "tool_timeout":
+			err = parseDurationArg(d, &c.ToolTimeout)
+		case "max_sessions_per_principal":
+			err = parseIntArg(d, &c.MaxSessionsPerPrincipal)
+		case "max_stream_size":
+			err = parseSizeArg(d, &c.MaxStreamBytes)
+		case "max_auth_failures":
+			var s string
+			if err = oneArg(d, &s); err == nil {
+				n, perr := strconv.ParseInt(s, 10, 64)
+				if perr != nil || n < -1 || n == 0 {
+					err = d.Errf("max_auth_failures: want a positive integer or -1, got %q", s)
+				}
+				c.MaxAuthFailures = n
+			}
 		case "drain_timeout":
 			err = parseDurationArg(d, &c.DrainTimeout)
 		case "poll_interval":

@@ -93,6 +93,10 @@ type MetaUpstream struct {
 	// Authorization: Bearer {env.GITHUB_TOKEN}. Values may use placeholders;
 	// never logged.
 	Headers map[string]string `json:"headers,omitempty"`
+	// CallTimeout is the deadline of one tool call on this upstream (a
+	// hung upstream answers TIMEOUT, not after the caller's own deadline).
+	// Default 30s.
+	CallTimeout caddy.Duration `json:"call_timeout,omitempty"`
 }
 
 // MetaRateLimit is one rule: at most max_requests calls of Tool per
@@ -176,7 +180,7 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 			}
 		}
 		up, err := metatools.NewUpstream(metatools.UpstreamConfig{Name: u.Name, URL: repl.ReplaceAll(u.URL, ""),
-			Command: u.Command, Args: u.Args, Env: env, Headers: headers}, logger)
+			Command: u.Command, Args: u.Args, Env: env, Headers: headers, CallTimeout: time.Duration(u.CallTimeout)}, logger)
 		if err != nil {
 			return fmt.Errorf("codemode meta: %w", err)
 		}
@@ -385,6 +389,7 @@ func (a *App) MetaService() *metatools.Service {
 //			header  <name> <value>
 //			command <program> [<args>...]
 //			env     <KEY=VALUE>...
+//			call_timeout <duration>         # one tool call's deadline; default 30s
 //		}
 //		rate_limit <meta-tool> <limit> [<window>] [global|session|ip|userId]
 //		connect_timeout <duration>
@@ -602,6 +607,10 @@ func parseMetaUpstream(d *caddyfile.Dispenser) (*MetaUpstream, error) {
 				}
 			}
 			u.Env = append(u.Env, args...)
+		case "call_timeout":
+			if err := parseDurationArg(d, &u.CallTimeout); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, d.Errf("unrecognized subdirective %q", d.Val())
 		}

@@ -67,8 +67,10 @@ func withInlineKey(raw json.RawMessage, key, def string) (json.RawMessage, error
 //
 //	sandbox {
 //		engine <worker|inprocess>         # default worker (alias: adapter)
+//		trusted_callers                   # required by inprocess (see below)
 //		preset <locked_down|secure|balanced|experimental>   # default secure
-//		timeout <duration>                # vm.timeoutMs; default: preset
+//		timeout <duration>                # vm.timeoutMs, waits included; default: preset
+//		cpu_time <duration>               # running time, waits excluded; default: timeout
 //		max_steps <n>                     # vm.maxSteps
 //		max_tool_calls <n>
 //		max_call_depth <n>
@@ -95,6 +97,12 @@ func withInlineKey(raw json.RawMessage, key, def string) (json.RawMessage, error
 //			max_executions <n>            # per worker, default 1000; -1 never
 //			spare <n>                     # ready workers beyond those in use, default 1
 //			command <program> [<args>...] # default: this binary codemode-worker
+//			sessions_per_worker <n>       # scripts a worker hosts, default 64
+//			max_workers <n>               # default max(max, 16)
+//			session_memory <size>         # cap per hosted script, default 1MiB
+//			max_running_per_principal <n> # default max - 1
+//			max_sessions_per_principal <n> # default a quarter of the seats
+//			max_queued_per_principal <n>  # default queue_size / 10
 //		}
 //		sanitization {
 //			remove_stack_traces
@@ -104,12 +112,15 @@ func withInlineKey(raw json.RawMessage, key, def string) (json.RawMessage, error
 //
 // Sizes take units (64MiB, 512KB, or plain bytes). With the worker engine
 // the pool survives a config reload when the sandbox block is unchanged.
+// The in-process engine cannot contain a hostile script (no heap limit in
+// goja), so it refuses to load without trusted_callers.
 func parseSandbox(d *caddyfile.Dispenser) (json.RawMessage, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
 	engine := EngineWorker
 	var pool *SandboxPool
+	trusted := false
 	c := new(SandboxLimits)
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		sub := d.Val()
@@ -132,6 +143,13 @@ func parseSandbox(d *caddyfile.Dispenser) (json.RawMessage, error) {
 			}
 		case "timeout":
 			c.Timeout, err = sandboxDurationArg(d, sub)
+		case "cpu_time":
+			c.CPUTime, err = sandboxDurationArg(d, sub)
+		case "trusted_callers":
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
+			trusted = true
 		case "max_steps":
 			var n int
 			n, err = sandboxIntArg(d, sub, 1)
@@ -175,7 +193,13 @@ func parseSandbox(d *caddyfile.Dispenser) (json.RawMessage, error) {
 		if pool != nil {
 			return nil, d.Errf("sandbox: pool applies to the %s engine only", EngineWorker)
 		}
-		return caddyconfig.JSONModuleObject(&InProcessEngine{SandboxLimits: *c}, "engine", engine, nil), nil
+		if !trusted {
+			return nil, d.Errf("sandbox: engine %s needs trusted_callers: %v", EngineInProcess, errUntrustedInProcess)
+		}
+		return caddyconfig.JSONModuleObject(&InProcessEngine{SandboxLimits: *c, TrustedCallers: true}, "engine", engine, nil), nil
+	}
+	if trusted {
+		return nil, d.Errf("sandbox: trusted_callers applies to the %s engine only", EngineInProcess)
 	}
 	return caddyconfig.JSONModuleObject(&WorkerEngine{SandboxLimits: *c, Pool: pool}, "engine", engine, nil), nil
 }
@@ -229,6 +253,18 @@ func parseSandboxPool(d *caddyfile.Dispenser) (*SandboxPool, error) {
 			p.StartupTimeout, err = sandboxDurationArg(d, sub)
 		case "max_executions":
 			p.MaxExecutionsPerWorker, err = sandboxIntArg(d, sub, -1)
+		case "sessions_per_worker":
+			p.SessionsPerWorker, err = sandboxIntArg(d, sub, 1)
+		case "max_workers":
+			p.MaxWorkers, err = sandboxIntArg(d, sub, 1)
+		case "session_memory":
+			p.SessionMemoryBytes, err = sandboxSizeArg(d, sub)
+		case "max_running_per_principal":
+			p.MaxRunningPerPrincipal, err = sandboxIntArg(d, sub, 1)
+		case "max_sessions_per_principal":
+			p.MaxSessionsPerPrincipal, err = sandboxIntArg(d, sub, 1)
+		case "max_queued_per_principal":
+			p.MaxQueuedPerPrincipal, err = sandboxIntArg(d, sub, 1)
 		case "spare":
 			var n int
 			if n, err = sandboxIntArg(d, sub, 0); err == nil {

@@ -46,7 +46,7 @@ func runScript(t *testing.T, e sandbox.Engine, code string) *sandbox.Result {
 func TestSandboxEngines(t *testing.T) {
 	for _, raw := range []string{
 		"", // default: worker pool, secure preset
-		`{"engine":"inprocess","preset":"locked_down"}`,
+		`{"engine":"inprocess","preset":"locked_down","trusted_callers":true}`,
 		`{"preset":"balanced","pool":{"max_size":2}}`, // the engine name may be left out
 	} {
 		a, cancel := provisionSandboxApp(t, raw)
@@ -86,6 +86,7 @@ func TestSandboxConfigErrors(t *testing.T) {
 		`{"engine":"threads"}`,
 		`{"preset":"reckless"}`,
 		`{"engine":"inprocess","pool":{"max_size":2}}`,
+		`{"engine":"inprocess"}`, // untrusted callers: refused, with the reason
 		`{"pool":{"max_size":1,"min_size":0},"max_steps":-1}`,
 		`{"pool":{"scale_up_threshold":0.2,"scale_down_threshold":0.5}}`,
 		`{"adapter":"worker"}`,

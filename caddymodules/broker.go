@@ -35,7 +35,23 @@ type BrokerHandler struct {
 	// no request rate limit (tool calls are still throttled).
 	RateLimit *BrokerRateLimit `json:"rate_limit,omitempty"`
 
+	// Limits lower the broker's ceilings for requests on this route; a
+	// request may lower them further, never raise them. Default: the
+	// broker's.
+	Limits *BrokerRouteLimits `json:"limits,omitempty"`
+
 	h http.Handler
+}
+
+// BrokerRouteLimits are the ceilings of one route; unset fields keep the
+// broker's (and the sandbox's, for max_steps).
+type BrokerRouteLimits struct {
+	// Timeout is the most an execution may take, waits included.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// MaxToolCalls is the most tool calls of an execution.
+	MaxToolCalls int `json:"max_tool_calls,omitempty"`
+	// MaxSteps is the most loop iterations and function calls.
+	MaxSteps int64 `json:"max_steps,omitempty"`
 }
 
 // BrokerRateLimit is a sliding-window request limit per key, counted by the
@@ -87,6 +103,9 @@ func (h *BrokerHandler) Provision(ctx caddy.Context) error {
 		}
 		opts.RateLimiting = cfg
 	}
+	if l := h.Limits; l != nil {
+		opts.Limits = broker.RouteLimits{Timeout: time.Duration(l.Timeout), MaxToolCalls: l.MaxToolCalls, MaxSteps: l.MaxSteps}
+	}
 	h.h = b.HTTPHandler(&opts)
 	return nil
 }
@@ -104,6 +123,9 @@ func (h *BrokerHandler) Validate() error {
 	if h.Prefix != "" && !strings.HasPrefix(h.Prefix, "/") {
 		return fmt.Errorf("codemode_broker: prefix must start with /")
 	}
+	if l := h.Limits; l != nil && (l.Timeout < 0 || l.MaxToolCalls < 0 || l.MaxSteps < 0) {
+		return fmt.Errorf("codemode_broker: limits must not be negative")
+	}
 	return nil
 }
 
@@ -112,6 +134,11 @@ func (h *BrokerHandler) Validate() error {
 // returned, because API clients need the stable codes.
 func (h *BrokerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	r = withRequestID(w, r)
+	// Caddy's client address honours trusted_proxies: behind a load
+	// balancer it is the caller's, not the balancer's.
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		r = r.WithContext(broker.WithClientIP(r.Context(), ip))
+	}
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		if uid, _ := repl.GetString("http.auth.user.id"); uid != "" {
 			tenant, _ := repl.GetString("http.auth.user.tenant_id")

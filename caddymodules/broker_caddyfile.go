@@ -27,6 +27,11 @@ func parseBrokerHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 //		rate_limit <max_requests> [<window>] {
 //			key <placeholder>
 //		}
+//		limits {                 # this route's ceilings (lower than the broker's)
+//			timeout <duration>
+//			max_tool_calls <n>
+//			max_steps <n>
+//		}
 //	}
 //
 // The broker itself (sessions, tools, catalog, storage) is configured in
@@ -79,6 +84,39 @@ func (h *BrokerHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 			h.RateLimit = rl
+		case "limits":
+			l := new(BrokerRouteLimits)
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				sub := d.Val()
+				var s string
+				if !d.AllArgs(&s) {
+					return d.ArgErr()
+				}
+				switch sub {
+				case "timeout":
+					v, err := caddy.ParseDuration(s)
+					if err != nil || v <= 0 {
+						return d.Errf("limits: timeout: invalid duration %q", s)
+					}
+					l.Timeout = caddy.Duration(v)
+				case "max_tool_calls", "max_steps":
+					n, err := strconv.ParseInt(s, 10, 64)
+					if err != nil || n <= 0 {
+						return d.Errf("limits: %s: want a positive integer, got %q", sub, s)
+					}
+					if sub == "max_steps" {
+						l.MaxSteps = n
+					} else {
+						l.MaxToolCalls = int(n)
+					}
+				default:
+					return d.Errf("unrecognized limits subdirective %q", sub)
+				}
+			}
+			h.Limits = l
 		default:
 			return d.Errf("unrecognized subdirective %q", d.Val())
 		}

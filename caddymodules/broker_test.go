@@ -260,6 +260,7 @@ func TestBrokerUsesThrottle(t *testing.T) {
 		}
 		sandbox {
 			adapter inprocess
+			trusted_callers
 		}
 		broker {
 			demo_tools

@@ -208,9 +208,10 @@ var requiredKeys = map[string]bool{
 // dependentKeys are optional fields whose removal must fail in the golden
 // that names them, because another field there needs them.
 var dependentKeys = map[string]string{
-	"auth_development.caddyfiletest/auth/development": "an http issuer needs development mode",
-	"Caddyfile.example/auth/development":              "an http issuer needs development mode",
-	"auth_transparent.caddyfiletest/auth/development": "the local provider (localize) is plain http",
+	"auth_development.caddyfiletest/auth/development":       "an http issuer needs development mode",
+	"Caddyfile.example/auth/development":                    "an http issuer needs development mode",
+	"auth_transparent.caddyfiletest/auth/development":       "the local provider (localize) is plain http",
+	"sandbox_minimal.caddyfiletest/sandbox/trusted_callers": "the in-process engine refuses untrusted callers",
 }
 
 // optionalPaths lists the paths of the removable fields of v (objects and
@@ -388,7 +389,7 @@ func TestExplicitDefaultsSameComponents(t *testing.T) {
 	for _, tc := range []struct{ bare, explicit string }{
 		{`{"throttle":{"default_rate_limit":{"max_requests":5}}}`,
 			`{"storage":{"module":"memory"},"throttle":{"enabled":true,"key_prefix":"codemode:guard:","default_rate_limit":{"max_requests":5,"window":"1m","partition_by":"global"}}}`},
-		{`{"sandbox":{"engine":"inprocess"}}`, `{"sandbox":{"engine":"inprocess","preset":"secure"}}`},
+		{`{"sandbox":{"engine":"inprocess","trusted_callers":true}}`, `{"sandbox":{"engine":"inprocess","preset":"secure","trusted_callers":true}}`},
 		{`{"sandbox":{"pool":{"min_size":0}}}`, `{"sandbox":{"engine":"worker","preset":"secure","pool":{"min_size":0}}}`},
 		{`{"broker":{}}`, `{"broker":{"session_timeout":"5m","max_concurrent_sessions":1000,"execution_timeout":"30s",` +
 			`"max_tool_calls":100,"max_body_size":1048576,"drain_timeout":"10s","poll_interval":"5m","storage":{"module":"memory"}}}`},

@@ -44,8 +44,12 @@ type SandboxLimits struct {
 	// Default secure.
 	Preset string `json:"preset,omitempty"`
 	// Timeout overrides the preset's wall-clock limit of one script
-	// (vm.timeoutMs). Default: the preset's.
+	// (vm.timeoutMs), waits for tools included; alone it also sets
+	// CPUTime. Default: the preset's.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// CPUTime bounds the time one script spends running JavaScript (and
+	// compiling), waits for tools excluded. Default: the timeout.
+	CPUTime caddy.Duration `json:"cpu_time,omitempty"`
 	// MaxSteps overrides the preset's loop-step limit (vm.maxSteps), in
 	// steps. Default: the preset's.
 	MaxSteps int64 `json:"max_steps,omitempty"`
@@ -144,6 +148,26 @@ type SandboxPool struct {
 	// Command starts a worker. Default: this Caddy binary with the
 	// codemode-worker subcommand.
 	Command []string `json:"command,omitempty"`
+	// SessionsPerWorker is how many scripts one worker hosts at once,
+	// running or waiting for tool results (a worker's death ends them
+	// all: the blast radius). Default 64.
+	SessionsPerWorker int `json:"sessions_per_worker,omitempty"`
+	// MaxWorkers is the most worker processes; beyond MaxSize they only
+	// host waiting scripts. Default the larger of MaxSize and 16.
+	MaxWorkers int `json:"max_workers,omitempty"`
+	// SessionMemoryBytes is added to each worker's memory cap per hosted
+	// script, in bytes. Default 1 MiB.
+	SessionMemoryBytes int64 `json:"session_memory_bytes,omitempty"`
+	// MaxRunningPerPrincipal bounds the scripts one principal (user, API
+	// key, client address) runs at once. Default MaxSize - 1.
+	MaxRunningPerPrincipal int `json:"max_running_per_principal,omitempty"`
+	// MaxSessionsPerPrincipal bounds one principal's scripts in the pool,
+	// running or waiting; more wait to start. Default a quarter of the
+	// seats (MaxWorkers x SessionsPerWorker).
+	MaxSessionsPerPrincipal int `json:"max_sessions_per_principal,omitempty"`
+	// MaxQueuedPerPrincipal bounds one principal's scripts waiting to
+	// start (QUEUE_FULL beyond). Default a tenth of QueueSize.
+	MaxQueuedPerPrincipal int `json:"max_queued_per_principal,omitempty"`
 }
 
 // options validates the limits and turns them into engine options.
@@ -151,7 +175,7 @@ func (l *SandboxLimits) options() (*sandbox.Options, error) {
 	if _, err := sandbox.Preset(l.Preset); err != nil {
 		return nil, err
 	}
-	if l.Timeout < 0 || l.MaxSteps < 0 || l.MaxToolCalls < 0 || l.MaxCallDepth < 0 || l.MaxSourceBytes < 0 ||
+	if l.Timeout < 0 || l.CPUTime < 0 || l.MaxSteps < 0 || l.MaxToolCalls < 0 || l.MaxCallDepth < 0 || l.MaxSourceBytes < 0 ||
 		l.MaxNestingDepth < 0 || l.MaxResultBytes < 0 || l.MaxConsoleEntries < 0 || l.MaxConsoleBytes < 0 || l.MemoryBytes < 0 {
 		return nil, errors.New("limits must not be negative")
 	}
@@ -159,6 +183,7 @@ func (l *SandboxLimits) options() (*sandbox.Options, error) {
 		Preset: l.Preset,
 		Limits: sandbox.Limits{
 			Timeout:           time.Duration(l.Timeout),
+			CPUTime:           time.Duration(l.CPUTime),
 			MaxSteps:          l.MaxSteps,
 			MaxToolCalls:      l.MaxToolCalls,
 			MaxCallDepth:      l.MaxCallDepth,
@@ -218,6 +243,12 @@ func (p *SandboxPool) poolOptions(eo *sandbox.Options, memory int64) *sandbox.Po
 		}
 	}
 	po.Command = p.Command
+	po.SessionsPerWorker = p.SessionsPerWorker
+	po.MaxWorkers = p.MaxWorkers
+	po.SessionMemoryBytes = p.SessionMemoryBytes
+	po.MaxRunningPerPrincipal = p.MaxRunningPerPrincipal
+	po.MaxSessionsPerPrincipal = p.MaxSessionsPerPrincipal
+	po.MaxQueuedPerPrincipal = p.MaxQueuedPerPrincipal
 	return po
 }
 
@@ -298,9 +329,19 @@ func (w *WorkerEngine) Provision(ctx caddy.Context) error {
 // it cannot cap a script's memory, so it suits trusted code and tests.
 type InProcessEngine struct {
 	SandboxLimits
+	// TrustedCallers states that every caller whose scripts this engine
+	// runs is trusted. Required: goja has no heap limit and a built-in can
+	// outrun a deadline, so a hostile script can exhaust the Caddy
+	// process's memory or CPU, which only the worker engine's processes
+	// contain.
+	TrustedCallers bool `json:"trusted_callers,omitempty"`
 
 	engineHandle
 }
+
+// errUntrustedInProcess says why the in-process engine needs
+// trusted_callers.
+var errUntrustedInProcess = errors.New("the in-process engine runs scripts in the Caddy process, where a script's memory cannot be capped (goja has no heap limit) and a built-in can outrun its deadline: a hostile caller could take the gateway down. Set trusted_callers when every caller is trusted (tests, your own code), or use the worker engine")
 
 // CaddyModule returns the Caddy module information.
 func (InProcessEngine) CaddyModule() caddy.ModuleInfo {
@@ -312,6 +353,9 @@ func (InProcessEngine) CaddyModule() caddy.ModuleInfo {
 
 // Provision acquires the engine.
 func (p *InProcessEngine) Provision(ctx caddy.Context) error {
+	if !p.TrustedCallers {
+		return fmt.Errorf("codemode.engines.inprocess: %w", errUntrustedInProcess)
+	}
 	eo, err := p.options()
 	if err != nil {
 		return fmt.Errorf("codemode.engines.inprocess: %w", err)

@@ -12,11 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/internal/notify"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
@@ -38,7 +40,14 @@ type UpstreamConfig struct {
 	Headers map[string]string
 	// HTTPClient is used for URL upstreams; nil means http.DefaultClient.
 	HTTPClient *http.Client
+	// CallTimeout is the deadline of one tool call on this upstream (the
+	// caller's own deadline may be shorter). Default 30s.
+	CallTimeout time.Duration
 }
+
+// DefaultUpstreamCallTimeout is UpstreamConfig.CallTimeout's default: no
+// call to an upstream outlives it, whether or not a throttle sets one.
+const DefaultUpstreamCallTimeout = 30 * time.Second
 
 // headerTransport adds fixed headers to every request, and the W3C trace
 // context of the request's span when there is one.
@@ -353,10 +362,17 @@ func (u *Upstream) Call(ctx context.Context, name string, input json.RawMessage)
 			}
 		}
 	}
-	res, err := cs.CallTool(ctx, params)
+	timeout := u.cfg.CallTimeout
+	if timeout <= 0 {
+		timeout = DefaultUpstreamCallTimeout
+	}
+	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := cs.CallTool(callCtx, params)
 	if err != nil {
-		telemetry.EndSpan(span, CodeToolExecutionError)
-		return nil, fmt.Errorf("calling %s on upstream %q: %w", name, u.cfg.Name, err)
+		e := u.callError(ctx, callCtx, name, timeout, err)
+		telemetry.EndSpan(span, e.Code)
+		return nil, e
 	}
 	out, err := resultJSON(res)
 	code := ""
@@ -366,6 +382,36 @@ func (u *Upstream) Call(ctx context.Context, name string, input json.RawMessage)
 	}
 	telemetry.EndSpan(span, code)
 	return out, err
+}
+
+// callError is what a failed call reports. The transport's text (URLs,
+// addresses, dial errors) is logged and never shown: a caller learns that
+// the upstream is unavailable or slow, and what the upstream itself said
+// when it answered with a JSON-RPC error.
+func (u *Upstream) callError(ctx, callCtx context.Context, name string, timeout time.Duration, err error) *Error {
+	var we *jsonrpc.Error
+	switch {
+	case errors.As(err, &we) && !sdkLocalError(we.Code) && !errors.Is(err, mcp.ErrConnectionClosed):
+		return &Error{Code: CodeToolExecutionError, Message: fmt.Sprintf("upstream %q refused %s: %s", u.cfg.Name, name, clip(we.Message, 1024))}
+	case ctx.Err() != nil:
+		// The caller's own deadline or cancellation: its error, as is.
+		return &Error{Code: sandbox.CodeTimeout, Message: fmt.Sprintf("the call of %s on upstream %q ended with its caller (%v)", name, u.cfg.Name, ctx.Err()), Transient: true}
+	case callCtx.Err() != nil:
+		return &Error{Code: sandbox.CodeTimeout, Message: fmt.Sprintf("upstream %q did not answer %s within %v", u.cfg.Name, name, timeout), Transient: true}
+	}
+	u.logger.Warn("upstream MCP call failed", zap.String("tool", name), zap.Error(err))
+	return &Error{Code: "UPSTREAM_UNAVAILABLE", Message: fmt.Sprintf("upstream MCP server %q is unavailable", u.cfg.Name), Transient: true}
+}
+
+// sdkLocalError tells the go-sdk's own JSON-RPC codes (a request its
+// transport rejected, a closing client or server, an uncoded error) from
+// those an upstream answers with.
+func sdkLocalError(code int64) bool {
+	switch code {
+	case -32001, -32003, -32004, -32005:
+		return true
+	}
+	return false
 }
 
 // resultJSON turns an MCP call result into the JSON a script sees: the

@@ -3,13 +3,18 @@ package metatools
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
 // stdioServerEnv makes the test binary act as a stdio MCP server (see
@@ -141,5 +146,58 @@ func TestUpstreamHeaders(t *testing.T) {
 	}
 	if _, err := NewUpstream(UpstreamConfig{Name: "x", Command: "y", Headers: map[string]string{"a": "b"}}, nil); err == nil {
 		t.Error("headers on a command upstream accepted")
+	}
+}
+
+// TestUpstreamFailuresAreBoundedAndLabelled: a call on a hung upstream ends
+// at the upstream's call deadline (TIMEOUT), and a call on an upstream that
+// died is UPSTREAM_UNAVAILABLE, its address and dial error left in the log.
+func TestUpstreamFailuresAreBoundedAndLabelled(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "flaky", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "hang", Description: "Hang"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]string, error) {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Minute):
+			}
+			return nil, map[string]string{}, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "Ping"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, map[string]string, error) {
+			return nil, map[string]string{"pong": "yes"}, nil
+		})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)}
+	go hs.Serve(ln)
+	defer hs.Close()
+	addr := ln.Addr().String()
+	u, err := NewUpstream(UpstreamConfig{Name: "flaky", URL: "http://" + addr + "/mcp", CallTimeout: 300 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	u.Start(ctx)
+	defer u.Close()
+	if out, err := u.Call(ctx, "flaky:ping", json.RawMessage(`{}`)); err != nil || string(out) != `{"pong":"yes"}` {
+		t.Fatalf("ping: %s %v", out, err)
+	}
+	var me *Error
+	if _, err := u.Call(ctx, "flaky:hang", json.RawMessage(`{}`)); !errors.As(err, &me) || me.Code != sandbox.CodeTimeout {
+		t.Fatalf("hung call: %v, want TIMEOUT", err)
+	}
+	hs.Close() // the upstream dies: every connection and the listener
+	_, err = u.Call(ctx, "flaky:ping", json.RawMessage(`{}`))
+	if !errors.As(err, &me) || me.Code != "UPSTREAM_UNAVAILABLE" {
+		t.Fatalf("call on a dead upstream: %v, want UPSTREAM_UNAVAILABLE", err)
+	}
+	port := addr[strings.LastIndexByte(addr, ':')+1:]
+	for _, leak := range []string{"127.0.0.1", port, "dial", "Post", "http://"} {
+		if strings.Contains(me.Message, leak) {
+			t.Errorf("message %q shows %q", me.Message, leak)
+		}
 	}
 }

@@ -247,6 +247,12 @@ type EngineHealth struct {
 	Problems []string `json:"problems,omitempty"`
 }
 
+// LimitsReporter is an optional Engine capability: its effective limits
+// (the ceilings of every request). Both engines implement it.
+type LimitsReporter interface {
+	Limits() Limits
+}
+
 // HealthReporter is an optional Engine capability: its state for health
 // checks.
 type HealthReporter interface {

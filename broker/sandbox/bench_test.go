@@ -6,6 +6,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/dop251/goja"
 )
 
 // benchScript runs code b.N times on engine and reports the median time of
@@ -79,4 +81,34 @@ func BenchmarkResult100KB(b *testing.B) {
 	benchScript(b, benchInProcess(b), newTestHost(nil), `const r = [];
 		for (let i = 0; i < 1000; i++) r.push({id: i, name: "user " + i, email: "u" + i + "@example.com", active: i % 2 == 0, score: i * 1.5, tags: ["a", "b"], addr: {city: "X", zip: "12345"}});
 		return r`, 0, "")
+}
+
+// loop1e6 sums the numbers below one million: one million loop iterations,
+// each a step the step limit counts.
+const loop1e6 = `let s = 0; for (let i = 0; i < 1000000; i++) s += i; return s`
+
+// BenchmarkLoop1e6: loop1e6 with the step limit on (the experimental
+// preset's 10,000,000 steps; goal under 90 ms). BenchmarkLoop1e6BareGoja
+// is the same loop in a bare goja runtime, without step accounting or the
+// sandbox: the difference is what the accounting costs.
+func BenchmarkLoop1e6(b *testing.B) {
+	e := NewInProcess(&Options{Preset: PresetExperimental})
+	b.Cleanup(func() { _ = e.Close() })
+	benchScript(b, e, newTestHost(nil), loop1e6, 0, "")
+}
+
+func BenchmarkLoop1e6BareGoja(b *testing.B) {
+	prog := goja.MustCompile("loop", "(function() {"+loop1e6+"})()", true)
+	times := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		v, err := goja.New().RunProgram(prog)
+		times = append(times, time.Since(start))
+		if err != nil || v.ToInteger() != 499999500000 {
+			b.Fatalf("%v %v", v, err)
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "median-ns/op")
 }

@@ -455,6 +455,9 @@ func newWorkerPool(opts *PoolOptions, setup func(*workerPool)) (*workerPool, err
 	return p, nil
 }
 
+// Limits reports the engine's effective limits (before Request.Limits).
+func (p *workerPool) Limits() Limits { return p.limits }
+
 // workerCap is a worker's memory cap: one script's memory and room for
 // the runtimes of the waiting scripts it hosts.
 func (p *workerPool) workerCap() int64 {

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -236,4 +239,76 @@ func BenchmarkWaitingSessions(b *testing.B) {
 	b.ReportMetric(float64(times[len(times)*99/100].Nanoseconds()), "p99-ns/op")
 	b.ReportMetric(float64(afterKB-beforeKB)*1024/waiting, "private-bytes/waiting")
 	b.ReportMetric(float64(workers), "workers")
+}
+
+// BenchmarkWorkerInFlight8: `return 1+1` from 8 callers at once through a
+// pool of 4 workers; reports executions per second.
+func BenchmarkWorkerInFlight8(b *testing.B) {
+	p := benchPool(b, 4)
+	h := newTestHost(nil)
+	req := Request{Code: `return 1+1`}
+	ctx := context.Background()
+	for range 8 {
+		if r, err := p.Execute(ctx, req, h); err != nil || r.Status != StatusOK {
+			b.Fatalf("warm-up: %v %+v", err, r)
+		}
+	}
+	var next atomic.Int64
+	errs := make(chan error, 8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if r, err := p.Execute(ctx, req, h); err != nil || r.Status != StatusOK {
+					errs <- fmt.Errorf("%v %+v", err, r)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "exec/s")
+}
+
+// BenchmarkWorkerRSSGrowth1000: the growth of a worker's resident memory
+// (VmRSS) over 1,000 executions of a script that allocates and awaits a tool
+// call, after 10 warm-up runs. One iteration is 1,000 executions.
+func BenchmarkWorkerRSSGrowth1000(b *testing.B) {
+	p := benchPool(b, 1)
+	h := newTestHost(echoTools())
+	req := Request{Code: `const a = []; for (let i = 0; i < 100; i++) a.push({i, s: "x" + i}); return (await callTool("echo", {n: a.length})).n`}
+	ctx := context.Background()
+	run := func(n int) {
+		for range n {
+			if r, err := p.Execute(ctx, req, h); err != nil || r.Status != StatusOK {
+				b.Fatalf("%v %+v", err, r)
+			}
+		}
+	}
+	rss := func() (kb int64) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for w := range p.all {
+			kb += procStatusKB(b, w.pid, "VmRSS:")
+		}
+		return kb
+	}
+	run(10)
+	var growth int64
+	for i := 0; i < b.N; i++ {
+		before := rss()
+		run(1000)
+		growth += rss() - before
+	}
+	b.ReportMetric(float64(growth)/float64(b.N)/1024, "rss-growth-MB")
 }

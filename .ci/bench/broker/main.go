@@ -9,7 +9,10 @@
 // (math:add), and reports executions per second and p50/p99 latency.
 // Phase 2 runs -trivial executions of `return 1` from -concurrency clients.
 // Finally it closes the broker and reports goroutines and heap against the
-// baseline taken before the broker started.
+// baseline taken before the broker started. -sessions 0 or -trivial 0 leaves
+// that phase out. With -json the last line of the output is the figures as
+// one JSON object ({"metrics": {name: {"value", "unit"}}}), which
+// go run ./.ci/bench reads, and a failed execution fails the run.
 package main
 
 import (
@@ -41,6 +44,7 @@ func main() {
 	concurrency := flag.Int("concurrency", 64, "clients in phase 2")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of both phases to this file")
 	target := flag.String("url", "", "drive the broker mounted at this URL (e.g. a Caddy gateway) instead of an in-process one")
+	jsonOut := flag.Bool("json", false, "end the output with the figures as one JSON line; failed executions fail the run")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -51,11 +55,27 @@ func main() {
 		_ = pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*target, *sessions, *calls, *trivial, *concurrency); err != nil {
+	metrics := map[string]metric{}
+	err := run(*target, *sessions, *calls, *trivial, *concurrency, metrics)
+	if err == nil && *jsonOut {
+		if f := metrics["failed"]; f.Value > 0 {
+			err = fmt.Errorf("%v executions failed", f.Value)
+		} else {
+			b, _ := json.Marshal(map[string]any{"metrics": metrics})
+			fmt.Println(string(b))
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
+}
+
+// metric is one figure of the -json line.
+type metric struct {
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
 }
 
 type stats struct {
@@ -71,7 +91,7 @@ func measure() stats {
 	return stats{goroutines: runtime.NumGoroutine(), heap: m.HeapAlloc}
 }
 
-func run(target string, sessions, calls, trivial, concurrency int) error {
+func run(target string, sessions, calls, trivial, concurrency int, metrics map[string]metric) error {
 	fmt.Printf("GOMAXPROCS=%d NumCPU=%d %s\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version())
 	tr := &http.Transport{MaxIdleConns: sessions + concurrency, MaxIdleConnsPerHost: sessions + concurrency, IdleConnTimeout: time.Minute}
 	client := &http.Client{Transport: tr}
@@ -111,10 +131,46 @@ func run(target string, sessions, calls, trivial, concurrency int) error {
 		return err
 	}
 
-	// Phase 1: all sessions at once.
-	lat := make([]time.Duration, sessions)
 	var failed atomic.Int64
 	var firstErr atomic.Value
+	defer func() {
+		if e := firstErr.Load(); e != nil {
+			fmt.Println("  first error:", e)
+		}
+		metrics["failed"] = metric{float64(failed.Load()), "executions"}
+	}()
+	if sessions > 0 {
+		phase1(client, url, sb.String(), want, sessions, calls, b, &failed, &firstErr, metrics)
+	}
+	if trivial > 0 {
+		phase2(client, url, trivial, concurrency, b, &failed, &firstErr, metrics)
+	}
+	if b == nil {
+		return nil // the gateway's goroutines and heap are not ours to measure
+	}
+	peak := measure()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.Close(ctx); err != nil {
+		return err
+	}
+	_ = engine.Close()
+	tr.CloseIdleConnections()
+	time.Sleep(200 * time.Millisecond) // let closed connections' goroutines exit
+	after := measure()
+	fmt.Printf("goroutines: baseline %d, with idle connections %d, after Close %d\n", base0.goroutines, peak.goroutines, after.goroutines)
+	fmt.Printf("heap: baseline %.1f MiB, before Close %.1f MiB, after Close %.1f MiB\n",
+		mib(base0.heap), mib(peak.heap), mib(after.heap))
+	metrics["goroutines_after_close"] = metric{float64(after.goroutines - base0.goroutines), "over baseline"}
+	if after.goroutines > base0.goroutines+2 {
+		return fmt.Errorf("goroutines did not return to baseline: %d > %d", after.goroutines, base0.goroutines)
+	}
+	return nil
+}
+
+// phase1 runs all sessions at once, each making calls tool calls.
+func phase1(client *http.Client, url, code, want string, sessions, calls int, b *broker.Broker, failed *atomic.Int64, firstErr *atomic.Value, metrics map[string]metric) {
+	lat := make([]time.Duration, sessions)
 	var wg sync.WaitGroup
 	cpu0 := cpuTime()
 	start := time.Now()
@@ -122,7 +178,7 @@ func run(target string, sessions, calls, trivial, concurrency int) error {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			d, err := execute(client, url, sb.String(), want)
+			d, err := execute(client, url, code, want)
 			if err != nil {
 				failed.Add(1)
 				firstErr.CompareAndSwap(nil, err.Error())
@@ -138,16 +194,18 @@ func run(target string, sessions, calls, trivial, concurrency int) error {
 		sessions, calls, elapsed.Seconds(), float64(sessions)/elapsed.Seconds(), float64(sessions*calls)/elapsed.Seconds(),
 		lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)*99/100].Round(time.Millisecond), failed.Load())
 	fmt.Printf("  CPU %.2fs (%s): %.0f executions per CPU-second\n", cpu.Seconds(), who(b), float64(sessions)/cpu.Seconds())
-	if e := firstErr.Load(); e != nil {
-		fmt.Println("  first error:", e)
-	}
+	metrics["sessions_exec_per_s"] = metric{float64(sessions) / elapsed.Seconds(), "exec/s"}
+	metrics["sessions_p50"] = metric{float64(lat[len(lat)/2].Microseconds()) / 1000, "ms"}
+	metrics["sessions_p99"] = metric{float64(lat[len(lat)*99/100].Microseconds()) / 1000, "ms"}
+}
 
-	// Phase 2: trivial executions.
-	lat = make([]time.Duration, trivial)
+// phase2 runs trivial executions from concurrency clients.
+func phase2(client *http.Client, url string, trivial, concurrency int, b *broker.Broker, failed *atomic.Int64, firstErr *atomic.Value, metrics map[string]metric) {
+	lat := make([]time.Duration, trivial)
 	var next atomic.Int64
-	failed.Store(0)
-	cpu0 = cpuTime()
-	start = time.Now()
+	var wg sync.WaitGroup
+	cpu0 := cpuTime()
+	start := time.Now()
 	for c := 0; c < concurrency; c++ {
 		wg.Add(1)
 		go func() {
@@ -167,34 +225,17 @@ func run(target string, sessions, calls, trivial, concurrency int) error {
 		}()
 	}
 	wg.Wait()
-	elapsed = time.Since(start)
-	cpu = cpuTime() - cpu0
+	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	fmt.Printf("phase 2: %d trivial executions from %d clients: %.2fs, %.0f executions/s, p50 %v, p99 %v, failed %d\n",
 		trivial, concurrency, elapsed.Seconds(), float64(trivial)/elapsed.Seconds(),
 		lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)*99/100].Round(time.Microsecond), failed.Load())
 	fmt.Printf("  CPU %.2fs (%s): %.0f executions per CPU-second\n", cpu.Seconds(), who(b), float64(trivial)/cpu.Seconds())
-
-	if b == nil {
-		return nil // the gateway's goroutines and heap are not ours to measure
-	}
-	peak := measure()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := b.Close(ctx); err != nil {
-		return err
-	}
-	_ = engine.Close()
-	tr.CloseIdleConnections()
-	time.Sleep(200 * time.Millisecond) // let closed connections' goroutines exit
-	after := measure()
-	fmt.Printf("goroutines: baseline %d, with idle connections %d, after Close %d\n", base0.goroutines, peak.goroutines, after.goroutines)
-	fmt.Printf("heap: baseline %.1f MiB, before Close %.1f MiB, after Close %.1f MiB\n",
-		mib(base0.heap), mib(peak.heap), mib(after.heap))
-	if after.goroutines > base0.goroutines+2 {
-		return fmt.Errorf("goroutines did not return to baseline: %d > %d", after.goroutines, base0.goroutines)
-	}
-	return nil
+	metrics["trivial_exec_per_s"] = metric{float64(trivial) / elapsed.Seconds(), "exec/s"}
+	metrics["trivial_p50"] = metric{float64(lat[len(lat)/2].Microseconds()) / 1000, "ms"}
+	metrics["trivial_p99"] = metric{float64(lat[len(lat)*99/100].Microseconds()) / 1000, "ms"}
+	metrics["trivial_exec_per_cpu_s"] = metric{float64(trivial) / cpu.Seconds(), "exec/CPU-s"}
 }
 
 // cpuTime is the process's user+system CPU time: on a shared machine,

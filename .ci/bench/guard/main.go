@@ -1,7 +1,7 @@
 // Command guard measures the throughput of a Caddy route with the
 // codemode_guard handler against the same route without it, on loopback.
 //
-//	go run ./.ci/bench/guard [-c 32] [-d 10s] [-slice 250ms] [-redis 127.0.0.1:6379] [-cpuprofile f]
+//	go run ./.ci/bench/guard [-c 32] [-d 10s] [-slice 250ms] [-redis 127.0.0.1:6379] [-cpuprofile f] [-json]
 //
 // It starts Caddy in process with two servers on free loopback ports, one
 // answering "ok" directly and one behind codemode_guard (IP filter, a global
@@ -10,6 +10,8 @@
 // -d in total, alternating every -slice so that other load on the machine
 // hits both alike, and prints requests per second and the
 // guarded/unguarded ratio. With -redis the guard uses that Redis server.
+// With -json the last line of its output is the figures as one JSON object
+// ({"metrics": {name: {"value", "unit"}}}), which go run ./.ci/bench reads.
 package main
 
 import (
@@ -39,6 +41,8 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	timeout := flag.Duration("timeout", 30*time.Second, "the guard's request timeout; 0 leaves it out")
 	guardJSON := flag.String("guard", "", "the codemode_guard handler as JSON, instead of the built-in one")
+	warmup := flag.Duration("warmup", time.Second, "warm up each route this long before measuring")
+	jsonOut := flag.Bool("json", false, "end the output with the figures as one JSON line")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -105,8 +109,8 @@ func main() {
 	fmt.Printf("guard bench: %d connections, %v per route in %v slices, guard storage %s, guard timeout %v\n", *conns, *dur, *slice, backend, *timeout)
 	plain := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", plainPort), *conns, token)
 	guarded := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", guardPort), *conns, token)
-	plain.run(time.Second) // warm up both
-	guarded.run(time.Second)
+	plain.run(*warmup) // warm up both
+	guarded.run(*warmup)
 	plain.n, plain.elapsed, guarded.n, guarded.elapsed = 0, 0, 0, 0
 	for plain.elapsed < *dur {
 		plain.run(*slice)
@@ -116,6 +120,15 @@ func main() {
 	fmt.Printf("unguarded %.0f req/s, guarded %.0f req/s, ratio %.1f%%\n", p, q, 100*q/p)
 	if plain.bad+guarded.bad > 0 {
 		log.Fatalf("non-200 responses: unguarded %d, guarded %d", plain.bad, guarded.bad)
+	}
+	if *jsonOut {
+		m := map[string]any{"metrics": map[string]any{
+			"unguarded": map[string]any{"value": p, "unit": "req/s"},
+			"guarded":   map[string]any{"value": q, "unit": "req/s"},
+			"ratio":     map[string]any{"value": 100 * q / p, "unit": "%"},
+		}}
+		b, _ := json.Marshal(m)
+		fmt.Println(string(b))
 	}
 }
 
