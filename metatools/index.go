@@ -278,7 +278,8 @@ func docOf(t Tool) search.Doc {
 		if ro, _ := hintsOf(&t); !ro {
 			d.States = w.states.String() // a read-only call sets nothing
 		}
-		d.Required = len(requiredOf(s))
+		d.RequiredNames = requiredOf(s)
+		d.Required = len(d.RequiredNames)
 	}
 	return d
 }

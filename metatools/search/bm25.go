@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"regexp"
 	"sort"
@@ -39,6 +40,10 @@ type Doc struct {
 	// Required is the number of required parameters: a request to list
 	// things prefers tools that need no identifier.
 	Required int
+	// RequiredNames are the required parameters' names: a request that
+	// names what a parameter identifies ("pods in a namespace") expects to
+	// give it.
+	RequiredNames []string
 	// Deprecated tools rank below equivalent current ones.
 	Deprecated bool
 }
@@ -159,13 +164,15 @@ type BM25 struct {
 	idf      map[string]float64
 	n        int
 	// families are each document's intent families (see intentFamily).
-	families   [][]Intent
-	required   []bool
-	deprecated []bool
+	families [][]Intent
+	required []bool
+	// requiredTerms are the terms of each required parameter's name.
+	requiredTerms [][][]string
+	deprecated    []bool
 	// titles are the distinct terms of each document's summary and local
 	// name (intent words as their intent term): how much of a tool's title
 	// a query covers is evidence that the tool is what was asked for.
-	titles [][]string
+	titles [][][]string
 }
 
 // intentFamily groups the intents whose tools answer the same kind of
@@ -285,7 +292,7 @@ func NewBM25(docs []Doc) *BM25 {
 	all := make([]fieldTerms, n)
 	var total [numFields]float64
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), deprecated: make([]bool, n), titles: make([][]string, n)}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n)}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -297,7 +304,8 @@ func NewBM25(docs []Doc) *BM25 {
 		if d.AppID != "" && !strings.HasPrefix(d.Name, d.AppID) {
 			nameText = d.AppID + " " + d.Name
 		}
-		intents := ToolIntents(d.Name, summaries[i])
+		local := localName(d.Name, d.AppID)
+		intents := ToolIntents(local, summaries[i])
 		var intentTerms []string
 		for _, in := range intents {
 			intentTerms = append(intentTerms, intentTerm(intentFamily(in)))
@@ -321,7 +329,10 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		ix.required[i] = d.Required > 0
 		ix.deprecated[i] = d.Deprecated
-		ix.titles[i] = titleTerms(localName(d.Name) + " " + summaries[i])
+		ix.titles[i] = titleTerms(local + " " + summaries[i])
+		for _, r := range d.RequiredNames {
+			ix.requiredTerms[i] = append(ix.requiredTerms[i], Terms(r))
+		}
 	}
 	var avg [numFields]float64
 	for f := range numFields {
@@ -360,33 +371,43 @@ func stateTerms(states string) []string {
 	return out
 }
 
-// titleTerms are the distinct terms of a title, intent words as the term
-// of their intent family.
-func titleTerms(text string) []string {
+// titleTerms are the distinct words of a title, each as the terms that
+// cover it: its lemmas, and for an intent word also its intent family's
+// term ("list" is covered by a request to show things, "Set" in
+// "ReplicaSet" also by the word "sets").
+func titleTerms(text string) [][]string {
 	seen := map[string]bool{}
-	var out []string
+	var out [][]string
 	for _, t := range Tokenize(text) {
-		if stopwords[t] {
+		if stopwords[t] || len(t) < 2 || isNumber(t) {
+			// Version markers ("V1", "v2beta1") and numbers say nothing
+			// about what a tool does.
 			continue
 		}
-		term := ""
+		slot := Lemmas(t)
 		if in := intentWords[t]; in != IntentNone {
-			term = intentTerm(intentFamily(in))
-		} else {
-			term = Lemmas(t)[0]
+			slot = append([]string{titleIntent(in)}, slot...)
 		}
-		if !seen[term] {
-			seen[term] = true
-			out = append(out, term)
+		if !seen[slot[0]] {
+			seen[slot[0]] = true
+			out = append(out, slot)
 		}
 	}
 	return out
 }
 
-// localName is the part of a namespaced tool name after the app prefix.
-func localName(name string) string {
+// titleIntent is the title term of an intent word: "list" and "get" are
+// told apart here, where the index's intent terms join them in one family.
+func titleIntent(in Intent) string { return "^" + string(in) }
+
+// localName is the part of a tool name after its app: "github:listRepos"
+// and "stripe_GetCustomers" (app "stripe") name listRepos and GetCustomers.
+func localName(name, appID string) string {
 	if i := strings.LastIndexByte(name, ':'); i >= 0 {
 		return name[i+1:]
+	}
+	if appID != "" && len(name) > len(appID)+1 && strings.HasPrefix(name, appID) && strings.IndexByte("_-./", name[len(appID)]) >= 0 {
+		return name[len(appID)+1:]
 	}
 	return name
 }
@@ -411,13 +432,45 @@ func (g *termGroup) add(term string, w float64) {
 	g.terms = append(g.terms, weighted{term, w})
 }
 
+// queryTokens are the query's words, a word no tool has split in two that
+// tools have ("configmap" -> config map, "timezone" -> time zone): the
+// index splits names at case changes, people write them as one word.
+func (ix *BM25) queryTokens(query string) []string {
+	toks := Tokenize(query)
+	known := func(w string) bool {
+		for _, l := range Lemmas(w) {
+			if _, ok := ix.idf[l]; ok {
+				return true
+			}
+		}
+		return false
+	}
+	out := make([]string, 0, len(toks))
+	for _, t := range toks {
+		if len(t) >= 6 && isLower(t) && !stopwords[t] && !known(t) {
+			split := false
+			for i := 3; i <= len(t)-3 && !split; i++ {
+				if a, b := t[:i], t[i:]; !stopwords[a] && !stopwords[b] && known(a) && known(b) {
+					out = append(out, a, b)
+					split = true
+				}
+			}
+			if split {
+				continue
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
 // queryGroups turns a query into term groups: each distinct non-stopword
 // with its lemmas (1), WordNet derived forms and synonyms, and domain
 // relatives; scope words ("me", "my") as one group of the words APIs use
 // for the caller; adjacent words joined when the index knows the compound;
 // the query's intent.
 func (ix *BM25) queryGroups(query string) []termGroup {
-	toks := Tokenize(query)
+	toks := ix.queryTokens(query)
 	intents, intentTok := queryIntent(toks)
 	var groups []termGroup
 	seen := map[string]bool{}
@@ -555,23 +608,19 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 // score the query could reach, so it lies in 0..1 and is comparable across
 // queries (minRelevanceScore relies on that).
 func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) bool) ([]Hit, error) {
-	groups := ix.queryGroups(query)
+	qp := ix.plan(query)
 	// Dense arrays beat maps at these sizes (a few thousand tools); touched
 	// lists the documents that scored.
 	scores := make([]float64, ix.n)
 	best := make([]float64, ix.n)
 	var touched, gTouched []int32
-	var upper float64
-	unknownIDF := math.Log(1 + (float64(ix.n)+0.5)/0.5)
-	for _, g := range groups {
-		var gUpper float64
+	for _, g := range qp.groups {
 		gTouched = gTouched[:0]
 		for _, wt := range g.terms {
 			idf, ok := ix.idf[wt.term]
 			if !ok {
 				continue
 			}
-			gUpper = max(gUpper, wt.w*idf)
 			for _, p := range ix.postings[wt.term] {
 				s := wt.w * idf * float64(p.sat)
 				if best[p.doc] == 0 {
@@ -580,12 +629,6 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 				best[p.doc] = max(best[p.doc], s)
 			}
 		}
-		if gUpper == 0 && !g.optional {
-			// A word no tool has still counts against the maximum: a query
-			// half made of such words is a weaker match.
-			gUpper = g.terms[0].w * unknownIDF
-		}
-		upper += gUpper
 		for _, d := range gTouched {
 			if scores[d] == 0 {
 				touched = append(touched, d)
@@ -594,85 +637,178 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 			best[d] = 0
 		}
 	}
-	if upper == 0 {
+	if qp.upper == 0 {
 		return nil, nil
 	}
-	qIntents := QueryIntents(query)
-	families := map[Intent]bool{}
-	listing, getting := false, false
-	for _, in := range qIntents {
-		families[intentFamily(in)] = true
-		listing = listing || in == IntentList
-		getting = getting || in == IntentGet
-	}
-	qterms := map[string]bool{}
-	for _, g := range groups {
-		for _, wt := range g.terms {
-			qterms[wt.term] = true
-		}
-	}
-	// Title coverage counts intents by family, and every intent word of the
-	// query ("which fields do I need to create an issue" covers "create").
-	for _, t := range Tokenize(query) {
-		if in := intentWords[t]; in != IntentNone {
-			qterms[intentTerm(intentFamily(in))] = true
-		}
-	}
-	for _, in := range qIntents {
-		qterms[intentTerm(intentFamily(in))] = true
-	}
-	// A request without a verb ("roles of a project") most likely wants to
-	// read; one that opens with a verb no intent covers ("star a repo",
-	// "approve a pull request") wants to change something.
-	qtoks := Tokenize(query)
-	action := len(qIntents) == 0 && imperative(qtoks)
-	implicitRead := len(qIntents) == 0 && !action
 	hits := make([]Hit, 0, len(touched))
 	for _, d := range touched {
 		if allow != nil && !allow(int(d)) {
 			continue
 		}
-		s := scores[d]
-		if fs := ix.families[d]; len(fs) > 0 {
-			if implicitRead && fs[0] != IntentGet {
-				s *= implicitReadFactor
-			}
-			if action && fs[0] == IntentGet {
-				s *= actionReadFactor
-			}
-		}
-		if title := ix.titles[d]; len(title) > 0 {
-			covered := 0
-			for _, t := range title {
-				if qterms[t] {
-					covered++
-				}
-			}
-			cov := float64(covered) / float64(len(title))
-			s *= 1 + titleCoverage*cov*cov
-		}
-		if fs := ix.families[d]; len(families) > 0 && len(fs) > 0 {
-			match := false
-			for _, f := range fs {
-				match = match || families[f]
-			}
-			if !match {
-				s *= intentMismatch
-			}
-		}
-		if listing && !getting && ix.required[d] {
-			s *= listNeedsNoID
-		}
-		if ix.deprecated[d] {
-			s *= deprecatedFactor
-		}
-		hits = append(hits, Hit{Doc: int(d), Score: math.Min(s/(upper*scoreScale), 1)})
+		f, _ := ix.factor(int(d), qp, false)
+		hits = append(hits, Hit{Doc: int(d), Score: math.Min(scores[d]*f/(qp.upper*scoreScale), 1)})
 	}
 	sortHits(hits)
 	if k > 0 && len(hits) > k {
 		hits = hits[:k]
 	}
 	return hits, nil
+}
+
+// needsUnnamed reports whether doc requires a parameter the query does not
+// name: "list the pods in a namespace" names the namespace a list of pods
+// needs, but not the name that reading one pod needs.
+func (ix *BM25) needsUnnamed(d int, qp *queryPlan) bool {
+	if !ix.required[d] {
+		return false
+	}
+	if len(ix.requiredTerms[d]) == 0 {
+		return true
+	}
+	for _, terms := range ix.requiredTerms[d] {
+		named := false
+		for _, t := range terms {
+			named = named || qp.words[t]
+		}
+		if !named {
+			return true
+		}
+	}
+	return false
+}
+
+// queryPlan is what ranking needs of one query, computed once.
+type queryPlan struct {
+	groups []termGroup
+	// upper is the largest score the query's words could reach.
+	upper float64
+	// families are the query's intent families; listing and getting say
+	// whether it asks to list or to get one thing.
+	families         map[Intent]bool
+	listing, getting bool
+	action, implicit bool
+	qterms           map[string]bool
+	// words are the lemmas of the query's own words (no relatives).
+	words map[string]bool
+}
+
+// plan analyses a query: its term groups, the score they could reach, its
+// intents and the terms that cover a title.
+func (ix *BM25) plan(query string) *queryPlan {
+	qp := &queryPlan{groups: ix.queryGroups(query), families: map[Intent]bool{}, qterms: map[string]bool{}, words: map[string]bool{}}
+	qtoks := ix.queryTokens(query)
+	for _, t := range qtoks {
+		for _, l := range Lemmas(t) {
+			qp.words[l] = true
+		}
+	}
+	unknownIDF := math.Log(1 + (float64(ix.n)+0.5)/0.5)
+	for _, g := range qp.groups {
+		var gUpper float64
+		for _, wt := range g.terms {
+			if idf, ok := ix.idf[wt.term]; ok {
+				gUpper = max(gUpper, wt.w*idf)
+			}
+		}
+		if gUpper == 0 && !g.optional {
+			// A word no tool has still counts against the maximum: a query
+			// half made of such words is a weaker match.
+			gUpper = g.terms[0].w * unknownIDF
+		}
+		qp.upper += gUpper
+	}
+	qIntents := QueryIntents(query)
+	for _, in := range qIntents {
+		qp.families[intentFamily(in)] = true
+		qp.listing = qp.listing || in == IntentList
+		qp.getting = qp.getting || in == IntentGet
+	}
+	for _, g := range qp.groups {
+		for _, wt := range g.terms {
+			qp.qterms[wt.term] = true
+		}
+	}
+	// Title coverage counts every intent word of the query ("which fields do
+	// I need to create an issue" covers "create"). A request to list covers
+	// a title that lists or searches, not one that gets one thing; a
+	// question covers every kind of read.
+	cover := func(in Intent) {
+		qp.qterms[titleIntent(in)] = true
+		switch in {
+		case IntentList:
+			qp.qterms[titleIntent(IntentSearch)] = true
+		case IntentSearch:
+			qp.qterms[titleIntent(IntentList)] = true
+		}
+	}
+	for _, t := range qtoks {
+		if in := intentWords[t]; in != IntentNone {
+			cover(in)
+		}
+	}
+	for _, in := range qIntents {
+		cover(in)
+	}
+	if len(qtoks) > 0 && questionWords[qtoks[0]] {
+		cover(IntentList)
+		cover(IntentGet)
+	}
+	// A request without a verb ("roles of a project") most likely wants to
+	// read; one that opens with a verb no intent covers ("star a repo",
+	// "approve a pull request") wants to change something.
+	qp.action = len(qIntents) == 0 && imperative(qtoks)
+	qp.implicit = len(qIntents) == 0 && !qp.action
+	return qp
+}
+
+// factor is what multiplies doc's BM25F score for the query: title
+// coverage, intent agreement, deprecation. explain also describes it.
+func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
+	f := 1.0
+	var why []string
+	note := func(name string, x float64) {
+		f *= x
+		if explain && x != 1 {
+			why = append(why, fmt.Sprintf("%s×%.2f", name, x))
+		}
+	}
+	if fs := ix.families[d]; len(fs) > 0 {
+		if qp.implicit && fs[0] != IntentGet {
+			note("implicit-read", implicitReadFactor)
+		}
+		if qp.action && fs[0] == IntentGet {
+			note("action-read", actionReadFactor)
+		}
+	}
+	if title := ix.titles[d]; len(title) > 0 {
+		covered := 0
+		for _, slot := range title {
+			for _, t := range slot {
+				if qp.qterms[t] {
+					covered++
+					break
+				}
+			}
+		}
+		cov := float64(covered) / float64(len(title))
+		note("title", 1+titleCoverage*cov*cov)
+	}
+	if fs := ix.families[d]; len(qp.families) > 0 && len(fs) > 0 {
+		match := false
+		for _, f := range fs {
+			match = match || qp.families[f]
+		}
+		if !match {
+			note("intent-mismatch", intentMismatch)
+		}
+	}
+	if qp.listing && !qp.getting && ix.needsUnnamed(d, qp) {
+		note("list-needs-id", listNeedsNoID)
+	}
+	if ix.deprecated[d] {
+		note("deprecated", deprecatedFactor)
+	}
+	return f, strings.Join(why, " ")
 }
 
 // sortHits orders by score, ties by document order (stable results).

@@ -23,5 +23,6 @@ func (ix *BM25) Explain(query string, doc int) string {
 		}
 		out += fmt.Sprintf("[%s:%s %.2f] ", g.terms[0].term, bestT, math.Round(bestS*100)/100)
 	}
-	return out
+	_, why := ix.factor(doc, ix.plan(query), true)
+	return out + why + " title=" + fmt.Sprint(ix.titles[doc])
 }

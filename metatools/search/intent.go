@@ -38,6 +38,10 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 	if len(toks) > 0 && questionWords[toks[0]] {
 		return []Intent{IntentGet}, nil
 	}
+	// A request that opens with a verb of its own ("schedule a job to run
+	// every night", "export all contacts") is not asking to list because of
+	// a later "all" or "every".
+	verbFirst := len(toks) > 0 && intentWords[toks[0]] == IntentNone && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1])
 	for i, t := range toks {
 		if i+1 < len(toks) {
 			if in, ok := phrasalIntents[[2]string{t, toks[i+1]}]; ok {
@@ -45,11 +49,17 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 			}
 		}
 		if in := intentWords[t]; in != IntentNone {
+			if verbFirst && quantifiers[t] {
+				continue
+			}
 			return []Intent{in}, map[int]bool{i: true}
 		}
 	}
 	return nil, nil
 }
+
+// quantifiers are intent words that are no verbs: "all", "every", "new".
+var quantifiers = map[string]bool{"all": true, "every": true, "new": true}
 
 // ToolIntents is what a tool does, from its local name: the first intent
 // word, and every intent joined to it by "or" ("createOrUpdateFile" both
@@ -57,7 +67,7 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 // "PostCustomersCustomer") says less than the summary's verb ("Updates the
 // specified customer"), so the summary's intent is preferred then.
 func ToolIntents(name, summary string) []Intent {
-	toks := Tokenize(localName(name))
+	toks := Tokenize(localName(name, ""))
 	var out []Intent
 	method := false
 	for i, t := range toks {

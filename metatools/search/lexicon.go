@@ -141,7 +141,29 @@ func Lemmas(word string) []string {
 			}
 		}
 	}
-	return []string{plainSingular(word)}
+	sg := plainSingular(word)
+	if st := unknownStem(sg); st != sg {
+		return []string{sg, st}
+	}
+	return []string{sg}
+}
+
+// unknownStem is the stem of a word WordNet does not know (API jargon:
+// "namespaced", "autoscaler", "autoscaling"): its -ing, -ed or -er ending
+// and a final "e" removed, so the forms of one jargon word meet ("namespac",
+// "autoscal"). Known words never get one: WordNet tells their forms apart
+// ("followers" is not "following").
+func unknownStem(w string) string {
+	for _, suf := range []string{"ing", "ed", "er"} {
+		if strings.HasSuffix(w, suf) && len(w) >= len(suf)+4 {
+			w = w[:len(w)-len(suf)]
+			break
+		}
+	}
+	if strings.HasSuffix(w, "e") && len(w) >= 5 {
+		w = w[:len(w)-1]
+	}
+	return w
 }
 
 // verbOf is the verb a word inflects by a regular -ed/-ing/-s ending, or "".

@@ -42,6 +42,9 @@ func TestLemmas(t *testing.T) {
 		"settings": {"setting"}, "webhooks": {"webhook"}, "gists": {"gist"}, "status": {"status"},
 		"children": {"child"}, "ran": {"run"}, "data": {"data"}, "news": {"news"}, "API": {"API"},
 		"by": {"by"}, "shipped": {"ship"}, "latest": {"latest"}, "deleted": {"delete"},
+		// Jargon WordNet does not know keeps a stem its other forms share.
+		"namespaced": {"namespaced", "namespac"}, "namespaces": {"namespace", "namespac"},
+		"autoscaler": {"autoscaler", "autoscal"}, "autoscaling": {"autoscaling", "autoscal"},
 	}
 	for in, want := range cases {
 		if got := Lemmas(in); !reflect.DeepEqual(got, want) {
@@ -100,6 +103,51 @@ func TestBM25Synonyms(t *testing.T) {
 		if h.Doc == 1 {
 			t.Error("filter ignored")
 		}
+	}
+}
+
+// TestBM25SecondPass covers the second pass's general rules on a small
+// Kubernetes-like tool set: a list request prefers the list whose required
+// parameter it names, a compound written as one word meets its parts, a
+// later "every" does not make a scheduling request a listing.
+func TestBM25SecondPass(t *testing.T) {
+	docs := []Doc{
+		{Name: "k8s_readCoreV1NamespacedPod", AppID: "k8s", Description: "read the specified Pod", RequiredNames: []string{"name", "namespace"}, Required: 2},
+		{Name: "k8s_listCoreV1NamespacedPod", AppID: "k8s", Description: "list or watch objects of kind Pod", RequiredNames: []string{"namespace"}, Required: 1},
+		{Name: "k8s_listCoreV1PodForAllNamespaces", AppID: "k8s", Description: "list or watch objects of kind Pod"},
+		{Name: "k8s_patchCoreV1NamespacedConfigMap", AppID: "k8s", Description: "partially update the specified ConfigMap", Required: 3},
+		{Name: "k8s_patchCoreV1NamespacedSecret", AppID: "k8s", Description: "partially update the specified Secret", Required: 3},
+		{Name: "k8s_createBatchV1NamespacedCronJob", AppID: "k8s", Description: "create a CronJob", Required: 2},
+		{Name: "k8s_listBatchV1CronJobForAllNamespaces", AppID: "k8s", Description: "list or watch objects of kind CronJob"},
+	}
+	ix := NewBM25(docs)
+	cases := map[string]string{
+		"change a value in a configmap":   "k8s_patchCoreV1NamespacedConfigMap",
+		"schedule a cron job every night": "k8s_createBatchV1NamespacedCronJob",
+	}
+	for q, want := range cases {
+		hits, _ := ix.Rank(context.Background(), q, 3, nil)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			var got []string
+			for _, h := range hits {
+				got = append(got, docs[h.Doc].Name)
+			}
+			t.Errorf("%q: got %v, want %s first", q, got, want)
+		}
+	}
+	rank := map[string]int{}
+	hits, _ := ix.Rank(context.Background(), "list the pods in a namespace", 0, nil)
+	for i, h := range hits {
+		rank[docs[h.Doc].Name] = i + 1
+	}
+	if r, l := rank["k8s_readCoreV1NamespacedPod"], rank["k8s_listCoreV1NamespacedPod"]; l == 0 || r != 0 && r < l {
+		t.Errorf("list the pods in a namespace: reading one pod ranks %d, listing a namespace's %d", r, l)
+	}
+	if in := QueryIntents("schedule a job to run every night"); in != nil {
+		t.Errorf("a request opening with its own verb got the intent %v from a later quantifier", in)
+	}
+	if in := QueryIntents("all open issues"); len(in) != 1 || in[0] != IntentList {
+		t.Errorf("a verbless request with all: intents %v, want list", in)
 	}
 }
 
