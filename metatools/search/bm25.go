@@ -384,7 +384,12 @@ func titleTerms(text string) [][]string {
 			// about what a tool does.
 			continue
 		}
+		// A word's first lemma, and a jargon word's stem: "following"
+		// stays apart from "follow", "namespaced" meets "namespace".
 		slot := Lemmas(t)
+		if _, known := lex().pos[slot[0]]; known {
+			slot = slot[:1]
+		}
 		if in := intentWords[t]; in != IntentNone {
 			slot = append([]string{titleIntent(in)}, slot...)
 		}
@@ -749,7 +754,21 @@ func (ix *BM25) plan(query string) *queryPlan {
 	for _, in := range qIntents {
 		cover(in)
 	}
-	if len(qtoks) > 0 && questionWords[qtoks[0]] {
+	question := len(qtoks) > 0 && questionWords[qtoks[0]]
+	// A read that names things in the plural ("which namespaces exist?",
+	// "cash drawer shifts at a location") asks for a list; another question
+	// may ask for one thing or many.
+	many := false
+	if len(qIntents) == 0 || question {
+		for _, t := range qtoks {
+			many = many || plural(t)
+		}
+	}
+	switch {
+	case many && (question || len(qIntents) == 0 && !imperative(qtoks)):
+		qp.listing, qp.getting = true, false
+		cover(IntentList)
+	case question:
 		cover(IntentList)
 		cover(IntentGet)
 	}
@@ -759,6 +778,21 @@ func (ix *BM25) plan(query string) *queryPlan {
 	qp.action = len(qIntents) == 0 && imperative(qtoks)
 	qp.implicit = len(qIntents) == 0 && !qp.action
 	return qp
+}
+
+// plural reports whether a word is the plural of a noun: "jobs",
+// "namespaces", "categories" (not "status", "news" or "followers", which
+// are lemmas themselves).
+func plural(w string) bool {
+	if len(w) < 4 || !strings.HasSuffix(w, "s") || strings.HasSuffix(w, "ss") {
+		return false
+	}
+	l := Lemmas(w)[0]
+	if l == w {
+		return false
+	}
+	bits, known := lex().pos[l]
+	return !known || bits&posNoun != 0
 }
 
 // factor is what multiplies doc's BM25F score for the query: title
