@@ -284,6 +284,13 @@ func docOf(t Tool) search.Doc {
 	return d
 }
 
+// maxStateDepth is the deepest level of a field whose values are states a
+// call sets: a parameter (0) or a request body's field (1) — "state":
+// "closed", "archived": true. Deeper fields of a body that carries a whole
+// object (a Kubernetes pod's status.phase "Running") describe it, they are
+// not what the call is for.
+const maxStateDepth = 1
+
 // maxIndexedFields bounds the schema nodes indexed per tool: a body of
 // thousands of nested properties adds noise, not findability.
 const maxIndexedFields = 400
@@ -301,7 +308,9 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 		if v, ok := e.(string); ok {
 			w.enums.WriteString(v)
 			w.enums.WriteByte(' ')
-			w.states.WriteString(v + " ")
+			if depth <= maxStateDepth+1 {
+				w.states.WriteString(v + " ")
+			}
 		}
 	}
 	if c, ok := s["const"].(string); ok {
@@ -319,7 +328,7 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 		}
 		p, _ := props[name].(map[string]any)
 		desc, _ := p["description"].(string)
-		if slices.Contains(schemaTypes(p), "boolean") {
+		if depth <= maxStateDepth && slices.Contains(schemaTypes(p), "boolean") {
 			// A boolean field is a state a call can set ("archived",
 			// "locked", "draft").
 			w.states.WriteString(name + " ")

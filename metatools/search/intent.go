@@ -42,6 +42,15 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 	// every night", "export all contacts") is not asking to list because of
 	// a later "all" or "every".
 	verbFirst := len(toks) > 0 && intentWords[toks[0]] == IntentNone && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1])
+	// A phrasal verb split by its object: "sign a customer up", "turn the
+	// alerts off".
+	if len(toks) > 3 && objectStarters[toks[1]] {
+		for j := 3; j < len(toks) && j <= 4; j++ {
+			if in, ok := phrasalIntents[[2]string{toks[0], toks[j]}]; ok {
+				return []Intent{in}, map[int]bool{0: true, j: true}
+			}
+		}
+	}
 	for i, t := range toks {
 		if i+1 < len(toks) {
 			if in, ok := phrasalIntents[[2]string{t, toks[i+1]}]; ok {
@@ -77,6 +86,10 @@ func ToolIntents(name, summary string) []Intent {
 		}
 		method = httpMethods[t]
 		out = append(out, in)
+		if t == "upsert" {
+			// Insert or update.
+			out = append(out, IntentUpdate)
+		}
 		for j := i + 1; j+1 < len(toks) && toks[j] == "or"; j += 2 {
 			if in2 := intentWords[toks[j+1]]; in2 != IntentNone {
 				out = append(out, in2)

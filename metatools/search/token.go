@@ -83,6 +83,7 @@ var intentWords = map[string]Intent{
 	"creates": IntentCreate, "adds": IntentCreate, "creating": IntentCreate, "adding": IntentCreate,
 	"open": IntentCreate, "submit": IntentCreate, "upload": IntentCreate, "send": IntentCreate,
 	"save": IntentCreate, "store": IntentCreate, "start": IntentCreate, "launch": IntentCreate,
+	"upsert": IntentCreate,
 
 	"list": IntentList, "show": IntentList, "all": IntentList, "enumerate": IntentList,
 	"browse": IntentList, "lists": IntentList, "listing": IntentList, "every": IntentList,
@@ -100,6 +101,7 @@ var intentWords = map[string]Intent{
 	"delete": IntentDelete, "remove": IntentDelete, "destroy": IntentDelete, "erase": IntentDelete,
 	"drop": IntentDelete, "del": IntentDelete, "deletes": IntentDelete, "removes": IntentDelete,
 	"purge": IntentDelete, "clear": IntentDelete, "revoke": IntentDelete, "unregister": IntentDelete,
+	"kill": IntentDelete, "terminate": IntentDelete, "discard": IntentDelete, "trash": IntentDelete,
 
 	"search": IntentSearch, "find": IntentSearch, "query": IntentSearch, "lookup": IntentSearch,
 	"filter": IntentSearch, "look": IntentSearch, "searches": IntentSearch, "locate": IntentSearch,
