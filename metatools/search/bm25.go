@@ -329,7 +329,7 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		ix.required[i] = d.Required > 0
 		ix.deprecated[i] = d.Deprecated
-		ix.titles[i] = titleTerms(local + " " + summaries[i])
+		ix.titles[i] = titleTerms(local, summaries[i])
 		for _, r := range d.RequiredNames {
 			ix.requiredTerms[i] = append(ix.requiredTerms[i], Terms(r))
 		}
@@ -371,35 +371,51 @@ func stateTerms(states string) []string {
 	return out
 }
 
-// titleTerms are the distinct words of a title, each as the terms that
-// cover it: its lemmas, and for an intent word also its intent family's
-// term ("list" is covered by a request to show things, "Set" in
-// "ReplicaSet" also by the word "sets").
-func titleTerms(text string) [][]string {
+// titleTerms are the distinct words of a title's parts (the local name and
+// the summary), each as the terms that cover it: its lemmas, and for an
+// intent word also its intent family's term. The intent word that opens a
+// part is the tool's verb, covered by a request's intents or by the
+// request's own verb and its relatives ("stop a card" covers "Disable
+// card"), not by the same word elsewhere ("Delete project" is no match for
+// "bring back a deleted project"); one further on is a noun that its own
+// word covers too ("Set" in "ReplicaSet" by "sets").
+func titleTerms(parts ...string) [][]string {
 	seen := map[string]bool{}
 	var out [][]string
-	for _, t := range Tokenize(text) {
-		if stopwords[t] || len(t) < 2 || isNumber(t) {
-			// Version markers ("V1", "v2beta1") and numbers say nothing
-			// about what a tool does.
-			continue
-		}
-		// A word's first lemma, and a jargon word's stem: "following"
-		// stays apart from "follow", "namespaced" meets "namespace".
-		slot := Lemmas(t)
-		if _, known := lex().pos[slot[0]]; known {
-			slot = slot[:1]
-		}
-		if in := intentWords[t]; in != IntentNone {
-			slot = append([]string{titleIntent(in)}, slot...)
-		}
-		if !seen[slot[0]] {
-			seen[slot[0]] = true
-			out = append(out, slot)
+	for _, part := range parts {
+		leading := true
+		for _, t := range Tokenize(part) {
+			if stopwords[t] || len(t) < 2 || isNumber(t) {
+				// Version markers ("V1", "v2beta1") and numbers say nothing
+				// about what a tool does.
+				continue
+			}
+			// A word's first lemma, and a jargon word's stem: "following"
+			// stays apart from "follow", "namespaced" meets "namespace".
+			slot := Lemmas(t)
+			if _, known := lex().pos[slot[0]]; known {
+				slot = slot[:1]
+			}
+			if in := intentWords[t]; in != IntentNone {
+				if leading {
+					for j, l := range slot {
+						slot[j] = verbTerm(l)
+					}
+				}
+				slot = append([]string{titleIntent(in)}, slot...)
+			}
+			leading = false
+			if !seen[slot[0]] {
+				seen[slot[0]] = true
+				out = append(out, slot)
+			}
 		}
 	}
 	return out
 }
+
+// verbTerm is the title term of a tool's verb that a request's verb covers.
+func verbTerm(lemma string) string { return "@" + lemma }
 
 // titleIntent is the title term of an intent word: "list" and "get" are
 // told apart here, where the index's intent terms join them in one family.
@@ -425,6 +441,8 @@ func localName(name, appID string) string {
 type termGroup struct {
 	terms    []weighted
 	optional bool
+	// verb marks the group of the request's opening verb.
+	verb bool
 }
 
 func (g *termGroup) add(term string, w float64) {
@@ -537,7 +555,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			// ("Get an archive") must not decide.
 			base = actionVerbWeight
 		}
-		var g termGroup
+		g := termGroup{verb: i == 0 && (intentTok[i] || intentWords[t] != IntentNone || imperative(toks))}
 		for _, l := range lemmas {
 			g.add(l, base)
 		}
@@ -731,6 +749,9 @@ func (ix *BM25) plan(query string) *queryPlan {
 	for _, g := range qp.groups {
 		for _, wt := range g.terms {
 			qp.qterms[wt.term] = true
+			if g.verb {
+				qp.qterms[verbTerm(wt.term)] = true
+			}
 		}
 	}
 	// Title coverage counts every intent word of the query ("which fields do

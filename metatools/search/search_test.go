@@ -151,6 +151,49 @@ func TestBM25SecondPass(t *testing.T) {
 	}
 }
 
+// TestBM25TitleVerb: the verb that opens a tool's title is covered by the
+// request's intent or its own verb (and the verb's relatives), not by the
+// same word used as a modifier elsewhere in the request.
+func TestBM25TitleVerb(t *testing.T) {
+	docs := []Doc{
+		{Name: "x_deleteProject", AppID: "x", Description: "Delete project"},
+		{Name: "x_restore", AppID: "x", Description: "Restore deleted or archived project"},
+		{Name: "x_updateProject", AppID: "x", Description: "Update project"},
+		{Name: "x_DisableCard", AppID: "x", Description: "Disables a card. A disabled card cannot be charged."},
+		{Name: "x_Charge", AppID: "x", Description: "Charges a card"},
+	}
+	ix := NewBM25(docs)
+	for _, c := range []struct {
+		q, doc string
+		full   bool
+	}{
+		{"restore a deleted project", "x_deleteProject", false},
+		{"restore a deleted project", "x_restore", false},
+		{"delete a project", "x_deleteProject", true},
+		{"remove a project", "x_deleteProject", true},
+		{"stop a saved card from being charged again", "x_DisableCard", true},
+		{"a disabled card", "x_DisableCard", false},
+	} {
+		for i, d := range docs {
+			if d.Name != c.doc {
+				continue
+			}
+			f, why := ix.factor(i, ix.plan(c.q), true)
+			if full := f == 1+titleCoverage; full != c.full {
+				t.Errorf("%q, %s: title fully covered %v, want %v (%s)", c.q, c.doc, full, c.full, why)
+			}
+		}
+	}
+	rank := map[string]int{}
+	hits, _ := ix.Rank(context.Background(), "bring back a deleted project", 0, nil)
+	for i, h := range hits {
+		rank[docs[h.Doc].Name] = i + 1
+	}
+	if r, d := rank["x_restore"], rank["x_deleteProject"]; r == 0 || d != 0 && d < r {
+		t.Errorf("bring back a deleted project: restore ranks %d, deleteProject %d", r, d)
+	}
+}
+
 // embeddingServer is an OpenAI-compatible embeddings endpoint whose vectors
 // are bags of the letters a..z: enough to make similar texts close.
 func embeddingServer(t *testing.T, calls *atomic.Int64) *httptest.Server {
