@@ -373,8 +373,9 @@ func stateTerms(states string) []string {
 
 // titleTerms are the distinct words of a title's parts (the local name and
 // the summary), each as the terms that cover it: its lemmas, and for an
-// intent word also its intent family's term. The intent word that opens a
-// part is the tool's verb, covered by a request's intents or by the
+// intent word also its intent family's term. A part's first intent word
+// ("list" in listCoreV1NamespacedPod, "Create" in issueCreateLabel) is the
+// tool's verb, covered by a request's intents or by the
 // request's own verb and its relatives ("stop a card" covers "Disable
 // card"), not by the same word elsewhere ("Delete project" is no match for
 // "bring back a deleted project"); one further on is a noun that its own
@@ -403,8 +404,8 @@ func titleTerms(parts ...string) [][]string {
 					}
 				}
 				slot = append([]string{titleIntent(in)}, slot...)
+				leading = false
 			}
-			leading = false
 			if !seen[slot[0]] {
 				seen[slot[0]] = true
 				out = append(out, slot)
