@@ -736,7 +736,14 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		id := x.nextID
 		x.pending++
 		tc := ToolCall{ID: strconv.FormatInt(id, 10), Name: name, Input: in}
-		go x.runTool(id, tc, !known)
+		if cs, ok := x.host.(callStarter); ok {
+			unknown := !known
+			cs.startCall(x.ctx, tc, func(data json.RawMessage, err error) {
+				x.deliver(x.complete(id, tc, unknown, data, err))
+			})
+		} else {
+			go x.runTool(id, tc, !known)
+		}
 		return x.rt.ToValue(id)
 	}
 }
@@ -759,11 +766,47 @@ func (x *execution) lookup(name string) (ToolInfo, bool) {
 	return x.host.LookupTool(name)
 }
 
+// callStarter is a Host whose tool calls complete by callback: the
+// worker's proxy host, which sends the call to the parent and hands the
+// reply to the script from the goroutine that reads it. It saves a
+// goroutine per call and two hand-offs between goroutines per awaited call.
+// startCall is called on the VM goroutine and must not wait for the call;
+// done is called exactly once, from any goroutine, unless the execution's
+// context ends first (the run is over then).
+type callStarter interface {
+	startCall(ctx context.Context, call ToolCall, done func(json.RawMessage, error))
+}
+
 // runTool runs one tool call off the VM goroutine and hands the outcome
 // back as JSON text.
 func (x *execution) runTool(id int64, tc ToolCall, unknown bool) {
-	c := completion{id: id}
 	data, err := callHost(x.ctx, x.host, tc)
+	c := x.complete(id, tc, unknown, data, err)
+	select {
+	case x.completions <- c:
+	case <-x.done:
+	}
+}
+
+// deliver hands the outcome of a started call to the VM goroutine without
+// blocking its caller (a worker's reader, which must keep reading): when
+// the queue is full, a goroutine waits to hand it over.
+func (x *execution) deliver(c completion) {
+	select {
+	case x.completions <- c:
+	default:
+		go func() {
+			select {
+			case x.completions <- c:
+			case <-x.done:
+			}
+		}()
+	}
+}
+
+// complete turns a tool call's outcome into what the script receives.
+func (x *execution) complete(id int64, tc ToolCall, unknown bool, data json.RawMessage, err error) completion {
+	c := completion{id: id}
 	if unknown && err != nil {
 		// Whatever the host calls it, the script sees the engine's code.
 		err = &ToolError{Code: CodeToolNotFound, Message: fmt.Sprintf("tool %q not found", tc.Name)}
@@ -787,10 +830,7 @@ func (x *execution) runTool(id int64, tc ToolCall, unknown bool) {
 		}
 		c.ok, c.payload = true, string(data)
 	}
-	select {
-	case x.completions <- c:
-	case <-x.done:
-	}
+	return c
 }
 
 // callHost calls the host, turning a panic into a tool error.

@@ -188,7 +188,7 @@ type serverExec struct {
 	sendMu   sync.Mutex
 	mu       sync.Mutex
 	nextCall uint64
-	replies  map[uint64]chan *wireMsg
+	replies  map[uint64]func(*wireMsg) // called once: the reply, or nil when the execution ends first
 	ended    bool
 }
 
@@ -200,7 +200,7 @@ func (s *workerServer) start(id uint64) (*serverExec, error) {
 		return nil, fmt.Errorf("exec message for execution %d, which runs already", id)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	se := &serverExec{id: id, ctx: ctx, cancel: cancel, replies: make(map[uint64]chan *wireMsg)}
+	se := &serverExec{id: id, ctx: ctx, cancel: cancel, replies: make(map[uint64]func(*wireMsg))}
 	s.execs[id] = se
 	return se, nil
 }
@@ -271,11 +271,12 @@ func (s *workerServer) execute(se *serverExec, ex *wireExec) {
 	}
 	se.mu.Lock()
 	se.ended = true
-	for call, ch := range se.replies {
-		close(ch)
-		delete(se.replies, call)
-	}
+	waiting := se.replies
+	se.replies = map[uint64]func(*wireMsg){}
 	se.mu.Unlock()
+	for _, f := range waiting {
+		f(nil)
+	}
 	se.cancel()
 	s.mu.Lock()
 	delete(s.execs, se.id)
@@ -312,33 +313,51 @@ func (s *workerServer) deliver(m *wireMsg) {
 		return
 	}
 	se.mu.Lock()
-	defer se.mu.Unlock()
-	if ch, ok := se.replies[m.Call]; ok {
-		delete(se.replies, m.Call)
-		ch <- m
+	f, ok := se.replies[m.Call]
+	delete(se.replies, m.Call)
+	se.mu.Unlock()
+	if ok {
+		f(m)
 	}
 }
 
-// request sends a call or lookup and returns the channel its reply arrives
-// on; the channel is closed if the execution ends first.
-func (s *workerServer) request(se *serverExec, m *wireMsg) (chan *wireMsg, error) {
+// requestChan sends a call or lookup and returns the channel its reply
+// arrives on; the channel is closed if the execution ends first.
+func (s *workerServer) requestChan(se *serverExec, m *wireMsg) (chan *wireMsg, error) {
 	ch := make(chan *wireMsg, 1)
+	err := s.request(se, m, func(reply *wireMsg) {
+		if reply == nil {
+			close(ch)
+		} else {
+			ch <- reply
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// request sends a call or lookup; onReply is called once, on the reader's
+// goroutine, with the reply (it must not block), or with nil if the
+// execution ends first. It is not called when request fails.
+func (s *workerServer) request(se *serverExec, m *wireMsg, onReply func(*wireMsg)) error {
 	se.sendMu.Lock()
 	defer se.sendMu.Unlock()
 	se.mu.Lock()
 	if se.ended {
 		se.mu.Unlock()
-		return nil, errors.New("execution ended")
+		return errors.New("execution ended")
 	}
 	se.nextCall++
 	m.Call = se.nextCall
-	se.replies[m.Call] = ch
+	se.replies[m.Call] = onReply
 	se.mu.Unlock()
 	if err := s.out.write(m); err != nil {
 		se.forget(m.Call)
-		return nil, err
+		return err
 	}
-	return ch, nil
+	return nil
 }
 
 func (se *serverExec) forget(call uint64) {
@@ -371,7 +390,7 @@ func (h *proxyHost) LookupTool(name string) (ToolInfo, bool) {
 	if validToolName(name) != nil {
 		return ToolInfo{}, false
 	}
-	ch, err := h.s.request(h.se, &wireMsg{T: msgLookup, ID: h.se.id, Name: name})
+	ch, err := h.s.requestChan(h.se, &wireMsg{T: msgLookup, ID: h.se.id, Name: name})
 	if err != nil {
 		return ToolInfo{}, false
 	}
@@ -405,6 +424,40 @@ func (h *proxyHost) forwardsDiscovery() {}
 // parent (an input too large to send is sent as such and answered with an
 // error), so that the parent counts every result the script receives.
 func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessage, error) {
+	m := h.callMsg(call)
+	ch, err := h.s.requestChan(h.se, m)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case reply, ok := <-ch:
+		if !ok {
+			return nil, errors.New("execution ended")
+		}
+		return callOutcome(reply)
+	case <-ctx.Done():
+		h.se.forget(m.Call)
+		return nil, ctx.Err()
+	case <-h.s.stopped:
+		return nil, errors.New("worker stopping")
+	}
+}
+
+// startCall is CallTool for the in-process engine (callStarter): the reply
+// is handed to done by the reader, with no goroutine waiting for it.
+func (h *proxyHost) startCall(_ context.Context, call ToolCall, done func(json.RawMessage, error)) {
+	err := h.s.request(h.se, h.callMsg(call), func(reply *wireMsg) {
+		if reply != nil { // nil: the execution ended, no one waits
+			done(callOutcome(reply))
+		}
+	})
+	if err != nil {
+		done(nil, err)
+	}
+}
+
+// callMsg is the call message of a tool call.
+func (h *proxyHost) callMsg(call ToolCall) *wireMsg {
 	input := call.Input
 	if len(input) == 0 {
 		input = json.RawMessage("null")
@@ -417,29 +470,21 @@ func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessag
 	if len(input)+len(call.Name)+len(call.ID)+256 > h.s.out.max {
 		m.Input, m.Oversize = nil, true
 	}
-	ch, err := h.s.request(h.se, m)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case reply, ok := <-ch:
-		if !ok {
-			return nil, errors.New("execution ended")
-		}
-		if reply.Err != nil {
-			if reply.Err.Plain {
-				return nil, errors.New(reply.Err.Message)
-			}
-			return nil, &ToolError{Code: reply.Err.Code, Message: reply.Err.Message}
-		}
-		return reply.Data, nil
-	case <-ctx.Done():
-		h.se.forget(m.Call)
-		return nil, ctx.Err()
-	case <-h.s.stopped:
-		return nil, errors.New("worker stopping")
-	}
+	return m
 }
+
+// callOutcome is what a call's reply means to the engine.
+func callOutcome(reply *wireMsg) (json.RawMessage, error) {
+	if reply.Err != nil {
+		if reply.Err.Plain {
+			return nil, errors.New(reply.Err.Message)
+		}
+		return nil, &ToolError{Code: reply.Err.Code, Message: reply.Err.Message}
+	}
+	return reply.Data, nil
+}
+
+var _ callStarter = (*proxyHost)(nil)
 
 // Parked tells the parent the script waits with nothing to run.
 func (h *proxyHost) Parked(settled int) {
