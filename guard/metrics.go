@@ -2,6 +2,7 @@ package guard
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,55 @@ type Metrics struct {
 	inUse     *prometheus.GaugeVec
 	queueWait *prometheus.HistogramVec
 	all       telemetry.Collectors
+
+	// The series of the known rules and outcomes, looked up once: every
+	// guarded request records several decisions, and a vector's lookup
+	// hashes its label values each time.
+	decided [len(rules)][len(outcomes)]atomic.Pointer[prometheus.Counter]
+	held    [len(rules)]atomic.Pointer[prometheus.Gauge]
+}
+
+var (
+	rules    = [...]string{RuleRateLimit, RuleGlobalRateLimit, RuleConcurrency, RuleGlobalConcurrency, RuleIPFilter, RuleTimeout}
+	outcomes = [...]string{OutcomeAllowed, OutcomeRateLimited, OutcomeConcurrencyLimited, OutcomeQueueTimeout, OutcomeIPBlocked, OutcomeTimedOut, OutcomeStorageUnavailable}
+)
+
+// indexOf is the position of s in list, or -1.
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// decision is the counter of one rule and outcome.
+func (m *Metrics) decision(rule, outcome string) prometheus.Counter {
+	r, o := indexOf(rules[:], rule), indexOf(outcomes[:], outcome)
+	if r < 0 || o < 0 {
+		return m.decisions.WithLabelValues(rule, outcome)
+	}
+	if c := m.decided[r][o].Load(); c != nil {
+		return *c
+	}
+	c := m.decisions.WithLabelValues(rule, outcome)
+	m.decided[r][o].Store(&c)
+	return c
+}
+
+// inUseGauge is the semaphore_in_use gauge of one rule.
+func (m *Metrics) inUseGauge(rule string) prometheus.Gauge {
+	r := indexOf(rules[:], rule)
+	if r < 0 {
+		return m.inUse.WithLabelValues(rule)
+	}
+	if g := m.held[r].Load(); g != nil {
+		return *g
+	}
+	g := m.inUse.WithLabelValues(rule)
+	m.held[r].Store(&g)
+	return g
 }
 
 // NewMetrics returns the guard's metrics, registered nowhere yet.
@@ -78,7 +128,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 
 func (m *Metrics) decide(rule, outcome string) {
 	if m != nil {
-		m.decisions.WithLabelValues(rule, outcome).Inc()
+		m.decision(rule, outcome).Inc()
 	}
 }
 
@@ -86,7 +136,7 @@ func (m *Metrics) storageUnavailable(rule string, failOpen bool) {
 	if m == nil {
 		return
 	}
-	m.decisions.WithLabelValues(rule, OutcomeStorageUnavailable).Inc()
+	m.decision(rule, OutcomeStorageUnavailable).Inc()
 	mode := FailClosed
 	if failOpen {
 		mode = FailOpen
@@ -102,7 +152,7 @@ func (m *Metrics) waited(outcome string, d time.Duration) {
 
 func (m *Metrics) slot(rule string, delta float64) {
 	if m != nil {
-		m.inUse.WithLabelValues(rule).Add(delta)
+		m.inUseGauge(rule).Add(delta)
 	}
 }
 
