@@ -1,0 +1,385 @@
+// Package credentialtest is a fake upstream for tests: an OAuth 2.1
+// authorization server (metadata, authorize, token with refresh rotation,
+// revocation), an HTTP API described by an OpenAPI document, and an MCP
+// server, all of which record the credentials they receive.
+package credentialtest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Fake is the fake upstream.
+type Fake struct {
+	*httptest.Server
+	// ClientID and ClientSecret are the gateway's registration here.
+	ClientID, ClientSecret string
+	// APIKeys maps an API key to its account (the api_key flavour).
+	APIKeys map[string]string
+
+	mu sync.Mutex
+	// TokenTTL is the lifetime of access tokens issued from now on.
+	tokenTTL  time.Duration
+	codes     map[string]code
+	access    map[string]grantToken
+	refresh   map[string]grantToken
+	families  map[string]bool // revoked families
+	seen      []Seen
+	refreshes int
+	revoked   []string
+	redirects []string
+}
+
+// Seen is one credential the API or MCP server received.
+type Seen struct {
+	Path       string
+	Credential string // the raw Authorization / X-API-Key / api_key value
+	Account    string // "" when the credential was not valid
+}
+
+type code struct {
+	account, challenge, redirect, clientID, resource string
+	expires                                          time.Time
+}
+
+type grantToken struct {
+	account, family string
+	expires         time.Time
+	used            bool
+}
+
+// New starts a fake upstream.
+func New() *Fake {
+	f := &Fake{ClientID: "gateway-client", ClientSecret: "gateway-secret", tokenTTL: time.Hour,
+		codes: map[string]code{}, access: map[string]grantToken{}, refresh: map[string]grantToken{}, families: map[string]bool{},
+		APIKeys: map[string]string{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", f.metadata)
+	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", f.resourceMetadata)
+	mux.HandleFunc("GET /login", f.login)
+	mux.HandleFunc("GET /authorize", f.authorize)
+	mux.HandleFunc("POST /token", f.token)
+	mux.HandleFunc("POST /revoke", f.revoke)
+	mux.HandleFunc("GET /openapi.json", f.openapi)
+	mux.HandleFunc("GET /api/whoami", f.whoami)
+	mux.HandleFunc("GET /api/key/whoami", f.keyWhoami)
+	mux.Handle("/mcp", f.mcpHandler())
+	f.Server = httptest.NewServer(mux)
+	return f
+}
+
+// SetTokenTTL sets the lifetime of access tokens issued from now on.
+func (f *Fake) SetTokenTTL(d time.Duration) {
+	f.mu.Lock()
+	f.tokenTTL = d
+	f.mu.Unlock()
+}
+
+// Seen returns every credential received so far.
+func (f *Fake) Seen() []Seen {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Seen(nil), f.seen...)
+}
+
+// Refreshes counts refresh-token grants that succeeded.
+func (f *Fake) Refreshes() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refreshes
+}
+
+// Revoked lists the tokens revoked at /revoke.
+func (f *Fake) Revoked() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.revoked...)
+}
+
+// RedirectURIs lists the redirect URIs /authorize was asked for.
+func (f *Fake) RedirectURIs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.redirects...)
+}
+
+// AccessTokens returns the live access tokens of account.
+func (f *Fake) AccessTokens(account string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for t, g := range f.access {
+		if g.account == account && !f.families[g.family] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Tokens returns every access and refresh token ever issued (to grep
+// outputs for them).
+func (f *Fake) Tokens() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for t := range f.access {
+		out = append(out, t)
+	}
+	for t := range f.refresh {
+		out = append(out, t)
+	}
+	return out
+}
+
+func random(prefix string) string {
+	b := make([]byte, 18)
+	_, _ = rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (f *Fake) metadata(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"issuer": f.URL, "authorization_endpoint": f.URL + "/authorize", "token_endpoint": f.URL + "/token",
+		"revocation_endpoint": f.URL + "/revoke", "code_challenge_methods_supported": []string{"S256"},
+		"response_types_supported": []string{"code"}, "grant_types_supported": []string{"authorization_code", "refresh_token"},
+	})
+}
+
+func (f *Fake) resourceMetadata(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"resource": f.URL + "/mcp", "authorization_servers": []string{f.URL}})
+}
+
+// login signs a browser in at the fake (a cookie naming the account), as
+// if the user were already signed in at the real service.
+func (f *Fake) login(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: "account", Value: r.URL.Query().Get("account"), Path: "/"})
+	w.Header().Set("Content-Type", "text/html")
+	fmt.Fprintf(w, "<!doctype html><p id=signed-in>signed in at the fake upstream as %s</p>", template(r.URL.Query().Get("account")))
+}
+
+func template(s string) string {
+	return strings.NewReplacer("<", "&lt;", ">", "&gt;", "&", "&amp;").Replace(s)
+}
+
+func (f *Fake) authorize(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f.mu.Lock()
+	f.redirects = append(f.redirects, q.Get("redirect_uri"))
+	f.mu.Unlock()
+	if q.Get("client_id") != f.ClientID || q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" ||
+		len(q.Get("code_challenge")) != 43 || q.Get("state") == "" || q.Get("redirect_uri") == "" {
+		http.Error(w, "bad authorization request", http.StatusBadRequest)
+		return
+	}
+	c, err := r.Cookie("account")
+	if err != nil || c.Value == "" {
+		http.Error(w, "not signed in at the fake upstream", http.StatusUnauthorized)
+		return
+	}
+	if q.Get("deny") != "" {
+		http.Redirect(w, r, q.Get("redirect_uri")+"?error=access_denied&state="+url.QueryEscape(q.Get("state")), http.StatusFound)
+		return
+	}
+	cd := random("code-")
+	f.mu.Lock()
+	f.codes[cd] = code{account: c.Value, challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri"), clientID: q.Get("client_id"),
+		resource: q.Get("resource"), expires: time.Now().Add(time.Minute)}
+	f.mu.Unlock()
+	v := url.Values{"code": {cd}, "state": {q.Get("state")}, "iss": {f.URL}}
+	http.Redirect(w, r, q.Get("redirect_uri")+"?"+v.Encode(), http.StatusFound)
+}
+
+func (f *Fake) clientOK(r *http.Request) bool {
+	id, secret, ok := r.BasicAuth()
+	if ok {
+		id, _ = url.QueryUnescape(id)
+		secret, _ = url.QueryUnescape(secret)
+		return id == f.ClientID && secret == f.ClientSecret
+	}
+	return r.PostForm.Get("client_id") == f.ClientID && f.ClientSecret == ""
+}
+
+func (f *Fake) issue(account, family string) map[string]any {
+	at, rt := random("at-"+account+"-"), random("rt-"+account+"-")
+	exp := time.Now().Add(f.tokenTTL)
+	f.access[at] = grantToken{account: account, family: family, expires: exp}
+	f.refresh[rt] = grantToken{account: account, family: family, expires: time.Now().Add(24 * time.Hour)}
+	return map[string]any{"access_token": at, "token_type": "Bearer", "expires_in": int(f.tokenTTL / time.Second),
+		"refresh_token": rt, "scope": "read"}
+}
+
+func (f *Fake) token(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
+		return
+	}
+	if !f.clientOK(r) {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch r.PostForm.Get("grant_type") {
+	case "authorization_code":
+		c, ok := f.codes[r.PostForm.Get("code")]
+		delete(f.codes, r.PostForm.Get("code"))
+		sum := sha256.Sum256([]byte(r.PostForm.Get("code_verifier")))
+		if !ok || time.Now().After(c.expires) || c.redirect != r.PostForm.Get("redirect_uri") ||
+			base64.RawURLEncoding.EncodeToString(sum[:]) != c.challenge || c.resource != r.PostForm.Get("resource") {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		writeJSON(w, http.StatusOK, f.issue(c.account, random("family-")))
+	case "refresh_token":
+		rt := r.PostForm.Get("refresh_token")
+		g, ok := f.refresh[rt]
+		if !ok || f.families[g.family] || time.Now().After(g.expires) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant"})
+			return
+		}
+		if g.used { // reuse of a rotated token: the family is revoked
+			f.families[g.family] = true
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant", "error_description": "refresh token reused"})
+			return
+		}
+		g.used = true
+		f.refresh[rt] = g
+		f.refreshes++
+		writeJSON(w, http.StatusOK, f.issue(g.account, g.family))
+	default:
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "unsupported_grant_type"})
+	}
+}
+
+func (f *Fake) revoke(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil || !f.clientOK(r) {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
+		return
+	}
+	t := r.PostForm.Get("token")
+	f.mu.Lock()
+	f.revoked = append(f.revoked, t)
+	if g, ok := f.refresh[t]; ok {
+		f.families[g.family] = true
+	}
+	if g, ok := f.access[t]; ok {
+		g.expires = time.Time{}
+		f.access[t] = g
+	}
+	f.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// accountOf validates a bearer token.
+func (f *Fake) accountOf(token string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g, ok := f.access[token]
+	if !ok || f.families[g.family] || time.Now().After(g.expires) {
+		return ""
+	}
+	return g.account
+}
+
+func (f *Fake) record(path, cred, account string) {
+	f.mu.Lock()
+	f.seen = append(f.seen, Seen{Path: path, Credential: cred, Account: account})
+	f.mu.Unlock()
+}
+
+func (f *Fake) whoami(w http.ResponseWriter, r *http.Request) {
+	h := r.Header.Get("Authorization")
+	account := ""
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		account = f.accountOf(t)
+	}
+	f.record(r.URL.Path, h, account)
+	if account == "" {
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "bad credentials"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"account": account})
+}
+
+func (f *Fake) keyWhoami(w http.ResponseWriter, r *http.Request) {
+	key := r.Header.Get("X-API-Key")
+	if key == "" {
+		key = r.URL.Query().Get("api_key")
+	}
+	f.mu.Lock()
+	account := f.APIKeys[key]
+	f.mu.Unlock()
+	f.record(r.URL.Path, key, account)
+	if account == "" {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "bad key"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"account": account})
+}
+
+// AddAPIKey registers an API key for account.
+func (f *Fake) AddAPIKey(key, account string) {
+	f.mu.Lock()
+	f.APIKeys[key] = account
+	f.mu.Unlock()
+}
+
+func (f *Fake) openapi(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"openapi": "3.0.3",
+		"info":    map[string]any{"title": "fake forge", "version": "1"},
+		"servers": []any{map[string]any{"url": f.URL}},
+		"paths": map[string]any{
+			"/api/whoami": map[string]any{"get": map[string]any{"operationId": "whoami", "summary": "The account the credential belongs to",
+				"responses": map[string]any{"200": map[string]any{"description": "ok", "content": map[string]any{"application/json": map[string]any{
+					"schema": map[string]any{"type": "object", "properties": map[string]any{"account": map[string]any{"type": "string"}}}}}}}}},
+			"/api/key/whoami": map[string]any{"get": map[string]any{"operationId": "keyWhoami", "summary": "The account the API key belongs to",
+				"responses": map[string]any{"200": map[string]any{"description": "ok"}}}},
+		},
+	})
+}
+
+// mcpHandler is an MCP server whose whoami tool answers the account of the
+// bearer token that reached it.
+func (f *Fake) mcpHandler() http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "fake-upstream", Version: "1"}, nil)
+	type empty struct{}
+	type who struct {
+		Account string `json:"account"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "whoami", Description: "The account of the caller's token"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ empty) (*mcp.CallToolResult, who, error) {
+			return nil, who{Account: req.Extra.TokenInfo.UserID}, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	verify := func(_ context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
+		account := f.accountOf(token)
+		f.record("/mcp", "Bearer "+token, account)
+		if account == "" {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: account, Expiration: time.Now().Add(time.Hour)}, nil
+	}
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: "/.well-known/oauth-protected-resource/mcp"})(h)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

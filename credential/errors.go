@@ -1,0 +1,61 @@
+package credential
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Stable error codes of a call that needs a user's credential.
+const (
+	// CodeCredentialRequired: the caller has no usable credential for the
+	// source (not signed in, never connected, disconnected, or the
+	// upstream refused to refresh the connection). Error.ConnectURL is
+	// where the user connects; the agent should show it and run the plan
+	// again afterwards.
+	CodeCredentialRequired = "CREDENTIAL_REQUIRED"
+	// CodeCredentialUnavailable: the credential could not be read or
+	// refreshed right now (storage or the upstream's authorization server
+	// unreachable). Transient.
+	CodeCredentialUnavailable = "CREDENTIAL_UNAVAILABLE"
+)
+
+// Error is a failed credential lookup. Its message never contains a
+// credential.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Service is the source whose credential was needed.
+	Service string `json:"service"`
+	// ConnectURL is the page where the user connects the service.
+	ConnectURL string `json:"connectUrl,omitempty"`
+	// Transient reports whether retrying later may succeed by itself.
+	Transient bool `json:"transient"`
+	// Err is the cause; never shown.
+	Err error `json:"-"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrorCode returns the Code of err when it is (or wraps) an *Error.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// required is CREDENTIAL_REQUIRED for service with why (a sentence start).
+func (m *Manager) required(service, why string, cause error) *Error {
+	u := m.ConnectURL(service)
+	return &Error{Code: CodeCredentialRequired, Service: service, ConnectURL: u, Err: cause,
+		Message: fmt.Sprintf("%s: connect it at %s, then run the plan again", why, u)}
+}
+
+func unavailable(service string, cause error) *Error {
+	return &Error{Code: CodeCredentialUnavailable, Service: service, Transient: true, Err: cause,
+		Message: fmt.Sprintf("the credential for %s cannot be read or refreshed right now; retry later", service)}
+}

@@ -1,0 +1,318 @@
+package credential
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// metadataTTL is how long discovered authorization server metadata is
+// kept before it is read again.
+const metadataTTL = time.Hour
+
+// maxTokenResponse caps what is read from an authorization server.
+const maxTokenResponse = 1 << 20
+
+// asMetadata is the part of RFC 8414 metadata the connect flow uses.
+type asMetadata struct {
+	Issuer                        string   `json:"issuer"`
+	AuthorizationEndpoint         string   `json:"authorization_endpoint"`
+	TokenEndpoint                 string   `json:"token_endpoint"`
+	RevocationEndpoint            string   `json:"revocation_endpoint,omitempty"`
+	CodeChallengeMethodsSupported []string `json:"code_challenge_methods_supported,omitempty"`
+}
+
+// endpoints returns the upstream's authorization, token and revocation
+// endpoints: configured ones win, the rest come from metadata discovered
+// (and cached) from the authorization server, or from the MCP server's
+// protected resource metadata (RFC 9728) when no server is named.
+func (m *Manager) endpoints(ctx context.Context, st *specState) (asMetadata, error) {
+	o := st.spec.OAuth
+	conf := asMetadata{AuthorizationEndpoint: o.AuthorizationEndpoint, TokenEndpoint: o.TokenEndpoint, RevocationEndpoint: o.RevocationEndpoint}
+	if conf.AuthorizationEndpoint != "" && conf.TokenEndpoint != "" && (conf.RevocationEndpoint != "" || o.AuthorizationServer == "") {
+		return conf, nil
+	}
+	st.mu.Lock()
+	if !st.metaAt.IsZero() && m.now().Sub(st.metaAt) < metadataTTL {
+		meta := st.meta
+		st.mu.Unlock()
+		return merge(conf, meta), nil
+	}
+	st.mu.Unlock()
+
+	issuer := o.AuthorizationServer
+	if issuer == "" {
+		var err error
+		if issuer, err = m.protectedResourceAS(ctx, st.spec.Resource); err != nil {
+			return asMetadata{}, err
+		}
+	}
+	meta, err := m.discover(ctx, issuer)
+	if err != nil {
+		return asMetadata{}, err
+	}
+	st.mu.Lock()
+	st.meta, st.metaAt = meta, m.now()
+	st.mu.Unlock()
+	return merge(conf, meta), nil
+}
+
+func merge(conf, meta asMetadata) asMetadata {
+	if conf.AuthorizationEndpoint == "" {
+		conf.AuthorizationEndpoint = meta.AuthorizationEndpoint
+	}
+	if conf.TokenEndpoint == "" {
+		conf.TokenEndpoint = meta.TokenEndpoint
+	}
+	if conf.RevocationEndpoint == "" {
+		conf.RevocationEndpoint = meta.RevocationEndpoint
+	}
+	conf.Issuer = meta.Issuer
+	conf.CodeChallengeMethodsSupported = meta.CodeChallengeMethodsSupported
+	return conf
+}
+
+// discover reads RFC 8414 metadata, then OpenID Connect discovery, and
+// checks that the document is the issuer's own (RFC 8414 section 3.3).
+func (m *Manager) discover(ctx context.Context, issuer string) (asMetadata, error) {
+	issuer = strings.TrimSuffix(issuer, "/")
+	u, err := url.Parse(issuer)
+	if err != nil || u.Host == "" {
+		return asMetadata{}, fmt.Errorf("authorization server %q is not a URL", issuer)
+	}
+	var errs []error
+	for _, doc := range []string{
+		u.Scheme + "://" + u.Host + "/.well-known/oauth-authorization-server" + u.Path,
+		issuer + "/.well-known/openid-configuration",
+	} {
+		var meta asMetadata
+		if err := m.getJSON(ctx, doc, &meta); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if strings.TrimSuffix(meta.Issuer, "/") != issuer {
+			errs = append(errs, fmt.Errorf("%s names issuer %q, not %q", doc, meta.Issuer, issuer))
+			continue
+		}
+		if meta.AuthorizationEndpoint == "" || meta.TokenEndpoint == "" {
+			errs = append(errs, fmt.Errorf("%s lacks the authorization or token endpoint", doc))
+			continue
+		}
+		return meta, nil
+	}
+	return asMetadata{}, fmt.Errorf("discovering authorization server %s: %w", issuer, errors.Join(errs...))
+}
+
+// protectedResourceAS reads an MCP server's RFC 9728 metadata and returns
+// its first authorization server.
+func (m *Manager) protectedResourceAS(ctx context.Context, resource string) (string, error) {
+	u, err := url.Parse(resource)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("resource %q is not a URL", resource)
+	}
+	var doc struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	path := strings.TrimSuffix(u.Path, "/")
+	if err := m.getJSON(ctx, u.Scheme+"://"+u.Host+"/.well-known/oauth-protected-resource"+path, &doc); err != nil {
+		return "", fmt.Errorf("reading the protected resource metadata of %s: %w", resource, err)
+	}
+	if len(doc.AuthorizationServers) == 0 {
+		return "", fmt.Errorf("the protected resource metadata of %s names no authorization server", resource)
+	}
+	return doc.AuthorizationServers[0], nil
+}
+
+func (m *Manager) getJSON(ctx context.Context, u string, dst any) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return scrubURLError(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: status %s", u, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, dst); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	return nil
+}
+
+// tokenResponse is RFC 6749 section 5.1.
+type tokenResponse struct {
+	AccessToken  string          `json:"access_token"`
+	TokenType    string          `json:"token_type"`
+	ExpiresIn    json.Number     `json:"expires_in"`
+	RefreshToken string          `json:"refresh_token"`
+	Scope        string          `json:"scope"`
+	Error        string          `json:"error"`
+	ErrorDesc    string          `json:"error_description"`
+	Extra        json.RawMessage `json:"-"`
+}
+
+// oauthError is an error answer of a token endpoint (RFC 6749 5.2).
+type oauthError struct {
+	Status      int
+	Code        string
+	Description string
+}
+
+func (e *oauthError) Error() string {
+	s := fmt.Sprintf("token endpoint answered %d %s", e.Status, e.Code)
+	if e.Description != "" {
+		s += ": " + e.Description
+	}
+	return s
+}
+
+// refused reports whether the authorization server refused the grant for
+// good (the connection must be made again), as opposed to being down.
+func refused(err error) bool {
+	var oe *oauthError
+	if !errors.As(err, &oe) {
+		return false
+	}
+	switch oe.Code {
+	case "invalid_grant", "unauthorized_client", "invalid_client", "unsupported_grant_type":
+		return true
+	}
+	return false
+}
+
+// tokenRequest posts a grant to the token endpoint with the client's
+// authentication: HTTP Basic for a confidential client (RFC 6749 2.3.1),
+// client_id in the form for a public one.
+func (m *Manager) tokenRequest(ctx context.Context, o *OAuthClient, endpoint string, form url.Values) (*tokenResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if o.ClientSecret == "" {
+		form.Set("client_id", o.ClientID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if o.ClientSecret != "" {
+		req.SetBasicAuth(url.QueryEscape(o.ClientID), url.QueryEscape(o.ClientSecret))
+	}
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return nil, scrubURLError(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenResponse))
+	if err != nil {
+		return nil, err
+	}
+	var tr tokenResponse
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if ct == "application/x-www-form-urlencoded" || ct == "text/plain" {
+		// GitHub's form answer when Accept is ignored.
+		v, _ := url.ParseQuery(string(b))
+		tr = tokenResponse{AccessToken: v.Get("access_token"), TokenType: v.Get("token_type"), ExpiresIn: json.Number(v.Get("expires_in")),
+			RefreshToken: v.Get("refresh_token"), Scope: v.Get("scope"), Error: v.Get("error"), ErrorDesc: v.Get("error_description")}
+	} else if err := json.Unmarshal(b, &tr); err != nil {
+		return nil, fmt.Errorf("token endpoint answered %d with a body that is not JSON", resp.StatusCode)
+	}
+	if tr.Error != "" || resp.StatusCode != http.StatusOK {
+		return nil, &oauthError{Status: resp.StatusCode, Code: tr.Error, Description: clip(tr.ErrorDesc, 200)}
+	}
+	if tr.AccessToken == "" {
+		return nil, errors.New("token endpoint answered without an access_token")
+	}
+	return &tr, nil
+}
+
+// record turns a token response into a vault record.
+func (m *Manager) record(tr *tokenResponse, prev *Record) *Record {
+	now := m.now()
+	rec := &Record{Kind: KindOAuth, ConnectedAt: now}
+	if prev != nil {
+		*rec = *prev
+		rec.RefreshedAt = now
+	}
+	rec.AccessToken, rec.TokenType = tr.AccessToken, tr.TokenType
+	if tr.RefreshToken != "" { // an upstream that does not rotate keeps the old one
+		rec.RefreshToken = tr.RefreshToken
+	}
+	if tr.Scope != "" {
+		rec.Scope = tr.Scope
+	}
+	rec.Expiry = time.Time{}
+	if n, err := tr.ExpiresIn.Int64(); err == nil && n > 0 {
+		rec.Expiry = now.Add(time.Duration(n) * time.Second)
+	}
+	return rec
+}
+
+// revoke asks the upstream to revoke token (RFC 7009); best effort.
+func (m *Manager) revoke(ctx context.Context, o *OAuthClient, endpoint, token, hint string) error {
+	if endpoint == "" || token == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	form := url.Values{"token": {token}, "token_type_hint": {hint}}
+	if o.ClientSecret == "" {
+		form.Set("client_id", o.ClientID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if o.ClientSecret != "" {
+		req.SetBasicAuth(url.QueryEscape(o.ClientID), url.QueryEscape(o.ClientSecret))
+	}
+	resp, err := m.client.Do(req)
+	if err != nil {
+		return scrubURLError(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxTokenResponse))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("revocation endpoint answered %s", resp.Status)
+	}
+	return nil
+}
+
+// scrubURLError drops the query of the URL in a transport error: it may
+// carry a credential.
+func scrubURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			u.RawQuery, u.User = "", nil
+			return &url.Error{Op: ue.Op, URL: u.String(), Err: ue.Err}
+		}
+	}
+	return err
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

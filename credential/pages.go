@@ -1,0 +1,571 @@
+package credential
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.uber.org/zap"
+	"golang.org/x/oauth2"
+)
+
+// SignIn tells the connections page who is at the browser: an OpenID
+// Connect authorization code flow with PKCE against the gateway's own
+// authorization server, or the external identity provider in transparent
+// mode.
+type SignIn interface {
+	// AuthCodeURL is where the browser goes to sign in; the server sends
+	// it back to redirectURI with a code and state.
+	AuthCodeURL(redirectURI, state, nonce, codeChallenge string) string
+	// Exchange redeems the code and returns who signed in.
+	Exchange(ctx context.Context, redirectURI, code, codeVerifier, nonce string) (Owner, error)
+}
+
+// pendingTTL bounds a sign-in or a connection started and not finished.
+const pendingTTL = 10 * time.Minute
+
+// maxAPIKey is the longest API key accepted.
+const maxAPIKey = 4096
+
+// browserSession is a sign-in on the connections page.
+type browserSession struct {
+	Issuer  string    `json:"iss"`
+	Subject string    `json:"sub"`
+	CSRF    string    `json:"csrf"`
+	Expires time.Time `json:"exp"`
+}
+
+func (s *browserSession) owner() Owner { return Owner{Issuer: s.Issuer, Subject: s.Subject} }
+
+// pendingSignIn is a sign-in started at the authorization server.
+type pendingSignIn struct {
+	Binding  string `json:"binding"` // hash of the browser's sign-in cookie
+	Verifier string `json:"verifier"`
+	Nonce    string `json:"nonce"`
+	Next     string `json:"next"`
+}
+
+// pendingConnect is a connection started at an upstream.
+type pendingConnect struct {
+	Session  string `json:"session"` // hash of the browser's session cookie
+	Service  string `json:"service"`
+	Verifier string `json:"verifier"`
+	Issuer   string `json:"issuer,omitempty"`
+}
+
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+func (m *Manager) secureCookies() bool { return m.connect != nil && m.connect.Scheme == "https" }
+
+func (m *Manager) cookieName(suffix string) string {
+	if m.secureCookies() {
+		return "__Host-codemode_connections" + suffix
+	}
+	return "codemode_connections" + suffix
+}
+
+func (m *Manager) setCookie(w http.ResponseWriter, suffix, value string, maxAge time.Duration) {
+	path := "/"
+	if !m.secureCookies() {
+		path = m.basePath()
+	}
+	c := &http.Cookie{Name: m.cookieName(suffix), Value: value, Path: path, HttpOnly: true, Secure: m.secureCookies(),
+		SameSite: http.SameSiteLaxMode, MaxAge: int(maxAge / time.Second)}
+	if maxAge < 0 {
+		c.MaxAge = -1
+	}
+	http.SetCookie(w, c)
+}
+
+func (m *Manager) basePath() string {
+	if m.connect == nil || m.connect.Path == "" {
+		return "/"
+	}
+	return m.connect.Path
+}
+
+func (m *Manager) pageURL(rel string) string { return m.connect.String() + rel }
+
+// Handler serves the connections pages below the connect URL's path:
+//
+//	GET  {base}[/{service}]           the user's connections (signs in first)
+//	GET  {base}/signin/callback       end of the sign-in
+//	POST {base}/{service}/connect     start an OAuth connection (form, CSRF)
+//	GET  {base}/callback              end of an OAuth connection
+//	POST {base}/{service}/api_key     store a pasted key (form, CSRF)
+//	POST {base}/{service}/disconnect  revoke and forget (form, CSRF)
+//	POST {base}/signout               end the page's sign-in
+func (m *Manager) Handler() http.Handler {
+	return http.HandlerFunc(m.serve)
+}
+
+func (m *Manager) serve(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	// same-origin, not no-referrer: with no-referrer browsers send
+	// "Origin: null" on the page's own form posts, a value a hostile page
+	// can produce too, so it could not be refused.
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if m.connect == nil || m.opts.SignIn == nil {
+		m.page(w, r, http.StatusServiceUnavailable, pageData{Error: "Connections are not configured on this gateway."})
+		return
+	}
+	base := strings.TrimSuffix(m.basePath(), "/")
+	rest, ok := strings.CutPrefix(r.URL.Path, base)
+	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+		http.NotFound(w, r)
+		return
+	}
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	if parts[0] == "" {
+		parts = nil
+	}
+	switch {
+	case len(parts) == 2 && parts[0] == "signin" && parts[1] == "callback" && r.Method == http.MethodGet:
+		m.signInCallback(w, r)
+	case len(parts) == 1 && parts[0] == "callback" && r.Method == http.MethodGet:
+		m.connectCallback(w, r)
+	case len(parts) == 1 && parts[0] == "signout" && r.Method == http.MethodPost:
+		m.signOut(w, r)
+	case len(parts) <= 1 && r.Method == http.MethodGet:
+		focus := ""
+		if len(parts) == 1 {
+			focus = parts[0]
+			if _, ok := m.specs[focus]; !ok {
+				m.page(w, r, http.StatusNotFound, pageData{Error: "This gateway has no connection by that name."})
+				return
+			}
+		}
+		m.list(w, r, focus)
+	case len(parts) == 2 && r.Method == http.MethodPost:
+		st, ok := m.specs[parts[0]]
+		if !ok {
+			m.page(w, r, http.StatusNotFound, pageData{Error: "This gateway has no connection by that name."})
+			return
+		}
+		switch parts[1] {
+		case "connect":
+			m.startConnect(w, r, st)
+		case "api_key":
+			m.saveAPIKey(w, r, st)
+		case "disconnect":
+			m.disconnect(w, r, st)
+		default:
+			http.NotFound(w, r)
+		}
+	case len(parts) <= 2:
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// session returns the browser's sign-in, if any.
+func (m *Manager) session(r *http.Request) (*browserSession, string, error) {
+	c, err := r.Cookie(m.cookieName(""))
+	if err != nil || c.Value == "" {
+		return nil, "", nil
+	}
+	h := hashOf(c.Value)
+	b, err := m.store.Get(r.Context(), "session:"+h)
+	if errors.Is(err, ErrNotFound) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	var s browserSession
+	if err := json.Unmarshal(b, &s); err != nil || !m.now().Before(s.Expires) {
+		return nil, "", nil
+	}
+	return &s, h, nil
+}
+
+// list shows the connections, signing in first.
+func (m *Manager) list(w http.ResponseWriter, r *http.Request, focus string) {
+	s, _, err := m.session(r)
+	if err != nil {
+		m.fail(w, r, "reading the page session", err)
+		return
+	}
+	if s == nil {
+		next := m.basePath()
+		if focus != "" {
+			next = strings.TrimSuffix(m.basePath(), "/") + "/" + url.PathEscape(focus)
+		}
+		m.startSignIn(w, r, next)
+		return
+	}
+	conns, err := m.Connections(r.Context(), s.owner())
+	if err != nil {
+		m.fail(w, r, "reading connections", err)
+		return
+	}
+	d := pageData{Subject: s.Subject, CSRF: s.CSRF, Focus: focus, Base: strings.TrimSuffix(m.basePath(), "/")}
+	q := r.URL.Query()
+	for _, c := range conns {
+		if q.Get("connected") == c.Service {
+			d.Notice = c.Title + " is connected."
+		}
+		if q.Get("disconnected") == c.Service {
+			d.Notice = c.Title + " is disconnected."
+		}
+		row := row{Connection: c, Focus: c.Service == focus}
+		if c.Kind == KindOAuth {
+			meta, err := m.endpoints(r.Context(), m.specs[c.Service])
+			if err != nil {
+				row.Unavailable = true
+				m.log.Warn("connections page: upstream authorization server unavailable", zap.String("service", c.Service), zap.Error(err))
+			} else if u, err := url.Parse(meta.AuthorizationEndpoint); err == nil {
+				d.formOrigins = append(d.formOrigins, u.Scheme+"://"+u.Host)
+			}
+		}
+		d.Rows = append(d.Rows, row)
+	}
+	m.page(w, r, http.StatusOK, d)
+}
+
+func (m *Manager) startSignIn(w http.ResponseWriter, r *http.Request, next string) {
+	binding, state, nonce := m.randomToken(), m.randomToken(), m.randomToken()
+	verifier := oauth2.GenerateVerifier()
+	p, _ := json.Marshal(pendingSignIn{Binding: hashOf(binding), Verifier: verifier, Nonce: nonce, Next: next})
+	if err := m.store.Set(r.Context(), "signin:"+hashOf(state), p, pendingTTL); err != nil {
+		m.fail(w, r, "starting the sign-in", err)
+		return
+	}
+	m.setCookie(w, "_signin", binding, pendingTTL)
+	http.Redirect(w, r, m.opts.SignIn.AuthCodeURL(m.pageURL("/signin/callback"), state, nonce, oauth2.S256ChallengeFromVerifier(verifier)), http.StatusSeeOther)
+}
+
+func (m *Manager) signInCallback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state == "" {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "The sign-in answer has no state."})
+		return
+	}
+	b, err := m.store.GetDel(r.Context(), "signin:"+hashOf(state))
+	if errors.Is(err, ErrNotFound) {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "This sign-in is unknown or expired; open the connections page again."})
+		return
+	}
+	if err != nil {
+		m.fail(w, r, "finishing the sign-in", err)
+		return
+	}
+	var p pendingSignIn
+	_ = json.Unmarshal(b, &p)
+	c, cerr := r.Cookie(m.cookieName("_signin"))
+	if cerr != nil || subtle.ConstantTimeCompare([]byte(hashOf(c.Value)), []byte(p.Binding)) != 1 {
+		// A sign-in answer that another browser started: login CSRF.
+		m.page(w, r, http.StatusForbidden, pageData{Error: "This sign-in was started in another browser."})
+		return
+	}
+	m.setCookie(w, "_signin", "", -1)
+	if e := q.Get("error"); e != "" {
+		m.page(w, r, http.StatusForbidden, pageData{Error: "Sign-in was refused (" + oauthCode(e) + ")."})
+		return
+	}
+	owner, err := m.opts.SignIn.Exchange(r.Context(), m.pageURL("/signin/callback"), q.Get("code"), p.Verifier, p.Nonce)
+	if err != nil {
+		m.log.Warn("connections page: sign-in failed", zap.Error(err))
+		m.page(w, r, http.StatusForbidden, pageData{Error: "Sign-in failed; open the connections page again."})
+		return
+	}
+	sid := m.randomToken()
+	s, _ := json.Marshal(browserSession{Issuer: owner.Issuer, Subject: owner.Subject, CSRF: m.randomToken(), Expires: m.now().Add(m.opts.SessionTTL)})
+	if err := m.store.Set(r.Context(), "session:"+hashOf(sid), s, m.opts.SessionTTL); err != nil {
+		m.fail(w, r, "saving the page session", err)
+		return
+	}
+	m.setCookie(w, "", sid, m.opts.SessionTTL)
+	next := p.Next
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		next = m.basePath()
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// checkPost checks a form post of a signed-in browser: same origin and the
+// session's CSRF token.
+func (m *Manager) checkPost(w http.ResponseWriter, r *http.Request) (*browserSession, string, bool) {
+	if o := r.Header.Get("Origin"); o != "" && !strings.EqualFold(o, m.connect.Scheme+"://"+m.connect.Host) {
+		m.page(w, r, http.StatusForbidden, pageData{Error: "Cross-site request refused."})
+		return nil, "", false
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "The form could not be read."})
+		return nil, "", false
+	}
+	s, h, err := m.session(r)
+	if err != nil {
+		m.fail(w, r, "reading the page session", err)
+		return nil, "", false
+	}
+	if s == nil {
+		m.page(w, r, http.StatusUnauthorized, pageData{Error: "Your sign-in on this page ended; open the connections page again."})
+		return nil, "", false
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.CSRF)) != 1 {
+		m.page(w, r, http.StatusForbidden, pageData{Error: "The form is stale or forged; open the connections page again."})
+		return nil, "", false
+	}
+	return s, h, true
+}
+
+func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specState) {
+	_, h, ok := m.checkPost(w, r)
+	if !ok {
+		return
+	}
+	if st.spec.Kind != KindOAuth {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: st.spec.title() + " takes an API key, not a sign-in."})
+		return
+	}
+	meta, err := m.endpoints(r.Context(), st)
+	if err != nil {
+		m.log.Warn("connections page: upstream authorization server unavailable", zap.String("service", st.spec.Service), zap.Error(err))
+		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in is unavailable right now; try again later."})
+		return
+	}
+	state, verifier := m.randomToken(), oauth2.GenerateVerifier()
+	p, _ := json.Marshal(pendingConnect{Session: h, Service: st.spec.Service, Verifier: verifier, Issuer: meta.Issuer})
+	if err := m.store.Set(r.Context(), "connect:"+hashOf(state), p, pendingTTL); err != nil {
+		m.fail(w, r, "starting the connection", err)
+		return
+	}
+	o := st.spec.OAuth
+	v := url.Values{"response_type": {"code"}, "client_id": {o.ClientID}, "redirect_uri": {m.pageURL("/callback")},
+		"state": {state}, "code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)}, "code_challenge_method": {"S256"}}
+	if len(o.Scopes) > 0 {
+		v.Set("scope", strings.Join(o.Scopes, " "))
+	}
+	if res := m.resource(st); res != "" {
+		v.Set("resource", res)
+	}
+	target := meta.AuthorizationEndpoint
+	if strings.Contains(target, "?") {
+		target += "&" + v.Encode()
+	} else {
+		target += "?" + v.Encode()
+	}
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	state := q.Get("state")
+	if state == "" {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "The answer has no state."})
+		return
+	}
+	s, h, err := m.session(r)
+	if err != nil {
+		m.fail(w, r, "reading the page session", err)
+		return
+	}
+	key := "connect:" + hashOf(state)
+	b, err := m.store.Get(r.Context(), key)
+	if errors.Is(err, ErrNotFound) {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "This connection is unknown or expired; start again from the connections page."})
+		return
+	}
+	if err != nil {
+		m.fail(w, r, "finishing the connection", err)
+		return
+	}
+	var p pendingConnect
+	_ = json.Unmarshal(b, &p)
+	// The state is bound to the browser's page session: an answer carried
+	// to another browser (someone else's account, or a forged link) is
+	// refused and does not consume the pending connection.
+	if s == nil || subtle.ConstantTimeCompare([]byte(h), []byte(p.Session)) != 1 {
+		m.page(w, r, http.StatusForbidden, pageData{Error: "This connection was started in another browser session."})
+		return
+	}
+	if _, err := m.store.GetDel(r.Context(), key); err != nil {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "This connection was already finished."})
+		return
+	}
+	st, ok := m.specs[p.Service]
+	if !ok {
+		m.page(w, r, http.StatusNotFound, pageData{Error: "This gateway has no connection by that name."})
+		return
+	}
+	if e := q.Get("error"); e != "" {
+		m.page(w, r, http.StatusForbidden, pageData{Error: st.spec.title() + " did not grant access (" + oauthCode(e) + ")."})
+		return
+	}
+	// RFC 9207: an authorization server that names itself must be the one
+	// the connection started at (mix-up defence).
+	if iss := q.Get("iss"); iss != "" && p.Issuer != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(p.Issuer, "/") {
+		m.page(w, r, http.StatusForbidden, pageData{Error: "The answer came from another authorization server."})
+		return
+	}
+	meta, err := m.endpoints(r.Context(), st)
+	if err != nil {
+		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in is unavailable right now; try again later."})
+		return
+	}
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")}, "redirect_uri": {m.pageURL("/callback")},
+		"code_verifier": {p.Verifier}}
+	if res := m.resource(st); res != "" {
+		form.Set("resource", res)
+	}
+	tr, err := m.tokenRequest(r.Context(), st.spec.OAuth, meta.TokenEndpoint, form)
+	if err != nil {
+		m.log.Warn("connections page: code exchange failed", zap.String("service", st.spec.Service), zap.Error(err))
+		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + " did not give a token; start again from the connections page."})
+		return
+	}
+	if err := m.vault.Put(r.Context(), s.owner().Key(), st.spec.Service, m.record(tr, nil)); err != nil {
+		m.fail(w, r, "saving the connection", err)
+		return
+	}
+	m.log.Info("connection made", zap.String("service", st.spec.Service), zap.String("kind", KindOAuth))
+	http.Redirect(w, r, strings.TrimSuffix(m.basePath(), "/")+"?connected="+url.QueryEscape(st.spec.Service), http.StatusSeeOther)
+}
+
+func (m *Manager) saveAPIKey(w http.ResponseWriter, r *http.Request, st *specState) {
+	s, _, ok := m.checkPost(w, r)
+	if !ok {
+		return
+	}
+	if st.spec.Kind != KindAPIKey {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: st.spec.title() + " is connected by signing in, not with a key."})
+		return
+	}
+	key := strings.TrimSpace(r.PostForm.Get("api_key"))
+	if key == "" || len(key) > maxAPIKey || strings.ContainsFunc(key, unicode.IsControl) {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "Paste the key as one line of at most 4096 characters."})
+		return
+	}
+	if err := m.PutAPIKey(r.Context(), s.owner(), st.spec.Service, key); err != nil {
+		m.fail(w, r, "saving the key", err)
+		return
+	}
+	m.log.Info("connection made", zap.String("service", st.spec.Service), zap.String("kind", KindAPIKey))
+	http.Redirect(w, r, strings.TrimSuffix(m.basePath(), "/")+"?connected="+url.QueryEscape(st.spec.Service), http.StatusSeeOther)
+}
+
+func (m *Manager) disconnect(w http.ResponseWriter, r *http.Request, st *specState) {
+	s, _, ok := m.checkPost(w, r)
+	if !ok {
+		return
+	}
+	if err := m.Disconnect(r.Context(), s.owner(), st.spec.Service); err != nil {
+		m.fail(w, r, "removing the connection", err)
+		return
+	}
+	http.Redirect(w, r, strings.TrimSuffix(m.basePath(), "/")+"?disconnected="+url.QueryEscape(st.spec.Service), http.StatusSeeOther)
+}
+
+func (m *Manager) signOut(w http.ResponseWriter, r *http.Request) {
+	_, h, ok := m.checkPost(w, r)
+	if !ok {
+		return
+	}
+	if err := m.store.Del(r.Context(), "session:"+h); err != nil {
+		m.fail(w, r, "signing out", err)
+		return
+	}
+	m.setCookie(w, "", "", -1)
+	m.page(w, r, http.StatusOK, pageData{Notice: "You are signed out of the connections page. Your connections stay."})
+}
+
+// oauthCode keeps an error code from a query string to the characters
+// RFC 6749 allows, so nothing else is echoed into the page.
+func oauthCode(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r >= 0x20 && r <= 0x7e && r != '"' && r != '\\' {
+			return r
+		}
+		return -1
+	}, s)
+	return clip(s, 64)
+}
+
+func (m *Manager) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	m.log.Error("connections page: "+what, zap.Error(err))
+	m.page(w, r, http.StatusServiceUnavailable, pageData{Error: "The gateway cannot do that right now; try again later."})
+}
+
+type pageData struct {
+	Subject     string
+	CSRF        string
+	Base        string
+	Focus       string
+	Notice      string
+	Error       string
+	Rows        []row
+	formOrigins []string
+}
+
+type row struct {
+	Connection
+	Focus       bool
+	Unavailable bool
+}
+
+func (m *Manager) page(w http.ResponseWriter, _ *http.Request, status int, d pageData) {
+	origins := slices.Compact(slices.Sorted(slices.Values(d.formOrigins)))
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' "+
+		strings.Join(origins, " ")+"; frame-ancestors 'none'; base-uri 'none'")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_ = pageTemplate.Execute(w, d)
+}
+
+var pageTemplate = template.Must(template.New("connections").Funcs(template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Connections</title>
+<style>
+body{font:16px/1.5 system-ui,sans-serif;max-width:44rem;margin:2rem auto;padding:0 1rem;color:#222}
+table{border-collapse:collapse;width:100%}td,th{padding:.5rem;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
+tr.focus{background:#fff7d6}.ok{color:#17692c}.no{color:#8a1c1c}.notice{background:#e8f5e9;padding:.5rem}.error{background:#fdecea;padding:.5rem}
+form{display:inline}input[type=password]{width:14rem}small{color:#666}
+</style></head><body>
+<h1>Connections</h1>
+{{if .Notice}}<p class="notice" id="notice">{{.Notice}}</p>{{end}}
+{{if .Error}}<p class="error" id="error">{{.Error}}</p>{{end}}
+{{if .Subject}}
+<p>Signed in as <strong id="subject">{{.Subject}}</strong>. Plans you run through the gateway call these services as you.</p>
+<table><thead><tr><th>Service</th><th>Status</th><th></th></tr></thead><tbody>
+{{range .Rows}}<tr id="svc-{{.Service}}"{{if .Focus}} class="focus"{{end}}>
+<td><strong>{{.Title}}</strong>{{if .Hint}}<br><small>{{.Hint}}</small>{{end}}</td>
+<td>{{if .Connected}}<span class="ok status">connected</span><br><small>since {{when .ConnectedAt}}{{if .Scope}}; scopes {{.Scope}}{{end}}</small>
+{{else if .Unreadable}}<span class="no status">unreadable; connect again</span>
+{{else}}<span class="no status">not connected</span>{{end}}</td>
+<td>{{if .Connected}}<form method="post" action="{{$.Base}}/{{.Service}}/disconnect"><input type="hidden" name="csrf" value="{{$.CSRF}}"><button type="submit" name="disconnect">Disconnect</button></form>
+{{else if eq .Kind "oauth"}}{{if .Unavailable}}<small>sign-in unavailable right now</small>{{else}}<form method="post" action="{{$.Base}}/{{.Service}}/connect"><input type="hidden" name="csrf" value="{{$.CSRF}}"><button type="submit" name="connect">Connect</button></form>{{end}}
+{{else}}<form method="post" action="{{$.Base}}/{{.Service}}/api_key"><input type="hidden" name="csrf" value="{{$.CSRF}}"><input type="password" name="api_key" autocomplete="off" required aria-label="API key for {{.Title}}"> <button type="submit" name="save">Save key</button></form>{{end}}</td>
+</tr>{{end}}
+</tbody></table>
+<p><form method="post" action="{{.Base}}/signout"><input type="hidden" name="csrf" value="{{.CSRF}}"><button type="submit" name="signout">Sign out of this page</button></form></p>
+{{end}}
+</body></html>
+`))
