@@ -56,14 +56,20 @@ type App struct {
 	// (transparent mode). Unset means no authentication.
 	Auth *AuthConfig `json:"auth,omitempty"`
 
+	// Credentials configures users' own upstream credentials: the vault
+	// key, its storage and the connections pages. Used when a source has
+	// `credential user` or `user_or_static`.
+	Credentials *CredentialsConfig `json:"credentials,omitempty"`
+
 	// Run-time state of each area, declared in its app_<area>.go.
-	storage    Storage
-	storageSet bool // the config names the app's storage
-	throttle   throttleState
-	sandbox    sandboxState
-	broker     brokerState
-	meta       metaState
-	auth       authState
+	storage     Storage
+	storageSet  bool // the config names the app's storage
+	throttle    throttleState
+	sandbox     sandboxState
+	broker      brokerState
+	meta        metaState
+	auth        authState
+	credentials credentialsState
 
 	held   holder // component keys, released by Cleanup
 	ctx    caddy.Context
@@ -83,8 +89,9 @@ func (App) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision builds every area in dependency order: the guard first (the
-// broker and the meta-tools use it), then the sandbox, the broker, the
-// meta-tools and authentication.
+// broker and the meta-tools use it), then the sandbox, authentication,
+// users' credentials (they need the signed-in user), the broker and the
+// meta-tools (their sources carry the credentials).
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
@@ -93,9 +100,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.provisionStorage,
 		a.provisionThrottle,
 		a.provisionSandbox,
+		a.provisionAuth,
+		a.provisionCredentials,
 		a.provisionBroker,
 		a.provisionMeta,
-		a.provisionAuth,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {

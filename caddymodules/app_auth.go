@@ -301,6 +301,10 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("codemode auth: %w", err)
 	}
+	if c, ok := a.connectionsClient(&cfg); ok {
+		// The connections page signs users in as a client of this server.
+		cfg.Clients = append(cfg.Clients, c)
+	}
 	if len(cfg.TokenStorageRaw) == 0 && !a.storageSet {
 		cfg.TokenStorageRaw = redisFromEnv(os.Getenv)
 	}

@@ -141,6 +141,10 @@ type OpenAPISourceConfig struct {
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 	// MaxResponseSize caps an action's response body, in bytes. Default 10 MiB.
 	MaxResponseSize int64 `json:"max_response_size,omitempty"`
+	// Credential says whose credential a call carries: the headers for
+	// everyone (static, the default) or the calling user's own (user,
+	// user_or_static), see docs/credentials.md.
+	Credential *SourceCredential `json:"credential,omitempty"`
 }
 
 // brokerState is what the area keeps at run time. It is a pointer so the
@@ -323,6 +327,9 @@ func (a *App) SharedBroker() (*broker.Broker, error) {
 	if store.Component != "" {
 		deps = append(deps, store.Component)
 	}
+	if a.credentials.key != "" {
+		deps = append(deps, a.credentials.key) // the catalog puts users' credentials on calls
+	}
 	key, err := componentKey("broker", cfg.withDefaults(), append(deps, store.key())...)
 	if err != nil {
 		return nil, err
@@ -413,8 +420,12 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 			}
 			sources = append(sources, src)
 		}
-		cat, err := catalog.New(sources, &catalog.Options{PollInterval: time.Duration(cfg.PollInterval), Logger: logger.Named("catalog"),
-			Metrics: processTelemetry().catalog})
+		copts := &catalog.Options{PollInterval: time.Duration(cfg.PollInterval), Logger: logger.Named("catalog"),
+			Metrics: processTelemetry().catalog}
+		if mgr := a.CredentialManager(); mgr != nil {
+			copts.Authorize = catalogAuthorize(mgr)
+		}
+		cat, err := catalog.New(sources, copts)
 		if err != nil {
 			return nil, fmt.Errorf("codemode broker: %w", err)
 		}
@@ -762,6 +773,12 @@ func parseOpenAPISource(d *caddyfile.Dispenser) (OpenAPISourceConfig, error) {
 			if err := parseSizeArg(d, &s.MaxResponseSize); err != nil {
 				return s, err
 			}
+		case "credential":
+			c, err := parseSourceCredential(d)
+			if err != nil {
+				return s, err
+			}
+			s.Credential = c
 		default:
 			return s, d.Errf("unrecognized openapi subdirective %q", d.Val())
 		}

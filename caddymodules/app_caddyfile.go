@@ -21,6 +21,7 @@ func init() {
 //			broker   { ... }
 //			meta     { ... }
 //			auth     { ... }
+//			credentials { ... }
 //		}
 //	}
 //
@@ -53,6 +54,8 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, existing any) (any, error) {
 			app.Meta, err = parseMeta(d)
 		case "auth":
 			app.Auth, err = parseAuth(d)
+		case "credentials":
+			app.Credentials, err = parseCredentials(d)
 		default:
 			return nil, d.Errf("unrecognized subdirective %q", d.Val())
 		}

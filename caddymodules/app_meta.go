@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,6 +98,10 @@ type MetaUpstream struct {
 	// hung upstream answers TIMEOUT, not after the caller's own deadline).
 	// Default 30s.
 	CallTimeout caddy.Duration `json:"call_timeout,omitempty"`
+	// Credential says whose credential a call carries: the headers for
+	// everyone (static, the default) or the calling user's own (user,
+	// user_or_static; URL upstreams only), see docs/credentials.md.
+	Credential *SourceCredential `json:"credential,omitempty"`
 }
 
 // MetaRateLimit is one rule: at most max_requests calls of Tool per
@@ -121,6 +126,9 @@ type metaRuntime struct {
 	server    *mcp.Server
 	upstreams []*metatools.Upstream
 	limiter   *guard.GuardManager
+	// unlisten removes this config's listeners on the credential manager,
+	// which may outlive it.
+	unlisten []func()
 }
 
 func (a *App) provisionMeta(ctx caddy.Context) error {
@@ -167,6 +175,7 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		}
 	}
 	var ups []*metatools.Upstream
+	var unlisten []func()
 	for _, u := range cfg.Upstreams {
 		env := make([]string, len(u.Env))
 		for i, kv := range u.Env {
@@ -179,10 +188,32 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 				headers[k] = repl.ReplaceAll(v, "")
 			}
 		}
-		up, err := metatools.NewUpstream(metatools.UpstreamConfig{Name: u.Name, URL: repl.ReplaceAll(u.URL, ""),
-			Command: u.Command, Args: u.Args, Env: env, Headers: headers, CallTimeout: time.Duration(u.CallTimeout)}, logger)
+		uc := metatools.UpstreamConfig{Name: u.Name, URL: repl.ReplaceAll(u.URL, ""),
+			Command: u.Command, Args: u.Args, Env: env, Headers: headers, CallTimeout: time.Duration(u.CallTimeout)}
+		mgr := a.CredentialManager()
+		user := false
+		if mgr != nil {
+			if _, user = mgr.Spec(u.Name); user {
+				uc.Credential = upstreamCredential(mgr, u.Name)
+				uc.ToolCache = toolCache{store: mgr.Store(), key: "tools:" + u.Name}
+			}
+		}
+		up, err := metatools.NewUpstream(uc, logger)
 		if err != nil {
+			for _, f := range unlisten {
+				f()
+			}
 			return fmt.Errorf("codemode meta: %w", err)
+		}
+		if user {
+			// A user who connects this upstream's account lets it list its
+			// tools when it serves signed-in users only.
+			name := u.Name
+			unlisten = append(unlisten, mgr.OnConnect(func(service, owner string, authorize func(*http.Request) error) {
+				if service == name {
+					up.Prime(owner, authorize)
+				}
+			}))
 		}
 		ups = append(ups, up)
 		sources = append(sources, up)
@@ -213,7 +244,7 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		return fmt.Errorf("codemode meta: list_ttl must not be negative")
 	}
 	svc := metatools.NewService(index, opts)
-	a.meta.rt = &metaRuntime{index: index, service: svc, upstreams: ups, limiter: gm,
+	a.meta.rt = &metaRuntime{index: index, service: svc, upstreams: ups, limiter: gm, unlisten: unlisten,
 		server: metatools.NewServer(svc, &metatools.ServerOptions{ProtocolVersions: cfg.ProtocolVersions,
 			ListTTL: time.Duration(cfg.ListTTL)})}
 	return nil
@@ -309,6 +340,9 @@ func (a *App) cleanupMeta() error {
 		return nil
 	}
 	a.meta.rt = nil
+	for _, f := range rt.unlisten {
+		f()
+	}
 	rt.index.Close()
 	for _, u := range rt.upstreams {
 		u.Close()
@@ -596,6 +630,12 @@ func parseMetaUpstream(d *caddyfile.Dispenser) (*MetaUpstream, error) {
 				return nil, d.ArgErr()
 			}
 			u.Command, u.Args = args[0], args[1:]
+		case "credential":
+			c, err := parseSourceCredential(d)
+			if err != nil {
+				return nil, err
+			}
+			u.Credential = c
 		case "env":
 			args := d.RemainingArgs()
 			if len(args) == 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/caddyauth"
 	"go.uber.org/zap"
 
+	"github.com/codemode-gateway/caddy-codemode/internal/identity"
 	"github.com/codemode-gateway/caddy-codemode/oauth"
 )
 
@@ -32,6 +33,19 @@ const AuthVarKey = "codemode.auth"
 func AuthenticatedToken(r *http.Request) (*oauth.VerifiedToken, bool) {
 	t, ok := caddyhttp.GetVar(r.Context(), AuthVarKey).(*oauth.VerifiedToken)
 	return t, ok && t != nil
+}
+
+// withIdentity puts the user the bearer provider accepted for r into r's
+// context (package internal/identity), where tool sources that act as the
+// user upstream read it. A token without a subject (a machine client) and
+// an anonymous request carry no identity.
+func withIdentity(r *http.Request) *http.Request {
+	t, ok := AuthenticatedToken(r)
+	if !ok || t.Subject == "" {
+		return r
+	}
+	return r.WithContext(identity.With(r.Context(), &identity.Identity{Issuer: t.Issuer, Subject: t.Subject,
+		ClientID: t.ClientID, TenantID: t.TenantID, SessionID: t.SessionID}))
 }
 
 // BearerAuth is an authentication provider for Caddy's `authentication`

@@ -133,7 +133,7 @@ func (h *BrokerHandler) Validate() error {
 // the broker's JSON bodies ({"error":{"code","message"}}) rather than
 // returned, because API clients need the stable codes.
 func (h *BrokerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	r = withRequestID(w, r)
+	r = withIdentity(withRequestID(w, r))
 	// Caddy's client address honours trusted_proxies: behind a load
 	// balancer it is the caller's, not the balancer's.
 	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/internal/identity"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/codemode-gateway/caddy-codemode/metatools"
 	"github.com/codemode-gateway/caddy-codemode/oauth"
@@ -241,8 +242,9 @@ func bridgeMCPRequest(w http.ResponseWriter, r *http.Request) (*http.Request, fu
 	return r, func() { mcpRequests.Delete(ref) }
 }
 
-// mcpRequestContext is the meta-tools' RequestContextFunc: the trace span
-// and request id of the HTTP request that carried the call.
+// mcpRequestContext is the meta-tools' RequestContextFunc: the trace span,
+// request id and authenticated user of the HTTP request that carried the
+// call.
 func mcpRequestContext(ctx context.Context, h http.Header) context.Context {
 	v, ok := mcpRequests.Load(h.Get(requestRefHeader))
 	if !ok {
@@ -251,6 +253,9 @@ func mcpRequestContext(ctx context.Context, h http.Header) context.Context {
 	rctx := v.(context.Context)
 	if span := trace.SpanFromContext(rctx); span.SpanContext().IsValid() {
 		ctx = trace.ContextWithSpan(ctx, span)
+	}
+	if id, ok := identity.From(rctx); ok { // the signed-in user, for sources that act as them
+		ctx = identity.With(ctx, id)
 	}
 	return telemetry.WithRequestID(ctx, telemetry.RequestID(rctx))
 }

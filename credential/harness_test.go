@@ -28,8 +28,8 @@ const testIssuer = "https://idp.test"
 // authorization server.
 type testSignIn struct{ base string }
 
-func (s testSignIn) AuthCodeURL(redirect, state, nonce, challenge string) string {
-	return s.base + "/test-signin?" + url.Values{"redirect_uri": {redirect}, "state": {state}}.Encode()
+func (s testSignIn) AuthCodeURL(_ context.Context, redirect, state, nonce, challenge string) (string, error) {
+	return s.base + "/test-signin?" + url.Values{"redirect_uri": {redirect}, "state": {state}}.Encode(), nil
 }
 
 func (testSignIn) Exchange(_ context.Context, _, code, _, _ string) (Owner, error) {

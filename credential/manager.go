@@ -81,9 +81,11 @@ type Manager struct {
 	now     func() time.Time
 	rand    io.Reader
 
-	mu      sync.Mutex
-	flights map[string]*flight
-	touched map[string]time.Time
+	mu           sync.Mutex
+	flights      map[string]*flight
+	touched      map[string]time.Time
+	listeners    map[int]func(service, user string, authorize func(*http.Request) error)
+	nextListener int
 }
 
 type specState struct {
@@ -124,7 +126,8 @@ func NewManager(specs []Spec, opts *Options) (*Manager, error) {
 		o.Logger = zap.NewNop()
 	}
 	m := &Manager{specs: make(map[string]*specState, len(specs)), store: o.Store, opts: o, log: o.Logger,
-		now: o.Now, rand: o.Rand, client: o.HTTPClient, flights: map[string]*flight{}, touched: map[string]time.Time{}}
+		now: o.Now, rand: o.Rand, client: o.HTTPClient, flights: map[string]*flight{}, touched: map[string]time.Time{},
+		listeners: map[int]func(string, string, func(*http.Request) error){}}
 	if m.client == nil {
 		m.client = &http.Client{Timeout: 15 * time.Second}
 	}
@@ -256,7 +259,13 @@ func (m *Manager) SessionFor(ctx context.Context, service string) (owner string,
 	} else if err != nil {
 		return "", nil, err
 	}
-	return o.Key(), func(r *http.Request) error {
+	return o.Key(), m.authorizer(o, st), nil
+}
+
+// authorizer places o's current credential for the source on a request.
+func (m *Manager) authorizer(o Owner, st *specState) func(*http.Request) error {
+	service := st.spec.Service
+	return func(r *http.Request) error {
 		secret, err := m.secret(r.Context(), o, st)
 		if errors.Is(err, errNoCredential) {
 			return m.required(service, service+" needs your own account and it is no longer connected", nil)
@@ -266,8 +275,42 @@ func (m *Manager) SessionFor(ctx context.Context, service string) (owner string,
 		}
 		apply(r, st.spec.Apply, secret)
 		return nil
-	}, nil
+	}
 }
+
+// OnConnect registers fn, called after a user connects a service through
+// this gateway's pages (with the user key and the function that places the
+// user's credential, as SessionFor gives them); it returns the removal.
+// An upstream MCP server that lists its tools for signed-in users only
+// uses it to read its list over the first connection.
+func (m *Manager) OnConnect(fn func(service, user string, authorize func(*http.Request) error)) (remove func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := m.nextListener
+	m.nextListener++
+	m.listeners[id] = fn
+	return func() {
+		m.mu.Lock()
+		delete(m.listeners, id)
+		m.mu.Unlock()
+	}
+}
+
+func (m *Manager) connected(o Owner, st *specState) {
+	m.mu.Lock()
+	fns := make([]func(string, string, func(*http.Request) error), 0, len(m.listeners))
+	for _, fn := range m.listeners {
+		fns = append(fns, fn)
+	}
+	m.mu.Unlock()
+	for _, fn := range fns {
+		fn(st.spec.Service, o.Key(), m.authorizer(o, st))
+	}
+}
+
+// Store is the manager's store (the Caddy side keeps upstream tool lists
+// there for other gateways).
+func (m *Manager) Store() Store { return m.store }
 
 // apply places secret on r.
 func apply(r *http.Request, a Apply, secret string) {
@@ -596,7 +639,11 @@ func (m *Manager) PutAPIKey(ctx context.Context, o Owner, service, key string) e
 	if !ok || st.spec.Kind != KindAPIKey {
 		return fmt.Errorf("credential: %q does not take an API key", service)
 	}
-	return m.vault.Put(ctx, o.Key(), service, &Record{Kind: KindAPIKey, APIKey: key, ConnectedAt: m.now()})
+	if err := m.vault.Put(ctx, o.Key(), service, &Record{Kind: KindAPIKey, APIKey: key, ConnectedAt: m.now()}); err != nil {
+		return err
+	}
+	m.connected(o, st)
+	return nil
 }
 
 func (m *Manager) randomToken() string {

@@ -26,7 +26,7 @@ import (
 type SignIn interface {
 	// AuthCodeURL is where the browser goes to sign in; the server sends
 	// it back to redirectURI with a code and state.
-	AuthCodeURL(redirectURI, state, nonce, codeChallenge string) string
+	AuthCodeURL(ctx context.Context, redirectURI, state, nonce, codeChallenge string) (string, error)
 	// Exchange redeems the code and returns who signed in.
 	Exchange(ctx context.Context, redirectURI, code, codeVerifier, nonce string) (Owner, error)
 }
@@ -249,8 +249,13 @@ func (m *Manager) startSignIn(w http.ResponseWriter, r *http.Request, next strin
 		m.fail(w, r, "starting the sign-in", err)
 		return
 	}
+	target, err := m.opts.SignIn.AuthCodeURL(r.Context(), m.pageURL("/signin/callback"), state, nonce, oauth2.S256ChallengeFromVerifier(verifier))
+	if err != nil {
+		m.fail(w, r, "starting the sign-in", err)
+		return
+	}
 	m.setCookie(w, "_signin", binding, pendingTTL)
-	http.Redirect(w, r, m.opts.SignIn.AuthCodeURL(m.pageURL("/signin/callback"), state, nonce, oauth2.S256ChallengeFromVerifier(verifier)), http.StatusSeeOther)
+	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 
 func (m *Manager) signInCallback(w http.ResponseWriter, r *http.Request) {
@@ -440,6 +445,7 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.log.Info("connection made", zap.String("service", st.spec.Service), zap.String("kind", KindOAuth))
+	m.connected(s.owner(), st)
 	http.Redirect(w, r, strings.TrimSuffix(m.basePath(), "/")+"?connected="+url.QueryEscape(st.spec.Service), http.StatusSeeOther)
 }
 

@@ -43,23 +43,58 @@ type UpstreamConfig struct {
 	// CallTimeout is the deadline of one tool call on this upstream (the
 	// caller's own deadline may be shorter). Default 30s.
 	CallTimeout time.Duration
+	// Credential, when set, makes the upstream call as each user (URL
+	// upstreams only): for a call's context it returns the key of the
+	// caller's own connection and the function that puts the caller's
+	// current credential on each of that connection's requests, or an
+	// empty key for the shared connection (Headers only). Its error stops
+	// the call and reaches the caller as it is (an *Error such as
+	// CREDENTIAL_REQUIRED). The shared connection lists the tools; while
+	// it cannot (an upstream that lists for signed-in users only), the
+	// first user connection lists them.
+	Credential func(ctx context.Context) (user string, authorize func(*http.Request) error, err error)
+	// UserIdle closes a user's connection after this long unused.
+	// Default 5 minutes.
+	UserIdle time.Duration
+	// MaxUsers caps the users' connections kept open; the least recently
+	// used is closed for a new one. Default 256.
+	MaxUsers int
+	// ToolCache, when set, keeps the last tool list a user's connection
+	// read where every gateway finds it: an upstream whose shared
+	// connection cannot list (it serves signed-in users only) starts from
+	// it instead of having no tools until one of its own users connects.
+	ToolCache ToolListCache
 }
 
 // DefaultUpstreamCallTimeout is UpstreamConfig.CallTimeout's default: no
 // call to an upstream outlives it, whether or not a throttle sets one.
 const DefaultUpstreamCallTimeout = 30 * time.Second
 
-// headerTransport adds fixed headers to every request, and the W3C trace
-// context of the request's span when there is one.
+// ToolListCache keeps an upstream's tool list (JSON of []Tool) between
+// gateways and restarts.
+type ToolListCache interface {
+	LoadTools(ctx context.Context) ([]byte, error)
+	SaveTools(ctx context.Context, tools []byte) error
+}
+
+// headerTransport adds fixed headers to every request, then the user's
+// credential on a user's connection, and the W3C trace context of the
+// request's span when there is one.
 type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
+	base      http.RoundTripper
+	headers   map[string]string
+	authorize func(*http.Request) error
 }
 
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
+	}
+	if h.authorize != nil {
+		if err := h.authorize(r); err != nil {
+			return nil, err
+		}
 	}
 	telemetry.Inject(r.Context(), r.Header)
 	return h.base.RoundTrip(r)
@@ -84,6 +119,9 @@ func (c UpstreamConfig) Validate() error {
 	if len(c.Headers) > 0 && c.URL == "" {
 		return fmt.Errorf("upstream %q: headers apply to url upstreams only", c.Name)
 	}
+	if c.Credential != nil && c.URL == "" {
+		return fmt.Errorf("upstream %q: user credentials apply to url upstreams only", c.Name)
+	}
 	return nil
 }
 
@@ -102,6 +140,19 @@ type Upstream struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	runCtx context.Context
+
+	// users are the per-user connections (Credential), by user key.
+	users map[string]*userConn
+}
+
+// userConn is one user's connection to an upstream that takes user
+// credentials.
+type userConn struct {
+	ready    chan struct{} // closed once connecting ended
+	cs       *mcp.ClientSession
+	err      error
+	lastUsed time.Time
 }
 
 // Backoff bounds between reconnect attempts.
@@ -125,7 +176,13 @@ func NewUpstream(cfg UpstreamConfig, logger *zap.Logger) (*Upstream, error) {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
-	return &Upstream{cfg: cfg, logger: logger.With(zap.String("upstream", cfg.Name))}, nil
+	if cfg.UserIdle <= 0 {
+		cfg.UserIdle = 5 * time.Minute
+	}
+	if cfg.MaxUsers <= 0 {
+		cfg.MaxUsers = 256
+	}
+	return &Upstream{cfg: cfg, logger: logger.With(zap.String("upstream", cfg.Name)), users: map[string]*userConn{}}, nil
 }
 
 // OnChange implements ChangeNotifier.
@@ -140,9 +197,13 @@ func (u *Upstream) notify() { u.listeners.Notify() }
 func (u *Upstream) Start(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(context.Background())
 	u.cancel = cancel
+	u.runCtx = runCtx
 	u.done = make(chan struct{})
 	first := make(chan struct{})
 	go u.run(runCtx, first)
+	if u.cfg.Credential != nil {
+		go u.reapUsers(runCtx)
+	}
 	select {
 	case <-first:
 	case <-ctx.Done():
@@ -160,7 +221,15 @@ func (u *Upstream) Close() error {
 	if u.session != nil {
 		u.session.Close()
 	}
+	users := u.users
+	u.users = map[string]*userConn{}
 	u.mu.Unlock()
+	for _, c := range users {
+		<-c.ready
+		if c.cs != nil {
+			c.cs.Close()
+		}
+	}
 	<-u.done
 	return nil
 }
@@ -180,7 +249,15 @@ func (u *Upstream) run(ctx context.Context, first chan struct{}) {
 			signalled = true
 		}
 		if err != nil {
-			u.logger.Warn("upstream MCP server unavailable; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+			if u.cfg.Credential != nil {
+				// An upstream that serves signed-in users only refuses the
+				// shared connection; users' own connections still work, and
+				// the list one of them read stands in.
+				u.loadCachedTools(ctx)
+				u.logger.Info("shared connection to an upstream MCP server that takes user credentials failed; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+			} else {
+				u.logger.Warn("upstream MCP server unavailable; retrying", zap.Error(err), zap.Duration("backoff", backoff))
+			}
 		} else {
 			u.watch(ctx, cs)
 			u.mu.Lock()
@@ -201,6 +278,20 @@ func (u *Upstream) run(ctx context.Context, first chan struct{}) {
 }
 
 func (u *Upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	cs, version, err := u.dial(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	u.logger.Info("connected to upstream MCP server", zap.String("protocol_version", version))
+	u.mu.Lock()
+	u.session = cs
+	u.version = version
+	u.mu.Unlock()
+	return cs, nil
+}
+
+// dial opens a client session: the shared one (authorize nil) or a user's.
+func (u *Upstream) dial(ctx context.Context, authorize func(*http.Request) error) (*mcp.ClientSession, string, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "codemode-gateway", Version: "v1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			u.mu.Lock()
@@ -226,7 +317,7 @@ func (u *Upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 				base = hc.Transport
 			}
 		}
-		c.Transport = headerTransport{base: base, headers: u.cfg.Headers}
+		c.Transport = headerTransport{base: base, headers: u.cfg.Headers, authorize: authorize}
 		hc = c
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
 	} else {
@@ -243,18 +334,13 @@ func (u *Upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	// initialize handshake of the newest older revision the server offers.
 	cs, err := client.Connect(cctx, t, nil)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to upstream %q: %w", u.cfg.Name, err)
+		return nil, "", fmt.Errorf("connecting to upstream %q: %w", u.cfg.Name, err)
 	}
 	version := ""
 	if ir := cs.InitializeResult(); ir != nil {
 		version = ir.ProtocolVersion
 	}
-	u.logger.Info("connected to upstream MCP server", zap.String("protocol_version", version))
-	u.mu.Lock()
-	u.session = cs
-	u.version = version
-	u.mu.Unlock()
-	return cs, nil
+	return cs, version, nil
 }
 
 // watch returns when the session ends. A session of 2026-07-28 or later
@@ -338,9 +424,23 @@ func (u *Upstream) Tools(context.Context) ([]Tool, error) {
 
 // Call implements ToolSource.
 func (u *Upstream) Call(ctx context.Context, name string, input json.RawMessage) (json.RawMessage, error) {
-	u.mu.Lock()
-	cs := u.session
-	u.mu.Unlock()
+	var cs *mcp.ClientSession
+	if u.cfg.Credential != nil {
+		user, authorize, err := u.cfg.Credential(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if user != "" {
+			if cs, err = u.userSession(ctx, user, authorize); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cs == nil {
+		u.mu.Lock()
+		cs = u.session
+		u.mu.Unlock()
+	}
 	if cs == nil {
 		return nil, &Error{Code: "UPSTREAM_UNAVAILABLE", Message: fmt.Sprintf("upstream MCP server %q is not connected", u.cfg.Name), Transient: true}
 	}
@@ -370,6 +470,11 @@ func (u *Upstream) Call(ctx context.Context, name string, input json.RawMessage)
 	defer cancel()
 	res, err := cs.CallTool(callCtx, params)
 	if err != nil {
+		var me *Error
+		if errors.As(err, &me) { // the user's credential, refused on the way out
+			telemetry.EndSpan(span, me.Code)
+			return nil, me
+		}
 		e := u.callError(ctx, callCtx, name, timeout, err)
 		telemetry.EndSpan(span, e.Code)
 		return nil, e
@@ -440,4 +545,193 @@ func resultJSON(res *mcp.CallToolResult) (json.RawMessage, error) {
 		return json.Marshal(res.Content)
 	}
 	return json.Marshal(text)
+}
+
+// userSession returns the user's own connection, opening it when there is
+// none (one attempt at a time per user). The connection's requests carry
+// the user's current credential (authorize), so a refreshed token is used
+// as soon as it is stored and a disconnected user's next request fails.
+func (u *Upstream) userSession(ctx context.Context, user string, authorize func(*http.Request) error) (*mcp.ClientSession, error) {
+	u.mu.Lock()
+	if u.runCtx == nil || u.runCtx.Err() != nil {
+		u.mu.Unlock()
+		return nil, &Error{Code: "UPSTREAM_UNAVAILABLE", Message: fmt.Sprintf("upstream MCP server %q is not started", u.cfg.Name), Transient: true}
+	}
+	c, ok := u.users[user]
+	if !ok {
+		c = &userConn{ready: make(chan struct{})}
+		u.users[user] = c
+		u.evictLocked()
+		runCtx := u.runCtx
+		u.mu.Unlock()
+		// The connection outlives this call: it dials under the
+		// upstream's context, not the caller's.
+		go u.openUser(runCtx, user, c, authorize)
+		u.mu.Lock()
+	}
+	c.lastUsed = time.Now()
+	u.mu.Unlock()
+	select {
+	case <-c.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if c.err != nil {
+		var me *Error
+		if errors.As(c.err, &me) { // the user's credential was refused
+			return nil, me
+		}
+		return nil, &Error{Code: "UPSTREAM_UNAVAILABLE", Message: c.err.Error(), Transient: true}
+	}
+	return c.cs, nil
+}
+
+func (u *Upstream) openUser(ctx context.Context, user string, c *userConn, authorize func(*http.Request) error) {
+	cs, _, err := u.dial(ctx, authorize)
+	c.cs, c.err = cs, err
+	close(c.ready)
+	if err != nil {
+		u.dropUser(user, c)
+		return
+	}
+	u.mu.Lock()
+	adopt := len(u.tools) == 0
+	u.mu.Unlock()
+	if adopt {
+		// The shared connection has listed nothing (the upstream serves
+		// signed-in users only): this user's list stands in, here and, by
+		// the cache, on the other gateways.
+		if err := u.refresh(ctx, cs); err != nil {
+			u.logger.Info("listing tools over a user's connection failed", zap.Error(err))
+		} else if c := u.cfg.ToolCache; c != nil {
+			u.mu.Lock()
+			b, _ := json.Marshal(u.tools)
+			u.mu.Unlock()
+			if err := c.SaveTools(ctx, b); err != nil {
+				u.logger.Warn("saving the upstream's tool list failed", zap.Error(err))
+			}
+		}
+	}
+	go func() {
+		cs.Wait()
+		u.dropUser(user, c)
+	}()
+}
+
+// dropUser forgets c if it is still the user's connection.
+func (u *Upstream) dropUser(user string, c *userConn) {
+	u.mu.Lock()
+	if u.users[user] == c {
+		delete(u.users, user)
+	}
+	u.mu.Unlock()
+}
+
+// evictLocked closes the least recently used connections over MaxUsers.
+func (u *Upstream) evictLocked() {
+	for len(u.users) > u.cfg.MaxUsers {
+		var oldest string
+		var at time.Time
+		for k, c := range u.users {
+			if oldest == "" || c.lastUsed.Before(at) {
+				oldest, at = k, c.lastUsed
+			}
+		}
+		u.closeUserLocked(oldest)
+	}
+}
+
+func (u *Upstream) closeUserLocked(user string) {
+	c := u.users[user]
+	delete(u.users, user)
+	go func() {
+		<-c.ready
+		if c.cs != nil {
+			c.cs.Close()
+		}
+	}()
+}
+
+// reapUsers closes users' connections idle for UserIdle.
+func (u *Upstream) reapUsers(ctx context.Context) {
+	every := min(u.cfg.UserIdle/2, time.Minute)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(every):
+		}
+		u.mu.Lock()
+		for k, c := range u.users {
+			if time.Since(c.lastUsed) > u.cfg.UserIdle {
+				select {
+				case <-c.ready:
+					u.closeUserLocked(k)
+				default:
+				}
+			}
+		}
+		u.mu.Unlock()
+	}
+}
+
+// UserConnections is how many users' connections are open (tests).
+func (u *Upstream) UserConnections() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.users)
+}
+
+// loadCachedTools takes the cached tool list while the upstream has none.
+func (u *Upstream) loadCachedTools(ctx context.Context) {
+	c := u.cfg.ToolCache
+	if c == nil {
+		return
+	}
+	u.mu.Lock()
+	have := len(u.tools) > 0
+	u.mu.Unlock()
+	if have {
+		return
+	}
+	b, err := c.LoadTools(ctx)
+	if err != nil || len(b) == 0 {
+		return
+	}
+	var tools []Tool
+	if err := json.Unmarshal(b, &tools); err != nil {
+		return
+	}
+	for i := range tools { // a cache names only this upstream's tools
+		if tools[i].AppID != u.cfg.Name || !strings.HasPrefix(tools[i].Name, u.cfg.Name+":") {
+			return
+		}
+	}
+	u.mu.Lock()
+	if len(u.tools) > 0 {
+		u.mu.Unlock()
+		return
+	}
+	u.tools = tools
+	u.mu.Unlock()
+	u.notify()
+}
+
+// Prime opens a user's connection when the upstream has no tool list yet,
+// so that the list that connection reads stands in (a user just connected
+// the upstream's account).
+func (u *Upstream) Prime(user string, authorize func(*http.Request) error) {
+	u.mu.Lock()
+	have := len(u.tools) > 0
+	u.mu.Unlock()
+	if have || u.cfg.Credential == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	go func() {
+		defer cancel()
+		if _, err := u.userSession(ctx, user, authorize); err != nil {
+			u.logger.Info("listing tools over a newly connected user's connection failed", zap.Error(err))
+		}
+	}()
 }

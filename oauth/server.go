@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
@@ -57,6 +58,7 @@ type Server struct {
 	verifier  *Verifier // of our own access tokens (newTokenVerifier)
 	metrics   *Metrics
 	started   time.Time
+	revoked   revocationListeners
 }
 
 // NewServer validates cfg and builds the server. The caller must Close it.
@@ -226,6 +228,59 @@ func (s *Server) JWKS() (jose.JSONWebKeySet, error) { return s.keys.JWKS() }
 // Vault is the session token vault.
 func (s *Server) Vault() *Vault { return s.vault }
 
+// SessionRevoked describes a grant ended before its time: revoked by its
+// client (RFC 7009), or by the server when a code or refresh token was
+// replayed (taken to be theft). A session that merely expires is not
+// reported.
+type SessionRevoked struct {
+	SessionID string
+	Subject   string
+	ClientID  string
+	Reason    string
+}
+
+// OnSessionRevoked registers fn, called after each revocation this server
+// performs (other instances sharing the storage call their own); it
+// returns the function that unregisters fn.
+func (s *Server) OnSessionRevoked(fn func(context.Context, SessionRevoked)) (remove func()) {
+	return s.revoked.add(fn)
+}
+
+// revocationListeners are the OnSessionRevoked functions.
+type revocationListeners struct {
+	mu   sync.Mutex
+	next int
+	fns  map[int]func(context.Context, SessionRevoked)
+}
+
+func (l *revocationListeners) add(fn func(context.Context, SessionRevoked)) func() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fns == nil {
+		l.fns = map[int]func(context.Context, SessionRevoked){}
+	}
+	id := l.next
+	l.next++
+	l.fns[id] = fn
+	return func() {
+		l.mu.Lock()
+		delete(l.fns, id)
+		l.mu.Unlock()
+	}
+}
+
+func (l *revocationListeners) notify(ctx context.Context, ev SessionRevoked) {
+	l.mu.Lock()
+	fns := make([]func(context.Context, SessionRevoked), 0, len(l.fns))
+	for _, fn := range l.fns {
+		fns = append(fns, fn)
+	}
+	l.mu.Unlock()
+	for _, fn := range fns {
+		fn(ctx, ev)
+	}
+}
+
 // Ping checks the token storage.
 func (s *Server) Ping(ctx context.Context) error { return s.store.Ping(ctx) }
 
@@ -360,11 +415,21 @@ func (s *Server) savePending(ctx context.Context, a *authRequest) error {
 }
 
 // revokeSession ends a grant: its refresh tokens stop working at once, its
-// access tokens at the next VerifyAccessToken, and its vault is erased.
+// access tokens at the next VerifyAccessToken, its vault is erased, and the
+// OnSessionRevoked listeners learn whose it was.
 func (s *Server) revokeSession(ctx context.Context, sid, why string) {
-	if err := s.store.Del(ctx, keySession(sid), keyVault(sid)); err != nil {
+	b, err := s.store.GetDel(ctx, keySession(sid))
+	if err != nil && !errors.Is(err, errNotFound) {
 		s.log.Error("revoking session", zap.String("reason", why), errField(err))
 		return
+	}
+	if err := s.store.Del(ctx, keyVault(sid)); err != nil {
+		s.log.Error("revoking session", zap.String("reason", why), errField(err))
+		return
+	}
+	var ss session
+	if b != nil && json.Unmarshal(b, &ss) == nil {
+		s.revoked.notify(ctx, SessionRevoked{SessionID: sid, Subject: ss.Subject, ClientID: ss.ClientID, Reason: why})
 	}
 	switch why {
 	case revokedRefreshReuse:

@@ -51,6 +51,15 @@ func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage) 
 		return nil, err
 	}
 	src := op.source.src
+	if auth := c.opts.Authorize; auth != nil {
+		if err := auth(ctx, src.Name, req); err != nil {
+			var ce *Error
+			if errors.As(err, &ce) {
+				return nil, ce
+			}
+			return nil, newError(CodeUpstreamUnreachable, err, "authorizing the call of %s", name)
+		}
+	}
 	ctx, cancel := context.WithTimeout(req.Context(), src.Timeout)
 	defer cancel()
 	// A client span per request (OpenTelemetry HTTP conventions, the path
@@ -68,7 +77,7 @@ func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage) 
 
 	resp, err := c.callerCli.Do(req)
 	if err != nil {
-		te := transportError(ctx, err, "calling %s %s", op.action.Method, redactURL(req.URL.String()))
+		te := transportError(ctx, scrubURLError(err), "calling %s %s", op.action.Method, redactURL(withoutQuery(req.URL)))
 		code = te.Code
 		return nil, te
 	}
@@ -106,6 +115,24 @@ func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage) 
 		return nil, e
 	}
 	return responseJSON(resp.StatusCode, ctype, body), nil
+}
+
+// withoutQuery is u without its query, which may carry a credential.
+func withoutQuery(u *url.URL) string {
+	c := *u
+	c.RawQuery, c.ForceQuery = "", false
+	return c.String()
+}
+
+// scrubURLError drops the query of the URL a transport error quotes.
+func scrubURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil {
+			return &url.Error{Op: ue.Op, URL: redactURL(withoutQuery(u)), Err: ue.Err}
+		}
+	}
+	return err
 }
 
 // transportError classifies a failed request or read.

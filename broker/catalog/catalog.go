@@ -91,6 +91,13 @@ type Options struct {
 	// Metrics, when set, reports the sources while the catalog runs (from
 	// Start to Close) and counts fetches. Nil records nothing.
 	Metrics *Metrics
+	// Authorize, when set, sees every action request after the source's
+	// Headers are on it, with the caller's context, and may put the calling
+	// user's own credential on it (a header or a query parameter). An
+	// error stops the call: a *Error keeps its code (CREDENTIAL_REQUIRED,
+	// say), any other is UPSTREAM_UNREACHABLE. Its credentials are never
+	// logged and never appear in errors (URLs in errors lose their query).
+	Authorize func(ctx context.Context, service string, req *http.Request) error
 }
 
 // CatalogResponse is the body of GET /code/actions.

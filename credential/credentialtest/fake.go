@@ -383,3 +383,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// IssueToken issues an access token for account directly (tests that do
+// not run the OAuth flow).
+func (f *Fake) IssueToken(account string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.issue(account, random("family-"))["access_token"].(string)
+}
