@@ -208,10 +208,20 @@ var requiredKeys = map[string]bool{
 // dependentKeys are optional fields whose removal must fail in the golden
 // that names them, because another field there needs them.
 var dependentKeys = map[string]string{
-	"auth_development.caddyfiletest/auth/development":       "an http issuer needs development mode",
-	"Caddyfile.example/auth/development":                    "an http issuer needs development mode",
-	"auth_transparent.caddyfiletest/auth/development":       "the local provider (localize) is plain http",
-	"sandbox_minimal.caddyfiletest/sandbox/trusted_callers": "the in-process engine refuses untrusted callers",
+	"auth_development.caddyfiletest/auth/development":                                          "an http issuer needs development mode",
+	"Caddyfile.example/auth/development":                                                       "an http issuer needs development mode",
+	"auth_transparent.caddyfiletest/auth/development":                                          "the local provider (localize) is plain http",
+	"sandbox_minimal.caddyfiletest/sandbox/trusted_callers":                                    "the in-process engine refuses untrusted callers",
+	"credentials_full.caddyfiletest/auth":                                                      "user credentials are the signed-in user's: they need auth",
+	"credentials_full.caddyfiletest/auth/development":                                          "an http issuer needs development mode",
+	"credentials_full.caddyfiletest/broker/openapi/#0/credential/oauth":                        "a user credential needs a way to connect",
+	"credentials_full.caddyfiletest/broker/openapi/#0/credential/oauth/authorization_endpoint": "without metadata both endpoints are needed",
+	"credentials_full.caddyfiletest/broker/openapi/#0/credential/oauth/token_endpoint":         "without metadata both endpoints are needed",
+	"credentials_full.caddyfiletest/broker/openapi/#0/credential/oauth/client_id":              "the gateway's client at the upstream is required",
+	"credentials_full.caddyfiletest/broker/openapi/#1/credential/api_key":                      "a user credential needs a way to connect",
+	"credentials_full.caddyfiletest/broker/openapi/#2/credential/api_key":                      "a user credential needs a way to connect",
+	"credentials_full.caddyfiletest/meta/upstreams/#0/credential/oauth":                        "a user credential needs a way to connect",
+	"credentials_full.caddyfiletest/meta/upstreams/#0/credential/oauth/client_id":              "the gateway's client at the upstream is required",
 }
 
 // optionalPaths lists the paths of the removable fields of v (objects and
