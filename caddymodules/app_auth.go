@@ -57,7 +57,7 @@ type AuthConfig struct {
 	oauth.ServerConfig
 
 	// TokenStorageRaw is the storage module of pending authorizations,
-	// codes, refresh tokens, sessions, registered clients and the vault
+	// codes, refresh tokens, sessions and registered clients
 	// (keys under the storage's key_prefix followed by "auth:"). Default:
 	// the app's storage, or Redis at REDIS_HOST:REDIS_PORT when that is set
 	// and no storage is configured.
@@ -389,8 +389,8 @@ func (a *App) AuthMode() string {
 	return a.auth.shared.mode
 }
 
-// AuthServer returns the authorization server of orchestrated mode (for
-// its token vault), or nil.
+// AuthServer returns the authorization server of orchestrated mode, or
+// nil.
 func (a *App) AuthServer() *oauth.Server {
 	if a.auth.shared == nil {
 		return nil

@@ -23,7 +23,7 @@ type ServerConfig struct {
 	Issuer string `json:"issuer,omitempty"`
 
 	// TokenStorage says where pending authorizations, codes, refresh
-	// tokens, sessions, registered clients and the vault are kept.
+	// tokens, sessions and registered clients are kept.
 	// Default: memory (one instance only).
 	TokenStorage TokenStorageConfig `json:"token_storage,omitempty"`
 

@@ -9,8 +9,8 @@
 // tokens rotated on every use with reuse detection that revokes the whole
 // chain. It adds what op lacks: RFC 7591 dynamic client registration, RFC
 // 8414 server metadata, an RFC 7009 revocation endpoint, a login page and a
-// consent screen, signing-key rotation, and the token vault that keeps a
-// session's upstream credentials encrypted at rest.
+// consent screen, signing-key rotation, and listeners told when a session
+// is revoked (users' upstream credentials are cleared then).
 //
 // The package is plain Go: caddymodules wraps Server.Handler in a Caddy
 // handler and Server.VerifyAccessToken in a Caddy authentication provider.

@@ -10,13 +10,10 @@ import (
 	"strings"
 )
 
-// Stable codes of the errors the Vault and the token storage return.
-// Rejected access tokens are *TokenError with a Reason* constant instead.
+// Stable codes of the errors the token storage returns. Rejected access
+// tokens are *TokenError with a Reason* constant instead.
 const (
-	CodeStorage       = "STORAGE_ERROR"    // the token storage failed
-	CodeNoSession     = "VAULT_NO_SESSION" // the vault's session does not exist
-	CodeVaultNotFound = "VAULT_NOT_FOUND"  // no credential stored under that name
-	CodeVaultCorrupt  = "VAULT_CORRUPT"    // ciphertext does not decrypt with this key
+	CodeStorage = "STORAGE_ERROR" // the token storage failed
 )
 
 // Error is an error with a stable code. Status is the HTTP status a handler

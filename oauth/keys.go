@@ -221,7 +221,7 @@ func newSigningKey(priv crypto.Signer, kid string) (*signingKey, error) {
 	return k, nil
 }
 
-// privateMaterial is the secret every derivation (rotated keys, vault key)
+// privateMaterial is the secret every derivation (rotated keys)
 // starts from.
 func privateMaterial(priv crypto.Signer) ([]byte, error) {
 	switch p := priv.(type) {

@@ -52,7 +52,6 @@ type Server struct {
 	// there are no users (every login is then refused before bcrypt).
 	dummyHash []byte
 	clients   map[string]*client
-	vault     *Vault
 	docs      *documentResolver // nil unless client_id_metadata is enabled
 	handler   http.Handler
 	verifier  *Verifier // of our own access tokens (newTokenVerifier)
@@ -145,7 +144,6 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 		s.store = prefixedMemory{newMemoryStore(s.now), st.keyPrefix}
 		s.log.Warn("oauth token storage is in memory: for one instance only, and every session is lost on restart")
 	}
-	s.vault = newVault(s, root)
 	if st.documents {
 		s.docs = newDocumentResolver(s, cfg.ClientIDMetadata)
 		if len(cfg.ClientIDMetadata.AllowedPrivateHosts) > 0 && !st.development {
@@ -224,9 +222,6 @@ func (s *Server) Development() bool { return s.cfg.development }
 // JWKS returns the public key set: the key that signs now and the ones
 // still accepted.
 func (s *Server) JWKS() (jose.JSONWebKeySet, error) { return s.keys.JWKS() }
-
-// Vault is the session token vault.
-func (s *Server) Vault() *Vault { return s.vault }
 
 // SessionRevoked describes a grant ended before its time: revoked by its
 // client (RFC 7009), or by the server when a code or refresh token was
@@ -415,15 +410,11 @@ func (s *Server) savePending(ctx context.Context, a *authRequest) error {
 }
 
 // revokeSession ends a grant: its refresh tokens stop working at once, its
-// access tokens at the next VerifyAccessToken, its vault is erased, and the
-// OnSessionRevoked listeners learn whose it was.
+// access tokens at the next VerifyAccessToken, and the OnSessionRevoked
+// listeners (users' upstream credentials) learn whose it was.
 func (s *Server) revokeSession(ctx context.Context, sid, why string) {
 	b, err := s.store.GetDel(ctx, keySession(sid))
 	if err != nil && !errors.Is(err, errNotFound) {
-		s.log.Error("revoking session", zap.String("reason", why), errField(err))
-		return
-	}
-	if err := s.store.Del(ctx, keyVault(sid)); err != nil {
 		s.log.Error("revoking session", zap.String("reason", why), errField(err))
 		return
 	}

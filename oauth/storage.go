@@ -28,7 +28,6 @@ func keyRotated(token string) string   { return keyRotatedDigest(digest(token)) 
 func keyRotatedDigest(d string) string { return "refresh:" + d + ":rotated" }
 func keyGraceUsed(token string) string { return "refresh:" + digest(token) + ":grace" }
 func keySession(id string) string      { return "session:" + id }
-func keyVault(session string) string   { return "vault:" + session }
 func keyClient(clientID string) string { return "client:" + clientID }
 
 func digest(s string) string {
@@ -388,9 +387,6 @@ func (st opStorage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Tok
 			return "", "", time.Time{}, err
 		} else if !ok {
 			return "", "", time.Time{}, oidc.ErrInvalidGrant().WithDescription("grant revoked or expired")
-		}
-		if err := s.store.Expire(ctx, keyVault(ss.ID), s.cfg.refreshTTL); err != nil {
-			return "", "", time.Time{}, err
 		}
 	default:
 		return "", "", time.Time{}, oidc.ErrUnsupportedGrantType()

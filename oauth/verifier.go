@@ -94,8 +94,8 @@ type VerifiedToken struct {
 	TenantID string `json:"tenant_id,omitempty"`
 	// ID is the jti claim.
 	ID string `json:"jti,omitempty"`
-	// SessionID is the grant of a token our own server issued (sid); the
-	// token vault is keyed by it. Empty for an external provider's tokens.
+	// SessionID is the grant of a token our own server issued (sid).
+	// Empty for an external provider's tokens.
 	SessionID string `json:"sid,omitempty"`
 	// ExpiresAt, IssuedAt and NotBefore are the exp, iat and nbf claims (zero when absent).
 	ExpiresAt time.Time `json:"exp"`
