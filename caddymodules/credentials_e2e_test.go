@@ -1,8 +1,9 @@
 package caddymodules
 
 import (
-	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -12,15 +13,18 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
@@ -42,6 +46,8 @@ type credGateway struct {
 	logPath     string
 	passwords   map[string]string
 	extra       string // more lines for the credentials block
+	issuer      string // default base; a second gateway keeps the first's
+	signKey     bool   // sign with {env.CODEMODE_TEST_SIGN_KEY} (shared by two gateways)
 }
 
 func newCredGateway(t *testing.T) *credGateway {
@@ -54,7 +60,7 @@ func newCredGateway(t *testing.T) *credGateway {
 	port := freePort(t)
 	g := &credGateway{port: port, admin: freePort(t), base: fmt.Sprintf("http://127.0.0.1:%d", port), fake: fake,
 		redisAddr: rc.Options().Addr, prefix: prefix, key: base64.StdEncoding.EncodeToString(k),
-		logPath: filepath.Join(t.TempDir(), "caddy.log"),
+		logPath:   filepath.Join(t.TempDir(), "caddy.log"),
 		passwords: map[string]string{"alice": "alice-password-1", "bob": "bob-password-2"}}
 	return g
 }
@@ -68,6 +74,10 @@ func (g *credGateway) caddyfile(t *testing.T) string {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(&users, "\t\t\tuser %s %s\n", u, h)
+	}
+	signing := ""
+	if g.signKey {
+		signing = "\t\t\tlocal {\n\t\t\t\tsign_key {env.CODEMODE_TEST_SIGN_KEY}\n\t\t\t}\n"
 	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%[2]d
@@ -116,8 +126,8 @@ func (g *credGateway) caddyfile(t *testing.T) string {
 		}
 		auth {
 			development
-			issuer http://127.0.0.1:%[1]d
-%[4]s			client agent {
+			issuer %[10]s
+%[4]s%[11]s			client agent {
 				redirect_uri http://127.0.0.1:1/cb
 			}
 			refresh {
@@ -145,7 +155,14 @@ http://127.0.0.1:%[1]d {
 		codemode_broker
 	}
 }
-`, g.port, g.admin, g.fake.URL, users.String(), g.logPath, g.redisAddr, g.prefix, g.key, g.extra)
+`, g.port, g.admin, g.fake.URL, users.String(), g.logPath, g.redisAddr, g.prefix, g.key, g.extra, g.issuerURL(), signing)
+}
+
+func (g *credGateway) issuerURL() string {
+	if g.issuer != "" {
+		return g.issuer
+	}
+	return g.base
 }
 
 func (g *credGateway) start(t *testing.T) {
@@ -197,6 +214,9 @@ func (g *credGateway) agentToken(t *testing.T, user string) *oauth2.Token {
 	t.Helper()
 	conf := &oauth2.Config{ClientID: "agent", RedirectURL: "http://127.0.0.1:1/cb", Scopes: []string{"mcp"},
 		Endpoint: oauth2.Endpoint{AuthURL: g.base + "/oauth/authorize", TokenURL: g.base + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	if g.issuer != "" {
+		t.Fatal("sign agents in at the first gateway")
+	}
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
 		if r.URL.Host == "127.0.0.1:1" {
@@ -228,14 +248,14 @@ func (g *credGateway) connect(t *testing.T, user, account string, services ...st
 	}
 	resp.Body.Close()
 	var pages []string
-	final, page := signIn(t, c, g.base+"/connections/"+services[0], user, g.passwords[user])
+	final, page := signIn(t, c, g.issuerURL()+"/connections/"+services[0], user, g.passwords[user])
 	if final.Path != "/connections/"+services[0] || !strings.Contains(page, `id="subject">`+user+`<`) {
 		t.Fatalf("connections sign-in of %s ended at %s: %s", user, final, page)
 	}
 	pages = append(pages, page)
 	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)[1]
 	for _, svc := range services {
-		resp, err := c.PostForm(g.base+"/connections/"+svc+"/connect", url.Values{"csrf": {csrf}})
+		resp, err := c.PostForm(g.issuerURL()+"/connections/"+svc+"/connect", url.Values{"csrf": {csrf}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -444,16 +464,223 @@ func TestCredentialsEndToEnd(t *testing.T) {
 	g.noSecrets(t, out, g.secrets())
 }
 
-// readNDJSON reads a broker answer into its events.
-func readNDJSON(t *testing.T, r io.Reader) []ndjsonEvent {
+// startSecondGateway runs g2 in a process of its own (this test binary,
+// see serveCaddyfileEnv) and waits until it answers.
+func startSecondGateway(t *testing.T, g2 *credGateway) {
 	t.Helper()
-	var evs []ndjsonEvent
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		var e ndjsonEvent
-		if json.Unmarshal(sc.Bytes(), &e) == nil {
-			evs = append(evs, e)
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(path, []byte(g2.caddyfile(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serveCaddyfileEnv+"="+path)
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(g2.base + "/.well-known/oauth-protected-resource")
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("second gateway exited: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second gateway did not answer: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func signingKeyJWK(t *testing.T) string {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(jose.JSONWebKey{Key: k, KeyID: "shared", Algorithm: "ES256", Use: "sig"})
+	return string(b)
+}
+
+// TestCredentialsIsolation: two gateway processes share a Redis (one
+// signs users in and serves the connections page, both run plans). Two
+// users' plans run at once on both, with the upstream's tokens so short
+// that every call refreshes (rotated each time: a refresh token used twice
+// would make the upstream revoke the grant), and each call carries its own
+// user's current token. A disconnect is refused at once on the other
+// gateway; a revoked gateway session clears the user's connections there
+// too.
+func TestCredentialsIsolation(t *testing.T) {
+	t.Setenv("CODEMODE_TEST_SIGN_KEY", signingKeyJWK(t))
+	a := newCredGateway(t)
+	a.signKey = true
+	a.fake.SetTokenTTL(30 * time.Second) // inside refresh_before (1m): every use refreshes
+	a.start(t)
+	b := *a
+	b.port, b.admin = freePort(t), freePort(t)
+	b.base, b.issuer = fmt.Sprintf("http://127.0.0.1:%d", b.port), a.base
+	b.logPath = filepath.Join(t.TempDir(), "caddy.log")
+	startSecondGateway(t, &b)
+	takeEvents()
+
+	out := &outputs{}
+	type user struct {
+		name, account string
+		token         *oauth2.Token
+		on            map[string]*mcp.ClientSession // by gateway
+	}
+	session := func(g *credGateway, token string) *mcp.ClientSession {
+		return connectMCP(t, &mcp.StreamableClientTransport{Endpoint: g.base + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerTransport{token}}})
+	}
+	users := []*user{{name: "alice", account: "gh-alice"}, {name: "bob", account: "gh-bob"}}
+	browsers := map[string]*http.Client{}
+	for _, u := range users {
+		u.token = a.agentToken(t, u.name)
+		u.on = map[string]*mcp.ClientSession{"a": session(a, u.token.AccessToken), "b": session(&b, u.token.AccessToken)}
+		c, pages := a.connect(t, u.name, u.account, "forge", "fakemcp")
+		browsers[u.name] = c
+		out.add(pages...)
+	}
+	for _, gw := range []string{"a", "b"} {
+		if res, text := runPlanUntil(t, users[0].on[gw], forgePlan, "TOOL_NOT_FOUND"); res.Status != "ok" {
+			t.Fatalf("gateway %s: %s", gw, text)
 		}
 	}
-	return evs
+
+	var wg sync.WaitGroup
+	for _, u := range users {
+		for _, gw := range []string{"a", "b", "a", "b", "a", "b"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, text := runPlan(t, u.on[gw], forgePlan)
+				out.add(text)
+				if want := fmt.Sprintf(`{"forge":%q,"mcp":%q}`, u.account, u.account); res.Status != "ok" || string(res.Result) != want {
+					t.Errorf("%s on gateway %s: %s, want %s", u.name, gw, text, want)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if n := a.fake.Refreshes(); n < 2 {
+		t.Fatalf("%d refreshes: the short-lived tokens were not refreshed", n)
+	}
+	for _, s := range a.fake.Seen() {
+		if s.Account == "" {
+			t.Fatalf("a call reached the upstream with a dead or foreign token: %+v", s)
+		}
+	}
+
+	// Alice disconnects the forge (on gateway a's page): refused on b.
+	page := browsers["alice"]
+	status, _, body := pagePost(t, page, a.base+"/connections/forge/disconnect", a.base+"/connections")
+	if status != 200 || !strings.Contains(body, "Fake Forge is disconnected.") {
+		t.Fatalf("disconnect: %d %s", status, body)
+	}
+	res, text := runPlan(t, users[0].on["b"], `return await callTool("forge_whoami", {})`)
+	out.add(text)
+	if res.Error == nil || res.Error.Code != "CREDENTIAL_REQUIRED" {
+		t.Fatalf("alice on b after disconnecting: %s", text)
+	}
+	if res, text := runPlan(t, users[0].on["b"], `return (await callTool("fakemcp:whoami", {})).account`); string(res.Result) != `"gh-alice"` {
+		t.Fatalf("alice's other connection after disconnecting the forge: %s", text)
+	}
+	if res, text := runPlan(t, users[1].on["b"], forgePlan); res.Status != "ok" {
+		t.Fatalf("bob after alice's disconnect: %s", text)
+	}
+
+	// Bob's gateway session is revoked (his client signs out, at a): his
+	// connections are cleared, on b too, and revoked at the upstream.
+	resp, err := http.PostForm(a.base+"/oauth/revoke", url.Values{"token": {users[1].token.RefreshToken}, "client_id": {"agent"}})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("revoke: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	again := a.agentToken(t, "bob")
+	cs := session(&b, again.AccessToken)
+	for _, code := range []string{`return await callTool("forge_whoami", {})`, `return await callTool("fakemcp:whoami", {})`} {
+		res, text := runPlan(t, cs, code)
+		out.add(text)
+		if res.Error == nil || res.Error.Code != "CREDENTIAL_REQUIRED" {
+			t.Fatalf("bob on b after his session was revoked: %s", text)
+		}
+	}
+	// His client's old token is refused on b at the door.
+	if _, err := users[1].on["b"].CallTool(context.Background(), &mcp.CallToolParams{Name: "meta:execute",
+		Arguments: map[string]any{"script": forgePlan}}); err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+		t.Fatalf("bob's revoked token on b: %v", err)
+	}
+	// ... and revoked at the upstream: both grants (forge and MCP server)
+	// of his account are gone there.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(a.fake.AccessTokens("gh-bob")) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("bob's upstream grants were not revoked at the upstream")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(a.fake.AccessTokens("gh-alice")) == 0 {
+		t.Fatal("alice's grants were revoked with bob's")
+	}
+	if res, text := runPlan(t, users[0].on["b"], `return (await callTool("fakemcp:whoami", {})).account`); string(res.Result) != `"gh-alice"` {
+		t.Fatalf("alice after bob's revocation: %s", text)
+	}
+
+	secrets := a.secrets()
+	a.noSecrets(t, out, secrets)
+	logs, _ := os.ReadFile(b.logPath)
+	mresp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", b.admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, s := range secrets {
+		if strings.Contains(string(logs), s) || strings.Contains(string(metrics), s) {
+			t.Fatalf("a secret (%.12s…) appears in the second gateway's log or metrics", s)
+		}
+	}
+}
+
+// pagePost submits a form of the connections page open in c at page.
+func pagePost(t *testing.T, c *http.Client, action, page string) (int, string, string) {
+	t.Helper()
+	resp, err := c.Get(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(string(b))
+	if m == nil {
+		t.Fatalf("no form on %s: %s", page, b)
+	}
+	resp, err = c.PostForm(action, url.Values{"csrf": {m[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ = io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Request.URL.String(), string(b)
 }
