@@ -26,6 +26,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 
@@ -99,6 +100,7 @@ func (g *credGateway) caddyfile(t *testing.T) string {
 		}
 		sandbox {
 			adapter inprocess
+			trusted_callers
 		}
 		broker {
 			openapi forge %[3]s/openapi.json {
@@ -350,7 +352,8 @@ func (g *credGateway) noSecrets(t *testing.T, o *outputs, secrets []string) {
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	events := fmt.Sprint(takeEvents())
-	all := map[string]string{"logs": string(logs), "metrics": string(metrics), "events": events}
+	all := map[string]string{"logs": string(logs), "metrics": string(metrics), "events": events,
+		"stored records": storedText(t, g.redisAddr, g.prefix)}
 	o.mu.Lock()
 	all["responses"] = strings.Join(o.text, "\n")
 	o.mu.Unlock()
@@ -364,6 +367,47 @@ func (g *credGateway) noSecrets(t *testing.T, o *outputs, secrets []string) {
 	if !strings.Contains(string(metrics), "codemode_") || !strings.Contains(events, "tool:called") {
 		t.Fatal("metrics or events were not collected")
 	}
+}
+
+// storedText is every value the gateways keep in Redis under prefix
+// (broker sessions and their results, OAuth grants, the vault's sealed
+// records, limiter counters), read by type so that nothing is compressed.
+func storedText(t *testing.T, addr, prefix string) string {
+	t.Helper()
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	ctx := context.Background()
+	var b strings.Builder
+	keys := 0
+	iter := rc.Scan(ctx, 0, prefix+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		keys++
+		b.WriteString(k + "\n")
+		var v any
+		switch rc.Type(ctx, k).Val() {
+		case "string":
+			v = rc.Get(ctx, k).Val()
+		case "hash":
+			v = rc.HGetAll(ctx, k).Val()
+		case "list":
+			v = rc.LRange(ctx, k, 0, -1).Val()
+		case "set":
+			v = rc.SMembers(ctx, k).Val()
+		case "zset":
+			v = rc.ZRangeWithScores(ctx, k, 0, -1).Val()
+		case "stream":
+			v = rc.XRange(ctx, k, "-", "+").Val()
+		}
+		fmt.Fprintf(&b, "%v\n", v)
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if keys == 0 {
+		t.Fatalf("nothing stored under %q: the check would prove nothing", prefix)
+	}
+	return b.String()
 }
 
 func (g *credGateway) secrets(extra ...string) []string {

@@ -1,0 +1,120 @@
+package caddymodules
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/codemode-gateway/caddy-codemode/credential"
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+	"github.com/codemode-gateway/caddy-codemode/internal/identity"
+)
+
+// docsCaddyfile returns the first caddyfile block after heading in a page
+// of docs/.
+func docsCaddyfile(t *testing.T, page, heading string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("docs/%s has no heading %q", page, heading)
+	}
+	_, rest, ok = strings.Cut(rest, "```caddyfile\n")
+	if !ok {
+		t.Fatalf("docs/%s: no caddyfile block under %q", page, heading)
+	}
+	block, _, ok := strings.Cut(rest, "\n```")
+	if !ok {
+		t.Fatalf("docs/%s: the caddyfile block under %q does not end", page, heading)
+	}
+	return block
+}
+
+// TestDocsGitHubCaddyfile: the GitHub example of docs/credentials.md
+// adapts, its source takes each user's own GitHub account through GitHub's
+// OAuth endpoints, and its codemode app provisions (with its Redis and
+// spec made local: the test stays on loopback). A caller who has not
+// connected gets CREDENTIAL_REQUIRED with the page's URL, as the docs say.
+func TestDocsGitHubCaddyfile(t *testing.T) {
+	quietCaddy(t)
+	src := docsCaddyfile(t, "credentials.md", "## Example: GitHub with each user's own account")
+	cfg := adaptGolden(t, "docs/credentials.md", src)
+	app := cfg["apps"].(map[string]any)["codemode"].(map[string]any)
+
+	var source map[string]any
+	for _, s := range app["broker"].(map[string]any)["openapi"].([]any) {
+		if s := s.(map[string]any); s["name"] == "github" {
+			source = s
+		}
+	}
+	if source == nil {
+		t.Fatalf("no github source in %v", app["broker"])
+	}
+	cred, _ := json.Marshal(source["credential"])
+	var got SourceCredential
+	if err := json.Unmarshal(cred, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Mode != credential.ModeUser || got.OAuth == nil ||
+		got.OAuth.AuthorizationEndpoint != "https://github.com/login/oauth/authorize" ||
+		got.OAuth.TokenEndpoint != "https://github.com/login/oauth/access_token" ||
+		got.OAuth.ClientSecret != "{env.GITHUB_CLIENT_SECRET}" {
+		t.Fatalf("the github source's credential: %s", cred)
+	}
+
+	// Provision it: the environment the docs name, Redis and the spec local.
+	rc, prefix := redistest.Client(t)
+	localize(app, rc.Options().Addr, prefix, "")
+	spec := filepath.Join(t.TempDir(), "github.json")
+	if err := os.WriteFile(spec, []byte(`{"openapi":"3.0.3","info":{"title":"GitHub","version":"1"},
+		"paths":{"/user/repos":{"get":{"operationId":"repos/list-for-authenticated-user","responses":{"200":{"description":"ok"}}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	source["spec_url"] = spec
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	jwk, _ := json.Marshal(jose.JSONWebKey{Key: key, KeyID: "docs", Algorithm: "ES256", Use: "sig"})
+	vaultKey := make([]byte, 32)
+	_, _ = rand.Read(vaultKey)
+	for k, v := range map[string]string{"JWT_SIGNING_KEY": string(jwk), "ALICE_HASH": cheapHash, "BOB_HASH": cheapHash,
+		"GITHUB_CLIENT_ID": "Iv1.docs", "GITHUB_CLIENT_SECRET": "docs-secret",
+		"CODEMODE_VAULT_KEY": base64.StdEncoding.EncodeToString(vaultKey)} {
+		t.Setenv(k, v)
+	}
+	raw, _ := json.Marshal(app)
+	a, unload, err := loadApp(raw)
+	if err != nil {
+		t.Fatalf("the docs' Caddyfile does not provision: %v\n%s", err, raw)
+	}
+	defer unload()
+	mgr := a.credentials.mgr
+	if mgr == nil {
+		t.Fatal("no credential manager")
+	}
+	if s, ok := mgr.Spec("github"); !ok || s.Mode != credential.ModeUser || s.OAuth == nil || s.OAuth.ClientID != "Iv1.docs" {
+		t.Fatalf("github spec: %+v", s)
+	}
+	req, _ := http.NewRequest(http.MethodGet, "https://api.github.com/user/repos", nil)
+	ctx := identity.With(context.Background(), &identity.Identity{Issuer: "https://gw.example.com", Subject: "alice"})
+	_, err = mgr.Authorize(ctx, "github", req)
+	var ce *credential.Error
+	if !errors.As(err, &ce) || ce.Code != credential.CodeCredentialRequired || ce.ConnectURL != "https://gw.example.com/connections/github" {
+		t.Fatalf("alice before connecting: %v", err)
+	}
+	if req.Header.Get("Authorization") != "" {
+		t.Fatal("a request went out with a credential nobody connected")
+	}
+}
