@@ -51,6 +51,72 @@ func goldenInputs(t *testing.T) map[string]string {
 	return out
 }
 
+// exampleCaddyfiles returns every Caddyfile of the repository outside the
+// golden files (Caddyfile.example, docs/*.Caddyfile, the CI's), by path.
+// Their environment placeholders get plausible values, set for the test.
+func exampleCaddyfiles(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	placeholder := regexp.MustCompile(`\{\$([A-Z0-9_]+)(:[^}]*)?\}`)
+	port := 18000 // each variable its own port: two sites must not share one
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if name == ".git" || name == "node_modules" || name == "testdata" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if name != "Caddyfile" && !strings.HasSuffix(name, ".Caddyfile") && !strings.HasPrefix(name, "Caddyfile.") {
+			return nil
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range placeholder.FindAllStringSubmatch(string(raw), -1) {
+			if _, set := os.LookupEnv(m[1]); !set {
+				port++
+				t.Setenv(m[1], placeholderValue(m[1], port))
+			}
+		}
+		rel, _ := filepath.Rel("..", path)
+		out[rel] = string(raw)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, must := range []string{"Caddyfile.example", filepath.Join("docs", "production.Caddyfile")} {
+		if _, ok := out[must]; !ok {
+			t.Fatalf("%s not found among %d example Caddyfiles", must, len(out))
+		}
+	}
+	return out
+}
+
+// placeholderValue is a value of the shape an environment variable's name
+// suggests; port is free for it to use.
+func placeholderValue(name string, port int) string {
+	switch {
+	case strings.HasSuffix(name, "PORT"):
+		return strconv.Itoa(port)
+	case strings.Contains(name, "ISSUER"):
+		return "http://127.0.0.1:" + strconv.Itoa(port)
+	case strings.Contains(name, "HOST"):
+		return "gateway.example.com"
+	case strings.Contains(name, "PREFIX"):
+		return "codemode:test:"
+	case strings.Contains(name, "NAME"):
+		return "gw1"
+	default: // addresses: REDIS_ADDR, GW1, CODEMODE_ADMIN, ...
+		return "127.0.0.1:" + strconv.Itoa(port)
+	}
+}
+
 func adaptGolden(t *testing.T, name, src string) map[string]any {
 	t.Helper()
 	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), map[string]any{"filename": name})
@@ -64,17 +130,51 @@ func adaptGolden(t *testing.T, name, src string) map[string]any {
 	return cfg
 }
 
-// mapKeys hold data, not configuration: their keys are header names.
+// mapKeys hold data, not configuration: their keys are header names (the
+// header handler's operations too: response.set, request.add, ...).
 var mapKeys = map[string]bool{"headers": true, "spec_headers": true, "header": true}
+
+// headerOps are the header handler's maps of header names.
+var headerOps = map[string]bool{"set": true, "add": true, "replace": true}
+
+// durationKey names a field that holds a duration.
+var durationKey = regexp.MustCompile(`(^|_)(timeout|interval|window|ttl|grace|duration|delay|lifetime|period|backoff|expiry)s?($|_)`)
+
+// badDuration tells why v is not a caddy.Duration: a duration string, or
+// nanoseconds (a number below a millisecond is some other unit's count).
+func badDuration(v any) string {
+	switch v := v.(type) {
+	case string:
+		if _, err := caddy.ParseDuration(v); err != nil {
+			return fmt.Sprintf("%q is not a duration", v)
+		}
+	case float64:
+		// Negative values are Caddy's sentinels (flush_interval -1).
+		if v > 0 && (v < 1e6 || v != float64(int64(v))) {
+			return fmt.Sprintf("%v is not nanoseconds", v)
+		}
+	case map[string]any, []any, bool, nil:
+	default:
+		return fmt.Sprintf("%v (%T)", v, v)
+	}
+	return ""
+}
 
 var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
-// TestAdaptedConfigIsCaddyShaped: `caddy adapt` of every golden Caddyfile
-// and of Caddyfile.example emits snake_case keys only, and no duration in
-// a unit of its own (durations are caddy.Duration: nanoseconds or a
-// duration string).
+// TestAdaptedConfigIsCaddyShaped: `caddy adapt` of every Caddyfile of the
+// repository (the golden files, Caddyfile.example, docs/*.Caddyfile, the
+// CI's) emits snake_case keys only, and no duration in a unit of its own:
+// durations are caddy.Duration, nanoseconds or a duration string.
 func TestAdaptedConfigIsCaddyShaped(t *testing.T) {
-	for name, src := range goldenInputs(t) {
+	inputs := goldenInputs(t)
+	for name, src := range exampleCaddyfiles(t) {
+		inputs[name] = src
+	}
+	if len(inputs) < 20 {
+		t.Fatalf("only %d Caddyfiles found", len(inputs))
+	}
+	for name, src := range inputs {
 		var bad []string
 		var walk func(v any, path string, data bool)
 		walk = func(v any, path string, data bool) {
@@ -85,7 +185,13 @@ func TestAdaptedConfigIsCaddyShaped(t *testing.T) {
 						strings.HasSuffix(k, "_seconds") || strings.HasSuffix(k, "_days")) {
 						bad = append(bad, path+"/"+k)
 					}
-					walk(x, path+"/"+k, mapKeys[k])
+					if !data && durationKey.MatchString(k) {
+						if why := badDuration(x); why != "" {
+							bad = append(bad, path+"/"+k+": "+why)
+						}
+					}
+					isData := mapKeys[k] || headerOps[k] && (strings.HasSuffix(path, "/response") || strings.HasSuffix(path, "/request"))
+					walk(x, path+"/"+k, isData)
 				}
 			case []any:
 				for _, x := range v {
