@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/credential/credentialtest"
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+	"github.com/codemode-gateway/caddy-codemode/oauth"
 )
 
 // credGateway is a gateway whose OpenAPI source and upstream MCP server
@@ -448,6 +450,13 @@ func TestCredentialsEndToEnd(t *testing.T) {
 			t.Fatalf("%s before connecting: %s", u.name, text)
 		}
 	}
+	// The broker's /execute says the same to an API client.
+	if b := brokerExecute(t, g.base, users[0].token.AccessToken, `return (await callTool("forge_whoami", {})).account`); !strings.Contains(b, `"code":"CREDENTIAL_REQUIRED"`) ||
+		!strings.Contains(b, g.base+"/connections/forge") {
+		t.Fatalf("broker before connecting: %s", b)
+	} else {
+		out.add(b)
+	}
 	for _, u := range users {
 		_, pages := g.connect(t, u.name, u.account, "forge", "fakemcp")
 		out.add(pages...)
@@ -475,18 +484,9 @@ func TestCredentialsEndToEnd(t *testing.T) {
 	wg.Wait()
 	// The broker's own /execute, with the same user's token.
 	for _, u := range users {
-		req, _ := http.NewRequest(http.MethodPost, g.base+"/broker/execute", strings.NewReader(
-			`{"code":"return (await callTool(\"forge_whoami\", {})).account"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+u.token.AccessToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		out.add(string(b))
-		if !strings.Contains(string(b), `"result":"`+u.account+`"`) {
+		b := brokerExecute(t, g.base, u.token.AccessToken, `return (await callTool("forge_whoami", {})).account`)
+		out.add(b)
+		if !strings.Contains(b, `"result":"`+u.account+`"`) {
 			t.Fatalf("broker /execute as %s: %s", u.name, b)
 		}
 	}
@@ -506,6 +506,23 @@ func TestCredentialsEndToEnd(t *testing.T) {
 		t.Fatalf("calls per account: %v", perAccount)
 	}
 	g.noSecrets(t, out, g.secrets())
+}
+
+// brokerExecute runs code through the broker's /execute with a bearer
+// token and returns the NDJSON stream.
+func brokerExecute(t *testing.T, base, token, code string) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"code": code})
+	req, _ := http.NewRequest(http.MethodPost, base+"/broker/execute", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 // startSecondGateway runs g2 in a process of its own (this test binary,
@@ -727,4 +744,109 @@ func pagePost(t *testing.T, c *http.Client, action, page string) (int, string, s
 	defer resp.Body.Close()
 	b, _ = io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Request.URL.String(), string(b)
+}
+
+// TestCredentialsTransparentMode: with an external identity provider (our
+// own authorization server, run apart, standing in for it) the agent's
+// token and the connections page's sign-in come from the provider, and the
+// connection made on the page serves the agent's plans.
+func TestCredentialsTransparentMode(t *testing.T) {
+	g := newCredGateway(t)
+	hash, _ := bcrypt.GenerateFromPassword([]byte(g.passwords["alice"]), bcrypt.MinCost)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	idpURL := "http://" + ln.Addr().String()
+	idp, err := oauth.NewServer(oauth.ServerConfig{Issuer: idpURL, Development: true,
+		Users: []oauth.User{{Username: "alice", PasswordHash: string(hash)}},
+		Clients: []oauth.ClientConfig{
+			{ID: "agent", RedirectURIs: []string{"http://127.0.0.1:1/cb"}},
+			{ID: "gateway", Secret: "gateway-idp-secret", RedirectURIs: []string{g.base + "/connections/signin/callback"}},
+		}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idp.Close()
+	hs := &http.Server{Handler: idp.Handler()}
+	go func() { _ = hs.Serve(ln) }()
+	defer hs.Close()
+
+	src := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		sandbox {
+			adapter inprocess
+			trusted_callers
+		}
+		broker {
+			openapi forge %[2]s/openapi.json {
+				credential user {
+					oauth {
+						authorization_server %[2]s
+						client_id gateway-client
+						client_secret gateway-secret
+					}
+				}
+			}
+		}
+		auth {
+			development
+			mode transparent
+			provider_url %[3]s
+			expected_audience %[1]s
+			client_id gateway
+			client_secret gateway-idp-secret
+		}
+		credentials {
+			key %[4]s
+		}
+	}
+}
+
+%[1]s {
+	bind 127.0.0.1
+	codemode_oauth
+	codemode_connections
+	route /mcp {
+		codemode_auth
+		codemode_mcp
+	}
+}
+`, g.base, g.fake.URL, idpURL, g.key)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, cfg)
+
+	// The agent signs in at the provider, for the gateway's audience.
+	conf := &oauth2.Config{ClientID: "agent", RedirectURL: "http://127.0.0.1:1/cb",
+		Endpoint: oauth2.Endpoint{AuthURL: idpURL + "/oauth/authorize", TokenURL: idpURL + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, CheckRedirect: func(r *http.Request, _ []*http.Request) error {
+		if r.URL.Host == "127.0.0.1:1" {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	verifier := oauth2.GenerateVerifier()
+	back, body := signIn(t, c, conf.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", g.base)),
+		"alice", g.passwords["alice"])
+	tok, err := conf.Exchange(context.Background(), back.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatalf("agent token: %v (%s)", err, body)
+	}
+	cs := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: g.base + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{tok.AccessToken}}})
+	res, text := runPlanUntil(t, cs, `return (await callTool("forge_whoami", {})).account`, "TOOL_NOT_FOUND")
+	if res.Error == nil || res.Error.Code != "CREDENTIAL_REQUIRED" || !strings.Contains(res.Error.Message, g.base+"/connections/forge") {
+		t.Fatalf("before connecting: %s", text)
+	}
+	// The page signs alice in at the provider, then she connects.
+	g.connect(t, "alice", "gh-alice", "forge")
+	if res, text := runPlan(t, cs, `return (await callTool("forge_whoami", {})).account`); string(res.Result) != `"gh-alice"` {
+		t.Fatalf("after connecting: %s", text)
+	}
 }

@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 type userKey struct{}
@@ -53,10 +57,26 @@ func TestAuthorizeHook(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Under a recorded span: the call's client span names the path
+	// template and host, never the credential.
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	root, span := tp.Tracer("test").Start(context.Background(), "plan")
 	for _, u := range []string{"alice", "bob"} {
-		out, err := c.Call(context.WithValue(context.Background(), userKey{}, u), "api_me", nil)
+		out, err := c.Call(context.WithValue(root, userKey{}, u), "api_me", nil)
 		if err != nil || !json.Valid(out) {
 			t.Fatalf("%s: %s %v", u, out, err)
+		}
+	}
+	span.End()
+	if len(rec.Ended()) < 3 {
+		t.Fatalf("%d spans recorded", len(rec.Ended()))
+	}
+	for _, s := range rec.Ended() {
+		text := fmt.Sprint(s.Name(), s.Attributes(), s.Events(), s.Status())
+		if strings.Contains(text, "token-of-") || strings.Contains(text, "qsecret") {
+			t.Fatalf("a span carries the credential: %s", text)
 		}
 	}
 	if strings.Join(seen, ",") != "Bearer token-of-alice|s|qsecret-alice,Bearer token-of-bob|s|qsecret-bob" {
