@@ -505,7 +505,11 @@ func TestCredentialsEndToEnd(t *testing.T) {
 	if perAccount["gh-alice"] < 10 || perAccount["gh-bob"] < 10 {
 		t.Fatalf("calls per account: %v", perAccount)
 	}
-	g.noSecrets(t, out, g.secrets())
+	var gatewayTokens []string
+	for _, u := range users {
+		gatewayTokens = append(gatewayTokens, u.token.AccessToken, u.token.RefreshToken)
+	}
+	g.noSecrets(t, out, g.secrets(gatewayTokens...))
 }
 
 // brokerExecute runs code through the broker's /execute with a bearer
