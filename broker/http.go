@@ -432,7 +432,13 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	w.Header().Set("X-Session-Id", run.sess.ID)
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	_ = rc.Flush()
+	// The headers go out at once (a caller learns its session ID before a
+	// long script ends) unless an event is ready to go with them; likewise
+	// an event is flushed unless another is queued behind it. A quick
+	// script's events take one write instead of one each.
+	if len(run.events) == 0 {
+		_ = rc.Flush()
+	}
 	enc := json.NewEncoder(w)
 	run.stream(func(ev StreamEvent, _ error) bool {
 		// A client that stops reading must not hold the session (and its
@@ -440,6 +446,9 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 		if err := enc.Encode(ev); err != nil {
 			return false
+		}
+		if len(run.events) > 0 {
+			return true
 		}
 		return rc.Flush() == nil
 	})
