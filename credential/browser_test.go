@@ -1,48 +1,21 @@
 package credential
 
 import (
-	"context"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-)
 
-// chromiumPath finds a headless-capable Chromium. Without one the browser
-// test is skipped, except in CI, which installs Debian's chromium.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not on PATH (CI must install the chromium package)")
-	}
-	t.Skip("chromium is not on PATH; install it to run the browser tests")
-	return ""
-}
+	"github.com/codemode-gateway/caddy-codemode/internal/browsertest"
+)
 
 // TestBrowserConnections drives the connections page in headless Chromium:
 // sign in, connect by OAuth through the upstream's authorization page
 // (the page's Content-Security-Policy must let the form's redirect
 // through), save an API key, disconnect.
 func TestBrowserConnections(t *testing.T) {
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.NoSandbox, // CI runs as root in a container
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	ctx, cancelB := chromedp.NewContext(actx)
-	defer cancelB()
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelT()
+	ctx := browsertest.Start(t, 90*time.Second)
 
 	h := newHarness(t, nil, nil, nil)
 	h.fake.AddAPIKey("browser-key-42", "acct-b")

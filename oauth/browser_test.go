@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -14,41 +12,13 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"golang.org/x/oauth2"
-)
 
-// chromiumPath finds a headless-capable Chromium. Without one the browser
-// tests are skipped, except in CI, which installs Debian's chromium.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("chromium is not on PATH (CI must install the chromium package)")
-	}
-	t.Skip("chromium is not on PATH; install it to run the browser tests")
-	return ""
-}
+	"github.com/codemode-gateway/caddy-codemode/internal/browsertest"
+)
 
 // browser starts a headless Chromium for one test.
 func browser(t *testing.T) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.NoSandbox,                               // CI runs as root in a container
-		chromedp.Flag("ignore-certificate-errors", true), // httptest's self-signed certificate
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelB := chromedp.NewContext(actx)
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
-	t.Cleanup(func() { cancelT(); cancelB(); cancelA() })
-	if err := chromedp.Run(ctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
-	return ctx
+	return browsertest.Start(t, 60*time.Second)
 }
 
 // clientApp is the OAuth client's redirect target: it records what the
