@@ -70,13 +70,9 @@ type MetaConfig struct {
 	ListTTL caddy.Duration `json:"list_ttl,omitempty"`
 }
 
-// MetaSanitization mirrors the spec's sanitization.* keys.
-type MetaSanitization struct {
-	// RemoveStackTraces drops error.stack from script results.
-	RemoveStackTraces bool `json:"remove_stack_traces,omitempty"`
-	// RemoveFilePaths replaces file paths in error messages with <path>.
-	RemoveFilePaths bool `json:"remove_file_paths,omitempty"`
-}
+// MetaSanitization is the sandbox's sanitization policy (same keys, same
+// meaning), applied to what meta:execute and meta:invoke report.
+type MetaSanitization = SandboxSanitization
 
 // MetaUpstream is one upstream MCP server. Exactly one of URL and Command.
 type MetaUpstream struct {
@@ -226,8 +222,10 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 	tm := processTelemetry()
 	opts := &metatools.Options{Engine: a.Engine(), Naming: naming, Logger: logger, Sessions: plans,
 		Metrics: tm.meta, ToolMetrics: tm.broker, Listener: metaEvents, RequestContext: mcpRequestContext}
+	// One policy: the sandbox's, unless the meta block states its own.
+	opts.Sanitize = a.sandbox.sanitize
 	if s := cfg.Sanitization; s != nil {
-		opts.Sanitize = metatools.Sanitization{RemoveStackTraces: s.RemoveStackTraces, RemoveFilePaths: s.RemoveFilePaths}
+		opts.Sanitize = s.policy()
 	}
 	var gm *guard.GuardManager
 	if len(cfg.RateLimits) > 0 {
@@ -417,6 +415,9 @@ func (a *App) MetaService() *metatools.Service {
 //		sanitization {
 //			remove_stack_traces [true|false]
 //			remove_file_paths   [true|false]
+//			remove_hosts        [true|false]
+//			remove_env_values   [true|false]
+//			remove_type_names   [true|false]
 //		}
 //		upstream <name> {
 //			url     <streamable-http-url>
@@ -477,6 +478,12 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 					dst = &s.RemoveStackTraces
 				case "remove_file_paths":
 					dst = &s.RemoveFilePaths
+				case "remove_hosts":
+					dst = &s.RemoveHosts
+				case "remove_env_values":
+					dst = &s.RemoveEnvValues
+				case "remove_type_names":
+					dst = &s.RemoveTypeNames
 				default:
 					return nil, d.Errf("unrecognized subdirective %q", d.Val())
 				}

@@ -18,6 +18,9 @@ import (
 type sandboxState struct {
 	engine sandbox.Engine
 	key    string // the engine's component key
+	// sanitize is the engine's sanitization policy, which the meta-tools
+	// apply too unless their block sets its own.
+	sanitize sandbox.Sanitization
 }
 
 // Engine returns the sandbox engine built from `sandbox` (the worker pool by
@@ -42,6 +45,9 @@ func (a *App) provisionSandbox(ctx caddy.Context) error {
 	}
 	e, key := mod.(Engine).Engine()
 	a.sandbox = sandboxState{engine: e, key: key}
+	if p, ok := mod.(interface{ sanitization() sandbox.Sanitization }); ok {
+		a.sandbox.sanitize = p.sanitization()
+	}
 	return nil
 }
 
@@ -107,6 +113,9 @@ func withInlineKey(raw json.RawMessage, key, def string) (json.RawMessage, error
 //		sanitization {
 //			remove_stack_traces
 //			remove_file_paths
+//			remove_hosts
+//			remove_env_values
+//			remove_type_names
 //		}
 //	}
 //
@@ -296,6 +305,12 @@ func parseSandboxSanitization(d *caddyfile.Dispenser) (*SandboxSanitization, err
 			s.RemoveStackTraces = true
 		case "remove_file_paths":
 			s.RemoveFilePaths = true
+		case "remove_hosts":
+			s.RemoveHosts = true
+		case "remove_env_values":
+			s.RemoveEnvValues = true
+		case "remove_type_names":
+			s.RemoveTypeNames = true
 		default:
 			return nil, d.Errf("sandbox: sanitization: unrecognized subdirective %q", d.Val())
 		}

@@ -3,6 +3,8 @@ package caddymodules
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -95,6 +97,41 @@ func TestSandboxConfigErrors(t *testing.T) {
 		a := &App{SandboxRaw: json.RawMessage(raw), ctx: ctx, logger: ctx.Logger()}
 		if err := a.provisionSandbox(ctx); err == nil {
 			t.Errorf("%s: provisioned", raw)
+		}
+		cancel()
+	}
+}
+
+// leakyHost's one tool, db, fails with an internal address and a secret.
+type leakyHost struct{}
+
+func (leakyHost) LookupTool(name string) (sandbox.ToolInfo, bool) {
+	return sandbox.ToolInfo{Name: name}, name == "db"
+}
+
+func (leakyHost) CallTool(context.Context, sandbox.ToolCall) (json.RawMessage, error) {
+	return nil, errors.New("dial tcp 10.0.0.5:5432: refused; DB_PASSWORD=hunter2 (*net.OpError)")
+}
+
+// TestSanitizationIsOnePolicy: the sandbox block's policy reaches the tool
+// errors scripts catch, in a worker process as in-process, and is the
+// meta-tools' policy unless their block sets one.
+func TestSanitizationIsOnePolicy(t *testing.T) {
+	for _, raw := range []string{
+		`{"engine":"inprocess","trusted_callers":true,"sanitization":{"remove_hosts":true,"remove_env_values":true,"remove_type_names":true}}`,
+		`{"pool":{"max_size":1},"sanitization":{"remove_hosts":true,"remove_env_values":true,"remove_type_names":true}}`,
+	} {
+		a, cancel := provisionSandboxApp(t, raw)
+		if p := a.sandbox.sanitize; !p.RemoveHosts || !p.RemoveEnvValues || !p.RemoveTypeNames {
+			t.Errorf("%s: app policy %+v", raw, p)
+		}
+		r, err := a.Engine().Execute(context.Background(), sandbox.Request{Code: `try { await callTool("db", {}) } catch (e) { return e.message }`}, leakyHost{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := string(r.Result)
+		if r.Status != sandbox.StatusOK || strings.Contains(got, "10.0.0.5") || strings.Contains(got, "hunter2") || strings.Contains(got, "net.OpError") || !strings.Contains(got, "refused") {
+			t.Errorf("%s: caught %s (%s)", raw, got, r.Status)
 		}
 		cancel()
 	}

@@ -94,6 +94,29 @@ type SandboxSanitization struct {
 	// RemoveFilePaths replaces file paths in messages
 	// (sanitization.removeFilePaths). Default false.
 	RemoveFilePaths bool `json:"remove_file_paths,omitempty"`
+	// RemoveHosts replaces URLs, IP addresses and host:port pairs in
+	// messages with [url] and [host]. Default false.
+	RemoveHosts bool `json:"remove_hosts,omitempty"`
+	// RemoveEnvValues replaces the values of KEY=value pairs (upper-case
+	// names) with [redacted]. Default false.
+	RemoveEnvValues bool `json:"remove_env_values,omitempty"`
+	// RemoveTypeNames replaces Go type names (*json.SyntaxError) with
+	// [type]. Default false.
+	RemoveTypeNames bool `json:"remove_type_names,omitempty"`
+}
+
+// sanitization is the engine's sanitization policy (none when unset).
+func (l *SandboxLimits) sanitization() sandbox.Sanitization {
+	if l.Sanitization == nil {
+		return sandbox.Sanitization{}
+	}
+	return l.Sanitization.policy()
+}
+
+// policy is the sandbox's Sanitization of s.
+func (s *SandboxSanitization) policy() sandbox.Sanitization {
+	return sandbox.Sanitization{RemoveStackTraces: s.RemoveStackTraces, RemoveFilePaths: s.RemoveFilePaths,
+		RemoveHosts: s.RemoveHosts, RemoveEnvValues: s.RemoveEnvValues, RemoveTypeNames: s.RemoveTypeNames}
 }
 
 // SandboxPool is the spec's RuntimePoolOptions plus the worker pool's own
@@ -197,7 +220,7 @@ func (l *SandboxLimits) options() (*sandbox.Options, error) {
 		},
 	}
 	if s := l.Sanitization; s != nil {
-		eo.Sanitization = sandbox.Sanitization{RemoveStackTraces: s.RemoveStackTraces, RemoveFilePaths: s.RemoveFilePaths}
+		eo.Sanitization = s.policy()
 	}
 	return eo, nil
 }

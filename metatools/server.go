@@ -393,6 +393,10 @@ func (s *Service) invoke(ctx context.Context, in InvokeInput, ask askFunc) (*mcp
 	}
 	s.emit(ev)
 	if cerr != nil {
+		// The caller sees a bounded message under the sanitization policy.
+		c := *cerr
+		c.Message = s.opts.Sanitize.Text(clip(c.Message, sandbox.MaxErrorBytes))
+		cerr = &c
 		if cerr.Code == CodeNotFound {
 			// The spec's shape: one text entry saying not found, pointing to search.
 			return &mcp.CallToolResult{

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -71,13 +70,10 @@ type Limiter interface {
 	Check(ctx context.Context, call CallInfo) error
 }
 
-// Sanitization strips details from script errors (sanitization.*).
-type Sanitization struct {
-	// RemoveStackTraces drops error.stack.
-	RemoveStackTraces bool
-	// RemoveFilePaths replaces absolute file paths in messages by "<path>".
-	RemoveFilePaths bool
-}
+// Sanitization strips details from the errors meta:execute and
+// meta:invoke report (sanitization.*): the sandbox's one policy, applied
+// here on top of the engine's own.
+type Sanitization = sandbox.Sanitization
 
 // Options configure a Service; nil means defaults.
 type Options struct {
@@ -636,20 +632,10 @@ func (s *Service) scriptOutcome(res *sandbox.Result) *sandbox.Result {
 			e.Kind = "SelfReference"
 			e.Source = ""
 		}
-		if s.opts.Sanitize.RemoveStackTraces {
-			e.Stack = ""
-		}
-		if s.opts.Sanitize.RemoveFilePaths {
-			e.Message = stripPaths(e.Message)
-			e.Stack = stripPaths(e.Stack)
-		}
+		s.opts.Sanitize.Error(e)
 	}
 	return res
 }
-
-var pathRe = regexp.MustCompile(`(?:[A-Za-z]:\\|/)(?:[\w.@+-]+[/\\])+[\w.@+-]*`)
-
-func stripPaths(s string) string { return pathRe.ReplaceAllString(s, "<path>") }
 
 func isJSONObject(raw json.RawMessage) bool {
 	var m map[string]any

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +103,7 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (res *R
 	start := time.Now()
 	limits := LowerLimits(e.limits, req.Limits)
 	x := newExecution(ctx, limits, req, host)
+	x.sanitize = e.sanitize
 	x.mem = e.mem
 	out := make(chan runOutcome, 1)
 	// state: 0 running, 1 finished, 2 abandoned by Execute.
@@ -186,13 +186,7 @@ func (e *InProcess) finish(r *Result) *Result {
 	}
 	r.Error.Message = clipText(r.Error.Message, MaxErrorBytes)
 	r.Error.Stack = clipText(r.Error.Stack, MaxErrorBytes)
-	if e.sanitize.RemoveStackTraces {
-		r.Error.Stack = ""
-	}
-	if e.sanitize.RemoveFilePaths {
-		r.Error.Message = RemoveFilePaths(r.Error.Message)
-		r.Error.Stack = RemoveFilePaths(r.Error.Stack)
-	}
+	e.sanitize.Error(r.Error)
 	return r
 }
 
@@ -262,6 +256,8 @@ type execution struct {
 	cpuTimer *time.Timer
 	mem      *memWatch
 	memAcct  memShare
+	// sanitize is applied to every tool error the script sees.
+	sanitize Sanitization
 }
 
 func newExecution(ctx context.Context, limits Limits, req Request, host Host) *execution {
@@ -815,9 +811,9 @@ func (x *execution) complete(id int64, tc ToolCall, unknown bool, data json.RawM
 	case err != nil:
 		var te *ToolError
 		if errors.As(err, &te) {
-			c.payload = toolErrorJSON(te.Code, te.Message)
+			c.payload = toolErrorJSON(te.Code, x.sanitize.Text(clipText(te.Message, MaxErrorBytes)))
 		} else {
-			c.payload = toolErrorJSON(CodeToolExecutionError, err.Error())
+			c.payload = toolErrorJSON(CodeToolExecutionError, x.sanitize.Text(clipText(err.Error(), MaxErrorBytes)))
 		}
 	case len(data) == 0:
 		c.ok, c.payload = true, "null"
@@ -936,17 +932,4 @@ func IsMetaTool(name string) bool {
 	return false
 }
 
-// RemoveFilePaths replaces absolute file paths and file URLs in s with
-// "[path]" (sanitization.removeFilePaths).
-func RemoveFilePaths(s string) string {
-	if s == "" {
-		return s
-	}
-	return filePathRE.ReplaceAllString(s, "${1}[path]")
-}
-
 var _ Engine = (*InProcess)(nil)
-
-// filePathRE matches file URLs, Windows paths and absolute Unix paths of at
-// least two components that start a word.
-var filePathRE = regexp.MustCompile(`(^|[\s'"(=,\[<])(file://[^\s'"()<>]+|[A-Za-z]:\\[^\s'"()<>]+|/(?:[\w.@+~-]+/)+[\w.@+~-]*)`)

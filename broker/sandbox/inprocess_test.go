@@ -439,6 +439,66 @@ func TestSanitization(t *testing.T) {
 	}
 }
 
+// TestSanitizationPolicy: each rule of the one policy, alone, on the kinds
+// of text a tool error carries (issue 10: paths, hosts, env values, Go type
+// names), and what each leaves alone.
+func TestSanitizationPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		policy   Sanitization
+		in, want string
+	}{
+		{Sanitization{RemoveHosts: true}, `Post "http://127.0.0.1:43117/mcp": dial tcp 127.0.0.1:43117: connect: connection refused`, `Post "[url]": dial tcp [host]: connect: connection refused`},
+		{Sanitization{RemoveHosts: true}, "dial tcp 10.0.0.5:5432 and [::1]:6379 and db.internal:5432 and localhost:8080", "dial tcp [host] and [host] and [host] and [host]"},
+		{Sanitization{RemoveHosts: true}, "at plan.js:3:7(12) ratio 3:2", "at plan.js:3:7(12) ratio 3:2"},
+		{Sanitization{RemoveHosts: true}, "open file:///etc/x.json", "open file:///etc/x.json"},
+		{Sanitization{RemoveEnvValues: true}, `handler failed: API_KEY=abc123 DB_URL="postgres://u:p@h/db", TOKEN='s e c'`, `handler failed: API_KEY=[redacted] DB_URL=[redacted], TOKEN=[redacted]`},
+		{Sanitization{RemoveEnvValues: true}, "a=1 and x.Y=2 and Name=z", "a=1 and x.Y=2 and Name=z"},
+		{Sanitization{RemoveTypeNames: true}, "json: cannot unmarshal string into Go value of type map[string]interface {} (*json.UnmarshalTypeError)", "json: cannot unmarshal string into Go value of type [type] ([type])"},
+		{Sanitization{RemoveTypeNames: true}, "*net.OpError: read: []main.Item and x.y is not a function", "[type]: read: [type] and x.y is not a function"},
+		{Sanitization{RemoveFilePaths: true}, "open /etc/secret/config.yaml: denied", "open [path]: denied"},
+		{Sanitization{}, "API_KEY=abc 10.0.0.5:5432 /etc/x/y *json.SyntaxError", "API_KEY=abc 10.0.0.5:5432 /etc/x/y *json.SyntaxError"},
+	} {
+		if got := tc.policy.Text(tc.in); got != tc.want {
+			t.Errorf("%+v.Text(%q)\n = %q\nwant %q", tc.policy, tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestToolErrorsAreSanitized: the policy reaches the error a script
+// catches from callTool, not only the error a run ends with, in the engine
+// and in a worker.
+func TestToolErrorsAreSanitized(t *testing.T) {
+	leaky := errors.New(`calling db:query: Post "http://10.1.2.3:8080/q": API_KEY=abc123 in /srv/app/handler.go (*url.Error)`)
+	host := newTestHost(map[string]func(json.RawMessage) (json.RawMessage, error){
+		"db:query": func(json.RawMessage) (json.RawMessage, error) { return nil, leaky },
+	})
+	code := `try { await callTool("db:query", {}) } catch (e) { return e.message }`
+	all := Sanitization{RemoveFilePaths: true, RemoveHosts: true, RemoveEnvValues: true, RemoveTypeNames: true}
+	r, err := NewInProcess(&Options{Sanitization: all}).Execute(context.Background(), Request{Code: code}, host)
+	if err != nil || r.Status != StatusOK {
+		t.Fatalf("%v %s", err, describeResult(r))
+	}
+	got := string(r.Result)
+	for _, leak := range []string{"10.1.2.3", "8080", "abc123", "/srv/app", "url.Error"} {
+		if strings.Contains(got, leak) {
+			t.Errorf("caught message %s shows %q", got, leak)
+		}
+	}
+	if !strings.Contains(got, "calling db:query") {
+		t.Errorf("caught message %s lost its sense", got)
+	}
+	// Uncaught, the same text ends the run sanitized as well.
+	r, _ = NewInProcess(&Options{Sanitization: all}).Execute(context.Background(), Request{Code: `await callTool("db:query", {})`}, host)
+	if r.Error == nil || strings.Contains(r.Error.Message, "10.1.2.3") || strings.Contains(r.Error.Stack, "abc123") {
+		t.Errorf("uncaught: %s", describeResult(r))
+	}
+	// No policy: the text is the tool's own.
+	r, _ = NewInProcess(nil).Execute(context.Background(), Request{Code: code}, host)
+	if !strings.Contains(string(r.Result), "10.1.2.3:8080") {
+		t.Errorf("unsanitized: %s", describeResult(r))
+	}
+}
+
 func TestRemoveFilePaths(t *testing.T) {
 	for in, want := range map[string]string{
 		"open /etc/passwd: denied":             "open [path]: denied",

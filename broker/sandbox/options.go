@@ -214,16 +214,6 @@ func keepPositive[T int | int64 | time.Duration](dst *T, v T) {
 	}
 }
 
-// Sanitization controls what error details reach the script's caller
-// (sanitization.removeStackTraces, sanitization.removeFilePaths).
-type Sanitization struct {
-	// RemoveStackTraces drops ScriptError.Stack. Default false.
-	RemoveStackTraces bool
-	// RemoveFilePaths replaces absolute file paths and file URLs in error
-	// messages and stacks with "[path]". Default false.
-	RemoveFilePaths bool
-}
-
 // Options configure an engine. A nil *Options means all defaults.
 type Options struct {
 	// Preset names the base limits (locked_down, secure, balanced,
