@@ -326,15 +326,14 @@ func runAttackSuite(t *testing.T, newEngine func(t *testing.T) Engine) {
 			if tc.context != "" {
 				req.Context = json.RawMessage(tc.context)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// A backstop, not a speed bound: every case ends by a limit of
+			// its own or the engine's (attackTimeout under -race).
+			ctx, cancel := context.WithTimeout(context.Background(), 2*attackTimeout+30*time.Second)
 			defer cancel()
 			start := time.Now()
 			r, err := engine.Execute(ctx, req, h)
 			if err != nil {
 				t.Fatalf("Execute error: %v", err)
-			}
-			if took := time.Since(start); took > 15*time.Second {
-				t.Errorf("took %v", took)
 			}
 			desc := describeResult(r)
 			t.Logf("%v: %s", time.Since(start).Round(time.Millisecond), desc)
@@ -411,6 +410,12 @@ func errCode(r *Result) string {
 	return r.Error.Code
 }
 
+// attackTimeout is the engine's time limit in the attack suites under
+// -race: a generous backstop (12 s was once too short for "global match on
+// a huge string" on a loaded 2-core machine), since the cases without
+// limits of their own assert that a cap or the step limit stops them.
+const attackTimeout = 40 * time.Second
+
 func TestAttackSuiteInProcess(t *testing.T) {
 	var opts *Options // the secure preset
 	if raceEnabled {
@@ -419,7 +424,7 @@ func TestAttackSuiteInProcess(t *testing.T) {
 		// under -race on a loaded machine "global match on a huge string"
 		// reached the preset's 3.5 s timeout first. No case expects the
 		// default timeout.
-		opts = &Options{Limits: Limits{Timeout: 12 * time.Second}}
+		opts = &Options{Limits: Limits{Timeout: attackTimeout}}
 	}
 	runAttackSuite(t, func(t *testing.T) Engine {
 		e := NewInProcess(opts)

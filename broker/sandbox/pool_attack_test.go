@@ -40,7 +40,7 @@ func TestAttackSuiteWorkers(t *testing.T) {
 		// took 3.4 s and once 4 s (TIMEOUT instead of the array cap), and
 		// "async infinite loop" timed out before its step limit. No case
 		// expects the default timeout: those that test timeouts set theirs.
-		engine = &Options{Limits: Limits{Timeout: 12 * time.Second}}
+		engine = &Options{Limits: Limits{Timeout: attackTimeout}}
 	}
 	runAttackSuite(t, func(t *testing.T) Engine {
 		return newRealPool(t, PoolOptions{
