@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"golang.org/x/crypto/bcrypt"
 )
 
 // abuseCaddyfile is a gateway as small as a shared one gets: two workers,
@@ -272,5 +273,69 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 	}
 	if o, err := abuseExecute(base, bystander, map[string]any{"code": "return 42"}, nil); err != nil || string(o.result) != "42" {
 		t.Errorf("after the attack: %v %v", o, err)
+	}
+}
+
+// TestOneAuthenticationProtectsBrokerAndMCP: one authentication directive
+// with one matcher covers the broker and /mcp (issue 10: the broker's own
+// keys left /mcp open, and meta:invoke kv:set succeeded with no key); the
+// user it authenticates owns the broker's session.
+func TestOneAuthenticationProtectsBrokerAndMCP(t *testing.T) {
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	port := freePort(t)
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	loadCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		broker {
+			demo_tools
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	@api path /mcp /mcp/* /broker/*
+	basic_auth @api {
+		alice %s
+	}
+	handle_path /broker/* {
+		codemode_broker
+	}
+	codemode_mcp /mcp
+	respond "public"
+}
+`, port, hash))
+	defer func() { _ = caddy.Stop() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	post := func(path, body string, auth bool) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth {
+			req.SetBasicAuth("alice", "pw")
+		}
+		resp, err := brokerClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	invoke := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"meta:invoke","arguments":{"tool":"kv:set","input":{"key":"k","value":"v"}}}}`
+	if resp, body := post("/mcp", invoke, false); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("meta:invoke kv:set without credentials: %d %.200s", resp.StatusCode, body)
+	}
+	if resp, body := post("/broker/execute", `{"code":"return 1"}`, false); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("broker without credentials: %d %.200s", resp.StatusCode, body)
+	}
+	resp, body := post("/broker/execute", `{"code":"return 1"}`, true)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"userId":"alice"`) || !strings.Contains(body, `"type":"result"`) {
+		t.Errorf("broker as alice: %d %.300s", resp.StatusCode, body)
+	}
+	if resp, _ := post("/other", `{}`, false); resp.StatusCode != http.StatusOK {
+		t.Errorf("a route outside the matcher: %d", resp.StatusCode)
 	}
 }
