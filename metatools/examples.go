@@ -279,34 +279,34 @@ func usageExamples(t Tool, schema compiledSchema, full bool) []Example {
 	switch toolIntent(t) {
 	case search.IntentCreate:
 		gen = append(gen,
-			Example{"Create a resource and return it", "const created = " + call + ";\nreturn created;"},
-			Example{"Create only when it does not exist yet, without throwing on failure",
-				fmt.Sprintf("const res = await callTool(%s, %s, { throwOnError: false });\nif (!res.success) return { created: false, code: res.error.code, message: res.error.message };\nreturn { created: true, data: res.data };", name, args)})
+			example("Create a resource and return it", "const created = "+call+";\nreturn created;"),
+			example("Create only when it does not exist yet, without throwing on failure",
+				fmt.Sprintf("const res = await callTool(%s, %s, { throwOnError: false });\nif (!res.success) return { created: false, code: res.error.code, message: res.error.message };\nreturn { created: true, data: res.data };", name, args)))
 	case search.IntentList, search.IntentSearch:
 		gen = append(gen,
-			Example{"List and return the results", "const items = " + call + ";\nreturn items;"},
-			Example{"Keep only the first five results",
-				"const res = " + call + ";\nconst items = Array.isArray(res) ? res : (res.items ?? res.data ?? res.results ?? []);\nreturn items.slice(0, 5);"})
+			example("List and return the results", "const items = "+call+";\nreturn items;"),
+			example("Keep only the first five results",
+				"const res = "+call+";\nconst items = Array.isArray(res) ? res : (res.items ?? res.data ?? res.results ?? []);\nreturn items.slice(0, 5);"))
 	case search.IntentGet:
 		gen = append(gen,
-			Example{"Fetch one resource", "const item = " + call + ";\nreturn item;"},
-			Example{"Fetch several in parallel",
-				fmt.Sprintf("const inputs = [%s, %s];\nreturn await __safe_parallel(inputs.map((input) => () => callTool(%s, input)));", args, args, name)})
+			example("Fetch one resource", "const item = "+call+";\nreturn item;"),
+			example("Fetch several in parallel",
+				fmt.Sprintf("const inputs = [%s, %s];\nreturn await __safe_parallel(inputs.map((input) => () => callTool(%s, input)));", args, args, name)))
 	case search.IntentUpdate:
 		gen = append(gen,
-			Example{"Update a resource and return the new state", "const updated = " + call + ";\nreturn updated;"})
+			example("Update a resource and return the new state", "const updated = "+call+";\nreturn updated;"))
 	case search.IntentDelete:
 		gen = append(gen,
-			Example{"Delete a resource, reporting failure instead of throwing",
-				fmt.Sprintf("const res = await callTool(%s, %s, { throwOnError: false });\nreturn res.success ? { deleted: true } : { deleted: false, code: res.error.code };", name, args)})
+			example("Delete a resource, reporting failure instead of throwing",
+				fmt.Sprintf("const res = await callTool(%s, %s, { throwOnError: false });\nreturn res.success ? { deleted: true } : { deleted: false, code: res.error.code };", name, args)))
 	default:
-		gen = append(gen, Example{"Call the tool and return its result", "return " + call + ";"})
+		gen = append(gen, example("Call the tool and return its result", "return "+call+";"))
 	}
 	gen = append(gen,
-		Example{"Handle a failure without aborting the script",
-			fmt.Sprintf("const res = await callTool(%s, %s, { throwOnError: false });\nif (!res.success) {\n  return { error: res.error.code, message: res.error.message };\n}\nreturn res.data;", name, args)},
-		Example{"Inspect the schema before calling",
-			fmt.Sprintf("const tool = getTool(%s);\nreturn { input: tool.inputSchema, output: tool.outputSchema };", name)},
+		example("Handle a failure without aborting the script",
+			fmt.Sprintf("const res = await callTool(%s, %s, { throwOnError: false });\nif (!res.success) {\n  return { error: res.error.code, message: res.error.message };\n}\nreturn res.data;", name, args)),
+		example("Inspect the schema before calling",
+			fmt.Sprintf("const tool = getTool(%s);\nreturn { input: tool.inputSchema, output: tool.outputSchema };", name)),
 	)
 	if !full {
 		gen = gen[:1]
@@ -318,4 +318,9 @@ func usageExamples(t Tool, schema compiledSchema, full bool) []Example {
 		out = append(out, e)
 	}
 	return out
+}
+
+// example is a generated usage example.
+func example(description, code string) Example {
+	return Example{Description: description, Code: code}
 }

@@ -3,50 +3,23 @@ package metatools
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
-// Tool is one tool as the meta-tools see it, whatever its source.
-type Tool struct {
-	// Name is unique in the index, namespaced as <app>:<tool> by the
-	// catalog and upstream sources.
-	Name string `json:"name"`
-	// AppID is the owning app (the OpenAPI service or upstream server name).
-	AppID       string `json:"appId"`
-	Description string `json:"description"`
-	// InputSchema is a JSON Schema object; empty means {"type":"object"}.
-	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-	// OutputSchema is a JSON Schema, or empty when the tool declares none.
-	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-	Annotations  *Annotations    `json:"annotations,omitempty"`
-	// Examples are declared usage examples; meta:describe lists them before
-	// generated ones.
-	Examples []Example `json:"examples,omitempty"`
-	// Tags are indexed for search (OpenAPI tags, for example) and can be
-	// filtered on.
-	Tags []string `json:"tags,omitempty"`
-	// CallerAnswered marks a tool that only the MCP client can answer (a
-	// broker registry tool without a handler): meta:execute and meta:invoke
-	// ask the client through elicitation (see docs/metatools.md).
-	CallerAnswered bool `json:"callerAnswered,omitempty"`
-	// Deprecated tools rank below equivalent current ones.
-	Deprecated bool `json:"deprecated,omitempty"`
-}
+// Tool is one tool as the meta-tools see it, whatever its source: the
+// descriptor every tool source shares. A tool only the MCP client can answer
+// (CallerAnswered: a broker registry tool without a handler) is asked of
+// the client through elicitation by meta:execute and meta:invoke (see
+// docs/metatools.md).
+type Tool = tool.Descriptor
 
 // Annotations are the MCP tool hints.
-type Annotations struct {
-	Title           string `json:"title,omitempty"`
-	ReadOnlyHint    *bool  `json:"readOnlyHint,omitempty"`
-	DestructiveHint *bool  `json:"destructiveHint,omitempty"`
-	IdempotentHint  *bool  `json:"idempotentHint,omitempty"`
-	OpenWorldHint   *bool  `json:"openWorldHint,omitempty"`
-}
+type Annotations = tool.Annotations
 
 // Example is a usage example of meta:describe: a JavaScript snippet for
 // meta:execute that uses callTool.
-type Example struct {
-	Description string `json:"description"`
-	Code        string `json:"code"`
-}
+type Example = tool.Example
 
 // ToolSource feeds tools into the index and runs them.
 type ToolSource interface {

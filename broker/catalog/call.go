@@ -235,19 +235,32 @@ func (op *operation) request(ctx context.Context, input json.RawMessage) (*http.
 			unknown = append(unknown, k)
 		}
 	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		return nil, validationError("unknown input field %q for %s (accepted: %s)", unknown[0], op.action.Name, strings.Join(op.accepted(), ", "))
-	}
+	// What the validator checks already; these checks remain for an input
+	// schema that did not compile, and name every field at fault in one
+	// line, as the validator does.
+	var missing []string
 	for _, p := range op.params {
 		if _, ok := fields[p.prop]; p.required && !ok {
-			return nil, validationError("missing required field %q (%s parameter of %s)", p.prop, p.in, op.action.Name)
+			missing = append(missing, p.prop)
 		}
 	}
 	if op.body != nil && op.body.required {
 		if _, ok := fields[op.body.prop]; !ok {
-			return nil, validationError("missing required field %q (request body of %s)", op.body.prop, op.action.Name)
+			missing = append(missing, op.body.prop)
 		}
+	}
+	if len(missing)+len(unknown) > 0 {
+		sort.Strings(unknown)
+		var parts []string
+		if len(missing) > 0 {
+			parts = append(parts, "missing required properties: "+strings.Join(missing, ", "))
+		}
+		if len(unknown) > 0 {
+			parts = append(parts, "unknown properties: "+strings.Join(unknown, ", "))
+		}
+		all := append(missing, unknown...)
+		return nil, &Error{Code: CodeValidationError, Field: all[0], Fields: all,
+			Message: strings.Join(parts, "; ") + " (" + op.action.Name + " takes: " + strings.Join(op.accepted(), ", ") + ")"}
 	}
 	if op.baseURL == "" {
 		return nil, &Error{Code: CodeNoBaseURL, Message: fmt.Sprintf("%s has no base URL: %s", op.action.Name, op.baseErr)}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,30 @@ func TestCallErrors(t *testing.T) {
 	up.srv.Close()
 	if _, err := c.Call(context.Background(), "shop_listPets_2", nil); ErrorCode(err) != CodeUpstreamUnreachable {
 		t.Fatalf("closed server: %v", err)
+	}
+}
+
+// TestPresenceChecksNameEveryField: for an input schema that did not
+// compile, the catalog's own presence checks stand in for the validator and
+// name every missing and unknown field in one line, as it does.
+func TestPresenceChecksNameEveryField(t *testing.T) {
+	c, _ := startShop(t, nil)
+	op := c.snap.Load().ops["shop_updatePet"]
+	if op == nil {
+		t.Fatal("no shop_updatePet")
+	}
+	op.schemaOnce.Do(func() {}) // as if the schema had not compiled: no validator
+	_, err := c.Call(context.Background(), "shop_updatePet", json.RawMessage(`{"zeta": 1, "alpha": 2}`))
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeValidationError {
+		t.Fatalf("err = %v, want VALIDATION_ERROR", err)
+	}
+	want := "missing required properties: petId, body; unknown properties: alpha, zeta (shop_updatePet takes: "
+	if !strings.HasPrefix(e.Message, want) || strings.Contains(e.Message, "\n") {
+		t.Fatalf("message %q, want it to start with %q", e.Message, want)
+	}
+	if !slices.Equal(e.Fields, []string{"petId", "body", "alpha", "zeta"}) || e.Field != "petId" {
+		t.Fatalf("fields %v (first %q)", e.Fields, e.Field)
 	}
 }
 
