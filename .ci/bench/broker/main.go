@@ -108,7 +108,8 @@ func run(target string, sessions, calls, trivial, concurrency int, metrics map[s
 		}
 		var err error
 		b, err = broker.New(&broker.BrokerOptions{Engine: engine, Tools: tools, MaxConcurrentSessions: sessions + concurrency,
-			DefaultMaxToolCalls: calls + 1})
+			MaxSessionsPerPrincipal: sessions + concurrency, // one caller drives them all
+			DefaultMaxToolCalls:     calls + 1})
 		if err != nil {
 			return err
 		}
