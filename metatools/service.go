@@ -64,6 +64,20 @@ func (ci CallInfo) SessionPartition() string {
 	return ""
 }
 
+// principal is who the call acts for in the sandbox's fair sharing, named
+// as the broker names it (the user within its tenant, else the client
+// address); "" when neither is known (stdio: the one local client).
+func (ci CallInfo) principal() string {
+	if ci.UserID == "" && ci.ClientIP == "" {
+		return ""
+	}
+	var auth *broker.AuthResult
+	if ci.UserID != "" {
+		auth = &broker.AuthResult{Valid: true, UserID: ci.UserID, TenantID: ci.TenantID}
+	}
+	return broker.Principal(auth, ci.ClientIP)
+}
+
 // Limiter enforces the per-meta-tool rate limit rules. A non-nil error
 // refuses the call; an *Error keeps its code (RATE_LIMIT).
 type Limiter interface {
@@ -600,6 +614,11 @@ func (s *Service) execute(ctx context.Context, in ExecuteInput, h *host) (*sandb
 		return nil, newError(CodeEngineError, "no sandbox engine is configured")
 	}
 	req := sandbox.Request{Code: in.Script, AllowedTools: in.AllowedTools, Context: in.Context, Limits: s.opts.Limits}
+	if h.ci != nil {
+		// Scripts of MCP callers queue and share the sandbox per principal,
+		// as the broker's do, not as one anonymous crowd.
+		req.Principal = h.ci.principal()
+	}
 	h.allowed = allowedSet(in.AllowedTools)
 	// The plan is a session of its own in the lifecycle events and logs.
 	h.plan = s.startPlan(h.ci)

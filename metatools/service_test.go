@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -116,6 +117,41 @@ func TestExecuteEngineErrors(t *testing.T) {
 	res := errorResult(err)
 	if !res.IsError || !strings.Contains(res.Content[0].(*mcp.TextContent).Text, `"code":"POOL_DISPOSED"`) {
 		t.Errorf("error result: %+v", res)
+	}
+}
+
+// principalEngine records the principal of each script it runs.
+type principalEngine struct {
+	sandbox.Engine
+	got []string
+}
+
+func (e *principalEngine) Execute(ctx context.Context, req sandbox.Request, h sandbox.Host) (*sandbox.Result, error) {
+	e.got = append(e.got, req.Principal)
+	return e.Engine.Execute(ctx, req, h)
+}
+
+// TestExecutePrincipal: a meta:execute script reaches the sandbox with its
+// caller's principal (the broker's naming), so MCP callers get fair shares
+// of the pool each instead of sharing one anonymous queue.
+func TestExecutePrincipal(t *testing.T) {
+	ix, _ := NewIndex([]ToolSource{registeredTools()}, nil)
+	ix.Reload(context.Background())
+	inner := sandbox.NewInProcess(nil)
+	defer inner.Close()
+	e := &principalEngine{Engine: inner}
+	s := NewService(ix, &Options{Engine: e})
+	for _, ci := range []CallInfo{
+		{UserID: "ada", TenantID: "t1", ClientIP: "10.0.0.1"},
+		{ClientIP: "10.0.0.2"},
+		{},
+	} {
+		if _, err := s.execute(context.Background(), ExecuteInput{Script: "return 1"}, &host{s: s, ci: &ci}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"user:t1/ada", "ip:10.0.0.2", ""}; !slices.Equal(e.got, want) {
+		t.Errorf("principals %q, want %q", e.got, want)
 	}
 }
 
