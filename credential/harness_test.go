@@ -74,7 +74,7 @@ func forgeSpecs(f *credentialtest.Fake) []Spec {
 	}
 }
 
-func newHarness(t *testing.T, store Store, keys *Keyring, fake *credentialtest.Fake) *harness {
+func newHarness(t testing.TB, store Store, keys *Keyring, fake *credentialtest.Fake) *harness {
 	t.Helper()
 	if fake == nil {
 		fake = credentialtest.New()
@@ -117,7 +117,7 @@ func newHarness(t *testing.T, store Store, keys *Keyring, fake *credentialtest.F
 
 // browser is a user's browser: signed in at the gateway's identity
 // provider as user and at the fake upstream as account.
-func (h *harness) browser(t *testing.T, user, account string) *http.Client {
+func (h *harness) browser(t testing.TB, user, account string) *http.Client {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
@@ -134,7 +134,7 @@ func (h *harness) browser(t *testing.T, user, account string) *http.Client {
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // open GETs a page and returns its status, final URL and body.
-func open(t *testing.T, c *http.Client, u string) (int, string, string) {
+func open(t testing.TB, c *http.Client, u string) (int, string, string) {
 	t.Helper()
 	resp, err := c.Get(u)
 	if err != nil {
@@ -146,7 +146,7 @@ func open(t *testing.T, c *http.Client, u string) (int, string, string) {
 }
 
 // post submits a form of the connections page.
-func post(t *testing.T, c *http.Client, u string, form url.Values, header http.Header) (int, string, string) {
+func post(t testing.TB, c *http.Client, u string, form url.Values, header http.Header) (int, string, string) {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -163,7 +163,7 @@ func post(t *testing.T, c *http.Client, u string, form url.Values, header http.H
 }
 
 // csrf signs the browser in (if needed) and returns the page's CSRF token.
-func (h *harness) csrf(t *testing.T, c *http.Client) string {
+func (h *harness) csrf(t testing.TB, c *http.Client) string {
 	t.Helper()
 	status, _, body := open(t, c, h.gw.URL+"/connections")
 	m := csrfRE.FindStringSubmatch(body)
@@ -174,7 +174,7 @@ func (h *harness) csrf(t *testing.T, c *http.Client) string {
 }
 
 // connect runs the OAuth connection of forge in the browser.
-func (h *harness) connect(t *testing.T, c *http.Client) {
+func (h *harness) connect(t testing.TB, c *http.Client) {
 	t.Helper()
 	status, final, body := post(t, c, h.gw.URL+"/connections/forge/connect", url.Values{"csrf": {h.csrf(t, c)}}, nil)
 	if status != http.StatusOK || !strings.Contains(final, "connected=forge") || !strings.Contains(body, "Fake Forge is connected.") {

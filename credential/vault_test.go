@@ -13,7 +13,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
-func newKey(t *testing.T) []byte {
+func newKey(t testing.TB) []byte {
 	t.Helper()
 	k := make([]byte, KeySize)
 	if _, err := rand.Read(k); err != nil {
@@ -22,7 +22,7 @@ func newKey(t *testing.T) []byte {
 	return k
 }
 
-func keyring(t *testing.T, cur []byte, prev ...[]byte) *Keyring {
+func keyring(t testing.TB, cur []byte, prev ...[]byte) *Keyring {
 	t.Helper()
 	k, err := NewKeyring(cur, prev...)
 	if err != nil {
