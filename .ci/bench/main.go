@@ -360,7 +360,7 @@ func printTable(w io.Writer, rep Report, sel []figure, old *Report) {
 		if r.Missing != "" {
 			fmt.Fprintf(w, "| %s | %s | — | %s |", f.What, f.Goal, r.Missing)
 		} else {
-			fmt.Fprintf(w, "| %s | %s | %s %s | %s–%s |", f.What, f.Goal, num(r.Median), f.Unit, num(r.Min), num(r.Max))
+			fmt.Fprintf(w, "| %s | %s | %s | %s–%s |", f.What, f.Goal, strings.TrimSpace(num(r.Median)+" "+f.Unit), num(r.Min), num(r.Max))
 		}
 		if old != nil {
 			if o, ok := old.Figures[f.ID]; ok && o.Missing == "" && o.Median != 0 && r.Missing == "" {
