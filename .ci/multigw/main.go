@@ -457,8 +457,12 @@ func (h *harness) execute(ctx context.Context, tok, code string) (*bufio.Scanner
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != 200 {
-		h.fatal("execute", fmt.Errorf("%v %v", err, resp))
+	if err != nil {
+		h.fatal("execute", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		h.fatal("execute", fmt.Errorf("%s from %s: %s", resp.Status, resp.Header.Get("X-Gateway"), b))
 	}
 	sc := bufio.NewScanner(resp.Body)
 	var sess, call struct {
