@@ -173,6 +173,8 @@ type BM25 struct {
 	// name (intent words as their intent term): how much of a tool's title
 	// a query covers is evidence that the tool is what was asked for.
 	titles [][][]string
+	// words are the words of the tools' titles as written.
+	words map[string]bool
 }
 
 // intentFamily groups the intents whose tools answer the same kind of
@@ -292,7 +294,7 @@ func NewBM25(docs []Doc) *BM25 {
 	all := make([]fieldTerms, n)
 	var total [numFields]float64
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n)}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n), words: map[string]bool{}}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -330,6 +332,9 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.required[i] = d.Required > 0
 		ix.deprecated[i] = d.Deprecated
 		ix.titles[i] = titleTerms(local, summaries[i])
+		for _, t := range Tokenize(local + " " + summaries[i]) {
+			ix.words[t] = true
+		}
 		for _, r := range d.RequiredNames {
 			ix.requiredTerms[i] = append(ix.requiredTerms[i], Terms(r))
 		}
@@ -773,17 +778,21 @@ func (ix *BM25) plan(query string) *queryPlan {
 			cover(in)
 		}
 	}
-	for _, in := range qIntents {
-		cover(in)
-	}
 	question := len(qtoks) > 0 && questionWords[qtoks[0]]
+	if !question {
+		// A question's read is decided below: it covers a get-one verb
+		// only when it does not name things in the plural.
+		for _, in := range qIntents {
+			cover(in)
+		}
+	}
 	// A read that names things in the plural ("which namespaces exist?",
 	// "cash drawer shifts at a location") asks for a list; another question
 	// may ask for one thing or many.
 	many := false
 	if len(qIntents) == 0 || question {
 		for _, t := range qtoks {
-			many = many || plural(t)
+			many = many || ix.plural(t)
 		}
 	}
 	switch {
@@ -805,7 +814,7 @@ func (ix *BM25) plan(query string) *queryPlan {
 // plural reports whether a word is the plural of a noun: "jobs",
 // "namespaces", "categories" (not "status", "news" or "followers", which
 // are lemmas themselves).
-func plural(w string) bool {
+func (ix *BM25) plural(w string) bool {
 	if len(w) < 4 || !strings.HasSuffix(w, "s") || strings.HasSuffix(w, "ss") {
 		return false
 	}
@@ -814,7 +823,12 @@ func plural(w string) bool {
 		return false
 	}
 	bits, known := lex().pos[l]
-	return !known || bits&posNoun != 0
+	if !known {
+		// A word WordNet does not know is a plural when the tools' titles
+		// have its singular: "namespaces", not "Kubernetes".
+		return ix.words[l]
+	}
+	return bits&posNoun != 0
 }
 
 // factor is what multiplies doc's BM25F score for the query: title

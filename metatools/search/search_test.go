@@ -194,6 +194,29 @@ func TestBM25TitleVerb(t *testing.T) {
 	}
 }
 
+// TestBM25PluralQuestion: a question that names things in the plural asks
+// for a list, and covers no get-one verb; a word WordNet does not know is
+// a plural only when the tools have its singular.
+func TestBM25PluralQuestion(t *testing.T) {
+	docs := []Doc{
+		{Name: "k8s_readCoreV1Namespace", AppID: "k8s", Description: "read the specified Namespace", RequiredNames: []string{"name"}, Required: 1},
+		{Name: "k8s_listCoreV1Namespace", AppID: "k8s", Description: "list or watch objects of kind Namespace"},
+		{Name: "k8s_getCodeVersion", AppID: "k8s", Description: "get the code version of the Kubernetes server"},
+	}
+	ix := NewBM25(docs)
+	hits, _ := ix.Rank(context.Background(), "which namespaces exist?", 2, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "k8s_listCoreV1Namespace" {
+		t.Errorf("which namespaces exist?: got %v, want the list first", hits)
+		for i := range docs {
+			t.Log(docs[i].Name, ix.Explain("which namespaces exist?", i))
+		}
+	}
+	if !ix.plural("namespaces") || ix.plural("kubernetes") || !ix.plural("versions") || ix.plural("status") {
+		t.Errorf("plural: namespaces %v, kubernetes %v, versions %v, status %v; want true, false, true, false",
+			ix.plural("namespaces"), ix.plural("kubernetes"), ix.plural("versions"), ix.plural("status"))
+	}
+}
+
 // embeddingServer is an OpenAI-compatible embeddings endpoint whose vectors
 // are bags of the letters a..z: enough to make similar texts close.
 func embeddingServer(t *testing.T, calls *atomic.Int64) *httptest.Server {
