@@ -38,9 +38,11 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 	if len(toks) > 0 && questionWords[toks[0]] {
 		return []Intent{IntentGet}, nil
 	}
-	// A request that opens with a verb of its own ("schedule a job to run
-	// every night", "export all contacts") is not asking to list because of
-	// a later "all" or "every".
+	// A request that opens with a verb of its own takes its intent from
+	// that verb (or a phrasal verb), never from a later intent word: the
+	// later one is its object or a modifier ("schedule a job to run every
+	// night" does not list, "give someone ownership of a filter" does not
+	// search).
 	verbFirst := len(toks) > 0 && intentWords[toks[0]] == IntentNone && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1])
 	// A phrasal verb split by its object: "sign a customer up", "turn the
 	// alerts off".
@@ -58,7 +60,7 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 			}
 		}
 		if in := intentWords[t]; in != IntentNone {
-			if verbFirst && quantifiers[t] {
+			if verbFirst {
 				continue
 			}
 			return []Intent{in}, map[int]bool{i: true}
@@ -66,9 +68,6 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 	}
 	return nil, nil
 }
-
-// quantifiers are intent words that are no verbs: "all", "every", "new".
-var quantifiers = map[string]bool{"all": true, "every": true, "new": true}
 
 // ToolIntents is what a tool does, from its local name: the first intent
 // word, and every intent joined to it by "or" ("createOrUpdateFile" both

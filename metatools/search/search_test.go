@@ -146,6 +146,14 @@ func TestBM25SecondPass(t *testing.T) {
 	if in := QueryIntents("schedule a job to run every night"); in != nil {
 		t.Errorf("a request opening with its own verb got the intent %v from a later quantifier", in)
 	}
+	for _, q := range []string{"give someone else ownership of a filter", "follow an issue to get notified about changes"} {
+		if in := QueryIntents(q); in != nil {
+			t.Errorf("%q opens with its own verb, got the intent %v from a later word", q, in)
+		}
+	}
+	if in := QueryIntents("delete all pods in a namespace"); len(in) != 1 || in[0] != IntentDelete {
+		t.Errorf("delete all pods: intents %v, want delete", in)
+	}
 	if in := QueryIntents("all open issues"); len(in) != 1 || in[0] != IntentList {
 		t.Errorf("a verbless request with all: intents %v, want list", in)
 	}
