@@ -329,9 +329,12 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 		p, _ := props[name].(map[string]any)
 		desc, _ := p["description"].(string)
 		if depth <= maxStateDepth && slices.Contains(schemaTypes(p), "boolean") {
-			// A boolean field is a state a call can set ("archived",
-			// "locked", "draft").
-			w.states.WriteString(name + " ")
+			// A boolean field named by one word is a state a call can set
+			// ("archived", "is_locked", "draft"); a longer name is an
+			// option ("accept_partial_authorization").
+			if toks := search.Tokenize(name); len(toks) == 1 || len(toks) == 2 && (toks[0] == "is" || toks[0] == "has") {
+				w.states.WriteString(name + " ")
+			}
 		}
 		if depth == 0 {
 			w.params.WriteString(name + " ")

@@ -1,0 +1,33 @@
+package metatools
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestDocStates: the states a call sets are its parameters' and its
+// request body's own enum values and one-word booleans; a boolean named by
+// a phrase is an option, and a nested object's fields describe the object.
+func TestDocStates(t *testing.T) {
+	schema := `{"type":"object","properties":{
+		"draft":{"type":"boolean"},
+		"body":{"type":"object","properties":{
+			"archived":{"type":"boolean"},
+			"is_locked":{"type":"boolean"},
+			"accept_partial_authorization":{"type":"boolean"},
+			"state":{"enum":["open","closed"]},
+			"spec":{"type":"object","properties":{"suspend":{"type":"boolean"},"phase":{"enum":["Running"]}}}}}}}`
+	d := docOf(Tool{Name: "x:update", InputSchema: json.RawMessage(schema)})
+	states := " " + d.States + " "
+	for _, want := range []string{"draft", "archived", "is_locked", "closed"} {
+		if !strings.Contains(states, " "+want+" ") {
+			t.Errorf("states %q lack %q", d.States, want)
+		}
+	}
+	for _, not := range []string{"accept_partial_authorization", "suspend", "Running"} {
+		if strings.Contains(states, " "+not+" ") {
+			t.Errorf("states %q have %q", d.States, not)
+		}
+	}
+}
