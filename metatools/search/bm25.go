@@ -173,6 +173,8 @@ type BM25 struct {
 	// name (intent words as their intent term): how much of a tool's title
 	// a query covers is evidence that the tool is what was asked for.
 	titles [][][]string
+	// states are each document's state terms ("=close").
+	states []map[string]bool
 	// words are the words of the tools' titles as written.
 	words map[string]bool
 }
@@ -294,7 +296,7 @@ func NewBM25(docs []Doc) *BM25 {
 	all := make([]fieldTerms, n)
 	var total [numFields]float64
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n), words: map[string]bool{}}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -326,6 +328,12 @@ func NewBM25(docs []Doc) *BM25 {
 			fieldStates:     stateTerms(d.States),
 		}
 		all[i] = ft
+		if len(ft[fieldStates]) > 0 {
+			ix.states[i] = map[string]bool{}
+			for _, t := range ft[fieldStates] {
+				ix.states[i][t] = true
+			}
+		}
 		for f := range numFields {
 			total[f] += float64(len(ft[f]))
 		}
@@ -851,8 +859,18 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		}
 	}
 	if title := ix.titles[d]; len(title) > 0 {
+		// A request whose verb is one of the tool's states ("archive a
+		// repo": the update that sets archived) covers the tool's verb.
+		stateVerb := false
+		for t := range ix.states[d] {
+			stateVerb = stateVerb || qp.action && qp.qterms[t]
+		}
 		covered := 0
 		for _, slot := range title {
+			if stateVerb && strings.HasPrefix(slot[0], "^") {
+				covered++
+				continue
+			}
 			for _, t := range slot {
 				if qp.qterms[t] {
 					covered++

@@ -192,6 +192,20 @@ func TestBM25TitleVerb(t *testing.T) {
 			}
 		}
 	}
+	// A request's verb that is one of a tool's states covers its verb:
+	// "archive a repo" is the edit that sets archived, not "Get an archive".
+	repos := []Doc{
+		{Name: "g_repoGetArchive", AppID: "g", Description: "Get an archive of a repository"},
+		{Name: "g_repoEdit", AppID: "g", Description: "Edit a repository's properties. Only fields that are set will be changed.", States: "archived private"},
+	}
+	rix := NewBM25(repos)
+	fa, why := rix.factor(1, rix.plan("archive a repo"), true)
+	if fs, _ := rix.factor(1, rix.plan("star a repo"), true); fa <= fs {
+		t.Errorf("archive a repo: the edit that sets archived covers no more than for star a repo (%s)", why)
+	}
+	if f, _ := rix.factor(1, rix.plan("repository archive"), true); f >= fa {
+		t.Errorf("repository archive (no verb): the edit's verb covered (%.2f)", f)
+	}
 	rank := map[string]int{}
 	hits, _ := ix.Rank(context.Background(), "bring back a deleted project", 0, nil)
 	for i, h := range hits {
