@@ -69,6 +69,7 @@ var domainPhrases = map[[2]string][]weighted{
 	{"direct", "message"}: {{"conversation", 0.7}, {"dm", 0.7}, {"im", 0.7}},
 	{"time", "zone"}:      {{"timezone", 1}},
 	{"e", "mail"}:         {{"email", 1}},
+	{"at", "once"}:        {{"bulk", 0.7}, {"batch", 0.7}, {"multiple", 0.5}, {"collection", 0.5}},
 }
 
 // questionTerms are what a question word asks about: "who" asks for people.
