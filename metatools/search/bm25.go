@@ -338,7 +338,7 @@ func NewBM25(docs []Doc) *BM25 {
 			total[f] += float64(len(ft[f]))
 		}
 		ix.required[i] = d.Required > 0
-		ix.deprecated[i] = d.Deprecated
+		ix.deprecated[i] = d.Deprecated || saysDeprecated(local, summaries[i], bodies[i])
 		ix.titles[i] = titleTerms(local, summaries[i])
 		for _, t := range Tokenize(local + " " + summaries[i]) {
 			ix.words[t] = true
@@ -372,6 +372,26 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.idf[t] = math.Log(1 + (float64(ix.n)-df+0.5)/(df+0.5))
 	}
 	return ix
+}
+
+// deprecatedRe matches a sentence that deprecates its operation:
+// "Deprecated, use …", "deprecated: use the 'watch' parameter …", "This
+// operation is deprecated", "`RenewToken` is deprecated".
+var deprecatedRe = regexp.MustCompile(`(?i)^(\W*deprecated(\W*$|\s*[:,.;(-]|\s+(version|in favou?r|since|and|use)\b)|(this (operation|endpoint|method|api|call)|` + "`" + `\w+` + "`" + `) is deprecated\b)`)
+
+// saysDeprecated reports whether a tool's description or name says it is
+// deprecated: many catalogs say so in words instead of the OpenAPI flag
+// (Kubernetes' watch operations, Square's Deprecated… operations).
+func saysDeprecated(local, summary string, body []string) bool {
+	if strings.HasPrefix(strings.ToLower(local), "deprecated") || deprecatedRe.MatchString(summary) {
+		return true
+	}
+	for _, s := range body {
+		if deprecatedRe.MatchString(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // stateTerms are the state terms of a tool ("=close" for "closed"): its

@@ -398,3 +398,27 @@ func TestHybridFusion(t *testing.T) {
 		t.Fatalf("fallback: %v %v reported %v", hits, err, reported)
 	}
 }
+
+// TestSaysDeprecated: a description that deprecates its operation in words
+// demotes it like the OpenAPI flag; one that mentions deprecated fields
+// does not.
+func TestSaysDeprecated(t *testing.T) {
+	for _, c := range []struct {
+		local, desc string
+		want        bool
+	}{
+		{"watchCoreV1PodList", "watch individual changes to a list of Pod. deprecated: use the 'watch' parameter with a list operation instead.", true},
+		{"DeprecatedBatchChangeInventory", "Deprecated version of BatchChangeInventory", true},
+		{"RenewToken", "RenewToken. `RenewToken` is deprecated. For information about refreshing OAuth access tokens, see …", true},
+		{"getGroup", "Get group. This operation is deprecated, use group/member.", true},
+		{"deleteLocale", "Deprecated, use Update a user profile", true},
+		{"getPreference", "Returns the value of a preference of the current user. Note that these keys are deprecated: jira.user.locale", false},
+		{"updateUser", "Updates a user. Deprecated fields are ignored.", false},
+		{"listPods", "list or watch objects of kind Pod", false},
+	} {
+		summary, body := SplitSummary(c.desc)
+		if got := saysDeprecated(c.local, summary, sentences(body)); got != c.want {
+			t.Errorf("%s %q: deprecated %v, want %v", c.local, c.desc, got, c.want)
+		}
+	}
+}
