@@ -145,8 +145,10 @@ func imperative(toks []string) bool {
 	if len(toks) < 2 || questionWords[toks[0]] {
 		return false
 	}
+	// A word WordNet does not know ("upvote", "unstar", "dm") that takes
+	// an object is a verb too.
 	ls := Lemmas(toks[0])
-	if !isVerb(ls[len(ls)-1]) {
+	if _, known := lex().pos[ls[len(ls)-1]]; known && !isVerb(ls[len(ls)-1]) {
 		return false
 	}
 	return objectStarters[toks[1]]

@@ -151,6 +151,11 @@ func TestBM25SecondPass(t *testing.T) {
 			t.Errorf("%q opens with its own verb, got the intent %v from a later word", q, in)
 		}
 	}
+	for q, want := range map[string]bool{"upvote an issue": true, "star a repo": true, "roles of a project": false, "upvotes of an issue": false} {
+		if got := imperative(Tokenize(q)); got != want {
+			t.Errorf("%q imperative %v, want %v", q, got, want)
+		}
+	}
 	if in := QueryIntents("delete all pods in a namespace"); len(in) != 1 || in[0] != IntentDelete {
 		t.Errorf("delete all pods: intents %v, want delete", in)
 	}
