@@ -32,6 +32,9 @@ func abuseCaddyfile(port int) string {
 		}
 		broker {
 			demo_tools
+			# A backstop: the parked sessions wait for the test's answers
+			# however slow a loaded machine makes the hostile phase.
+			execution_timeout 5m
 			authentication api-key {
 				key attacker-key
 				key bystander-key
@@ -126,7 +129,7 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 
 	// 1. Limits a caller would raise: refused before anything runs.
 	for _, body := range []map[string]any{
-		{"code": `return await callTool("client:prompt", {question: "x"})`, "timeout": 300000},
+		{"code": `return await callTool("client:prompt", {question: "x"})`, "timeout": 3600000},
 		{"code": `for (;;) await callTool("math:add", {a: 1, b: 1})`, "maxToolCalls": 1000000},
 		{"code": `for (;;);`, "maxSteps": 1e9},
 	} {
