@@ -15,7 +15,7 @@ const (
 	// embeddings endpoint.
 	CodeSearchUnavailable = "SEARCH_UNAVAILABLE"
 	// CodeToolExecutionError: the tool failed.
-	CodeToolExecutionError = "TOOL_EXECUTION_ERROR"
+	CodeToolExecutionError = tool.CodeToolExecutionError
 	// CodeSelfReferenceBlocked: a script or invoke named a meta-tool.
 	CodeSelfReferenceBlocked = "SELF_REFERENCE_BLOCKED"
 	// CodeEngineError: the sandbox could not run a script at all; Message
@@ -34,7 +34,7 @@ type Error = tool.Error
 // retry. NOT_FOUND, VALIDATION_ERROR and SELF_REFERENCE_BLOCKED never do.
 func Transient(code string) bool {
 	switch code {
-	case CodeNotFound, CodeValidationError, CodeSelfReferenceBlocked, "TOOL_NOT_FOUND", "ACCESS_DENIED",
+	case CodeNotFound, CodeValidationError, CodeSelfReferenceBlocked, tool.CodeToolNotFound, "ACCESS_DENIED",
 		CodeToolNotCallable, CodeInvalidRequestState:
 		return false
 	}

@@ -15,6 +15,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // Status is the outcome class of a script, as in the meta:execute output table.
@@ -30,16 +32,17 @@ const (
 	StatusTimeout       Status = "timeout"
 )
 
-// Script error codes (meta-tools spec, "Errors").
+// Script error codes (meta-tools spec, "Errors"). The codes every tool
+// source shares are internal/tool's.
 const (
 	CodeSyntaxError          = "SYNTAX_ERROR"
-	CodeValidationError      = "VALIDATION_ERROR"
+	CodeValidationError      = tool.CodeValidationError
 	CodeSelfReferenceBlocked = "SELF_REFERENCE_BLOCKED"
-	CodeToolNotFound         = "TOOL_NOT_FOUND"
+	CodeToolNotFound         = tool.CodeToolNotFound
 	CodeAccessDenied         = "ACCESS_DENIED"
 	CodeExecutionError       = "EXECUTION_ERROR"
 	CodeTimeout              = "TIMEOUT"
-	CodeToolExecutionError   = "TOOL_EXECUTION_ERROR"
+	CodeToolExecutionError   = tool.CodeToolExecutionError
 )
 
 // Engine and worker-pool error codes (meta-tools spec, "Worker pool errors").
