@@ -111,28 +111,40 @@ func TestWaitingScriptsHoldNoSlot(t *testing.T) {
 
 // TestResultWaitsForASlot: a result for a waiting script is held while
 // another script holds the only slot; the waiting script runs again only
-// when the slot is free.
+// when the slot is free. The busy script takes the slot while the other
+// waits on its gate (no tool call of its own, which would give the slot
+// back and race the waiter for it), and returns when its loop started.
 func TestResultWaitsForASlot(t *testing.T) {
 	p := newRealPool(t, PoolOptions{
 		RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1},
 		Engine:             &Options{Limits: Limits{MaxSteps: 1 << 40, Timeout: 20 * time.Second}},
 	})
+	wp := p.(*workerPool)
+	running := func() int { _, _, r, _, _ := wp.stats(); return r }
 	h := newGateHost()
 	waiter := execAsync(p, "a", `await callTool("wait", {gate: "w"}); await callTool("mark", {gate: "w"}); return 1`, h)
 	if g := <-h.started; g != "w" {
 		t.Fatalf("started %q", g)
 	}
+	waitFor(t, "the waiting script to give its slot back", func() bool { return running() == 0 })
 	// The busy script holds the slot for 300 ms of running time.
-	busy := execAsync(p, "b", `await callTool("mark", {gate: "b"}); const t = Date.now(); while (Date.now() - t < 300) {} return 2`, h)
-	if g := <-h.started; g != "mark b" {
-		t.Fatalf("started %q", g)
-	}
+	busy := execAsync(p, "b", `const t = Date.now(); while (Date.now() - t < 300) {} return t`, h)
+	waitFor(t, "the busy script to hold the slot", func() bool { return running() == 1 })
 	close(h.gate("w"))
-	wantOK(t, <-busy, "2")
-	ended := time.Now()
+	r := <-busy
+	if r.Status != StatusOK {
+		t.Fatalf("busy: %s", describeResult(r))
+	}
+	var startMs int64
+	if err := json.Unmarshal(r.Result, &startMs); err != nil {
+		t.Fatalf("busy result %s: %v", r.Result, err)
+	}
 	wantOK(t, <-waiter, "1")
-	if got := h.mark("w"); got.Before(h.mark("b").Add(300 * time.Millisecond)) {
-		t.Fatalf("the waiting script ran again %v after the busy one started, before the busy one gave its slot back (ended %v)", got.Sub(h.mark("b")), ended.Sub(h.mark("b")))
+	// Date.now() in the worker and time.Now() here read the same clock;
+	// 1 ms of slack for the millisecond rounding.
+	freed := time.UnixMilli(startMs).Add(299 * time.Millisecond)
+	if got := h.mark("w"); got.Before(freed) {
+		t.Fatalf("the waiting script ran again %v after the busy one started, before the busy one gave its slot back", got.Sub(time.UnixMilli(startMs)))
 	}
 }
 
