@@ -157,8 +157,13 @@ func run(target string, sessions, calls, trivial, concurrency int, metrics map[s
 	}
 	_ = engine.Close()
 	tr.CloseIdleConnections()
-	time.Sleep(200 * time.Millisecond) // let closed connections' goroutines exit
+	// Let closed connections' goroutines exit: poll rather than sleep a
+	// fixed time, which a loaded machine (CI) may outlast.
 	after := measure()
+	for deadline := time.Now().Add(10 * time.Second); after.goroutines > base0.goroutines+2 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		after = measure()
+	}
 	fmt.Printf("goroutines: baseline %d, with idle connections %d, after Close %d\n", base0.goroutines, peak.goroutines, after.goroutines)
 	fmt.Printf("heap: baseline %.1f MiB, before Close %.1f MiB, after Close %.1f MiB\n",
 		mib(base0.heap), mib(peak.heap), mib(after.heap))
