@@ -176,7 +176,8 @@ type SandboxPool struct {
 	// all: the blast radius). Default 64.
 	SessionsPerWorker int `json:"sessions_per_worker,omitempty"`
 	// MaxWorkers is the most worker processes; beyond MaxSize they only
-	// host waiting scripts. Default the larger of MaxSize and 16.
+	// host waiting scripts. Principals share a worker only when this many
+	// are alive. Default the larger of MaxSize and 16.
 	MaxWorkers int `json:"max_workers,omitempty"`
 	// SessionMemoryBytes is added to each worker's memory cap per hosted
 	// script, in bytes. Default 1 MiB.

@@ -91,8 +91,8 @@ type PoolOptions struct {
 	// MaxExecutionsPerWorker recycles a worker (a fresh process replaces it)
 	// after that many scripts. Default 1000; negative means never.
 	MaxExecutionsPerWorker int
-	// SpareWorkers is how many started workers the pool keeps ready (running
-	// no script, with a free seat, not recycling) beyond those in use, up to
+	// SpareWorkers is how many started workers the pool keeps ready (hosting
+	// no execution, not recycling) beyond those in use, up to
 	// MaxWorkers, so that a recycle, a memory kill or a crash hands the next
 	// script to a process that is already up instead of making it wait for
 	// one to start. The spare is started when the last ready worker takes a
@@ -105,10 +105,15 @@ type PoolOptions struct {
 	// once, running or waiting for tool results. A waiting script holds no
 	// CPU slot (MaxSize) but keeps its runtime in its worker, so a worker
 	// death (a memory bomb of one script) ends the others it hosts with
-	// WORKER_LOST: this is also the blast radius. Default 64.
+	// WORKER_LOST: this is also the blast radius. Placement keeps each
+	// principal's executions on workers of their own while fewer than
+	// MaxWorkers are alive, so the radius spans other principals only at
+	// MaxWorkers. Default 64.
 	SessionsPerWorker int
 	// MaxWorkers is the most worker processes: up to MaxSize run scripts;
-	// beyond, workers only add room for waiting scripts. Default the larger
+	// beyond, workers only add room for waiting scripts. Executions of
+	// different principals share a worker only when this many are alive
+	// (see placeLocked). Default the larger
 	// of MaxSize and 16 (16 x 64 = 1024 executions, above the broker's
 	// default of 1000 sessions).
 	MaxWorkers int
@@ -551,7 +556,7 @@ func (p *workerPool) admit(ctx context.Context, name string) (*worker, *principa
 	}
 	pr := p.principalLocked(name)
 	if len(pr.waiting) == 0 && p.canStartLocked(pr) {
-		if w := p.placeLocked(); w != nil {
+		if w := p.placeLocked(pr); w != nil {
 			p.reserveLocked(w, pr)
 			p.scaleUpLocked()
 			p.mu.Unlock()
@@ -615,32 +620,64 @@ func (p *workerPool) canStartLocked(pr *principal) bool {
 		pr.hosted < p.opts.MaxSessionsPerPrincipal
 }
 
-// placeLocked picks the worker for a new execution: a live worker with a
-// free seat, the fewest running scripts first, then the fewest hosted, then
-// the one that has run the most (so a spare stays spare and the workers'
-// recycles do not fall due together). A
-// new worker is started (and nil returned, the execution waits for it)
-// when every worker runs a script and fewer than MaxSize are alive, or
-// when no worker has a seat and fewer than MaxWorkers are alive.
-func (p *workerPool) placeLocked() *worker {
-	var best *worker
+// placeLocked picks the worker for a new execution of pr, or starts one
+// and returns nil (the execution waits for it).
+//
+// Principal affinity: a worker that dies (a script past RLIMIT_DATA, a
+// built-in that ignores its deadline) ends every execution it hosts with
+// WORKER_LOST, so principals share a worker only when they must. A worker
+// with a free seat that hosts only pr's executions, or nothing, is taken
+// first: the fewest running scripts, then one that already hosts pr (so a
+// principal's waiting scripts pack into few workers and an empty one stays
+// spare for others), then the fewest hosted, then the one that has run the
+// most (so a spare stays spare and the workers' recycles do not fall due
+// together). When there is none, a new worker is started, up to
+// MaxWorkers. Only at MaxWorkers, none starting, does pr join a worker that
+// hosts other principals: the one hosting the fewest of them, then by the
+// same order. A new worker is also started (and nil returned) when the
+// chosen worker runs a script and fewer than MaxSize are alive, so that up
+// to MaxSize scripts run in processes of their own.
+func (p *workerPool) placeLocked(pr *principal) *worker {
+	var clean, mixed *worker
+	better := func(a, b *worker) bool {
+		if a.running != b.running {
+			return a.running < b.running
+		}
+		if ah, bh := a.principals[pr] > 0, b.principals[pr] > 0; ah != bh {
+			return ah
+		}
+		if a.hosted != b.hosted {
+			return a.hosted < b.hosted
+		}
+		return a.runs > b.runs
+	}
 	for w := range p.all {
 		if w.draining || w.hosted >= p.opts.SessionsPerWorker {
 			continue
 		}
-		if best == nil || w.running < best.running || (w.running == best.running &&
-			(w.hosted < best.hosted || (w.hosted == best.hosted && w.runs > best.runs))) {
-			best = w
+		switch others := w.othersLocked(pr); {
+		case others == 0:
+			if clean == nil || better(w, clean) {
+				clean = w
+			}
+		case mixed == nil || others < mixed.othersLocked(pr) ||
+			others == mixed.othersLocked(pr) && better(w, mixed):
+			mixed = w
 		}
 	}
 	alive := len(p.all) + p.starting
-	switch {
-	case best == nil:
-		if alive < p.opts.MaxWorkers && p.starting == 0 {
-			p.spawnLocked()
+	best := clean
+	if best == nil {
+		if alive < p.opts.MaxWorkers || p.starting > 0 || mixed == nil {
+			// A worker of its own: on its way, or started now.
+			if alive < p.opts.MaxWorkers && p.starting == 0 {
+				p.spawnLocked()
+			}
+			return nil
 		}
-		return nil
-	case best.running > 0 && len(p.all) < p.opts.MaxSize:
+		best = mixed
+	}
+	if best.running > 0 && len(p.all) < p.opts.MaxSize {
 		// Wait for a worker of its own (on its way, or started now).
 		if alive < p.opts.MaxSize && p.starting == 0 {
 			p.spawnLocked()
@@ -650,6 +687,15 @@ func (p *workerPool) placeLocked() *worker {
 	return best
 }
 
+// othersLocked counts the principals other than pr that w hosts.
+func (w *worker) othersLocked(pr *principal) int {
+	n := len(w.principals)
+	if w.principals[pr] > 0 {
+		n--
+	}
+	return n
+}
+
 // reserveLocked takes a slot and a seat on w for pr.
 func (p *workerPool) reserveLocked(w *worker, pr *principal) {
 	p.running++
@@ -657,6 +703,7 @@ func (p *workerPool) reserveLocked(w *worker, pr *principal) {
 	pr.hosted++
 	w.running++
 	w.hosted++
+	w.principals[pr]++
 	w.runs++
 	p.spareLocked()
 }
@@ -725,7 +772,7 @@ func (p *workerPool) dispatchLocked() (ops []sendOp) {
 				if pr.hosted >= p.opts.MaxSessionsPerPrincipal {
 					continue
 				}
-				w := p.placeLocked()
+				w := p.placeLocked(pr)
 				if w == nil {
 					continue
 				}
@@ -858,6 +905,9 @@ func (p *workerPool) release(w *worker, pr *principal, st *execState) {
 	}
 	pr.hosted--
 	w.hosted--
+	if w.principals[pr]--; w.principals[pr] <= 0 {
+		delete(w.principals, pr)
+	}
 	p.forgetLocked(pr)
 	if w.draining && w.hosted == 0 {
 		if _, ok := p.all[w]; ok {
@@ -892,14 +942,16 @@ func (p *workerPool) replenishLocked() {
 	p.spareLocked()
 }
 
-// readyLocked counts the workers that would take a new script at once, and
-// tells whether the pool is in use (a script hosted or queued).
+// readyLocked counts the workers that would take a new script of any
+// principal at once (hosting nothing, not draining: placement keeps
+// principals apart, so a worker that hosts one principal's waiting scripts
+// is no spare for another), and tells whether the pool is in use (a script
+// hosted or queued).
 func (p *workerPool) readyLocked() (ready int, inUse bool) {
 	for w := range p.all {
 		if w.hosted > 0 {
 			inUse = true
-		}
-		if !w.draining && w.running == 0 && w.hosted < p.opts.SessionsPerWorker {
+		} else if !w.draining {
 			ready++
 		}
 	}

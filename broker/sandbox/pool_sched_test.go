@@ -229,9 +229,10 @@ func TestRoundRobinOrder(t *testing.T) {
 
 // TestWorkerLostByWaitingScripts: a worker killed while it hosts waiting
 // scripts ends them with WORKER_LOST (the blast radius), and the pool
-// serves on.
+// serves on. With one worker at most, two principals share it (placement
+// mixes principals only at MaxWorkers).
 func TestWorkerLostByWaitingScripts(t *testing.T) {
-	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}})
+	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}, MaxWorkers: 1})
 	h := newGateHost()
 	w1 := execAsync(p, "a", `return await callTool("wait", {gate: "x"})`, h)
 	w2 := execAsync(p, "b", `return await callTool("wait", {gate: "x"})`, h)
@@ -263,8 +264,9 @@ func TestWorkerLostByWaitingScripts(t *testing.T) {
 }
 
 // TestBombSparesCoHostedScripts: a script that grows the heap of a worker
-// it shares with a waiting script is the one stopped (it holds the most);
-// the waiting one finishes.
+// it shares with a waiting script (of its own principal: placement keeps
+// principals apart) is the one stopped (it holds the most); the waiting
+// one finishes.
 func TestBombSparesCoHostedScripts(t *testing.T) {
 	var memory int64 = 64 << 20
 	if raceEnabled {
@@ -278,7 +280,7 @@ func TestBombSparesCoHostedScripts(t *testing.T) {
 	h := newGateHost()
 	waiter := execAsync(p, "a", `const keep = "y".repeat(1000); return (await callTool("wait", {gate: "x"})) + keep.length`, h)
 	<-h.started
-	r := mustRun(t, p, `const a = []; for (;;) a.push("x".repeat(1e6) + a.length)`, h)
+	r := mustRunAs(t, p, "a", `const a = []; for (;;) a.push("x".repeat(1e6) + a.length)`, h)
 	if r.Status != StatusRuntimeError || r.Error.Code != CodeWorkerMemoryExceeded {
 		t.Fatalf("bomb: %s", describeResult(r))
 	}
@@ -295,7 +297,7 @@ func TestBombSparesCoHostedScripts(t *testing.T) {
 }
 
 // TestCancelStopsOneHostedScript: a caller who leaves stops its script
-// only; the others its worker hosts go on.
+// only; the others its worker hosts (its principal's) go on.
 func TestCancelStopsOneHostedScript(t *testing.T) {
 	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}})
 	h := newGateHost()
@@ -304,7 +306,7 @@ func TestCancelStopsOneHostedScript(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Execute(ctx, Request{Code: `return await callTool("wait", {gate: "c"})`, Principal: "b"}, h)
+		_, err := p.Execute(ctx, Request{Code: `return await callTool("wait", {gate: "c"})`, Principal: "a"}, h)
 		done <- err
 	}()
 	<-h.started

@@ -49,12 +49,15 @@ type worker struct {
 
 	// Guarded by p.mu: executions started on it, hosted now, holding a
 	// slot now; draining (takes no new execution); when it last got one.
-	runs     int
-	hosted   int
-	running  int
-	draining bool
-	gone     bool // its process ended: nothing more is sent to it
-	lastUsed time.Time
+	runs    int
+	hosted  int
+	running int
+	// principals counts the executions it hosts by principal (placement
+	// keeps principals apart: a worker death ends all it hosts).
+	principals map[*principal]int
+	draining   bool
+	gone       bool // its process ended: nothing more is sent to it
+	lastUsed   time.Time
 
 	ready  chan struct{} // closed when the handshake arrives
 	dead   chan struct{} // closed when the reader stops
@@ -91,14 +94,15 @@ func (p *workerPool) startWorker() (_ *worker, err error) {
 	cmd.SysProcAttr = workerSysProcAttr()
 	cmd.WaitDelay = time.Second
 	w := &worker{
-		p:        p,
-		cmd:      cmd,
-		ready:    make(chan struct{}),
-		dead:     make(chan struct{}),
-		exited:   make(chan struct{}),
-		stderr:   &tailBuffer{max: stderrTail},
-		execs:    make(map[uint64]*execState),
-		lastUsed: p.now(),
+		p:          p,
+		cmd:        cmd,
+		ready:      make(chan struct{}),
+		dead:       make(chan struct{}),
+		exited:     make(chan struct{}),
+		stderr:     &tailBuffer{max: stderrTail},
+		execs:      make(map[uint64]*execState),
+		lastUsed:   p.now(),
+		principals: make(map[*principal]int),
 	}
 	cmd.Stderr = w.stderr
 	stdin, err := cmd.StdinPipe()
