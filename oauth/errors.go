@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/kv"
 )
 
 // Stable codes of the errors the token storage returns. Rejected access
@@ -48,7 +50,7 @@ func ErrorCode(err error) string {
 }
 
 // errNotFound is what a store returns for a missing or expired key.
-var errNotFound = errors.New("not found")
+var errNotFound = kv.ErrNotFound
 
 // rfcError is an RFC 6749 section 5.2 error body.
 type rfcError struct {

@@ -21,6 +21,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 	"go.uber.org/zap"
 
+	"github.com/codemode-gateway/caddy-codemode/internal/kv"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
@@ -135,13 +136,9 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 
 	switch cfg.TokenStorage.Type {
 	case "redis":
-		rs, err := newRedisStore(cfg.TokenStorage, st.keyPrefix)
-		if err != nil {
-			return nil, fmt.Errorf("oauth: %w", err)
-		}
-		s.store = rs
+		s.store = newRedisStore(cfg.TokenStorage, st.keyPrefix)
 	default:
-		s.store = prefixedMemory{newMemoryStore(s.now), st.keyPrefix}
+		s.store = kv.NewMemory(s.now, st.keyPrefix)
 		s.log.Warn("oauth token storage is in memory: for one instance only, and every session is lost on restart")
 	}
 	if st.documents {

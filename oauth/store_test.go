@@ -3,106 +3,13 @@ package oauth
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
 
-	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 	"golang.org/x/oauth2"
 )
-
-// The same contract holds for both backends.
-func TestStoreContract(t *testing.T) {
-	rc, prefix := redistest.Client(t)
-	clk := &fakeNow{t: time.Now()}
-	for name, st := range map[string]kvStore{
-		"memory": prefixedMemory{newMemoryStore(clk.Now), "p:"},
-		"redis":  &redisStore{c: rc, prefix: prefix},
-	} {
-		t.Run(name, func(t *testing.T) {
-			ctx := context.Background()
-			if _, err := st.Get(ctx, "a"); !errors.Is(err, errNotFound) {
-				t.Fatalf("get missing: %v", err)
-			}
-			if ok, err := st.SetXX(ctx, "a", []byte("x"), time.Minute); ok || err != nil {
-				t.Fatalf("setxx on missing key: %v %v", ok, err)
-			}
-			if ok, err := st.SetNX(ctx, "a", []byte("1"), time.Minute); !ok || err != nil {
-				t.Fatalf("setnx: %v %v", ok, err)
-			}
-			if ok, _ := st.SetNX(ctx, "a", []byte("2"), time.Minute); ok {
-				t.Fatal("setnx on an existing key succeeded")
-			}
-			if ok, err := st.SetXX(ctx, "a", []byte("3"), time.Minute); !ok || err != nil {
-				t.Fatalf("setxx: %v %v", ok, err)
-			}
-			if b, _ := st.GetDel(ctx, "a"); string(b) != "3" {
-				t.Fatalf("getdel %q", b)
-			}
-			if _, err := st.GetDel(ctx, "a"); !errors.Is(err, errNotFound) {
-				t.Fatalf("second getdel: %v", err)
-			}
-			_ = st.Set(ctx, "b", []byte("v"), 0)
-			_ = st.Set(ctx, "c", []byte("v"), time.Minute)
-			if err := st.Expire(ctx, "missing", time.Minute); err != nil {
-				t.Fatalf("expire missing: %v", err)
-			}
-			if err := st.Del(ctx, "b", "c", "missing"); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Get(ctx, "b"); !errors.Is(err, errNotFound) {
-				t.Fatal("del did not delete")
-			}
-			if err := st.Ping(ctx); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
-
-func TestMemoryStoreExpiresByInjectedClock(t *testing.T) {
-	clk := &fakeNow{t: time.Now()}
-	st := newMemoryStore(clk.Now)
-	ctx := context.Background()
-	_ = st.Set(ctx, "k", []byte("v"), time.Minute)
-	_ = st.Set(ctx, "forever", []byte("v"), 0)
-	clk.Add(59 * time.Second)
-	if _, err := st.Get(ctx, "k"); err != nil {
-		t.Fatalf("before expiry: %v", err)
-	}
-	_ = st.Expire(ctx, "k", 2*time.Minute)
-	clk.Add(time.Minute)
-	if _, err := st.Get(ctx, "k"); err != nil {
-		t.Fatalf("expire did not extend: %v", err)
-	}
-	clk.Add(time.Minute)
-	if _, err := st.Get(ctx, "k"); !errors.Is(err, errNotFound) {
-		t.Fatalf("after expiry: %v", err)
-	}
-	if ok, _ := st.SetNX(ctx, "k", []byte("new"), time.Minute); !ok {
-		t.Fatal("an expired key blocks setnx")
-	}
-	// Expired entries are swept on writes, so memory stays bounded.
-	for i := range 2048 {
-		_ = st.Set(ctx, fmt.Sprint("tmp", i), []byte("v"), time.Second)
-	}
-	clk.Add(2 * time.Second)
-	for i := range 1024 {
-		_ = st.Set(ctx, fmt.Sprint("new", i), []byte("v"), time.Hour)
-	}
-	st.mu.Lock()
-	n := len(st.m)
-	st.mu.Unlock()
-	if n > 1024+2+1 {
-		t.Fatalf("%d entries after the sweep", n)
-	}
-	if _, err := st.Get(ctx, "forever"); err != nil {
-		t.Fatal("a key without ttl expired")
-	}
-}
 
 func TestRefreshNarrowsScopeOfAccessTokenOnly(t *testing.T) {
 	e := newAS(t, nil)
