@@ -165,8 +165,7 @@ func isStatelessRevision(v string) bool { return v >= firstStatelessRevision }
 // (rate-limit partitions, broker calls) in the request's context
 // (metatools.WithIdentity), never in a header a client could set.
 func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	r, forget := bridgeMCPRequest(w, withIdentity(r))
-	defer forget()
+	r = withRequestID(w, withIdentity(r))
 	var who metatools.Identity
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		who.UserID, _ = repl.GetString("http.auth.user.id")

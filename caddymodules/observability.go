@@ -2,8 +2,6 @@ package caddymodules
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -221,36 +219,14 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 	return r.WithContext(telemetry.WithRequestID(r.Context(), id))
 }
 
-// requestRefHeader carries, from the codemode_mcp handler to the
-// meta-tools, the key of the HTTP request's context in mcpRequests: the
-// go-sdk runs tool handlers on its session's context and hands them only
-// the request's header. The handler overwrites any client value.
-const requestRefHeader = "Codemode-Request-Ref"
-
-// mcpRequests holds the contexts of the MCP requests being served.
-var mcpRequests sync.Map // ref -> context.Context
-
-// bridgeMCPRequest registers r's context for the meta-tools it calls and
-// returns the request to serve and the function that forgets it.
-func bridgeMCPRequest(w http.ResponseWriter, r *http.Request) (*http.Request, func()) {
-	r = withRequestID(w, r)
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	ref := hex.EncodeToString(b[:])
-	mcpRequests.Store(ref, r.Context())
-	r.Header.Set(requestRefHeader, ref)
-	return r, func() { mcpRequests.Delete(ref) }
-}
-
 // mcpRequestContext is the meta-tools' RequestContextFunc: the trace span,
 // request id and authenticated user of the HTTP request that carried the
-// call.
+// call (metatools.HTTPHandler hands its context over).
 func mcpRequestContext(ctx context.Context, h http.Header) context.Context {
-	v, ok := mcpRequests.Load(h.Get(requestRefHeader))
+	rctx, ok := metatools.RequestContextOf(h)
 	if !ok {
 		return ctx
 	}
-	rctx := v.(context.Context)
 	if span := trace.SpanFromContext(rctx); span.SpanContext().IsValid() {
 		ctx = trace.ContextWithSpan(ctx, span)
 	}

@@ -34,56 +34,54 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 	return id, ok
 }
 
-// requestRefHeader carries a reference to the identity of the HTTP request
-// that delivers a JSON-RPC message. The go-sdk runs tool handlers on its
-// session's context, not the request's, and hands them the request's
-// headers; HTTPHandler sets this header to a fresh random reference
-// (replacing whatever the client sent) and the meta-tools look it up in
-// inflight while the request is being served. A reference a client makes
-// up matches nothing.
+// requestRefHeader carries a reference to the HTTP request that delivers
+// a JSON-RPC message. The go-sdk runs tool handlers on its session's
+// context, not the request's, and hands them the request's headers;
+// HTTPHandler sets this header to a fresh random reference (replacing
+// whatever the client sent) and the meta-tools look the request's context
+// up in inflight while the request is being served. A reference a client
+// makes up matches nothing.
 const requestRefHeader = "Codemode-Request-Ref"
 
-// inflight maps the references of requests being served to their identity.
-var inflight = struct {
-	sync.Mutex
-	m map[string]Identity
-}{m: map[string]Identity{}}
+// inflight maps the references of requests being served to their context.
+var inflight sync.Map // ref -> context.Context
 
 // HTTPHandler wraps an MCP HTTP handler serving the meta-tools (go-sdk's
-// Streamable HTTP handler over NewServer) so that the Identity in each
-// request's context reaches the meta-tools that request calls.
+// Streamable HTTP handler over NewServer) so that each request's context
+// reaches the meta-tools that request calls: the Identity in it
+// (WithIdentity), and whatever Options.RequestContext takes from it
+// (RequestContextOf).
 func HTTPHandler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Header.Del(requestRefHeader)
-		id, ok := IdentityFrom(r.Context())
-		if !ok {
-			h.ServeHTTP(w, r)
-			return
-		}
 		var b [16]byte
 		_, _ = rand.Read(b[:])
 		ref := hex.EncodeToString(b[:])
-		inflight.Lock()
-		inflight.m[ref] = id
-		inflight.Unlock()
-		defer func() {
-			inflight.Lock()
-			delete(inflight.m, ref)
-			inflight.Unlock()
-		}()
+		inflight.Store(ref, r.Context())
+		defer inflight.Delete(ref)
 		r.Header.Set(requestRefHeader, ref)
 		h.ServeHTTP(w, r)
 	})
 }
 
-// identityOf resolves the reference in a request's headers.
-func identityOf(h http.Header) (Identity, bool) {
+// RequestContextOf returns the context of the HTTP request, served through
+// HTTPHandler, whose header a meta-tool call received.
+func RequestContextOf(h http.Header) (context.Context, bool) {
 	ref := h.Get(requestRefHeader)
 	if ref == "" {
+		return nil, false
+	}
+	v, ok := inflight.Load(ref)
+	if !ok {
+		return nil, false
+	}
+	return v.(context.Context), true
+}
+
+// identityOf resolves the Identity of the request whose header h is.
+func identityOf(h http.Header) (Identity, bool) {
+	ctx, ok := RequestContextOf(h)
+	if !ok {
 		return Identity{}, false
 	}
-	inflight.Lock()
-	defer inflight.Unlock()
-	id, ok := inflight.m[ref]
-	return id, ok
+	return IdentityFrom(ctx)
 }
