@@ -376,7 +376,7 @@ func (x *execution) run() (res *Result, err error) {
 		return x.failure(gerr, describe)
 	}
 	factory, _ := goja.AssertFunction(v)
-	main, gerr := factory(goja.Undefined(), rt.ToValue(x.stepFunc()), objSource)
+	main, gerr := factory(goja.Undefined(), rt.NewDynamicObject(stepCounter{x}), objSource)
 	if gerr != nil {
 		return x.failure(gerr, describe)
 	}
@@ -664,15 +664,41 @@ func planStack(stack string) string {
 
 // --- native hooks (run on the VM goroutine) ---------------------------------
 
+// step counts one step (a loop iteration, a function call, a callback of a
+// built-in); the step past MaxSteps interrupts the run.
+func (x *execution) step() {
+	x.steps++
+	if x.steps > x.limits.MaxSteps && x.limits.MaxSteps > 0 {
+		x.interrupt(runtimeResult("RangeError", fmt.Sprintf("step limit of %d loop iterations and function calls exceeded", x.limits.MaxSteps), ""))
+	}
+}
+
+// stepFunc is the prelude's step: a native function for the steps the
+// prelude counts (callbacks of built-ins, regular-expression scans).
 func (x *execution) stepFunc() func(goja.FunctionCall) goja.Value {
 	return func(goja.FunctionCall) goja.Value {
-		x.steps++
-		if x.limits.MaxSteps > 0 && x.steps > x.limits.MaxSteps {
-			x.interrupt(runtimeResult("RangeError", fmt.Sprintf("step limit of %d loop iterations and function calls exceeded", x.limits.MaxSteps), ""))
-		}
+		x.step()
 		return goja.Undefined()
 	}
 }
+
+// stepCounter is the plan's step counter: each instrumented loop body and
+// function body reads its property stepProperty, and every read of any
+// property counts one step. The plan cannot name it (reserved prefix);
+// should a reference leak, it can neither be written, deleted nor
+// enumerated, and a read never reaches a prototype, so nothing a script
+// does to Object.prototype changes what a read does.
+type stepCounter struct{ x *execution }
+
+func (c stepCounter) Get(string) goja.Value {
+	c.x.step()
+	return goja.Undefined()
+}
+
+func (stepCounter) Set(string, goja.Value) bool { return false }
+func (stepCounter) Has(string) bool             { return false }
+func (stepCounter) Delete(string) bool          { return false }
+func (stepCounter) Keys() []string              { return nil }
 
 // toolErrorJSON is what callTool's promise rejects with, as JSON. The
 // message is bounded (MaxErrorBytes).
