@@ -106,7 +106,9 @@ var fieldB = [numFields]float64{
 	fieldStates:     0,
 }
 
-const (
+// The ranking's tuning parameters: variables only so that a tuning aid can
+// vary them in a test binary; nothing changes them at run time.
+var (
 	k1 = 1.2
 	// intentQueryWeight is the weight of a query's intent term.
 	intentQueryWeight = 0.6
@@ -143,6 +145,12 @@ const (
 	// actionReadFactor scales tools that only read when the query opens
 	// with a verb and its object.
 	actionReadFactor = 0.8
+	// actionWriteCover is how much of a title's writing verb an
+	// imperative of another verb covers ("attach a file": Add attachment).
+	actionWriteCover = 0.25
+	// headInModifier scales a tool whose name's head noun only the
+	// request's modifier names ("a ticket in a project": createProject).
+	headInModifier = 0.7
 	// deprecatedFactor demotes deprecated tools.
 	deprecatedFactor = 0.75
 	// boilerplateDocs: a description sentence found in at least this many
@@ -177,6 +185,8 @@ type BM25 struct {
 	states []map[string]bool
 	// words are the words of the tools' titles as written.
 	words map[string]bool
+	// heads are the lemmas of the thing each tool acts on (see nameHead).
+	heads []string
 }
 
 // intentFamily groups the intents whose tools answer the same kind of
@@ -296,7 +306,7 @@ func NewBM25(docs []Doc) *BM25 {
 	all := make([]fieldTerms, n)
 	var total [numFields]float64
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n)}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -340,6 +350,7 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.required[i] = d.Required > 0
 		ix.deprecated[i] = d.Deprecated || saysDeprecated(local, summaries[i], bodies[i])
 		ix.titles[i] = titleTerms(local, summaries[i])
+		ix.heads[i] = nameHead(local)
 		for _, t := range Tokenize(local + " " + summaries[i]) {
 			ix.words[t] = true
 		}
@@ -448,6 +459,62 @@ func titleTerms(parts ...string) [][]string {
 	return out
 }
 
+// readVerbs are the title terms of the reading verbs.
+var readVerbs = map[string]bool{titleIntent(IntentGet): true, titleIntent(IntentList): true, titleIntent(IntentSearch): true}
+
+// modifierPrepositions open a request's modifier, the thing its object
+// belongs in or goes to: "a ticket in a project", "a binary to a release",
+// "a member from a group". "of" and "with" are left out: "the image of a
+// deployment" and "expose pods with a service" name the tool's own
+// resource there.
+var modifierPrepositions = map[string]bool{
+	"in": true, "on": true, "to": true, "from": true, "for": true, "at": true, "by": true,
+	"into": true, "onto": true, "inside": true, "within": true, "across": true, "under": true,
+}
+
+// nameHead is the lemma of what a tool's local name acts on: the last word
+// of the phrase after its verb, up to a preposition ("removeUserFromGroup":
+// user; "repoCreateReleaseAttachment": attachment;
+// "createAppsV1NamespacedDeployment": deployment), or the last word before
+// the verb when none follows ("conversations.list"). Version markers
+// and identifiers ("id") are no head. "" when the name has no such word.
+func nameHead(local string) string {
+	toks := Tokenize(local)
+	verb := -1
+	for i, t := range toks {
+		if intentWords[t] != IntentNone {
+			verb = i
+			break
+		}
+	}
+	word := func(t string) bool {
+		return len(t) >= 2 && !isNumber(t) && !stopwords[t] && !notHeads[t]
+	}
+	head := ""
+	for _, t := range toks[verb+1:] {
+		if modifierPrepositions[t] || t == "of" || t == "with" {
+			break
+		}
+		if word(t) {
+			head = t
+		}
+	}
+	if head == "" && verb > 0 {
+		for _, t := range toks[:verb] {
+			if word(t) {
+				head = t
+			}
+		}
+	}
+	if head == "" {
+		return ""
+	}
+	return Lemmas(head)[0]
+}
+
+// notHeads are name words that never name what a tool acts on.
+var notHeads = map[string]bool{"id": true, "ids": true, "alpha": true, "beta": true}
+
 // verbTerm is the title term of a tool's verb that a request's verb covers.
 func verbTerm(lemma string) string { return "@" + lemma }
 
@@ -477,6 +544,8 @@ type termGroup struct {
 	optional bool
 	// verb marks the group of the request's opening verb.
 	verb bool
+	// at is 1 + the index of the query token the group comes from (0: none).
+	at int
 }
 
 func (g *termGroup) add(term string, w float64) {
@@ -589,7 +658,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			// ("Get an archive") must not decide.
 			base = actionVerbWeight
 		}
-		g := termGroup{verb: i == 0 && (intentTok[i] || intentWords[t] != IntentNone || imperative(toks))}
+		g := termGroup{verb: i == 0 && (intentTok[i] || intentWords[t] != IntentNone || imperative(toks)), at: i + 1}
 		for _, l := range lemmas {
 			g.add(l, base)
 		}
@@ -744,7 +813,10 @@ type queryPlan struct {
 	families         map[Intent]bool
 	listing, getting bool
 	action, implicit bool
-	qterms           map[string]bool
+	// main and prep are the terms of the request's words before its first
+	// preposition and after it (nil without one).
+	main, prep map[string]bool
+	qterms     map[string]bool
 	// words are the lemmas of the query's own words (no relatives).
 	words map[string]bool
 }
@@ -779,6 +851,28 @@ func (ix *BM25) plan(query string) *queryPlan {
 		qp.families[intentFamily(in)] = true
 		qp.listing = qp.listing || in == IntentList
 		qp.getting = qp.getting || in == IntentGet
+	}
+	firstPrep := -1
+	for i, t := range qtoks {
+		if i > 0 && modifierPrepositions[t] {
+			firstPrep = i
+			break
+		}
+	}
+	if firstPrep > 0 {
+		qp.main, qp.prep = map[string]bool{}, map[string]bool{}
+		for _, g := range qp.groups {
+			if g.at == 0 {
+				continue
+			}
+			into := qp.main
+			if g.at-1 > firstPrep {
+				into = qp.prep
+			}
+			for _, wt := range g.terms {
+				into[wt.term] = true
+			}
+		}
 	}
 	for _, g := range qp.groups {
 		for _, wt := range g.terms {
@@ -885,20 +979,29 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		for t := range ix.states[d] {
 			stateVerb = stateVerb || qp.action && qp.qterms[t]
 		}
-		covered := 0
+		covered := 0.0
 		for _, slot := range title {
 			if stateVerb && strings.HasPrefix(slot[0], "^") {
 				covered++
 				continue
 			}
+			hit := false
 			for _, t := range slot {
 				if qp.qterms[t] {
 					covered++
+					hit = true
 					break
 				}
 			}
+			if !hit && qp.action && len(slot) > 1 && strings.HasPrefix(slot[1], "@") && !readVerbs[slot[0]] {
+				// An imperative of a verb no intent names ("attach a
+				// file", "approve a PR") asks to change something: a
+				// tool's writing verb ("Add attachment", "Create pull
+				// review") is a partial match for it, a reading one none.
+				covered += actionWriteCover
+			}
 		}
-		cov := float64(covered) / float64(len(title))
+		cov := covered / float64(len(title))
 		note("title", 1+titleCoverage*cov*cov)
 	}
 	if fs := ix.families[d]; len(qp.families) > 0 && len(fs) > 0 {
@@ -912,6 +1015,12 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 	}
 	if qp.listing && !qp.getting && ix.needsUnnamed(d, qp) {
 		note("list-needs-id", listNeedsNoID)
+	}
+
+	if h := ix.heads[d]; h != "" && qp.prep != nil && qp.prep[h] && !qp.main[h] {
+		// What the tool acts on is named only in the request's modifier:
+		// "open a ticket in a project" does not create the project.
+		note("head-in-modifier", headInModifier)
 	}
 	if ix.deprecated[d] {
 		note("deprecated", deprecatedFactor)

@@ -427,3 +427,97 @@ func TestSaysDeprecated(t *testing.T) {
 		}
 	}
 }
+
+// TestNameHead: what a tool's name acts on is the last word after its verb,
+// up to a preposition, without identifiers and version markers.
+func TestNameHead(t *testing.T) {
+	for name, want := range map[string]string{
+		"removeUserFromGroup":                        "user",
+		"repoCreateReleaseAttachment":                "attachment",
+		"createAppsV1NamespacedDeployment":           "deployment",
+		"listCertificatesV1alpha1ClusterTrustBundle": "bundle",
+		"conversations.list":                         "conversation",
+		"get_files_id":                               "file",
+		"POST_campaigns_campaign_id_schedules":       "schedule",
+		"GetCustomersCustomerSources":                "source",
+		"assignIssue":                                "issue",
+		"getIssueWatchersOfProject":                  "watcher",
+		"delete":                                     "",
+	} {
+		if got := nameHead(name); got != want {
+			t.Errorf("nameHead(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestBM25HeadInModifier: a tool whose name's head noun only the request's
+// modifier names ranks below the one its object names: "remove a member
+// from a group" removes a user, not the group; "of" names the tool's own
+// resource ("the image of a deployment").
+func TestBM25HeadInModifier(t *testing.T) {
+	docs := []Doc{
+		{Name: "x_removeGroup", AppID: "x", Description: "Remove group. Deletes a group."},
+		{Name: "x_removeUserFromGroup", AppID: "x", Description: "Remove user from group. Removes a user from a group."},
+		{Name: "x_createIssue", AppID: "x", Description: "Create issue"},
+		{Name: "x_createProject", AppID: "x", Description: "Create project"},
+		{Name: "x_patchDeployment", AppID: "x", Description: "partially update the specified Deployment"},
+	}
+	ix := NewBM25(docs)
+	hits, _ := ix.Rank(context.Background(), "remove a member from a group", 2, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "x_removeUserFromGroup" {
+		t.Errorf("remove a member from a group: %v, want x_removeUserFromGroup first", hits)
+	}
+	for _, c := range []struct {
+		q, doc  string
+		demoted bool
+	}{
+		{"open a new ticket in a project", "x_createProject", true},
+		{"open a new ticket in a project", "x_createIssue", false},
+		{"create a project", "x_createProject", false},
+		{"change the container image of a deployment", "x_patchDeployment", false},
+	} {
+		for i, d := range docs {
+			if d.Name == c.doc {
+				_, why := ix.factor(i, ix.plan(c.q), true)
+				if got := strings.Contains(why, "head-in-modifier"); got != c.demoted {
+					t.Errorf("%q, %s: demoted %v, want %v (%s)", c.q, c.doc, got, c.demoted, why)
+				}
+			}
+		}
+	}
+}
+
+// TestBM25ActionWriteVerb: an imperative of a verb no intent names ("attach
+// a file") asks to change something, so a writing tool's verb is partly
+// covered by it, a reading tool's not: "Add attachment" ranks above "Get
+// attachment content".
+func TestBM25ActionWriteVerb(t *testing.T) {
+	docs := []Doc{
+		{Name: "x_getAttachmentContent", AppID: "x", Description: "Get attachment content. Returns the contents of an attachment."},
+		{Name: "x_addAttachment", AppID: "x", Description: "Add attachment. Adds one or more files to an issue as attachments."},
+		{Name: "x_getIssue", AppID: "x", Description: "Get issue"},
+		{Name: "x_editIssue", AppID: "x", Description: "Edit issue"},
+		{Name: "x_getProject", AppID: "x", Description: "Get project"},
+		{Name: "x_deleteComment", AppID: "x", Description: "Delete comment"},
+	}
+	ix := NewBM25(docs)
+	// "Add attachment": attachment is covered by attach's derived form,
+	// Add partly by the imperative; "Get attachment content": no part of
+	// Get.
+	qa := ix.plan("attach a file to an issue")
+	if f, why := ix.factor(1, qa, true); f <= 1+titleCoverage/4 {
+		t.Errorf("attach a file: Add attachment covered no more than half (%s)", why)
+	}
+	if f, why := ix.factor(0, qa, true); f != (1+titleCoverage*4/9)*actionReadFactor {
+		t.Errorf("attach a file: Get attachment content factor %v, want 2 of 3 words and the read demotion (%s)", f, why)
+	}
+	// A request with an intent verb is no such imperative: "get the
+	// attachment" covers the reading verb, not the writing one.
+	qp := ix.plan("get the attachment")
+	if f0, _ := ix.factor(0, qp, false); f0 != 1+titleCoverage*4/9 {
+		t.Errorf("get the attachment: Get attachment content covered %v, want 2 of 3 words", f0)
+	}
+	if f1, _ := ix.factor(1, qp, false); f1 != (1+titleCoverage/4)*intentMismatch {
+		t.Errorf("get the attachment: Add attachment factor %v, want half covered and a mismatch", f1)
+	}
+}
