@@ -54,6 +54,8 @@ type InProcess struct {
 	grace    time.Duration // hardDeadlineGrace; tests shorten it
 	metrics  *Metrics
 	closed   atomic.Bool
+	// warm prepares the runtime of the next script ahead of its request.
+	warm warmRuntime
 	// abandoned counts VM goroutines still running after Execute answered
 	// for them at the hard deadline.
 	abandoned atomic.Int64
@@ -86,6 +88,7 @@ func (e *InProcess) Health() EngineHealth { return EngineHealth{Kind: "inprocess
 // finish normally.
 func (e *InProcess) Close() error {
 	e.closed.Store(true)
+	e.warm.close()
 	return nil
 }
 
@@ -102,7 +105,11 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (res *R
 	}
 	start := time.Now()
 	limits := LowerLimits(e.limits, req.Limits)
-	x := newExecution(ctx, limits, req, host)
+	x := e.warm.take()
+	if x == nil {
+		x = &execution{rt: goja.New()}
+	}
+	x.init(ctx, limits, req, host)
 	x.sanitize = e.sanitize
 	x.mem = e.mem
 	out := make(chan runOutcome, 1)
@@ -232,6 +239,7 @@ type execution struct {
 	allowed  map[string]bool
 
 	rt          *goja.Runtime
+	prelude     *preludeFns // nil until the prelude ran
 	generators  bool
 	done        chan struct{}
 	stopOnce    sync.Once
@@ -261,18 +269,21 @@ type execution struct {
 }
 
 func newExecution(ctx context.Context, limits Limits, req Request, host Host) *execution {
-	cctx, cancel := context.WithCancel(ctx)
-	x := &execution{
-		ctx:         cctx,
-		cancel:      cancel,
-		limits:      limits,
-		req:         req,
-		host:        host,
-		done:        make(chan struct{}),
-		stopCh:      make(chan struct{}),
-		rt:          goja.New(),
-		completions: make(chan completion, 16),
-	}
+	x := &execution{rt: goja.New()}
+	x.init(ctx, limits, req, host)
+	return x
+}
+
+// init gives x its request. x is fresh, or a runtime whose prelude ran
+// before the request arrived (see warmRuntime) and that nothing else used.
+func (x *execution) init(ctx context.Context, limits Limits, req Request, host Host) {
+	x.ctx, x.cancel = context.WithCancel(ctx)
+	x.limits = limits
+	x.req = req
+	x.host = host
+	x.done = make(chan struct{})
+	x.stopCh = make(chan struct{})
+	x.completions = make(chan completion, 16)
 	x.logHost, _ = host.(LogHost)
 	x.parkHost, _ = host.(ParkHost)
 	if req.AllowedTools != nil {
@@ -281,7 +292,6 @@ func newExecution(ctx context.Context, limits Limits, req Request, host Host) *e
 			x.allowed[n] = true
 		}
 	}
-	return x
 }
 
 // interrupt stops the script with a final outcome that no script code can
@@ -459,36 +469,70 @@ func (x *execution) wait() (completion, bool) {
 	return c, true
 }
 
-// setup runs the prelude and returns the internal functions.
-func (x *execution) setup(regexps bool) (settle, result, describe goja.Callable, objSource goja.Value, res *Result, err error) {
+// preludeFns are the prelude's internal functions in one runtime.
+type preludeFns struct {
+	settle, result, describe, configure goja.Callable
+	objSource                           goja.Value
+}
+
+// runPrelude runs the prelude's request-independent setup in x's runtime,
+// with native hooks bound to x (they read x's request only when called).
+func (x *execution) runPrelude() error {
 	rt := x.rt
-	v, gerr := rt.RunProgram(preludeProgram())
-	if gerr == nil {
-		setupFn, _ := goja.AssertFunction(v)
-		nat := rt.NewObject()
-		_ = nat.Set("call", x.callFunc())
-		_ = nat.Set("getTool", x.getToolFunc())
-		_ = nat.Set("log", x.logFunc())
-		_ = nat.Set("step", x.stepFunc())
-		maxArray, maxString := memoryCaps(x.limits)
-		_ = nat.Set("json", func(call goja.FunctionCall) goja.Value {
-			s, _ := call.Argument(0).Export().(string)
-			return rt.ToValue(checkJSON(s, MaxJSONDepth, maxArray))
-		})
-		_ = nat.Set("pattern", func(call goja.FunctionCall) goja.Value {
-			s, _ := call.Argument(0).Export().(string)
-			return rt.ToValue(checkPattern(s))
-		})
-		ctxJSON := "{}"
-		if len(x.req.Context) > 0 {
-			if !json.Valid(x.req.Context) {
-				return nil, nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context is not valid JSON"}
-			}
-			if msg := checkJSON(string(x.req.Context), 64, 0); msg != "" {
-				return nil, nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context: " + msg}
-			}
-			ctxJSON = string(x.req.Context)
+	v, err := rt.RunProgram(preludeProgram())
+	if err != nil {
+		return err
+	}
+	setupFn, _ := goja.AssertFunction(v)
+	nat := rt.NewObject()
+	_ = nat.Set("call", x.callFunc())
+	_ = nat.Set("getTool", x.getToolFunc())
+	_ = nat.Set("log", x.logFunc())
+	_ = nat.Set("step", x.stepFunc())
+	_ = nat.Set("json", func(call goja.FunctionCall) goja.Value {
+		s, _ := call.Argument(0).Export().(string)
+		maxArray, _ := memoryCaps(x.limits)
+		return rt.ToValue(checkJSON(s, MaxJSONDepth, maxArray))
+	})
+	_ = nat.Set("pattern", func(call goja.FunctionCall) goja.Value {
+		s, _ := call.Argument(0).Export().(string)
+		return rt.ToValue(checkPattern(s))
+	})
+	if v, err = setupFn(goja.Undefined(), nat); err != nil {
+		return err
+	}
+	// The functions are taken as JavaScript values: a round trip through
+	// Export would wrap them in Go functions whose names show in stacks.
+	fns := v.ToObject(rt)
+	p := &preludeFns{objSource: fns.Get("3")}
+	p.settle, _ = goja.AssertFunction(fns.Get("0"))
+	p.result, _ = goja.AssertFunction(fns.Get("1"))
+	p.describe, _ = goja.AssertFunction(fns.Get("2"))
+	p.configure, _ = goja.AssertFunction(fns.Get("4"))
+	x.prelude = p
+	return nil
+}
+
+// setup runs the prelude unless it ran in advance, configures it for the
+// request and returns the internal functions.
+func (x *execution) setup(regexps bool) (settle, result, describe goja.Callable, objSource goja.Value, res *Result, err error) {
+	ctxJSON := "{}"
+	if len(x.req.Context) > 0 {
+		if !json.Valid(x.req.Context) {
+			return nil, nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context is not valid JSON"}
 		}
+		if msg := checkJSON(string(x.req.Context), 64, 0); msg != "" {
+			return nil, nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context: " + msg}
+		}
+		ctxJSON = string(x.req.Context)
+	}
+	var gerr error
+	if x.prelude == nil {
+		gerr = x.runPrelude()
+	}
+	if gerr == nil {
+		rt := x.rt
+		maxArray, maxString := memoryCaps(x.limits)
 		cfg := rt.NewObject()
 		_ = cfg.Set("allowConsole", x.limits.AllowConsole)
 		_ = cfg.Set("maxParallel", maxParallelOps)
@@ -500,7 +544,7 @@ func (x *execution) setup(regexps bool) (settle, result, describe goja.Callable,
 		_ = cfg.Set("hasRegExps", regexps)
 		_ = cfg.Set("maxJSONDepth", MaxJSONDepth)
 		_ = cfg.Set("maxErrorChars", MaxErrorBytes)
-		v, gerr = setupFn(goja.Undefined(), nat, rt.ToValue(ctxJSON), cfg)
+		_, gerr = x.prelude.configure(goja.Undefined(), rt.ToValue(ctxJSON), cfg)
 	}
 	if gerr != nil {
 		if r, e := interrupted(gerr); r != nil || e != nil {
@@ -508,13 +552,8 @@ func (x *execution) setup(regexps bool) (settle, result, describe goja.Callable,
 		}
 		return nil, nil, nil, nil, nil, &Error{Code: CodeExecutionError, Message: "internal error: sandbox setup failed: " + gerr.Error()}
 	}
-	// The functions are taken as JavaScript values: a round trip through
-	// Export would wrap them in Go functions whose names show in stacks.
-	fns := v.ToObject(rt)
-	settle, _ = goja.AssertFunction(fns.Get("0"))
-	result, _ = goja.AssertFunction(fns.Get("1"))
-	describe, _ = goja.AssertFunction(fns.Get("2"))
-	return settle, result, describe, fns.Get("3"), nil, nil
+	p := x.prelude
+	return p.settle, p.result, p.describe, p.objSource, nil, nil
 }
 
 func memoryResult(limit int64) *Result {

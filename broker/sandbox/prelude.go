@@ -3,17 +3,21 @@ package sandbox
 // preludeSource runs first in every fresh runtime. It evaluates to a setup
 // function that hardens the runtime, defines the script API as read-only
 // globals and returns the internal functions the Go side calls (settle,
-// result, describe). The native hooks it receives take and return only
-// strings and numbers, and it keeps them in its closure, out of the script's
-// reach. It captures the intrinsics it uses before any plan code runs, so a
-// plan that rewrites builtins only breaks itself.
+// result, describe, objSource, configure). The native hooks it receives take
+// and return only strings and numbers, and it keeps them in its closure, out
+// of the script's reach. It captures the intrinsics it uses before any plan
+// code runs, so a plan that rewrites builtins only breaks itself.
+//
+// setup depends on nothing of a request: a runtime may be set up before its
+// request arrives (see warmRuntime). configure, called once before the plan
+// runs, brings the request's part: the limits, the hardening that only plans
+// with generators or regular expressions need, and metaContext. Until then
+// every limit is 0, so nothing can pass a check before it is configured.
 const preludeSource = `(function () {
 "use strict";
-return function setup(nat, contextJSON, cfg) {
-	const allowConsole = cfg.allowConsole, maxParallel = cfg.maxParallel, maxArrayLength = cfg.maxArrayLength,
-		maxStringLength = cfg.maxStringLength, maxResultBytes = cfg.maxResultBytes, maxConsoleBytes = cfg.maxConsoleBytes,
-		hasGenerators = cfg.hasGenerators, hasRegExps = cfg.hasRegExps, maxJSONDepth = cfg.maxJSONDepth,
-		maxErrorChars = cfg.maxErrorChars;
+return function setup(nat) {
+	let allowConsole = false, maxParallel = 0, maxArrayLength = 0, maxStringLength = 0, maxResultBytes = 0,
+		maxConsoleBytes = 0, maxJSONDepth = 0, maxErrorChars = 0, configured = false;
 	const step = nat.step;
 	const G = globalThis;
 	const O = Object;
@@ -47,17 +51,13 @@ return function setup(nat, contextJSON, cfg) {
 	function codeGenerationBlocked() {
 		throw new TypeErrorC("code generation from strings is disabled in the sandbox");
 	}
-	// The GeneratorFunction constructor is reachable only from a generator
-	// function; goja creates its prototypes on first use, so they are
-	// hardened (and paid for) only when the plan has generator syntax.
-	const fnProtos = [
-		getPrototypeOf(function () {}),
-		getPrototypeOf(async function () {}),
-	];
-	if (hasGenerators) fnProtos[2] = getPrototypeOf(function* () {});
-	for (let i = 0; i < fnProtos.length; i++) {
-		defineProperty(fnProtos[i], "constructor", {value: codeGenerationBlocked, writable: false, enumerable: false, configurable: false});
+	// Function and AsyncFunction prototypes here; GeneratorFunction's in
+	// configure.
+	function blockConstructor(proto) {
+		defineProperty(proto, "constructor", {value: codeGenerationBlocked, writable: false, enumerable: false, configurable: false});
 	}
+	blockConstructor(getPrototypeOf(function () {}));
+	blockConstructor(getPrototypeOf(async function () {}));
 	delete G.eval;
 	delete G.Function;
 
@@ -798,8 +798,9 @@ return function setup(nat, contextJSON, cfg) {
 	}, writable: true, enumerable: false, configurable: true});
 	// RegExp objects exist only when the plan writes a regexp literal or
 	// names RegExp: only then are the constructor and the prototype's
-	// pattern methods hardened (each builtin touched costs set-up time).
-	if (hasRegExps) {
+	// pattern methods hardened (each builtin touched costs set-up time);
+	// configure calls this.
+	function hardenRegExps() {
 		const RegExpC = RegExp, RP = RegExpC.prototype;
 		newRegExp = (re, flags) => new RegExpC(re, flags);
 		const R = {RegExp: function RegExp(pattern, flags) {
@@ -1197,7 +1198,7 @@ return function setup(nat, contextJSON, cfg) {
 	}
 
 	// --- console --------------------------------------------------------------
-	let consoleOpen = allowConsole;
+	let consoleOpen = false;
 	function logArg(a) {
 		if (typeof a === "string") return a;
 		if (a instanceof ErrorC) return errorMessage(a);
@@ -1228,8 +1229,6 @@ return function setup(nat, contextJSON, cfg) {
 		}
 		return v;
 	}
-	const metaContext = deepFreeze(jsonParse(contextJSON));
-
 	function define(name, value) {
 		defineProperty(G, name, {value: value, writable: false, enumerable: false, configurable: false});
 	}
@@ -1238,7 +1237,6 @@ return function setup(nat, contextJSON, cfg) {
 	define("searchTools", freeze(searchTools));
 	define("describeTool", freeze(describeTool));
 	define("__safe_parallel", freeze(__safe_parallel));
-	define("metaContext", metaContext);
 	define("console", consoleObj);
 
 	// --- the result and errors as the Go side sees them -------------------
@@ -1278,6 +1276,29 @@ return function setup(nat, contextJSON, cfg) {
 		}
 		return v;
 	}
-	return [settle, result, describe, objSource];
+	// configure brings the request's limits and context; once only, and
+	// before any plan code runs (the Go side calls it right after setup or
+	// after taking a runtime set up in advance).
+	function configure(contextJSON, cfg) {
+		if (configured) throw new TypeErrorC("sandbox already configured");
+		configured = true;
+		allowConsole = cfg.allowConsole;
+		maxParallel = cfg.maxParallel;
+		maxArrayLength = cfg.maxArrayLength;
+		maxStringLength = cfg.maxStringLength;
+		maxResultBytes = cfg.maxResultBytes;
+		maxConsoleBytes = cfg.maxConsoleBytes;
+		maxJSONDepth = cfg.maxJSONDepth;
+		maxErrorChars = cfg.maxErrorChars;
+		consoleOpen = allowConsole;
+		// The GeneratorFunction constructor is reachable only from a
+		// generator function; goja creates its prototypes on first use, so
+		// they are hardened (and paid for) only when the plan has generator
+		// syntax.
+		if (cfg.hasGenerators) blockConstructor(getPrototypeOf(function* () {}));
+		if (cfg.hasRegExps) hardenRegExps();
+		define("metaContext", deepFreeze(jsonParse(contextJSON)));
+	}
+	return [settle, result, describe, objSource, configure];
 };
 })()`
