@@ -52,7 +52,7 @@ func MaybeServeWorker() bool {
 func ServeWorkerStdio() int {
 	out := os.Stdout
 	os.Stdout = os.Stderr
-	if err := ServeWorker(os.Stdin, out); err != nil {
+	if err := ServeWorker(pollableStdin(), out); err != nil {
 		fmt.Fprintf(os.Stderr, "codemode worker: %v\n", err)
 		return 1
 	}
