@@ -409,6 +409,10 @@ func (x *execution) run() (res *Result, err error) {
 		var c completion
 		select {
 		case c = <-x.completions:
+			// The script goes on at once: the calls the stretch that
+			// just ended started go out now (a host that queues them
+			// sends them with its wait otherwise).
+			x.flushCalls()
 		default:
 			// Nothing to run until a tool answers: the script holds no
 			// CPU (and is charged none) while it waits.
@@ -833,9 +837,20 @@ func (x *execution) lookup(name string) (ToolInfo, bool) {
 // goroutine per call and two hand-offs between goroutines per awaited call.
 // startCall is called on the VM goroutine and must not wait for the call;
 // done is called exactly once, from any goroutine, unless the execution's
-// context ends first (the run is over then).
+// context ends first (the run is over then). The host may hold the calls
+// a stretch of JavaScript starts until the script waits (ParkHost.Parked)
+// or flushCalls, which the engine calls when a stretch ends and the
+// script goes on without waiting.
 type callStarter interface {
 	startCall(ctx context.Context, call ToolCall, done func(json.RawMessage, error))
+	flushCalls()
+}
+
+// flushCalls: see callStarter.
+func (x *execution) flushCalls() {
+	if cs, ok := x.host.(callStarter); ok {
+		cs.flushCalls()
+	}
 }
 
 // runTool runs one tool call off the VM goroutine and hands the outcome

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -120,5 +122,115 @@ func TestValidateFromWorker(t *testing.T) {
 		if err := validateFromWorker(m); err != nil {
 			t.Errorf("good case %d (%s): %v", i, m.T, err)
 		}
+	}
+}
+
+// writeLog records each Write as one chunk.
+type writeLog struct {
+	mu     sync.Mutex
+	chunks [][]byte
+}
+
+func (l *writeLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.chunks = append(l.chunks, bytes.Clone(b))
+	return len(b), nil
+}
+
+func (l *writeLog) snapshot() [][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([][]byte(nil), l.chunks...)
+}
+
+// frames decodes every frame of one chunk.
+func chunkFrames(t *testing.T, chunk []byte) []*wireMsg {
+	t.Helper()
+	fr := &frameReader{r: bytes.NewReader(chunk), max: 1 << 20}
+	var out []*wireMsg
+	for {
+		m, err := fr.read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("chunk %q: %v", chunk, err)
+		}
+		out = append(out, m)
+	}
+}
+
+// Queued frames leave with the next write, in order and in one Write; a
+// flush or the queue's timer sends them when no write follows.
+func TestFrameWriterQueue(t *testing.T) {
+	var l writeLog
+	fw := &frameWriter{w: &l, max: 1 << 16, delay: time.Hour}
+	for i := 1; i <= 3; i++ {
+		if err := fw.queue(&wireMsg{T: msgCall, ID: 1, Call: uint64(i), Name: "echo", Input: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(l.snapshot()); n != 0 {
+		t.Fatalf("%d writes before the flushing write", n)
+	}
+	if err := fw.write(&wireMsg{T: msgWait, ID: 1, Seen: 0}); err != nil {
+		t.Fatal(err)
+	}
+	chunks := l.snapshot()
+	if len(chunks) != 1 {
+		t.Fatalf("%d writes, want 1", len(chunks))
+	}
+	ms := chunkFrames(t, chunks[0])
+	if len(ms) != 4 || ms[3].T != msgWait {
+		t.Fatalf("got %d frames %+v, want 3 calls and the wait", len(ms), ms)
+	}
+	for i, m := range ms[:3] {
+		if err := validateFromWorker(m); err != nil || m.Call != uint64(i+1) {
+			t.Fatalf("frame %d: %+v %v", i, m, err)
+		}
+	}
+
+	// A message over the limit is refused and leaves the queue as it was.
+	if err := fw.queue(&wireMsg{T: msgLog, ID: 1, Level: "log", Message: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	var pe *protocolError
+	if err := fw.queue(&wireMsg{T: msgLog, ID: 1, Level: "log", Message: strings.Repeat("x", 1<<17)}); !errors.As(err, &pe) || pe.Code != CodeMessageTooLarge {
+		t.Fatalf("oversized queue: %v", err)
+	}
+	fw.flush()
+	chunks = l.snapshot()
+	if len(chunks) != 2 {
+		t.Fatalf("%d writes after flush, want 2", len(chunks))
+	}
+	if ms := chunkFrames(t, chunks[1]); len(ms) != 1 || ms[0].Message != "kept" {
+		t.Fatalf("flushed %+v", ms)
+	}
+	fw.flush() // nothing queued: no write
+	if n := len(l.snapshot()); n != 2 {
+		t.Fatalf("empty flush wrote: %d writes", n)
+	}
+
+	// Without a write or flush, the timer sends the queue.
+	fw.delay = time.Millisecond
+	if err := fw.queue(&wireMsg{T: msgLog, ID: 1, Level: "log", Message: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the queue's timer", func() bool { return len(l.snapshot()) == 3 })
+	if ms := chunkFrames(t, l.snapshot()[2]); len(ms) != 1 || ms[0].Message != "late" {
+		t.Fatalf("timer flushed %+v", ms)
+	}
+
+	// A queue past maxQueuedBytes is written at once.
+	fw.delay = time.Hour
+	big := strings.Repeat("y", maxQueuedBytes/2)
+	for range 2 {
+		if err := fw.queue(&wireMsg{T: msgLog, ID: 1, Level: "log", Message: big}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if chunks := l.snapshot(); len(chunks) != 4 || len(chunkFrames(t, chunks[3])) != 2 {
+		t.Fatalf("a full queue was not written: %d writes", len(chunks))
 	}
 }

@@ -3,7 +3,10 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestWorkerCallsByCallback: the worker's engine starts tool calls on the
@@ -49,4 +52,133 @@ func TestWorkerCallsByCallback(t *testing.T) {
 			t.Fatalf("tool calls %d, want 103", res.Stats.ToolCalls)
 		}
 	}
+}
+
+// TestServeWorkerBatchesCalls: the calls one stretch of JavaScript starts
+// (a Promise.all) leave the worker together with the wait that follows
+// them, in one write; the frames are the usual ones, one per call.
+func TestServeWorkerBatchesCalls(t *testing.T) {
+	oldDelay, oldEngine := queueDelay, newWorkerEngine
+	queueDelay = time.Hour // only the wait's write may send the calls
+	var engine *InProcess
+	newWorkerEngine = func(c workerEngineConfig) (Engine, error) {
+		e, err := oldEngine(c)
+		engine, _ = e.(*InProcess)
+		return e, err
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var l writeLog
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = ServeWorker(inR, io.MultiWriter(&l, outW))
+		outW.Close()
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		outR.Close()
+		<-served
+		if engine != nil {
+			waitMemWatchStopped(t, engine)
+		}
+		queueDelay, newWorkerEngine = oldDelay, oldEngine
+	})
+	fw, fr := &frameWriter{w: inW, max: 1 << 20}, &frameReader{r: outR, max: 1 << 20}
+	_ = fw.write(&wireMsg{T: msgInit, V: protocolVersion, Init: &wireInit{MaxMessageBytes: 1 << 20}})
+	if m, err := fr.read(); err != nil || m.T != msgReady {
+		t.Fatalf("ready: %v %v", m, err)
+	}
+	tools := []ToolInfo{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	_ = fw.write(&wireMsg{T: msgExec, ID: 1, Exec: &wireExec{
+		Code:       `const r = await Promise.all([callTool("a", {n: 1}), callTool("b", {n: 2}), callTool("c", {n: 3})]); return r.map((x) => x.n).join(",")`,
+		Allowed:    []string{"a", "b", "c"},
+		HasAllowed: true,
+		Tools:      tools,
+	}})
+	var calls []*wireMsg
+	for len(calls) < 3 {
+		m, err := fr.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := validateFromWorker(m); err != nil || m.T != msgCall {
+			t.Fatalf("got %+v (%v), want a call", m, err)
+		}
+		calls = append(calls, m)
+	}
+	if m, err := fr.read(); err != nil || m.T != msgWait || m.Seen != 0 {
+		t.Fatalf("got %+v %v, want wait", m, err)
+	}
+	chunks := l.snapshot()
+	if len(chunks) != 2 {
+		t.Fatalf("%d writes (ready, then the calls and the wait), want 2", len(chunks))
+	}
+	if ms := chunkFrames(t, chunks[1]); len(ms) != 4 {
+		t.Fatalf("the batch holds %d frames, want 3 calls and the wait", len(ms))
+	}
+	for i, c := range calls {
+		if c.Name != tools[i].Name || c.Call != uint64(i+1) {
+			t.Fatalf("call %d: %+v", i, c)
+		}
+		_ = fw.write(&wireMsg{T: msgResult, ID: 1, Call: c.Call, Data: c.Input})
+	}
+	for {
+		m, err := fr.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.T == msgDone {
+			if m.Done.Result == nil || string(m.Done.Result.Result) != `"1,2,3"` {
+				t.Fatalf("done: %+v", m.Done)
+			}
+			return
+		}
+		if m.T != msgWait {
+			t.Fatalf("got %+v", m)
+		}
+	}
+}
+
+// flushHost answers every call before startCall returns and records what
+// the engine asks of it.
+type flushHost struct {
+	*testHost
+	events []string
+}
+
+func (h *flushHost) startCall(_ context.Context, call ToolCall, done func(json.RawMessage, error)) {
+	h.events = append(h.events, "start "+call.Name)
+	done(call.Input, nil)
+}
+
+func (h *flushHost) flushCalls() { h.events = append(h.events, "flush") }
+
+// TestEngineFlushesCallsWhenGoingOn: a host that queues the calls a stretch
+// of JavaScript starts is told to send them when the stretch ends and the
+// script goes on without waiting (its results are there already), before
+// the script runs again.
+func TestEngineFlushesCallsWhenGoingOn(t *testing.T) {
+	e := NewInProcess(nil)
+	defer waitMemWatchStopped(t, e.(*InProcess))
+	defer e.Close()
+	h := &flushHost{testHost: newTestHost(echoTools())}
+	res, err := e.Execute(context.Background(), Request{Code: `const x = await callTool("echo", {n: 1}); const y = await callTool("echo", {n: 2}); return x.n + y.n`}, h)
+	if err != nil || res.Status != StatusOK || string(res.Result) != "3" {
+		t.Fatalf("%v %+v", err, res)
+	}
+	want := []string{"start echo", "flush", "start echo", "flush"}
+	if strings.Join(h.events, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("events %q, want %q", h.events, want)
+	}
+}
+
+// waitMemWatchStopped waits until e's heap watchdog goroutine is gone: the
+// next tests run ServeWorker in this process, which sets time.Local.
+func waitMemWatchStopped(t *testing.T, e *InProcess) {
+	waitFor(t, "the heap watchdog to stop", func() bool {
+		e.mem.mu.Lock()
+		defer e.mem.mu.Unlock()
+		return !e.mem.running
+	})
 }

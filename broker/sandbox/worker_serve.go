@@ -112,7 +112,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		memory:     cfg.ScriptMemoryBytes,
 		baseMapped: goMappedBytes(),
 		engine:     engine,
-		out:        &frameWriter{w: out, max: cfg.MaxMessageBytes},
+		out:        &frameWriter{w: out, max: cfg.MaxMessageBytes, delay: queueDelay},
 		execs:      make(map[uint64]*serverExec),
 		stopped:    make(chan struct{}),
 	}
@@ -325,7 +325,7 @@ func (s *workerServer) deliver(m *wireMsg) {
 // arrives on; the channel is closed if the execution ends first.
 func (s *workerServer) requestChan(se *serverExec, m *wireMsg) (chan *wireMsg, error) {
 	ch := make(chan *wireMsg, 1)
-	err := s.request(se, m, func(reply *wireMsg) {
+	err := s.request(se, m, false, func(reply *wireMsg) {
 		if reply == nil {
 			close(ch)
 		} else {
@@ -340,8 +340,9 @@ func (s *workerServer) requestChan(se *serverExec, m *wireMsg) (chan *wireMsg, e
 
 // request sends a call or lookup; onReply is called once, on the reader's
 // goroutine, with the reply (it must not block), or with nil if the
-// execution ends first. It is not called when request fails.
-func (s *workerServer) request(se *serverExec, m *wireMsg, onReply func(*wireMsg)) error {
+// execution ends first. It is not called when request fails. queue queues
+// the frame (see frameWriter) instead of writing it at once.
+func (s *workerServer) request(se *serverExec, m *wireMsg, queue bool, onReply func(*wireMsg)) error {
 	se.sendMu.Lock()
 	defer se.sendMu.Unlock()
 	se.mu.Lock()
@@ -353,7 +354,11 @@ func (s *workerServer) request(se *serverExec, m *wireMsg, onReply func(*wireMsg
 	m.Call = se.nextCall
 	se.replies[m.Call] = onReply
 	se.mu.Unlock()
-	if err := s.out.write(m); err != nil {
+	send := s.out.write
+	if queue {
+		send = s.out.queue
+	}
+	if err := send(m); err != nil {
 		se.forget(m.Call)
 		return err
 	}
@@ -444,9 +449,12 @@ func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessag
 }
 
 // startCall is CallTool for the in-process engine (callStarter): the reply
-// is handed to done by the reader, with no goroutine waiting for it.
+// is handed to done by the reader, with no goroutine waiting for it. The
+// call frame is queued: it leaves with the script's next frame (its wait,
+// when it awaits the call), when the engine ends the stretch of
+// JavaScript that made it (flushCalls), or queueDelay later.
 func (h *proxyHost) startCall(_ context.Context, call ToolCall, done func(json.RawMessage, error)) {
-	err := h.s.request(h.se, h.callMsg(call), func(reply *wireMsg) {
+	err := h.s.request(h.se, h.callMsg(call), true, func(reply *wireMsg) {
 		if reply != nil { // nil: the execution ended, no one waits
 			done(callOutcome(reply))
 		}
@@ -484,9 +492,14 @@ func callOutcome(reply *wireMsg) (json.RawMessage, error) {
 	return reply.Data, nil
 }
 
+// flushCalls sends the queued frames: the engine calls it when a stretch
+// of JavaScript ends and the script goes on at once, without a wait.
+func (h *proxyHost) flushCalls() { h.s.out.flush() }
+
 var _ callStarter = (*proxyHost)(nil)
 
-// Parked tells the parent the script waits with nothing to run.
+// Parked tells the parent the script waits with nothing to run (the
+// frames the script queued before go out with it, in one write).
 func (h *proxyHost) Parked(settled int) {
 	_ = h.s.out.write(&wireMsg{T: msgWait, ID: h.se.id, Seen: uint64(settled)})
 }
@@ -498,5 +511,5 @@ func (h *proxyHost) Resumed() bool { return true }
 type proxyLogHost struct{ *proxyHost }
 
 func (h *proxyLogHost) Log(level, message string) {
-	_ = h.s.out.write(&wireMsg{T: msgLog, ID: h.se.id, Level: level, Message: message})
+	_ = h.s.out.queue(&wireMsg{T: msgLog, ID: h.se.id, Level: level, Message: message})
 }
