@@ -782,7 +782,10 @@ func (p *workerPool) dispatchLocked() (ops []sendOp) {
 				t.ch <- grant{w: w}
 			} else {
 				if !t.st.w.gone {
-					ops = append(ops, p.resumeLocked(t.st, t.replies)...)
+					p.resumeLocked(t.st, len(t.replies))
+					for _, m := range t.replies {
+						ops = append(ops, sendOp{w: t.st.w, m: m})
+					}
 				}
 				t.st.resume = nil
 			}
@@ -804,20 +807,15 @@ func (p *workerPool) dispatchLocked() (ops []sendOp) {
 	return ops
 }
 
-// resumeLocked gives a waiting execution a slot again and returns its held
-// results to send.
-func (p *workerPool) resumeLocked(st *execState, replies []*wireMsg) []sendOp {
+// resumeLocked gives a waiting execution a slot again; the caller sends
+// its n held results.
+func (p *workerPool) resumeLocked(st *execState, n int) {
 	st.holds = true
 	p.running++
 	st.pr.running++
 	st.w.running++
-	st.sent += uint64(len(replies))
+	st.sent += uint64(n)
 	st.runStart = p.now()
-	ops := make([]sendOp, len(replies))
-	for i, m := range replies {
-		ops[i] = sendOp{w: st.w, m: m}
-	}
-	return ops
 }
 
 func send(ops []sendOp) {
@@ -847,9 +845,11 @@ func (p *workerPool) deliverResult(st *execState, m *wireMsg) {
 	}
 	pr := st.pr
 	if p.running < p.opts.MaxSize && pr.running < p.opts.MaxRunningPerPrincipal && len(p.ring) == 0 {
-		ops := p.resumeLocked(st, []*wireMsg{m})
+		// A slot is free and no one waits for one: the common case of a
+		// script that gave its slot up on wait and gets it straight back.
+		p.resumeLocked(st, 1)
 		p.mu.Unlock()
-		send(ops)
+		_ = st.w.out.write(m)
 		return
 	}
 	// Resuming scripts go first in their principal's turn: they hold a

@@ -54,9 +54,10 @@ func TestWorkerCallsByCallback(t *testing.T) {
 	}
 }
 
-// TestServeWorkerBatchesCalls: the calls one stretch of JavaScript starts
-// (a Promise.all) leave the worker together with the wait that follows
-// them, in one write; the frames are the usual ones, one per call.
+// TestServeWorkerBatchesCalls: of the calls one stretch of JavaScript
+// starts (a Promise.all), the first leaves the worker at once and the
+// others together with the wait that follows them, in one write; the
+// frames are the usual ones, one per call.
 func TestServeWorkerBatchesCalls(t *testing.T) {
 	oldDelay, oldEngine := queueDelay, newWorkerEngine
 	queueDelay = time.Hour // only the wait's write may send the calls
@@ -111,11 +112,14 @@ func TestServeWorkerBatchesCalls(t *testing.T) {
 		t.Fatalf("got %+v %v, want wait", m, err)
 	}
 	chunks := l.snapshot()
-	if len(chunks) != 2 {
-		t.Fatalf("%d writes (ready, then the calls and the wait), want 2", len(chunks))
+	if len(chunks) != 3 {
+		t.Fatalf("%d writes (ready, the first call, then the other calls and the wait), want 3", len(chunks))
 	}
-	if ms := chunkFrames(t, chunks[1]); len(ms) != 4 {
-		t.Fatalf("the batch holds %d frames, want 3 calls and the wait", len(ms))
+	if ms := chunkFrames(t, chunks[1]); len(ms) != 1 || ms[0].Name != "a" {
+		t.Fatalf("the first write holds %+v, want the first call", ms)
+	}
+	if ms := chunkFrames(t, chunks[2]); len(ms) != 3 || ms[0].Name != "b" || ms[1].Name != "c" || ms[2].T != msgWait {
+		t.Fatalf("the batch holds %+v, want 2 calls and the wait", ms)
 	}
 	for i, c := range calls {
 		if c.Name != tools[i].Name || c.Call != uint64(i+1) {

@@ -378,6 +378,9 @@ type proxyHost struct {
 	se    *serverExec
 	mu    sync.Mutex
 	tools map[string]*ToolInfo // nil value: known not to exist
+	// started: a call was sent in the current stretch of JavaScript
+	// (touched only on the VM goroutine).
+	started bool
 }
 
 var _ ParkHost = (*proxyHost)(nil)
@@ -450,11 +453,15 @@ func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessag
 
 // startCall is CallTool for the in-process engine (callStarter): the reply
 // is handed to done by the reader, with no goroutine waiting for it. The
-// call frame is queued: it leaves with the script's next frame (its wait,
-// when it awaits the call), when the engine ends the stretch of
-// JavaScript that made it (flushCalls), or queueDelay later.
+// first call of a stretch of JavaScript is written at once, so that the
+// parent works on it while the script goes on; the frames of later calls
+// of the same stretch (a Promise.all) are queued and leave together with
+// the script's next frame (its wait, when it awaits them), when the engine
+// ends the stretch (flushCalls), or queueDelay later.
 func (h *proxyHost) startCall(_ context.Context, call ToolCall, done func(json.RawMessage, error)) {
-	err := h.s.request(h.se, h.callMsg(call), true, func(reply *wireMsg) {
+	queue := h.started
+	h.started = true
+	err := h.s.request(h.se, h.callMsg(call), queue, func(reply *wireMsg) {
 		if reply != nil { // nil: the execution ended, no one waits
 			done(callOutcome(reply))
 		}
@@ -494,13 +501,17 @@ func callOutcome(reply *wireMsg) (json.RawMessage, error) {
 
 // flushCalls sends the queued frames: the engine calls it when a stretch
 // of JavaScript ends and the script goes on at once, without a wait.
-func (h *proxyHost) flushCalls() { h.s.out.flush() }
+func (h *proxyHost) flushCalls() {
+	h.started = false
+	h.s.out.flush()
+}
 
 var _ callStarter = (*proxyHost)(nil)
 
 // Parked tells the parent the script waits with nothing to run (the
 // frames the script queued before go out with it, in one write).
 func (h *proxyHost) Parked(settled int) {
+	h.started = false
 	_ = h.s.out.write(&wireMsg{T: msgWait, ID: h.se.id, Seen: uint64(settled)})
 }
 
