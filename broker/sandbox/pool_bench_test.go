@@ -81,6 +81,14 @@ func BenchmarkWorkerAwaitedToolCall(b *testing.B) {
 		`let s = 0; for (let i = 0; i < 100; i++) s += (await callTool("echo", {i})).i; return s`, 100, "median-ns/call")
 }
 
+// BenchmarkWorkerConcurrentToolCalls: 100 calls of a tool that returns at
+// once, issued together (Promise.all); median-ns/call is the median script
+// over 100.
+func BenchmarkWorkerConcurrentToolCalls(b *testing.B) {
+	benchWorkerScript(b, benchPool(b, 1), newTestHost(echoTools()),
+		`const r = await Promise.all(Array.from({length: 100}, (_, i) => callTool("echo", {i}))); return r.length`, 100, "median-ns/call")
+}
+
 // BenchmarkWorkerParallel100x10ms: 100 tool calls of 10 ms each through
 // __safe_parallel at concurrency 20 (ideal 5 waves of 10 ms = 50 ms; goal
 // under 60 ms).
