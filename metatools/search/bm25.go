@@ -187,6 +187,8 @@ type BM25 struct {
 	words map[string]bool
 	// heads are the lemmas of the thing each tool acts on (see nameHead).
 	heads []string
+	// headSet holds every tool's head.
+	headSet map[string]bool
 }
 
 // intentFamily groups the intents whose tools answer the same kind of
@@ -306,7 +308,7 @@ func NewBM25(docs []Doc) *BM25 {
 	all := make([]fieldTerms, n)
 	var total [numFields]float64
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n)}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), headSet: map[string]bool{}}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -351,6 +353,7 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.deprecated[i] = d.Deprecated || saysDeprecated(local, summaries[i], bodies[i])
 		ix.titles[i] = titleTerms(local, summaries[i])
 		ix.heads[i] = nameHead(local)
+		ix.headSet[ix.heads[i]] = true
 		for _, t := range Tokenize(local + " " + summaries[i]) {
 			ix.words[t] = true
 		}
@@ -510,6 +513,22 @@ func nameHead(local string) string {
 		return ""
 	}
 	return Lemmas(head)[0]
+}
+
+// namesHead reports whether one of words is what some tool acts on (a
+// tool's head).
+func (ix *BM25) namesHead(words []string) bool {
+	for _, w := range words {
+		if stopwords[w] {
+			continue
+		}
+		for _, l := range Lemmas(w) {
+			if ix.headSet[l] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // notHeads are name words that never name what a tool acts on.
@@ -852,12 +871,19 @@ func (ix *BM25) plan(query string) *queryPlan {
 		qp.listing = qp.listing || in == IntentList
 		qp.getting = qp.getting || in == IntentGet
 	}
+	// The request's modifier starts at its first preposition ("a ticket in
+	// a project"); "of" opens one only after a word that some tool acts on
+	// ("replica sets of a deployment", not "the image of a deployment"). A
+	// question "which X …" or "what X …" asks for X: the rest modifies it.
 	firstPrep := -1
 	for i, t := range qtoks {
-		if i > 0 && modifierPrepositions[t] {
+		if i > 0 && (modifierPrepositions[t] || t == "of" && ix.namesHead(qtoks[:i])) {
 			firstPrep = i
 			break
 		}
+	}
+	if len(qtoks) > 2 && (qtoks[0] == "which" || qtoks[0] == "what") && !stopwords[qtoks[1]] && !questionWords[qtoks[1]] {
+		firstPrep = 1
 	}
 	if firstPrep > 0 {
 		qp.main, qp.prep = map[string]bool{}, map[string]bool{}

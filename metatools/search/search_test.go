@@ -461,6 +461,9 @@ func TestBM25HeadInModifier(t *testing.T) {
 		{Name: "x_createIssue", AppID: "x", Description: "Create issue"},
 		{Name: "x_createProject", AppID: "x", Description: "Create project"},
 		{Name: "x_patchDeployment", AppID: "x", Description: "partially update the specified Deployment"},
+		{Name: "x_listReplicaSet", AppID: "x", Description: "list or watch objects of kind ReplicaSet"},
+		{Name: "x_getUsersFromGroup", AppID: "x", Description: "Get users from group"},
+		{Name: "x_getUserGroups", AppID: "x", Description: "Get user groups. Returns the groups a user belongs to."},
 	}
 	ix := NewBM25(docs)
 	hits, _ := ix.Rank(context.Background(), "remove a member from a group", 2, nil)
@@ -475,6 +478,12 @@ func TestBM25HeadInModifier(t *testing.T) {
 		{"open a new ticket in a project", "x_createIssue", false},
 		{"create a project", "x_createProject", false},
 		{"change the container image of a deployment", "x_patchDeployment", false},
+		// "of" after a word some tool acts on (a ReplicaSet's head).
+		{"replica sets of a deployment", "x_patchDeployment", true},
+		{"replica sets of a deployment", "x_listReplicaSet", false},
+		// "what X …" asks for X.
+		{"what groups is a user in", "x_getUsersFromGroup", true},
+		{"what groups is a user in", "x_getUserGroups", false},
 	} {
 		for i, d := range docs {
 			if d.Name == c.doc {
