@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -364,7 +365,7 @@ func clientIP(r *http.Request) string {
 // readJSON decodes a JSON object body strictly, mapping failures to 400,
 // 413 and 415.
 func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type must be application/json")
@@ -382,7 +383,7 @@ func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any) er
 		}
 		return newError(http.StatusBadRequest, CodeInvalidRequest, "reading body: "+err.Error())
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return newError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON body: "+err.Error())
@@ -435,19 +436,27 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	// The headers go out at once (a caller learns its session ID before a
 	// long script ends) unless an event is ready to go with them; likewise
 	// an event is flushed unless another is queued behind it. A quick
-	// script's events take one write instead of one each.
+	// script's events take one write instead of one each. The final event
+	// is not flushed: the handler returns right after it, and the server
+	// sends it with the end of the response in one write.
 	if len(run.events) == 0 {
 		_ = rc.Flush()
 	}
 	enc := json.NewEncoder(w)
+	var deadline time.Time
 	run.stream(func(ev StreamEvent, _ error) bool {
 		// A client that stops reading must not hold the session (and its
-		// goroutines) forever: each event gets streamWriteTimeout to go out.
-		_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+		// goroutines) forever: each event gets streamWriteTimeout to go out
+		// (less at most a second: events that follow one another within a
+		// second share a deadline instead of moving it each time).
+		if now := time.Now(); deadline.Sub(now) < streamWriteTimeout-time.Second {
+			deadline = now.Add(streamWriteTimeout)
+			_ = rc.SetWriteDeadline(deadline)
+		}
 		if err := enc.Encode(ev); err != nil {
 			return false
 		}
-		if len(run.events) > 0 {
+		if len(run.events) > 0 || ev.Type == EventResult || ev.Type == EventError {
 			return true
 		}
 		return rc.Flush() == nil
