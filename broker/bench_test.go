@@ -1,9 +1,14 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -63,5 +68,38 @@ func BenchmarkInvokeToolObserved(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// constEngine answers every script with the number 2 at once: the broker's
+// own cost per execution, without a sandbox.
+type constEngine struct{}
+
+func (constEngine) Execute(context.Context, sandbox.Request, sandbox.Host) (*sandbox.Result, error) {
+	return &sandbox.Result{Status: sandbox.StatusOK, Result: json.RawMessage("2")}, nil
+}
+
+func (constEngine) Close() error { return nil }
+
+// BenchmarkHTTPExecuteOverhead is POST /execute of `return 1+1` through the
+// broker's HTTP handler (no sockets) with an engine that answers at once:
+// request decode, session bookkeeping, metrics and the NDJSON stream.
+func BenchmarkHTTPExecuteOverhead(b *testing.B) {
+	br, err := New(&BrokerOptions{Engine: constEngine{}, Metrics: NewMetrics()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close(context.Background())
+	h := br.Handler()
+	body := []byte(`{"code":"return 1+1"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/execute", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK || !bytes.Contains(w.Body.Bytes(), []byte(`"result":2`)) {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
 	}
 }

@@ -619,7 +619,9 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 	b.opts.Metrics.executionStarted()
 	r.ctx, r.span = telemetry.StartSpan(r.ctx, "codemode.execute", trace.SpanKindInternal,
 		attribute.String("codemode.session.id", s.ID))
-	r.log.Debug("session created", zap.Bool("detached", detached))
+	if ce := r.log.Check(zap.DebugLevel, "session created"); ce != nil {
+		ce.Write(zap.Bool("detached", detached))
+	}
 	b.listeners.emit(Event{Name: OnSessionCreated, Session: s.clone()})
 	r.send(StreamEvent{Type: EventSession, Payload: s.clone()})
 	go r.execute()

@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
@@ -35,6 +37,42 @@ type Metrics struct {
 	eventsStreamed *prometheus.CounterVec
 	redisErrors    *prometheus.CounterVec
 	all            telemetry.Collectors
+
+	// The series every execution records, looked up once per label value:
+	// a vector's lookup hashes the value and takes a lock each time.
+	sessionsOf series[prometheus.Gauge]
+	finishedOf series[prometheus.Counter]
+	durationOf series[prometheus.Observer]
+	streamedOf series[prometheus.Counter]
+}
+
+// series caches the series of a one-label vector for a fixed list of
+// label values; other values go to the vector each time. A series is
+// created on its first use, as with the vector alone.
+type series[T any] struct {
+	values []string
+	cached []atomic.Pointer[T]
+	get    func(...string) T
+}
+
+func newSeries[T any](get func(...string) T, values ...string) series[T] {
+	return series[T]{values: values, cached: make([]atomic.Pointer[T], len(values)), get: get}
+}
+
+// of is the series of label value v.
+func (s *series[T]) of(v string) T {
+	for i, k := range s.values {
+		if k != v {
+			continue
+		}
+		if p := s.cached[i].Load(); p != nil {
+			return *p
+		}
+		x := s.get(v)
+		s.cached[i].Store(&x)
+		return x
+	}
+	return s.get(v)
 }
 
 // NewMetrics returns the broker's metrics, registered nowhere yet.
@@ -90,6 +128,13 @@ func NewMetrics() *Metrics {
 	}
 	m.all = telemetry.Collectors{m.sessions, m.rejected, m.started, m.finished, m.duration, m.toolCalls,
 		m.toolDuration, m.callerWaiting, m.callerWait, m.eventsStreamed, m.redisErrors}
+	statuses := []string{StatusPending, StatusRunning, StatusCompleted, StatusError}
+	m.sessionsOf = newSeries(m.sessions.WithLabelValues, statuses...)
+	outcomes := []string{StatusCompleted, string(sandbox.StatusSyntaxError), string(sandbox.StatusIllegalAccess),
+		string(sandbox.StatusRuntimeError), string(sandbox.StatusToolError), string(sandbox.StatusTimeout), "engine_error"}
+	m.finishedOf = newSeries(m.finished.WithLabelValues, outcomes...)
+	m.durationOf = newSeries(m.duration.WithLabelValues, outcomes...)
+	m.streamedOf = newSeries(m.eventsStreamed.WithLabelValues, eventTypes...)
 	return m
 }
 
@@ -119,10 +164,10 @@ func (m *Metrics) sessionMoved(from, to string) {
 		return
 	}
 	if from != "" {
-		m.sessions.WithLabelValues(from).Dec()
+		m.sessionsOf.of(from).Dec()
 	}
 	if to != "" {
-		m.sessions.WithLabelValues(to).Inc()
+		m.sessionsOf.of(to).Inc()
 	}
 }
 
@@ -135,14 +180,14 @@ func (m *Metrics) sessionRejected(code string) {
 func (m *Metrics) executionStarted() {
 	if m != nil {
 		m.started.Inc()
-		m.sessions.WithLabelValues(StatusPending).Inc()
+		m.sessionsOf.of(StatusPending).Inc()
 	}
 }
 
 func (m *Metrics) executionFinished(outcome string, d time.Duration) {
 	if m != nil {
-		m.finished.WithLabelValues(outcome).Inc()
-		m.duration.WithLabelValues(outcome).Observe(d.Seconds())
+		m.finishedOf.of(outcome).Inc()
+		m.durationOf.of(outcome).Observe(d.Seconds())
 	}
 }
 
@@ -161,7 +206,7 @@ func (m *Metrics) callerWaitEnded(outcome string, d time.Duration) {
 
 func (m *Metrics) streamed(typ string) {
 	if m != nil {
-		m.eventsStreamed.WithLabelValues(typ).Inc()
+		m.streamedOf.of(typ).Inc()
 	}
 }
 

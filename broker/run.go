@@ -263,14 +263,20 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	b.opts.Metrics.executionFinished(outcome, b.now().Sub(r.begun))
 	r.endSpan(outcome, calls, final)
 	if outcome == StatusCompleted {
-		r.log.Debug("session completed", zap.Int("tool_calls", calls), zap.Float64("duration_ms", dur))
-	} else {
+		if ce := r.log.Check(zap.DebugLevel, "session completed"); ce != nil {
+			ce.Write(zap.Int("tool_calls", calls), zap.Float64("duration_ms", dur))
+		}
+	} else if ce := r.log.Check(zap.DebugLevel, "session failed"); ce != nil {
 		p := final.Payload.(*ErrorPayload)
-		r.log.Debug("session failed", zap.String("status", outcome), zap.String("code", p.Error.Code),
+		ce.Write(zap.String("status", outcome), zap.String("code", p.Error.Code),
 			zap.Int("tool_calls", calls), zap.Float64("duration_ms", dur))
 	}
-	// The caller's context may be gone; the record must still be written.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 5*time.Second)
+	// The caller's context may be gone; the record must still be written
+	// (within a bound when the store is remote).
+	sctx, cancel := context.WithoutCancel(r.ctx), context.CancelFunc(func() {})
+	if _, local := b.store.(*memoryStore); !local {
+		sctx, cancel = context.WithTimeout(sctx, 5*time.Second)
+	}
 	switch err := b.store.put(sctx, s); {
 	case errors.Is(err, errSessionEnded):
 		r.log.Info("finished a session the store holds as lost; its outcome is dropped")

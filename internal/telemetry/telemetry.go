@@ -116,7 +116,7 @@ func LogFields(ctx context.Context) []zap.Field {
 // Logger returns l with the LogFields of ctx.
 func Logger(ctx context.Context, l *zap.Logger) *zap.Logger {
 	if f := LogFields(ctx); len(f) > 0 {
-		return l.With(f...)
+		return l.WithLazy(f...)
 	}
 	return l
 }
