@@ -215,10 +215,37 @@ func ClientIPFromXFF(remoteAddr string, xff []string, depth int) string {
 // port when it is not an IP.
 func hostOnly(remoteAddr string) string {
 	if a, err := ParseClientIP(remoteAddr); err == nil {
-		return a.String()
+		return addrText(a, hostPart(remoteAddr))
 	}
 	if i := strings.LastIndexByte(remoteAddr, ':'); i >= 0 && !strings.Contains(remoteAddr[:i], ":") {
 		return remoteAddr[:i]
 	}
 	return remoteAddr
+}
+
+// hostPart is the host of "host:port", "[host]:port" or a bare address, as
+// written (not parsed).
+func hostPart(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "[") {
+		if i := strings.IndexByte(s, ']'); i > 0 {
+			return s[1:i]
+		}
+		return s
+	}
+	if i := strings.LastIndexByte(s, ':'); i >= 0 && strings.IndexByte(s, ':') == i {
+		return s[:i]
+	}
+	return s
+}
+
+// addrText is a.String(), returning written instead when it already is that
+// text: a request's client address is usually written canonically, and
+// this runs on every guarded request.
+func addrText(a netip.Addr, written string) string {
+	var buf [64]byte
+	if string(a.AppendTo(buf[:0])) == written {
+		return written
+	}
+	return a.String()
 }

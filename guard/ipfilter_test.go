@@ -157,6 +157,25 @@ func TestClientIPFromXFF(t *testing.T) {
 	if got := hostOnly("example:80"); got != "example" {
 		t.Errorf("hostOnly(name:port) = %q", got)
 	}
+	// The written host is returned as is only when it is canonical.
+	for in, want := range map[string]string{
+		"127.0.0.1:5555":           "127.0.0.1",
+		"127.0.0.1":                "127.0.0.1",
+		"[::1]:80":                 "::1",
+		"::1":                      "::1",
+		"[2001:DB8:0:0::1]:443":    "2001:db8::1",
+		"2001:db8:0000::1":         "2001:db8::1",
+		"[::ffff:10.1.2.3]:8080":   "10.1.2.3",
+		"[fe80::1%eth0]:22":        "fe80::1",
+		" 10.0.0.7:1 ":             "10.0.0.7",
+		"[2001:db8::2]":            "2001:db8::2",
+		"192.0.2.1:65535":          "192.0.2.1",
+		"[2001:db8::a:b:c:d]:1234": "2001:db8::a:b:c:d",
+	} {
+		if got := hostOnly(in); got != want {
+			t.Errorf("hostOnly(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
 
 func FuzzParseIPRule(f *testing.F) {

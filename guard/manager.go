@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,6 +55,37 @@ type GuardManager struct {
 	degraded  atomic.Bool
 	retryAtMs atomic.Int64 // while degraded, storage is skipped until then
 	metrics   *Metrics
+
+	// fixedKeys are the storage keys of limits whose partition is the same
+	// for every request (global), by suffix and entity: built once instead
+	// of concatenated per request. At most maxFixedKeys.
+	fixedKeys  [2]sync.Map // [0] rate, [1] semaphore: entity -> key
+	fixedCount atomic.Int32
+}
+
+// maxFixedKeys bounds fixedKeys (entity names normally come from a
+// configuration; past this many they are built per request).
+const maxFixedKeys = 4096
+
+// storageKey is BuildStorageKey(entity, ResolvePartitionKey(p, pc), suffix).
+func (m *GuardManager) storageKey(entity string, p PartitionKey, pc PartitionKeyContext, suffix string) string {
+	if p.Func != nil || (p.Strategy != "" && p.Strategy != PartitionGlobal) {
+		return BuildStorageKey(entity, ResolvePartitionKey(p, pc), suffix)
+	}
+	cache := &m.fixedKeys[0]
+	if suffix == suffixSem {
+		cache = &m.fixedKeys[1]
+	}
+	if k, ok := cache.Load(entity); ok {
+		return k.(string)
+	}
+	k := BuildStorageKey(entity, PartitionGlobal, suffix)
+	if m.fixedCount.Load() < maxFixedKeys {
+		if _, loaded := cache.LoadOrStore(entity, k); !loaded {
+			m.fixedCount.Add(1)
+		}
+	}
+	return k
 }
 
 // storageRetryInterval is how long the manager applies the failure mode
@@ -153,7 +185,7 @@ func (m *GuardManager) checkRate(ctx context.Context, entityName string, cfg *Ra
 	if entityName == GlobalEntity {
 		rule = RuleGlobalRateLimit
 	}
-	key := BuildStorageKey(entityName, ResolvePartitionKey(cfg.PartitionBy, pc), suffixRate)
+	key := m.storageKey(entityName, cfg.PartitionBy, pc, suffixRate)
 	var r RateLimitResult
 	err := m.skipStorage()
 	if err == nil {
@@ -200,7 +232,7 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 	if entityName == GlobalEntity {
 		rule = RuleGlobalConcurrency
 	}
-	key := BuildStorageKey(entityName, ResolvePartitionKey(cfg.PartitionBy, pc), suffixSem)
+	key := m.storageKey(entityName, cfg.PartitionBy, pc, suffixSem)
 	var t *SemaphoreTicket
 	started := m.now()
 	err := m.skipStorage()
@@ -257,8 +289,17 @@ func (m *GuardManager) TimeoutMs(cfg *TimeoutConfig) int64 {
 // CheckIpFilter evaluates clientIP; nil when no filter is configured, the
 // guard is disabled or clientIP is empty.
 func (m *GuardManager) CheckIpFilter(clientIP string) *IpFilterResult {
+	// Small enough to be inlined, so that the result stays on the
+	// caller's stack.
+	if r, ok := m.checkIP(clientIP); ok {
+		return &r
+	}
+	return nil
+}
+
+func (m *GuardManager) checkIP(clientIP string) (IpFilterResult, bool) {
 	if m.ipFilter == nil || !m.cfg.Enabled || clientIP == "" {
-		return nil
+		return IpFilterResult{}, false
 	}
 	r := m.ipFilter.Check(clientIP)
 	if r.Allowed {
@@ -266,7 +307,7 @@ func (m *GuardManager) CheckIpFilter(clientIP string) *IpFilterResult {
 	} else {
 		m.metrics.decide(RuleIPFilter, OutcomeIPBlocked)
 	}
-	return &r
+	return r, true
 }
 
 // IsIpAllowListed reports whether a filter is configured, clientIP is given

@@ -313,3 +313,41 @@ func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
 }
+
+// TestManagerFixedKeys checks that the storage keys kept for global
+// partitions are the keys built per request, that a per-request partition
+// is never kept, and that rate and semaphore keys stay apart.
+func TestManagerFixedKeys(t *testing.T) {
+	m, err := NewGuardManager(context.Background(), GuardConfig{Enabled: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy(context.Background())
+	pc := PartitionKeyContext{ClientIP: "10.0.0.1", SessionID: "s1", UserID: "u1"}
+	for _, p := range []PartitionKey{{}, {Strategy: PartitionGlobal}, {Strategy: PartitionIP}, {Strategy: PartitionSession},
+		{Strategy: PartitionUserID}, {Func: func(PartitionKeyContext) string { return "f" }}} {
+		for _, suffix := range []string{suffixRate, suffixSem} {
+			for range 2 { // built, then kept
+				want := BuildStorageKey("e", ResolvePartitionKey(p, pc), suffix)
+				if got := m.storageKey("e", p, pc, suffix); got != want {
+					t.Errorf("storageKey(%+v, %s) = %q, want %q", p.Strategy, suffix, got, want)
+				}
+			}
+		}
+	}
+	if n := m.fixedCount.Load(); n != 2 {
+		t.Errorf("kept %d keys, want 2 (the global partition's rate and semaphore keys)", n)
+	}
+	pc.ClientIP = "10.0.0.2"
+	if got := m.storageKey("e", PartitionKey{Strategy: PartitionIP}, pc, suffixRate); got != "e:10.0.0.2:rate" {
+		t.Errorf("per-IP key after another IP: %q", got)
+	}
+	// Past the bound, keys are still right, just not kept.
+	m.fixedCount.Store(maxFixedKeys)
+	if got := m.storageKey("other", PartitionKey{}, pc, suffixRate); got != "other:global:rate" {
+		t.Errorf("key past the bound: %q", got)
+	}
+	if _, kept := m.fixedKeys[0].Load("other"); kept {
+		t.Error("a key past the bound was kept")
+	}
+}

@@ -46,6 +46,7 @@ type Metrics struct {
 	// hashes its label values each time.
 	decided [len(rules)][len(outcomes)]atomic.Pointer[prometheus.Counter]
 	held    [len(rules)]atomic.Pointer[prometheus.Gauge]
+	waits   [len(outcomes)]atomic.Pointer[prometheus.Observer]
 }
 
 var (
@@ -75,6 +76,20 @@ func (m *Metrics) decision(rule, outcome string) prometheus.Counter {
 	c := m.decisions.WithLabelValues(rule, outcome)
 	m.decided[r][o].Store(&c)
 	return c
+}
+
+// waitHistogram is the queue_wait_seconds histogram of one outcome.
+func (m *Metrics) waitHistogram(outcome string) prometheus.Observer {
+	o := indexOf(outcomes[:], outcome)
+	if o < 0 {
+		return m.queueWait.WithLabelValues(outcome)
+	}
+	if h := m.waits[o].Load(); h != nil {
+		return *h
+	}
+	h := m.queueWait.WithLabelValues(outcome)
+	m.waits[o].Store(&h)
+	return h
 }
 
 // inUseGauge is the semaphore_in_use gauge of one rule.
@@ -146,7 +161,7 @@ func (m *Metrics) storageUnavailable(rule string, failOpen bool) {
 
 func (m *Metrics) waited(outcome string, d time.Duration) {
 	if m != nil {
-		m.queueWait.WithLabelValues(outcome).Observe(d.Seconds())
+		m.waitHistogram(outcome).Observe(d.Seconds())
 	}
 }
 
