@@ -90,6 +90,7 @@ type Guard struct {
 	sessionKey  string // canonical SessionHeader
 	needSession bool
 	needUser    bool
+	needRepl    bool // a partition needs the request's replacer
 	logger      *zap.Logger
 }
 
@@ -128,6 +129,7 @@ type guardRate struct {
 	entity string
 	cfg    guard.RateLimitConfig
 	tmpl   string // placeholder partition, if any
+	limit  string // cfg.MaxRequests as text (RateLimit-Limit)
 }
 
 type guardSem struct {
@@ -181,10 +183,13 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		g.needSession = g.needSession || p == guard.PartitionSession
 		g.needUser = g.needUser || p == guard.PartitionUserID
 	}
+	g.needRepl = g.needUser
 	for _, rl := range g.RateLimits {
 		r := guardRate{entity: g.entity(rl.Name), cfg: *rl.config()}
+		r.limit = strconv.FormatInt(r.cfg.MaxRequests, 10)
 		if isPlaceholderPartition(rl.PartitionBy) {
 			r.tmpl = rl.PartitionBy
+			g.needRepl = true
 		}
 		g.rates = append(g.rates, r)
 	}
@@ -192,6 +197,7 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		s := guardSem{entity: g.entity(cc.Name), cfg: *cc.config()}
 		if isPlaceholderPartition(cc.PartitionBy) {
 			s.tmpl = cc.PartitionBy
+			g.needRepl = true
 		}
 		g.sems = append(g.sems, s)
 	}
@@ -286,7 +292,10 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if res := g.manager.CheckIpFilter(ip); res != nil && !res.Allowed {
 		return g.deny(w, r, res.Err(ip))
 	}
-	repl, _ := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	var repl *caddy.Replacer
+	if g.needRepl {
+		repl, _ = ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	}
 	pc := guard.PartitionKeyContext{ClientIP: ip}
 	if g.needSession {
 		if v := r.Header[g.sessionKey]; len(v) > 0 {
@@ -299,6 +308,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 
 	// Rate limits: all are counted; the tightest sets the RateLimit-* headers.
 	var tightest guard.RateLimitResult
+	var tightestLimit string
 	for i := range g.rates {
 		rl := &g.rates[i]
 		cfg := &rl.cfg
@@ -311,19 +321,32 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		if err != nil {
 			return g.deny(w, r, err)
 		}
+		limit := rl.limit
+		if res.Limit != rl.cfg.MaxRequests {
+			limit = ""
+		}
 		if i == 0 || res.Remaining < tightest.Remaining {
-			tightest = res
+			tightest, tightestLimit = res, limit
 		}
 		if !res.Allowed {
-			setRateLimitHeaders(w.Header(), res)
+			setRateLimitHeaders(w.Header(), res, limit)
 			return g.deny(w, r, res.Err(g.displayName(rl.entity)))
 		}
 	}
 	if len(g.rates) > 0 {
-		setRateLimitHeaders(w.Header(), tightest)
+		setRateLimitHeaders(w.Header(), tightest, tightestLimit)
 	}
 
 	// Concurrency: hold a slot of each limit until the request is served.
+	// Released even when the request was cancelled: a fresh context. (One
+	// deferred call for all: a defer in the loop would be allocated.)
+	var held [2]*guard.SemaphoreTicket
+	tickets := held[:0]
+	defer func() {
+		for _, t := range tickets {
+			_ = t.Release(context.Background())
+		}
+	}()
 	for i := range g.sems {
 		s := &g.sems[i]
 		cfg := &s.cfg
@@ -342,8 +365,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 			}
 			return g.deny(w, r, err)
 		}
-		// Released even when the request was cancelled: a fresh context.
-		defer func() { _ = t.Release(context.Background()) }()
+		tickets = append(tickets, t)
 	}
 
 	if g.Timeout <= 0 {
@@ -466,7 +488,7 @@ type guardErrorDetail struct {
 
 // setRateLimitHeaders sets RateLimit-Limit, RateLimit-Remaining and
 // RateLimit-Reset (seconds; for a denial, until a request is allowed again).
-func setRateLimitHeaders(h http.Header, res guard.RateLimitResult) {
+func setRateLimitHeaders(h http.Header, res guard.RateLimitResult, limit string) {
 	if res.Limit == 0 {
 		return
 	}
@@ -474,8 +496,11 @@ func setRateLimitHeaders(h http.Header, res guard.RateLimitResult) {
 	if !res.Allowed {
 		reset = res.RetryAfterMs
 	}
+	if limit == "" {
+		limit = strconv.FormatInt(res.Limit, 10)
+	}
 	// Canonical keys set directly: these run on every request.
-	v := []string{strconv.FormatInt(res.Limit, 10), strconv.FormatInt(res.Remaining, 10), strconv.FormatInt((reset+999)/1000, 10)}
+	v := []string{limit, strconv.FormatInt(res.Remaining, 10), strconv.FormatInt((reset+999)/1000, 10)}
 	h["Ratelimit-Limit"] = v[0:1:1]
 	h["Ratelimit-Remaining"] = v[1:2:2]
 	h["Ratelimit-Reset"] = v[2:3:3]

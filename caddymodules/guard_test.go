@@ -233,6 +233,51 @@ func TestGuardHandlerConcurrency(t *testing.T) {
 	cancel()
 }
 
+// TestGuardHandlerReleasesEverySlot holds three concurrency limits (more
+// than the handler keeps on its stack) and checks that every slot comes
+// back: after a request, and after a request denied by the third limit
+// while it held the first two.
+func TestGuardHandlerReleasesEverySlot(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	next := func(w http.ResponseWriter, r *http.Request) error {
+		if r.URL.Path == "/slow" {
+			entered <- struct{}{}
+			<-release
+		}
+		_, err := io.WriteString(w, "ok")
+		return err
+	}
+	one := Concurrency{MaxConcurrent: 1, PartitionBy: "session"}
+	srv := guardServer(t, &Guard{Concurrency: []GuardConcurrency{
+		{Name: "a", Concurrency: one}, {Name: "b", Concurrency: one}, {Name: "c", Concurrency: Concurrency{MaxConcurrent: 1}},
+	}}, next)
+	s1 := map[string]string{"Mcp-Session-Id": "s1"}
+	s2 := map[string]string{"Mcp-Session-Id": "s2"}
+	for i := range 3 {
+		if r := guardGet(t, srv.URL, s1); r.status != 200 {
+			t.Fatalf("request %d: %d %s (a slot was not released)", i, r.status, r.body)
+		}
+	}
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // runs before the server's Close when the test fails
+	var wg sync.WaitGroup
+	wg.Go(func() { guardGet(t, srv.URL+"/slow", s1) })
+	<-entered
+	// s2 takes a:s2 and b:s2, then finds c (global) held.
+	if r := guardGet(t, srv.URL, s2); r.status != 429 || r.code != "CONCURRENCY_LIMIT" || !strings.Contains(r.body, `for \"c\"`) {
+		t.Fatalf("while c is held: %d %s", r.status, r.body)
+	}
+	free()
+	wg.Wait()
+	for _, h := range []map[string]string{s2, s1, s2} {
+		if r := guardGet(t, srv.URL, h); r.status != 200 {
+			t.Fatalf("after the denial, %v: %d %s (a slot was not released)", h, r.status, r.body)
+		}
+	}
+}
+
 func TestGuardHandlerTimeout(t *testing.T) {
 	srv := guardServer(t, &Guard{Timeout: caddy.Duration(20 * time.Millisecond)}, func(w http.ResponseWriter, r *http.Request) error {
 		if r.URL.Path == "/started" {
