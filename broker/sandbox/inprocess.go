@@ -266,6 +266,10 @@ type execution struct {
 	memAcct  memShare
 	// sanitize is applied to every tool error the script sees.
 	sanitize Sanitization
+
+	// graceTimer bounds a wait for a result before the host is told the
+	// script parked (see parkGracer).
+	graceTimer *time.Timer
 }
 
 func newExecution(ctx context.Context, limits Limits, req Request, host Host) *execution {
@@ -456,10 +460,32 @@ func (x *execution) run() (res *Result, err error) {
 // run was stopped meanwhile.
 func (x *execution) wait() (completion, bool) {
 	x.pause(false)
+	var c completion
+	if g, ok := x.parkHost.(parkGracer); ok {
+		if d := g.parkGrace(); d > 0 {
+			// The calls started go out now, then a result that comes
+			// within the grace needs no word to the host.
+			x.flushCalls()
+			if x.graceTimer == nil {
+				x.graceTimer = time.NewTimer(d)
+			} else {
+				x.graceTimer.Reset(d)
+			}
+			select {
+			case c = <-x.completions:
+				x.graceTimer.Stop()
+				x.resume()
+				return c, true
+			case <-x.stopCh:
+				x.graceTimer.Stop()
+				return c, false
+			case <-x.graceTimer.C:
+			}
+		}
+	}
 	if x.parkHost != nil {
 		x.parkHost.Parked(x.settled)
 	}
-	var c completion
 	select {
 	case c = <-x.completions:
 	case <-x.stopCh:
@@ -844,6 +870,16 @@ func (x *execution) lookup(name string) (ToolInfo, bool) {
 type callStarter interface {
 	startCall(ctx context.Context, call ToolCall, done func(json.RawMessage, error))
 	flushCalls()
+}
+
+// parkGracer is a ParkHost for which a park is costly (the worker's proxy
+// host: Parked is a frame to the parent, which gives the script's CPU slot
+// away and back). The engine waits up to parkGrace for a result before it
+// calls Parked, so that a call answered at once costs no park. The script
+// runs nothing meanwhile and is charged no CPU time; it keeps its slot a
+// little longer, as if it still computed.
+type parkGracer interface {
+	parkGrace() time.Duration
 }
 
 // flushCalls: see callStarter.

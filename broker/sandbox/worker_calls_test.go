@@ -54,13 +54,13 @@ func TestWorkerCallsByCallback(t *testing.T) {
 	}
 }
 
-// TestServeWorkerBatchesCalls: of the calls one stretch of JavaScript
-// starts (a Promise.all), the first leaves the worker at once and the
-// others together with the wait that follows them, in one write; the
-// frames are the usual ones, one per call.
-func TestServeWorkerBatchesCalls(t *testing.T) {
-	oldDelay, oldEngine := queueDelay, newWorkerEngine
-	queueDelay = time.Hour // only the wait's write may send the calls
+// serveInProcess runs ServeWorker with the in-process engine over pipes,
+// recording each write the worker makes; grace is parkGraceDelay and
+// queued frames leave only with a write or a flush.
+func serveInProcess(t *testing.T, grace time.Duration) (*frameWriter, *frameReader, *writeLog) {
+	t.Helper()
+	oldDelay, oldGrace, oldEngine := queueDelay, parkGraceDelay, newWorkerEngine
+	queueDelay, parkGraceDelay = time.Hour, grace
 	var engine *InProcess
 	newWorkerEngine = func(c workerEngineConfig) (Engine, error) {
 		e, err := oldEngine(c)
@@ -69,11 +69,11 @@ func TestServeWorkerBatchesCalls(t *testing.T) {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	var l writeLog
+	l := &writeLog{}
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		_ = ServeWorker(inR, io.MultiWriter(&l, outW))
+		_ = ServeWorker(inR, io.MultiWriter(l, outW))
 		outW.Close()
 	}()
 	t.Cleanup(func() {
@@ -83,64 +83,87 @@ func TestServeWorkerBatchesCalls(t *testing.T) {
 		if engine != nil {
 			waitMemWatchStopped(t, engine)
 		}
-		queueDelay, newWorkerEngine = oldDelay, oldEngine
+		queueDelay, parkGraceDelay, newWorkerEngine = oldDelay, oldGrace, oldEngine
 	})
 	fw, fr := &frameWriter{w: inW, max: 1 << 20}, &frameReader{r: outR, max: 1 << 20}
 	_ = fw.write(&wireMsg{T: msgInit, V: protocolVersion, Init: &wireInit{MaxMessageBytes: 1 << 20}})
 	if m, err := fr.read(); err != nil || m.T != msgReady {
 		t.Fatalf("ready: %v %v", m, err)
 	}
-	tools := []ToolInfo{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-	_ = fw.write(&wireMsg{T: msgExec, ID: 1, Exec: &wireExec{
-		Code:       `const r = await Promise.all([callTool("a", {n: 1}), callTool("b", {n: 2}), callTool("c", {n: 3})]); return r.map((x) => x.n).join(",")`,
-		Allowed:    []string{"a", "b", "c"},
-		HasAllowed: true,
-		Tools:      tools,
-	}})
-	var calls []*wireMsg
-	for len(calls) < 3 {
-		m, err := fr.read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := validateFromWorker(m); err != nil || m.T != msgCall {
-			t.Fatalf("got %+v (%v), want a call", m, err)
-		}
-		calls = append(calls, m)
-	}
-	if m, err := fr.read(); err != nil || m.T != msgWait || m.Seen != 0 {
-		t.Fatalf("got %+v %v, want wait", m, err)
-	}
-	chunks := l.snapshot()
-	if len(chunks) != 3 {
-		t.Fatalf("%d writes (ready, the first call, then the other calls and the wait), want 3", len(chunks))
-	}
-	if ms := chunkFrames(t, chunks[1]); len(ms) != 1 || ms[0].Name != "a" {
-		t.Fatalf("the first write holds %+v, want the first call", ms)
-	}
-	if ms := chunkFrames(t, chunks[2]); len(ms) != 3 || ms[0].Name != "b" || ms[1].Name != "c" || ms[2].T != msgWait {
-		t.Fatalf("the batch holds %+v, want 2 calls and the wait", ms)
-	}
-	for i, c := range calls {
-		if c.Name != tools[i].Name || c.Call != uint64(i+1) {
-			t.Fatalf("call %d: %+v", i, c)
-		}
-		_ = fw.write(&wireMsg{T: msgResult, ID: 1, Call: c.Call, Data: c.Input})
-	}
-	for {
-		m, err := fr.read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.T == msgDone {
-			if m.Done.Result == nil || string(m.Done.Result.Result) != `"1,2,3"` {
-				t.Fatalf("done: %+v", m.Done)
+	return fw, fr, l
+}
+
+// TestServeWorkerBatchesCalls: of the calls one stretch of JavaScript
+// starts (a Promise.all), the first leaves the worker at once and the
+// others together, in one write, when the stretch ends; the frames are the
+// usual ones, one per call. The script then waits up to the park grace for
+// a result before it sends wait: with results inside the grace it sends
+// none (the parent answers as to a script that holds its slot), past it
+// the wait follows in a write of its own.
+func TestServeWorkerBatchesCalls(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		grace time.Duration
+	}{{"results within the grace", time.Hour}, {"grace over", time.Nanosecond}} {
+		t.Run(c.name, func(t *testing.T) {
+			fw, fr, l := serveInProcess(t, c.grace)
+			tools := []ToolInfo{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+			_ = fw.write(&wireMsg{T: msgExec, ID: 1, Exec: &wireExec{
+				Code:       `const r = await Promise.all([callTool("a", {n: 1}), callTool("b", {n: 2}), callTool("c", {n: 3})]); return r.map((x) => x.n).join(",")`,
+				Allowed:    []string{"a", "b", "c"},
+				HasAllowed: true,
+				Tools:      tools,
+			}})
+			var calls []*wireMsg
+			for len(calls) < 3 {
+				m, err := fr.read()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := validateFromWorker(m); err != nil || m.T != msgCall {
+					t.Fatalf("got %+v (%v), want a call", m, err)
+				}
+				calls = append(calls, m)
 			}
-			return
-		}
-		if m.T != msgWait {
-			t.Fatalf("got %+v", m)
-		}
+			want := 3 // ready, the first call, the other two
+			if c.grace < time.Second {
+				if m, err := fr.read(); err != nil || m.T != msgWait || m.Seen != 0 {
+					t.Fatalf("got %+v %v, want wait", m, err)
+				}
+				want = 4 // and the wait
+			}
+			chunks := l.snapshot()
+			if len(chunks) != want {
+				t.Fatalf("%d writes, want %d", len(chunks), want)
+			}
+			if ms := chunkFrames(t, chunks[1]); len(ms) != 1 || ms[0].Name != "a" {
+				t.Fatalf("the first write holds %+v, want the first call", ms)
+			}
+			if ms := chunkFrames(t, chunks[2]); len(ms) != 2 || ms[0].Name != "b" || ms[1].Name != "c" {
+				t.Fatalf("the batch holds %+v, want the other 2 calls", ms)
+			}
+			for i, c := range calls {
+				if c.Name != tools[i].Name || c.Call != uint64(i+1) {
+					t.Fatalf("call %d: %+v", i, c)
+				}
+				_ = fw.write(&wireMsg{T: msgResult, ID: 1, Call: c.Call, Data: c.Input})
+			}
+			for {
+				m, err := fr.read()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if m.T == msgDone {
+					if m.Done.Result == nil || string(m.Done.Result.Result) != `"1,2,3"` {
+						t.Fatalf("done: %+v", m.Done)
+					}
+					return
+				}
+				if m.T != msgWait || c.grace > time.Second {
+					t.Fatalf("got %+v", m)
+				}
+			}
+		})
 	}
 }
 

@@ -115,6 +115,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		out:        &frameWriter{w: out, max: cfg.MaxMessageBytes, delay: queueDelay},
 		execs:      make(map[uint64]*serverExec),
 		stopped:    make(chan struct{}),
+		grace:      parkGraceDelay,
 	}
 	// On return the process exits; scripts still running are abandoned
 	// (their pending tool calls end at once).
@@ -170,6 +171,7 @@ type workerServer struct {
 	baseMapped uint64 // memory the Go runtime had mapped before any script
 	engine     Engine
 	out        *frameWriter
+	grace      time.Duration // see parkGraceDelay
 
 	mu      sync.Mutex
 	execs   map[uint64]*serverExec
@@ -514,6 +516,15 @@ func (h *proxyHost) Parked(settled int) {
 	h.started = false
 	_ = h.s.out.write(&wireMsg{T: msgWait, ID: h.se.id, Seen: uint64(settled)})
 }
+
+// parkGraceDelay is how long a worker's script waits for a tool result
+// before it tells the parent it waits (parkGracer): a round trip to a host
+// that answers at once takes some tens of microseconds. Tests change it.
+var parkGraceDelay = 100 * time.Microsecond
+
+func (h *proxyHost) parkGrace() time.Duration { return h.s.grace }
+
+var _ parkGracer = (*proxyHost)(nil)
 
 // Resumed: the result that woke the script was the parent's leave to run.
 func (h *proxyHost) Resumed() bool { return true }
