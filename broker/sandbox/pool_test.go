@@ -221,6 +221,8 @@ func TestPoolWorkerFailures(t *testing.T) {
 		{"huge", StatusRuntimeError, CodeMessageTooLarge, false},
 		{"badtype", StatusRuntimeError, CodeMessageInvalid, false},
 		{"wrongid", StatusRuntimeError, CodeMessageInvalid, false},
+		// Frames that arrive in one write are checked one by one.
+		{"batchbad", StatusRuntimeError, CodeMessageInvalid, false},
 		{"baddone", StatusRuntimeError, CodeMessageInvalid, false},
 		{"par block 50", StatusRuntimeError, CodeTooManyPendingCalls, false},
 	}

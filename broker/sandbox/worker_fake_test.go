@@ -92,6 +92,8 @@ func (r *rawOut) msg(m *wireMsg) {
 //	huge             send a frame header announcing 1 GiB
 //	badtype          send a message of an unknown type
 //	wrongid          send a log message for another execution
+//	batchbad         send, in one write, a valid call and a call that
+//	                 repeats its number
 //	baddone          send a done message with an unknown status
 //	chatter          send done, then a log message, then hang
 type fakeEngine struct {
@@ -193,6 +195,14 @@ func (e *fakeEngine) Execute(ctx context.Context, req Request, host Host) (*Resu
 		_, _ = e.raw.Write(hdr)
 	case "badtype":
 		e.raw.msg(&wireMsg{T: "surprise", ID: id})
+	case "batchbad":
+		var b []byte
+		for range 2 {
+			body, _ := json.Marshal(&wireMsg{T: msgCall, ID: id, Call: 1, Name: "echo", Input: json.RawMessage(`{}`)})
+			b = binary.BigEndian.AppendUint32(b, uint32(len(body)))
+			b = append(b, body...)
+		}
+		_, _ = e.raw.Write(b)
 	case "wrongid":
 		e.raw.msg(&wireMsg{T: msgLog, ID: id + 1000, Level: "log", Message: "x"})
 	case "baddone":
