@@ -128,6 +128,8 @@ var figures = []figure{
 		Prog: "guard-route", Metric: "ratio"},
 	{ID: "guard.route_unguarded", What: "guard: unguarded route", Goal: "baseline", Unit: "req/s",
 		Prog: "guard-route", Metric: "unguarded"},
+	{ID: "guard.route_cpu_ratio", What: "guard: the same ratio by CPU time per request (steadier under other load)", Goal: "stated", Unit: "%",
+		Prog: "guard-route", Metric: "cpu_ratio"},
 	{ID: "guard.memory_check", What: "guard: memory limiter check", Goal: "< 300 ns", Unit: "ns",
 		Pkg: "./guard", Bench: "BenchmarkMemoryLimiterCheck", Metric: "ns/op"},
 	{ID: "guard.serve_http", What: "guard: `ServeHTTP` of the Caddy handler, every feature but the timeout (no sockets)", Goal: "stated", Unit: "ns",

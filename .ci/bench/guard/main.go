@@ -9,7 +9,8 @@
 // limit and, unless -timeout 0, a request timeout), then drives each with -c keep-alive connections for
 // -d in total, alternating every -slice so that other load on the machine
 // hits both alike, and prints requests per second and the
-// guarded/unguarded ratio. With -redis the guard uses that Redis server.
+// guarded/unguarded ratio, and the same ratio of the process's CPU time
+// per request (steadier than throughput when other load comes and goes). With -redis the guard uses that Redis server.
 // With -json the last line of its output is the figures as one JSON object
 // ({"metrics": {name: {"value", "unit"}}}), which go run ./.ci/bench reads.
 package main
@@ -26,6 +27,7 @@ import (
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -111,21 +113,28 @@ func main() {
 	guarded := newTarget(fmt.Sprintf("http://127.0.0.1:%d/", guardPort), *conns, token)
 	plain.run(*warmup) // warm up both
 	guarded.run(*warmup)
-	plain.n, plain.elapsed, guarded.n, guarded.elapsed = 0, 0, 0, 0
+	plain.n, plain.elapsed, plain.cpu, guarded.n, guarded.elapsed, guarded.cpu = 0, 0, 0, 0, 0, 0
 	for plain.elapsed < *dur {
 		plain.run(*slice)
 		guarded.run(*slice)
 	}
 	p, q := plain.rate(), guarded.rate()
 	fmt.Printf("unguarded %.0f req/s, guarded %.0f req/s, ratio %.1f%%\n", p, q, 100*q/p)
+	// CPU per request (this process: server and client) tells the guard's
+	// cost even when other load on the machine makes throughput wander.
+	pc, qc := plain.cpuPerRequest(), guarded.cpuPerRequest()
+	fmt.Printf("CPU per request: unguarded %.2f µs, guarded %.2f µs, ratio %.1f%%\n", pc, qc, 100*pc/qc)
 	if plain.bad+guarded.bad > 0 {
 		log.Fatalf("non-200 responses: unguarded %d, guarded %d", plain.bad, guarded.bad)
 	}
 	if *jsonOut {
 		m := map[string]any{"metrics": map[string]any{
-			"unguarded": map[string]any{"value": p, "unit": "req/s"},
-			"guarded":   map[string]any{"value": q, "unit": "req/s"},
-			"ratio":     map[string]any{"value": 100 * q / p, "unit": "%"},
+			"unguarded":     map[string]any{"value": p, "unit": "req/s"},
+			"guarded":       map[string]any{"value": q, "unit": "req/s"},
+			"ratio":         map[string]any{"value": 100 * q / p, "unit": "%"},
+			"cpu_ratio":     map[string]any{"value": 100 * pc / qc, "unit": "%"},
+			"unguarded_cpu": map[string]any{"value": pc, "unit": "µs"},
+			"guarded_cpu":   map[string]any{"value": qc, "unit": "µs"},
 		}}
 		b, _ := json.Marshal(m)
 		fmt.Println(string(b))
@@ -139,6 +148,21 @@ type target struct {
 	client  *http.Client
 	n, bad  int64
 	elapsed time.Duration
+	cpu     time.Duration // process CPU time (user + system) during the runs
+}
+
+// cpuPerRequest is the process's CPU time per request to t, in µs.
+func (t *target) cpuPerRequest() float64 {
+	return float64(t.cpu.Microseconds()) / float64(t.n)
+}
+
+// processCPU is the CPU time (user + system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func newTarget(url string, conns int, want string) *target {
@@ -154,7 +178,7 @@ func (t *target) run(d time.Duration) {
 	deadline := time.Now().Add(d)
 	var n, bad atomic.Int64
 	var wg sync.WaitGroup
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	for range t.conns {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
@@ -174,6 +198,7 @@ func (t *target) run(d time.Duration) {
 		})
 	}
 	wg.Wait()
+	t.cpu += processCPU() - cpu0
 	t.elapsed += time.Since(start)
 	t.n += n.Load()
 	t.bad += bad.Load()
