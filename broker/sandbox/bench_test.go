@@ -66,6 +66,28 @@ func BenchmarkTrivialScript(b *testing.B) {
 	benchScript(b, benchInProcess(b), newTestHost(nil), `return 1+1`, 0, "")
 }
 
+// BenchmarkTrivialScriptIdle: `return 1+1` arriving at an idle engine (2 ms
+// after the previous one answered), as requests usually do: the engine has
+// prepared the runtime meanwhile. median-ns/op is the execution alone.
+func BenchmarkTrivialScriptIdle(b *testing.B) {
+	e := benchInProcess(b)
+	h := newTestHost(nil)
+	req := Request{Code: `return 1+1`}
+	times := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		time.Sleep(2 * time.Millisecond) // the gap between requests
+		start := time.Now()
+		r, err := e.Execute(context.Background(), req, h)
+		times = append(times, time.Since(start))
+		if err != nil || r.Status != StatusOK {
+			b.Fatalf("%v %s", err, describeResult(r))
+		}
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	b.ReportMetric(float64(times[len(times)/2].Nanoseconds()), "median-ns/op")
+}
+
 // BenchmarkAwaitedToolCall: 100 sequential awaited calls of a tool that
 // returns at once; median-ns/call is the per-call overhead (it includes 1/100
 // of the fixed cost of a script, about BenchmarkTrivialScript).
