@@ -111,6 +111,12 @@ func BenchmarkWorkerTrivialScript(b *testing.B) {
 	benchWorkerScript(b, benchPool(b, 1), newTestHost(nil), `return 1+1`, 0, "")
 }
 
+// BenchmarkWorkerTrivialScriptIdle: `return 1+1` arriving at an idle worker
+// 2 ms after the previous answer (see benchIdle).
+func BenchmarkWorkerTrivialScriptIdle(b *testing.B) {
+	benchIdle(b, benchPool(b, 1))
+}
+
 // BenchmarkWorkerAwaitedToolCall: 100 sequential awaited calls of a tool
 // that returns at once. The per-call overhead (goal under 30 µs) is
 // (median - BenchmarkWorkerTrivialScript median) / 100.
