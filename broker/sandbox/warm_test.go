@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dop251/goja"
 )
 
 // TestWarmRuntimeIsolation: with runtimes prepared ahead of their requests,
@@ -100,5 +102,34 @@ func TestWarmRuntimeAfterClose(t *testing.T) {
 	defer e.warm.mu.Unlock()
 	if e.warm.ready != nil {
 		t.Error("a closed engine still holds a prepared runtime")
+	}
+}
+
+// TestPreludeFailsClosedUntilConfigured: a runtime set up ahead of its
+// request refuses what its limits guard until configure brings them, and
+// configure runs once only.
+func TestPreludeFailsClosedUntilConfigured(t *testing.T) {
+	x := &execution{rt: goja.New()}
+	if err := x.runPrelude(); err != nil {
+		t.Fatal(err)
+	}
+	rt := x.rt
+	if _, err := x.prelude.result(goja.Undefined(), rt.ToValue("a")); err == nil || !strings.Contains(err.Error(), "limit of 0 bytes") {
+		t.Fatalf("result before configure: %v", err)
+	}
+	if _, err := rt.RunString(`"ab".repeat(2)`); err == nil || !strings.Contains(err.Error(), "sandbox limit of 0") {
+		t.Fatalf("repeat before configure: %v", err)
+	}
+	x.init(context.Background(), Limits{MaxSteps: 100}, Request{Context: json.RawMessage(`{"k":1}`)}, newTestHost(nil))
+	defer x.cancel()
+	if _, _, _, _, res, err := x.setup(false); res != nil || err != nil {
+		t.Fatalf("setup: %v %s", err, describeResult(res))
+	}
+	v, err := x.prelude.result(goja.Undefined(), rt.ToValue("a"))
+	if err != nil || v.String() != `"a"` {
+		t.Fatalf("result after configure: %v %v", v, err)
+	}
+	if _, err := x.prelude.configure(goja.Undefined(), rt.ToValue(`{}`), rt.NewObject()); err == nil || !strings.Contains(err.Error(), "already configured") {
+		t.Fatalf("second configure: %v", err)
 	}
 }
