@@ -228,9 +228,16 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 			t.Errorf("bystander's script %d under attack: %v %v", i, o, err)
 		}
 	}
+	// A parked session may already be over only by the blast radius of its
+	// own principal's hostile scripts (WORKER_LOST, see step 5); anything
+	// else, QUEUE_TIMEOUT above all, is starvation.
+	lost := 0
 	select {
 	case o := <-parkedDone:
-		t.Errorf("a parked session ended unanswered: %v", o)
+		if o.code != "WORKER_LOST" {
+			t.Errorf("a parked session ended unanswered: %v", o)
+		}
+		lost++
 	default:
 	}
 	slices.Sort(lat)
@@ -264,7 +271,7 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 			t.Errorf("answer of parked session %s: %d", c.session, resp.StatusCode)
 		}
 	}
-	for range parked {
+	for range parked - lost {
 		select {
 		case o := <-parkedDone:
 			if !(o.typ == "result" && strings.Contains(string(o.result), "late")) && o.code != "WORKER_LOST" {
