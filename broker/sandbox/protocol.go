@@ -171,12 +171,12 @@ func invalidf(format string, args ...any) *protocolError {
 // frameWriter writes whole frames; it is safe for concurrent use.
 //
 // A worker queues the frames a script sends in one stretch of JavaScript
-// (its tool calls, its console entries) instead of writing each at once:
-// the next write, flush, or at the latest queueDelay later, sends all
-// queued frames with one write(2). So the calls of a Promise.all and the
-// wait that follows them reach the parent together, at the cost of one
-// system call and one wake-up of the parent's reader instead of one per
-// frame. The bytes on the wire are the same frames in the same order.
+// (its tool calls after the first, its console entries) instead of writing
+// each at once: the next write, flush, or at the latest queueDelay later,
+// sends all queued frames with one write(2). So the calls of a Promise.all
+// reach the parent together, at the cost of one system call and one
+// wake-up of the parent's reader instead of one per frame. The bytes on
+// the wire are the same frames in the same order.
 type frameWriter struct {
 	mu  sync.Mutex
 	w   io.Writer

@@ -457,9 +457,9 @@ func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessag
 // is handed to done by the reader, with no goroutine waiting for it. The
 // first call of a stretch of JavaScript is written at once, so that the
 // parent works on it while the script goes on; the frames of later calls
-// of the same stretch (a Promise.all) are queued and leave together with
-// the script's next frame (its wait, when it awaits them), when the engine
-// ends the stretch (flushCalls), or queueDelay later.
+// of the same stretch (a Promise.all) are queued and leave together, in
+// one write, when the engine ends the stretch (flushCalls, also before the
+// park grace), with the next frame written, or queueDelay later.
 func (h *proxyHost) startCall(_ context.Context, call ToolCall, done func(json.RawMessage, error)) {
 	queue := h.started
 	h.started = true
