@@ -83,6 +83,12 @@ type Guard struct {
 	// partition. Default "{http.auth.user.id}".
 	User string `json:"user,omitempty"`
 
+	// HideRateLimitHeaders leaves the RateLimit-Limit, RateLimit-Remaining
+	// and RateLimit-Reset headers out of every response, for deployments
+	// that do not tell clients their limits (429 still carries
+	// Retry-After). Default false: the headers are sent.
+	HideRateLimitHeaders bool `json:"hide_rate_limit_headers,omitempty"`
+
 	manager     *guard.GuardManager
 	storeKey    string
 	rates       []guardRate
@@ -329,11 +335,13 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 			tightest, tightestLimit = res, limit
 		}
 		if !res.Allowed {
-			setRateLimitHeaders(w.Header(), res, limit)
+			if !g.HideRateLimitHeaders {
+				setRateLimitHeaders(w.Header(), res, limit)
+			}
 			return g.deny(w, r, res.Err(g.displayName(rl.entity)))
 		}
 	}
-	if len(g.rates) > 0 {
+	if len(g.rates) > 0 && !g.HideRateLimitHeaders {
 		setRateLimitHeaders(w.Header(), tightest, tightestLimit)
 	}
 

@@ -43,6 +43,7 @@ func parseGuardCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, e
 //		}
 //		session_header <header>
 //		user <placeholder>
+//		hide_rate_limit_headers
 //	}
 //
 // rate_limit and concurrency may repeat; the one without a name is the
@@ -89,6 +90,11 @@ func (g *Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(&g.User) {
 				return d.ArgErr()
 			}
+		case "hide_rate_limit_headers":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			g.HideRateLimitHeaders = true
 		default:
 			return d.Errf("unrecognized subdirective %q", sub)
 		}

@@ -119,6 +119,26 @@ func TestGuardHandlerGlobalRateLimit(t *testing.T) {
 	}
 }
 
+// TestGuardHandlerHideRateLimitHeaders: hide_rate_limit_headers leaves
+// the RateLimit-* headers out of allowed and refused requests; the limit
+// still counts and a 429 still says when to retry.
+func TestGuardHandlerHideRateLimitHeaders(t *testing.T) {
+	freezeGuardClock(t)
+	srv := guardServer(t, &Guard{HideRateLimitHeaders: true, RateLimits: []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 2, Window: caddy.Duration(time.Minute)}}}}, nil)
+	noRateLimitHeaders := func(h http.Header) bool {
+		return h.Get("RateLimit-Limit") == "" && h.Get("RateLimit-Remaining") == "" && h.Get("RateLimit-Reset") == ""
+	}
+	for i := range 2 {
+		if r := guardGet(t, srv.URL, nil); r.status != 200 || !noRateLimitHeaders(r.header) {
+			t.Fatalf("request %d: %d, headers %v", i, r.status, r.header)
+		}
+	}
+	r := guardGet(t, srv.URL, nil)
+	if r.status != 429 || r.code != "RATE_LIMIT" || r.header.Get("Retry-After") == "" || !noRateLimitHeaders(r.header) {
+		t.Fatalf("3rd request: %d %s, headers %v", r.status, r.code, r.header)
+	}
+}
+
 func TestGuardHandlerNamedPartitions(t *testing.T) {
 	freezeGuardClock(t)
 	srv := guardServer(t, &Guard{RateLimits: []GuardRateLimit{

@@ -134,6 +134,10 @@ var figures = []figure{
 		Prog: "guard-route", Metric: "unguarded"},
 	{ID: "guard.route_cpu_ratio", What: "guard: the same ratio by CPU time per request (steadier under other load)", Goal: "stated", Unit: "%",
 		Prog: "guard-route", Metric: "cpu_ratio"},
+	{ID: "guard.route_ratio_one_limit", What: "guard: route with one rate limit (what caddy-ratelimit's route does) vs unguarded", Goal: "stated", Unit: "%",
+		Prog: "guard-route-one-limit", Metric: "ratio"},
+	{ID: "guard.route_ratio_one_limit_hidden", What: "guard: the same with `hide_rate_limit_headers`", Goal: "stated", Unit: "%",
+		Prog: "guard-route-one-limit-hidden", Metric: "ratio"},
 	{ID: "guard.memory_check", What: "guard: memory limiter check", Goal: "< 300 ns", Unit: "ns",
 		Pkg: "./guard", Bench: "BenchmarkMemoryLimiterCheck", Metric: "ns/op"},
 	{ID: "guard.serve_http", What: "guard: `ServeHTTP` of the Caddy handler, every feature but the timeout (no sockets)", Goal: "stated", Unit: "ns",
@@ -454,7 +458,7 @@ func (b *builder) build(sel []figure) error {
 			need["prog ./.ci/bench/broker"], need["prog ./cmd/caddy"] = true, true
 		case f.Prog == "broker-load":
 			need["prog ./.ci/bench/broker"] = true
-		case f.Prog == "guard-route":
+		case strings.HasPrefix(f.Prog, "guard-route"):
 			need["prog ./.ci/bench/guard"] = true
 		}
 	}
@@ -668,9 +672,15 @@ func (b *builder) runProg(prog string, fs []figure) (map[string]float64, error) 
 	var bin string
 	var args []string
 	switch prog {
-	case "guard-route":
+	case "guard-route", "guard-route-one-limit", "guard-route-one-limit-hidden":
 		bin = b.progs["./.ci/bench/guard"]
 		args = []string{"-json", "-timeout", "0", "-d", b.sizes.guardDur, "-warmup", b.sizes.guardWarm, "-slice", "50ms"}
+		switch prog {
+		case "guard-route-one-limit":
+			args = append(args, "-guard", `{"rate_limits":[{"max_requests":1099511627776,"window":60000000000}]}`)
+		case "guard-route-one-limit-hidden":
+			args = append(args, "-guard", `{"rate_limits":[{"max_requests":1099511627776,"window":60000000000}],"hide_rate_limit_headers":true}`)
+		}
 	case "broker-load":
 		bin = b.progs["./.ci/bench/broker"]
 		args = []string{"-json", "-sessions", b.sizes.sessions, "-calls", "10", "-trivial", "0"}
