@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,41 +37,11 @@ type Metrics struct {
 	redisErrors    *prometheus.CounterVec
 	all            telemetry.Collectors
 
-	// The series every execution records, looked up once per label value:
-	// a vector's lookup hashes the value and takes a lock each time.
-	sessionsOf series[prometheus.Gauge]
-	finishedOf series[prometheus.Counter]
-	durationOf series[prometheus.Observer]
-	streamedOf series[prometheus.Counter]
-}
-
-// series caches the series of a one-label vector for a fixed list of
-// label values; other values go to the vector each time. A series is
-// created on its first use, as with the vector alone.
-type series[T any] struct {
-	values []string
-	cached []atomic.Pointer[T]
-	get    func(...string) T
-}
-
-func newSeries[T any](get func(...string) T, values ...string) series[T] {
-	return series[T]{values: values, cached: make([]atomic.Pointer[T], len(values)), get: get}
-}
-
-// of is the series of label value v.
-func (s *series[T]) of(v string) T {
-	for i, k := range s.values {
-		if k != v {
-			continue
-		}
-		if p := s.cached[i].Load(); p != nil {
-			return *p
-		}
-		x := s.get(v)
-		s.cached[i].Store(&x)
-		return x
-	}
-	return s.get(v)
+	// The series every execution records, looked up once per label value.
+	sessionsOf *telemetry.Series[prometheus.Gauge]
+	finishedOf *telemetry.Series[prometheus.Counter]
+	durationOf *telemetry.Series[prometheus.Observer]
+	streamedOf *telemetry.Series[prometheus.Counter]
 }
 
 // NewMetrics returns the broker's metrics, registered nowhere yet.
@@ -129,12 +98,12 @@ func NewMetrics() *Metrics {
 	m.all = telemetry.Collectors{m.sessions, m.rejected, m.started, m.finished, m.duration, m.toolCalls,
 		m.toolDuration, m.callerWaiting, m.callerWait, m.eventsStreamed, m.redisErrors}
 	statuses := []string{StatusPending, StatusRunning, StatusCompleted, StatusError}
-	m.sessionsOf = newSeries(m.sessions.WithLabelValues, statuses...)
+	m.sessionsOf = telemetry.NewSeries(m.sessions.WithLabelValues, statuses...)
 	outcomes := []string{StatusCompleted, string(sandbox.StatusSyntaxError), string(sandbox.StatusIllegalAccess),
 		string(sandbox.StatusRuntimeError), string(sandbox.StatusToolError), string(sandbox.StatusTimeout), "engine_error"}
-	m.finishedOf = newSeries(m.finished.WithLabelValues, outcomes...)
-	m.durationOf = newSeries(m.duration.WithLabelValues, outcomes...)
-	m.streamedOf = newSeries(m.eventsStreamed.WithLabelValues, eventTypes...)
+	m.finishedOf = telemetry.NewSeries(m.finished.WithLabelValues, outcomes...)
+	m.durationOf = telemetry.NewSeries(m.duration.WithLabelValues, outcomes...)
+	m.streamedOf = telemetry.NewSeries(m.eventsStreamed.WithLabelValues, eventTypes...)
 	return m
 }
 
@@ -164,10 +133,10 @@ func (m *Metrics) sessionMoved(from, to string) {
 		return
 	}
 	if from != "" {
-		m.sessionsOf.of(from).Dec()
+		m.sessionsOf.Of(from).Dec()
 	}
 	if to != "" {
-		m.sessionsOf.of(to).Inc()
+		m.sessionsOf.Of(to).Inc()
 	}
 }
 
@@ -180,14 +149,14 @@ func (m *Metrics) sessionRejected(code string) {
 func (m *Metrics) executionStarted() {
 	if m != nil {
 		m.started.Inc()
-		m.sessionsOf.of(StatusPending).Inc()
+		m.sessionsOf.Of(StatusPending).Inc()
 	}
 }
 
 func (m *Metrics) executionFinished(outcome string, d time.Duration) {
 	if m != nil {
-		m.finishedOf.of(outcome).Inc()
-		m.durationOf.of(outcome).Observe(d.Seconds())
+		m.finishedOf.Of(outcome).Inc()
+		m.durationOf.Of(outcome).Observe(d.Seconds())
 	}
 }
 
@@ -206,7 +175,7 @@ func (m *Metrics) callerWaitEnded(outcome string, d time.Duration) {
 
 func (m *Metrics) streamed(typ string) {
 	if m != nil {
-		m.streamedOf.of(typ).Inc()
+		m.streamedOf.Of(typ).Inc()
 	}
 }
 

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,9 +43,9 @@ type Metrics struct {
 	// The series of the known rules and outcomes, looked up once: every
 	// guarded request records several decisions, and a vector's lookup
 	// hashes its label values each time.
-	decided [len(rules)][len(outcomes)]atomic.Pointer[prometheus.Counter]
-	held    [len(rules)]atomic.Pointer[prometheus.Gauge]
-	waits   [len(outcomes)]atomic.Pointer[prometheus.Observer]
+	decided [len(rules)]*telemetry.Series[prometheus.Counter] // by rule, then outcome
+	held    *telemetry.Series[prometheus.Gauge]
+	waits   *telemetry.Series[prometheus.Observer]
 }
 
 var (
@@ -54,56 +53,14 @@ var (
 	outcomes = [...]string{OutcomeAllowed, OutcomeRateLimited, OutcomeConcurrencyLimited, OutcomeQueueTimeout, OutcomeIPBlocked, OutcomeTimedOut, OutcomeStorageUnavailable}
 )
 
-// indexOf is the position of s in list, or -1.
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return -1
-}
-
 // decision is the counter of one rule and outcome.
 func (m *Metrics) decision(rule, outcome string) prometheus.Counter {
-	r, o := indexOf(rules[:], rule), indexOf(outcomes[:], outcome)
-	if r < 0 || o < 0 {
-		return m.decisions.WithLabelValues(rule, outcome)
+	for i, r := range rules {
+		if r == rule {
+			return m.decided[i].Of(outcome)
+		}
 	}
-	if c := m.decided[r][o].Load(); c != nil {
-		return *c
-	}
-	c := m.decisions.WithLabelValues(rule, outcome)
-	m.decided[r][o].Store(&c)
-	return c
-}
-
-// waitHistogram is the queue_wait_seconds histogram of one outcome.
-func (m *Metrics) waitHistogram(outcome string) prometheus.Observer {
-	o := indexOf(outcomes[:], outcome)
-	if o < 0 {
-		return m.queueWait.WithLabelValues(outcome)
-	}
-	if h := m.waits[o].Load(); h != nil {
-		return *h
-	}
-	h := m.queueWait.WithLabelValues(outcome)
-	m.waits[o].Store(&h)
-	return h
-}
-
-// inUseGauge is the semaphore_in_use gauge of one rule.
-func (m *Metrics) inUseGauge(rule string) prometheus.Gauge {
-	r := indexOf(rules[:], rule)
-	if r < 0 {
-		return m.inUse.WithLabelValues(rule)
-	}
-	if g := m.held[r].Load(); g != nil {
-		return *g
-	}
-	g := m.inUse.WithLabelValues(rule)
-	m.held[r].Store(&g)
-	return g
+	return m.decisions.WithLabelValues(rule, outcome)
 }
 
 // NewMetrics returns the guard's metrics, registered nowhere yet.
@@ -128,6 +85,13 @@ func NewMetrics() *Metrics {
 		}, []string{"outcome"}),
 	}
 	m.all = telemetry.Collectors{m.decisions, m.storage, m.inUse, m.queueWait}
+	for i, rule := range rules {
+		m.decided[i] = telemetry.NewSeries(func(o ...string) prometheus.Counter {
+			return m.decisions.WithLabelValues(rule, o[0])
+		}, outcomes[:]...)
+	}
+	m.held = telemetry.NewSeries(m.inUse.WithLabelValues, rules[:]...)
+	m.waits = telemetry.NewSeries(m.queueWait.WithLabelValues, outcomes[:]...)
 	return m
 }
 
@@ -161,13 +125,13 @@ func (m *Metrics) storageUnavailable(rule string, failOpen bool) {
 
 func (m *Metrics) waited(outcome string, d time.Duration) {
 	if m != nil {
-		m.waitHistogram(outcome).Observe(d.Seconds())
+		m.waits.Of(outcome).Observe(d.Seconds())
 	}
 }
 
 func (m *Metrics) slot(rule string, delta float64) {
 	if m != nil {
-		m.inUseGauge(rule).Add(delta)
+		m.held.Of(rule).Add(delta)
 	}
 }
 

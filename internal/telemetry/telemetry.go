@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -185,6 +186,39 @@ func (cs Collectors) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range cs {
 		c.Collect(ch)
 	}
+}
+
+// Series caches the series of a vector for a fixed list of label values
+// (the last label, when the vector has more: get binds the others). A
+// vector's lookup hashes the values and takes a lock each time, and the
+// core packages record several series per request or execution. A series
+// is created on its first use, as with the vector alone; values outside the
+// list go to the vector each time.
+type Series[T any] struct {
+	values []string
+	cached []atomic.Pointer[T]
+	get    func(...string) T
+}
+
+// NewSeries caches get's series of values.
+func NewSeries[T any](get func(...string) T, values ...string) *Series[T] {
+	return &Series[T]{values: values, cached: make([]atomic.Pointer[T], len(values)), get: get}
+}
+
+// Of is the series of label value v.
+func (s *Series[T]) Of(v string) T {
+	for i, k := range s.values {
+		if k != v {
+			continue
+		}
+		if p := s.cached[i].Load(); p != nil {
+			return *p
+		}
+		x := s.get(v)
+		s.cached[i].Store(&x)
+		return x
+	}
+	return s.get(v)
 }
 
 // Buckets of the duration histograms, in seconds: from a millisecond (a

@@ -107,3 +107,36 @@ func TestEveryCodeIsKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSeries: a listed value's series is looked up once and then reused,
+// none is created before its first use, and other values reach the vector
+// each time.
+func TestSeries(t *testing.T) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "y_total", Help: "y"}, []string{"rule", "outcome"})
+	lookups := map[string]int{}
+	s := NewSeries(func(v ...string) prometheus.Counter {
+		lookups[v[0]]++
+		return vec.WithLabelValues("r", v[0])
+	}, "allowed", "denied")
+	if n := testutilCount(vec); n != 0 {
+		t.Fatalf("%d series before any use", n)
+	}
+	for range 3 {
+		s.Of("allowed").Inc()
+		s.Of("other").Inc()
+	}
+	if lookups["allowed"] != 1 || lookups["other"] != 3 || lookups["denied"] != 0 {
+		t.Fatalf("lookups %v, want allowed once, other each time, denied never", lookups)
+	}
+	if n := testutilCount(vec); n != 2 {
+		t.Fatalf("%d series, want 2 (allowed, other)", n)
+	}
+}
+
+// testutilCount is the number of series vec has.
+func testutilCount(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric, 16)
+	c.Collect(ch)
+	close(ch)
+	return len(ch)
+}
