@@ -184,10 +184,10 @@ func TestGuardHandlerIPFilter(t *testing.T) {
 	}
 }
 
-func TestGuardHandlerConcurrency(t *testing.T) {
-	entered := make(chan struct{}, 4)
-	release := make(chan struct{})
-	next := func(w http.ResponseWriter, r *http.Request) error {
+// slowNext answers "ok"; on /slow it first says it entered and waits for
+// release.
+func slowNext(entered chan<- struct{}, release <-chan struct{}) caddyhttp.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
 		if r.URL.Path == "/slow" {
 			entered <- struct{}{}
 			<-release
@@ -195,6 +195,12 @@ func TestGuardHandlerConcurrency(t *testing.T) {
 		_, err := io.WriteString(w, "ok")
 		return err
 	}
+}
+
+func TestGuardHandlerConcurrency(t *testing.T) {
+	entered := make(chan struct{}, 4)
+	release := make(chan struct{})
+	next := slowNext(entered, release)
 	srv := guardServer(t, &Guard{Concurrency: []GuardConcurrency{{Concurrency: Concurrency{MaxConcurrent: 1}}}}, next)
 	var wg sync.WaitGroup
 	wg.Go(func() { guardGet(t, srv.URL+"/slow", nil) })
@@ -260,14 +266,7 @@ func TestGuardHandlerConcurrency(t *testing.T) {
 func TestGuardHandlerReleasesEverySlot(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
-	next := func(w http.ResponseWriter, r *http.Request) error {
-		if r.URL.Path == "/slow" {
-			entered <- struct{}{}
-			<-release
-		}
-		_, err := io.WriteString(w, "ok")
-		return err
-	}
+	next := slowNext(entered, release)
 	one := Concurrency{MaxConcurrent: 1, PartitionBy: "session"}
 	srv := guardServer(t, &Guard{Concurrency: []GuardConcurrency{
 		{Name: "a", Concurrency: one}, {Name: "b", Concurrency: one}, {Name: "c", Concurrency: Concurrency{MaxConcurrent: 1}},
