@@ -236,6 +236,8 @@ type execution struct {
 	host     Host
 	logHost  LogHost
 	parkHost ParkHost
+	starter  callStarter // the host, when its calls complete by callback
+	gracer   parkGracer  // the host, when a park is costly
 	allowed  map[string]bool
 
 	rt          *goja.Runtime
@@ -290,6 +292,8 @@ func (x *execution) init(ctx context.Context, limits Limits, req Request, host H
 	x.completions = make(chan completion, 16)
 	x.logHost, _ = host.(LogHost)
 	x.parkHost, _ = host.(ParkHost)
+	x.starter, _ = host.(callStarter)
+	x.gracer, _ = x.parkHost.(parkGracer)
 	if req.AllowedTools != nil {
 		x.allowed = make(map[string]bool, len(req.AllowedTools))
 		for _, n := range req.AllowedTools {
@@ -461,8 +465,8 @@ func (x *execution) run() (res *Result, err error) {
 func (x *execution) wait() (completion, bool) {
 	x.pause(false)
 	var c completion
-	if g, ok := x.parkHost.(parkGracer); ok {
-		if d := g.parkGrace(); d > 0 {
+	if x.gracer != nil {
+		if d := x.gracer.parkGrace(); d > 0 {
 			// The calls started go out now, then a result that comes
 			// within the grace needs no word to the host.
 			x.flushCalls()
@@ -827,9 +831,9 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		id := x.nextID
 		x.pending++
 		tc := ToolCall{ID: strconv.FormatInt(id, 10), Name: name, Input: in}
-		if cs, ok := x.host.(callStarter); ok {
+		if x.starter != nil {
 			unknown := !known
-			cs.startCall(x.ctx, tc, func(data json.RawMessage, err error) {
+			x.starter.startCall(x.ctx, tc, func(data json.RawMessage, err error) {
 				x.deliver(x.complete(id, tc, unknown, data, err))
 			})
 		} else {
@@ -884,8 +888,8 @@ type parkGracer interface {
 
 // flushCalls: see callStarter.
 func (x *execution) flushCalls() {
-	if cs, ok := x.host.(callStarter); ok {
-		cs.flushCalls()
+	if x.starter != nil {
+		x.starter.flushCalls()
 	}
 }
 

@@ -198,8 +198,8 @@ var queueDelay = 200 * time.Microsecond
 // maxQueuedBytes flushes a queue that grew this large at once.
 const maxQueuedBytes = 64 << 10
 
-// encode encodes m with its length prefix; a message larger than the limit
-// is refused with MESSAGE_TOO_LARGE.
+// encode encodes m's body (appendLocked adds the length prefix); a message
+// larger than the limit is refused with MESSAGE_TOO_LARGE.
 func (fw *frameWriter) encode(m *wireMsg) ([]byte, error) {
 	body, err := json.Marshal(m)
 	if err != nil {
