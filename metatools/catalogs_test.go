@@ -32,7 +32,7 @@ type evalSet struct {
 
 // evalCatalogs are the vendored catalogs in the order the docs report them:
 // the tuning ones first.
-var evalCatalogs = []string{"jira", "gitea", "square", "kubernetes", "stripe", "slack", "github", "twilio", "box"}
+var evalCatalogs = []string{"jira", "gitea", "square", "kubernetes", "stripe", "slack", "github", "twilio", "box", "zoom"}
 
 var (
 	evalMu    sync.Mutex
@@ -197,6 +197,9 @@ func itoa(i int) string {
 var qualityFloors = map[string][2]float64{
 	"jira": {0.92, 0.80}, "gitea": {0.98, 0.88}, "square": {0.94, 0.83}, "kubernetes": {0.75, 0.65},
 	"stripe": {0.88, 0.65}, "slack": {0.87, 0.78}, "github": {0.93, 0.80}, "twilio": {0.82, 0.66}, "box": {0.78, 0.66},
+	// Zoom's floor is set from its first run (issue 13's fourth pass): until
+	// then it has none, so that no figure over it is seen before that run.
+	"zoom": {0, 0},
 }
 
 // TestSearchQualityCatalogs measures the tfidf strategy on every vendored
