@@ -35,10 +35,12 @@ type memWatch struct {
 	// cap), bounds the live heap of all scripts together: past it the
 	// script charged the most is stopped, before the kernel stops them all.
 	processLimit uint64
-	all          map[*execution]struct{}
-	live         uint64
-	cycle        uint64
-	sample       []metrics.Sample
+	// pacer, in a worker, paces the collector for the scripts' limits.
+	pacer  *gcPacer
+	all    map[*execution]struct{}
+	live   uint64
+	cycle  uint64
+	sample []metrics.Sample
 }
 
 func newMemWatch() *memWatch {
@@ -52,6 +54,14 @@ func newMemWatch() *memWatch {
 
 // begin marks x as running JavaScript.
 func (m *memWatch) begin(x *execution, now time.Time) {
+	if m.beginLocked(x, now) && m.pacer != nil && x.limits.MemoryBytes > 0 {
+		// A new script: its limit may lower the worker's allowance.
+		m.pacer.pace()
+	}
+}
+
+// beginLocked is begin; it reports whether x is a new script.
+func (m *memWatch) beginLocked(x *execution, now time.Time) (fresh bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	x.memAcct.since = now
@@ -68,7 +78,22 @@ func (m *memWatch) begin(x *execution, now time.Time) {
 		// The cycle in progress when the script starts may have marked
 		// what ran before it: it is charged from the next cycle on.
 		x.memAcct.started, x.memAcct.fromCycle = true, m.cycle+2
+		return true
 	}
+	return false
+}
+
+// minLimit is the lowest memory limit of the scripts it watches (0: none).
+func (m *memWatch) minLimit() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var low int64
+	for x := range m.all {
+		if l := x.limits.MemoryBytes; l > 0 && (low == 0 || l < low) {
+			low = l
+		}
+	}
+	return low
 }
 
 // end marks x as no longer running (waiting or finished); finished forgets

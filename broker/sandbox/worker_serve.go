@@ -102,11 +102,20 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("building the engine: %w", err)
 	}
-	if ip, ok := engine.(*InProcess); ok && cfg.MemoryBytes > 0 {
-		// Scripts share this process's cap: when the live heap nears it,
-		// the script holding the most is stopped before the kernel stops
-		// them all.
-		ip.mem.processLimit = uint64(cfg.MemoryBytes) * 6 / 10
+	// The pool starts workers with GOGC=off (see workerEnv and below); a
+	// worker started so paces its collector (see gcPacer).
+	pacer := newGCPacer(cfg.ScriptMemoryBytes, nil)
+	if ip, ok := engine.(*InProcess); ok {
+		if cfg.MemoryBytes > 0 {
+			// Scripts share this process's cap: when the live heap nears
+			// it, the script holding the most is stopped before the kernel
+			// stops them all.
+			ip.mem.processLimit = uint64(cfg.MemoryBytes) * 6 / 10
+		}
+		if os.Getenv("GOGC") == "off" {
+			pacer.minLimit = ip.mem.minLimit
+			ip.mem.pacer = pacer
+		}
 	}
 	s := &workerServer{
 		memory:     cfg.ScriptMemoryBytes,
@@ -130,11 +139,12 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	// program's initialisation (a Caddy build allocates some 11 MB in init
 	// functions) and the start-up above run without collections; until
 	// here the memory cap's soft limit still bounds the heap. Collect
-	// normally from now on, and return what the start-up left behind to
-	// the OS off the start-up path (a forced collection and scavenge cost
-	// more than the rest of the start after init).
+	// from now on, paced for a worker (see paceWorkerGC), and return what
+	// the start-up left behind to the OS off the start-up path (a forced
+	// collection and scavenge cost more than the rest of the start after
+	// init).
 	if os.Getenv("GOGC") == "off" {
-		debug.SetGCPercent(100)
+		pacer.start()
 	}
 	go debug.FreeOSMemory()
 	for {
