@@ -83,15 +83,16 @@ type Guard struct {
 	// partition. Default "{http.auth.user.id}".
 	User string `json:"user,omitempty"`
 
-	// HideRateLimitHeaders leaves the RateLimit-Limit, RateLimit-Remaining
-	// and RateLimit-Reset headers out of every response, for deployments
-	// that do not tell clients their limits (429 still carries
-	// Retry-After). Default false: the headers are sent.
+	// HideRateLimitHeaders leaves the RateLimit and RateLimit-Policy
+	// header fields out of every response, for deployments that do not
+	// tell clients their limits (429 still carries Retry-After). Default
+	// false: the fields are sent.
 	HideRateLimitHeaders bool `json:"hide_rate_limit_headers,omitempty"`
 
 	manager     *guard.GuardManager
 	storeKey    string
 	rates       []guardRate
+	policy      string // the RateLimit-Policy field value: every rate limit
 	sems        []guardSem
 	sessionKey  string // canonical SessionHeader
 	needSession bool
@@ -135,13 +136,15 @@ type guardRate struct {
 	entity string
 	cfg    guard.RateLimitConfig
 	tmpl   string // placeholder partition, if any
-	limit  string // cfg.MaxRequests as text (RateLimit-Limit)
+	item   string // `"<name>";r=`: the start of this limit's RateLimit item
+	limit  *guard.PreparedRateLimit
 }
 
 type guardSem struct {
 	entity string
 	cfg    guard.ConcurrencyConfig
 	tmpl   string
+	sem    *guard.PreparedSemaphore
 }
 
 // CaddyModule returns the Caddy module information.
@@ -190,15 +193,19 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		g.needUser = g.needUser || p == guard.PartitionUserID
 	}
 	g.needRepl = g.needUser
+	var policies []string
 	for _, rl := range g.RateLimits {
 		r := guardRate{entity: g.entity(rl.Name), cfg: *rl.config()}
-		r.limit = strconv.FormatInt(r.cfg.MaxRequests, 10)
+		name := sfString(g.displayName(r.entity))
+		r.item = name + ";r="
+		policies = append(policies, rateLimitPolicy(name, r.cfg.MaxRequests, r.cfg.Window()))
 		if isPlaceholderPartition(rl.PartitionBy) {
 			r.tmpl = rl.PartitionBy
 			g.needRepl = true
 		}
 		g.rates = append(g.rates, r)
 	}
+	g.policy = strings.Join(policies, ", ")
 	for _, cc := range g.Concurrency {
 		s := guardSem{entity: g.entity(cc.Name), cfg: *cc.config()}
 		if isPlaceholderPartition(cc.PartitionBy) {
@@ -216,6 +223,22 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	if err != nil {
 		_ = release(key)
 		return fmt.Errorf("codemode_guard: %w", err)
+	}
+	for i := range g.rates {
+		rl := &g.rates[i]
+		cfg := rl.cfg
+		if rl.tmpl != "" {
+			cfg.PartitionBy = perRequestPartition
+		}
+		rl.limit = m.PrepareRateLimit(rl.entity, cfg)
+	}
+	for i := range g.sems {
+		s := &g.sems[i]
+		cfg := s.cfg
+		if s.tmpl != "" {
+			cfg.PartitionBy = perRequestPartition
+		}
+		s.sem = m.PrepareSemaphore(s.entity, cfg)
 	}
 	g.manager, g.storeKey = m, key
 	return nil
@@ -312,59 +335,52 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		pc.UserID = repl.ReplaceAll(g.User, "")
 	}
 
-	// Rate limits: all are counted; the tightest sets the RateLimit-* headers.
+	// Rate limits: all are counted, at one reading of the clock; the
+	// tightest is reported in the RateLimit field.
 	var tightest guard.RateLimitResult
-	var tightestLimit string
+	var tightestRate *guardRate
+	var now time.Time
+	if len(g.rates) > 0 {
+		now = g.manager.Now()
+	}
 	for i := range g.rates {
 		rl := &g.rates[i]
-		cfg := &rl.cfg
-		if rl.tmpl != "" {
-			c := rl.cfg
-			c.PartitionBy = placeholderPartition(repl, rl.tmpl)
-			cfg = &c
-		}
-		res, err := g.manager.CheckRateLimit(ctx, rl.entity, cfg, pc)
+		res, err := rl.limit.Check(ctx, partitionValue(rl.cfg.PartitionBy, rl.tmpl, repl, pc), now)
 		if err != nil {
 			return g.deny(w, r, err)
 		}
-		limit := rl.limit
-		if res.Limit != rl.cfg.MaxRequests {
-			limit = ""
-		}
 		if i == 0 || res.Remaining < tightest.Remaining {
-			tightest, tightestLimit = res, limit
+			tightest, tightestRate = res, rl
 		}
 		if !res.Allowed {
 			if !g.HideRateLimitHeaders {
-				setRateLimitHeaders(w.Header(), res, limit)
+				g.setRateLimitHeaders(w.Header(), rl, res)
 			}
 			return g.deny(w, r, res.Err(g.displayName(rl.entity)))
 		}
 	}
-	if len(g.rates) > 0 && !g.HideRateLimitHeaders {
-		setRateLimitHeaders(w.Header(), tightest, tightestLimit)
+	if tightestRate != nil && !g.HideRateLimitHeaders {
+		g.setRateLimitHeaders(w.Header(), tightestRate, tightest)
 	}
 
-	// Concurrency: hold a slot of each limit until the request is served.
-	// Released even when the request was cancelled: a fresh context. (One
-	// deferred call for all: a defer in the loop would be allocated.)
-	var held [2]*guard.SemaphoreTicket
-	tickets := held[:0]
+	// Concurrency: hold a slot of each limit until the request is served,
+	// in tickets on this stack. Released even when the request was
+	// cancelled: a fresh context. (One deferred call for all: a defer in
+	// the loop would be allocated. A ticket that took nothing releases
+	// nothing.)
+	var held [2]guard.SemaphoreTicket
+	tickets := held[:]
+	if len(g.sems) > len(held) {
+		tickets = make([]guard.SemaphoreTicket, len(g.sems))
+	}
 	defer func() {
-		for _, t := range tickets {
-			_ = t.Release(context.Background())
+		for i := range g.sems {
+			_ = tickets[i].Release(context.Background())
 		}
 	}()
 	for i := range g.sems {
 		s := &g.sems[i]
-		cfg := &s.cfg
-		if s.tmpl != "" {
-			c := s.cfg
-			c.PartitionBy = placeholderPartition(repl, s.tmpl)
-			cfg = &c
-		}
-		t, err := g.manager.AcquireSemaphore(ctx, s.entity, cfg, pc)
-		if err != nil {
+		if err := s.sem.Acquire(ctx, partitionValue(s.cfg.PartitionBy, s.tmpl, repl, pc), &tickets[i]); err != nil {
 			var ge *guard.GuardError
 			if errors.As(err, &ge) && ge.EntityName != "" {
 				name := g.displayName(ge.EntityName)
@@ -373,7 +389,6 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 			}
 			return g.deny(w, r, err)
 		}
-		tickets = append(tickets, t)
 	}
 
 	if g.Timeout <= 0 {
@@ -443,8 +458,8 @@ func (g *Guard) clientIP(r *http.Request) string {
 			return ip
 		}
 	}
-	if f := g.manager.IpFilter(); f != nil {
-		return f.ClientIP(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	if f := g.manager.IpFilter(); f != nil && f.TrustsProxy() {
+		return f.ClientIP(r.RemoteAddr, r.Header["X-Forwarded-For"])
 	}
 	return guard.ClientIPFromXFF(r.RemoteAddr, nil, 1)
 }
@@ -494,28 +509,81 @@ type guardErrorDetail struct {
 	Message string `json:"message"`
 }
 
-// setRateLimitHeaders sets RateLimit-Limit, RateLimit-Remaining and
-// RateLimit-Reset (seconds; for a denial, until a request is allowed again).
-func setRateLimitHeaders(h http.Header, res guard.RateLimitResult, limit string) {
-	if res.Limit == 0 {
+// sfMaxInteger is the largest Integer of RFC 9651 structured fields (15
+// digits); larger quotas are reported as this (they are unlimited in
+// practice).
+const sfMaxInteger = 999_999_999_999_999
+
+// setRateLimitHeaders sets the RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers (-08 to -10): the policy lists
+// every rate limit of the handler (the same text on every response), the
+// RateLimit item names limit rl with its remaining quota r and t, the
+// seconds until the window ends or, for a denial, until a request is
+// allowed again.
+func (g *Guard) setRateLimitHeaders(h http.Header, rl *guardRate, res guard.RateLimitResult) {
+	if res.Limit == 0 { // no limit applied
 		return
 	}
 	reset := res.ResetMs
 	if !res.Allowed {
 		reset = res.RetryAfterMs
 	}
-	if limit == "" {
-		limit = strconv.FormatInt(res.Limit, 10)
-	}
-	// Canonical keys set directly: these run on every request.
-	v := []string{limit, strconv.FormatInt(res.Remaining, 10), strconv.FormatInt((reset+999)/1000, 10)}
-	h["Ratelimit-Limit"] = v[0:1:1]
-	h["Ratelimit-Remaining"] = v[1:2:2]
-	h["Ratelimit-Reset"] = v[2:3:3]
+	var buf [64]byte
+	b := append(buf[:0], rl.item...)
+	b = strconv.AppendInt(b, min(res.Remaining, sfMaxInteger), 10)
+	b = append(b, ";t="...)
+	b = strconv.AppendInt(b, (reset+999)/1000, 10)
+	// Canonical keys set directly, both values in one backing array: this
+	// runs on every request.
+	v := []string{g.policy, string(b)}
+	h["Ratelimit-Policy"] = v[0:1:1]
+	h["Ratelimit"] = v[1:2:2]
 }
 
-// placeholderPartition resolves a placeholder partition for this request.
-func placeholderPartition(repl *caddy.Replacer, tmpl string) guard.PartitionKey {
+// rateLimitPolicy is one quota policy item: `"<name>";q=<max>;w=<seconds>`.
+// The window is left out when it is not a whole number of seconds (the
+// draft's w has no sub-second form).
+func rateLimitPolicy(name string, maxRequests, windowMs int64) string {
+	p := name + ";q=" + strconv.FormatInt(min(maxRequests, sfMaxInteger), 10)
+	if windowMs%1000 == 0 {
+		p += ";w=" + strconv.FormatInt(windowMs/1000, 10)
+	}
+	return p
+}
+
+// sfString is name as a structured-field String (RFC 9651 3.3.3): quoted,
+// with " and \ escaped. Bytes a String cannot hold (outside printable
+// ASCII) and % are percent-encoded, so that distinct names stay distinct.
+func sfString(name string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20 || c > 0x7e || c == '%':
+			fmt.Fprintf(&b, "%%%02X", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// perRequestPartition is the partition of a limit partitioned by a
+// placeholder: not global, so its prepared limit takes the value the
+// handler resolves for each request (partitionValue); never called.
+var perRequestPartition = guard.PartitionKey{Func: func(guard.PartitionKeyContext) string { return "unknown" }}
+
+// partitionValue is the request's partition of a limit: the placeholder
+// partition tmpl resolved by Caddy's replacer ("unknown" when empty), else
+// the strategy p resolved from pc.
+func partitionValue(p guard.PartitionKey, tmpl string, repl *caddy.Replacer, pc guard.PartitionKeyContext) string {
+	if tmpl == "" {
+		return guard.ResolvePartitionKey(p, pc)
+	}
 	v := ""
 	if repl != nil {
 		v = repl.ReplaceAll(tmpl, "")
@@ -523,7 +591,7 @@ func placeholderPartition(repl *caddy.Replacer, tmpl string) guard.PartitionKey 
 	if v == "" {
 		v = "unknown"
 	}
-	return guard.PartitionKey{Func: func(guard.PartitionKeyContext) string { return v }}
+	return v
 }
 
 // validate checks the rules, named by their JSON keys.

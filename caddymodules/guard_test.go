@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -106,7 +108,9 @@ func TestGuardHandlerGlobalRateLimit(t *testing.T) {
 		if r.status != 200 || r.body != "ok" {
 			t.Fatalf("request %d: %d %q", i, r.status, r.body)
 		}
-		if r.header.Get("RateLimit-Limit") != "3" || r.header.Get("RateLimit-Remaining") != fmt.Sprint(2-i) || r.header.Get("RateLimit-Reset") == "" {
+		// The clock is frozen at a minute boundary: the window ends in 60 s.
+		if p, rl := r.header.Values("RateLimit-Policy"), rateLimitField(t, r.header); len(p) != 1 || p[0] != `"global";q=3;w=60` ||
+			rl != (rateLimitItem{"global", int64(2 - i), 60}) {
 			t.Fatalf("request %d: headers %v", i, r.header)
 		}
 	}
@@ -114,19 +118,65 @@ func TestGuardHandlerGlobalRateLimit(t *testing.T) {
 	if r.status != 429 || r.code != "RATE_LIMIT" {
 		t.Fatalf("4th request: %d %s", r.status, r.code)
 	}
-	if ra := r.header.Get("Retry-After"); ra == "" || ra == "0" || r.header.Get("RateLimit-Remaining") != "0" || r.header.Get("RateLimit-Reset") != ra {
+	ra, rl := r.header.Get("Retry-After"), rateLimitField(t, r.header)
+	if ra == "" || ra == "0" || rl.remaining != 0 || fmt.Sprint(rl.reset) != ra || r.header.Get("RateLimit-Policy") != `"global";q=3;w=60` {
 		t.Fatalf("429 headers: %v", r.header)
+	}
+	for _, old := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
+		if r.header.Get(old) != "" {
+			t.Fatalf("draft-06 field %s sent: %v", old, r.header)
+		}
+	}
+}
+
+// rateLimitItem is the one item of a RateLimit field.
+type rateLimitItem struct {
+	policy           string
+	remaining, reset int64
+}
+
+// rateLimitField parses the RateLimit field of h, which must be one item
+// `"<policy>";r=<n>;t=<n>` (draft-ietf-httpapi-ratelimit-headers).
+func rateLimitField(t *testing.T, h http.Header) rateLimitItem {
+	t.Helper()
+	v := h.Values("RateLimit")
+	m := regexp.MustCompile(`^"([^"\\]*)";r=([0-9]+);t=([0-9]+)$`).FindStringSubmatch(strings.Join(v, ","))
+	if len(v) != 1 || m == nil {
+		t.Fatalf("RateLimit field %q is not one item \"name\";r=N;t=N (headers %v)", v, h)
+	}
+	r, _ := strconv.ParseInt(m[2], 10, 64)
+	reset, _ := strconv.ParseInt(m[3], 10, 64)
+	return rateLimitItem{m[1], r, reset}
+}
+
+// TestGuardRateLimitFields: the RateLimit-Policy field lists every rate
+// limit with its quota and window; RateLimit names the tightest with its
+// remaining quota; names are structured-field Strings.
+func TestGuardRateLimitFields(t *testing.T) {
+	freezeGuardClock(t)
+	srv := guardServer(t, &Guard{RateLimits: []GuardRateLimit{
+		{RateLimit: RateLimit{MaxRequests: 100, Window: caddy.Duration(time.Hour)}},
+		{Name: `per "ip"`, RateLimit: RateLimit{MaxRequests: 3, Window: caddy.Duration(10 * time.Second), PartitionBy: "ip"}},
+		{Name: "fast\u00e9%", RateLimit: RateLimit{MaxRequests: 1 << 60, Window: caddy.Duration(1500 * time.Millisecond)}},
+	}}, nil)
+	wantPolicy := `"global";q=100;w=3600, "per \"ip\"";q=3;w=10, "fast%C3%A9%25";q=999999999999999`
+	r := guardGet(t, srv.URL, nil)
+	if r.status != 200 || r.header.Get("RateLimit-Policy") != wantPolicy {
+		t.Fatalf("%d, RateLimit-Policy %q, want %q", r.status, r.header.Get("RateLimit-Policy"), wantPolicy)
+	}
+	if v := r.header.Values("RateLimit"); len(v) != 1 || v[0] != `"per \"ip\"";r=2;t=10` {
+		t.Fatalf("RateLimit %q", v)
 	}
 }
 
 // TestGuardHandlerHideRateLimitHeaders: hide_rate_limit_headers leaves
-// the RateLimit-* headers out of allowed and refused requests; the limit
+// the RateLimit and RateLimit-Policy fields out of allowed and refused requests; the limit
 // still counts and a 429 still says when to retry.
 func TestGuardHandlerHideRateLimitHeaders(t *testing.T) {
 	freezeGuardClock(t)
 	srv := guardServer(t, &Guard{HideRateLimitHeaders: true, RateLimits: []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 2, Window: caddy.Duration(time.Minute)}}}}, nil)
 	noRateLimitHeaders := func(h http.Header) bool {
-		return h.Get("RateLimit-Limit") == "" && h.Get("RateLimit-Remaining") == "" && h.Get("RateLimit-Reset") == ""
+		return h.Get("RateLimit") == "" && h.Get("RateLimit-Policy") == ""
 	}
 	for i := range 2 {
 		if r := guardGet(t, srv.URL, nil); r.status != 200 || !noRateLimitHeaders(r.header) {
@@ -160,7 +210,7 @@ func TestGuardHandlerNamedPartitions(t *testing.T) {
 	if r := guardGet(t, srv.URL, map[string]string{"X-Agent": "c", "X-Test-User": "bob"}); r.status != 200 {
 		t.Fatalf("bob: %d", r.status)
 	}
-	if r := guardGet(t, srv.URL, map[string]string{"X-Agent": "d"}); r.status != 200 || r.header.Get("RateLimit-Remaining") != "1" {
+	if r := guardGet(t, srv.URL, map[string]string{"X-Agent": "d"}); r.status != 200 || rateLimitField(t, r.header).remaining != 1 {
 		t.Fatalf("anonymous: %d %v", r.status, r.header)
 	}
 }
@@ -389,7 +439,7 @@ func TestGuardInCaddy(t *testing.T) {
 	if err := caddy.Load(guardCaddyConfig(port, limit, map[string]any{"idle_timeout": int64(time.Minute)}, nil), true); err != nil {
 		t.Fatal(err)
 	}
-	if r := guardGet(t, base, nil); r.status != 200 || r.header.Get("RateLimit-Remaining") != "0" {
+	if r := guardGet(t, base, nil); r.status != 200 || rateLimitField(t, r.header).remaining != 0 {
 		t.Fatalf("after reload: %d %v", r.status, r.header)
 	}
 	if r := guardGet(t, base, nil); r.status != 429 || r.code != "RATE_LIMIT" {

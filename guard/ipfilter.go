@@ -110,6 +110,10 @@ func (f *IpFilter) ClientIP(remoteAddr string, xff []string) string {
 	return ClientIPFromXFF(remoteAddr, xff, f.depth)
 }
 
+// TrustsProxy reports whether ClientIP reads X-Forwarded-For (trust_proxy),
+// so that a caller without it need not look the header up.
+func (f *IpFilter) TrustsProxy() bool { return f.trustProxy }
+
 func match(rules []ipRule, addr netip.Addr) (string, bool) {
 	for _, r := range rules {
 		if r.prefix.Contains(addr) {

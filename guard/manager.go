@@ -181,15 +181,17 @@ func (m *GuardManager) checkRate(ctx context.Context, entityName string, cfg *Ra
 	if cfg == nil || !m.cfg.Enabled {
 		return allowAll, nil
 	}
-	rule := RuleRateLimit
-	if entityName == GlobalEntity {
-		rule = RuleGlobalRateLimit
-	}
 	key := m.storageKey(entityName, cfg.PartitionBy, pc, suffixRate)
+	return m.checkRateKey(ctx, key, rateRule(entityName), cfg, m.now().UnixMilli())
+}
+
+// checkRateKey counts a request against the rate limit cfg stored at key,
+// at nowMs.
+func (m *GuardManager) checkRateKey(ctx context.Context, key, rule string, cfg *RateLimitConfig, nowMs int64) (RateLimitResult, error) {
 	var r RateLimitResult
 	err := m.skipStorage()
 	if err == nil {
-		r, err = m.limiter.Check(ctx, key, cfg.MaxRequests, cfg.Window())
+		r, err = m.limiter.CheckAt(ctx, key, cfg.MaxRequests, cfg.Window(), nowMs)
 	}
 	if err != nil {
 		if ctx.Err() == nil {
@@ -203,6 +205,98 @@ func (m *GuardManager) checkRate(ctx context.Context, entityName string, cfg *Ra
 	m.storageOK()
 	m.metrics.decide(rule, rateOutcome(r))
 	return r, nil
+}
+
+func rateRule(entityName string) string {
+	if entityName == GlobalEntity {
+		return RuleGlobalRateLimit
+	}
+	return RuleRateLimit
+}
+
+func concurrencyRule(entityName string) string {
+	if entityName == GlobalEntity {
+		return RuleGlobalConcurrency
+	}
+	return RuleConcurrency
+}
+
+// PreparedRateLimit is one entity's rate limit set up for repeated checks
+// (PrepareRateLimit): its rule and, when its partition is global, its
+// storage key are resolved once, and the caller reads the clock once for
+// all the checks of a request. Safe for concurrent use.
+type PreparedRateLimit struct {
+	m         *GuardManager
+	cfg       RateLimitConfig
+	rule      string
+	keyPrefix string // "<entity>:"
+	fixedKey  string // the storage key of a global partition, else ""
+}
+
+// PrepareRateLimit prepares the rate limit cfg of entityName. Checks of the
+// result count against the same counters as CheckRateLimit(entityName, &cfg).
+func (m *GuardManager) PrepareRateLimit(entityName string, cfg RateLimitConfig) *PreparedRateLimit {
+	p := &PreparedRateLimit{m: m, cfg: cfg, rule: rateRule(entityName), keyPrefix: entityName + ":"}
+	if fixedPartition(cfg.PartitionBy) {
+		p.fixedKey = BuildStorageKey(entityName, PartitionGlobal, suffixRate)
+	}
+	return p
+}
+
+// Check counts a request of partition at now, like CheckRateLimit.
+// partition is the request's partition value (ResolvePartitionKey of the
+// limit's PartitionBy, or the caller's own); it is ignored when the limit
+// is global.
+func (p *PreparedRateLimit) Check(ctx context.Context, partition string, now time.Time) (RateLimitResult, error) {
+	if !p.m.cfg.Enabled {
+		return allowAll, nil
+	}
+	key := p.fixedKey
+	if key == "" {
+		key = p.keyPrefix + partition + ":" + suffixRate
+	}
+	return p.m.checkRateKey(ctx, key, p.rule, &p.cfg, now.UnixMilli())
+}
+
+// PreparedSemaphore is one entity's concurrency limit set up for repeated
+// acquisitions (PrepareSemaphore), as PreparedRateLimit is for a rate
+// limit. Safe for concurrent use.
+type PreparedSemaphore struct {
+	m         *GuardManager
+	entity    string
+	cfg       ConcurrencyConfig
+	rule      string
+	keyPrefix string
+	fixedKey  string
+}
+
+// PrepareSemaphore prepares the concurrency limit cfg of entityName. Its
+// slots are the same as those of AcquireSemaphore(entityName, &cfg).
+func (m *GuardManager) PrepareSemaphore(entityName string, cfg ConcurrencyConfig) *PreparedSemaphore {
+	p := &PreparedSemaphore{m: m, entity: entityName, cfg: cfg, rule: concurrencyRule(entityName), keyPrefix: entityName + ":"}
+	if fixedPartition(cfg.PartitionBy) {
+		p.fixedKey = BuildStorageKey(entityName, PartitionGlobal, suffixSem)
+	}
+	return p
+}
+
+// Acquire takes a slot of partition into t, which must be a zero
+// SemaphoreTicket (so that a caller can hold its tickets without
+// allocating them); release it with t.Release. Errors are those of
+// AcquireSemaphore; on an error t holds nothing.
+func (p *PreparedSemaphore) Acquire(ctx context.Context, partition string, t *SemaphoreTicket) error {
+	if !p.m.cfg.Enabled {
+		return nil
+	}
+	key := p.fixedKey
+	if key == "" {
+		key = p.keyPrefix + partition + ":" + suffixSem
+	}
+	return p.m.acquireKey(ctx, key, p.entity, p.rule, &p.cfg, t)
+}
+
+func fixedPartition(p PartitionKey) bool {
+	return p.Func == nil && (p.Strategy == "" || p.Strategy == PartitionGlobal)
 }
 
 // AcquireSemaphore takes a slot of entityName under cfg, else under
@@ -228,16 +322,21 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 	if cfg == nil || !m.cfg.Enabled {
 		return nil, nil
 	}
-	rule := RuleConcurrency
-	if entityName == GlobalEntity {
-		rule = RuleGlobalConcurrency
-	}
 	key := m.storageKey(entityName, cfg.PartitionBy, pc, suffixSem)
-	var t *SemaphoreTicket
+	t := new(SemaphoreTicket)
+	if err := m.acquireKey(ctx, key, entityName, concurrencyRule(entityName), cfg, t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// acquireKey takes a slot of the semaphore cfg stored at key into t.
+func (m *GuardManager) acquireKey(ctx context.Context, key, entityName, rule string, cfg *ConcurrencyConfig, t *SemaphoreTicket) error {
 	started := m.now()
+	ok := false
 	err := m.skipStorage()
 	if err == nil {
-		t, err = m.sem.Acquire(ctx, key, cfg.MaxConcurrent, cfg.QueueTimeoutMs, entityName)
+		ok, err = m.sem.acquire(ctx, key, cfg.MaxConcurrent, cfg.QueueTimeoutMs, entityName, started.UnixMilli(), t)
 	}
 	if err != nil {
 		var ge *GuardError
@@ -247,20 +346,21 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 				m.metrics.decide(rule, OutcomeQueueTimeout)
 				m.metrics.waited(OutcomeQueueTimeout, m.now().Sub(started))
 			}
-			return nil, err
+			return err
 		}
 		if ctx.Err() == nil {
 			m.metrics.storageUnavailable(rule, m.failOpen)
 		}
 		if err := m.storageFailed(ctx, "semaphore", err); err != nil {
-			return nil, err
+			return err
 		}
-		return &SemaphoreTicket{Ticket: newUUID(), Key: key}, nil
+		t.Ticket, t.Key = newUUID(), key // holds nothing: its Release does nothing
+		return nil
 	}
 	m.storageOK()
-	if t == nil {
+	if !ok {
 		m.metrics.decide(rule, OutcomeConcurrencyLimited)
-		return nil, NewConcurrencyLimitError(entityName, cfg.MaxConcurrent)
+		return NewConcurrencyLimitError(entityName, cfg.MaxConcurrent)
 	}
 	m.metrics.decide(rule, OutcomeAllowed)
 	m.metrics.waited(OutcomeAllowed, m.now().Sub(started))
@@ -269,7 +369,7 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 		t.held = rule
 	}
 	t.manager = m
-	return t, nil
+	return nil
 }
 
 // TimeoutMs returns cfg's executeMs, else defaultTimeout's, else 0 (none).
@@ -318,6 +418,10 @@ func (m *GuardManager) IsIpAllowListed(clientIP string) bool {
 	}
 	return m.ipFilter.IsAllowListed(clientIP)
 }
+
+// Now reads the manager's clock (ManagerOptions.Now), e.g. once for the
+// prepared checks of a request.
+func (m *GuardManager) Now() time.Time { return m.now() }
 
 // IpFilter returns the configured filter, or nil.
 func (m *GuardManager) IpFilter() *IpFilter { return m.ipFilter }

@@ -68,10 +68,15 @@ func NewSlidingWindowRateLimiter(store Storage, opts *LimiterOptions) *SlidingWi
 // Check counts a request against key and reports whether it is allowed.
 // windowMs 0 means the default of 60000.
 func (l *SlidingWindowRateLimiter) Check(ctx context.Context, key string, maxRequests, windowMs int64) (RateLimitResult, error) {
+	return l.CheckAt(ctx, key, maxRequests, windowMs, l.now().UnixMilli())
+}
+
+// CheckAt is Check at the time nowMs (Unix milliseconds) instead of the
+// limiter's clock.
+func (l *SlidingWindowRateLimiter) CheckAt(ctx context.Context, key string, maxRequests, windowMs, nowMs int64) (RateLimitResult, error) {
 	if windowMs <= 0 {
 		windowMs = DefaultWindowMs
 	}
-	nowMs := l.now().UnixMilli()
 	start := nowMs - nowMs%windowMs
 	st, err := l.store.SlidingWindow(ctx, key, start, windowMs, nowMs, maxRequests)
 	if err != nil {

@@ -84,13 +84,23 @@ func NewDistributedSemaphore(store Storage, opts *LimiterOptions) *DistributedSe
 // fails with a QUEUE_TIMEOUT *GuardError. A cancelled ctx ends the wait with
 // ctx's error.
 func (s *DistributedSemaphore) Acquire(ctx context.Context, key string, maxConcurrent, queueTimeoutMs int64, entityName string) (*SemaphoreTicket, error) {
+	t := new(SemaphoreTicket)
+	if ok, err := s.acquire(ctx, key, maxConcurrent, queueTimeoutMs, entityName, s.now().UnixMilli(), t); !ok {
+		return nil, err
+	}
+	return t, nil
+}
+
+// acquire is Acquire into t, whose first try is at nowMs: true when t
+// holds a slot.
+func (s *DistributedSemaphore) acquire(ctx context.Context, key string, maxConcurrent, queueTimeoutMs int64, entityName string, nowMs int64, t *SemaphoreTicket) (bool, error) {
 	ticket := newUUID()
-	ok, err := s.try(ctx, key, ticket, maxConcurrent)
+	ok, err := s.tryAt(ctx, key, ticket, maxConcurrent, nowMs)
 	if err != nil || ok {
-		return s.ticket(key, ticket, ok), err
+		return s.hold(t, key, ticket, ok, err)
 	}
 	if queueTimeoutMs <= 0 {
-		return nil, nil
+		return false, nil
 	}
 
 	deadline := time.NewTimer(time.Duration(queueTimeoutMs) * time.Millisecond)
@@ -102,7 +112,7 @@ func (s *DistributedSemaphore) Acquire(ctx context.Context, key string, maxConcu
 		wake = ch
 		// A release between the first try and the watch would be missed.
 		if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {
-			return s.ticket(key, ticket, ok), err
+			return s.hold(t, key, ticket, ok, err)
 		}
 	}
 	poll := s.pollMin
@@ -111,34 +121,40 @@ func (s *DistributedSemaphore) Acquire(ctx context.Context, key string, maxConcu
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return false, ctx.Err()
 		case <-deadline.C:
 			// One last try: a slot may have been freed at the same moment.
 			if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {
-				return s.ticket(key, ticket, ok), err
+				return s.hold(t, key, ticket, ok, err)
 			}
-			return nil, NewQueueTimeoutError(entityName, queueTimeoutMs)
+			return false, NewQueueTimeoutError(entityName, queueTimeoutMs)
 		case <-wake:
 		case <-pollTimer.C:
 			poll = min(poll*2, s.pollMax)
 			pollTimer.Reset(poll)
 		}
 		if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {
-			return s.ticket(key, ticket, ok), err
+			return s.hold(t, key, ticket, ok, err)
 		}
 	}
 }
 
 func (s *DistributedSemaphore) try(ctx context.Context, key, ticket string, maxConcurrent int64) (bool, error) {
-	nowMs := s.now().UnixMilli()
+	return s.tryAt(ctx, key, ticket, maxConcurrent, s.now().UnixMilli())
+}
+
+func (s *DistributedSemaphore) tryAt(ctx context.Context, key, ticket string, maxConcurrent, nowMs int64) (bool, error) {
 	return s.store.AcquireSlot(ctx, key, ticket, maxConcurrent, nowMs, nowMs+s.ttlMs)
 }
 
-func (s *DistributedSemaphore) ticket(key, ticket string, ok bool) *SemaphoreTicket {
-	if !ok {
-		return nil
+// hold makes t the ticket of a slot taken (ok) by the try that returned ok
+// and err.
+func (s *DistributedSemaphore) hold(t *SemaphoreTicket, key, ticket string, ok bool, err error) (bool, error) {
+	if ok && err == nil {
+		t.Ticket, t.Key, t.sem = ticket, key, s
+		return true, nil
 	}
-	return &SemaphoreTicket{Ticket: ticket, Key: key, sem: s}
+	return false, err
 }
 
 // GetActiveCount returns the number of unexpired tickets of key.
