@@ -254,6 +254,7 @@ type execution struct {
 	toolCalls   int
 	lookups     map[string]bool
 	steps       int64
+	counts      []jsonCount // the serializations under way, innermost last
 	logs        []string
 	logBytes    int
 	logFull     bool
@@ -523,6 +524,10 @@ func (x *execution) runPrelude() error {
 	_ = nat.Set("getTool", x.getToolFunc())
 	_ = nat.Set("log", x.logFunc())
 	_ = nat.Set("step", x.stepFunc())
+	_ = nat.Set("count", x.jsonCounter)
+	_ = nat.Set("countBegin", x.jsonBegin)
+	_ = nat.Set("countFailure", x.jsonFailure)
+	_ = nat.Set("countEnd", x.jsonEnd)
 	_ = nat.Set("json", func(call goja.FunctionCall) goja.Value {
 		s, _ := call.Argument(0).Export().(string)
 		maxArray, _ := memoryCaps(x.limits)

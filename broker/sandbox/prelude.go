@@ -848,25 +848,50 @@ return function setup(nat) {
 	const stringSlice = SP.slice;
 	const origRepeat = SP.repeat;
 	// serialize runs the native JSON.stringify with a replacer that sees
-	// every value it emits (after toJSON, before output): the replacer is
-	// JavaScript, so the interrupt can stop a huge walk, and it counts an
-	// estimate of the output, so a DAG cannot expand past the limit. Only a
+	// every value it emits (after toJSON, before output) and counts an
+	// estimate of the output, so a DAG cannot expand past the limit, and
+	// the depth (goja's stringify recurses in Go once per level). Without a
+	// replacer of the caller's (callTool input, the script result, most
+	// JSON.stringify calls) the counter is native (nat.count, jsoncount.go):
+	// no JavaScript runs per value, and it looks every few hundred values
+	// whether the run was stopped, since the interrupt is seen only where
+	// JavaScript runs. A caller's replacer function runs inside a
+	// JavaScript counter (counting, below), which is interruptible. Only a
 	// property-list replacer, which cannot be combined with a function,
 	// takes the slower walk written in JavaScript (serializeJS).
+	const natCount = nat.count, countBegin = nat.countBegin, countFailure = nat.countFailure, countEnd = nat.countEnd;
 	function serialize(value, replacer, space, what, limit, strict) {
 		if (isArray(replacer)) return serializeJS(value, replacer, space, what, limit, strict);
-		const userFn = typeof replacer === "function" ? replacer : undefined;
+		if (typeof replacer === "function") return serializeWith(value, replacer, space, what, limit, strict);
+		countBegin(limit, strict);
+		try {
+			return jsonStringify(value, natCount, space);
+		} catch (e) {
+			const why = countFailure();
+			if (why === "L") serTooLarge({what: what, limit: limit});
+			if (why === "D") serTooDeep(what);
+			if (why !== "") serFail({what: what}, why[0] === "B" ? "BigInt" : "Symbol", apply(stringSlice, why, [1]));
+			throw e;
+		} finally {
+			countEnd();
+		}
+	}
+	function serTooDeep(what) {
+		throw new RangeErrorC(whatText(what) + " nests deeper than the limit of " + maxJSONDepth + " levels");
+	}
+	// serializeWith is serialize with the caller's replacer function, which
+	// the counter calls first; the same estimates as nat.count.
+	function serializeWith(value, userFn, space, what, limit, strict) {
 		let size = 0;
 		// holders is the path from the root to the value being written: the
-		// walk is depth-first, so the holder of each call is on it. goja's
-		// stringify recurses in Go once per level; the depth is bounded here.
+		// walk is depth-first, so the holder of each call is on it.
 		const holders = [];
 		let depth = 0;
 		function counting(key, v) {
-			if (userFn !== undefined) v = apply(userFn, this, [key, v]);
+			v = apply(userFn, this, [key, v]);
 			while (depth > 0 && holders[depth - 1] !== this) depth--;
 			if (v !== null && typeof v === "object") {
-				if (depth >= maxJSONDepth) throw new RangeErrorC(whatText(what) + " nests deeper than the limit of " + maxJSONDepth + " levels");
+				if (depth >= maxJSONDepth) serTooDeep(what);
 				holders[depth++] = v;
 			}
 			switch (typeof v) {
@@ -887,9 +912,14 @@ return function setup(nat) {
 				break;
 			case "symbol":
 				if (strict) serFail({what: what}, "Symbol", key);
-				return undefined;
+				v = undefined;
+				size += 4;
+				break;
 			default:
-				return v;
+				// undefined or a function: written as null in an array
+				// (a sparse array of 2^32-1 holes is 4 bytes each) and
+				// omitted in an object; counted as null either way.
+				size += 4;
 			}
 			size += key.length + 3;
 			if (size > limit) serTooLarge({what: what, limit: limit});
@@ -1022,9 +1052,10 @@ return function setup(nat) {
 		return out;
 	}
 	// what names the serialized value in error messages: a string, or a
-	// tool name as {tool: name}, turned into text only when an error needs it.
+	// tool call's record (its name is the label errors show), turned into
+	// text only when an error needs it.
 	function whatText(what) {
-		return typeof what === "string" ? what : "callTool(" + jsonStringify(clip(what.tool, 100)) + ") input";
+		return typeof what === "string" ? what : "callTool(" + jsonStringify(clip(what.name, 100)) + ") input";
 	}
 	function toJSONText(value, what, limit) {
 		try {
@@ -1083,15 +1114,15 @@ return function setup(nat) {
 			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new TypeErrorC("callTool: options must be an object")]);
 			soft = options.throwOnError === false;
 		}
+		const rec = {name: label, soft: soft, resolve: undefined, reject: undefined};
 		let text;
 		try {
-			text = input === undefined ? "{}" : toJSONText(input, {tool: label}, maxStringLength);
-			if (text === undefined) throw new TypeErrorC(whatText({tool: label}) + " is not serializable to JSON");
+			text = input === undefined ? "{}" : toJSONText(input, rec, maxStringLength);
+			if (text === undefined) throw new TypeErrorC(whatText(rec) + " is not serializable to JSON");
 		} catch (e) {
 			return apply(promiseReject, PromiseC, [scrub(e)]);
 		}
 		const r = nat.call(name, text);
-		const rec = {name: label, soft: soft};
 		if (typeof r === "string") {
 			try {
 				return new PromiseC((resolve) => resolve(outcome(rec, false, r)));
@@ -1099,11 +1130,18 @@ return function setup(nat) {
 				return apply(promiseReject, PromiseC, [e]);
 			}
 		}
-		return new PromiseC(function (resolve, reject) {
-			rec.resolve = resolve;
-			rec.reject = reject;
-			pending[r] = rec;
-		});
+		// One executor for every call (the intrinsic Promise calls it at
+		// once, before anything else can run), not a closure per call.
+		executing = rec;
+		const p = new PromiseC(executor);
+		executing = undefined;
+		pending[r] = rec;
+		return p;
+	}
+	let executing;
+	function executor(resolve, reject) {
+		executing.resolve = resolve;
+		executing.reject = reject;
 	}
 	function settle(id, ok, payload) {
 		const rec = pending[id];
