@@ -427,12 +427,22 @@ func stateTerms(states string) []string {
 // card"), not by the same word elsewhere ("Delete project" is no match for
 // "bring back a deleted project"); one further on is a noun that its own
 // word covers too ("Set" in "ReplicaSet" by "sets").
-func titleTerms(parts ...string) [][]string {
+//
+// An HTTP method that names the tool ("PostCustomersCustomer", "POST_…")
+// yields to the summary's verb when that says another intent ("Updates the
+// specified customer"), as in ToolIntents: the method is the transport, the
+// summary the meaning, and a slot for it would dilute the title.
+func titleTerms(local, summary string) [][]string {
 	seen := map[string]bool{}
 	var out [][]string
-	for _, part := range parts {
+	method := methodYields(local, summary)
+	for p, part := range []string{local, summary} {
 		leading := true
 		for _, t := range Tokenize(part) {
+			if p == 0 && leading && t == method {
+				leading = false
+				continue
+			}
 			if stopwords[t] || len(t) < 2 || isNumber(t) {
 				// Version markers ("V1", "v2beta1") and numbers say nothing
 				// about what a tool does.

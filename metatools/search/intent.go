@@ -112,6 +112,31 @@ func ToolIntents(name, summary string) []Intent {
 	return out
 }
 
+// methodYields is the HTTP method word that opens a tool's local name when
+// the summary's first intent word says another intent ("PostCustomers…":
+// "Updates the specified customer"), else "".
+func methodYields(local, summary string) string {
+	var first string
+	for _, t := range Tokenize(localName(local, "")) {
+		if intentWords[t] != IntentNone {
+			first = t
+			break
+		}
+	}
+	if !httpMethods[first] {
+		return ""
+	}
+	for _, t := range Tokenize(summary) {
+		if in := intentWords[t]; in != IntentNone {
+			if in != intentWords[first] && !httpMethods[t] {
+				return first
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
 var httpMethods = map[string]bool{"get": true, "post": true, "put": true, "patch": true, "delete": true}
 
 // scopeWords ask for the caller's own things ("issues assigned to me", "my

@@ -530,3 +530,35 @@ func TestBM25ActionWriteVerb(t *testing.T) {
 		t.Errorf("get the attachment: Add attachment factor %v, want half covered and a mismatch", f1)
 	}
 }
+
+// TestBM25MethodYieldsInTitle: an HTTP method naming a tool yields its
+// title slot to the summary's verb when that says another intent, so
+// "update a customer" covers all of PostCustomersCustomer ("Updates the
+// specified customer"); a method that agrees with the summary stays.
+func TestBM25MethodYieldsInTitle(t *testing.T) {
+	for _, c := range []struct {
+		local, summary, method string
+	}{
+		{"PostCustomersCustomer", "Updates the specified customer", "post"},
+		{"POST_campaigns_campaign_id", "Update a campaign", "post"},
+		{"PostCustomers", "Creates a new customer", ""},
+		{"GetCustomers", "Returns a list of customers", ""},
+		{"post_files_id_copy", "Copy file", ""},
+		{"createCustomer", "Updates a customer", ""},
+	} {
+		if m := methodYields(c.local, c.summary); m != c.method {
+			t.Errorf("methodYields(%q, %q) = %q, want %q", c.local, c.summary, m, c.method)
+		}
+	}
+	docs := []Doc{
+		{Name: "s_PostCustomersCustomer", AppID: "s", Description: "Updates the specified customer"},
+		{Name: "s_PostCustomers", AppID: "s", Description: "Creates a new customer"},
+	}
+	ix := NewBM25(docs)
+	if f, why := ix.factor(0, ix.plan("update the specified customer"), true); f != 1+titleCoverage {
+		t.Errorf("update the specified customer: PostCustomersCustomer's title not fully covered (%s)", why)
+	}
+	if title := ix.titles[1]; len(title) == 0 || title[0][0] != titleIntent(IntentCreate) {
+		t.Errorf("PostCustomers lost its verb: %v", title)
+	}
+}
