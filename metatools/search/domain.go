@@ -49,7 +49,7 @@ var domainRelated = map[string][]string{
 	"price": {"plan"}, "assign": {"assignee"}, "assignee": {"assign"}, "owner": {"ownership"},
 	"follow": {"following", "watch", "watcher", "subscribe"}, "watch": {"subscription", "watcher"}, "watcher": {"watch"}, "mute": {"ignore"},
 	"block": {"ban", "blocklist", "blacklist", "denylist"}, "ban": {"block"},
-	"allow": {"allowlist", "whitelist"}, "allowlist": {"whitelist"}, "whitelist": {"allowlist"},
+	"allow": {"allowlist", "whitelist", "permission", "access"}, "allowlist": {"whitelist"}, "whitelist": {"allowlist"},
 	"blocklist": {"blacklist", "denylist"}, "blacklist": {"blocklist", "denylist"}, "denylist": {"blocklist", "blacklist"},
 	"appointment": {"booking", "reservation"}, "booking": {"appointment", "reservation"}, "reservation": {"booking"}, "invite": {"invitation"}, "join": {"member"},
 	"leave": {"remove"}, "schedule": {"scheduled"},
@@ -57,6 +57,7 @@ var domainRelated = map[string][]string{
 	"secret": {"credential"}, "key": {"token"}, "sign": {"auth"}, "auth": {"authentication"},
 	"whoami": {"authenticated", "current"}, "many": {"bulk", "multiple", "batch"}, "multiple": {"bulk", "batch"},
 	"batch": {"bulk", "multiple"}, "bulk": {"batch", "multiple"}, "several": {"bulk", "multiple"}, "profile": {"user"}, "account": {"user"},
+	"machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words
