@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -153,6 +154,12 @@ var (
 	headInModifier = 0.7
 	// deprecatedFactor demotes deprecated tools.
 	deprecatedFactor = 0.75
+	// objectUnmatched scales a tool that matches a request's modifier but
+	// not its object.
+	objectUnmatched = 0.7
+	// objectShare is the part of its best score a word of the request's
+	// object must reach in a tool to count as matched there.
+	objectShare = 0.1
 	// boilerplateDocs: a description sentence found in at least this many
 	// tools (and 1% of them) is boilerplate ("OAuth app tokens need the repo
 	// scope") and is not indexed.
@@ -769,7 +776,10 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 	scores := make([]float64, ix.n)
 	best := make([]float64, ix.n)
 	var touched, gTouched []int32
-	for _, g := range qp.groups {
+	if len(qp.object) > 0 {
+		qp.objectHit = make([]bool, ix.n)
+	}
+	for gi, g := range qp.groups {
 		gTouched = gTouched[:0]
 		for _, wt := range g.terms {
 			idf, ok := ix.idf[wt.term]
@@ -784,7 +794,11 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 				best[p.doc] = max(best[p.doc], s)
 			}
 		}
+		isObject := slices.Contains(qp.object, gi)
 		for _, d := range gTouched {
+			if isObject && best[d] >= objectShare*qp.gUpper[gi] {
+				qp.objectHit[d] = true
+			}
 			if scores[d] == 0 {
 				touched = append(touched, d)
 			}
@@ -845,7 +859,14 @@ type queryPlan struct {
 	// main and prep are the terms of the request's words before its first
 	// preposition and after it (nil without one).
 	main, prep map[string]bool
-	qterms     map[string]bool
+	// object are the indexes of the groups of the request's object when it
+	// has a modifier; objectHit, filled by Rank, says which documents
+	// match one of them.
+	object    []int
+	objectHit []bool
+	// gUpper is each group's largest score.
+	gUpper []float64
+	qterms map[string]bool
 	// words are the lemmas of the query's own words (no relatives).
 	words map[string]bool
 }
@@ -868,6 +889,7 @@ func (ix *BM25) plan(query string) *queryPlan {
 				gUpper = max(gUpper, wt.w*idf)
 			}
 		}
+		qp.gUpper = append(qp.gUpper, gUpper)
 		if gUpper == 0 && !g.optional {
 			// A word no tool has still counts against the maximum: a query
 			// half made of such words is a weaker match.
@@ -896,6 +918,14 @@ func (ix *BM25) plan(query string) *queryPlan {
 		firstPrep = 1
 	}
 	if firstPrep > 0 {
+		// The request's object: the words before the modifier that are
+		// neither its verb nor an intent word ("the nodes" of "list the
+		// nodes in the cluster").
+		for gi, g := range qp.groups {
+			if g.at > 0 && g.at-1 < firstPrep && !g.verb && !g.optional && intentWords[qtoks[g.at-1]] == IntentNone {
+				qp.object = append(qp.object, gi)
+			}
+		}
 		qp.main, qp.prep = map[string]bool{}, map[string]bool{}
 		for _, g := range qp.groups {
 			if g.at == 0 {
@@ -1058,10 +1088,35 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		// "open a ticket in a project" does not create the project.
 		note("head-in-modifier", headInModifier)
 	}
+	if len(qp.object) > 0 && !ix.matchesObject(d, qp) {
+		// The request's modifier matched, its object did not: "list the
+		// nodes in the cluster" is not ClusterRoles.
+		note("object-unmatched", objectUnmatched)
+	}
 	if ix.deprecated[d] {
 		note("deprecated", deprecatedFactor)
 	}
 	return f, strings.Join(why, " ")
+}
+
+// matchesObject reports whether doc has a term of the request's object.
+func (ix *BM25) matchesObject(d int, qp *queryPlan) bool {
+	if qp.objectHit != nil {
+		return qp.objectHit[d]
+	}
+	for _, gi := range qp.object {
+		best := 0.0
+		for _, wt := range qp.groups[gi].terms {
+			ps := ix.postings[wt.term]
+			if i, ok := slices.BinarySearchFunc(ps, int32(d), func(p posting, d int32) int { return int(p.doc - d) }); ok {
+				best = max(best, wt.w*ix.idf[wt.term]*float64(ps[i].sat))
+			}
+		}
+		if best > 0 && best >= objectShare*qp.gUpper[gi] {
+			return true
+		}
+	}
+	return false
 }
 
 // sortHits orders by score, ties by document order (stable results).

@@ -562,3 +562,34 @@ func TestBM25MethodYieldsInTitle(t *testing.T) {
 		t.Errorf("PostCustomers lost its verb: %v", title)
 	}
 }
+
+// TestBM25ObjectUnmatched: a tool that matches the words of a request's
+// modifier but not its object scores less ("list the nodes in the
+// cluster" is not a list of ClusterRoles); a request without a modifier
+// has no such demotion.
+func TestBM25ObjectUnmatched(t *testing.T) {
+	docs := []Doc{
+		{Name: "k_listClusterRole", AppID: "k", Description: "list or watch objects of kind ClusterRole"},
+		{Name: "k_listNode", AppID: "k", Description: "list or watch objects of kind Node"},
+		{Name: "k_listClusterCIDR", AppID: "k", Description: "list or watch objects of kind ClusterCIDR"},
+		{Name: "k_readNode", AppID: "k", Description: "read the specified Node"},
+		{Name: "k_listPod", AppID: "k", Description: "list or watch objects of kind Pod. Lists the pods of a node in the cluster."},
+	}
+	ix := NewBM25(docs)
+	qp := ix.plan("list the nodes in the cluster")
+	if f, why := ix.factor(0, qp, true); !strings.Contains(why, "object-unmatched") {
+		t.Errorf("list the nodes in the cluster: ClusterRole not demoted (%.2f %s)", f, why)
+	}
+	for _, d := range []int{1, 4} {
+		if _, why := ix.factor(d, qp, true); strings.Contains(why, "object-unmatched") {
+			t.Errorf("list the nodes in the cluster: %s demoted (%s)", docs[d].Name, why)
+		}
+	}
+	hits, _ := ix.Rank(context.Background(), "list the nodes in the cluster", 0, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "k_listNode" {
+		t.Errorf("list the nodes in the cluster: first %v", hits)
+	}
+	if _, why := ix.factor(0, ix.plan("list cluster roles"), true); strings.Contains(why, "object-unmatched") {
+		t.Errorf("list cluster roles (no modifier): ClusterRole demoted (%s)", why)
+	}
+}
