@@ -1,5 +1,7 @@
 package search
 
+import "strings"
+
 // phrasalIntents are two-word verbs whose intent is not their first word's:
 // "set up" creates (where "set" alone updates), "look up" reads (where
 // "look" alone searches).
@@ -44,6 +46,11 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 	// night" does not list, "give someone ownership of a filter" does not
 	// search).
 	verbFirst := len(toks) > 0 && intentWords[toks[0]] == IntentNone && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1])
+	// "stop watching an issue", "quit following someone": stopping an
+	// activity undoes it.
+	if len(toks) > 1 && ceaseVerbs[toks[0]] && gerund(toks[1]) {
+		return []Intent{IntentDelete}, map[int]bool{0: true}
+	}
 	// A phrasal verb split by its object: "sign a customer up", "turn the
 	// alerts off".
 	if len(toks) > 3 && objectStarters[toks[1]] {
@@ -135,6 +142,22 @@ func methodYields(local, summary string) string {
 		}
 	}
 	return ""
+}
+
+// ceaseVerbs end the activity their gerund names.
+var ceaseVerbs = map[string]bool{"stop": true, "quit": true, "cease": true}
+
+// gerund reports whether w is the -ing form of a verb ("watching").
+func gerund(w string) bool {
+	if !strings.HasSuffix(w, "ing") {
+		return false
+	}
+	for _, l := range Lemmas(w) {
+		if l != w && isVerb(l) {
+			return true
+		}
+	}
+	return false
 }
 
 var httpMethods = map[string]bool{"get": true, "post": true, "put": true, "patch": true, "delete": true}

@@ -162,6 +162,13 @@ func TestBM25SecondPass(t *testing.T) {
 	if in := QueryIntents("all open issues"); len(in) != 1 || in[0] != IntentList {
 		t.Errorf("a verbless request with all: intents %v, want list", in)
 	}
+	// Stopping an activity undoes it; stopping a thing is no such phrase.
+	for q, want := range map[string]bool{"stop watching an issue": true, "quit following someone": true, "stop a saved card": false, "stop sending emails": true, "stop thing": false} {
+		in := QueryIntents(q)
+		if got := len(in) == 1 && in[0] == IntentDelete; got != want {
+			t.Errorf("%q: intents %v, want delete %v", q, in, want)
+		}
+	}
 }
 
 // TestBM25TitleVerb: the verb that opens a tool's title is covered by the
