@@ -655,7 +655,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		if skip[i] {
 			continue
 		}
-		if scopeWords[t] || t == "am" && i+1 < len(toks) && toks[i+1] == "i" {
+		if scopeWords[t] || t == "am" && i+1 < len(toks) && toks[i+1] == "i" || ownClause(toks, i) {
 			scope = true
 			continue
 		}
@@ -763,6 +763,14 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		groups = append(groups, termGroup{terms: []weighted{{intentTerm(intentFamily(in)), intentQueryWeight}}, optional: true})
 	}
 	return groups
+}
+
+// ownClause reports whether toks[i] is the "I" of a relative clause after a
+// noun ("repos I starred", "the issues I created"): the caller's own
+// things, as "my" says. After a question word or an auxiliary ("which fields
+// do I need", "what can I do", "should I") it is no scope word.
+func ownClause(toks []string, i int) bool {
+	return toks[i] == "i" && i > 0 && !questionWords[toks[i-1]] && !stopwords[toks[i-1]]
 }
 
 // Rank scores every allowed document that shares a term with query and

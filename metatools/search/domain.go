@@ -57,6 +57,7 @@ var domainRelated = map[string][]string{
 	"secret": {"credential"}, "key": {"token"}, "sign": {"auth"}, "auth": {"authentication"},
 	"whoami": {"authenticated", "current"}, "many": {"bulk", "multiple", "batch"}, "multiple": {"bulk", "batch"},
 	"batch": {"bulk", "multiple"}, "bulk": {"batch", "multiple"}, "several": {"bulk", "multiple"}, "profile": {"user"}, "account": {"user"},
+	"every": {"all"}, "all": {"every"}, "cap": {"limit", "quota"},
 	"machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 }
 
@@ -70,6 +71,8 @@ var domainPhrases = map[[2]string][]weighted{
 	{"direct", "message"}: {{"conversation", 0.7}, {"dm", 0.7}, {"im", 0.7}},
 	{"time", "zone"}:      {{"timezone", 1}},
 	{"e", "mail"}:         {{"email", 1}},
+	{"work", "out"}:       {{"calculate", 1}, {"compute", 0.7}, {"estimate", 0.5}},
+	{"bring", "back"}:     {{"restore", 1}, {"undelete", 0.7}, {"recover", 0.7}},
 	{"at", "once"}:        {{"bulk", 0.7}, {"batch", 0.7}, {"multiple", 0.5}, {"collection", 0.5}},
 }
 

@@ -600,3 +600,45 @@ func TestBM25ObjectUnmatched(t *testing.T) {
 		t.Errorf("list cluster roles (no modifier): ClusterRole demoted (%s)", why)
 	}
 }
+
+// TestQueryLanguage: the fourth pass's readings of everyday English. "I"
+// in a relative clause after a noun is the caller ("repos I starred"), not
+// after a question word or an auxiliary; "bring back" restores, "work out"
+// calculates; "every" and "all" meet; a cap is a limit.
+func TestQueryLanguage(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "x_restoreProject", AppID: "x", Description: "Restore a deleted project"},
+		{Name: "x_calculateOrder", AppID: "x", Description: "Calculate an order's total"},
+		{Name: "x_clearLabels", AppID: "x", Description: "Remove all labels from an issue"},
+		{Name: "x_setLimit", AppID: "x", Description: "Set the limit of a namespace"},
+		{Name: "x_listMyStarred", AppID: "x", Description: "List the repos the authenticated user has starred"},
+	})
+	has := func(q, term string) bool {
+		for _, g := range ix.queryGroups(q) {
+			for _, wt := range g.terms {
+				if wt.term == term {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		q, term string
+		want    bool
+	}{
+		{"repos I starred", "authenticated", true},
+		{"the issues I created", "authenticated", true},
+		{"which fields do I need", "authenticated", false},
+		{"what can I do", "authenticated", false},
+		{"I want to star a repo", "authenticated", false},
+		{"bring back a deleted project", "restore", true},
+		{"work out an order's total", "calculate", true},
+		{"remove every label from an issue", "all", true},
+		{"cap the memory of a namespace", "limit", true},
+	} {
+		if got := has(c.q, c.term); got != c.want {
+			t.Errorf("%q has term %q: %v, want %v", c.q, c.term, got, c.want)
+		}
+	}
+}
