@@ -201,9 +201,12 @@ const maxQueuedBytes = 64 << 10
 // encode encodes m's body (appendLocked adds the length prefix); a message
 // larger than the limit is refused with MESSAGE_TOO_LARGE.
 func (fw *frameWriter) encode(m *wireMsg) ([]byte, error) {
-	body, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encoding %s message: %w", m.T, err)
+	body, ok := appendFast(make([]byte, 0, 64+len(m.Name)+len(m.CallID)+len(m.Input)+len(m.Data)), m)
+	if !ok {
+		var err error
+		if body, err = json.Marshal(m); err != nil {
+			return nil, fmt.Errorf("encoding %s message: %w", m.T, err)
+		}
 	}
 	if len(body) > fw.max {
 		return nil, &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("%s message of %d bytes exceeds the limit of %d bytes", m.T, len(body), fw.max)}
@@ -289,6 +292,9 @@ type frameReader struct {
 	max int
 	hdr [frameHeader]byte
 	buf []byte
+	// fastResults decodes result frames by hand (decodeResultFast): set
+	// by a worker only, which trusts its parent.
+	fastResults bool
 }
 
 // read returns the next message. io.EOF means the stream ended cleanly
@@ -317,9 +323,15 @@ func (fr *frameReader) read() (*wireMsg, error) {
 		}
 		return nil, err
 	}
-	m := new(wireMsg)
-	if err := json.Unmarshal(body, m); err != nil {
-		return nil, invalidf("malformed JSON: %v", err)
+	m, ok := (*wireMsg)(nil), false
+	if fr.fastResults {
+		m, ok = decodeResultFast(body)
+	}
+	if !ok {
+		m = new(wireMsg)
+		if err := json.Unmarshal(body, m); err != nil {
+			return nil, invalidf("malformed JSON: %v", err)
+		}
 	}
 	if cap(fr.buf) > 64<<10 {
 		fr.buf = nil

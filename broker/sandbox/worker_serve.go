@@ -92,6 +92,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		return fmt.Errorf("message limit %d below 64 KiB", cfg.MaxMessageBytes)
 	}
 	fr.max = cfg.MaxMessageBytes
+	fr.fastResults = true
 	if sm := cfg.ScriptMemoryBytes; sm > 0 {
 		l := &cfg.Engine.Limits
 		if base, err := Preset(cfg.Engine.Preset); err == nil && (l.MemoryBytes == 0 && base.MemoryBytes > sm || l.MemoryBytes > sm) {

@@ -1,0 +1,148 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// Hand-written codecs for the frames of every tool call: call and wait
+// (worker to parent) and result (parent to worker) are encoded without
+// reflection, and a worker decodes result frames without it. They write
+// what encoding/json writes for the same message (same keys, same order,
+// omitempty alike), except that a call's input and a result's data, JSON
+// checked with json.Valid, are copied as they are where encoding/json
+// would compact them and escape '<', '>' and '&' (the same JSON value).
+// Any message outside their narrow shape goes through encoding/json. The parent's decoding of what a worker sends is never
+// hand-written: it stays encoding/json's, checked by validateFromWorker,
+// because the worker runs hostile scripts.
+
+// appendFast appends m's JSON body to b when m is a call, wait or result
+// message of the usual shape; ok is false (and b unchanged) otherwise.
+func appendFast(b []byte, m *wireMsg) (_ []byte, ok bool) {
+	orig := b
+	if m.V != 0 || m.Init != nil || m.PID != 0 || m.Exec != nil || m.Done != nil || m.Tool != nil ||
+		m.Found || m.Level != "" || m.Message != "" {
+		return b, false
+	}
+	switch m.T {
+	case msgCall:
+		if m.Err != nil || m.Data != nil || m.Seen != 0 {
+			return b, false
+		}
+		if !m.Oversize && (len(m.Input) == 0 || !json.Valid(m.Input)) {
+			return b, false // encoding/json reports what is wrong
+		}
+		if m.Oversize && len(m.Input) != 0 {
+			return b, false
+		}
+		b = appendHead(b, `{"t":"call"`, m.ID, m.Call)
+		var ok bool
+		if m.Name != "" {
+			b = append(b, `,"name":`...)
+			if b, ok = appendPlainString(b, m.Name); !ok {
+				return orig, false
+			}
+		}
+		if m.CallID != "" {
+			b = append(b, `,"callId":`...)
+			if b, ok = appendPlainString(b, m.CallID); !ok {
+				return orig, false
+			}
+		}
+		if len(m.Input) != 0 {
+			b = append(append(b, `,"input":`...), m.Input...)
+		}
+		if m.Oversize {
+			b = append(b, `,"oversize":true`...)
+		}
+		return append(b, '}'), true
+	case msgResult:
+		if m.Err != nil || m.Name != "" || m.CallID != "" || m.Input != nil || m.Oversize || m.Seen != 0 ||
+			len(m.Data) == 0 || !json.Valid(m.Data) {
+			return b, false
+		}
+		b = appendHead(b, `{"t":"result"`, m.ID, m.Call)
+		b = append(append(b, `,"data":`...), m.Data...)
+		return append(b, '}'), true
+	case msgWait:
+		if m.Err != nil || m.Name != "" || m.CallID != "" || m.Input != nil || m.Data != nil || m.Oversize {
+			return b, false
+		}
+		b = appendHead(b, `{"t":"wait"`, m.ID, m.Call)
+		if m.Seen != 0 {
+			b = strconv.AppendUint(append(b, `,"seen":`...), m.Seen, 10)
+		}
+		return append(b, '}'), true
+	}
+	return b, false
+}
+
+// appendHead appends the type and the id and call numbers (omitted when
+// zero, as encoding/json's omitempty does).
+func appendHead(b []byte, start string, id, call uint64) []byte {
+	b = append(b, start...)
+	if id != 0 {
+		b = strconv.AppendUint(append(b, `,"id":`...), id, 10)
+	}
+	if call != 0 {
+		b = strconv.AppendUint(append(b, `,"call":`...), call, 10)
+	}
+	return b
+}
+
+// appendPlainString appends s as a JSON string when it needs no escaping
+// in encoding/json's eyes (printable ASCII without '"', '\\', '<', '>',
+// '&'); ok is false otherwise.
+func appendPlainString(b []byte, s string) (_ []byte, ok bool) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return b, false
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), true
+}
+
+// decodeResultFast decodes a result frame as appendFast writes it
+// ({"t":"result","id":N,"call":N,"data":...}); ok is false for any other
+// body, which the caller decodes with encoding/json. Only a worker uses it:
+// it trusts the parent, yet the data must be one JSON value as
+// json.Unmarshal would require (it scans it all as well). The data is copied (the body's buffer is reused).
+func decodeResultFast(body []byte) (_ *wireMsg, ok bool) {
+	const head = `{"t":"result","id":`
+	if len(body) < len(head) || string(body[:len(head)]) != head || body[len(body)-1] != '}' {
+		return nil, false
+	}
+	rest := body[len(head):]
+	id, rest, ok := cutUint(rest)
+	if !ok || len(rest) < len(`,"call":`) || string(rest[:len(`,"call":`)]) != `,"call":` {
+		return nil, false
+	}
+	call, rest, ok := cutUint(rest[len(`,"call":`):])
+	if !ok || len(rest) < len(`,"data":`)+2 || string(rest[:len(`,"data":`)]) != `,"data":` {
+		return nil, false
+	}
+	data := rest[len(`,"data":`) : len(rest)-1]
+	if !json.Valid(data) { // more keys after data, say
+		return nil, false
+	}
+	return &wireMsg{T: msgResult, ID: id, Call: call, Data: append(json.RawMessage(nil), data...)}, true
+}
+
+// cutUint reads a JSON unsigned integer without leading zeros at the start
+// of b.
+func cutUint(b []byte) (n uint64, rest []byte, ok bool) {
+	i := 0
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	if i == 0 || i > 20 || (b[0] == '0' && i > 1) {
+		return 0, b, false
+	}
+	n, err := strconv.ParseUint(string(b[:i]), 10, 64)
+	if err != nil || n == 0 {
+		return 0, b, false
+	}
+	return n, b[i:], true
+}

@@ -1,0 +1,149 @@
+package sandbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"reflect"
+	"testing"
+)
+
+// TestAppendFastAsEncodingJSON: the hand-written encoder writes the frames
+// of tool calls as encoding/json does (byte for byte when the raw input or
+// data is compact without '<', '>', '&'; the same message when decoded
+// otherwise), and leaves every other message to encoding/json.
+func TestAppendFastAsEncodingJSON(t *testing.T) {
+	fast := []*wireMsg{
+		{T: msgCall, ID: 1, Call: 1, Name: "echo", CallID: "c1", Input: json.RawMessage(`{"i":1}`)},
+		{T: msgCall, ID: math.MaxUint64, Call: math.MaxUint64, Name: "github.list_issues", Input: json.RawMessage(`null`)},
+		{T: msgCall, ID: 7, Call: 3, Name: "echo", CallID: "x", Input: json.RawMessage(`{"s":"<a href=\"x\">&</a>", "u":"\u2028é"}`)},
+		{T: msgCall, ID: 7, Call: 4, Name: "echo", Oversize: true},
+		{T: msgCall, ID: 7, Call: 5, Input: json.RawMessage(`[1, 2 ,3]`)},
+		{T: msgResult, ID: 2, Call: 9, Data: json.RawMessage(`{"ok":true,"n":[1,2,3]}`)},
+		{T: msgResult, ID: 2, Call: 10, Data: json.RawMessage(" \"<tag>\"\n")},
+		{T: msgWait, ID: 3},
+		{T: msgWait, ID: 3, Seen: 42},
+	}
+	for _, m := range fast {
+		want, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendFast(nil, m)
+		if !ok {
+			t.Errorf("%s: not encoded by hand", want)
+			continue
+		}
+		compact := true
+		for _, raw := range []json.RawMessage{m.Input, m.Data} {
+			var buf bytes.Buffer
+			if len(raw) > 0 && (json.Compact(&buf, raw) != nil || !bytes.Equal(buf.Bytes(), raw) || bytes.ContainsAny(raw, "<>&")) {
+				compact = false
+			}
+		}
+		if compact && !bytes.Equal(got, want) {
+			t.Errorf("hand-written %s, encoding/json %s", got, want)
+		}
+		var a, b wireMsg
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		if err := json.Unmarshal(want, &b); err != nil {
+			t.Fatal(err)
+		}
+		if !sameMsg(&a, &b) {
+			t.Errorf("hand-written %s decodes as %+v, encoding/json's as %+v", got, a, b)
+		}
+	}
+	slow := []*wireMsg{
+		{T: msgCall, ID: 1, Call: 1, Name: `we"ird`, Input: json.RawMessage(`1`)},
+		{T: msgCall, ID: 1, Call: 1, Name: "café", Input: json.RawMessage(`1`)},
+		{T: msgCall, ID: 1, Call: 1, Name: "echo", CallID: "<id>", Input: json.RawMessage(`1`)},
+		{T: msgCall, ID: 1, Call: 1, Name: "echo", Input: json.RawMessage(`{"i":`)}, // encoding/json says what is wrong
+		{T: msgCall, ID: 1, Call: 1, Name: "echo"},
+		{T: msgResult, ID: 1, Call: 1, Err: &wireToolErr{Message: "boom"}},
+		{T: msgResult, ID: 1, Call: 1, Data: json.RawMessage(`{`)},
+		{T: msgResult, ID: 1, Call: 1},
+		{T: msgLookup, ID: 1, Call: 1, Name: "echo"},
+		{T: msgLookup, ID: 1, Call: 1, Found: true, Tool: &ToolInfo{Name: "echo"}},
+		{T: msgDone, ID: 1, Done: &wireDone{}},
+		{T: msgExec, ID: 1, Exec: &wireExec{Code: "1"}},
+		{T: msgInit, V: protocolVersion, Init: &wireInit{}},
+		{T: msgReady, V: protocolVersion, PID: 9},
+		{T: msgLog, ID: 1, Level: "log", Message: "x"},
+		{T: msgCancel, ID: 1},
+		{T: msgWait, ID: 1, Name: "x"},
+	}
+	for _, m := range slow {
+		if b, ok := appendFast([]byte("keep"), m); ok || string(b) != "keep" {
+			t.Errorf("%+v: encoded by hand (%q), want encoding/json", m, b)
+		}
+	}
+}
+
+// sameMsg compares two decoded messages, raw JSON by value.
+func sameMsg(a, b *wireMsg) bool {
+	ai, bi, ad, bd := a.Input, b.Input, a.Data, b.Data
+	a.Input, b.Input, a.Data, b.Data = nil, nil, nil, nil
+	defer func() { a.Input, b.Input, a.Data, b.Data = ai, bi, ad, bd }()
+	return reflect.DeepEqual(a, b) && sameJSON(ai, bi) && sameJSON(ad, bd)
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
+
+// TestDecodeResultFast: a worker's hand-written decoding of result frames
+// gives what encoding/json gives, for frames of either encoder, and leaves
+// everything else to encoding/json.
+func TestDecodeResultFast(t *testing.T) {
+	for _, m := range []*wireMsg{
+		{T: msgResult, ID: 1, Call: 1, Data: json.RawMessage(`null`)},
+		{T: msgResult, ID: math.MaxUint64, Call: 123456789, Data: json.RawMessage(`{"a":[1,{"b":"}"}],"c":"\"}"}`)},
+		{T: msgResult, ID: 5, Call: 6, Data: json.RawMessage(`"<&>"`)},
+	} {
+		hand, _ := appendFast(nil, m)
+		std, _ := json.Marshal(m)
+		for _, body := range [][]byte{hand, std} {
+			got, ok := decodeResultFast(body)
+			if !ok {
+				t.Errorf("%s: not decoded by hand", body)
+				continue
+			}
+			var want wireMsg
+			if err := json.Unmarshal(body, &want); err != nil {
+				t.Fatal(err)
+			}
+			if !sameMsg(got, &want) {
+				t.Errorf("%s: by hand %+v, encoding/json %+v", body, got, want)
+			}
+			// The data does not alias the frame's buffer, which is reused.
+			for i := range body {
+				body[i] = 'x'
+			}
+			if !sameJSON(got.Data, m.Data) {
+				t.Errorf("data %s changed with the buffer", got.Data)
+			}
+		}
+	}
+	for _, body := range []string{
+		`{"t":"result","id":1,"call":2,"err":{"message":"boom"}}`,
+		`{"t":"result","id":1,"call":2,"data":1,"seen":3}`,
+		`{"t":"result","id":01,"call":2,"data":1}`,
+		`{"t":"result","id":0,"call":2,"data":1}`,
+		`{"t":"result","id":18446744073709551616,"call":2,"data":1}`,
+		`{"t":"result","call":2,"id":1,"data":1}`,
+		`{"t":"result","id":1,"call":2,"data":}`,
+		`{"t":"result","id":1,"call":2,"data":1`,
+		`{"t":"lookup","id":1,"call":2,"found":true}`,
+		`{"t":"result", "id":1,"call":2,"data":1}`,
+	} {
+		if m, ok := decodeResultFast([]byte(body)); ok {
+			t.Errorf("%s decoded by hand as %+v, want encoding/json", body, m)
+		}
+	}
+}
