@@ -326,6 +326,9 @@ type workerPool struct {
 	now      func() time.Time
 	newTimer func(time.Duration) (<-chan time.Time, func() bool)
 
+	// runners run the host side of tool calls and lookups.
+	runners callRunners
+
 	mu         sync.Mutex
 	closed     bool
 	draining   bool // Shutdown: no new executions
@@ -1161,6 +1164,8 @@ func (p *workerPool) Close() error {
 	}
 	p.bg.Wait()
 	p.procs.Wait()
+	// Every execution ended, and with it every call (run waits for them).
+	p.runners.close()
 	return nil
 }
 

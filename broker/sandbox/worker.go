@@ -547,7 +547,7 @@ func (w *worker) handle(st *execState, m *wireMsg) error {
 	case msgLookup:
 		// Answered off the reader, which must never block on a write.
 		st.calls.Add(1)
-		go w.lookup(st, m)
+		w.p.runners.run(func() { w.lookup(st, m) })
 	case msgCall:
 		st.toolCalls++
 		if st.lim.MaxToolCalls > 0 && st.toolCalls > st.lim.MaxToolCalls {
@@ -558,7 +558,7 @@ func (w *worker) handle(st *execState, m *wireMsg) error {
 		}
 		st.pending.Add(1)
 		st.calls.Add(1)
-		go w.callTool(st, m)
+		w.p.runners.run(func() { w.callTool(st, m) })
 	case msgLog:
 		st.logs++
 		if st.lim.MaxConsoleEntries > 0 && st.logs > st.lim.MaxConsoleEntries {
