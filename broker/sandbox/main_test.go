@@ -3,6 +3,7 @@ package sandbox
 import (
 	"os"
 	"testing"
+	"time"
 )
 
 // TestMain lets the test binary act as a worker: the pool tests start it
@@ -13,5 +14,9 @@ func TestMain(m *testing.M) {
 		os.Exit(runTestWorker(mode))
 	}
 	MaybeServeWorker()
+	// Tests run ServeWorker in this process, which sets time.Local to UTC
+	// unless it is already: set it before any goroutine reads it (every
+	// time.Now does), so that no test's write races another's read.
+	time.Local = time.UTC
 	os.Exit(m.Run())
 }

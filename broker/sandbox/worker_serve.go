@@ -82,7 +82,11 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	}
 	cfg := m.Init
 	// Scripts see UTC: Date must not tell them the server's time zone.
-	time.Local = time.UTC
+	// (Written only when it differs: every time.Now reads it, and tests
+	// serve in-process workers one after another in one process.)
+	if time.Local != time.UTC {
+		time.Local = time.UTC
+	}
 	if cfg.MemoryBytes > 0 {
 		if err := capMemory(cfg.MemoryBytes); err != nil {
 			return fmt.Errorf("capping memory: %w", err)
