@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/textproto"
 	"strconv"
 	"strings"
@@ -317,8 +318,8 @@ func (g *Guard) Cleanup() error {
 // ServeHTTP applies the guard and, when it allows, calls next.
 func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	ctx := r.Context()
-	ip := g.clientIP(r)
-	if res := g.manager.CheckIpFilter(ip); res != nil && !res.Allowed {
+	ip, addr := g.clientIP(r)
+	if res := g.manager.CheckIpFilterAddr(ip, addr); res != nil && !res.Allowed {
 		return g.deny(w, r, res.Err(ip))
 	}
 	var repl *caddy.Replacer
@@ -448,20 +449,26 @@ func (tw *timeoutWriter) Flush() {
 
 // clientIP is Caddy's client IP when the request came from one of the
 // server's trusted_proxies (Caddy then did the X-Forwarded-For work), else
-// the filter's own trust_proxy logic, else the peer address.
-func (g *Guard) clientIP(r *http.Request) string {
+// the filter's own trust_proxy logic, else the peer address; with the
+// address parsed (the zero Addr when it is not an IP or there is no filter
+// to use it), so that the IP filter does not parse it again.
+func (g *Guard) clientIP(r *http.Request) (string, netip.Addr) {
 	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); trusted {
 		if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
 			if a, err := guard.ParseClientIP(ip); err == nil {
-				return a.String()
+				return a.String(), a
 			}
-			return ip
+			return ip, netip.Addr{}
 		}
 	}
-	if f := g.manager.IpFilter(); f != nil && f.TrustsProxy() {
-		return f.ClientIP(r.RemoteAddr, r.Header["X-Forwarded-For"])
+	if f := g.manager.IpFilter(); f != nil {
+		var xff []string
+		if f.TrustsProxy() {
+			xff = r.Header["X-Forwarded-For"]
+		}
+		return f.ClientAddr(r.RemoteAddr, xff)
 	}
-	return guard.ClientIPFromXFF(r.RemoteAddr, nil, 1)
+	return guard.ClientIPFromXFF(r.RemoteAddr, nil, 1), netip.Addr{}
 }
 
 // deny answers a guard error. Non-guard errors (a cancelled request) are

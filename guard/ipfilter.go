@@ -76,8 +76,14 @@ func NewIpFilter(cfg IpFilterConfig) (*IpFilter, error) {
 // Check evaluates clientIP. An address that does not parse matches no rule
 // and gets the default action.
 func (f *IpFilter) Check(clientIP string) IpFilterResult {
-	addr, err := ParseClientIP(clientIP)
-	if err == nil {
+	addr, _ := ParseClientIP(clientIP)
+	return f.CheckAddr(addr)
+}
+
+// CheckAddr is Check of an address already parsed by ParseClientIP; the
+// zero (invalid) Addr gets the default action, as an unparsable one.
+func (f *IpFilter) CheckAddr(addr netip.Addr) IpFilterResult {
+	if addr.IsValid() {
 		if r, ok := match(f.deny, addr); ok {
 			return IpFilterResult{Allowed: false, Reason: ReasonDenylisted, MatchedRule: r}
 		}
@@ -104,10 +110,17 @@ func (f *IpFilter) IsAllowListed(clientIP string) bool {
 // values. Without trustProxy it is remoteAddr's host; with it, see
 // ClientIPFromXFF.
 func (f *IpFilter) ClientIP(remoteAddr string, xff []string) string {
+	ip, _ := f.ClientAddr(remoteAddr, xff)
+	return ip
+}
+
+// ClientAddr is ClientIP with the address parsed (ParseClientIP), for
+// CheckAddr: the zero Addr when it is not an IP.
+func (f *IpFilter) ClientAddr(remoteAddr string, xff []string) (string, netip.Addr) {
 	if !f.trustProxy {
-		return hostOnly(remoteAddr)
+		return hostAddr(remoteAddr)
 	}
-	return ClientIPFromXFF(remoteAddr, xff, f.depth)
+	return clientAddrFromXFF(remoteAddr, xff, f.depth)
 }
 
 // TrustsProxy reports whether ClientIP reads X-Forwarded-For (trust_proxy),
@@ -186,6 +199,11 @@ func ParseClientIP(s string) (netip.Addr, error) {
 // remoteAddr's host is returned. The result is normalised (no port, no
 // zone, IPv4-mapped IPv6 as IPv4).
 func ClientIPFromXFF(remoteAddr string, xff []string, depth int) string {
+	ip, _ := clientAddrFromXFF(remoteAddr, xff, depth)
+	return ip
+}
+
+func clientAddrFromXFF(remoteAddr string, xff []string, depth int) (string, netip.Addr) {
 	if depth <= 0 {
 		depth = DefaultTrustedProxyDepth
 	}
@@ -209,22 +227,31 @@ func ClientIPFromXFF(remoteAddr string, xff []string, depth int) string {
 	}
 	if chosen != "" {
 		if a, err := ParseClientIP(chosen); err == nil {
-			return a.String()
+			return a.String(), a
 		}
 	}
-	return hostOnly(remoteAddr)
+	return hostAddr(remoteAddr)
 }
 
 // hostOnly returns the normalised IP of remoteAddr, or remoteAddr without a
 // port when it is not an IP.
 func hostOnly(remoteAddr string) string {
+	ip, _ := hostAddr(remoteAddr)
+	return ip
+}
+
+// hostAddr is hostOnly with the parsed address (the zero Addr when it is
+// not an IP).
+func hostAddr(remoteAddr string) (string, netip.Addr) {
 	if a, err := ParseClientIP(remoteAddr); err == nil {
-		return addrText(a, hostPart(remoteAddr))
+		return addrText(a, hostPart(remoteAddr)), a
 	}
 	if i := strings.LastIndexByte(remoteAddr, ':'); i >= 0 && !strings.Contains(remoteAddr[:i], ":") {
-		return remoteAddr[:i]
+		// The host may still be an IP ("0.0.0.0:", an empty port).
+		a, _ := ParseClientIP(remoteAddr[:i])
+		return remoteAddr[:i], a
 	}
-	return remoteAddr
+	return remoteAddr, netip.Addr{}
 }
 
 // hostPart is the host of "host:port", "[host]:port" or a bare address, as

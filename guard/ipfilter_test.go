@@ -219,6 +219,16 @@ func FuzzClientIPFromXFF(f *testing.F) {
 			return
 		}
 		got := ClientIPFromXFF(remote, strings.Split(xff, "\n"), depth)
+		// The parsed form handed to CheckAddr is the address of the text,
+		// and the filter decides the same on either.
+		ip, addr := clientAddrFromXFF(remote, strings.Split(xff, "\n"), depth)
+		if parsed, err := ParseClientIP(got); ip != got || (err == nil) != addr.IsValid() || (err == nil && parsed != addr) {
+			t.Fatalf("clientAddrFromXFF(%q, %q) = %q, %v; ClientIPFromXFF %q", remote, xff, ip, addr, got)
+		}
+		filter := mustFilter(t, IpFilterConfig{AllowList: []string{"10.0.0.0/8", "::1"}, DenyList: []string{"10.6.0.0/16"}, DefaultAction: ActionDeny})
+		if filter.CheckAddr(addr) != filter.Check(got) {
+			t.Fatalf("CheckAddr(%v) and Check(%q) differ", addr, got)
+		}
 		if a, err := netip.ParseAddr(got); err == nil {
 			if a.Is4In6() || a.Zone() != "" {
 				t.Fatalf("result %q is not normalised", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -391,17 +392,30 @@ func (m *GuardManager) TimeoutMs(cfg *TimeoutConfig) int64 {
 func (m *GuardManager) CheckIpFilter(clientIP string) *IpFilterResult {
 	// Small enough to be inlined, so that the result stays on the
 	// caller's stack.
-	if r, ok := m.checkIP(clientIP); ok {
+	if r, ok := m.checkIP(clientIP, netip.Addr{}, false); ok {
 		return &r
 	}
 	return nil
 }
 
-func (m *GuardManager) checkIP(clientIP string) (IpFilterResult, bool) {
+// CheckIpFilterAddr is CheckIpFilter of clientIP whose parsed form
+// (ParseClientIP, IpFilter.ClientAddr) is addr, for a caller that parsed it
+// already; the zero addr gets the default action.
+func (m *GuardManager) CheckIpFilterAddr(clientIP string, addr netip.Addr) *IpFilterResult {
+	if r, ok := m.checkIP(clientIP, addr, true); ok {
+		return &r
+	}
+	return nil
+}
+
+func (m *GuardManager) checkIP(clientIP string, addr netip.Addr, parsed bool) (IpFilterResult, bool) {
 	if m.ipFilter == nil || !m.cfg.Enabled || clientIP == "" {
 		return IpFilterResult{}, false
 	}
-	r := m.ipFilter.Check(clientIP)
+	if !parsed {
+		addr, _ = ParseClientIP(clientIP)
+	}
+	r := m.ipFilter.CheckAddr(addr)
 	if r.Allowed {
 		m.metrics.decide(RuleIPFilter, OutcomeAllowed)
 	} else {

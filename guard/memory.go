@@ -21,7 +21,7 @@ type MemoryStorage struct {
 
 type memoryShard struct {
 	mu      sync.Mutex
-	windows map[string]memoryWindow
+	windows map[string]*memoryWindow    // pointers: a check updates its window in place (one lookup)
 	sems    map[string]map[string]int64 // ticket -> expiresAtMs
 	waiters map[string]map[chan struct{}]struct{}
 }
@@ -53,7 +53,7 @@ func NewMemoryStorage(opts *MemoryStorageOptions) *MemoryStorage {
 	}
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.windows = make(map[string]memoryWindow)
+		sh.windows = make(map[string]*memoryWindow)
 		sh.sems = make(map[string]map[string]int64)
 		sh.waiters = make(map[string]map[chan struct{}]struct{})
 	}
@@ -71,16 +71,17 @@ func (s *MemoryStorage) shard(key string) *memoryShard {
 func (s *MemoryStorage) SlidingWindow(_ context.Context, key string, windowStartMs, windowMs, nowMs, maxRequests int64) (WindowState, error) {
 	sh := s.shard(key)
 	sh.mu.Lock()
-	w, ok := sh.windows[key]
+	w := sh.windows[key]
 	switch {
-	case !ok:
-		w = memoryWindow{start: windowStartMs}
+	case w == nil:
+		w = &memoryWindow{start: windowStartMs}
+		sh.windows[key] = w
 	case w.start == windowStartMs:
 	case w.start == windowStartMs-windowMs:
-		w = memoryWindow{start: windowStartMs, prev: w.cur}
+		*w = memoryWindow{start: windowStartMs, prev: w.cur}
 	case w.start > windowStartMs: // the clock went back: keep the newer window
 	default:
-		w = memoryWindow{start: windowStartMs}
+		*w = memoryWindow{start: windowStartMs}
 	}
 	w.windowMs = windowMs
 	st := WindowState{WindowStartMs: w.start, Previous: w.prev}
@@ -89,7 +90,6 @@ func (s *MemoryStorage) SlidingWindow(_ context.Context, key string, windowStart
 		st.Allowed = true
 	}
 	st.Current = w.cur
-	sh.windows[key] = w
 	sh.mu.Unlock()
 	return st, nil
 }
@@ -134,8 +134,8 @@ func (s *MemoryStorage) ReleaseSlot(_ context.Context, key, ticket string) error
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if tickets, ok := sh.sems[key]; ok {
-		if _, held := tickets[ticket]; held {
-			delete(tickets, ticket)
+		n := len(tickets)
+		if delete(tickets, ticket); len(tickets) < n { // it was held
 			sh.wakeLocked(key)
 		}
 	}
@@ -189,6 +189,9 @@ func (s *MemoryStorage) WatchReleases(key string) (<-chan struct{}, func()) {
 }
 
 func (sh *memoryShard) wakeLocked(key string) {
+	if len(sh.waiters) == 0 { // the common case: nobody queued in this shard, no lookup
+		return
+	}
 	for ch := range sh.waiters[key] {
 		select {
 		case ch <- struct{}{}:
