@@ -223,16 +223,14 @@ return function setup(nat) {
 	wrap(SP, "padEnd", checkPad);
 	// Every array method loops in Go over the receiver's length, which a
 	// sparse array can set to 2^32-1 for free.
-	const readOnly = ["at", "entries", "every", "filter", "find", "findIndex", "findLast", "findLastIndex",
-		"forEach", "includes", "indexOf", "keys", "lastIndexOf", "map", "reduce", "reduceRight",
-		"slice", "some", "toLocaleString", "toReversed", "toSpliced", "toString", "values", "with"];
+	const readOnly = ["at", "entries", "includes", "indexOf", "keys", "lastIndexOf",
+		"slice", "toLocaleString", "toReversed", "toSpliced", "toString", "values", "with"];
 	const mutating = ["copyWithin", "fill", "reverse", "shift", "splice", "unshift"];
-	// Methods whose first argument is a callback.
+	// Read-only methods whose first argument is a callback.
 	const withCallback = ["every", "filter", "find", "findIndex", "findLast", "findLastIndex", "forEach", "map", "reduce", "reduceRight", "some"];
 	const apSymbols = getOwnPropertySymbols(AP);
-	const symbolNames = [];
 	for (let i = 0; i < apSymbols.length; i++) {
-		if (AP[apSymbols[i]] === AP.values) { apply(arrayPush, readOnly, [apSymbols[i]]); apply(arrayPush, symbolNames, ["[Symbol.iterator]"]); }
+		if (AP[apSymbols[i]] === AP.values) apply(arrayPush, readOnly, [apSymbols[i]]);
 	}
 	const checkReadOnly = (t) => arrayThis(t, false, "");
 	const checkWithCallback = (t, a) => {
@@ -240,9 +238,8 @@ return function setup(nat) {
 		return arrayThis(t, false, "");
 	};
 	const checkMutating = (t, a, name) => arrayThis(t, true, name);
-	for (let i = 0; i < readOnly.length; i++) {
-		wrap(AP, readOnly[i], apply(arrayIndexOf, withCallback, [readOnly[i]]) >= 0 ? checkWithCallback : checkReadOnly);
-	}
+	for (let i = 0; i < readOnly.length; i++) wrap(AP, readOnly[i], checkReadOnly);
+	for (let i = 0; i < withCallback.length; i++) wrap(AP, withCallback[i], checkWithCallback);
 	for (let i = 0; i < mutating.length; i++) wrap(AP, mutating[i], checkMutating);
 	// sort: past sortNativeMax elements the default order runs as a
 	// JavaScript comparator, so a huge native sort can be interrupted.
