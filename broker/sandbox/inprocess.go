@@ -435,7 +435,18 @@ func (x *execution) run() (res *Result, err error) {
 		}
 		x.pending--
 		x.settled++
-		if _, gerr := settle(goja.Undefined(), rt.ToValue(c.id), rt.ToValue(c.ok), rt.ToValue(c.payload)); gerr != nil {
+		// A result is handed over as the value JSON.parse would make of
+		// it, built here; an error (and any result jsonValue leaves to
+		// JSON.parse) as its JSON text.
+		var payload goja.Value
+		built := false
+		if c.ok {
+			payload, built = jsonValue(rt, c.payload)
+		}
+		if !built {
+			payload = rt.ToValue(c.payload)
+		}
+		if _, gerr := settle(goja.Undefined(), rt.ToValue(c.id), rt.ToValue(c.ok), payload, rt.ToValue(built)); gerr != nil {
 			return x.failure(gerr, describe)
 		}
 	}

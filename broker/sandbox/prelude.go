@@ -1090,9 +1090,11 @@ return function setup(nat) {
 		apply(arrayPush, toolErrorRecs, [{toolName: toolName, code: code, message: message}]);
 		return scrub(e);
 	}
-	function outcome(rec, ok, payload) {
+	// outcome is what a call's promise settles with. payload is JSON text,
+	// or for a result the value the Go side built from it (built).
+	function outcome(rec, ok, payload, built) {
 		if (ok) {
-			const data = jsonParse(payload);
+			const data = built === true ? payload : jsonParse(payload);
 			return rec.soft ? {success: true, data: data, error: null} : data;
 		}
 		const err = jsonParse(payload);
@@ -1140,13 +1142,13 @@ return function setup(nat) {
 		executing.resolve = resolve;
 		executing.reject = reject;
 	}
-	function settle(id, ok, payload) {
+	function settle(id, ok, payload, built) {
 		const rec = pending[id];
 		if (rec === undefined) return;
 		delete pending[id];
 		let v;
 		try {
-			v = outcome(rec, ok, payload);
+			v = outcome(rec, ok, payload, built);
 		} catch (e) {
 			rec.reject(e);
 			return;
