@@ -655,6 +655,11 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		if skip[i] {
 			continue
 		}
+		if t == "me" && i == 1 && len(toks) > 2 && !questionWords[toks[0]] && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1]) {
+			// "show me the pods", "give me a list of users": the one the
+			// answer is for, not the caller's own things.
+			continue
+		}
 		if scopeWords[t] || t == "am" && i+1 < len(toks) && toks[i+1] == "i" || ownClause(toks, i) {
 			scope = true
 			continue

@@ -603,7 +603,8 @@ func TestBM25ObjectUnmatched(t *testing.T) {
 
 // TestQueryLanguage: the fourth pass's readings of everyday English. "I"
 // in a relative clause after a noun is the caller ("repos I starred"), not
-// after a question word or an auxiliary; "bring back" restores, "work out"
+// after a question word or an auxiliary; "me" right after an opening verb
+// is whom the answer is for ("show me the pods"); "bring back" restores, "work out"
 // calculates; "every" and "all" meet; a cap is a limit.
 func TestQueryLanguage(t *testing.T) {
 	ix := NewBM25([]Doc{
@@ -632,6 +633,9 @@ func TestQueryLanguage(t *testing.T) {
 		{"which fields do I need", "authenticated", false},
 		{"what can I do", "authenticated", false},
 		{"I want to star a repo", "authenticated", false},
+		{"show me every pod", "authenticated", false},
+		{"give me my repos", "authenticated", true},
+		{"assign the issue to me", "authenticated", true},
 		{"bring back a deleted project", "restore", true},
 		{"work out an order's total", "calculate", true},
 		{"remove every label from an issue", "all", true},
