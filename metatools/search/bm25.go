@@ -879,7 +879,9 @@ type queryPlan struct {
 	objectHit []bool
 	// gUpper is each group's largest score.
 	gUpper []float64
-	qterms map[string]bool
+	// verbTerms are the terms of the request's opening verb.
+	verbTerms map[string]bool
+	qterms    map[string]bool
 	// words are the lemmas of the query's own words (no relatives).
 	words map[string]bool
 }
@@ -958,6 +960,10 @@ func (ix *BM25) plan(query string) *queryPlan {
 			qp.qterms[wt.term] = true
 			if g.verb {
 				qp.qterms[verbTerm(wt.term)] = true
+				if qp.verbTerms == nil {
+					qp.verbTerms = map[string]bool{}
+				}
+				qp.verbTerms[wt.term] = true
 			}
 		}
 	}
@@ -1072,7 +1078,14 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 					break
 				}
 			}
-			if !hit && qp.action && len(slot) > 1 && strings.HasPrefix(slot[1], "@") && !readVerbs[slot[0]] {
+			switch {
+			case hit || !qp.action || len(slot) < 2 || !strings.HasPrefix(slot[1], "@"):
+			case slot[0] == titleIntent(IntentCreate) && qp.verbTerms[ix.heads[d]]:
+				// The imperative's verb names what the tool creates: "book
+				// an appointment" (booking), "follow an issue" (a
+				// watcher), "schedule a campaign" (a schedule).
+				covered++
+			case !readVerbs[slot[0]]:
 				// An imperative of a verb no intent names ("attach a
 				// file", "approve a PR") asks to change something: a
 				// tool's writing verb ("Add attachment", "Create pull

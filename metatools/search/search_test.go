@@ -646,3 +646,29 @@ func TestQueryLanguage(t *testing.T) {
 		}
 	}
 }
+
+// TestBM25ActionNamesCreated: an imperative whose verb (or a relative of
+// it) names what a tool creates covers that tool's create verb in full:
+// "book an appointment" creates a booking, "follow an issue" adds a
+// watcher; the update of the same thing gets only the imperative's partial
+// cover.
+func TestBM25ActionNamesCreated(t *testing.T) {
+	docs := []Doc{
+		{Name: "x_UpdateBooking", AppID: "x", Description: "Updates a booking"},
+		{Name: "x_CreateBooking", AppID: "x", Description: "Creates a booking"},
+		{Name: "x_addWatcher", AppID: "x", Description: "Add watcher"},
+		{Name: "x_getWatchers", AppID: "x", Description: "Get issue watchers"},
+	}
+	ix := NewBM25(docs)
+	qp := ix.plan("book an appointment for a customer")
+	fc, why := ix.factor(1, qp, true)
+	if fc != 1+titleCoverage {
+		t.Errorf("book an appointment: CreateBooking title not fully covered (%s)", why)
+	}
+	if fu, why := ix.factor(0, qp, true); fu >= fc {
+		t.Errorf("book an appointment: UpdateBooking %.2f >= CreateBooking %.2f (%s)", fu, fc, why)
+	}
+	if f, why := ix.factor(2, ix.plan("follow an issue"), true); f != 1+titleCoverage {
+		t.Errorf("follow an issue: Add watcher not fully covered (%s)", why)
+	}
+}
