@@ -147,6 +147,9 @@ func TestScriptAPI(t *testing.T) {
 			return [t.split("-").length, t.replace(/(\w)/g, "<$1>").length, t.replaceAll("-", "--").length, t.replace("a", () => "A")[0],
 				(t.match(/b/g) || []).length, [...t.matchAll(/c/g)].length, "a$b".replace("$", "$$"), "x".replace("x", "$&$&")]`,
 			status: StatusOK, result: `[2001,11000,7000,"A",1000,1000,"a$b","xx"]`},
+		{name: "API functions are frozen and no constructors", code: `const fs = [callTool, getTool, searchTools, describeTool];
+			return fs.map(f => [f.name, Object.isFrozen(f), "prototype" in f, (() => { try { new f("echo"); return "constructed" } catch (e) { return e.name } })()])`,
+			status: StatusOK, result: `[["callTool",true,false,"TypeError"],["getTool",true,false,"TypeError"],["searchTools",true,false,"TypeError"],["describeTool",true,false,"TypeError"]]`},
 		{name: "dates work", code: `return typeof Date.now()`, status: StatusOK, result: `"number"`},
 	}
 	for _, tc := range cases {

@@ -1101,10 +1101,10 @@ return function setup(nat) {
 		if (rec.soft) return {success: false, data: null, error: {message: err.message, code: err.code}};
 		throw toolError(rec.name, err.code, err.message);
 	}
-	function callTool(name, input, options) {
+	const callTool = (name, input, options) => {
 		if (typeof name !== "string") return apply(promiseReject, PromiseC, [new TypeErrorC("callTool: the tool name must be a string")]);
 		return invoke(name, name, input, options);
-	}
+	};
 	// invoke makes one call through the host: a tool, or searchTools and
 	// describeTool under their reserved names (label is what errors show).
 	function invoke(name, label, input, options) {
@@ -1155,16 +1155,16 @@ return function setup(nat) {
 		}
 		rec.resolve(v);
 	}
-	function getTool(name) {
+	const getTool = (name) => {
 		if (typeof name !== "string") throw new TypeErrorC("getTool: the tool name must be a string");
 		const s = nat.getTool(name);
 		return s === "" ? null : jsonParse(s);
-	}
+	};
 
 	// --- discovery inside the plan ----------------------------------------
 	// searchTools and describeTool ask the host (see Discovery); each counts
 	// as a tool call against the run's limits.
-	function searchTools(query, options) {
+	const searchTools = (query, options) => {
 		if (typeof query !== "string") return apply(promiseReject, PromiseC, [new TypeErrorC("searchTools: the query must be a string")]);
 		const req = {query: query};
 		if (options !== undefined && options !== null) {
@@ -1175,11 +1175,11 @@ return function setup(nat) {
 			}
 		}
 		return invoke("\u0000searchTools", "searchTools", req, undefined);
-	}
-	function describeTool(name) {
+	};
+	const describeTool = (name) => {
 		if (typeof name !== "string") return apply(promiseReject, PromiseC, [new TypeErrorC("describeTool: the tool name must be a string")]);
 		return invoke("\u0000describeTool", "describeTool", {name: name}, undefined);
-	}
+	};
 
 	// --- __safe_parallel ----------------------------------------------------
 	function errorMessage(e) {
