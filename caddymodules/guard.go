@@ -201,7 +201,7 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		r.item = name + ";r="
 		policies = append(policies, rateLimitPolicy(name, r.cfg.MaxRequests, r.cfg.Window()))
 		if isPlaceholderPartition(rl.PartitionBy) {
-			r.tmpl = rl.PartitionBy
+			r.tmpl, r.cfg.PartitionBy = rl.PartitionBy, perRequestPartition
 			g.needRepl = true
 		}
 		g.rates = append(g.rates, r)
@@ -210,7 +210,7 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	for _, cc := range g.Concurrency {
 		s := guardSem{entity: g.entity(cc.Name), cfg: *cc.config()}
 		if isPlaceholderPartition(cc.PartitionBy) {
-			s.tmpl = cc.PartitionBy
+			s.tmpl, s.cfg.PartitionBy = cc.PartitionBy, perRequestPartition
 			g.needRepl = true
 		}
 		g.sems = append(g.sems, s)
@@ -226,20 +226,10 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("codemode_guard: %w", err)
 	}
 	for i := range g.rates {
-		rl := &g.rates[i]
-		cfg := rl.cfg
-		if rl.tmpl != "" {
-			cfg.PartitionBy = perRequestPartition
-		}
-		rl.limit = m.PrepareRateLimit(rl.entity, cfg)
+		g.rates[i].limit = m.PrepareRateLimit(g.rates[i].entity, g.rates[i].cfg)
 	}
 	for i := range g.sems {
-		s := &g.sems[i]
-		cfg := s.cfg
-		if s.tmpl != "" {
-			cfg.PartitionBy = perRequestPartition
-		}
-		s.sem = m.PrepareSemaphore(s.entity, cfg)
+		g.sems[i].sem = m.PrepareSemaphore(g.sems[i].entity, g.sems[i].cfg)
 	}
 	g.manager, g.storeKey = m, key
 	return nil
