@@ -81,18 +81,10 @@ func (p *jsonBuilder) value(depth int) (goja.Value, bool) {
 			if o.DefineDataProperty(k, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE) != nil {
 				return nil, false
 			}
-			p.space()
-			if p.i >= len(p.s) {
+			if more, ok := p.after('}'); !ok {
 				return nil, false
-			}
-			switch p.s[p.i] {
-			case ',':
-				p.i++
-			case '}':
-				p.i++
+			} else if !more {
 				return o, true
-			default:
-				return nil, false
 			}
 		}
 	case c == '[':
@@ -109,18 +101,10 @@ func (p *jsonBuilder) value(depth int) (goja.Value, bool) {
 				return nil, false
 			}
 			items = append(items, v)
-			p.space()
-			if p.i >= len(p.s) {
+			if more, ok := p.after(']'); !ok {
 				return nil, false
-			}
-			switch p.s[p.i] {
-			case ',':
-				p.i++
-			case ']':
-				p.i++
+			} else if !more {
 				return p.rt.NewArray(items...), true
-			default:
-				return nil, false
 			}
 		}
 	case c == '"':
@@ -154,6 +138,24 @@ func (p *jsonBuilder) value(depth int) (goja.Value, bool) {
 		return p.rt.ToValue(f), true
 	}
 	return nil, false
+}
+
+// after reads what follows a member or element: a comma (more) or the
+// closing bracket end; ok is false for anything else.
+func (p *jsonBuilder) after(end byte) (more, ok bool) {
+	p.space()
+	if p.i >= len(p.s) {
+		return false, false
+	}
+	switch p.s[p.i] {
+	case ',':
+		p.i++
+		return true, true
+	case end:
+		p.i++
+		return false, true
+	}
+	return false, false
 }
 
 func (p *jsonBuilder) word(w string) bool {
