@@ -183,12 +183,13 @@ func (m *GuardManager) checkRate(ctx context.Context, entityName string, cfg *Ra
 		return allowAll, nil
 	}
 	key := m.storageKey(entityName, cfg.PartitionBy, pc, suffixRate)
-	return m.checkRateKey(ctx, key, rateRule(entityName), cfg, m.now().UnixMilli())
+	rm := ruleMetrics{rule: rateRule(entityName), denied: OutcomeRateLimited}
+	return m.checkRateKey(ctx, key, &rm, cfg, m.now().UnixMilli())
 }
 
 // checkRateKey counts a request against the rate limit cfg stored at key,
 // at nowMs.
-func (m *GuardManager) checkRateKey(ctx context.Context, key, rule string, cfg *RateLimitConfig, nowMs int64) (RateLimitResult, error) {
+func (m *GuardManager) checkRateKey(ctx context.Context, key string, rm *ruleMetrics, cfg *RateLimitConfig, nowMs int64) (RateLimitResult, error) {
 	var r RateLimitResult
 	err := m.skipStorage()
 	if err == nil {
@@ -196,7 +197,7 @@ func (m *GuardManager) checkRateKey(ctx context.Context, key, rule string, cfg *
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			m.metrics.storageUnavailable(rule, m.failOpen)
+			m.metrics.storageUnavailable(rm.rule, m.failOpen)
 		}
 		if err := m.storageFailed(ctx, "rate limit", err); err != nil {
 			return RateLimitResult{}, err
@@ -204,7 +205,7 @@ func (m *GuardManager) checkRateKey(ctx context.Context, key, rule string, cfg *
 		return RateLimitResult{Allowed: true, Limit: cfg.MaxRequests, Remaining: cfg.MaxRequests}, nil
 	}
 	m.storageOK()
-	m.metrics.decide(rule, rateOutcome(r))
+	rm.decide(m.metrics, r.Allowed)
 	return r, nil
 }
 
@@ -229,7 +230,7 @@ func concurrencyRule(entityName string) string {
 type PreparedRateLimit struct {
 	m         *GuardManager
 	cfg       RateLimitConfig
-	rule      string
+	metrics   ruleMetrics
 	keyPrefix string // "<entity>:"
 	fixedKey  string // the storage key of a global partition, else ""
 }
@@ -237,7 +238,7 @@ type PreparedRateLimit struct {
 // PrepareRateLimit prepares the rate limit cfg of entityName. Checks of the
 // result count against the same counters as CheckRateLimit(entityName, &cfg).
 func (m *GuardManager) PrepareRateLimit(entityName string, cfg RateLimitConfig) *PreparedRateLimit {
-	p := &PreparedRateLimit{m: m, cfg: cfg, rule: rateRule(entityName), keyPrefix: entityName + ":"}
+	p := &PreparedRateLimit{m: m, cfg: cfg, metrics: m.metrics.forRule(rateRule(entityName), OutcomeRateLimited), keyPrefix: entityName + ":"}
 	if fixedPartition(cfg.PartitionBy) {
 		p.fixedKey = BuildStorageKey(entityName, PartitionGlobal, suffixRate)
 	}
@@ -256,7 +257,7 @@ func (p *PreparedRateLimit) Check(ctx context.Context, partition string, now tim
 	if key == "" {
 		key = p.keyPrefix + partition + ":" + suffixRate
 	}
-	return p.m.checkRateKey(ctx, key, p.rule, &p.cfg, now.UnixMilli())
+	return p.m.checkRateKey(ctx, key, &p.metrics, &p.cfg, now.UnixMilli())
 }
 
 // PreparedSemaphore is one entity's concurrency limit set up for repeated
@@ -266,7 +267,7 @@ type PreparedSemaphore struct {
 	m         *GuardManager
 	entity    string
 	cfg       ConcurrencyConfig
-	rule      string
+	metrics   ruleMetrics
 	keyPrefix string
 	fixedKey  string
 }
@@ -274,7 +275,8 @@ type PreparedSemaphore struct {
 // PrepareSemaphore prepares the concurrency limit cfg of entityName. Its
 // slots are the same as those of AcquireSemaphore(entityName, &cfg).
 func (m *GuardManager) PrepareSemaphore(entityName string, cfg ConcurrencyConfig) *PreparedSemaphore {
-	p := &PreparedSemaphore{m: m, entity: entityName, cfg: cfg, rule: concurrencyRule(entityName), keyPrefix: entityName + ":"}
+	p := &PreparedSemaphore{m: m, entity: entityName, cfg: cfg, metrics: m.metrics.forRule(concurrencyRule(entityName), OutcomeConcurrencyLimited),
+		keyPrefix: entityName + ":"}
 	if fixedPartition(cfg.PartitionBy) {
 		p.fixedKey = BuildStorageKey(entityName, PartitionGlobal, suffixSem)
 	}
@@ -293,7 +295,7 @@ func (p *PreparedSemaphore) Acquire(ctx context.Context, partition string, t *Se
 	if key == "" {
 		key = p.keyPrefix + partition + ":" + suffixSem
 	}
-	return p.m.acquireKey(ctx, key, p.entity, p.rule, &p.cfg, t)
+	return p.m.acquireKey(ctx, key, p.entity, &p.metrics, &p.cfg, t)
 }
 
 func fixedPartition(p PartitionKey) bool {
@@ -325,14 +327,15 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 	}
 	key := m.storageKey(entityName, cfg.PartitionBy, pc, suffixSem)
 	t := new(SemaphoreTicket)
-	if err := m.acquireKey(ctx, key, entityName, concurrencyRule(entityName), cfg, t); err != nil {
+	rm := ruleMetrics{rule: concurrencyRule(entityName), denied: OutcomeConcurrencyLimited}
+	if err := m.acquireKey(ctx, key, entityName, &rm, cfg, t); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
 // acquireKey takes a slot of the semaphore cfg stored at key into t.
-func (m *GuardManager) acquireKey(ctx context.Context, key, entityName, rule string, cfg *ConcurrencyConfig, t *SemaphoreTicket) error {
+func (m *GuardManager) acquireKey(ctx context.Context, key, entityName string, rm *ruleMetrics, cfg *ConcurrencyConfig, t *SemaphoreTicket) error {
 	started := m.now()
 	ok := false
 	err := m.skipStorage()
@@ -344,13 +347,13 @@ func (m *GuardManager) acquireKey(ctx context.Context, key, entityName, rule str
 		if errors.As(err, &ge) {
 			m.storageOK()
 			if ge.Code == CodeQueueTimeout {
-				m.metrics.decide(rule, OutcomeQueueTimeout)
+				m.metrics.decide(rm.rule, OutcomeQueueTimeout)
 				m.metrics.waited(OutcomeQueueTimeout, m.now().Sub(started))
 			}
 			return err
 		}
 		if ctx.Err() == nil {
-			m.metrics.storageUnavailable(rule, m.failOpen)
+			m.metrics.storageUnavailable(rm.rule, m.failOpen)
 		}
 		if err := m.storageFailed(ctx, "semaphore", err); err != nil {
 			return err
@@ -359,16 +362,11 @@ func (m *GuardManager) acquireKey(ctx context.Context, key, entityName, rule str
 		return nil
 	}
 	m.storageOK()
+	rm.decide(m.metrics, ok)
 	if !ok {
-		m.metrics.decide(rule, OutcomeConcurrencyLimited)
 		return NewConcurrencyLimitError(entityName, cfg.MaxConcurrent)
 	}
-	m.metrics.decide(rule, OutcomeAllowed)
-	m.metrics.waited(OutcomeAllowed, m.now().Sub(started))
-	if m.metrics != nil {
-		m.metrics.slot(rule, 1)
-		t.held = rule
-	}
+	t.inUse = rm.acquired(m.metrics, m.now().Sub(started))
 	t.manager = m
 	return nil
 }

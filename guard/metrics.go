@@ -129,18 +129,56 @@ func (m *Metrics) waited(outcome string, d time.Duration) {
 	}
 }
 
-func (m *Metrics) slot(rule string, delta float64) {
+// ruleMetrics are the series one rule's decisions update, looked up once by
+// a prepared limit instead of at every decision. The zero value (with rule
+// set) looks them up per decision; without metrics it records nothing.
+type ruleMetrics struct {
+	rule            string
+	denied          string             // the rule's refusal outcome
+	allowed, refuse prometheus.Counter // decisions: allowed, denied
+	inUse           prometheus.Gauge   // slots held (concurrency rules)
+	waitAllowed     prometheus.Observer
+}
+
+// forRule resolves rule's series; denied is its refusal outcome
+// (rate_limited or concurrency_limited).
+func (m *Metrics) forRule(rule, denied string) ruleMetrics {
+	rm := ruleMetrics{rule: rule, denied: denied}
 	if m != nil {
-		m.held.Of(rule).Add(delta)
+		rm.allowed, rm.refuse = m.decision(rule, OutcomeAllowed), m.decision(rule, denied)
+		rm.inUse = m.held.Of(rule)
+		rm.waitAllowed = m.waits.Of(OutcomeAllowed)
+	}
+	return rm
+}
+
+// decide counts an allowed or refused decision of the rule.
+func (rm *ruleMetrics) decide(m *Metrics, allowed bool) {
+	switch {
+	case rm.allowed == nil && allowed:
+		m.decide(rm.rule, OutcomeAllowed)
+	case rm.allowed == nil:
+		m.decide(rm.rule, rm.denied)
+	case allowed:
+		rm.allowed.Inc()
+	default:
+		rm.refuse.Inc()
 	}
 }
 
-// rateOutcome is the outcome of a rate-limit check.
-func rateOutcome(r RateLimitResult) string {
-	if r.Allowed {
-		return OutcomeAllowed
+// acquired records a slot obtained after waiting d and returns the in-use
+// gauge now counting it (nil without metrics).
+func (rm *ruleMetrics) acquired(m *Metrics, d time.Duration) prometheus.Gauge {
+	if m == nil {
+		return nil
 	}
-	return OutcomeRateLimited
+	g, w := rm.inUse, rm.waitAllowed
+	if g == nil {
+		g, w = m.held.Of(rm.rule), m.waits.Of(OutcomeAllowed)
+	}
+	w.Observe(d.Seconds())
+	g.Add(1)
+	return g
 }
 
 // ObserveTimeout records the timeout decision of a run guarded with

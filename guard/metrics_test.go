@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestMetricsCountDecisions: each rule kind's decisions land in
@@ -118,4 +119,52 @@ func TestNilMetrics(t *testing.T) {
 	}
 	_ = tk.Release(ctx)
 	m.ObserveTimeout(nil)
+}
+
+// TestMetricsPreparedLimits: prepared limits, which resolve their series
+// once, record the same decisions, in-use gauge and queue waits as the
+// manager's own calls.
+func TestMetricsPreparedLimits(t *testing.T) {
+	ctx := context.Background()
+	mt := NewMetrics()
+	clock := newFakeClock(t0)
+	m, err := NewGuardManager(ctx, GuardConfig{Enabled: true}, &ManagerOptions{Now: clock.Now, Metrics: mt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy(ctx)
+	val := func(rule, outcome string) float64 {
+		return testutil.ToFloat64(mt.decisions.WithLabelValues(rule, outcome))
+	}
+	p := m.PrepareRateLimit(GlobalEntity, RateLimitConfig{MaxRequests: 1})
+	p.Check(ctx, "", clock.Now())
+	p.Check(ctx, "", clock.Now())
+	named := m.PrepareRateLimit("tool", RateLimitConfig{MaxRequests: 5})
+	named.Check(ctx, "", clock.Now())
+	if a, l, n := val(RuleGlobalRateLimit, OutcomeAllowed), val(RuleGlobalRateLimit, OutcomeRateLimited), val(RuleRateLimit, OutcomeAllowed); a != 1 || l != 1 || n != 1 {
+		t.Fatalf("rate limits: global allowed %v limited %v, named allowed %v; want 1, 1, 1", a, l, n)
+	}
+	s := m.PrepareSemaphore("tool", ConcurrencyConfig{MaxConcurrent: 1})
+	var tk, second SemaphoreTicket
+	if err := s.Acquire(ctx, "", &tk); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(mt.inUse.WithLabelValues(RuleConcurrency)); v != 1 {
+		t.Fatalf("in use %v, want 1", v)
+	}
+	if err := s.Acquire(ctx, "", &second); err == nil {
+		t.Fatal("second slot granted")
+	}
+	_ = tk.Release(ctx)
+	_ = tk.Release(ctx)
+	if v := testutil.ToFloat64(mt.inUse.WithLabelValues(RuleConcurrency)); v != 0 {
+		t.Fatalf("in use after release %v, want 0", v)
+	}
+	if a, l := val(RuleConcurrency, OutcomeAllowed), val(RuleConcurrency, OutcomeConcurrencyLimited); a != 1 || l != 1 {
+		t.Fatalf("concurrency: allowed %v limited %v", a, l)
+	}
+	var hm dto.Metric
+	if err := mt.queueWait.WithLabelValues(OutcomeAllowed).(prometheus.Histogram).Write(&hm); err != nil || hm.GetHistogram().GetSampleCount() != 1 {
+		t.Fatalf("queue waits observed: %v %v, want 1", hm.GetHistogram().GetSampleCount(), err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -29,7 +30,7 @@ type SemaphoreTicket struct {
 	released atomic.Bool
 	sem      *DistributedSemaphore // nil for a ticket that holds nothing (fail open)
 	manager  *GuardManager         // logs release failures, when set
-	held     string                // the rule whose in-use gauge counts this slot, when metrics are on
+	inUse    prometheus.Gauge      // the in-use gauge counting this slot, when metrics are on
 }
 
 // Release returns the slot. It is safe to call more than once and on a nil
@@ -38,8 +39,8 @@ func (t *SemaphoreTicket) Release(ctx context.Context) error {
 	if t == nil || t.sem == nil || !t.released.CompareAndSwap(false, true) {
 		return nil
 	}
-	if t.held != "" {
-		t.manager.metrics.slot(t.held, -1)
+	if t.inUse != nil {
+		t.inUse.Add(-1)
 	}
 	err := t.sem.store.ReleaseSlot(ctx, t.Key, t.Ticket)
 	if err != nil {
