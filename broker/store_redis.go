@@ -372,16 +372,18 @@ func (r *redisStore) fetchAnswer(ctx context.Context, sessionID, callID string) 
 	return &a, nil
 }
 
+// restore writes the pending calls before the session record: a reader
+// that sees the restored session running (another gateway answering a tool
+// result) then also finds its calls. The other order left a window in which
+// a session listed as running had "no pending call". Calls written for a
+// session that turns out to be ended expire with their hash.
 func (r *redisStore) restore(ctx context.Context, s *Session, pending []PendingCall) error {
-	if err := r.put(ctx, s); err != nil {
-		return err
-	}
 	for _, c := range pending {
 		if err := r.addCall(ctx, s, c); err != nil {
 			return err
 		}
 	}
-	return nil
+	return r.put(ctx, s)
 }
 
 func (r *redisStore) heartbeat(ctx context.Context) (bool, error) {
