@@ -149,6 +149,9 @@ func TestAbuseInProcess(t *testing.T) {
 	if n := e.Abandoned(); n != 0 {
 		t.Errorf("%d runs abandoned in a built-in", n)
 	}
+	// Close ends the engine's idle goroutines (kept for the next script);
+	// a run's goroutine still going would still be counted.
+	e.Close()
 	waitGoroutines(t, before)
 }
 

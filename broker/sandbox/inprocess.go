@@ -56,6 +56,9 @@ type InProcess struct {
 	closed   atomic.Bool
 	// warm prepares the runtime of the next script ahead of its request.
 	warm warmRuntime
+	// runners run the scripts' VMs and the runtime preparation on reused
+	// goroutines.
+	runners runners
 	// abandoned counts VM goroutines still running after Execute answered
 	// for them at the hard deadline.
 	abandoned atomic.Int64
@@ -72,6 +75,7 @@ func NewInProcess(opts *Options) Engine {
 	limits, san, logger := opts.resolve()
 	preludeProgram()
 	e := &InProcess{limits: limits, sanitize: san, logger: logger, mem: newMemWatch(), grace: hardDeadlineGrace}
+	e.warm.goroutines = &e.runners
 	if opts != nil {
 		e.metrics = opts.Metrics
 	}
@@ -89,6 +93,7 @@ func (e *InProcess) Health() EngineHealth { return EngineHealth{Kind: "inprocess
 func (e *InProcess) Close() error {
 	e.closed.Store(true)
 	e.warm.close()
+	e.runners.stop()
 	return nil
 }
 
@@ -119,7 +124,7 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (res *R
 		x.stop(&abort{result: timeoutResult(limits.Timeout.Milliseconds())})
 	})
 	defer wall.Stop()
-	go func() {
+	e.runners.run(func() {
 		defer func() {
 			if p := recover(); p != nil {
 				telemetry.Logger(ctx, e.logger).Error("sandbox engine panic", zap.Any("panic", p))
@@ -131,7 +136,7 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (res *R
 		}()
 		res, err := x.run()
 		out <- runOutcome{res: res, err: err}
-	}()
+	})
 	// The VM stops at the interrupt of whatever ended it (time, CPU,
 	// memory, the caller); a built-in that ignores interrupts keeps it
 	// busy until the built-in returns. Execute waits for that (so no CPU is

@@ -327,7 +327,7 @@ type workerPool struct {
 	newTimer func(time.Duration) (<-chan time.Time, func() bool)
 
 	// runners run the host side of tool calls and lookups.
-	runners callRunners
+	runners runners
 
 	mu         sync.Mutex
 	closed     bool

@@ -5,13 +5,15 @@ import "sync"
 // maxIdleRunners bounds the goroutines kept idle for the next tool call.
 const maxIdleRunners = 16
 
-// callRunners run the host side of a worker's tool calls and lookups, each
-// on a goroutine of its own (a host may block; the worker's reader must
-// not), reusing goroutines: one that finished a call waits for the next
-// instead of ending, so that a call costs neither a goroutine's creation
-// nor the growth of a fresh stack through the host's code. At most
-// maxIdleRunners wait; close ends them.
-type callRunners struct {
+// runners run functions each on a goroutine of its own, reusing
+// goroutines: one that finished its function waits for the next instead of
+// ending, so that a function costs neither a goroutine's creation nor the
+// growth of a fresh stack (goja's interpreter grows a new goroutine's stack
+// through several copies). The pool runs the host side of a worker's tool
+// calls and lookups on them (a host may block; the worker's reader must
+// not); the in-process engine runs its scripts' VMs and the preparation of
+// the next runtime. At most maxIdleRunners wait; stop and close end them.
+type runners struct {
 	mu     sync.Mutex
 	idle   []chan func()
 	closed bool
@@ -20,7 +22,7 @@ type callRunners struct {
 }
 
 // run runs f on an idle runner or a new goroutine.
-func (r *callRunners) run(f func()) {
+func (r *runners) run(f func()) {
 	r.mu.Lock()
 	if n := len(r.idle); n > 0 {
 		ch := r.idle[n-1] // the last to finish: its stack is the warmest
@@ -35,7 +37,7 @@ func (r *callRunners) run(f func()) {
 	go r.serve(f)
 }
 
-func (r *callRunners) serve(f func()) {
+func (r *runners) serve(f func()) {
 	defer r.alive.Done()
 	var ch chan func()
 	for f != nil {
@@ -61,7 +63,16 @@ func (r *callRunners) serve(f func()) {
 
 // close ends the idle runners and waits until every runner has ended; no
 // call may be running or started any more.
-func (r *callRunners) close() {
+func (r *runners) close() {
+	r.stop()
+	r.alive.Wait()
+}
+
+// stop ends the idle runners; a busy one ends when its function returns,
+// without being waited for (the in-process engine's Close does not wait for
+// a VM abandoned inside a built-in). Functions run after stop get a
+// goroutine that ends with them.
+func (r *runners) stop() {
 	r.mu.Lock()
 	r.closed = true
 	idle := r.idle
@@ -70,5 +81,4 @@ func (r *callRunners) close() {
 	for _, ch := range idle {
 		ch <- nil
 	}
-	r.alive.Wait()
 }

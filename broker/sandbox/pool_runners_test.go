@@ -9,7 +9,7 @@ import (
 // goroutine that finished a call takes the next, at most maxIdleRunners
 // wait, and close ends them all.
 func TestCallRunners(t *testing.T) {
-	var r callRunners
+	var r runners
 	count := func() (idle, live int) {
 		r.mu.Lock()
 		defer r.mu.Unlock()

@@ -25,6 +25,9 @@ type warmRuntime struct {
 	building chan struct{} // closed when the current build ends; nil when none runs
 	waiting  bool          // a taker waits for the current build
 	closed   bool
+	// goroutines runs the build (the engine's runners); nil: a goroutine of
+	// its own.
+	goroutines *runners
 }
 
 // take returns a prepared execution, or nil when none is ready (the caller
@@ -53,7 +56,7 @@ func (w *warmRuntime) startLocked() {
 	}
 	ch := make(chan struct{})
 	w.building = ch
-	go func() {
+	build := func() {
 		x := &execution{rt: goja.New()}
 		if x.runPrelude() != nil {
 			// Not expected; the execution that needs a runtime sets up
@@ -67,7 +70,12 @@ func (w *warmRuntime) startLocked() {
 		w.building = nil
 		w.mu.Unlock()
 		close(ch)
-	}()
+	}
+	if w.goroutines != nil {
+		w.goroutines.run(build)
+	} else {
+		go build()
+	}
 }
 
 // close drops the prepared runtime; a build under way is dropped when it
