@@ -74,6 +74,7 @@ const (
 	fieldTags
 	fieldIntent
 	fieldStates
+	fieldNameParts
 	numFields
 )
 
@@ -90,6 +91,7 @@ var fieldWeights = [numFields]float64{
 	fieldTags:       1.0,
 	fieldIntent:     0.8,
 	fieldStates:     1.0,
+	fieldNameParts:  1.0,
 }
 
 // fieldB is BM25's length normalisation per field: long bodies and long
@@ -105,6 +107,7 @@ var fieldB = [numFields]float64{
 	fieldTags:       0.3,
 	fieldIntent:     0,
 	fieldStates:     0,
+	fieldNameParts:  0.3,
 }
 
 // The ranking's tuning parameters: variables only so that a tuning aid can
@@ -368,6 +371,20 @@ func NewBM25(docs []Doc) *BM25 {
 			ix.requiredTerms[i] = append(ix.requiredTerms[i], Terms(r))
 		}
 	}
+	// A name word WordNet does not know whose two halves the catalog uses
+	// as words ("Worklog": work, log) is also indexed as them.
+	vocab := map[string]bool{}
+	for _, ft := range all {
+		for _, terms := range ft {
+			for _, t := range terms {
+				vocab[t] = true
+			}
+		}
+	}
+	for i, d := range docs {
+		all[i][fieldNameParts] = compoundTerms(localName(d.Name, d.AppID), vocab)
+		total[fieldNameParts] += float64(len(all[i][fieldNameParts]))
+	}
 	var avg [numFields]float64
 	for f := range numFields {
 		avg[f] = math.Max(total[f]/math.Max(float64(n), 1), 1)
@@ -393,6 +410,46 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.idf[t] = math.Log(1 + (float64(ix.n)-df+0.5)/(df+0.5))
 	}
 	return ix
+}
+
+// compoundTerms are the parts of a name's words that WordNet does not know
+// but whose two halves it does and the catalog uses as words ("Worklog":
+// work, log; "Webhooks": web, hook): people write them apart.
+func compoundTerms(local string, vocab map[string]bool) []string {
+	var out []string
+	for _, t := range Tokenize(local) {
+		if a, b, ok := splitCompound(t, vocab); ok {
+			out = append(out, a, b)
+		}
+	}
+	return out
+}
+
+// splitCompound splits a word WordNet does not know into two lemmas that it
+// knows and vocab has, each of three letters at least.
+func splitCompound(t string, vocab map[string]bool) (string, string, bool) {
+	if len(t) < 6 || !isLower(t) || stopwords[t] || intentWords[t] != IntentNone {
+		return "", "", false
+	}
+	lemma := func(w string) string {
+		for _, l := range Lemmas(w) {
+			if _, ok := lex().pos[l]; ok && vocab[l] {
+				return l
+			}
+		}
+		return ""
+	}
+	for _, l := range Lemmas(t) {
+		if _, ok := lex().pos[l]; ok {
+			return "", "", false
+		}
+	}
+	for i := 3; i <= len(t)-3; i++ {
+		if a, b := lemma(t[:i]), lemma(t[i:]); a != "" && b != "" && !stopwords[a] && !stopwords[b] {
+			return a, b, true
+		}
+	}
+	return "", "", false
 }
 
 // deprecatedRe matches a sentence that deprecates its operation:

@@ -8,6 +8,7 @@ import "strings"
 var phrasalIntents = map[[2]string]Intent{
 	{"set", "up"}: IntentCreate, {"sign", "up"}: IntentCreate, {"spin", "up"}: IntentCreate,
 	{"start", "up"}: IntentCreate, {"put", "up"}: IntentCreate, {"kick", "off"}: IntentCreate,
+	{"put", "in"}: IntentCreate, {"put", "into"}: IntentCreate, {"put", "on"}: IntentCreate, {"put", "onto"}: IntentCreate,
 	{"look", "up"}: IntentGet, {"find", "out"}: IntentGet, {"pull", "up"}: IntentGet, {"check", "out"}: IntentGet,
 	{"turn", "on"}: IntentUpdate, {"turn", "off"}: IntentUpdate, {"switch", "on"}: IntentUpdate,
 	{"switch", "off"}: IntentUpdate, {"fill", "in"}: IntentUpdate, {"fill", "out"}: IntentUpdate,

@@ -672,3 +672,40 @@ func TestBM25ActionNamesCreated(t *testing.T) {
 		t.Errorf("follow an issue: Add watcher not fully covered (%s)", why)
 	}
 }
+
+// TestFifthPassWords: "put X in/into/on/onto Y" adds X to Y (where "put"
+// alone updates); a name word WordNet does not know is also indexed as its
+// two halves when the catalog uses them as words ("Worklog": work, log),
+// and never as halves the catalog does not use ("config": con, fig).
+func TestFifthPassWords(t *testing.T) {
+	for q, want := range map[string]Intent{
+		"put a customer into a group":  IntentCreate,
+		"put a gadget on a dashboard":  IntentCreate,
+		"put the file in a folder":     IntentCreate,
+		"put the new price on the tag": IntentCreate,
+		"put a label":                  IntentUpdate,
+	} {
+		if in := QueryIntents(q); len(in) != 1 || in[0] != want {
+			t.Errorf("QueryIntents(%q) = %v, want %s", q, in, want)
+		}
+	}
+	vocab := map[string]bool{"work": true, "log": true, "web": true, "hook": true, "time": true, "sheet": true, "state": true}
+	for w, want := range map[string]string{
+		"worklog": "work+log", "webhooks": "web+hook", "timesheet": "time+sheet",
+		"config": "", "stateful": "", "upsert": "", "against": "", "work": "", "worklo": "",
+	} {
+		a, b, ok := splitCompound(w, vocab)
+		if got := a + "+" + b; ok != (want != "") || ok && got != want {
+			t.Errorf("splitCompound(%q) = %q, %v; want %q", w, got, ok, want)
+		}
+	}
+	docs := []Doc{
+		{Name: "j_addWorklog", AppID: "j", Description: "Add worklog. Adds a worklog to an issue."},
+		{Name: "j_addComment", AppID: "j", Description: "Add comment. Adds a comment to an issue; work done can be noted in its body."},
+		{Name: "j_getAuditRecords", AppID: "j", Description: "Get audit records. Returns the log of changes."},
+	}
+	hits, _ := NewBM25(docs).Rank(context.Background(), "log two hours of work on a ticket", 0, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "j_addWorklog" {
+		t.Errorf("log two hours of work on a ticket: first %v, want addWorklog", hits)
+	}
+}
