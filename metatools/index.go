@@ -270,6 +270,12 @@ func (ix *Index) Lookup(name string) (Tool, bool) {
 // properties at any depth) with their names, enum values and descriptions.
 func docOf(t Tool) search.Doc {
 	d := search.Doc{Name: t.Name, AppID: t.AppID, Description: t.Description, Tags: t.Tags, Deprecated: t.Deprecated}
+	if a := t.Annotations; a != nil && a.ReadOnlyHint != nil {
+		d.Access = search.AccessWrite
+		if *a.ReadOnlyHint {
+			d.Access = search.AccessRead
+		}
+	}
 	var s map[string]any
 	if len(t.InputSchema) > 0 && json.Unmarshal(t.InputSchema, &s) == nil {
 		w := &schemaWalker{budget: maxIndexedFields}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/codemode-gateway/caddy-codemode/metatools/search"
 )
 
 // TestDocStates: the states a call sets are its parameters' and its
@@ -28,6 +30,25 @@ func TestDocStates(t *testing.T) {
 	for _, not := range []string{"accept_partial_authorization", "suspend", "Running"} {
 		if strings.Contains(states, " "+not+" ") {
 			t.Errorf("states %q have %q", d.States, not)
+		}
+	}
+}
+
+// TestDocAccess: a tool's declared read-only hint is what search reads of
+// its effect; an undeclared hint is unknown, not "writes".
+func TestDocAccess(t *testing.T) {
+	yes, no := true, false
+	for _, c := range []struct {
+		a    *Annotations
+		want search.Access
+	}{
+		{nil, search.AccessUnknown},
+		{&Annotations{}, search.AccessUnknown},
+		{&Annotations{ReadOnlyHint: &yes}, search.AccessRead},
+		{&Annotations{ReadOnlyHint: &no}, search.AccessWrite},
+	} {
+		if got := docOf(Tool{Name: "x:y", Annotations: c.a}).Access; got != c.want {
+			t.Errorf("annotations %+v: access %d, want %d", c.a, got, c.want)
 		}
 	}
 }

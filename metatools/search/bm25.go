@@ -47,7 +47,22 @@ type Doc struct {
 	RequiredNames []string
 	// Deprecated tools rank below equivalent current ones.
 	Deprecated bool
+	// Access is what the tool declares of itself: AccessRead (read-only),
+	// AccessWrite (not read-only) or AccessUnknown. It stands for the
+	// intent of a tool whose name and summary have no intent word
+	// ("assignIssue", "validateProjectKey").
+	Access Access
 }
+
+// Access is a tool's declared effect.
+type Access int8
+
+// The declared effects.
+const (
+	AccessUnknown Access = iota
+	AccessRead
+	AccessWrite
+)
 
 // Hit is a ranked result: Doc is an index into the documents given to the
 // ranker, Score the relevance in 0..1.
@@ -187,6 +202,7 @@ type BM25 struct {
 	// requiredTerms are the terms of each required parameter's name.
 	requiredTerms [][][]string
 	deprecated    []bool
+	access        []Access
 	// titles are the distinct terms of each document's summary and local
 	// name (intent words as their intent term): how much of a tool's title
 	// a query covers is evidence that the tool is what was asked for.
@@ -360,6 +376,7 @@ func NewBM25(docs []Doc) *BM25 {
 			total[f] += float64(len(ft[f]))
 		}
 		ix.required[i] = d.Required > 0
+		ix.access = append(ix.access, d.Access)
 		ix.deprecated[i] = d.Deprecated || saysDeprecated(local, summaries[i], bodies[i])
 		ix.titles[i] = titleTerms(local, summaries[i])
 		ix.heads[i] = nameHead(local)
@@ -1113,6 +1130,19 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		if qp.action && fs[0] == IntentGet {
 			note("action-read", actionReadFactor)
 		}
+	} else {
+		// A tool named by a verb no intent names ("assignIssue",
+		// "validateProjectKey", "Charge") reads or writes as it declares
+		// (an OpenAPI GET is read-only): a question does not ask to assign,
+		// an imperative does not ask to validate.
+		switch a := ix.access[d]; {
+		case a == AccessRead && qp.action && !ix.namedByVerb(d, qp):
+			note("action-read", actionReadFactor)
+		case a == AccessWrite && qp.implicit:
+			note("implicit-read", implicitReadFactor)
+		case a == AccessWrite && len(qp.families) == 1 && qp.families[IntentGet]:
+			note("intent-mismatch", intentMismatch)
+		}
 	}
 	if title := ix.titles[d]; len(title) > 0 {
 		// A request whose verb is one of the tool's states ("archive a
@@ -1180,6 +1210,21 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		note("deprecated", deprecatedFactor)
 	}
 	return f, strings.Join(why, " ")
+}
+
+// namedByVerb reports whether the request's opening verb, or a relative of
+// it, is the first word of the tool's name ("validate a key":
+// validateProjectKey).
+func (ix *BM25) namedByVerb(d int, qp *queryPlan) bool {
+	if len(ix.titles[d]) == 0 {
+		return false
+	}
+	for _, t := range ix.titles[d][0] {
+		if qp.verbTerms[t] {
+			return true
+		}
+	}
+	return false
 }
 
 // matchesObject reports whether doc has a term of the request's object.

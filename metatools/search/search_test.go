@@ -709,3 +709,41 @@ func TestFifthPassWords(t *testing.T) {
 		t.Errorf("log two hours of work on a ticket: first %v, want addWorklog", hits)
 	}
 }
+
+// TestBM25DeclaredAccess: a tool whose name and summary have no intent
+// word ("assignIssue", "validateProjectKey") reads or writes as it
+// declares: a question demotes a declared writer, an imperative a declared
+// reader, a request without a verb a writer a little; an undeclared tool
+// keeps its score.
+func TestBM25DeclaredAccess(t *testing.T) {
+	docs := []Doc{
+		{Name: "j_assignIssue", AppID: "j", Description: "Assign issue", Access: AccessWrite},
+		{Name: "j_validateProjectKey", AppID: "j", Description: "Validate project key", Access: AccessRead},
+		{Name: "j_assignProject", AppID: "j", Description: "Assign project"},
+	}
+	ix := NewBM25(docs)
+	for _, c := range []struct {
+		q    string
+		doc  int
+		want string
+	}{
+		{"which users can be assigned to an issue", 0, "intent-mismatch"},
+		{"assign the issue to someone", 0, ""},
+		{"issue assignment", 0, "implicit-read"},
+		{"validate a project key", 1, ""},
+		{"is this project key valid", 1, ""},
+		{"assign the project key to someone", 1, "action-read"},
+		{"which users can be assigned to a project", 2, ""},
+	} {
+		_, why := ix.factor(c.doc, ix.plan(c.q), true)
+		got := ""
+		for _, w := range []string{"intent-mismatch", "implicit-read", "action-read"} {
+			if strings.Contains(why, w) {
+				got = w
+			}
+		}
+		if got != c.want {
+			t.Errorf("%q on %s: %q (%s), want %q", c.q, docs[c.doc].Name, got, why, c.want)
+		}
+	}
+}
