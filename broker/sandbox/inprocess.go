@@ -245,9 +245,12 @@ type execution struct {
 	gracer   parkGracer  // the host, when a park is costly
 	allowed  map[string]bool
 
-	rt          *goja.Runtime
-	prelude     *preludeFns // nil until the prelude ran
-	generators  bool
+	rt         *goja.Runtime
+	prelude    *preludeFns // nil until the prelude ran
+	generators bool
+	// unnamed: the gated globals the plan does not name (globals.go); 0
+	// prepares all of them.
+	unnamed     uint32
 	done        chan struct{}
 	stopOnce    sync.Once
 	stopCh      chan struct{}
@@ -390,6 +393,7 @@ func (x *execution) run() (res *Result, err error) {
 	defer stopCtx()
 
 	x.generators = plan.generators
+	x.unnamed = plan.unnamed
 	settle, result, describe, objSource, res, err := x.setup(plan.regexps)
 	if res != nil || err != nil {
 		return res, err
@@ -597,6 +601,7 @@ func (x *execution) setup(regexps bool) (settle, result, describe goja.Callable,
 		_ = cfg.Set("maxConsoleBytes", positiveOr(x.limits.MaxConsoleBytes, maxString))
 		_ = cfg.Set("hasGenerators", x.generators)
 		_ = cfg.Set("hasRegExps", regexps)
+		_ = cfg.Set("unnamed", x.unnamed)
 		_ = cfg.Set("maxJSONDepth", MaxJSONDepth)
 		_ = cfg.Set("maxErrorChars", MaxErrorBytes)
 		_, gerr = x.prelude.configure(goja.Undefined(), rt.ToValue(ctxJSON), cfg)

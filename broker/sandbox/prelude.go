@@ -27,15 +27,36 @@ return function setup(nat) {
 	const isFrozen = O.isFrozen;
 	const keys = O.keys;
 	const getOwnPropertyDescriptor = O.getOwnPropertyDescriptor;
-	const reflectConstruct = Reflect.construct;
-	const apply = Reflect.apply;
+	// Reflect, the error constructors, Number and Boolean are read from the
+	// global object when first needed, or by configure when the plan names
+	// them: a plan that does not name a global cannot rebind it, so what is
+	// read later is what set-up would have read (globals.go). Each built-in
+	// touched costs set-up time, and most plans never need these.
+	let reflect, reflectConstruct;
+	function loadReflect() {
+		if (reflect !== undefined) return;
+		reflect = G.Reflect;
+		apply = reflect.apply;
+		reflectConstruct = reflect.construct;
+	}
+	// apply is Reflect.apply once loaded; until then a stand-in that loads it.
+	let apply = function (f, t, a) {
+		loadReflect();
+		return apply(f, t, a);
+	};
 	const jsonParse = JSON.parse;
 	const jsonStringify = JSON.stringify;
 	const isArray = Array.isArray;
 	const PromiseC = Promise;
 	const promiseAll = Promise.all;
 	const promiseReject = Promise.reject;
-	const ErrorC = Error, TypeErrorC = TypeError, RangeErrorC = RangeError, SyntaxErrorC = SyntaxError;
+	let ErrorC, TypeErrorC, RangeErrorC, SyntaxErrorC, NumberC, BooleanC;
+	const EC = () => ErrorC !== undefined ? ErrorC : (ErrorC = G.Error);
+	const TEC = () => TypeErrorC !== undefined ? TypeErrorC : (TypeErrorC = G.TypeError);
+	const REC = () => RangeErrorC !== undefined ? RangeErrorC : (RangeErrorC = G.RangeError);
+	const SEC = () => SyntaxErrorC !== undefined ? SyntaxErrorC : (SyntaxErrorC = G.SyntaxError);
+	const NC = () => NumberC !== undefined ? NumberC : (NumberC = G.Number);
+	const BC = () => BooleanC !== undefined ? BooleanC : (BooleanC = G.Boolean);
 	const StringC = String;
 	// Each builtin goja has not yet instantiated costs about a hundred
 	// allocations on first touch, so the prelude avoids Map, Set, WeakMap,
@@ -44,12 +65,11 @@ return function setup(nat) {
 	const arrayIndexOf = Array.prototype.indexOf;
 	const getOwnPropertySymbols = O.getOwnPropertySymbols;
 	const mathFloor = (x) => x - x % 1;
-	const NumberC = Number, BooleanC = Boolean;
-	const numberIsFinite = Number.isFinite;
+	const numberIsFinite = (v) => typeof v === "number" && v - v === 0; // Number.isFinite
 
 	// --- no route to a code factory ---------------------------------------
 	function codeGenerationBlocked() {
-		throw new TypeErrorC("code generation from strings is disabled in the sandbox");
+		throw new (TEC())("code generation from strings is disabled in the sandbox");
 	}
 	// Function and AsyncFunction prototypes here; GeneratorFunction's in
 	// configure.
@@ -74,16 +94,18 @@ return function setup(nat) {
 	const SP = String.prototype, AP = Array.prototype, FP = getPrototypeOf(function () {});
 	const strSplit = SP.split;
 	const strIndexOf = SP.indexOf, strSlice = SP.slice;
-	const ProxyC = Proxy, proxyRevocable = Proxy.revocable;
 	let proxies; // the proxies this runtime made (a WeakSet once one exists)
 	function remember(p) {
 		if (proxies === undefined) proxies = new WeakSet();
 		proxies.add(p);
 	}
 	function isProxy(x) { return proxies !== undefined && x !== null && typeof x === "object" && proxies.has(x); }
-	{
+	// Proxy is wrapped (by configure) only for plans that name it: no other
+	// route leads to a proxy, and isProxy is false without one.
+	function hardenProxy() {
+		const ProxyC = Proxy, proxyRevocable = Proxy.revocable;
 		const P = {Proxy: function Proxy(target, handler) {
-			if (new.target === undefined) throw new TypeErrorC("Constructor Proxy requires 'new'");
+			if (new.target === undefined) throw new (TEC())("Constructor Proxy requires 'new'");
 			const p = new ProxyC(target, handler);
 			remember(p);
 			return p;
@@ -102,12 +124,12 @@ return function setup(nat) {
 		return s.length > n ? apply(strSlice, s, [0, n]) + "... (" + (s.length - n) + " more characters)" : s;
 	}
 	function tooLong(what, n) {
-		throw new RangeErrorC(what + " of " + n + " exceeds the sandbox limit of " + (what.indexOf("array") >= 0 ? maxArrayLength : maxStringLength));
+		throw new (REC())(what + " of " + n + " exceeds the sandbox limit of " + (what.indexOf("array") >= 0 ? maxArrayLength : maxStringLength));
 	}
 	// Stacks a script sees never show the engine's own frames.
 	const stackFile = "prelude.js";
 	function scrub(e) {
-		if (e !== null && typeof e === "object" && e instanceof ErrorC) {
+		if (e !== null && typeof e === "object" && e instanceof EC()) {
 			try {
 				const s = e.stack;
 				if (typeof s === "string" && apply(strIndexOf, s, [stackFile]) >= 0) {
@@ -128,7 +150,7 @@ return function setup(nat) {
 		if (typeof orig !== "function") return;
 		wrapDesc.value = function (...args) {
 			// Like the built-ins, the wrappers cannot be called with new.
-			if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+			if (new.target !== undefined) throw new (TEC())("not a constructor");
 			try {
 				const t = check(this, args, name);
 				return apply(orig, t === undefined ? this : t, args);
@@ -175,7 +197,7 @@ return function setup(nat) {
 		if (t === null || t === undefined) return undefined; // the built-in throws
 		const o = O(t);
 		if (mutates) {
-			if (isProxy(o) || !plainLength(o)) throw new TypeErrorC("Array.prototype." + name + " on a proxy or on an array-like with a computed length is not supported in the sandbox");
+			if (isProxy(o) || !plainLength(o)) throw new (TEC())("Array.prototype." + name + " on a proxy or on an array-like with a computed length is not supported in the sandbox");
 			const n = lenOf(o);
 			if (n > maxArrayLength) tooLong("array length", n);
 			return o;
@@ -230,7 +252,7 @@ return function setup(nat) {
 	const withCallback = ["every", "filter", "find", "findIndex", "findLast", "findLastIndex", "forEach", "map", "reduce", "reduceRight", "some"];
 	const apSymbols = getOwnPropertySymbols(AP);
 	for (let i = 0; i < apSymbols.length; i++) {
-		if (AP[apSymbols[i]] === AP.values) apply(arrayPush, readOnly, [apSymbols[i]]);
+		if (AP[apSymbols[i]] === AP.values) readOnly[readOnly.length] = apSymbols[i];
 	}
 	const checkReadOnly = (t) => arrayThis(t, false, "");
 	const checkWithCallback = (t, a) => {
@@ -305,7 +327,7 @@ return function setup(nat) {
 	const origJoin = AP.join;
 	const joining = [];
 	wrapDesc.value = function (sep) {
-		if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+		if (new.target !== undefined) throw new (TEC())("not a constructor");
 		try {
 			const o = O(this);
 			for (let i = 0; i < joining.length; i++) if (joining[i] === o) return ""; // cycle, as goja does
@@ -350,7 +372,7 @@ return function setup(nat) {
 		}
 	}
 	defineProperty(AP, "flat", {value: function (depth) {
-		if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+		if (new.target !== undefined) throw new (TEC())("not a constructor");
 		try {
 			const o = O(this);
 			let d = depth === undefined ? 1 : toNum(depth);
@@ -363,10 +385,10 @@ return function setup(nat) {
 		}
 	}, writable: true, enumerable: false, configurable: true});
 	defineProperty(AP, "flatMap", {value: function (fn, thisArg) {
-		if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+		if (new.target !== undefined) throw new (TEC())("not a constructor");
 		try {
 			const o = O(this);
-			if (typeof fn !== "function") throw new TypeErrorC("flatMap mapper function is not callable");
+			if (typeof fn !== "function") throw new (TEC())("flatMap mapper function is not callable");
 			const n = toLen(lenOf(o));
 			if (n > maxArrayLength) tooLong("array length", n);
 			const out = [];
@@ -430,9 +452,9 @@ return function setup(nat) {
 		function execOnce(re, s) {
 			step();
 			const exec = re.exec;
-			if (typeof exec !== "function") throw new TypeErrorC("RegExp exec method is not a function");
+			if (typeof exec !== "function") throw new (TEC())("RegExp exec method is not a function");
 			const m = apply(exec, re, [s]);
-			if (m !== null && (typeof m !== "object")) throw new TypeErrorC("RegExp exec method returned something other than an Object or null");
+			if (m !== null && (typeof m !== "object")) throw new (TEC())("RegExp exec method returned something other than an Object or null");
 			return m;
 		}
 		// allMatches runs a global regexp over s (RegExpBuiltinExec's loop).
@@ -500,7 +522,7 @@ return function setup(nat) {
 		// spread of it (a loop in Go) still runs JavaScript between scans.
 		function slowMatchAll(re, s) {
 			const flags = StringC(re.flags);
-			if (apply(strIndexOf, flags, ["g"]) < 0) throw new TypeErrorC("matchAll must be called with a global RegExp");
+			if (apply(strIndexOf, flags, ["g"]) < 0) throw new (TEC())("matchAll must be called with a global RegExp");
 			const rx = newRegExp(re, flags);
 			rx.lastIndex = toLen(re.lastIndex);
 			const unicode = apply(strIndexOf, flags, ["u"]) >= 0;
@@ -596,7 +618,7 @@ return function setup(nat) {
 	// analyzer recurses once per group).
 	function checkPattern(p) {
 		const msg = nat.pattern(p);
-		if (msg !== "") throw new SyntaxErrorC("Invalid regular expression: " + msg);
+		if (msg !== "") throw new (SEC())("Invalid regular expression: " + msg);
 	}
 	// wrapRe wraps a String.prototype method taking a pattern: slow
 	// regexps take the loop above, strings are checked as patterns when
@@ -604,7 +626,7 @@ return function setup(nat) {
 	function wrapRe(name, impl, compiles) {
 		const orig = SP[name];
 		wrapDesc.value = function (...args) {
-			if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+			if (new.target !== undefined) throw new (TEC())("not a constructor");
 			try {
 				if (this === null || this === undefined) return apply(orig, this, args);
 				const pat = args[0];
@@ -624,7 +646,7 @@ return function setup(nat) {
 	wrapRe("split", (re, s, a) => regexpTools().slowSplit(re, s, a[1]), false);
 	wrapRe("replace", (re, s, a) => regexpTools().slowReplace(re, s, a[1]), false);
 	wrapRe("replaceAll", (re, s, a) => {
-		if (apply(strIndexOf, StringC(re.flags), ["g"]) < 0) throw new TypeErrorC("replaceAll must be called with a global RegExp");
+		if (apply(strIndexOf, StringC(re.flags), ["g"]) < 0) throw new (TEC())("replaceAll must be called with a global RegExp");
 		return regexpTools().slowReplace(re, s, a[1]);
 	}, false);
 	wrap(SP, "split", (t, a) => {
@@ -720,15 +742,13 @@ return function setup(nat) {
 		}
 		a[0] = {raw: strs};
 	});
-	// Percent-encoding writes up to 9 characters per UTF-16 unit.
+	// Percent-encoding writes up to 9 characters per UTF-16 unit (configure
+	// wraps the functions the plan names).
 	const checkEncode = (t, a) => {
 		a[0] = StringC(a[0]);
 		const n = a[0].length * 9;
 		if (n > maxStringLength) tooLong("string length", n);
 	};
-	wrap(G, "encodeURIComponent", checkEncode);
-	wrap(G, "encodeURI", checkEncode);
-	wrap(G, "escape", checkEncode);
 	// Strings as array-likes: one element or key per character.
 	const checkStringArg = (v) => {
 		if ((typeof v === "string" || v instanceof StringC) && v.length > maxArrayLength) tooLong("array length", v.length);
@@ -761,10 +781,8 @@ return function setup(nat) {
 		for (let i = 0; i < sps.length; i++) wrap(SP, sps[i], (t) => { const s = str(t); checkStringArg(s); return s; });
 	}
 	const objectNames = ["keys", "values", "entries", "getOwnPropertyNames", "assign"];
-	for (let i = 0; i < objectNames.length; i++) {
-		const name = objectNames[i];
-		wrap(O, name, (t, a) => { for (let j = 0; j < a.length; j++) checkStringArg(a[j]); });
-	}
+	const checkStringArgs = (t, a) => { for (let j = 0; j < a.length; j++) checkStringArg(a[j]); };
+	for (let i = 0; i < objectNames.length; i++) wrap(O, objectNames[i], checkStringArgs);
 	// Spreading an argument list copies it in Go: the list is read once.
 	function argList(v) {
 		if (v === null || v === undefined) return v;
@@ -778,26 +796,18 @@ return function setup(nat) {
 		return snapshot(v, n);
 	}
 	wrap(FP, "apply", (t, a) => { if (a.length > 1) a[1] = argList(a[1]); });
-	wrap(Reflect, "apply", (t, a) => { if (a.length > 2) a[2] = argList(a[2]); });
-	wrap(Reflect, "construct", (t, a) => { if (a.length > 1) a[1] = argList(a[1]); });
-	// JSON.parse: the text is checked for nesting depth (goja's parser
-	// recurses in Go once per level) and value count before parsing.
-	defineProperty(JSON, "parse", {value: function (text, reviver) {
-		if (new.target !== undefined) throw new TypeErrorC("not a constructor");
-		try {
-			const s = StringC(text);
-			const msg = nat.json(s);
-			if (msg !== "") throw new RangeErrorC("JSON.parse: " + msg);
-			return apply(jsonParse, JSON, reviver === undefined ? [s] : [s, callback(reviver)]);
-		} catch (e) {
-			throw scrub(e);
-		}
-	}, writable: true, enumerable: false, configurable: true});
+	// Reflect is wrapped (by configure) only for plans that name it.
+	function hardenReflect() {
+		loadReflect();
+		wrap(reflect, "apply", (t, a) => { if (a.length > 2) a[2] = argList(a[2]); });
+		wrap(reflect, "construct", (t, a) => { if (a.length > 1) a[1] = argList(a[1]); });
+	}
 	// RegExp objects exist only when the plan writes a regexp literal or
 	// names RegExp: only then are the constructor and the prototype's
 	// pattern methods hardened (each builtin touched costs set-up time);
 	// configure calls this.
 	function hardenRegExps() {
+		loadReflect();
 		const RegExpC = RegExp, RP = RegExpC.prototype;
 		newRegExp = (re, flags) => new RegExpC(re, flags);
 		const R = {RegExp: function RegExp(pattern, flags) {
@@ -823,7 +833,7 @@ return function setup(nat) {
 			else continue;
 			const orig = RP[rps[i]];
 			wrapDesc.value = function (...args) {
-				if (new.target !== undefined) throw new TypeErrorC("not a constructor");
+				if (new.target !== undefined) throw new (TEC())("not a constructor");
 				try {
 					if (slow(this)) return impl(this, StringC(args[0]), args);
 					return apply(orig, this, args);
@@ -874,7 +884,7 @@ return function setup(nat) {
 		}
 	}
 	function serTooDeep(what) {
-		throw new RangeErrorC(whatText(what) + " nests deeper than the limit of " + maxJSONDepth + " levels");
+		throw new (REC())(whatText(what) + " nests deeper than the limit of " + maxJSONDepth + " levels");
 	}
 	// serializeWith is serialize with the caller's replacer function, which
 	// the counter calls first; the same estimates as nat.count.
@@ -938,13 +948,13 @@ return function setup(nat) {
 				const v = replacer[i];
 				let k;
 				if (typeof v === "string") k = v;
-				else if (typeof v === "number" || v instanceof NumberC || v instanceof StringC) k = StringC(v);
+				else if (typeof v === "number" || v instanceof NC() || v instanceof StringC) k = StringC(v);
 				if (k !== undefined && apply(arrayIndexOf, propList, [k]) < 0) apply(arrayPush, propList, [k]);
 			}
 			st.propList = propList;
 		}
 		if (space !== undefined) {
-			if (space instanceof NumberC) space = NumberC(space); else if (space instanceof StringC) space = StringC(space);
+			if (space instanceof NC()) space = NC()(space); else if (space instanceof StringC) space = StringC(space);
 			if (typeof space === "number") {
 				const n = space > 10 ? 10 : mathFloor(space);
 				if (n >= 1) st.gap = apply(origRepeat, " ", [n]);
@@ -955,10 +965,10 @@ return function setup(nat) {
 		return serValue(st, "", {"": value}, "");
 	}
 	function serTooLarge(st) {
-		throw new RangeErrorC(whatText(st.what) + " is larger than the limit of " + st.limit + " bytes of JSON");
+		throw new (REC())(whatText(st.what) + " is larger than the limit of " + st.limit + " bytes of JSON");
 	}
 	function serFail(st, kind, key) {
-		throw new TypeErrorC(whatText(st.what) + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
+		throw new (TEC())(whatText(st.what) + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
 	}
 	function serValue(st, key, holder, indent) {
 		let value = holder[key];
@@ -968,9 +978,9 @@ return function setup(nat) {
 		}
 		if (st.replacerFn !== undefined) value = apply(st.replacerFn, holder, [key, value]);
 		if (value !== null && typeof value === "object" && !isArray(value) && getPrototypeOf(value) !== ObjectProto) {
-			if (value instanceof NumberC) value = NumberC(value);
+			if (value instanceof NC()) value = NC()(value);
 			else if (value instanceof StringC) value = StringC(value);
-			else if (value instanceof BooleanC) value = apply(BooleanC.prototype.valueOf, value, []);
+			else if (value instanceof BC()) value = apply(BC().prototype.valueOf, value, []);
 		}
 		switch (typeof value) {
 		case "string": {
@@ -991,7 +1001,7 @@ return function setup(nat) {
 			return value ? "true" : "false";
 		case "bigint":
 			if (st.strict) serFail(st, "BigInt", key);
-			throw new TypeErrorC("Do not know how to serialize a BigInt");
+			throw new (TEC())("Do not know how to serialize a BigInt");
 		case "symbol":
 			if (st.strict) serFail(st, "Symbol", key);
 			return undefined;
@@ -1006,7 +1016,7 @@ return function setup(nat) {
 		}
 		const path = st.path;
 		for (let i = 0; i < path.length; i++) {
-			if (path[i] === value) throw new TypeErrorC(whatText(st.what) + ": Converting circular structure to JSON");
+			if (path[i] === value) throw new (TEC())(whatText(st.what) + ": Converting circular structure to JSON");
 		}
 		path[path.length] = value;
 		const gap = st.gap;
@@ -1059,18 +1069,35 @@ return function setup(nat) {
 			return serialize(value, undefined, undefined, what, limit, true);
 		} catch (e) {
 			what = whatText(what);
-			if (e instanceof ErrorC && StringC(e.message).indexOf(what) === 0) throw e;
-			if (e instanceof RangeErrorC) throw e;
+			if (e instanceof EC() && StringC(e.message).indexOf(what) === 0) throw e;
+			if (e instanceof REC()) throw e;
 			const msg = (e !== null && typeof e === "object") ? StringC(e.message) : StringC(e);
-			throw new TypeErrorC(what + " is not serializable to JSON: " + msg);
+			throw new (TEC())(what + " is not serializable to JSON: " + msg);
 		}
 	}
-	defineProperty(JSON, "stringify", {
-		value: {stringify(value, replacer, space) {
-			return serialize(value, replacer, space, "JSON.stringify output", maxStringLength, false);
-		}}.stringify,
-		writable: true, enumerable: false, configurable: true,
-	});
+	// JSON is reachable only by its name: configure replaces parse and
+	// stringify for plans that name it. JSON.parse: the text is checked for
+	// nesting depth (goja's parser recurses in Go once per level) and value
+	// count before parsing.
+	function hardenJSON() {
+		defineProperty(JSON, "parse", {value: function (text, reviver) {
+			if (new.target !== undefined) throw new (TEC())("not a constructor");
+			try {
+				const s = StringC(text);
+				const msg = nat.json(s);
+				if (msg !== "") throw new (REC())("JSON.parse: " + msg);
+				return apply(jsonParse, JSON, reviver === undefined ? [s] : [s, callback(reviver)]);
+			} catch (e) {
+				throw scrub(e);
+			}
+		}, writable: true, enumerable: false, configurable: true});
+		defineProperty(JSON, "stringify", {
+			value: {stringify(value, replacer, space) {
+				return serialize(value, replacer, space, "JSON.stringify output", maxStringLength, false);
+			}}.stringify,
+			writable: true, enumerable: false, configurable: true,
+		});
+	}
 
 	// --- tool calls -------------------------------------------------------
 	// Pending calls by id, and tool errors with their original fields (the
@@ -1082,7 +1109,7 @@ return function setup(nat) {
 		return i < 0 ? undefined : toolErrorRecs[i];
 	}
 	function toolError(toolName, code, message) {
-		const e = new ErrorC(message);
+		const e = new (EC())(message);
 		defineProperty(e, "name", {value: "ToolError", writable: true, enumerable: false, configurable: true});
 		e.code = code;
 		e.toolName = toolName;
@@ -1101,23 +1128,19 @@ return function setup(nat) {
 		if (rec.soft) return {success: false, data: null, error: {message: err.message, code: err.code}};
 		throw toolError(rec.name, err.code, err.message);
 	}
-	const callTool = (name, input, options) => {
-		if (typeof name !== "string") return apply(promiseReject, PromiseC, [new TypeErrorC("callTool: the tool name must be a string")]);
-		return invoke(name, name, input, options);
-	};
 	// invoke makes one call through the host: a tool, or searchTools and
 	// describeTool under their reserved names (label is what errors show).
 	function invoke(name, label, input, options) {
 		let soft = false;
 		if (options !== undefined && options !== null) {
-			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new TypeErrorC("callTool: options must be an object")]);
+			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new (TEC())("callTool: options must be an object")]);
 			soft = options.throwOnError === false;
 		}
 		const rec = {name: label, soft: soft, resolve: undefined, reject: undefined};
 		let text;
 		try {
 			text = input === undefined ? "{}" : toJSONText(input, rec, maxStringLength);
-			if (text === undefined) throw new TypeErrorC(whatText(rec) + " is not serializable to JSON");
+			if (text === undefined) throw new (TEC())(whatText(rec) + " is not serializable to JSON");
 		} catch (e) {
 			return apply(promiseReject, PromiseC, [scrub(e)]);
 		}
@@ -1155,33 +1178,8 @@ return function setup(nat) {
 		}
 		rec.resolve(v);
 	}
-	const getTool = (name) => {
-		if (typeof name !== "string") throw new TypeErrorC("getTool: the tool name must be a string");
-		const s = nat.getTool(name);
-		return s === "" ? null : jsonParse(s);
-	};
 
-	// --- discovery inside the plan ----------------------------------------
-	// searchTools and describeTool ask the host (see Discovery); each counts
-	// as a tool call against the run's limits.
-	const searchTools = (query, options) => {
-		if (typeof query !== "string") return apply(promiseReject, PromiseC, [new TypeErrorC("searchTools: the query must be a string")]);
-		const req = {query: query};
-		if (options !== undefined && options !== null) {
-			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new TypeErrorC("searchTools: options must be an object")]);
-			const ks = keys(options);
-			for (let i = 0; i < ks.length; i++) {
-				if (ks[i] !== "query") req[ks[i]] = options[ks[i]];
-			}
-		}
-		return invoke("\u0000searchTools", "searchTools", req, undefined);
-	};
-	const describeTool = (name) => {
-		if (typeof name !== "string") return apply(promiseReject, PromiseC, [new TypeErrorC("describeTool: the tool name must be a string")]);
-		return invoke("\u0000describeTool", "describeTool", {name: name}, undefined);
-	};
-
-	// --- __safe_parallel ----------------------------------------------------
+	// --- __safe_parallel and console ---------------------------------------
 	function errorMessage(e) {
 		if (e !== null && typeof e === "object") {
 			const rec = toolErrorRecord(e);
@@ -1190,72 +1188,7 @@ return function setup(nat) {
 		}
 		try { return StringC(e); } catch (_) { return "unknown error"; }
 	}
-	async function __safe_parallel(fns, options) {
-		if (!isArray(fns)) throw new TypeErrorC("__safe_parallel: the first argument must be an array of functions");
-		const total = fns.length;
-		if (total > maxParallel) throw new RangeErrorC("__safe_parallel: at most " + maxParallel + " operations are allowed, got " + total);
-		for (let i = 0; i < total; i++) {
-			if (typeof fns[i] !== "function") throw new TypeErrorC("__safe_parallel: operation " + i + " is not a function");
-		}
-		let limit = 10;
-		if (options !== undefined && options !== null) {
-			if (typeof options !== "object") throw new TypeErrorC("__safe_parallel: options must be an object");
-			const mc = options.maxConcurrency;
-			if (mc !== undefined) {
-				if (typeof mc !== "number" || !(mc >= 1)) throw new TypeErrorC("__safe_parallel: options.maxConcurrency must be a number of at least 1");
-				limit = mc > 20 ? 20 : mathFloor(mc);
-			}
-		}
-		const results = new ArrayC(total);
-		const failures = [];
-		let next = 0;
-		async function lane() {
-			while (next < total) {
-				const i = next++;
-				try {
-					results[i] = await fns[i]();
-				} catch (e) {
-					apply(arrayPush, failures, [{index: i, message: errorMessage(e)}]);
-				}
-			}
-		}
-		const lanes = [];
-		const n = limit < total ? limit : total;
-		for (let i = 0; i < n; i++) apply(arrayPush, lanes, [lane()]);
-		await apply(promiseAll, PromiseC, [lanes]);
-		if (failures.length > 0) {
-			apply(arraySort, failures, [(a, b) => a.index - b.index]);
-			const parts = [];
-			for (let i = 0; i < failures.length; i++) apply(arrayPush, parts, ["[" + failures[i].index + "] " + clip(failures[i].message, 1000)]);
-			const e = new ErrorC(failures.length + " of " + total + " parallel operations failed: " + apply(arrayJoin, parts, ["; "]));
-			defineProperty(e, "name", {value: "ParallelExecutionError", writable: true, enumerable: false, configurable: true});
-			throw scrub(e);
-		}
-		return results;
-	}
-
-	// --- console --------------------------------------------------------------
 	let consoleOpen = false;
-	function logArg(a) {
-		if (typeof a === "string") return a;
-		if (a instanceof ErrorC) return errorMessage(a);
-		if (a === undefined || typeof a === "function" || typeof a === "symbol" || typeof a === "bigint") return StringC(a);
-		try {
-			const s = serialize(a, (k, v) => typeof v === "bigint" ? StringC(v) : v, undefined, "console argument", maxConsoleBytes, false);
-			return s === undefined ? StringC(a) : s;
-		} catch (_) {
-			return StringC(a);
-		}
-	}
-	function logger(level) {
-		return function (...args) {
-			if (!consoleOpen) return;
-			const parts = [];
-			for (let i = 0; i < args.length; i++) apply(arrayPush, parts, [logArg(args[i])]);
-			consoleOpen = nat.log(level, apply(arrayJoin, parts, [" "]));
-		};
-	}
-	const consoleObj = freeze({log: logger("log"), info: logger("log"), debug: logger("log"), warn: logger("warn"), error: logger("error")});
 
 	// --- metaContext -----------------------------------------------------------
 	function deepFreeze(v) {
@@ -1269,12 +1202,120 @@ return function setup(nat) {
 	function define(name, value) {
 		defineProperty(G, name, {value: value, writable: false, enumerable: false, configurable: false});
 	}
-	define("callTool", freeze(callTool));
-	define("getTool", freeze(getTool));
-	define("searchTools", freeze(searchTools));
-	define("describeTool", freeze(describeTool));
-	define("__safe_parallel", freeze(__safe_parallel));
-	define("console", consoleObj);
+	// defineAPI defines the script API, each global only when the plan names
+	// it (unnamed has the bits of those it does not name, see configure):
+	// a plan cannot reach a global it does not name, and each function
+	// made costs set-up time.
+	function defineAPI(unnamed) {
+		if ((unnamed & 128) === 0) {
+			const callTool = (name, input, options) => {
+				if (typeof name !== "string") return apply(promiseReject, PromiseC, [new (TEC())("callTool: the tool name must be a string")]);
+				return invoke(name, name, input, options);
+			};
+			define("callTool", freeze(callTool));
+		}
+		if ((unnamed & 256) === 0) {
+			const getTool = (name) => {
+				if (typeof name !== "string") throw new (TEC())("getTool: the tool name must be a string");
+				const s = nat.getTool(name);
+				return s === "" ? null : jsonParse(s);
+			};
+			define("getTool", freeze(getTool));
+		}
+		// searchTools and describeTool ask the host (see Discovery); each
+		// counts as a tool call against the run's limits.
+		if ((unnamed & 512) === 0) {
+			const searchTools = (query, options) => {
+				if (typeof query !== "string") return apply(promiseReject, PromiseC, [new (TEC())("searchTools: the query must be a string")]);
+				const req = {query: query};
+				if (options !== undefined && options !== null) {
+					if (typeof options !== "object") return apply(promiseReject, PromiseC, [new (TEC())("searchTools: options must be an object")]);
+					const ks = keys(options);
+					for (let i = 0; i < ks.length; i++) {
+						if (ks[i] !== "query") req[ks[i]] = options[ks[i]];
+					}
+				}
+				return invoke("\u0000searchTools", "searchTools", req, undefined);
+			};
+			define("searchTools", freeze(searchTools));
+		}
+		if ((unnamed & 1024) === 0) {
+			const describeTool = (name) => {
+				if (typeof name !== "string") return apply(promiseReject, PromiseC, [new (TEC())("describeTool: the tool name must be a string")]);
+				return invoke("\u0000describeTool", "describeTool", {name: name}, undefined);
+			};
+			define("describeTool", freeze(describeTool));
+		}
+		if ((unnamed & 2048) === 0) {
+			async function __safe_parallel(fns, options) {
+				if (!isArray(fns)) throw new (TEC())("__safe_parallel: the first argument must be an array of functions");
+				const total = fns.length;
+				if (total > maxParallel) throw new (REC())("__safe_parallel: at most " + maxParallel + " operations are allowed, got " + total);
+				for (let i = 0; i < total; i++) {
+					if (typeof fns[i] !== "function") throw new (TEC())("__safe_parallel: operation " + i + " is not a function");
+				}
+				let limit = 10;
+				if (options !== undefined && options !== null) {
+					if (typeof options !== "object") throw new (TEC())("__safe_parallel: options must be an object");
+					const mc = options.maxConcurrency;
+					if (mc !== undefined) {
+						if (typeof mc !== "number" || !(mc >= 1)) throw new (TEC())("__safe_parallel: options.maxConcurrency must be a number of at least 1");
+						limit = mc > 20 ? 20 : mathFloor(mc);
+					}
+				}
+				const results = new ArrayC(total);
+				const failures = [];
+				let next = 0;
+				async function lane() {
+					while (next < total) {
+						const i = next++;
+						try {
+							results[i] = await fns[i]();
+						} catch (e) {
+							apply(arrayPush, failures, [{index: i, message: errorMessage(e)}]);
+						}
+					}
+				}
+				const lanes = [];
+				const n = limit < total ? limit : total;
+				for (let i = 0; i < n; i++) apply(arrayPush, lanes, [lane()]);
+				await apply(promiseAll, PromiseC, [lanes]);
+				if (failures.length > 0) {
+					apply(arraySort, failures, [(a, b) => a.index - b.index]);
+					const parts = [];
+					for (let i = 0; i < failures.length; i++) apply(arrayPush, parts, ["[" + failures[i].index + "] " + clip(failures[i].message, 1000)]);
+					const e = new (EC())(failures.length + " of " + total + " parallel operations failed: " + apply(arrayJoin, parts, ["; "]));
+					defineProperty(e, "name", {value: "ParallelExecutionError", writable: true, enumerable: false, configurable: true});
+					throw scrub(e);
+				}
+				return results;
+			}
+			define("__safe_parallel", freeze(__safe_parallel));
+		}
+		if ((unnamed & 64) === 0) {
+			function logArg(a) {
+				if (typeof a === "string") return a;
+				if (a instanceof EC()) return errorMessage(a);
+				if (a === undefined || typeof a === "function" || typeof a === "symbol" || typeof a === "bigint") return StringC(a);
+				try {
+					const s = serialize(a, (k, v) => typeof v === "bigint" ? StringC(v) : v, undefined, "console argument", maxConsoleBytes, false);
+					return s === undefined ? StringC(a) : s;
+				} catch (_) {
+					return StringC(a);
+				}
+			}
+			function logger(level) {
+				return function (...args) {
+					if (!consoleOpen) return;
+					const parts = [];
+					for (let i = 0; i < args.length; i++) apply(arrayPush, parts, [logArg(args[i])]);
+					consoleOpen = nat.log(level, apply(arrayJoin, parts, [" "]));
+				};
+			}
+			const consoleObj = freeze({log: logger("log"), info: logger("log"), debug: logger("log"), warn: logger("warn"), error: logger("error")});
+			define("console", consoleObj);
+		}
+	}
 
 	// --- the result and errors as the Go side sees them -------------------
 	function result(v) {
@@ -1296,7 +1337,7 @@ return function setup(nat) {
 			try { const n = e.name; if (typeof n === "string" && n !== "") name = n; } catch (_) {}
 			try { const m = e.message; message = m === undefined ? "" : StringC(m); } catch (_) { message = "uncaught exception"; }
 			try { const s = e.stack; if (typeof s === "string") stack = s; } catch (_) {}
-			if (message === "" && !(e instanceof ErrorC)) {
+			if (message === "" && !(e instanceof EC())) {
 				try { message = "uncaught " + StringC(e); } catch (_) { message = "uncaught exception"; }
 			}
 		} else {
@@ -1309,7 +1350,7 @@ return function setup(nat) {
 	// per character in one Go call no interrupt stops.
 	function objSource(v) {
 		if ((typeof v === "string" || v instanceof StringC) && v.length > maxArrayLength) {
-			throw scrub(new TypeErrorC("object spread of a string of " + v.length + " characters exceeds the sandbox limit of " + maxArrayLength));
+			throw scrub(new (TEC())("object spread of a string of " + v.length + " characters exceeds the sandbox limit of " + maxArrayLength));
 		}
 		return v;
 	}
@@ -1317,7 +1358,7 @@ return function setup(nat) {
 	// before any plan code runs (the Go side calls it right after setup or
 	// after taking a runtime set up in advance).
 	function configure(contextJSON, cfg) {
-		if (configured) throw new TypeErrorC("sandbox already configured");
+		if (configured) throw new (TEC())("sandbox already configured");
 		configured = true;
 		allowConsole = cfg.allowConsole;
 		maxParallel = cfg.maxParallel;
@@ -1333,8 +1374,29 @@ return function setup(nat) {
 		// they are hardened (and paid for) only when the plan has generator
 		// syntax.
 		if (cfg.hasGenerators) blockConstructor(getPrototypeOf(function* () {}));
+		// What the plan does not name stays unprepared (globals.go; the
+		// bits are globalReflect... there). Without the analysis (unnamed
+		// absent) everything is prepared.
+		const gReflect = 1, gProxy = 2, gJSON = 4, gEncodeURIComponent = 8, gEncodeURI = 16, gEscape = 32,
+			gError = 8192, gTypeError = 16384, gRangeError = 32768, gSyntaxError = 65536, gNumber = 131072,
+			gBoolean = 262144, gMetaContext = 4096;
+		const unnamed = cfg.unnamed | 0;
+		const named = (bit) => (unnamed & bit) === 0;
+		if (named(gError)) EC();
+		if (named(gTypeError)) TEC();
+		if (named(gRangeError)) REC();
+		if (named(gSyntaxError)) SEC();
+		if (named(gNumber)) NC();
+		if (named(gBoolean)) BC();
+		if (named(gReflect)) hardenReflect();
 		if (cfg.hasRegExps) hardenRegExps();
-		define("metaContext", deepFreeze(jsonParse(contextJSON)));
+		if (named(gProxy)) hardenProxy();
+		if (named(gJSON)) hardenJSON();
+		if (named(gEncodeURIComponent)) wrap(G, "encodeURIComponent", checkEncode);
+		if (named(gEncodeURI)) wrap(G, "encodeURI", checkEncode);
+		if (named(gEscape)) wrap(G, "escape", checkEncode);
+		defineAPI(unnamed);
+		if (named(gMetaContext)) define("metaContext", deepFreeze(jsonParse(contextJSON)));
 	}
 	return [settle, result, describe, objSource, configure];
 };

@@ -570,6 +570,9 @@ type compiledPlan struct {
 	// regexps reports that the plan can make RegExp objects: it has a
 	// regular-expression literal or names RegExp.
 	regexps bool
+	// unnamed has the bits of the gated globals the plan does not name
+	// (globals.go): the prelude leaves those unprepared.
+	unnamed uint32
 }
 
 // compilePlan parses, validates, instruments and compiles a plan. A non-nil
@@ -602,7 +605,7 @@ func compilePlan(code string, l Limits) (*compiledPlan, *Result) {
 	if err != nil {
 		return nil, syntaxResult(code, err)
 	}
-	return &compiledPlan{prg: prg, generators: v.generators, regexps: v.regexps}, nil
+	return &compiledPlan{prg: prg, generators: v.generators, regexps: v.regexps, unnamed: gatedGlobalsAll &^ v.named}, nil
 }
 
 // planBody returns the plan's function body if the parsed program has exactly
@@ -700,6 +703,8 @@ type validator struct {
 	generators bool
 	// regexps is set when the plan has a regexp literal or names RegExp.
 	regexps bool
+	// named has the bits (gatedGlobals) of the globals the plan names.
+	named uint32
 }
 
 // enter descends one level of the syntax tree; it reports false (and
@@ -760,6 +765,7 @@ func (v *validator) ident(id *ast.Identifier) {
 	if name == "RegExp" {
 		v.regexps = true
 	}
+	v.named |= gatedGlobals[name]
 	if msg, ok := blockedIdentifiers[name]; ok {
 		v.reject(KindIllegalBuiltinAccess, msg, id.Idx)
 		return
