@@ -709,6 +709,14 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 	toks := ix.queryTokens(query)
 	intents, intentTok := queryIntent(toks)
 	var groups []termGroup
+	presentIDF := 0.0
+	for _, t := range toks {
+		if !stopwords[t] {
+			for _, l := range Lemmas(t) {
+				presentIDF = max(presentIDF, ix.idf[l])
+			}
+		}
+	}
 	seen := map[string]bool{}
 	scope := false
 	skip := map[int]bool{}
@@ -784,6 +792,17 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		for _, l := range lemmas {
 			capIDF = max(capIDF, ix.idf[l])
 		}
+		if capIDF == 0 {
+			// A word no tool has: its relatives stand in for it, but
+			// weigh no more than the rarest word of the request that
+			// tools do have ("commit history": history's relative
+			// "activity" must not outweigh "commit").
+			capIDF = presentIDF
+		}
+		// "pods running in the cluster", "the server running": the state
+		// of a thing, not an act on it; the domain's relatives of the act
+		// ("run": exec) do not apply.
+		describes := participle(toks, i)
 		addRel := func(term string, w float64) {
 			if idf, ok := ix.idf[term]; ok && capIDF > 0 && idf > capIDF {
 				w *= capIDF / idf
@@ -801,6 +820,9 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 				}
 			}
 			for _, r := range domainRelated[l] {
+				if describes {
+					break
+				}
 				for _, rl := range Lemmas(r) {
 					addRel(rl, domainWeight)
 				}
@@ -842,6 +864,17 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		groups = append(groups, termGroup{terms: []weighted{{intentTerm(intentFamily(in)), intentQueryWeight}}, optional: true})
 	}
 	return groups
+}
+
+// participle reports whether toks[i] is an -ing form right after a noun
+// ("pods running", "the server running"): a reduced relative clause that
+// describes the noun, not the request's act. After "is"/"are" ("who is
+// watching this issue") it is the act itself.
+func participle(toks []string, i int) bool {
+	if i == 0 || !gerund(toks[i]) || stopwords[toks[i-1]] || questionWords[toks[i-1]] {
+		return false
+	}
+	return lex().pos[Lemmas(toks[i-1])[0]]&posNoun != 0
 }
 
 // ownClause reports whether toks[i] is the "I" of a relative clause after a

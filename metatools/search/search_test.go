@@ -747,3 +747,42 @@ func TestBM25DeclaredAccess(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryBackoff: an -ing form right after a noun describes the noun
+// ("pods running": no exec), after "is" it is the act ("who is watching":
+// watcher); the relatives of a word no tool has weigh no more than the
+// rarest word of the request that tools have ("commit history": activity
+// stays under commit).
+func TestQueryBackoff(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "k_connectPodExec", AppID: "k", Description: "connect GET requests to exec of Pod"},
+		{Name: "k_listPod", AppID: "k", Description: "list or watch objects of kind Pod"},
+		{Name: "j_getIssueWatchers", AppID: "j", Description: "Get issue watchers"},
+		{Name: "g_repoListActivityFeeds", AppID: "g", Description: "List a repository's activity feeds"},
+		{Name: "g_repoGetAllCommits", AppID: "g", Description: "Get a list of all commits from a repository"},
+		{Name: "g_repoGetSingleCommit", AppID: "g", Description: "Get a single commit from a repository"},
+		{Name: "g_repoListBranches", AppID: "g", Description: "List a repository's branches"},
+	})
+	weight := func(q, term string) float64 {
+		for _, g := range ix.queryGroups(q) {
+			for _, wt := range g.terms {
+				if wt.term == term {
+					return wt.w
+				}
+			}
+		}
+		return 0
+	}
+	if w := weight("show me every pod running in the cluster", "exec"); w != 0 {
+		t.Errorf("pods running: exec at %.2f", w)
+	}
+	if w := weight("run a command in a pod", "exec"); w == 0 {
+		t.Error("run a command: no exec")
+	}
+	if w := weight("who is watching this issue", "watcher"); w == 0 {
+		t.Error("who is watching: no watcher")
+	}
+	if wa, wc := weight("commit history of a repository", "activity")*ix.idf["activity"], weight("commit history of a repository", "commit")*ix.idf["commit"]; wa > wc {
+		t.Errorf("commit history: activity %.2f outweighs commit %.2f", wa, wc)
+	}
+}
