@@ -51,12 +51,16 @@ return function setup(nat) {
 	const promiseAll = Promise.all;
 	const promiseReject = Promise.reject;
 	let ErrorC, TypeErrorC, RangeErrorC, SyntaxErrorC, NumberC, BooleanC;
-	const EC = () => ErrorC !== undefined ? ErrorC : (ErrorC = G.Error);
-	const TEC = () => TypeErrorC !== undefined ? TypeErrorC : (TypeErrorC = G.TypeError);
-	const REC = () => RangeErrorC !== undefined ? RangeErrorC : (RangeErrorC = G.RangeError);
-	const SEC = () => SyntaxErrorC !== undefined ? SyntaxErrorC : (SyntaxErrorC = G.SyntaxError);
-	const NC = () => NumberC !== undefined ? NumberC : (NumberC = G.Number);
-	const BC = () => BooleanC !== undefined ? BooleanC : (BooleanC = G.Boolean);
+	function intrinsic(name) {
+		switch (name) {
+		case "Error": return ErrorC !== undefined ? ErrorC : (ErrorC = G.Error);
+		case "TypeError": return TypeErrorC !== undefined ? TypeErrorC : (TypeErrorC = G.TypeError);
+		case "RangeError": return RangeErrorC !== undefined ? RangeErrorC : (RangeErrorC = G.RangeError);
+		case "SyntaxError": return SyntaxErrorC !== undefined ? SyntaxErrorC : (SyntaxErrorC = G.SyntaxError);
+		case "Number": return NumberC !== undefined ? NumberC : (NumberC = G.Number);
+		case "Boolean": return BooleanC !== undefined ? BooleanC : (BooleanC = G.Boolean);
+		}
+	}
 	const StringC = String;
 	// Each builtin goja has not yet instantiated costs about a hundred
 	// allocations on first touch, so the prelude avoids Map, Set, WeakMap,
@@ -69,7 +73,7 @@ return function setup(nat) {
 
 	// --- no route to a code factory ---------------------------------------
 	function codeGenerationBlocked() {
-		throw new (TEC())("code generation from strings is disabled in the sandbox");
+		throw new (intrinsic("TypeError"))("code generation from strings is disabled in the sandbox");
 	}
 	// Function and AsyncFunction prototypes here; GeneratorFunction's in
 	// configure.
@@ -100,23 +104,6 @@ return function setup(nat) {
 		proxies.add(p);
 	}
 	function isProxy(x) { return proxies !== undefined && x !== null && typeof x === "object" && proxies.has(x); }
-	// Proxy is wrapped (by configure) only for plans that name it: no other
-	// route leads to a proxy, and isProxy is false without one.
-	function hardenProxy() {
-		const ProxyC = Proxy, proxyRevocable = Proxy.revocable;
-		const P = {Proxy: function Proxy(target, handler) {
-			if (new.target === undefined) throw new (TEC())("Constructor Proxy requires 'new'");
-			const p = new ProxyC(target, handler);
-			remember(p);
-			return p;
-		}}.Proxy;
-		defineProperty(P, "revocable", {value: function revocable(target, handler) {
-			const r = apply(proxyRevocable, ProxyC, [target, handler]);
-			remember(r.proxy);
-			return r;
-		}, writable: true, enumerable: false, configurable: true});
-		defineProperty(G, "Proxy", {value: P, writable: true, enumerable: false, configurable: true});
-	}
 	// A genuine array's length is a data property no getter or trap can vary.
 	const genuine = (x) => isArray(x) && !isProxy(x);
 	// clip bounds text the engine passes on (error messages, names).
@@ -124,12 +111,12 @@ return function setup(nat) {
 		return s.length > n ? apply(strSlice, s, [0, n]) + "... (" + (s.length - n) + " more characters)" : s;
 	}
 	function tooLong(what, n) {
-		throw new (REC())(what + " of " + n + " exceeds the sandbox limit of " + (what.indexOf("array") >= 0 ? maxArrayLength : maxStringLength));
+		throw new (intrinsic("RangeError"))(what + " of " + n + " exceeds the sandbox limit of " + (what.indexOf("array") >= 0 ? maxArrayLength : maxStringLength));
 	}
 	// Stacks a script sees never show the engine's own frames.
 	const stackFile = "prelude.js";
 	function scrub(e) {
-		if (e !== null && typeof e === "object" && e instanceof EC()) {
+		if (e !== null && typeof e === "object" && e instanceof intrinsic("Error")) {
 			try {
 				const s = e.stack;
 				if (typeof s === "string" && apply(strIndexOf, s, [stackFile]) >= 0) {
@@ -150,7 +137,7 @@ return function setup(nat) {
 		if (typeof orig !== "function") return;
 		wrapDesc.value = function (...args) {
 			// Like the built-ins, the wrappers cannot be called with new.
-			if (new.target !== undefined) throw new (TEC())("not a constructor");
+			if (new.target !== undefined) throw new (intrinsic("TypeError"))("not a constructor");
 			try {
 				const t = check(this, args, name);
 				return apply(orig, t === undefined ? this : t, args);
@@ -197,7 +184,7 @@ return function setup(nat) {
 		if (t === null || t === undefined) return undefined; // the built-in throws
 		const o = O(t);
 		if (mutates) {
-			if (isProxy(o) || !plainLength(o)) throw new (TEC())("Array.prototype." + name + " on a proxy or on an array-like with a computed length is not supported in the sandbox");
+			if (isProxy(o) || !plainLength(o)) throw new (intrinsic("TypeError"))("Array.prototype." + name + " on a proxy or on an array-like with a computed length is not supported in the sandbox");
 			const n = lenOf(o);
 			if (n > maxArrayLength) tooLong("array length", n);
 			return o;
@@ -327,7 +314,7 @@ return function setup(nat) {
 	const origJoin = AP.join;
 	const joining = [];
 	wrapDesc.value = function (sep) {
-		if (new.target !== undefined) throw new (TEC())("not a constructor");
+		if (new.target !== undefined) throw new (intrinsic("TypeError"))("not a constructor");
 		try {
 			const o = O(this);
 			for (let i = 0; i < joining.length; i++) if (joining[i] === o) return ""; // cycle, as goja does
@@ -372,7 +359,7 @@ return function setup(nat) {
 		}
 	}
 	defineProperty(AP, "flat", {value: function (depth) {
-		if (new.target !== undefined) throw new (TEC())("not a constructor");
+		if (new.target !== undefined) throw new (intrinsic("TypeError"))("not a constructor");
 		try {
 			const o = O(this);
 			let d = depth === undefined ? 1 : toNum(depth);
@@ -385,10 +372,10 @@ return function setup(nat) {
 		}
 	}, writable: true, enumerable: false, configurable: true});
 	defineProperty(AP, "flatMap", {value: function (fn, thisArg) {
-		if (new.target !== undefined) throw new (TEC())("not a constructor");
+		if (new.target !== undefined) throw new (intrinsic("TypeError"))("not a constructor");
 		try {
 			const o = O(this);
-			if (typeof fn !== "function") throw new (TEC())("flatMap mapper function is not callable");
+			if (typeof fn !== "function") throw new (intrinsic("TypeError"))("flatMap mapper function is not callable");
 			const n = toLen(lenOf(o));
 			if (n > maxArrayLength) tooLong("array length", n);
 			const out = [];
@@ -452,9 +439,9 @@ return function setup(nat) {
 		function execOnce(re, s) {
 			step();
 			const exec = re.exec;
-			if (typeof exec !== "function") throw new (TEC())("RegExp exec method is not a function");
+			if (typeof exec !== "function") throw new (intrinsic("TypeError"))("RegExp exec method is not a function");
 			const m = apply(exec, re, [s]);
-			if (m !== null && (typeof m !== "object")) throw new (TEC())("RegExp exec method returned something other than an Object or null");
+			if (m !== null && (typeof m !== "object")) throw new (intrinsic("TypeError"))("RegExp exec method returned something other than an Object or null");
 			return m;
 		}
 		// allMatches runs a global regexp over s (RegExpBuiltinExec's loop).
@@ -522,7 +509,7 @@ return function setup(nat) {
 		// spread of it (a loop in Go) still runs JavaScript between scans.
 		function slowMatchAll(re, s) {
 			const flags = StringC(re.flags);
-			if (apply(strIndexOf, flags, ["g"]) < 0) throw new (TEC())("matchAll must be called with a global RegExp");
+			if (apply(strIndexOf, flags, ["g"]) < 0) throw new (intrinsic("TypeError"))("matchAll must be called with a global RegExp");
 			const rx = newRegExp(re, flags);
 			rx.lastIndex = toLen(re.lastIndex);
 			const unicode = apply(strIndexOf, flags, ["u"]) >= 0;
@@ -618,7 +605,7 @@ return function setup(nat) {
 	// analyzer recurses once per group).
 	function checkPattern(p) {
 		const msg = nat.pattern(p);
-		if (msg !== "") throw new (SEC())("Invalid regular expression: " + msg);
+		if (msg !== "") throw new (intrinsic("SyntaxError"))("Invalid regular expression: " + msg);
 	}
 	// wrapRe wraps a String.prototype method taking a pattern: slow
 	// regexps take the loop above, strings are checked as patterns when
@@ -626,7 +613,7 @@ return function setup(nat) {
 	function wrapRe(name, impl, compiles) {
 		const orig = SP[name];
 		wrapDesc.value = function (...args) {
-			if (new.target !== undefined) throw new (TEC())("not a constructor");
+			if (new.target !== undefined) throw new (intrinsic("TypeError"))("not a constructor");
 			try {
 				if (this === null || this === undefined) return apply(orig, this, args);
 				const pat = args[0];
@@ -646,7 +633,7 @@ return function setup(nat) {
 	wrapRe("split", (re, s, a) => regexpTools().slowSplit(re, s, a[1]), false);
 	wrapRe("replace", (re, s, a) => regexpTools().slowReplace(re, s, a[1]), false);
 	wrapRe("replaceAll", (re, s, a) => {
-		if (apply(strIndexOf, StringC(re.flags), ["g"]) < 0) throw new (TEC())("replaceAll must be called with a global RegExp");
+		if (apply(strIndexOf, StringC(re.flags), ["g"]) < 0) throw new (intrinsic("TypeError"))("replaceAll must be called with a global RegExp");
 		return regexpTools().slowReplace(re, s, a[1]);
 	}, false);
 	wrap(SP, "split", (t, a) => {
@@ -742,13 +729,6 @@ return function setup(nat) {
 		}
 		a[0] = {raw: strs};
 	});
-	// Percent-encoding writes up to 9 characters per UTF-16 unit (configure
-	// wraps the functions the plan names).
-	const checkEncode = (t, a) => {
-		a[0] = StringC(a[0]);
-		const n = a[0].length * 9;
-		if (n > maxStringLength) tooLong("string length", n);
-	};
 	// Strings as array-likes: one element or key per character.
 	const checkStringArg = (v) => {
 		if ((typeof v === "string" || v instanceof StringC) && v.length > maxArrayLength) tooLong("array length", v.length);
@@ -796,54 +776,6 @@ return function setup(nat) {
 		return snapshot(v, n);
 	}
 	wrap(FP, "apply", (t, a) => { if (a.length > 1) a[1] = argList(a[1]); });
-	// Reflect is wrapped (by configure) only for plans that name it.
-	function hardenReflect() {
-		loadReflect();
-		wrap(reflect, "apply", (t, a) => { if (a.length > 2) a[2] = argList(a[2]); });
-		wrap(reflect, "construct", (t, a) => { if (a.length > 1) a[1] = argList(a[1]); });
-	}
-	// RegExp objects exist only when the plan writes a regexp literal or
-	// names RegExp: only then are the constructor and the prototype's
-	// pattern methods hardened (each builtin touched costs set-up time);
-	// configure calls this.
-	function hardenRegExps() {
-		loadReflect();
-		const RegExpC = RegExp, RP = RegExpC.prototype;
-		newRegExp = (re, flags) => new RegExpC(re, flags);
-		const R = {RegExp: function RegExp(pattern, flags) {
-			try {
-				if (!isRegExp(pattern)) checkPattern(pattern === undefined ? "(?:)" : StringC(pattern));
-				if (new.target === undefined) return RegExpC(pattern, flags);
-				return reflectConstruct(RegExpC, [pattern, flags], new.target);
-			} catch (e) {
-				throw scrub(e);
-			}
-		}}.RegExp;
-		R.prototype = RP;
-		defineProperty(RP, "constructor", {value: R, writable: true, enumerable: false, configurable: true});
-		defineProperty(G, "RegExp", {value: R, writable: true, enumerable: false, configurable: true});
-		wrap(RP, "compile", (t, a) => { if (!isRegExp(a[0])) checkPattern(a[0] === undefined ? "(?:)" : StringC(a[0])); });
-		const rps = getOwnPropertySymbols(RP);
-		for (let i = 0; i < rps.length; i++) {
-			const name = StringC(rps[i]);
-			let impl;
-			if (name === "Symbol(Symbol.split)") impl = (re, s, a) => regexpTools().slowSplit(re, s, a[1]);
-			else if (name === "Symbol(Symbol.replace)") impl = (re, s, a) => regexpTools().slowReplace(re, s, a[1]);
-			else if (name === "Symbol(Symbol.match)") impl = (re, s) => regexpTools().slowMatch(re, s);
-			else continue;
-			const orig = RP[rps[i]];
-			wrapDesc.value = function (...args) {
-				if (new.target !== undefined) throw new (TEC())("not a constructor");
-				try {
-					if (slow(this)) return impl(this, StringC(args[0]), args);
-					return apply(orig, this, args);
-				} catch (e) {
-					throw scrub(e);
-				}
-			};
-			defineProperty(RP, rps[i], wrapDesc);
-		}
-	}
 
 	// --- serialization ------------------------------------------------------
 	// goja's native JSON.stringify runs in Go, ignores interrupts and expands
@@ -884,7 +816,7 @@ return function setup(nat) {
 		}
 	}
 	function serTooDeep(what) {
-		throw new (REC())(whatText(what) + " nests deeper than the limit of " + maxJSONDepth + " levels");
+		throw new (intrinsic("RangeError"))(whatText(what) + " nests deeper than the limit of " + maxJSONDepth + " levels");
 	}
 	// serializeWith is serialize with the caller's replacer function, which
 	// the counter calls first; the same estimates as nat.count.
@@ -948,13 +880,13 @@ return function setup(nat) {
 				const v = replacer[i];
 				let k;
 				if (typeof v === "string") k = v;
-				else if (typeof v === "number" || v instanceof NC() || v instanceof StringC) k = StringC(v);
+				else if (typeof v === "number" || v instanceof intrinsic("Number") || v instanceof StringC) k = StringC(v);
 				if (k !== undefined && apply(arrayIndexOf, propList, [k]) < 0) apply(arrayPush, propList, [k]);
 			}
 			st.propList = propList;
 		}
 		if (space !== undefined) {
-			if (space instanceof NC()) space = NC()(space); else if (space instanceof StringC) space = StringC(space);
+			if (space instanceof intrinsic("Number")) space = intrinsic("Number")(space); else if (space instanceof StringC) space = StringC(space);
 			if (typeof space === "number") {
 				const n = space > 10 ? 10 : mathFloor(space);
 				if (n >= 1) st.gap = apply(origRepeat, " ", [n]);
@@ -965,10 +897,10 @@ return function setup(nat) {
 		return serValue(st, "", {"": value}, "");
 	}
 	function serTooLarge(st) {
-		throw new (REC())(whatText(st.what) + " is larger than the limit of " + st.limit + " bytes of JSON");
+		throw new (intrinsic("RangeError"))(whatText(st.what) + " is larger than the limit of " + st.limit + " bytes of JSON");
 	}
 	function serFail(st, kind, key) {
-		throw new (TEC())(whatText(st.what) + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
+		throw new (intrinsic("TypeError"))(whatText(st.what) + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
 	}
 	function serValue(st, key, holder, indent) {
 		let value = holder[key];
@@ -978,9 +910,9 @@ return function setup(nat) {
 		}
 		if (st.replacerFn !== undefined) value = apply(st.replacerFn, holder, [key, value]);
 		if (value !== null && typeof value === "object" && !isArray(value) && getPrototypeOf(value) !== ObjectProto) {
-			if (value instanceof NC()) value = NC()(value);
+			if (value instanceof intrinsic("Number")) value = intrinsic("Number")(value);
 			else if (value instanceof StringC) value = StringC(value);
-			else if (value instanceof BC()) value = apply(BC().prototype.valueOf, value, []);
+			else if (value instanceof intrinsic("Boolean")) value = apply(intrinsic("Boolean").prototype.valueOf, value, []);
 		}
 		switch (typeof value) {
 		case "string": {
@@ -1001,7 +933,7 @@ return function setup(nat) {
 			return value ? "true" : "false";
 		case "bigint":
 			if (st.strict) serFail(st, "BigInt", key);
-			throw new (TEC())("Do not know how to serialize a BigInt");
+			throw new (intrinsic("TypeError"))("Do not know how to serialize a BigInt");
 		case "symbol":
 			if (st.strict) serFail(st, "Symbol", key);
 			return undefined;
@@ -1016,7 +948,7 @@ return function setup(nat) {
 		}
 		const path = st.path;
 		for (let i = 0; i < path.length; i++) {
-			if (path[i] === value) throw new (TEC())(whatText(st.what) + ": Converting circular structure to JSON");
+			if (path[i] === value) throw new (intrinsic("TypeError"))(whatText(st.what) + ": Converting circular structure to JSON");
 		}
 		path[path.length] = value;
 		const gap = st.gap;
@@ -1069,34 +1001,11 @@ return function setup(nat) {
 			return serialize(value, undefined, undefined, what, limit, true);
 		} catch (e) {
 			what = whatText(what);
-			if (e instanceof EC() && StringC(e.message).indexOf(what) === 0) throw e;
-			if (e instanceof REC()) throw e;
+			if (e instanceof intrinsic("Error") && StringC(e.message).indexOf(what) === 0) throw e;
+			if (e instanceof intrinsic("RangeError")) throw e;
 			const msg = (e !== null && typeof e === "object") ? StringC(e.message) : StringC(e);
-			throw new (TEC())(what + " is not serializable to JSON: " + msg);
+			throw new (intrinsic("TypeError"))(what + " is not serializable to JSON: " + msg);
 		}
-	}
-	// JSON is reachable only by its name: configure replaces parse and
-	// stringify for plans that name it. JSON.parse: the text is checked for
-	// nesting depth (goja's parser recurses in Go once per level) and value
-	// count before parsing.
-	function hardenJSON() {
-		defineProperty(JSON, "parse", {value: function (text, reviver) {
-			if (new.target !== undefined) throw new (TEC())("not a constructor");
-			try {
-				const s = StringC(text);
-				const msg = nat.json(s);
-				if (msg !== "") throw new (REC())("JSON.parse: " + msg);
-				return apply(jsonParse, JSON, reviver === undefined ? [s] : [s, callback(reviver)]);
-			} catch (e) {
-				throw scrub(e);
-			}
-		}, writable: true, enumerable: false, configurable: true});
-		defineProperty(JSON, "stringify", {
-			value: {stringify(value, replacer, space) {
-				return serialize(value, replacer, space, "JSON.stringify output", maxStringLength, false);
-			}}.stringify,
-			writable: true, enumerable: false, configurable: true,
-		});
 	}
 
 	// --- tool calls -------------------------------------------------------
@@ -1109,7 +1018,7 @@ return function setup(nat) {
 		return i < 0 ? undefined : toolErrorRecs[i];
 	}
 	function toolError(toolName, code, message) {
-		const e = new (EC())(message);
+		const e = new (intrinsic("Error"))(message);
 		defineProperty(e, "name", {value: "ToolError", writable: true, enumerable: false, configurable: true});
 		e.code = code;
 		e.toolName = toolName;
@@ -1133,14 +1042,14 @@ return function setup(nat) {
 	function invoke(name, label, input, options) {
 		let soft = false;
 		if (options !== undefined && options !== null) {
-			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new (TEC())("callTool: options must be an object")]);
+			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new (intrinsic("TypeError"))("callTool: options must be an object")]);
 			soft = options.throwOnError === false;
 		}
 		const rec = {name: label, soft: soft, resolve: undefined, reject: undefined};
 		let text;
 		try {
 			text = input === undefined ? "{}" : toJSONText(input, rec, maxStringLength);
-			if (text === undefined) throw new (TEC())(whatText(rec) + " is not serializable to JSON");
+			if (text === undefined) throw new (intrinsic("TypeError"))(whatText(rec) + " is not serializable to JSON");
 		} catch (e) {
 			return apply(promiseReject, PromiseC, [scrub(e)]);
 		}
@@ -1189,34 +1098,192 @@ return function setup(nat) {
 		try { return StringC(e); } catch (_) { return "unknown error"; }
 	}
 	let consoleOpen = false;
-
-	// --- metaContext -----------------------------------------------------------
-	function deepFreeze(v) {
-		if (v !== null && typeof v === "object" && !isFrozen(v)) {
-			freeze(v);
-			const ks = keys(v);
-			for (let i = 0; i < ks.length; i++) deepFreeze(v[ks[i]]);
-		}
-		return v;
-	}
+	// define makes a global of the script API (see configure).
 	function define(name, value) {
 		defineProperty(G, name, {value: value, writable: false, enumerable: false, configurable: false});
 	}
-	// defineAPI defines the script API, each global only when the plan names
-	// it (unnamed has the bits of those it does not name, see configure):
-	// a plan cannot reach a global it does not name, and each function
-	// made costs set-up time.
-	function defineAPI(unnamed) {
-		if ((unnamed & 128) === 0) {
+
+	// --- the result and errors as the Go side sees them -------------------
+	function result(v) {
+		if (v === undefined) return "null";
+		const s = toJSONText(v, "the script result", maxResultBytes);
+		return s === undefined ? "null" : s;
+	}
+	function describe(e) {
+		if (e !== null && typeof e === "object") {
+			const rec = toolErrorRecord(e);
+			if (rec !== undefined) {
+				let stack = "";
+				try { stack = StringC(e.stack || ""); } catch (_) {}
+				return jsonStringify({tool: true, toolName: clip(rec.toolName, 200), code: clip(rec.code, 100), message: clip(rec.message, maxErrorChars), stack: clip(stack, maxErrorChars)});
+			}
+		}
+		let name = "Error", message = "", stack = "";
+		if (e !== null && (typeof e === "object" || typeof e === "function")) {
+			try { const n = e.name; if (typeof n === "string" && n !== "") name = n; } catch (_) {}
+			try { const m = e.message; message = m === undefined ? "" : StringC(m); } catch (_) { message = "uncaught exception"; }
+			try { const s = e.stack; if (typeof s === "string") stack = s; } catch (_) {}
+			if (message === "" && !(e instanceof intrinsic("Error"))) {
+				try { message = "uncaught " + StringC(e); } catch (_) { message = "uncaught exception"; }
+			}
+		} else {
+			try { message = StringC(e); } catch (_) { message = "uncaught exception"; }
+		}
+		return jsonStringify({tool: false, name: clip(name, 100), message: clip(message, maxErrorChars), stack: clip(stack, maxErrorChars)});
+	}
+	// objSource is __cm$obj, which the validator wraps around what an
+	// object spread or object rest copies: a string is copied one property
+	// per character in one Go call no interrupt stops.
+	function objSource(v) {
+		if ((typeof v === "string" || v instanceof StringC) && v.length > maxArrayLength) {
+			throw scrub(new (intrinsic("TypeError"))("object spread of a string of " + v.length + " characters exceeds the sandbox limit of " + maxArrayLength));
+		}
+		return v;
+	}
+	// configure brings the request's limits and context; once only, and
+	// before any plan code runs (the Go side calls it right after setup or
+	// after taking a runtime set up in advance).
+	function configure(contextJSON, cfg) {
+		if (configured) throw new (intrinsic("TypeError"))("sandbox already configured");
+		configured = true;
+		allowConsole = cfg.allowConsole;
+		maxParallel = cfg.maxParallel;
+		maxArrayLength = cfg.maxArrayLength;
+		maxStringLength = cfg.maxStringLength;
+		maxResultBytes = cfg.maxResultBytes;
+		maxConsoleBytes = cfg.maxConsoleBytes;
+		maxJSONDepth = cfg.maxJSONDepth;
+		maxErrorChars = cfg.maxErrorChars;
+		consoleOpen = allowConsole;
+		// The GeneratorFunction constructor is reachable only from a
+		// generator function; goja creates its prototypes on first use, so
+		// they are hardened (and paid for) only when the plan has generator
+		// syntax.
+		if (cfg.hasGenerators) blockConstructor(getPrototypeOf(function* () {}));
+		// What the plan does not name stays unprepared (globals.go; the
+		// bits are globalReflect... there). Without the analysis (unnamed
+		// absent) everything is prepared.
+		const gReflect = 1, gProxy = 2, gJSON = 4, gEncodeURIComponent = 8, gEncodeURI = 16, gEscape = 32,
+			gConsole = 64, gCallTool = 128, gGetTool = 256, gSearchTools = 512, gDescribeTool = 1024,
+			gSafeParallel = 2048, gMetaContext = 4096, gError = 8192, gTypeError = 16384, gRangeError = 32768,
+			gSyntaxError = 65536, gNumber = 131072, gBoolean = 262144;
+		const unnamed = cfg.unnamed | 0;
+		const named = (bit) => (unnamed & bit) === 0;
+		if (named(gError)) intrinsic("Error");
+		if (named(gTypeError)) intrinsic("TypeError");
+		if (named(gRangeError)) intrinsic("RangeError");
+		if (named(gSyntaxError)) intrinsic("SyntaxError");
+		if (named(gNumber)) intrinsic("Number");
+		if (named(gBoolean)) intrinsic("Boolean");
+		// Reflect is wrapped only for plans that name it.
+		if (named(gReflect)) {
+			loadReflect();
+			wrap(reflect, "apply", (t, a) => { if (a.length > 2) a[2] = argList(a[2]); });
+			wrap(reflect, "construct", (t, a) => { if (a.length > 1) a[1] = argList(a[1]); });
+		}
+		// RegExp objects exist only when the plan writes a regexp literal or
+		// names RegExp: only then are the constructor and the prototype's
+		// pattern methods hardened (each builtin touched costs set-up time).
+		if (cfg.hasRegExps) {
+			loadReflect();
+			const RegExpC = RegExp, RP = RegExpC.prototype;
+			newRegExp = (re, flags) => new RegExpC(re, flags);
+			const R = {RegExp: function RegExp(pattern, flags) {
+				try {
+					if (!isRegExp(pattern)) checkPattern(pattern === undefined ? "(?:)" : StringC(pattern));
+					if (new.target === undefined) return RegExpC(pattern, flags);
+					return reflectConstruct(RegExpC, [pattern, flags], new.target);
+				} catch (e) {
+					throw scrub(e);
+				}
+			}}.RegExp;
+			R.prototype = RP;
+			defineProperty(RP, "constructor", {value: R, writable: true, enumerable: false, configurable: true});
+			defineProperty(G, "RegExp", {value: R, writable: true, enumerable: false, configurable: true});
+			wrap(RP, "compile", (t, a) => { if (!isRegExp(a[0])) checkPattern(a[0] === undefined ? "(?:)" : StringC(a[0])); });
+			const rps = getOwnPropertySymbols(RP);
+			for (let i = 0; i < rps.length; i++) {
+				const name = StringC(rps[i]);
+				let impl;
+				if (name === "Symbol(Symbol.split)") impl = (re, s, a) => regexpTools().slowSplit(re, s, a[1]);
+				else if (name === "Symbol(Symbol.replace)") impl = (re, s, a) => regexpTools().slowReplace(re, s, a[1]);
+				else if (name === "Symbol(Symbol.match)") impl = (re, s) => regexpTools().slowMatch(re, s);
+				else continue;
+				const orig = RP[rps[i]];
+				wrapDesc.value = function (...args) {
+					if (new.target !== undefined) throw new (intrinsic("TypeError"))("not a constructor");
+					try {
+						if (slow(this)) return impl(this, StringC(args[0]), args);
+						return apply(orig, this, args);
+					} catch (e) {
+						throw scrub(e);
+					}
+				};
+				defineProperty(RP, rps[i], wrapDesc);
+			}
+		}
+		// Proxy is wrapped only for plans that name it: no other route leads
+		// to a proxy, and isProxy is false without one.
+		if (named(gProxy)) {
+			const ProxyC = Proxy, proxyRevocable = Proxy.revocable;
+			const P = {Proxy: function Proxy(target, handler) {
+				if (new.target === undefined) throw new (intrinsic("TypeError"))("Constructor Proxy requires 'new'");
+				const p = new ProxyC(target, handler);
+				remember(p);
+				return p;
+			}}.Proxy;
+			defineProperty(P, "revocable", {value: function revocable(target, handler) {
+				const r = apply(proxyRevocable, ProxyC, [target, handler]);
+				remember(r.proxy);
+				return r;
+			}, writable: true, enumerable: false, configurable: true});
+			defineProperty(G, "Proxy", {value: P, writable: true, enumerable: false, configurable: true});
+		}
+		// JSON is reachable only by its name: parse and stringify are
+		// replaced for plans that name it. JSON.parse: the text is checked
+		// for nesting depth (goja's parser recurses in Go once per level)
+		// and value count before parsing.
+		if (named(gJSON)) {
+			defineProperty(JSON, "parse", {value: function (text, reviver) {
+				if (new.target !== undefined) throw new (intrinsic("TypeError"))("not a constructor");
+				try {
+					const s = StringC(text);
+					const msg = nat.json(s);
+					if (msg !== "") throw new (intrinsic("RangeError"))("JSON.parse: " + msg);
+					return apply(jsonParse, JSON, reviver === undefined ? [s] : [s, callback(reviver)]);
+				} catch (e) {
+					throw scrub(e);
+				}
+			}, writable: true, enumerable: false, configurable: true});
+			defineProperty(JSON, "stringify", {
+				value: {stringify(value, replacer, space) {
+					return serialize(value, replacer, space, "JSON.stringify output", maxStringLength, false);
+				}}.stringify,
+				writable: true, enumerable: false, configurable: true,
+			});
+		}
+		// Percent-encoding writes up to 9 characters per UTF-16 unit.
+		if (named(gEncodeURIComponent) || named(gEncodeURI) || named(gEscape)) {
+			const checkEncode = (t, a) => {
+				a[0] = StringC(a[0]);
+				const n = a[0].length * 9;
+				if (n > maxStringLength) tooLong("string length", n);
+			};
+			if (named(gEncodeURIComponent)) wrap(G, "encodeURIComponent", checkEncode);
+			if (named(gEncodeURI)) wrap(G, "encodeURI", checkEncode);
+			if (named(gEscape)) wrap(G, "escape", checkEncode);
+		}
+		// The script API: each global only when the plan names it.
+		if (named(gCallTool)) {
 			const callTool = (name, input, options) => {
-				if (typeof name !== "string") return apply(promiseReject, PromiseC, [new (TEC())("callTool: the tool name must be a string")]);
+				if (typeof name !== "string") return apply(promiseReject, PromiseC, [new (intrinsic("TypeError"))("callTool: the tool name must be a string")]);
 				return invoke(name, name, input, options);
 			};
 			define("callTool", freeze(callTool));
 		}
-		if ((unnamed & 256) === 0) {
+		if (named(gGetTool)) {
 			const getTool = (name) => {
-				if (typeof name !== "string") throw new (TEC())("getTool: the tool name must be a string");
+				if (typeof name !== "string") throw new (intrinsic("TypeError"))("getTool: the tool name must be a string");
 				const s = nat.getTool(name);
 				return s === "" ? null : jsonParse(s);
 			};
@@ -1224,12 +1291,12 @@ return function setup(nat) {
 		}
 		// searchTools and describeTool ask the host (see Discovery); each
 		// counts as a tool call against the run's limits.
-		if ((unnamed & 512) === 0) {
+		if (named(gSearchTools)) {
 			const searchTools = (query, options) => {
-				if (typeof query !== "string") return apply(promiseReject, PromiseC, [new (TEC())("searchTools: the query must be a string")]);
+				if (typeof query !== "string") return apply(promiseReject, PromiseC, [new (intrinsic("TypeError"))("searchTools: the query must be a string")]);
 				const req = {query: query};
 				if (options !== undefined && options !== null) {
-					if (typeof options !== "object") return apply(promiseReject, PromiseC, [new (TEC())("searchTools: options must be an object")]);
+					if (typeof options !== "object") return apply(promiseReject, PromiseC, [new (intrinsic("TypeError"))("searchTools: options must be an object")]);
 					const ks = keys(options);
 					for (let i = 0; i < ks.length; i++) {
 						if (ks[i] !== "query") req[ks[i]] = options[ks[i]];
@@ -1239,27 +1306,27 @@ return function setup(nat) {
 			};
 			define("searchTools", freeze(searchTools));
 		}
-		if ((unnamed & 1024) === 0) {
+		if (named(gDescribeTool)) {
 			const describeTool = (name) => {
-				if (typeof name !== "string") return apply(promiseReject, PromiseC, [new (TEC())("describeTool: the tool name must be a string")]);
+				if (typeof name !== "string") return apply(promiseReject, PromiseC, [new (intrinsic("TypeError"))("describeTool: the tool name must be a string")]);
 				return invoke("\u0000describeTool", "describeTool", {name: name}, undefined);
 			};
 			define("describeTool", freeze(describeTool));
 		}
-		if ((unnamed & 2048) === 0) {
+		if (named(gSafeParallel)) {
 			async function __safe_parallel(fns, options) {
-				if (!isArray(fns)) throw new (TEC())("__safe_parallel: the first argument must be an array of functions");
+				if (!isArray(fns)) throw new (intrinsic("TypeError"))("__safe_parallel: the first argument must be an array of functions");
 				const total = fns.length;
-				if (total > maxParallel) throw new (REC())("__safe_parallel: at most " + maxParallel + " operations are allowed, got " + total);
+				if (total > maxParallel) throw new (intrinsic("RangeError"))("__safe_parallel: at most " + maxParallel + " operations are allowed, got " + total);
 				for (let i = 0; i < total; i++) {
-					if (typeof fns[i] !== "function") throw new (TEC())("__safe_parallel: operation " + i + " is not a function");
+					if (typeof fns[i] !== "function") throw new (intrinsic("TypeError"))("__safe_parallel: operation " + i + " is not a function");
 				}
 				let limit = 10;
 				if (options !== undefined && options !== null) {
-					if (typeof options !== "object") throw new (TEC())("__safe_parallel: options must be an object");
+					if (typeof options !== "object") throw new (intrinsic("TypeError"))("__safe_parallel: options must be an object");
 					const mc = options.maxConcurrency;
 					if (mc !== undefined) {
-						if (typeof mc !== "number" || !(mc >= 1)) throw new (TEC())("__safe_parallel: options.maxConcurrency must be a number of at least 1");
+						if (typeof mc !== "number" || !(mc >= 1)) throw new (intrinsic("TypeError"))("__safe_parallel: options.maxConcurrency must be a number of at least 1");
 						limit = mc > 20 ? 20 : mathFloor(mc);
 					}
 				}
@@ -1284,7 +1351,7 @@ return function setup(nat) {
 					apply(arraySort, failures, [(a, b) => a.index - b.index]);
 					const parts = [];
 					for (let i = 0; i < failures.length; i++) apply(arrayPush, parts, ["[" + failures[i].index + "] " + clip(failures[i].message, 1000)]);
-					const e = new (EC())(failures.length + " of " + total + " parallel operations failed: " + apply(arrayJoin, parts, ["; "]));
+					const e = new (intrinsic("Error"))(failures.length + " of " + total + " parallel operations failed: " + apply(arrayJoin, parts, ["; "]));
 					defineProperty(e, "name", {value: "ParallelExecutionError", writable: true, enumerable: false, configurable: true});
 					throw scrub(e);
 				}
@@ -1292,10 +1359,10 @@ return function setup(nat) {
 			}
 			define("__safe_parallel", freeze(__safe_parallel));
 		}
-		if ((unnamed & 64) === 0) {
+		if (named(gConsole)) {
 			function logArg(a) {
 				if (typeof a === "string") return a;
-				if (a instanceof EC()) return errorMessage(a);
+				if (a instanceof intrinsic("Error")) return errorMessage(a);
 				if (a === undefined || typeof a === "function" || typeof a === "symbol" || typeof a === "bigint") return StringC(a);
 				try {
 					const s = serialize(a, (k, v) => typeof v === "bigint" ? StringC(v) : v, undefined, "console argument", maxConsoleBytes, false);
@@ -1315,88 +1382,17 @@ return function setup(nat) {
 			const consoleObj = freeze({log: logger("log"), info: logger("log"), debug: logger("log"), warn: logger("warn"), error: logger("error")});
 			define("console", consoleObj);
 		}
-	}
-
-	// --- the result and errors as the Go side sees them -------------------
-	function result(v) {
-		if (v === undefined) return "null";
-		const s = toJSONText(v, "the script result", maxResultBytes);
-		return s === undefined ? "null" : s;
-	}
-	function describe(e) {
-		if (e !== null && typeof e === "object") {
-			const rec = toolErrorRecord(e);
-			if (rec !== undefined) {
-				let stack = "";
-				try { stack = StringC(e.stack || ""); } catch (_) {}
-				return jsonStringify({tool: true, toolName: clip(rec.toolName, 200), code: clip(rec.code, 100), message: clip(rec.message, maxErrorChars), stack: clip(stack, maxErrorChars)});
+		if (named(gMetaContext)) {
+			function deepFreeze(v) {
+				if (v !== null && typeof v === "object" && !isFrozen(v)) {
+					freeze(v);
+					const ks = keys(v);
+					for (let i = 0; i < ks.length; i++) deepFreeze(v[ks[i]]);
+				}
+				return v;
 			}
+			define("metaContext", deepFreeze(jsonParse(contextJSON)));
 		}
-		let name = "Error", message = "", stack = "";
-		if (e !== null && (typeof e === "object" || typeof e === "function")) {
-			try { const n = e.name; if (typeof n === "string" && n !== "") name = n; } catch (_) {}
-			try { const m = e.message; message = m === undefined ? "" : StringC(m); } catch (_) { message = "uncaught exception"; }
-			try { const s = e.stack; if (typeof s === "string") stack = s; } catch (_) {}
-			if (message === "" && !(e instanceof EC())) {
-				try { message = "uncaught " + StringC(e); } catch (_) { message = "uncaught exception"; }
-			}
-		} else {
-			try { message = StringC(e); } catch (_) { message = "uncaught exception"; }
-		}
-		return jsonStringify({tool: false, name: clip(name, 100), message: clip(message, maxErrorChars), stack: clip(stack, maxErrorChars)});
-	}
-	// objSource is __cm$obj, which the validator wraps around what an
-	// object spread or object rest copies: a string is copied one property
-	// per character in one Go call no interrupt stops.
-	function objSource(v) {
-		if ((typeof v === "string" || v instanceof StringC) && v.length > maxArrayLength) {
-			throw scrub(new (TEC())("object spread of a string of " + v.length + " characters exceeds the sandbox limit of " + maxArrayLength));
-		}
-		return v;
-	}
-	// configure brings the request's limits and context; once only, and
-	// before any plan code runs (the Go side calls it right after setup or
-	// after taking a runtime set up in advance).
-	function configure(contextJSON, cfg) {
-		if (configured) throw new (TEC())("sandbox already configured");
-		configured = true;
-		allowConsole = cfg.allowConsole;
-		maxParallel = cfg.maxParallel;
-		maxArrayLength = cfg.maxArrayLength;
-		maxStringLength = cfg.maxStringLength;
-		maxResultBytes = cfg.maxResultBytes;
-		maxConsoleBytes = cfg.maxConsoleBytes;
-		maxJSONDepth = cfg.maxJSONDepth;
-		maxErrorChars = cfg.maxErrorChars;
-		consoleOpen = allowConsole;
-		// The GeneratorFunction constructor is reachable only from a
-		// generator function; goja creates its prototypes on first use, so
-		// they are hardened (and paid for) only when the plan has generator
-		// syntax.
-		if (cfg.hasGenerators) blockConstructor(getPrototypeOf(function* () {}));
-		// What the plan does not name stays unprepared (globals.go; the
-		// bits are globalReflect... there). Without the analysis (unnamed
-		// absent) everything is prepared.
-		const gReflect = 1, gProxy = 2, gJSON = 4, gEncodeURIComponent = 8, gEncodeURI = 16, gEscape = 32,
-			gError = 8192, gTypeError = 16384, gRangeError = 32768, gSyntaxError = 65536, gNumber = 131072,
-			gBoolean = 262144, gMetaContext = 4096;
-		const unnamed = cfg.unnamed | 0;
-		const named = (bit) => (unnamed & bit) === 0;
-		if (named(gError)) EC();
-		if (named(gTypeError)) TEC();
-		if (named(gRangeError)) REC();
-		if (named(gSyntaxError)) SEC();
-		if (named(gNumber)) NC();
-		if (named(gBoolean)) BC();
-		if (named(gReflect)) hardenReflect();
-		if (cfg.hasRegExps) hardenRegExps();
-		if (named(gProxy)) hardenProxy();
-		if (named(gJSON)) hardenJSON();
-		if (named(gEncodeURIComponent)) wrap(G, "encodeURIComponent", checkEncode);
-		if (named(gEncodeURI)) wrap(G, "encodeURI", checkEncode);
-		if (named(gEscape)) wrap(G, "escape", checkEncode);
-		defineAPI(unnamed);
-		if (named(gMetaContext)) define("metaContext", deepFreeze(jsonParse(contextJSON)));
 	}
 	return [settle, result, describe, objSource, configure];
 };
