@@ -118,7 +118,7 @@ func (p *workerPool) startWorker() (_ *worker, err error) {
 	}
 	w.pid = cmd.Process.Pid
 	w.in = stdin
-	w.out = &frameWriter{w: stdin, max: p.opts.MaxMessageBytes}
+	w.out = &frameWriter{w: rawWriter(stdin), max: p.opts.MaxMessageBytes}
 	p.procs.Add(1)
 	go w.readLoop(stdout)
 
@@ -157,7 +157,7 @@ func startupFailed(format string, args ...any) error {
 // stream ends, then reaps the process.
 func (w *worker) readLoop(stdout io.Reader) {
 	p := w.p
-	fr := &frameReader{r: bufio.NewReaderSize(stdout, 64<<10), max: p.opts.MaxMessageBytes}
+	fr := &frameReader{r: bufio.NewReaderSize(rawReader(stdout), 64<<10), max: p.opts.MaxMessageBytes}
 	var (
 		windowStart = p.now()
 		count       int

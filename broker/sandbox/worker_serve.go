@@ -45,14 +45,20 @@ func MaybeServeWorker() bool {
 	return true
 }
 
+// workerStdout keeps the process's stdout files reachable (two *os.File
+// for descriptor 1 once pollableStdout made one: either one's finaliser
+// would close it).
+var workerStdout [2]*os.File
+
 // ServeWorkerStdio serves the worker protocol on the process's stdin and
 // stdout and returns the process exit code. Anything else the process
 // prints to stdout afterwards goes to stderr, so it cannot corrupt the
 // protocol. The `caddy codemode-worker` subcommand calls it.
 func ServeWorkerStdio() int {
-	out := os.Stdout
+	workerStdout[0] = os.Stdout
 	os.Stdout = os.Stderr
-	if err := ServeWorker(pollableStdin(), out); err != nil {
+	workerStdout[1] = pollableStdout(workerStdout[0])
+	if err := ServeWorker(pollableStdin(), workerStdout[1]); err != nil {
 		fmt.Fprintf(os.Stderr, "codemode worker: %v\n", err)
 		return 1
 	}
@@ -69,7 +75,8 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	// Compile the script prelude while the configuration is read and the
 	// memory capped (NewInProcess waits for it).
 	go preludeProgram()
-	fr := &frameReader{r: bufio.NewReaderSize(in, 64<<10), max: 1 << 20}
+	fr := &frameReader{r: bufio.NewReaderSize(rawReader(in), 64<<10), max: 1 << 20}
+	out = rawWriter(out)
 	m, err := fr.read()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
