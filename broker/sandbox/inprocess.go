@@ -528,6 +528,9 @@ func (x *execution) wait() (completion, bool) {
 type preludeFns struct {
 	settle, result, describe, configure goja.Callable
 	objSource                           goja.Value
+	// nat holds the native hooks; setup adds those only the script API
+	// and JSON use when the plan names them.
+	nat *goja.Object
 }
 
 // runPrelude runs the prelude's request-independent setup in x's runtime,
@@ -541,18 +544,11 @@ func (x *execution) runPrelude() error {
 	setupFn, _ := goja.AssertFunction(v)
 	nat := rt.NewObject()
 	_ = nat.Set("call", x.callFunc())
-	_ = nat.Set("getTool", x.getToolFunc())
-	_ = nat.Set("log", x.logFunc())
 	_ = nat.Set("step", x.stepFunc())
 	_ = nat.Set("count", x.jsonCounter)
 	_ = nat.Set("countBegin", x.jsonBegin)
 	_ = nat.Set("countFailure", x.jsonFailure)
 	_ = nat.Set("countEnd", x.jsonEnd)
-	_ = nat.Set("json", func(call goja.FunctionCall) goja.Value {
-		s, _ := call.Argument(0).Export().(string)
-		maxArray, _ := memoryCaps(x.limits)
-		return rt.ToValue(checkJSON(s, MaxJSONDepth, maxArray))
-	})
 	_ = nat.Set("pattern", func(call goja.FunctionCall) goja.Value {
 		s, _ := call.Argument(0).Export().(string)
 		return rt.ToValue(checkPattern(s))
@@ -563,7 +559,7 @@ func (x *execution) runPrelude() error {
 	// The functions are taken as JavaScript values: a round trip through
 	// Export would wrap them in Go functions whose names show in stacks.
 	fns := v.ToObject(rt)
-	p := &preludeFns{objSource: fns.Get("3")}
+	p := &preludeFns{objSource: fns.Get("3"), nat: nat}
 	p.settle, _ = goja.AssertFunction(fns.Get("0"))
 	p.result, _ = goja.AssertFunction(fns.Get("1"))
 	p.describe, _ = goja.AssertFunction(fns.Get("2"))
@@ -591,6 +587,23 @@ func (x *execution) setup(regexps bool) (settle, result, describe goja.Callable,
 	}
 	if gerr == nil {
 		rt := x.rt
+		// The hooks of getTool, console and JSON.parse, for the plans that
+		// name them (see globals.go).
+		if nat := x.prelude.nat; nat != nil {
+			if x.unnamed&globalGetTool == 0 {
+				_ = nat.Set("getTool", x.getToolFunc())
+			}
+			if x.unnamed&globalConsole == 0 {
+				_ = nat.Set("log", x.logFunc())
+			}
+			if x.unnamed&globalJSON == 0 {
+				_ = nat.Set("json", func(call goja.FunctionCall) goja.Value {
+					s, _ := call.Argument(0).Export().(string)
+					maxArray, _ := memoryCaps(x.limits)
+					return rt.ToValue(checkJSON(s, MaxJSONDepth, maxArray))
+				})
+			}
+		}
 		maxArray, maxString := memoryCaps(x.limits)
 		cfg := rt.NewObject()
 		_ = cfg.Set("allowConsole", x.limits.AllowConsole)

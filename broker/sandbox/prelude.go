@@ -800,195 +800,203 @@ return function setup(nat) {
 	// takes the slower walk written in JavaScript (serializeJS).
 	const natCount = nat.count, countBegin = nat.countBegin, countFailure = nat.countFailure, countEnd = nat.countEnd;
 	function serialize(value, replacer, space, what, limit, strict) {
-		if (isArray(replacer)) return serializeJS(value, replacer, space, what, limit, strict);
-		if (typeof replacer === "function") return serializeWith(value, replacer, space, what, limit, strict);
+		if (isArray(replacer)) return ser().serializeJS(value, replacer, space, what, limit, strict);
+		if (typeof replacer === "function") return ser().serializeWith(value, replacer, space, what, limit, strict);
 		countBegin(limit, strict);
 		try {
 			return jsonStringify(value, natCount, space);
 		} catch (e) {
 			const why = countFailure();
-			if (why === "L") serTooLarge({what: what, limit: limit});
-			if (why === "D") serTooDeep(what);
-			if (why !== "") serFail({what: what}, why[0] === "B" ? "BigInt" : "Symbol", apply(stringSlice, why, [1]));
+			if (why === "L") ser().serTooLarge({what: what, limit: limit});
+			if (why === "D") ser().serTooDeep(what);
+			if (why !== "") ser().serFail({what: what}, why[0] === "B" ? "BigInt" : "Symbol", apply(stringSlice, why, [1]));
 			throw e;
 		} finally {
 			countEnd();
 		}
 	}
-	function serTooDeep(what) {
-		throw new (intrinsic("RangeError"))(whatText(what) + " nests deeper than the limit of " + maxJSONDepth + " levels");
-	}
-	// serializeWith is serialize with the caller's replacer function, which
-	// the counter calls first; the same estimates as nat.count.
-	function serializeWith(value, userFn, space, what, limit, strict) {
-		let size = 0;
-		// holders is the path from the root to the value being written: the
-		// walk is depth-first, so the holder of each call is on it.
-		const holders = [];
-		let depth = 0;
-		function counting(key, v) {
-			v = apply(userFn, this, [key, v]);
-			while (depth > 0 && holders[depth - 1] !== this) depth--;
-			if (v !== null && typeof v === "object") {
-				if (depth >= maxJSONDepth) serTooDeep(what);
-				holders[depth++] = v;
-			}
-			switch (typeof v) {
-			case "string":
-				size += v.length + 2;
-				break;
-			case "number":
-				size += 8;
-				break;
-			case "boolean":
-				size += 5;
-				break;
-			case "object":
-				size += v === null ? 4 : 2;
-				break;
-			case "bigint":
-				if (strict) serFail({what: what}, "BigInt", key);
-				break;
-			case "symbol":
-				if (strict) serFail({what: what}, "Symbol", key);
-				v = undefined;
-				size += 4;
-				break;
-			default:
-				// undefined or a function: written as null in an array
-				// (a sparse array of 2^32-1 holes is 4 bytes each) and
-				// omitted in an object; counted as null either way.
-				size += 4;
-			}
-			size += key.length + 3;
-			if (size > limit) serTooLarge({what: what, limit: limit});
-			return v;
+	// The serializer's slower paths (a caller's replacer) and its errors are
+	// made on first use: each function a runtime creates costs set-up time.
+	let serTools;
+	function ser() {
+		if (serTools !== undefined) return serTools;
+		function serTooDeep(what) {
+			throw new (intrinsic("RangeError"))(whatText(what) + " nests deeper than the limit of " + maxJSONDepth + " levels");
 		}
-		return jsonStringify(value, counting, space);
-	}
+		// serializeWith is serialize with the caller's replacer function, which
+		// the counter calls first; the same estimates as nat.count.
+		function serializeWith(value, userFn, space, what, limit, strict) {
+			let size = 0;
+			// holders is the path from the root to the value being written: the
+			// walk is depth-first, so the holder of each call is on it.
+			const holders = [];
+			let depth = 0;
+			function counting(key, v) {
+				v = apply(userFn, this, [key, v]);
+				while (depth > 0 && holders[depth - 1] !== this) depth--;
+				if (v !== null && typeof v === "object") {
+					if (depth >= maxJSONDepth) serTooDeep(what);
+					holders[depth++] = v;
+				}
+				switch (typeof v) {
+				case "string":
+					size += v.length + 2;
+					break;
+				case "number":
+					size += 8;
+					break;
+				case "boolean":
+					size += 5;
+					break;
+				case "object":
+					size += v === null ? 4 : 2;
+					break;
+				case "bigint":
+					if (strict) serFail({what: what}, "BigInt", key);
+					break;
+				case "symbol":
+					if (strict) serFail({what: what}, "Symbol", key);
+					v = undefined;
+					size += 4;
+					break;
+				default:
+					// undefined or a function: written as null in an array
+					// (a sparse array of 2^32-1 holes is 4 bytes each) and
+					// omitted in an object; counted as null either way.
+					size += 4;
+				}
+				size += key.length + 3;
+				if (size > limit) serTooLarge({what: what, limit: limit});
+				return v;
+			}
+			return jsonStringify(value, counting, space);
+		}
 
-	// Serialization state is one object per call; the functions below are
-	// created once per runtime, not per call.
-	function serializeJS(value, replacer, space, what, limit, strict) {
-		const st = {size: 0, path: [], replacerFn: undefined, propList: undefined, gap: "", what: what, limit: limit, strict: strict};
-		if (typeof replacer === "function") {
-			st.replacerFn = replacer;
-		} else if (isArray(replacer)) {
-			const propList = [];
-			const n = lenOf(replacer);
-			for (let i = 0; i < n; i++) {
-				const v = replacer[i];
-				let k;
-				if (typeof v === "string") k = v;
-				else if (typeof v === "number" || v instanceof intrinsic("Number") || v instanceof StringC) k = StringC(v);
-				if (k !== undefined && apply(arrayIndexOf, propList, [k]) < 0) apply(arrayPush, propList, [k]);
+		// Serialization state is one object per call; the functions below are
+		// created once per runtime, not per call.
+		function serializeJS(value, replacer, space, what, limit, strict) {
+			const st = {size: 0, path: [], replacerFn: undefined, propList: undefined, gap: "", what: what, limit: limit, strict: strict};
+			if (typeof replacer === "function") {
+				st.replacerFn = replacer;
+			} else if (isArray(replacer)) {
+				const propList = [];
+				const n = lenOf(replacer);
+				for (let i = 0; i < n; i++) {
+					const v = replacer[i];
+					let k;
+					if (typeof v === "string") k = v;
+					else if (typeof v === "number" || v instanceof intrinsic("Number") || v instanceof StringC) k = StringC(v);
+					if (k !== undefined && apply(arrayIndexOf, propList, [k]) < 0) apply(arrayPush, propList, [k]);
+				}
+				st.propList = propList;
 			}
-			st.propList = propList;
-		}
-		if (space !== undefined) {
-			if (space instanceof intrinsic("Number")) space = intrinsic("Number")(space); else if (space instanceof StringC) space = StringC(space);
-			if (typeof space === "number") {
-				const n = space > 10 ? 10 : mathFloor(space);
-				if (n >= 1) st.gap = apply(origRepeat, " ", [n]);
-			} else if (typeof space === "string") {
-				st.gap = apply(stringSlice, space, [0, 10]);
+			if (space !== undefined) {
+				if (space instanceof intrinsic("Number")) space = intrinsic("Number")(space); else if (space instanceof StringC) space = StringC(space);
+				if (typeof space === "number") {
+					const n = space > 10 ? 10 : mathFloor(space);
+					if (n >= 1) st.gap = apply(origRepeat, " ", [n]);
+				} else if (typeof space === "string") {
+					st.gap = apply(stringSlice, space, [0, 10]);
+				}
 			}
+			return serValue(st, "", {"": value}, "");
 		}
-		return serValue(st, "", {"": value}, "");
-	}
-	function serTooLarge(st) {
-		throw new (intrinsic("RangeError"))(whatText(st.what) + " is larger than the limit of " + st.limit + " bytes of JSON");
-	}
-	function serFail(st, kind, key) {
-		throw new (intrinsic("TypeError"))(whatText(st.what) + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
-	}
-	function serValue(st, key, holder, indent) {
-		let value = holder[key];
-		if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
-			const toJSON = value.toJSON;
-			if (typeof toJSON === "function") value = apply(toJSON, value, [key]);
+		function serTooLarge(st) {
+			throw new (intrinsic("RangeError"))(whatText(st.what) + " is larger than the limit of " + st.limit + " bytes of JSON");
 		}
-		if (st.replacerFn !== undefined) value = apply(st.replacerFn, holder, [key, value]);
-		if (value !== null && typeof value === "object" && !isArray(value) && getPrototypeOf(value) !== ObjectProto) {
-			if (value instanceof intrinsic("Number")) value = intrinsic("Number")(value);
-			else if (value instanceof StringC) value = StringC(value);
-			else if (value instanceof intrinsic("Boolean")) value = apply(intrinsic("Boolean").prototype.valueOf, value, []);
+		function serFail(st, kind, key) {
+			throw new (intrinsic("TypeError"))(whatText(st.what) + ": cannot serialize a " + kind + (key === "" ? "" : " (at key " + jsonStringify(StringC(key)) + ")") + " to JSON");
 		}
-		switch (typeof value) {
-		case "string": {
-			const q = jsonStringify(value);
-			st.size += q.length;
-			if (st.size > st.limit) serTooLarge(st);
-			return q;
-		}
-		case "number": {
-			const t = numberIsFinite(value) ? "" + value : "null";
-			st.size += t.length;
-			if (st.size > st.limit) serTooLarge(st);
-			return t;
-		}
-		case "boolean":
-			st.size += 5;
-			if (st.size > st.limit) serTooLarge(st);
-			return value ? "true" : "false";
-		case "bigint":
-			if (st.strict) serFail(st, "BigInt", key);
-			throw new (intrinsic("TypeError"))("Do not know how to serialize a BigInt");
-		case "symbol":
-			if (st.strict) serFail(st, "Symbol", key);
-			return undefined;
-		case "undefined":
-		case "function":
-			return undefined;
-		}
-		if (value === null) {
-			st.size += 4;
-			if (st.size > st.limit) serTooLarge(st);
-			return "null";
-		}
-		const path = st.path;
-		for (let i = 0; i < path.length; i++) {
-			if (path[i] === value) throw new (intrinsic("TypeError"))(whatText(st.what) + ": Converting circular structure to JSON");
-		}
-		path[path.length] = value;
-		const gap = st.gap;
-		const inner = indent + gap;
-		const parts = [];
-		let out;
-		if (isArray(value)) {
-			const n = lenOf(value);
-			if (n > maxArrayLength) tooLong("array length", n);
-			for (let i = 0; i < n; i++) {
-				const v = serValue(st, "" + i, value, inner);
-				parts[i] = v === undefined ? "null" : v;
+		function serValue(st, key, holder, indent) {
+			let value = holder[key];
+			if (value !== null && (typeof value === "object" || typeof value === "bigint")) {
+				const toJSON = value.toJSON;
+				if (typeof toJSON === "function") value = apply(toJSON, value, [key]);
 			}
-			st.size += n + 2;
-			if (st.size > st.limit) serTooLarge(st);
-			if (n === 0) out = "[]";
-			else if (gap === "") out = "[" + apply(arrayJoin, parts, [","]) + "]";
-			else out = "[\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "]";
-		} else {
-			const ks = st.propList !== undefined ? st.propList : objectKeys(value);
-			for (let i = 0; i < ks.length; i++) {
-				const k = ks[i];
-				const v = serValue(st, k, value, inner);
-				if (v === undefined) continue;
-				const q = jsonStringify(k);
-				st.size += q.length + 2;
-				parts[parts.length] = q + (gap === "" ? ":" : ": ") + v;
+			if (st.replacerFn !== undefined) value = apply(st.replacerFn, holder, [key, value]);
+			if (value !== null && typeof value === "object" && !isArray(value) && getPrototypeOf(value) !== ObjectProto) {
+				if (value instanceof intrinsic("Number")) value = intrinsic("Number")(value);
+				else if (value instanceof StringC) value = StringC(value);
+				else if (value instanceof intrinsic("Boolean")) value = apply(intrinsic("Boolean").prototype.valueOf, value, []);
 			}
-			st.size += 2;
-			if (st.size > st.limit) serTooLarge(st);
-			if (parts.length === 0) out = "{}";
-			else if (gap === "") out = "{" + apply(arrayJoin, parts, [","]) + "}";
-			else out = "{\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "}";
+			switch (typeof value) {
+			case "string": {
+				const q = jsonStringify(value);
+				st.size += q.length;
+				if (st.size > st.limit) serTooLarge(st);
+				return q;
+			}
+			case "number": {
+				const t = numberIsFinite(value) ? "" + value : "null";
+				st.size += t.length;
+				if (st.size > st.limit) serTooLarge(st);
+				return t;
+			}
+			case "boolean":
+				st.size += 5;
+				if (st.size > st.limit) serTooLarge(st);
+				return value ? "true" : "false";
+			case "bigint":
+				if (st.strict) serFail(st, "BigInt", key);
+				throw new (intrinsic("TypeError"))("Do not know how to serialize a BigInt");
+			case "symbol":
+				if (st.strict) serFail(st, "Symbol", key);
+				return undefined;
+			case "undefined":
+			case "function":
+				return undefined;
+			}
+			if (value === null) {
+				st.size += 4;
+				if (st.size > st.limit) serTooLarge(st);
+				return "null";
+			}
+			const path = st.path;
+			for (let i = 0; i < path.length; i++) {
+				if (path[i] === value) throw new (intrinsic("TypeError"))(whatText(st.what) + ": Converting circular structure to JSON");
+			}
+			path[path.length] = value;
+			const gap = st.gap;
+			const inner = indent + gap;
+			const parts = [];
+			let out;
+			if (isArray(value)) {
+				const n = lenOf(value);
+				if (n > maxArrayLength) tooLong("array length", n);
+				for (let i = 0; i < n; i++) {
+					const v = serValue(st, "" + i, value, inner);
+					parts[i] = v === undefined ? "null" : v;
+				}
+				st.size += n + 2;
+				if (st.size > st.limit) serTooLarge(st);
+				if (n === 0) out = "[]";
+				else if (gap === "") out = "[" + apply(arrayJoin, parts, [","]) + "]";
+				else out = "[\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "]";
+			} else {
+				const ks = st.propList !== undefined ? st.propList : objectKeys(value);
+				for (let i = 0; i < ks.length; i++) {
+					const k = ks[i];
+					const v = serValue(st, k, value, inner);
+					if (v === undefined) continue;
+					const q = jsonStringify(k);
+					st.size += q.length + 2;
+					parts[parts.length] = q + (gap === "" ? ":" : ": ") + v;
+				}
+				st.size += 2;
+				if (st.size > st.limit) serTooLarge(st);
+				if (parts.length === 0) out = "{}";
+				else if (gap === "") out = "{" + apply(arrayJoin, parts, [","]) + "}";
+				else out = "{\n" + inner + apply(arrayJoin, parts, [",\n" + inner]) + "\n" + indent + "}";
+			}
+			path.length--;
+			if (gap !== "") {
+				st.size += parts.length * (inner.length + 2);
+				if (st.size > st.limit) serTooLarge(st);
+			}
+			return out;
 		}
-		path.length--;
-		if (gap !== "") {
-			st.size += parts.length * (inner.length + 2);
-			if (st.size > st.limit) serTooLarge(st);
-		}
-		return out;
+		serTools = {serializeWith: serializeWith, serializeJS: serializeJS, serTooLarge: serTooLarge, serFail: serFail, serTooDeep: serTooDeep};
+		return serTools;
 	}
 	// what names the serialized value in error messages: a string, or a
 	// tool call's record (its name is the label errors show), turned into
