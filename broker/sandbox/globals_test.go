@@ -162,15 +162,5 @@ func TestGatedGlobalsRebound(t *testing.T) {
 		{name: "console not named stays out of reach", code: `return [typeof this, (function () { return typeof this })(), [1].map(function () { return typeof this })[0]]`,
 			status: StatusOK, result: `["undefined","undefined","undefined"]`},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			req := tc.req
-			req.Code = tc.code
-			r, err := engine.Execute(context.Background(), req, newTestHost(echoTools()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkResult(t, r, tc)
-		})
-	}
+	runExecCases(t, engine, cases)
 }

@@ -152,6 +152,12 @@ func TestScriptAPI(t *testing.T) {
 			status: StatusOK, result: `[["callTool",true,false,"TypeError"],["getTool",true,false,"TypeError"],["searchTools",true,false,"TypeError"],["describeTool",true,false,"TypeError"]]`},
 		{name: "dates work", code: `return typeof Date.now()`, status: StatusOK, result: `"number"`},
 	}
+	runExecCases(t, engine, cases)
+}
+
+// runExecCases runs each case on engine with the echo tools as host.
+func runExecCases(t *testing.T, engine Engine, cases []execCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req
