@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -306,11 +307,49 @@ func (g *Guard) Cleanup() error {
 }
 
 // ServeHTTP applies the guard and, when it allows, calls next.
+//
+// Its own frame stays small (the tickets and little else): the rest of the
+// route runs on top of it, and a deeper stack makes the connection's
+// goroutine grow its stack again after each GC shrank it. The checks, with
+// their larger frames, are in admit, which returns before next runs.
 func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	// Concurrency slots are held in tickets on this stack until the
+	// request is served, released even when the request was cancelled (a
+	// fresh context). A ticket that took nothing releases nothing.
+	var held [2]guard.SemaphoreTicket
+	var tickets []guard.SemaphoreTicket
+	if n := len(g.sems); n <= len(held) {
+		tickets = held[:n:n]
+	} else {
+		tickets = make([]guard.SemaphoreTicket, n)
+	}
+	if len(tickets) > 0 {
+		defer releaseTickets(tickets)
+	}
+	if ok, err := g.admit(w, r, tickets); !ok {
+		return err
+	}
+	if g.Timeout <= 0 {
+		return next.ServeHTTP(w, r)
+	}
+	return g.serveWithTimeout(w, r, next)
+}
+
+func releaseTickets(tickets []guard.SemaphoreTicket) {
+	for i := range tickets {
+		_ = tickets[i].Release(context.Background())
+	}
+}
+
+// admit runs the IP filter, the rate limits and the concurrency limits,
+// taking a slot of each concurrency limit into tickets. It reports whether
+// the request may go on; when not, the denial has been answered and err is
+// what ServeHTTP returns.
+func (g *Guard) admit(w http.ResponseWriter, r *http.Request, tickets []guard.SemaphoreTicket) (bool, error) {
 	ctx := r.Context()
 	ip, addr := g.clientIP(r)
 	if res := g.manager.CheckIpFilterAddr(ip, addr); res != nil && !res.Allowed {
-		return g.deny(w, r, res.Err(ip))
+		return false, g.deny(w, r, res.Err(ip))
 	}
 	var repl *caddy.Replacer
 	if g.needRepl {
@@ -338,7 +377,7 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		rl := &g.rates[i]
 		res, err := rl.limit.Check(ctx, partitionValue(rl.cfg.PartitionBy, rl.tmpl, repl, pc), now)
 		if err != nil {
-			return g.deny(w, r, err)
+			return false, g.deny(w, r, err)
 		}
 		if i == 0 || res.Remaining < tightest.Remaining {
 			tightest, tightestRate = res, rl
@@ -347,28 +386,13 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 			if !g.HideRateLimitHeaders {
 				g.setRateLimitHeaders(w.Header(), rl, res)
 			}
-			return g.deny(w, r, res.Err(g.displayName(rl.entity)))
+			return false, g.deny(w, r, res.Err(g.displayName(rl.entity)))
 		}
 	}
 	if tightestRate != nil && !g.HideRateLimitHeaders {
 		g.setRateLimitHeaders(w.Header(), tightestRate, tightest)
 	}
 
-	// Concurrency: hold a slot of each limit until the request is served,
-	// in tickets on this stack. Released even when the request was
-	// cancelled: a fresh context. (One deferred call for all: a defer in
-	// the loop would be allocated. A ticket that took nothing releases
-	// nothing.)
-	var held [2]guard.SemaphoreTicket
-	tickets := held[:]
-	if len(g.sems) > len(held) {
-		tickets = make([]guard.SemaphoreTicket, len(g.sems))
-	}
-	defer func() {
-		for i := range g.sems {
-			_ = tickets[i].Release(context.Background())
-		}
-	}()
 	for i := range g.sems {
 		s := &g.sems[i]
 		if err := s.sem.Acquire(ctx, partitionValue(s.cfg.PartitionBy, s.tmpl, repl, pc), &tickets[i]); err != nil {
@@ -378,14 +402,10 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 				ge.Message = strings.ReplaceAll(ge.Message, strconv.Quote(ge.EntityName), strconv.Quote(name))
 				ge.EntityName = name
 			}
-			return g.deny(w, r, err)
+			return false, g.deny(w, r, err)
 		}
 	}
-
-	if g.Timeout <= 0 {
-		return next.ServeHTTP(w, r)
-	}
-	return g.serveWithTimeout(w, r, next)
+	return true, nil
 }
 
 var errRequestTimeout = errors.New("codemode_guard: request timeout")
@@ -525,16 +545,32 @@ func (g *Guard) setRateLimitHeaders(h http.Header, rl *guardRate, res guard.Rate
 	if !res.Allowed {
 		reset = res.RetryAfterMs
 	}
-	var buf [64]byte
-	b := append(buf[:0], rl.item...)
+	// This runs on every request: one allocation holds both values and the
+	// RateLimit text, the keys are set in their canonical form directly,
+	// and each value slice has cap == len, so that a later Add copies it.
+	f := new(rateLimitFields)
+	b := append(f.text[:0], rl.item...)
 	b = strconv.AppendInt(b, min(res.Remaining, sfMaxInteger), 10)
 	b = append(b, ";t="...)
 	b = strconv.AppendInt(b, (reset+999)/1000, 10)
-	// Canonical keys set directly, both values in one backing array: this
-	// runs on every request.
-	v := []string{g.policy, string(b)}
-	h["Ratelimit-Policy"] = v[0:1:1]
-	h["Ratelimit"] = v[1:2:2]
+	f.values[0] = g.policy
+	if len(b) <= len(f.text) {
+		// b is still f.text, which nothing writes after this.
+		f.values[1] = unsafe.String(&f.text[0], len(b))
+	} else { // a long limit name: b was moved to its own array
+		f.values[1] = string(b)
+	}
+	h["Ratelimit-Policy"] = f.values[0:1:1]
+	h["Ratelimit"] = f.values[1:2:2]
+}
+
+// rateLimitFields are the values of one response's RateLimit-Policy and
+// RateLimit fields, with room for the RateLimit text (the policy is the
+// handler's constant; a shared slice could be changed in place by a later
+// handler, e.g. Caddy's header replace).
+type rateLimitFields struct {
+	values [2]string
+	text   [48]byte
 }
 
 // rateLimitPolicy is one quota policy item: `"<name>";q=<max>;w=<seconds>`.
@@ -625,9 +661,11 @@ func (f *GuardIPFilter) config() *guard.IpFilterConfig {
 }
 
 // guardNow is the clock of the guard managers built by codemode_guard and
-// throttle (read when they are provisioned). Tests replace it so that no
-// rate-limit window boundary falls between their requests.
-var guardNow = time.Now
+// throttle (read when they are provisioned); nil is the real clock, which
+// the managers read more cheaply when they know it is (a duration needs
+// only the monotonic clock). Tests set it so that no rate-limit window
+// boundary falls between their requests.
+var guardNow func() time.Time
 
 // Interface guards
 var (

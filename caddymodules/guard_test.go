@@ -167,6 +167,24 @@ func TestGuardRateLimitFields(t *testing.T) {
 	if v := r.header.Values("RateLimit"); len(v) != 1 || v[0] != `"per \"ip\"";r=2;t=10` {
 		t.Fatalf("RateLimit %q", v)
 	}
+
+	// A name too long for the room the handler keeps for the RateLimit
+	// text (its value is then copied on its own); each response carries its
+	// own values, not the previous one's.
+	long := strings.Repeat("a_long_limit_name_", 4)
+	srv = guardServer(t, &Guard{RateLimits: []GuardRateLimit{
+		{Name: long, RateLimit: RateLimit{MaxRequests: 999_999, Window: caddy.Duration(time.Minute)}},
+	}}, nil)
+	for i := range 3 {
+		r = guardGet(t, srv.URL, nil)
+		want := fmt.Sprintf(`"%s";r=%d;t=60`, long, 999_998-i)
+		if v := r.header.Values("RateLimit"); r.status != 200 || len(v) != 1 || v[0] != want {
+			t.Fatalf("request %d: %d, RateLimit %q, want %q", i, r.status, v, want)
+		}
+		if p := r.header.Get("RateLimit-Policy"); p != `"`+long+`";q=999999;w=60` {
+			t.Fatalf("request %d: RateLimit-Policy %q", i, p)
+		}
+	}
 }
 
 // TestGuardHandlerHideRateLimitHeaders: hide_rate_limit_headers leaves

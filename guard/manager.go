@@ -53,6 +53,7 @@ type GuardManager struct {
 	logger    *zap.Logger
 	failOpen  bool
 	now       func() time.Time
+	realClock bool // now is time.Now: a duration needs only the monotonic clock
 	degraded  atomic.Bool
 	retryAtMs atomic.Int64 // while degraded, storage is skipped until then
 	metrics   *Metrics
@@ -107,7 +108,7 @@ func NewGuardManager(ctx context.Context, cfg GuardConfig, opts *ManagerOptions)
 	}
 	m := &GuardManager{cfg: cfg, logger: opts.Logger, failOpen: true, now: opts.Now, metrics: opts.Metrics}
 	if m.now == nil {
-		m.now = time.Now
+		m.now, m.realClock = time.Now, true
 	}
 	if m.logger == nil {
 		m.logger = zap.NewNop()
@@ -348,7 +349,7 @@ func (m *GuardManager) acquireKey(ctx context.Context, key, entityName string, r
 			m.storageOK()
 			if ge.Code == CodeQueueTimeout {
 				m.metrics.decide(rm.rule, OutcomeQueueTimeout)
-				m.metrics.waited(OutcomeQueueTimeout, m.now().Sub(started))
+				m.metrics.waited(OutcomeQueueTimeout, m.since(started))
 			}
 			return err
 		}
@@ -366,7 +367,9 @@ func (m *GuardManager) acquireKey(ctx context.Context, key, entityName string, r
 	if !ok {
 		return NewConcurrencyLimitError(entityName, cfg.MaxConcurrent)
 	}
-	t.inUse = rm.acquired(m.metrics, m.now().Sub(started))
+	if m.metrics != nil {
+		t.inUse = rm.acquired(m.metrics, m.since(started))
+	}
 	t.manager = m
 	return nil
 }
@@ -434,6 +437,15 @@ func (m *GuardManager) IsIpAllowListed(clientIP string) bool {
 // Now reads the manager's clock (ManagerOptions.Now), e.g. once for the
 // prepared checks of a request.
 func (m *GuardManager) Now() time.Time { return m.now() }
+
+// since is the time passed since start, a time of m.now. With the real
+// clock it reads only the monotonic clock (time.Since), not the wall clock.
+func (m *GuardManager) since(start time.Time) time.Duration {
+	if m.realClock {
+		return time.Since(start)
+	}
+	return m.now().Sub(start)
+}
 
 // IpFilter returns the configured filter, or nil.
 func (m *GuardManager) IpFilter() *IpFilter { return m.ipFilter }

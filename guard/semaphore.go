@@ -103,7 +103,13 @@ func (s *DistributedSemaphore) acquire(ctx context.Context, key string, maxConcu
 	if queueTimeoutMs <= 0 {
 		return false, nil
 	}
+	return s.queue(ctx, key, ticket, maxConcurrent, queueTimeoutMs, entityName, t)
+}
 
+// queue waits up to queueTimeoutMs for a slot of key (acquire found none).
+// Apart from acquire's first try so that the common case, a free slot,
+// runs without the timers' and select's stack frame.
+func (s *DistributedSemaphore) queue(ctx context.Context, key, ticket string, maxConcurrent, queueTimeoutMs int64, entityName string, t *SemaphoreTicket) (bool, error) {
 	deadline := time.NewTimer(time.Duration(queueTimeoutMs) * time.Millisecond)
 	defer deadline.Stop()
 	var wake <-chan struct{}
