@@ -614,16 +614,7 @@ func TestQueryLanguage(t *testing.T) {
 		{Name: "x_setLimit", AppID: "x", Description: "Set the limit of a namespace"},
 		{Name: "x_listMyStarred", AppID: "x", Description: "List the repos the authenticated user has starred"},
 	})
-	has := func(q, term string) bool {
-		for _, g := range ix.queryGroups(q) {
-			for _, wt := range g.terms {
-				if wt.term == term {
-					return true
-				}
-			}
-		}
-		return false
-	}
+	has := func(q, term string) bool { return queryWeight(ix, q, term) > 0 }
 	for _, c := range []struct {
 		q, term string
 		want    bool
@@ -763,16 +754,7 @@ func TestQueryBackoff(t *testing.T) {
 		{Name: "g_repoGetSingleCommit", AppID: "g", Description: "Get a single commit from a repository"},
 		{Name: "g_repoListBranches", AppID: "g", Description: "List a repository's branches"},
 	})
-	weight := func(q, term string) float64 {
-		for _, g := range ix.queryGroups(q) {
-			for _, wt := range g.terms {
-				if wt.term == term {
-					return wt.w
-				}
-			}
-		}
-		return 0
-	}
+	weight := func(q, term string) float64 { return queryWeight(ix, q, term) }
 	if w := weight("show me every pod running in the cluster", "exec"); w != 0 {
 		t.Errorf("pods running: exec at %.2f", w)
 	}
@@ -785,4 +767,17 @@ func TestQueryBackoff(t *testing.T) {
 	if wa, wc := weight("commit history of a repository", "activity")*ix.idf["activity"], weight("commit history of a repository", "commit")*ix.idf["commit"]; wa > wc {
 		t.Errorf("commit history: activity %.2f outweighs commit %.2f", wa, wc)
 	}
+}
+
+// queryWeight is the weight of term in the query's first group that has it
+// (0 when none has).
+func queryWeight(ix *BM25, q, term string) float64 {
+	for _, g := range ix.queryGroups(q) {
+		for _, wt := range g.terms {
+			if wt.term == term {
+				return wt.w
+			}
+		}
+	}
+	return 0
 }
