@@ -570,7 +570,7 @@ func (g *Guard) setRateLimitHeaders(h http.Header, rl *guardRate, res guard.Rate
 // handler, e.g. Caddy's header replace).
 type rateLimitFields struct {
 	values [2]string
-	text   [48]byte
+	text   [32]byte // 64 bytes in all: room for a short name and a 13-digit r
 }
 
 // rateLimitPolicy is one quota policy item: `"<name>";q=<max>;w=<seconds>`.

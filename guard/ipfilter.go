@@ -243,6 +243,20 @@ func hostOnly(remoteAddr string) string {
 // hostAddr is hostOnly with the parsed address (the zero Addr when it is
 // not an IP).
 func hostAddr(remoteAddr string) (string, netip.Addr) {
+	// The common form first: an IPv4 "host:port", as Go's HTTP server
+	// writes a request's RemoteAddr. An IPv4 address that parses is written
+	// canonically, so host is its text; the port is not looked at (the
+	// general path below falls back to the host when it is not a number).
+	if i := strings.LastIndexByte(remoteAddr, ':'); i > 0 && strings.IndexByte(remoteAddr[:i], ':') < 0 {
+		if a, err := netip.ParseAddr(remoteAddr[:i]); err == nil && a.Is4() {
+			return remoteAddr[:i], a
+		}
+	}
+	return hostAddrParsed(remoteAddr)
+}
+
+// hostAddrParsed is hostAddr for any form of address.
+func hostAddrParsed(remoteAddr string) (string, netip.Addr) {
 	if a, err := ParseClientIP(remoteAddr); err == nil {
 		return addrText(a, hostPart(remoteAddr)), a
 	}

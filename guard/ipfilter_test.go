@@ -214,6 +214,10 @@ func FuzzClientIPFromXFF(f *testing.F) {
 	f.Add("[::1]:80", "::ffff:1.2.3.4,,[2001:db8::1]:80", 2)
 	f.Add("junk", ",,,", 3)
 	f.Add("10.0.0.1", "fe80::1%eth0, 8.8.8.8", 0)
+	f.Add("192.0.2.1:99999", "", 1)
+	f.Add("192.0.2.1:x", "", 1)
+	f.Add("1.2.3.4:5:6", "", 1)
+	f.Add(" 10.0.0.1:80", "", 1)
 	f.Fuzz(func(t *testing.T, remote, xff string, depth int) {
 		if depth > 64 || depth < -64 {
 			return
@@ -224,6 +228,11 @@ func FuzzClientIPFromXFF(f *testing.F) {
 		ip, addr := clientAddrFromXFF(remote, strings.Split(xff, "\n"), depth)
 		if parsed, err := ParseClientIP(got); ip != got || (err == nil) != addr.IsValid() || (err == nil && parsed != addr) {
 			t.Fatalf("clientAddrFromXFF(%q, %q) = %q, %v; ClientIPFromXFF %q", remote, xff, ip, addr, got)
+		}
+		// The IPv4 host:port fast path answers as the general one does.
+		hIP, hAddr := hostAddr(remote)
+		if wantIP, wantAddr := hostAddrParsed(remote); hIP != wantIP || hAddr != wantAddr {
+			t.Fatalf("hostAddr(%q) = %q, %v; the general path gives %q, %v", remote, hIP, hAddr, wantIP, wantAddr)
 		}
 		filter := mustFilter(t, IpFilterConfig{AllowList: []string{"10.0.0.0/8", "::1"}, DenyList: []string{"10.6.0.0/16"}, DefaultAction: ActionDeny})
 		if filter.CheckAddr(addr) != filter.Check(got) {

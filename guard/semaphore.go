@@ -3,7 +3,6 @@ package guard
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
@@ -183,15 +182,17 @@ func newUUID() string {
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
+	// 8-4-4-4-12 hex digits: a dash before bytes 4, 6, 8 and 10.
+	const digits = "0123456789abcdef"
 	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:], b[10:])
+	j := 0
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			s[j] = '-'
+			j++
+		}
+		s[j], s[j+1] = digits[c>>4], digits[c&0x0f]
+		j += 2
+	}
 	return string(s[:])
 }

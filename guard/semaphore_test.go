@@ -189,3 +189,28 @@ func TestSemaphoreNeverExceedsMax(t *testing.T) {
 		t.Fatalf("peak concurrency %d, want 1..5", p)
 	}
 }
+
+// TestTicketIsUUIDv4: tickets are version 4 UUIDs in the 8-4-4-4-12 form,
+// distinct from each other.
+func TestTicketIsUUIDv4(t *testing.T) {
+	re := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	seen := map[string]bool{}
+	for range 1000 {
+		u := newUUID()
+		if !re.MatchString(u) || seen[u] {
+			t.Fatalf("ticket %q: not a UUID v4, or repeated", u)
+		}
+		seen[u] = true
+	}
+	// Every hex digit position is filled: over many tickets each position
+	// but the version digit takes more than one value.
+	for i := range 36 {
+		vals := map[byte]bool{}
+		for u := range seen {
+			vals[u[i]] = true
+		}
+		if want := i == 8 || i == 13 || i == 14 || i == 18 || i == 23; want != (len(vals) == 1) {
+			t.Fatalf("position %d takes %d values", i, len(vals))
+		}
+	}
+}
