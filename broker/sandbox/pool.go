@@ -326,8 +326,11 @@ type workerPool struct {
 	now      func() time.Time
 	newTimer func(time.Duration) (<-chan time.Time, func() bool)
 
-	// runners run the host side of tool calls and lookups.
+	// runners run the host side of tool calls and lookups (those a
+	// worker's reader does not run itself: see reading); watch keeps the
+	// readers reading.
 	runners runners
+	watch   inlineWatch
 
 	mu         sync.Mutex
 	closed     bool

@@ -1,6 +1,10 @@
 package sandbox
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
 
 // maxIdleRunners bounds the goroutines kept idle for the next tool call.
 const maxIdleRunners = 16
@@ -80,5 +84,104 @@ func (r *runners) stop() {
 	r.mu.Unlock()
 	for _, ch := range idle {
 		ch <- nil
+	}
+}
+
+// inlineWatch takes the reading of a worker's frames away from a reader
+// that stays in a tool call (see reading): every watchPeriod while some
+// reader is in a call it looks at each reader, and one found in the same
+// call as at the previous look is replaced by a new goroutine that reads
+// on. So a slow host or a blocked write holds a worker's frames up for one
+// to two periods (plus the timer's lateness), once: the call's tool is
+// then known to be slow in that execution and its later calls go to the
+// runners. It is armed only while a reader is in a call, once per period
+// at most (a timer reset per call would wake the runtime's poller each
+// time).
+type inlineWatch struct {
+	mu      sync.Mutex
+	readers map[*reading]uint64 // the call each reader was in at the last look
+	timer   *time.Timer
+	armed   atomic.Bool
+	idle    int // looks in a row that found no reader in a call
+	// takeovers counts the readers replaced (tests).
+	takeovers atomic.Int64
+}
+
+// watchPeriod is the interval of the inlineWatch's looks; tests change it.
+var watchPeriod = time.Millisecond
+
+const watchIdleLooks = 4
+
+func (iw *inlineWatch) add(rd *reading) {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	if iw.readers == nil {
+		iw.readers = make(map[*reading]uint64)
+		iw.timer = time.AfterFunc(time.Hour, iw.look)
+		iw.timer.Stop()
+	}
+	iw.readers[rd] = 0
+}
+
+func (iw *inlineWatch) remove(rd *reading) {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	delete(iw.readers, rd)
+}
+
+// arm makes sure a look is due: a reader just began a call.
+func (iw *inlineWatch) arm() {
+	if !iw.armed.Load() && iw.armed.CompareAndSwap(false, true) {
+		iw.mu.Lock()
+		iw.timer.Reset(watchPeriod)
+		iw.mu.Unlock()
+	}
+}
+
+// look replaces the readers in the same call as at the previous look, and
+// looks again later while any reader is in a call.
+func (iw *inlineWatch) look() {
+	type stuckReader struct {
+		rd   *reading
+		call uint64
+	}
+	var stuck []stuckReader
+	iw.mu.Lock()
+	busy := false
+	for rd, last := range iw.readers {
+		n := rd.inCall.Load()
+		if n != 0 {
+			busy = true
+			if n == last {
+				stuck = append(stuck, stuckReader{rd, n})
+			}
+		}
+		iw.readers[rd] = n
+	}
+	if busy {
+		iw.idle = 0
+	} else {
+		iw.idle++
+	}
+	if iw.idle < watchIdleLooks {
+		iw.timer.Reset(watchPeriod)
+	} else {
+		iw.idle = 0
+		iw.armed.Store(false)
+		// A reader that began a call after it was looked at above saw
+		// the watch armed and did not arm it: look again.
+		for rd := range iw.readers {
+			if rd.inCall.Load() != 0 && iw.armed.CompareAndSwap(false, true) {
+				iw.timer.Reset(watchPeriod)
+				break
+			}
+		}
+	}
+	iw.mu.Unlock()
+	for _, s := range stuck {
+		if s.rd.inCall.CompareAndSwap(s.call, 0) {
+			iw.takeovers.Add(1)
+			go s.rd.w.read(s.rd)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -295,6 +296,15 @@ type frameReader struct {
 	// fastResults decodes result frames by hand (decodeResultFast): set
 	// by a worker only, which trusts its parent.
 	fastResults bool
+}
+
+// buffered is how many bytes of later frames were read already (0 when
+// the reader does not buffer).
+func (fr *frameReader) buffered() int {
+	if b, ok := fr.r.(*bufio.Reader); ok {
+		return b.Buffered()
+	}
+	return 0
 }
 
 // read returns the next message. io.EOF means the stream ended cleanly

@@ -154,46 +154,92 @@ func startupFailed(format string, args ...any) error {
 }
 
 // readLoop reads, limits and validates the worker's messages until the
-// stream ends, then reaps the process.
+// stream ends, then reaps the process (see reading).
 func (w *worker) readLoop(stdout io.Reader) {
+	rd := &reading{
+		w:           w,
+		fr:          &frameReader{r: bufio.NewReaderSize(rawReader(stdout), 64<<10), max: w.p.opts.MaxMessageBytes},
+		windowStart: w.p.now(),
+		first:       true,
+	}
+	w.p.watch.add(rd)
+	w.read(rd)
+}
+
+// reading is the reading of one worker's frames. One goroutine at a time
+// reads: the reader. A tool call that arrives with no frame behind it, of
+// a tool whose previous call in the same execution returned at once, is
+// run by the reader itself: the host's answer is then written without a
+// goroutine hand-off (two thread wake-ups fewer per call). The reader
+// must never be held up by a slow host, or by a worker that stops reading
+// its stdin: the pool's watch (inlineWatch) makes another goroutine the
+// reader when one stays in a call, and the goroutine in the call ends with
+// it. inCall passes the reader's role: it is the number of the call the
+// reader is in (0: none), and whoever moves it from that number to 0
+// reads on.
+type reading struct {
+	w           *worker
+	fr          *frameReader
+	windowStart time.Time
+	count       int
+	first       bool
+	calls       uint64 // the reader's calls so far
+	inCall      atomic.Uint64
+}
+
+// read reads, limits and validates frames while this goroutine is the
+// reader; when the stream ends it ends the worker.
+func (w *worker) read(rd *reading) {
 	p := w.p
-	fr := &frameReader{r: bufio.NewReaderSize(rawReader(stdout), 64<<10), max: p.opts.MaxMessageBytes}
-	var (
-		windowStart = p.now()
-		count       int
-		first       = true
-		err         error
-	)
+	var err error
 	for {
 		var m *wireMsg
-		m, err = fr.read()
+		m, err = rd.fr.read()
 		if err != nil {
 			break
 		}
-		if now := p.now(); now.Sub(windowStart) >= p.opts.FloodInterval {
-			windowStart, count = now, 0
+		if now := p.now(); now.Sub(rd.windowStart) >= p.opts.FloodInterval {
+			rd.windowStart, rd.count = now, 0
 		}
-		count++
-		if count > p.opts.FloodMessages {
+		rd.count++
+		if rd.count > p.opts.FloodMessages {
 			err = &protocolError{Code: CodeMessageFlood, Msg: fmt.Sprintf("worker sent more than %d messages within %v", p.opts.FloodMessages, p.opts.FloodInterval)}
 			break
 		}
 		if err = validateFromWorker(m); err != nil {
 			break
 		}
-		if first != (m.T == msgReady) {
-			err = invalidf("unexpected %s message %s the handshake", m.T, map[bool]string{true: "before", false: "after"}[first])
+		if rd.first != (m.T == msgReady) {
+			err = invalidf("unexpected %s message %s the handshake", m.T, map[bool]string{true: "before", false: "after"}[rd.first])
 			break
 		}
-		if first {
-			first = false
+		if rd.first {
+			rd.first = false
 			close(w.ready)
 			continue
 		}
-		if err = w.dispatch(m); err != nil {
+		var call *execState
+		if call, err = w.dispatch(m, rd.fr.buffered() == 0); err != nil {
 			break
 		}
+		if call != nil {
+			rd.calls++
+			n := rd.calls
+			rd.inCall.Store(n)
+			p.watch.arm()
+			w.callTool(call, m)
+			if !rd.inCall.CompareAndSwap(n, 0) {
+				return // another goroutine reads now
+			}
+		}
 	}
+	p.watch.remove(rd)
+	w.stopReading(err)
+}
+
+// stopReading ends a worker whose stream ended (err says how).
+func (w *worker) stopReading(err error) {
+	p := w.p
 	w.setReadErr(err)
 	// Forget the worker before anyone can see it dead, so that no new
 	// execution is placed on it.
@@ -321,9 +367,31 @@ type execState struct {
 	cpuUsed    time.Duration
 
 	// mu orders the reader's dispatch against the end of the execution:
-	// once closed, no more tool calls start.
+	// once closed, no more tool calls start. It also guards quick: by
+	// tool, whether its last call returned within quickCall.
 	mu     sync.Mutex
 	closed bool
+	quick  map[string]bool
+}
+
+// quickCall is how fast a tool call must return for the next call of the
+// same tool in the execution to be run by the reader (see reading); tests
+// change it. maxQuickTools bounds the tools an execution remembers.
+var quickCall = 50 * time.Microsecond
+
+const maxQuickTools = 64
+
+// timed records how long a call of the tool name took.
+func (st *execState) timed(name string, took time.Duration) {
+	quick := took <= quickCall
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.quick == nil {
+		st.quick = make(map[string]bool)
+	}
+	if _, known := st.quick[name]; known || len(st.quick) < maxQuickTools {
+		st.quick[name] = quick
+	}
 }
 
 // execByID returns the hosted execution with this ID.
@@ -333,11 +401,14 @@ func (w *worker) execByID(id uint64) *execState {
 	return w.execs[id]
 }
 
-// dispatch serves one message of a hosted execution.
-func (w *worker) dispatch(m *wireMsg) error {
+// dispatch serves one message of a hosted execution. A tool call is run
+// on a goroutine of the pool's runners, or, when inline allows, left to
+// the caller: then dispatch returns its execution, and the caller must
+// run w.callTool(st, m).
+func (w *worker) dispatch(m *wireMsg, inline bool) (*execState, error) {
 	st := w.execByID(m.ID)
 	if st == nil {
-		return invalidf("%s message for execution %d, which this worker does not run", m.T, m.ID)
+		return nil, invalidf("%s message for execution %d, which this worker does not run", m.T, m.ID)
 	}
 	switch m.T {
 	case msgDone:
@@ -346,17 +417,20 @@ func (w *worker) dispatch(m *wireMsg) error {
 		delete(w.execs, m.ID)
 		w.mu.Unlock()
 		st.done <- m.Done
-		return nil
+		return nil, nil
 	case msgWait:
 		w.p.parked(st, m.Seen)
-		return nil
+		return nil, nil
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.closed {
-		return nil
+		return nil, nil
 	}
-	return w.handle(st, m)
+	if inline, err := w.handle(st, m, inline); err != nil || !inline {
+		return nil, err
+	}
+	return st, nil
 }
 
 // run executes one script on w, which admit reserved a slot and a seat on.
@@ -534,12 +608,14 @@ func (w *worker) setReadErr(err error) {
 	}
 }
 
-// handle serves one call, lookup or log message.
-func (w *worker) handle(st *execState, m *wireMsg) error {
+// handle serves one call, lookup or log message. A call is left to the
+// caller (it reports true) when inline allows and the previous call of the
+// same tool in this execution returned at once (see reading).
+func (w *worker) handle(st *execState, m *wireMsg, inline bool) (bool, error) {
 	switch m.T {
 	case msgCall, msgLookup:
 		if m.Call <= st.lastCall {
-			return invalidf("%s number %d does not follow %d", m.T, m.Call, st.lastCall)
+			return false, invalidf("%s number %d does not follow %d", m.T, m.Call, st.lastCall)
 		}
 		st.lastCall = m.Call
 	}
@@ -551,24 +627,27 @@ func (w *worker) handle(st *execState, m *wireMsg) error {
 	case msgCall:
 		st.toolCalls++
 		if st.lim.MaxToolCalls > 0 && st.toolCalls > st.lim.MaxToolCalls {
-			return invalidf("worker exceeded maxToolCalls %d", st.lim.MaxToolCalls)
+			return false, invalidf("worker exceeded maxToolCalls %d", st.lim.MaxToolCalls)
 		}
 		if int(st.pending.Load()) >= w.p.opts.MaxPendingCalls {
-			return &protocolError{Code: CodeTooManyPendingCalls, Msg: fmt.Sprintf("the script has more than %d tool calls in flight", w.p.opts.MaxPendingCalls)}
+			return false, &protocolError{Code: CodeTooManyPendingCalls, Msg: fmt.Sprintf("the script has more than %d tool calls in flight", w.p.opts.MaxPendingCalls)}
 		}
 		st.pending.Add(1)
 		st.calls.Add(1)
+		if inline && (m.Oversize || st.quick[m.Name]) {
+			return true, nil
+		}
 		w.p.runners.run(func() { w.callTool(st, m) })
 	case msgLog:
 		st.logs++
 		if st.lim.MaxConsoleEntries > 0 && st.logs > st.lim.MaxConsoleEntries {
-			return nil // the engine counts too; extra entries are dropped
+			return false, nil // the engine counts too; extra entries are dropped
 		}
 		if st.logHost != nil {
 			st.logHost.Log(m.Level, m.Message)
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // lookup answers a worker's LookupTool.
@@ -598,7 +677,9 @@ func (w *worker) callTool(st *execState, m *wireMsg) {
 	if m.Oversize {
 		reply.Err = &wireToolErr{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool input exceeds the worker message limit of %d bytes", w.p.opts.MaxMessageBytes)}
 	} else {
+		began := time.Now()
 		data, err := safeCall(st.ctx, st.host, ToolCall{ID: callID, Name: m.Name, Input: m.Input})
+		st.timed(m.Name, time.Since(began))
 		if err != nil {
 			reply.Err = toWireToolErr(err)
 		} else {
