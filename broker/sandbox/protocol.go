@@ -294,8 +294,10 @@ type frameReader struct {
 	hdr [frameHeader]byte
 	buf []byte
 	// fastResults decodes result frames by hand (decodeResultFast): set
-	// by a worker only, which trusts its parent.
+	// by a worker only, which trusts its parent. fastCalls decodes call
+	// frames by hand (decodeCallFast, exact): set by the parent.
 	fastResults bool
+	fastCalls   bool
 }
 
 // buffered is how many bytes of later frames were read already (0 when
@@ -334,8 +336,11 @@ func (fr *frameReader) read() (*wireMsg, error) {
 		return nil, err
 	}
 	m, ok := (*wireMsg)(nil), false
-	if fr.fastResults {
+	switch {
+	case fr.fastResults:
 		m, ok = decodeResultFast(body)
+	case fr.fastCalls:
+		m, ok = decodeCallFast(body)
 	}
 	if !ok {
 		m = new(wireMsg)

@@ -12,9 +12,11 @@ import (
 // omitempty alike), except that a call's input and a result's data, JSON
 // checked with json.Valid, are copied as they are where encoding/json
 // would compact them and escape '<', '>' and '&' (the same JSON value).
-// Any message outside their narrow shape goes through encoding/json. The parent's decoding of what a worker sends is never
-// hand-written: it stays encoding/json's, checked by validateFromWorker,
-// because the worker runs hostile scripts.
+// Any message outside their narrow shape goes through encoding/json. The
+// parent decodes call frames by hand too (decodeCallFast), but only bodies
+// that json.Unmarshal would decode to the very same message, so that every
+// other body, every malformed one among them, takes encoding/json's path
+// and gets the same error as before; validateFromWorker checks both alike.
 
 // appendFast appends m's JSON body to b when m is a call, wait or result
 // message of the usual shape; ok is false (and b unchanged) otherwise.
@@ -146,3 +148,78 @@ func cutUint(b []byte) (n uint64, rest []byte, ok bool) {
 	}
 	return n, b[i:], true
 }
+
+// decodeCallFast decodes a call frame as appendFast writes it for a tool
+// name and call ID that need no escaping:
+// {"t":"call","id":N,"call":N,"name":"…"[,"callId":"…"],"input":…}. It
+// accepts only bodies that json.Unmarshal decodes to the same message (a
+// narrower language: exact keys in this order, strings of printable ASCII
+// without escapes, no white space around the input); ok is false for any
+// other body, which the caller decodes with encoding/json. The parent uses
+// it on what a worker sends (FuzzDecodeCallFast holds it to that). Strings
+// and input are copied (the body's buffer is reused).
+func decodeCallFast(body []byte) (_ *wireMsg, ok bool) {
+	const head = `{"t":"call","id":`
+	if len(body) < len(head) || string(body[:len(head)]) != head || body[len(body)-1] != '}' {
+		return nil, false
+	}
+	rest := body[len(head):]
+	id, rest, ok := cutUint(rest)
+	if !ok {
+		return nil, false
+	}
+	var call uint64
+	if rest, ok = cutPrefix(rest, `,"call":`); !ok {
+		return nil, false
+	}
+	if call, rest, ok = cutUint(rest); !ok {
+		return nil, false
+	}
+	var name, callID []byte
+	if rest, ok = cutPrefix(rest, `,"name":`); !ok {
+		return nil, false
+	}
+	if name, rest, ok = cutPlainString(rest); !ok {
+		return nil, false
+	}
+	if r, found := cutPrefix(rest, `,"callId":`); found {
+		if callID, rest, ok = cutPlainString(r); !ok {
+			return nil, false
+		}
+	}
+	if rest, ok = cutPrefix(rest, `,"input":`); !ok || len(rest) < 2 {
+		return nil, false
+	}
+	input := rest[:len(rest)-1]
+	if isJSONSpace(input[0]) || isJSONSpace(input[len(input)-1]) || !json.Valid(input) {
+		return nil, false // more keys after input, say
+	}
+	return &wireMsg{T: msgCall, ID: id, Call: call, Name: string(name), CallID: string(callID),
+		Input: append(json.RawMessage(nil), input...)}, true
+}
+
+func cutPrefix(b []byte, prefix string) ([]byte, bool) {
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return b, false
+	}
+	return b[len(prefix):], true
+}
+
+// cutPlainString reads a JSON string of printable ASCII without escapes
+// at the start of b and returns its contents.
+func cutPlainString(b []byte) (s, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return nil, b, false
+	}
+	for i := 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return b[1:i], b[i+1:], true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return nil, b, false
+		}
+	}
+	return nil, b, false
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -147,3 +147,99 @@ func TestDecodeResultFast(t *testing.T) {
 		}
 	}
 }
+
+// callFrameSeeds are call bodies for TestDecodeCallFast and
+// FuzzDecodeCallFast: the usual shapes and near misses.
+var callFrameSeeds = []string{
+	`{"t":"call","id":1,"call":2,"name":"echo","callId":"c1","input":{"i":1}}`,
+	`{"t":"call","id":1,"call":2,"name":"echo","input":null}`,
+	`{"t":"call","id":18446744073709551615,"call":9,"name":"a<b>&","input":[1,"x",{"y":true}]}`,
+	`{"t":"call","id":1,"call":2,"name":"echo","input":{"a":1},"oversize":true}`,
+	`{"t":"call","id":1,"call":2,"name":"echo","input":{"a":1},"input":{"b":2}}`,
+	`{"t":"call","id":1,"call":2,"name":"echo","input": {"a":1}}`,
+	`{"t":"call","id":1,"call":2,"name":"echo","input":{"a":1} }`,
+	`{"t":"call","id":1,"call":2,"name":"ec\"ho","input":1}`,
+	`{"t":"call","id":1,"call":2,"name":"ecé","input":1}`,
+	`{"t":"call","id":01,"call":2,"name":"echo","input":1}`,
+	`{"t":"call","id":0,"call":2,"name":"echo","input":1}`,
+	`{"t":"call","id":18446744073709551616,"call":2,"name":"echo","input":1}`,
+	`{"t":"call","id":1,"call":2,"name":"echo","input":}`,
+	`{"t":"call","id":1,"call":2,"name":"echo","input":{"a":1}`,
+	`{"t":"call","id":1,"call":2,"name":"","input":1}`,
+	`{"t":"call","id":1,"call":2,"name":"echo","callId":"","input":1}`,
+	`{"t":"call","id":1,"call":2,"callId":"x","name":"echo","input":1}`,
+	`{"t":"call","id":1,"call":2,"name":"echo","input":1}x`,
+	`{"T":"call","id":1,"call":2,"name":"echo","input":1}`,
+}
+
+// TestDecodeCallFast: the parent's hand-written decoding of call frames
+// takes every call the worker's encoder writes for plain names, and leaves
+// the rest (oversize calls, escapes, white space, other key orders, bad
+// numbers, broken JSON) to encoding/json.
+func TestDecodeCallFast(t *testing.T) {
+	for _, m := range []*wireMsg{
+		{T: msgCall, ID: 7, Call: 1, Name: "echo", CallID: "x1", Input: json.RawMessage(`{"i":1}`)},
+		{T: msgCall, ID: 7, Call: 3, Name: "search_tools", Input: json.RawMessage(`"q"`)},
+	} {
+		body, ok := appendFast(nil, m)
+		if !ok {
+			t.Fatalf("appendFast refused %+v", m)
+		}
+		got, ok := decodeCallFast(body)
+		if !ok || !reflect.DeepEqual(got, m) {
+			t.Fatalf("decodeCallFast(%s) = %+v, %v; want %+v", body, got, ok, m)
+		}
+	}
+	fast := map[string]bool{}
+	for _, s := range callFrameSeeds {
+		m, ok := decodeCallFast([]byte(s))
+		fast[s] = ok
+		checkCallFast(t, []byte(s), m, ok)
+	}
+	for i, s := range callFrameSeeds[3:] {
+		if fast[s] && i+3 != 14 && i+3 != 15 { // empty strings decode alike
+			t.Errorf("decodeCallFast took %s, which is not of its shape", s)
+		}
+	}
+	if !fast[callFrameSeeds[0]] || !fast[callFrameSeeds[1]] || !fast[callFrameSeeds[2]] {
+		t.Error("decodeCallFast refused a usual call")
+	}
+	// The body's buffer is reused: nothing may alias it.
+	body := []byte(callFrameSeeds[0])
+	m, _ := decodeCallFast(body)
+	for i := range body {
+		body[i] = 'X'
+	}
+	if m.Name != "echo" || m.CallID != "c1" || string(m.Input) != `{"i":1}` {
+		t.Fatalf("decoded call aliases the frame buffer: %+v", m)
+	}
+}
+
+// checkCallFast: whatever decodeCallFast takes, json.Unmarshal decodes to
+// the very same message.
+func checkCallFast(t *testing.T, body []byte, m *wireMsg, ok bool) {
+	t.Helper()
+	if !ok {
+		return
+	}
+	want := new(wireMsg)
+	if err := json.Unmarshal(body, want); err != nil {
+		t.Fatalf("decodeCallFast took %q, which encoding/json refuses: %v", body, err)
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("decodeCallFast(%q) = %+v, encoding/json %+v", body, m, want)
+	}
+}
+
+// FuzzDecodeCallFast: the hand-written decoder of the frames a worker
+// (hostile scripts' process) sends never accepts a body differently from
+// encoding/json, so bad frames keep their errors.
+func FuzzDecodeCallFast(f *testing.F) {
+	for _, s := range callFrameSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		m, ok := decodeCallFast(body)
+		checkCallFast(t, body, m, ok)
+	})
+}

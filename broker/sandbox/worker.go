@@ -158,7 +158,7 @@ func startupFailed(format string, args ...any) error {
 func (w *worker) readLoop(stdout io.Reader) {
 	rd := &reading{
 		w:           w,
-		fr:          &frameReader{r: bufio.NewReaderSize(rawReader(stdout), 64<<10), max: w.p.opts.MaxMessageBytes},
+		fr:          &frameReader{r: bufio.NewReaderSize(rawReader(stdout), 64<<10), max: w.p.opts.MaxMessageBytes, fastCalls: true},
 		windowStart: w.p.now(),
 		first:       true,
 	}
