@@ -36,9 +36,13 @@ type rawPipe struct {
 	writeFn        func(fd uintptr) bool
 }
 
-// newRawPipe returns a rawPipe for f, or nil when f is not a non-blocking
-// descriptor (then f is used as it is).
-func newRawPipe(f *os.File) *rawPipe {
+// newRawPipe returns a rawPipe for v when it is an *os.File of a
+// non-blocking descriptor, else nil (then v is used as it is).
+func newRawPipe(v any) *rawPipe {
+	f, ok := v.(*os.File)
+	if !ok {
+		return nil
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil
@@ -61,20 +65,16 @@ func newRawPipe(f *os.File) *rawPipe {
 
 // rawReader is r read through a rawPipe when it can be, else r.
 func rawReader(r io.Reader) io.Reader {
-	if f, ok := r.(*os.File); ok {
-		if p := newRawPipe(f); p != nil {
-			return p
-		}
+	if p := newRawPipe(r); p != nil {
+		return p
 	}
 	return r
 }
 
 // rawWriter is w written through a rawPipe when it can be, else w.
 func rawWriter(w io.Writer) io.Writer {
-	if f, ok := w.(*os.File); ok {
-		if p := newRawPipe(f); p != nil {
-			return p
-		}
+	if p := newRawPipe(w); p != nil {
+		return p
 	}
 	return w
 }
