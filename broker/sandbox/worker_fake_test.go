@@ -30,7 +30,7 @@ func runTestWorker(mode string) int {
 		os.Stdout = os.Stderr
 		raw := &rawOut{w: out}
 		newWorkerEngine = func(workerEngineConfig) (Engine, error) { return &fakeEngine{raw: raw}, nil }
-		if err := ServeWorker(pollableStdin(), raw); err != nil {
+		if err := ServeWorker(pollablePipe(os.Stdin), raw); err != nil {
 			fmt.Fprintln(os.Stderr, "fake worker:", err)
 			return 1
 		}

@@ -78,20 +78,3 @@ func dataSegmentBytes() (int64, error) {
 	}
 	return 0, fmt.Errorf("no VmData in /proc/self/status")
 }
-
-// pollableStdin returns the process's stdin, when it is a pipe (as the
-// pool starts workers), in non-blocking mode and read through the Go
-// runtime's poller: the goroutine that reads the parent's frames then
-// parks instead of holding a thread in read(2), and the script it wakes
-// runs on the same thread at once instead of waiting for another thread
-// to be woken (a cross-CPU wake-up per tool result).
-func pollableStdin() *os.File {
-	if fi, err := os.Stdin.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
-		return os.Stdin
-	}
-	fd := int(os.Stdin.Fd())
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		return os.Stdin
-	}
-	return os.NewFile(uintptr(fd), "/dev/stdin")
-}

@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"os"
 	"runtime/debug"
 	"syscall"
 )
@@ -16,6 +15,3 @@ func capMemory(limit int64) error {
 	debug.SetMemoryLimit(limit / 4 * 3)
 	return nil
 }
-
-// pollableStdin is the process's stdin (see the Linux version).
-func pollableStdin() *os.File { return os.Stdin }

@@ -148,18 +148,22 @@ func (p *rawPipe) write(fd uintptr) bool {
 	return true
 }
 
-// pollableStdout returns the process's stdout, when it is a pipe (as the
-// pool starts workers), in non-blocking mode and written through the
-// poller, so that rawWriter can write it without system-call state (see
-// rawPipe); otherwise os.Stdout. stdout is os.Stdout as the process
-// started; the caller keeps it reachable.
-func pollableStdout(stdout *os.File) *os.File {
-	if fi, err := stdout.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
-		return stdout
+// pollablePipe returns f, one of the process's standard files, when it is
+// a pipe (as the pool starts workers), in non-blocking mode and watched by
+// the runtime's poller; otherwise f itself. Reading stdin so, the goroutine
+// that reads the parent's frames parks instead of holding a thread in
+// read(2), and the script it wakes runs on the same thread at once instead
+// of waiting for another thread to be woken (a cross-CPU wake-up per tool
+// result); and rawReader and rawWriter can then read and write it without
+// system-call state (see rawPipe). The new *os.File shares f's descriptor:
+// the caller keeps f reachable (its finaliser would close it).
+func pollablePipe(f *os.File) *os.File {
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return f
 	}
-	fd := int(stdout.Fd())
+	fd := int(f.Fd())
 	if err := syscall.SetNonblock(fd, true); err != nil {
-		return stdout
+		return f
 	}
-	return os.NewFile(uintptr(fd), "/dev/stdout")
+	return os.NewFile(uintptr(fd), f.Name())
 }

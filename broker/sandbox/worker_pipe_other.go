@@ -7,8 +7,8 @@ import (
 	"os"
 )
 
-// rawReader, rawWriter and pollableStdout leave the pipes as they are (see
+// rawReader, rawWriter and pollablePipe leave the pipes as they are (see
 // the Linux version).
-func rawReader(r io.Reader) io.Reader         { return r }
-func rawWriter(w io.Writer) io.Writer         { return w }
-func pollableStdout(stdout *os.File) *os.File { return stdout }
+func rawReader(r io.Reader) io.Reader  { return r }
+func rawWriter(w io.Writer) io.Writer  { return w }
+func pollablePipe(f *os.File) *os.File { return f }

@@ -46,7 +46,7 @@ func MaybeServeWorker() bool {
 }
 
 // workerStdout keeps the process's stdout files reachable (two *os.File
-// for descriptor 1 once pollableStdout made one: either one's finaliser
+// for descriptor 1 once pollablePipe made one: either one's finaliser
 // would close it).
 var workerStdout [2]*os.File
 
@@ -57,8 +57,8 @@ var workerStdout [2]*os.File
 func ServeWorkerStdio() int {
 	workerStdout[0] = os.Stdout
 	os.Stdout = os.Stderr
-	workerStdout[1] = pollableStdout(workerStdout[0])
-	if err := ServeWorker(pollableStdin(), workerStdout[1]); err != nil {
+	workerStdout[1] = pollablePipe(workerStdout[0])
+	if err := ServeWorker(pollablePipe(os.Stdin), workerStdout[1]); err != nil {
 		fmt.Fprintf(os.Stderr, "codemode worker: %v\n", err)
 		return 1
 	}
