@@ -112,24 +112,37 @@ func appendPlainString(b []byte, s string) (_ []byte, ok bool) {
 // it trusts the parent, yet the data must be one JSON value as
 // json.Unmarshal would require (it scans it all as well). The data is copied (the body's buffer is reused).
 func decodeResultFast(body []byte) (_ *wireMsg, ok bool) {
-	const head = `{"t":"result","id":`
-	if len(body) < len(head) || string(body[:len(head)]) != head || body[len(body)-1] != '}' {
+	id, call, rest, ok := cutIDs(body, `{"t":"result","id":`)
+	if !ok {
 		return nil, false
 	}
-	rest := body[len(head):]
-	id, rest, ok := cutUint(rest)
-	if !ok || len(rest) < len(`,"call":`) || string(rest[:len(`,"call":`)]) != `,"call":` {
+	if rest, ok = cutPrefix(rest, `,"data":`); !ok || len(rest) < 2 {
 		return nil, false
 	}
-	call, rest, ok := cutUint(rest[len(`,"call":`):])
-	if !ok || len(rest) < len(`,"data":`)+2 || string(rest[:len(`,"data":`)]) != `,"data":` {
-		return nil, false
-	}
-	data := rest[len(`,"data":`) : len(rest)-1]
+	data := rest[:len(rest)-1]
 	if !json.Valid(data) { // more keys after data, say
 		return nil, false
 	}
 	return &wireMsg{T: msgResult, ID: id, Call: call, Data: append(json.RawMessage(nil), data...)}, true
+}
+
+// cutIDs reads the start of a frame body as appendFast writes it: head
+// (`{"t":"…","id":`), the execution's ID, `,"call":` and the call number;
+// the body must end with '}'. rest is what follows the call number.
+func cutIDs(body []byte, head string) (id, call uint64, rest []byte, ok bool) {
+	if rest, ok = cutPrefix(body, head); !ok || body[len(body)-1] != '}' {
+		return 0, 0, nil, false
+	}
+	if id, rest, ok = cutUint(rest); !ok {
+		return 0, 0, nil, false
+	}
+	if rest, ok = cutPrefix(rest, `,"call":`); !ok {
+		return 0, 0, nil, false
+	}
+	if call, rest, ok = cutUint(rest); !ok {
+		return 0, 0, nil, false
+	}
+	return id, call, rest, true
 }
 
 // cutUint reads a JSON unsigned integer without leading zeros at the start
@@ -159,20 +172,8 @@ func cutUint(b []byte) (n uint64, rest []byte, ok bool) {
 // it on what a worker sends (FuzzDecodeCallFast holds it to that). Strings
 // and input are copied (the body's buffer is reused).
 func decodeCallFast(body []byte) (_ *wireMsg, ok bool) {
-	const head = `{"t":"call","id":`
-	if len(body) < len(head) || string(body[:len(head)]) != head || body[len(body)-1] != '}' {
-		return nil, false
-	}
-	rest := body[len(head):]
-	id, rest, ok := cutUint(rest)
+	id, call, rest, ok := cutIDs(body, `{"t":"call","id":`)
 	if !ok {
-		return nil, false
-	}
-	var call uint64
-	if rest, ok = cutPrefix(rest, `,"call":`); !ok {
-		return nil, false
-	}
-	if call, rest, ok = cutUint(rest); !ok {
 		return nil, false
 	}
 	var name, callID []byte
