@@ -333,8 +333,10 @@ func NewBM25(docs []Doc) *BM25 {
 	type fieldTerms [numFields][]string
 	all := make([]fieldTerms, n)
 	var total [numFields]float64
+	vocab := map[string]bool{} // every term of every field
+	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), headSet: map[string]bool{}}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), headSet: map[string]bool{}}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -374,9 +376,13 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		for f := range numFields {
 			total[f] += float64(len(ft[f]))
+			for _, t := range ft[f] {
+				vocab[t] = true
+			}
 		}
+		locals[i] = local
 		ix.required[i] = d.Required > 0
-		ix.access = append(ix.access, d.Access)
+		ix.access[i] = d.Access
 		ix.deprecated[i] = d.Deprecated || saysDeprecated(local, summaries[i], bodies[i])
 		ix.titles[i] = titleTerms(local, summaries[i])
 		ix.heads[i] = nameHead(local)
@@ -390,16 +396,8 @@ func NewBM25(docs []Doc) *BM25 {
 	}
 	// A name word WordNet does not know whose two halves the catalog uses
 	// as words ("Worklog": work, log) is also indexed as them.
-	vocab := map[string]bool{}
-	for _, ft := range all {
-		for _, terms := range ft {
-			for _, t := range terms {
-				vocab[t] = true
-			}
-		}
-	}
-	for i, d := range docs {
-		all[i][fieldNameParts] = compoundTerms(localName(d.Name, d.AppID), vocab)
+	for i, local := range locals {
+		all[i][fieldNameParts] = compoundTerms(local, vocab)
 		total[fieldNameParts] += float64(len(all[i][fieldNameParts]))
 	}
 	var avg [numFields]float64
@@ -462,7 +460,11 @@ func splitCompound(t string, vocab map[string]bool) (string, string, bool) {
 		}
 	}
 	for i := 3; i <= len(t)-3; i++ {
-		if a, b := lemma(t[:i]), lemma(t[i:]); a != "" && b != "" && !stopwords[a] && !stopwords[b] {
+		a := lemma(t[:i])
+		if a == "" || stopwords[a] {
+			continue
+		}
+		if b := lemma(t[i:]); b != "" && !stopwords[b] {
 			return a, b, true
 		}
 	}
