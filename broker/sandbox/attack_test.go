@@ -80,6 +80,21 @@ func attackCases() []attackCase {
 		{name: "eval through a computed global lookup", code: `const o = Object.getOwnPropertyNames(Object.prototype); return typeof Object["ev"+"al"]`, want: okOnly, contains: `"undefined"`},
 		{name: "Function identifier", code: `return new Function("return 1")()`, want: illegalOnly, codes: validationCd, contains: "Function"},
 		{name: "globalThis", code: `return globalThis.eval`, want: illegalOnly, codes: validationCd},
+		// A name no binding declares is looked up on the global object and,
+		// were it to inherit from Object.prototype, a getter or setter
+		// defined there would run with the global object as this: every
+		// blocked global (ArrayBuffer, the typed arrays) and every unwrapped
+		// gated one (Reflect, Proxy, JSON; globals.go) in reach, and
+		// Reflect rebindable under the prelude's lazy read.
+		{name: "global object through an inherited getter", code: `Object.defineProperty(Object.prototype, "g", {get() { return this }}); return typeof g.ArrayBuffer`,
+			want: runtimeOnly, codes: execCd, contains: "g is not defined"},
+		{name: "global object through an inherited setter", code: `let G; Object.defineProperty(Object.prototype, "g", {set(v) { G = this }}); g = 1; return typeof G`,
+			want: runtimeOnly, codes: execCd, contains: "g is not defined"},
+		{name: "global object through typeof of an inherited name", code: `Object.defineProperty(Object.prototype, "g", {get() { throw new Error("reached " + Object.keys(this)) }}); return typeof g`,
+			want: okOnly, contains: `"undefined"`},
+		{name: "global object through an inherited method name", code: `Object.prototype.leak = function () { return this }; return typeof leak`,
+			want: okOnly, contains: `"undefined"`},
+		{name: "no inherited names at global scope", code: `return [typeof toString, typeof hasOwnProperty]`, want: okOnly, contains: `["undefined","undefined"]`},
 		{name: "require", code: `const fs = require("fs"); return fs.readFileSync("/etc/passwd", "utf8")`, want: illegalOnly, codes: validationCd},
 		{name: "dynamic import", code: `const m = await import("fs"); return 1`, want: illegalOnly, codes: validationCd},
 		{name: "setTimeout", code: `setTimeout(() => {}, 10)`, want: illegalOnly, codes: validationCd},

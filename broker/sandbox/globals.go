@@ -6,8 +6,9 @@ package sandbox
 // creates each on first touch) and wrapping them. Some of what it touches
 // is reachable from a plan through one route only: its global binding. A
 // plan cannot reach the global object (globalThis and its aliases are
-// blocked identifiers, plans are strict, and the code factories that would
-// hand it out are removed), so a global binding is reachable only by a plan
+// blocked identifiers, plans are strict, the code factories that would
+// hand it out are removed, and the global object inherits nothing, so no
+// getter on Object.prototype sees it as this), so a global binding is reachable only by a plan
 // that writes its name as an identifier, which the validator sees (the
 // same argument blocks the typed arrays by name and hardens RegExp only for
 // plans that name it or write a regexp literal).

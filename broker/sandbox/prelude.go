@@ -84,6 +84,11 @@ return function setup(nat) {
 	blockConstructor(getPrototypeOf(async function () {}));
 	delete G.eval;
 	delete G.Function;
+	// The global object inherits nothing: a name no binding declares is
+	// looked up on it, and a getter a plan defines on Object.prototype
+	// would run with the global object as this, handing out what strict
+	// mode and the blocked identifiers keep out of reach (globals.go).
+	O.setPrototypeOf(G, null);
 
 	// --- memory and CPU mitigations (goja built-ins ignore interrupts) -------
 	// A native built-in runs in Go: it ignores the interrupt that enforces
