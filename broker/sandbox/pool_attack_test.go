@@ -82,6 +82,10 @@ func TestWorkerMemoryBombs(t *testing.T) {
 		{"many medium strings", `const a = []; for (;;) a.push("x".repeat(1e4) + Math.random())`, []string{CodeWorkerMemoryExceeded}},
 		{"spread of a long string", `return [..."x".repeat(1e6)].sort().join("").length`, []string{CodeWorkerMemoryExceeded, CodeExecutionError}},
 		{"object growth", `const o = {}; for (let i = 0; ; i++) o["k" + i] = "v".repeat(1000) + i`, []string{CodeWorkerMemoryExceeded}},
+		// An operator, not a built-in: no wrapper can see it. One
+		// allocation of 10^9 bytes; the runtime dies of it in one of two
+		// ways (see isOutOfMemory).
+		{"BigInt shift", `return String(1n << 8000000000n).length`, []string{CodeWorkerMemoryExceeded}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
@@ -132,6 +136,37 @@ func TestWorkerRecycledAfterHeavyScript(t *testing.T) {
 	for pid := range pids() {
 		if before[pid] {
 			t.Fatalf("worker %d kept after a heavy script", pid)
+		}
+	}
+}
+
+// TestIsOutOfMemory: the ways a worker that reached RLIMIT_DATA dies are
+// WORKER_MEMORY_EXCEEDED, other deaths are not. The SIGSEGV case is the
+// head of a real worker's stderr (a BigInt shift of 10^9 bytes under a
+// 32 MiB cap), which was reported as WORKER_CRASHED.
+func TestIsOutOfMemory(t *testing.T) {
+	for _, c := range []struct {
+		stderr string
+		oom    bool
+	}{
+		{"fatal error: runtime: out of memory\n\ngoroutine 1 [running]:", true},
+		{"runtime: out of memory: cannot allocate 1000005632-byte block (4194304 in use)\nfatal error: out of memory", true},
+		{"==1234==ERROR: ThreadSanitizer failed to allocate 0x1000 bytes", true},
+		{"runtime/cgo: pthread_create failed: Resource temporarily unavailable", true},
+		{`{"level":"warn","msg":"unable to determine directory for user configuration"}
+SIGSEGV: segmentation violation
+PC=0x4399fd m=4 sigcode=1 addr=0x0
+
+goroutine 0 gp=0x1b030c1812c0 m=4 mp=0x1b030c1d5808 [idle]:
+runtime.(*spanQueue).tryDrain(0x400?, 0x0?, 0x0?)
+	/usr/local/go/src/runtime/mgcmark_greenteagc.go:520 +0x5d fp=0x7ff8b2ffcbc0 sp=0x7ff8b2ffcba0 pc=0x439c5d
+runtime.(*spanQueue).drain(0x62c0060b278, 0x10)`, true},
+		{"", false},
+		{"panic: runtime error: invalid memory address or nil pointer dereference\n[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a1b2c]\n\ngoroutine 7 [running]:\nmain.main()", false},
+		{"fatal error: concurrent map writes", false},
+	} {
+		if got := isOutOfMemory(c.stderr); got != c.oom {
+			t.Errorf("isOutOfMemory(%.80q) = %v, want %v", c.stderr, got, c.oom)
 		}
 	}
 }

@@ -809,8 +809,13 @@ func (w *worker) deathResult(st *execState, log *zap.Logger) *Result {
 }
 
 // isOutOfMemory recognises how hitting RLIMIT_DATA shows: the Go runtime's
-// and the race runtime's allocation failures, and thread creation failing
-// for want of memory for the thread's stack.
+// and the race runtime's allocation failures, thread creation failing for
+// want of memory for the thread's stack, and the collector's span queue
+// faulting on memory it could not get: Go 1.26's newSpanSPMC does not
+// check sysAlloc, so when mmap fails its ring is nil and the mark worker
+// that fills it dies with SIGSEGV in runtime.(*spanQueue).tryDrain
+// (about one in three of `String(1n << 8000000000n)` under a 32 MiB cap,
+// racing the allocating thread's "out of memory").
 func isOutOfMemory(stderr string) bool {
 	s := strings.ToLower(stderr)
 	for _, marker := range []string{
@@ -824,7 +829,7 @@ func isOutOfMemory(stderr string) bool {
 			return true
 		}
 	}
-	return false
+	return strings.Contains(s, "sigsegv") && strings.Contains(s, "runtime.(*spanqueue).")
 }
 
 func failure(status Status, code, name, msg string) *Result {
