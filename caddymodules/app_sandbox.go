@@ -100,7 +100,7 @@ func withInlineKey(raw json.RawMessage, key, def string) (json.RawMessage, error
 //			flood <n> <duration>          # default 10000 100ms
 //			watchdog_grace <duration>     # default 1s
 //			startup_timeout <duration>    # default 10s
-//			max_executions <n>            # per worker, default 1000; -1 never
+//			max_executions <n>            # per worker, default 10000; -1 never
 //			spare <n>                     # ready workers beyond those in use, default 1
 //			command <program> [<args>...] # default: this binary codemode-worker
 //			sessions_per_worker <n>       # scripts a worker hosts, default 64

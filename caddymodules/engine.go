@@ -161,7 +161,7 @@ type SandboxPool struct {
 	// Default 10s.
 	StartupTimeout caddy.Duration `json:"startup_timeout,omitempty"`
 	// MaxExecutionsPerWorker recycles a worker after that many scripts.
-	// Default 1000; -1 means never.
+	// Default 10000; -1 means never.
 	MaxExecutionsPerWorker int `json:"max_executions_per_worker,omitempty"`
 	// SpareWorkers is how many started workers are kept ready (running no
 	// script) beyond those in use, so that a recycle or a worker killed for
