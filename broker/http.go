@@ -56,7 +56,7 @@ func (b *Broker) Handler() http.Handler { return b.HTTPHandler(nil) }
 
 // HTTPHandler is Handler with per-handler options.
 func (b *Broker) HTTPHandler(opts *HandlerOptions) http.Handler {
-	h := &httpHandler{b: b, rl: b.opts.RateLimiting, entity: "broker:http"}
+	h := &httpHandler{b: b, rl: b.opts.RateLimiting, entity: "broker:http", sessionHold: sessionEventHold}
 	if opts != nil {
 		if opts.RateLimiting != nil {
 			h.rl = opts.RateLimiting
@@ -74,6 +74,8 @@ type httpHandler struct {
 	rl     *RateLimitConfig
 	entity string
 	limits RouteLimits
+	// sessionHold is sessionEventHold (tests shorten or lengthen it).
+	sessionHold time.Duration
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -433,18 +435,43 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	w.Header().Set("X-Session-Id", run.sess.ID)
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	// The headers go out at once (a caller learns its session ID before a
-	// long script ends) unless an event is ready to go with them; likewise
-	// an event is flushed unless another is queued behind it. A quick
-	// script's events take one write instead of one each. The final event
-	// is not flushed: the handler returns right after it, and the server
-	// sends it with the end of the response in one write.
+	// The headers go out at once unless an event is ready to go with them;
+	// likewise an event is flushed unless another is queued behind it. The
+	// session event waits up to sessionEventHold for company: a script that
+	// ends by then (most do) sends its whole response in one write, with
+	// the end of the response, instead of two. A longer one sends its
+	// session ID at most sessionEventHold late, and at once with any event
+	// before that (a tool call the caller must answer is never held). The
+	// final event is not flushed: the handler returns right after it, and
+	// the server sends it with the end of the response in one write.
 	if len(run.events) == 0 {
 		_ = rc.Flush()
 	}
+	defer run.detach()
 	enc := json.NewEncoder(w)
 	var deadline time.Time
-	run.stream(func(ev StreamEvent, _ error) bool {
+	var hold *time.Timer // set while a written event waits for the next
+events:
+	for {
+		var ev StreamEvent
+		var ok bool
+		if hold == nil {
+			ev, ok = <-run.events
+		} else {
+			select {
+			case ev, ok = <-run.events:
+				hold.Stop()
+			case <-hold.C:
+				if rc.Flush() != nil {
+					break events
+				}
+				ev, ok = <-run.events
+			}
+			hold = nil
+		}
+		if !ok {
+			break
+		}
 		// A client that stops reading must not hold the session (and its
 		// goroutines) forever: each event gets streamWriteTimeout to go out
 		// (less at most a second: events that follow one another within a
@@ -454,15 +481,28 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 			_ = rc.SetWriteDeadline(deadline)
 		}
 		if err := enc.Encode(ev); err != nil {
-			return false
+			break
 		}
 		if len(run.events) > 0 || ev.Type == EventResult || ev.Type == EventError {
-			return true
+			continue
 		}
-		return rc.Flush() == nil
-	})
+		if ev.Type == EventSession {
+			hold = time.NewTimer(h.sessionHold)
+			continue
+		}
+		if rc.Flush() != nil {
+			break
+		}
+	}
+	if hold != nil {
+		hold.Stop()
+	}
 	_ = rc.SetWriteDeadline(time.Time{})
 }
+
+// sessionEventHold is how long the session event of /execute waits for the
+// next event before it is flushed alone.
+const sessionEventHold = 10 * time.Millisecond
 
 // owns reports whether auth may see s: the same user and tenant (both
 // empty for anonymous sessions).

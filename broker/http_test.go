@@ -1,12 +1,16 @@
 package broker
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -526,4 +530,116 @@ func TestListenAndClose(t *testing.T) {
 	if err := b.Listen("127.0.0.1:0"); err == nil {
 		t.Error("Listen after Close succeeded")
 	}
+}
+
+// writeCounter counts the writes made on the connections it accepts.
+type writeCounter struct {
+	net.Listener
+	writes atomic.Int64
+}
+
+func (l *writeCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countedConn{Conn: c, n: &l.writes}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countedConn) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
+}
+
+// TestHTTPSessionEventHold: the session event waits for the next event, so
+// a quick script's whole response is one write; it never waits behind an
+// event the caller must act on, and a script that runs on gets its session
+// event once the hold ends.
+func TestHTTPSessionEventHold(t *testing.T) {
+	release := make(chan struct{})
+	b, _ := newTestBroker(t, func(o *BrokerOptions) {
+		o.Tools.Register(ToolDefinition{Name: "test:wait", Description: "waits for the test", Handler: func(ctx context.Context, _ map[string]any, _ *ExecutionContext) (any, error) {
+			select {
+			case <-release:
+				return map[string]any{"ok": true}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}})
+	})
+	serve := func(hold time.Duration) (*httptest.Server, *writeCounter) {
+		h := b.HTTPHandler(nil).(*httpHandler)
+		h.sessionHold = hold
+		srv := httptest.NewUnstartedServer(h)
+		wc := &writeCounter{Listener: srv.Listener}
+		srv.Listener = wc
+		srv.Start()
+		t.Cleanup(srv.Close)
+		return srv, wc
+	}
+
+	t.Run("quick script: one write", func(t *testing.T) {
+		srv, wc := serve(time.Hour)
+		s := startExecute(t, srv.URL, map[string]any{"code": "return 1+1"}, nil)
+		if got := types(s.rest()); got != "session,result" {
+			t.Fatalf("events = %s", got)
+		}
+		if n := wc.writes.Load(); n != 1 {
+			t.Errorf("the response took %d writes, want 1", n)
+		}
+	})
+
+	t.Run("a call for the caller goes out at once", func(t *testing.T) {
+		srv, _ := serve(time.Hour)
+		s := startExecute(t, srv.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`, "timeout": 300}, nil)
+		done := make(chan string, 1)
+		go func() {
+			ev := s.next()
+			done <- ev.Type + "," + s.next().Type
+		}()
+		select {
+		case got := <-done:
+			if got != "session,tool_call" {
+				t.Errorf("events = %s", got)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the session and tool_call events were held")
+		}
+		s.rest() // the call times out with the script
+	})
+
+	t.Run("a script that runs on gets its session event after the hold", func(t *testing.T) {
+		srv, _ := serve(20 * time.Millisecond)
+		body := `{"code":"return (await callTool(\"test:wait\", {})).ok","timeout":30000,"filter":{"types":["session","result"]}}`
+		first := make(chan string, 1)
+		go func() { // no event but the session's comes before the script ends
+			resp, err := http.Post(srv.URL+"/execute", "application/json", strings.NewReader(body))
+			if err != nil {
+				first <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			line, err := bufio.NewReader(resp.Body).ReadString('\n')
+			if err != nil {
+				first <- err.Error()
+				return
+			}
+			first <- line
+		}()
+		select {
+		case line := <-first:
+			close(release)
+			if !strings.HasPrefix(line, `{"type":"session"`) {
+				t.Errorf("first line %q", line)
+			}
+		case <-time.After(30 * time.Second):
+			close(release)
+			t.Fatal("the session event did not go out while the script ran")
+		}
+	})
 }
