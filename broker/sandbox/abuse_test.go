@@ -95,6 +95,12 @@ func abuseCases() []abuseCase {
 		{name: "spread of matchAll on a backtracking pattern", code: `const s = ("a".repeat(20) + "x").repeat(4000); return [...s.matchAll(/(?=(a|aa)+c)|x/g)].length`, check: wantBounded},
 		{name: "backtracking patterns still work", code: `return ["a1b2c3".replace(/(?<=\d)(?=[a-z])/g, "-"), "aXbXc".split(/(?=X)/), "abcabc".match(/(?<=a)b/g), [..."a1a2".matchAll(/(?<=a)(\d)/g)].map(m => m[1]), "x1y2".replace(/(?<=x)(\d)/g, (m, d) => "<" + d + ">"), "ab".replace(/(?<n>b)(?=$)/, "[$<n>$1$&$$]")]`,
 			check: wantResult(`["a1-b2-c3",["a","Xb","Xc"],["b","b"],["1","2"],"x<1>y2","a[bbb$]"]`)},
+		// One wrapper per pattern method: its length check runs before the
+		// backtracking loop, and replaceAll still refuses a non-global one.
+		{name: "backtracking replaceAll and its checks", code: `const r = ["a1a2".replaceAll(/(?<=a)(\d)/g, "<$1>"), "xaxa".split(/(?=a)/, 1)];
+try { "ab".replaceAll(/(?<=a)b/, "c"); r.push("no error"); } catch (e) { r.push(e.name + ": " + e.message); }
+try { "a".repeat(3000).replace(/(?=a)/g, "$&".repeat(5000)); r.push("no error"); } catch (e) { r.push(e.name); }
+return r`, check: wantResult(`["a<1>a<2>",["x"],"TypeError: replaceAll must be called with a global RegExp","RangeError"]`)},
 		// --- bytes ------------------------------------------------------------
 		{name: "huge error message", code: `throw new Error("x".repeat(4e6))`, check: func(t *testing.T, r *Result) {
 			if r.Status != StatusRuntimeError || len(r.Error.Message) > MaxErrorBytes+100 || !strings.Contains(r.Error.Message, "more") {

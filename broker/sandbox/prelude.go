@@ -599,7 +599,12 @@ return function setup(nat) {
 			if (acc.length > maxStringLength) tooLong("string length", acc.length);
 			return acc;
 		}
-		reTools = {backtracks: backtracks, slowMatch: slowMatch, slowSplit: slowSplit, slowMatchAll: slowMatchAll, slowReplace: slowReplace};
+		function slowReplaceAll(re, s, repl) {
+			if (apply(strIndexOf, StringC(re.flags), ["g"]) < 0) throw new (intrinsic("TypeError"))("replaceAll must be called with a global RegExp");
+			return slowReplace(re, s, repl);
+		}
+		reTools = {backtracks: backtracks, slowMatch: slowMatch, slowSplit: slowSplit, slowMatchAll: slowMatchAll, slowReplace: slowReplace,
+			slowReplaceAll: slowReplaceAll};
 		return reTools;
 	}
 	const slow = (re) => isRegExp(re) && regexpTools().backtracks(StringC(re.source));
@@ -612,36 +617,8 @@ return function setup(nat) {
 		const msg = nat.pattern(p);
 		if (msg !== "") throw new (intrinsic("SyntaxError"))("Invalid regular expression: " + msg);
 	}
-	// wrapRe wraps a String.prototype method taking a pattern: slow
-	// regexps take the loop above, strings are checked as patterns when
-	// the method compiles them.
-	function wrapRe(name, impl, compiles) {
-		const orig = SP[name];
-		wrapDesc.value = function (...args) {
-			if (new.target !== undefined) throw new (intrinsic("TypeError"))("not a constructor");
-			try {
-				if (this === null || this === undefined) return apply(orig, this, args);
-				const pat = args[0];
-				if (impl !== undefined && slow(pat)) return impl(pat, StringC(this), args);
-				const s = StringC(this);
-				if (compiles && (pat === undefined || pat === null || typeof pat !== "object")) checkPattern(pat === undefined ? "(?:)" : StringC(pat));
-				return apply(orig, s, args);
-			} catch (e) {
-				throw scrub(e);
-			}
-		};
-		defineProperty(SP, name, wrapDesc);
-	}
-	wrapRe("match", (re, s) => regexpTools().slowMatch(re, s), true);
-	wrapRe("matchAll", (re, s) => regexpTools().slowMatchAll(re, s), true);
-	wrapRe("search", undefined, true);
-	wrapRe("split", (re, s, a) => regexpTools().slowSplit(re, s, a[1]), false);
-	wrapRe("replace", (re, s, a) => regexpTools().slowReplace(re, s, a[1]), false);
-	wrapRe("replaceAll", (re, s, a) => {
-		if (apply(strIndexOf, StringC(re.flags), ["g"]) < 0) throw new (intrinsic("TypeError"))("replaceAll must be called with a global RegExp");
-		return regexpTools().slowReplace(re, s, a[1]);
-	}, false);
-	wrap(SP, "split", (t, a) => {
+	// The checks of String.prototype methods taking a pattern (see wrapRe).
+	const checkSplit = (t, a) => {
 		const s = str(t), sep = a[0];
 		if (s === undefined || s === null) return s;
 		if (sep === undefined || (sep !== null && typeof sep === "object")) {
@@ -653,15 +630,14 @@ return function setup(nat) {
 		const n = a[0].length > 0 ? countOccurrences(s, a[0], maxArrayLength) + 1 : s.length + 1;
 		if (n > maxArrayLength) tooLong("array length", n);
 		return s;
-	});
+	};
 	const checkMatchAll = (t, a) => {
 		const s = str(t);
 		if (s !== undefined && s !== null && s.length >= maxArrayLength && (typeof a[0] !== "object" || a[0] === null || a[0].global !== false)) tooLong("array length", s.length + 1);
 		return s;
 	};
-	wrap(SP, "match", checkMatchAll);
-	wrap(SP, "matchAll", checkMatchAll);
-	function checkReplace(t, a, all) {
+	function checkReplace(t, a, name) {
+		const all = name === "replaceAll";
 		const s = str(t), pat = a[0], repl = a[1];
 		if (s === undefined || s === null) return s;
 		const isObj = pat !== null && typeof pat === "object";
@@ -702,8 +678,39 @@ return function setup(nat) {
 		if (matches >= needed) tooLong("string length", fixed + matches * perMatch);
 		return s;
 	}
-	wrap(SP, "replace", (t, a) => checkReplace(t, a, false));
-	wrap(SP, "replaceAll", (t, a) => checkReplace(t, a, true));
+	// wrapRe wraps a String.prototype method taking a pattern. check runs
+	// first, as in wrap; then slow regexps take the loop above (the
+	// regexpTools function named impl), and strings are checked as patterns
+	// when the method compiles them. One wrapper per method: a second
+	// layer would cost every runtime a function more per method.
+	function wrapRe(name, impl, compiles, check) {
+		const orig = SP[name];
+		wrapDesc.value = function (...args) {
+			if (new.target !== undefined) throw new (intrinsic("TypeError"))("not a constructor");
+			try {
+				let self = this;
+				if (check !== undefined) {
+					const t = check(self, args, name);
+					if (t !== undefined) self = t;
+				}
+				if (self === null || self === undefined) return apply(orig, self, args);
+				const pat = args[0];
+				if (impl !== undefined && slow(pat)) return regexpTools()[impl](pat, StringC(self), args[1]);
+				const s = StringC(self);
+				if (compiles && (pat === undefined || pat === null || typeof pat !== "object")) checkPattern(pat === undefined ? "(?:)" : StringC(pat));
+				return apply(orig, s, args);
+			} catch (e) {
+				throw scrub(e);
+			}
+		};
+		defineProperty(SP, name, wrapDesc);
+	}
+	wrapRe("match", "slowMatch", true, checkMatchAll);
+	wrapRe("matchAll", "slowMatchAll", true, checkMatchAll);
+	wrapRe("search", undefined, true, undefined);
+	wrapRe("split", "slowSplit", false, checkSplit);
+	wrapRe("replace", "slowReplace", false, checkReplace);
+	wrapRe("replaceAll", "slowReplaceAll", false, checkReplace);
 	// concat and String.raw convert their arguments once here and count.
 	wrap(SP, "concat", (t, a) => {
 		const s = str(t);
