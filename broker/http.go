@@ -435,22 +435,22 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	w.Header().Set("X-Session-Id", run.sess.ID)
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	// The headers go out at once unless an event is ready to go with them;
-	// likewise an event is flushed unless another is queued behind it. The
-	// session event waits up to sessionEventHold for company: a script that
-	// ends by then (most do) sends its whole response in one write, with
-	// the end of the response, instead of two. A longer one sends its
-	// session ID at most sessionEventHold late, and at once with any event
-	// before that (a tool call the caller must answer is never held). The
-	// final event is not flushed: the handler returns right after it, and
-	// the server sends it with the end of the response in one write.
-	if len(run.events) == 0 {
-		_ = rc.Flush()
-	}
+	// The start of the response (the headers, and the session event unless
+	// the filter drops it) waits up to sessionEventHold for the next event:
+	// a script that ends by then (most do) sends its whole response in one
+	// write, with the end of the response, instead of two. A longer one
+	// sends its session ID at most sessionEventHold late, and at once with
+	// any event before that (a tool call the caller must answer is never
+	// held). Any later event is flushed unless another is queued behind
+	// it. The final event is not flushed: the handler returns right after
+	// it, and the server sends it with the end of the response in one write.
 	defer run.detach()
 	enc := json.NewEncoder(w)
 	var deadline time.Time
-	var hold *time.Timer // set while a written event waits for the next
+	var hold *time.Timer // set while what was written waits for the next event
+	if len(run.events) == 0 {
+		hold = time.NewTimer(h.sessionHold)
+	}
 events:
 	for {
 		var ev StreamEvent

@@ -561,9 +561,10 @@ func (c *countedConn) Write(p []byte) (int, error) {
 // event the caller must act on, and a script that runs on gets its session
 // event once the hold ends.
 func TestHTTPSessionEventHold(t *testing.T) {
-	release := make(chan struct{})
+	releases := make(chan chan struct{}, 1) // the next call of test:wait waits for the channel sent here
 	b, _ := newTestBroker(t, func(o *BrokerOptions) {
 		o.Tools.Register(ToolDefinition{Name: "test:wait", Description: "waits for the test", Handler: func(ctx context.Context, _ map[string]any, _ *ExecutionContext) (any, error) {
+			release := <-releases
 			select {
 			case <-release:
 				return map[string]any{"ok": true}, nil
@@ -583,16 +584,22 @@ func TestHTTPSessionEventHold(t *testing.T) {
 		return srv, wc
 	}
 
-	t.Run("quick script: one write", func(t *testing.T) {
-		srv, wc := serve(time.Hour)
-		s := startExecute(t, srv.URL, map[string]any{"code": "return 1+1"}, nil)
-		if got := types(s.rest()); got != "session,result" {
-			t.Fatalf("events = %s", got)
-		}
-		if n := wc.writes.Load(); n != 1 {
-			t.Errorf("the response took %d writes, want 1", n)
-		}
-	})
+	for _, filter := range []any{nil, map[string]any{"types": []string{"result"}}} {
+		t.Run(fmt.Sprintf("quick script, filter %v: one write", filter), func(t *testing.T) {
+			srv, wc := serve(time.Hour)
+			s := startExecute(t, srv.URL, map[string]any{"code": "return 1+1", "filter": filter}, nil)
+			want := "session,result"
+			if filter != nil {
+				want = "result"
+			}
+			if got := types(s.rest()); got != want {
+				t.Fatalf("events = %s", got)
+			}
+			if n := wc.writes.Load(); n != 1 {
+				t.Errorf("the response took %d writes, want 1", n)
+			}
+		})
+	}
 
 	t.Run("a call for the caller goes out at once", func(t *testing.T) {
 		srv, _ := serve(time.Hour)
@@ -613,33 +620,46 @@ func TestHTTPSessionEventHold(t *testing.T) {
 		s.rest() // the call times out with the script
 	})
 
-	t.Run("a script that runs on gets its session event after the hold", func(t *testing.T) {
-		srv, _ := serve(20 * time.Millisecond)
-		body := `{"code":"return (await callTool(\"test:wait\", {})).ok","timeout":30000,"filter":{"types":["session","result"]}}`
-		first := make(chan string, 1)
-		go func() { // no event but the session's comes before the script ends
-			resp, err := http.Post(srv.URL+"/execute", "application/json", strings.NewReader(body))
-			if err != nil {
-				first <- err.Error()
-				return
+	// A script that runs on without events: the headers (and the session
+	// event when the filter lets it through) go out once the hold ends.
+	for _, tc := range []struct{ filter, first string }{
+		{`["session","result"]`, `{"type":"session"`},
+		{`["result"]`, ""},
+	} {
+		t.Run("a script that runs on, filter "+tc.filter, func(t *testing.T) {
+			srv, _ := serve(20 * time.Millisecond)
+			release := make(chan struct{})
+			releases <- release
+			body := `{"code":"return (await callTool(\"test:wait\", {})).ok","timeout":30000,"filter":{"types":` + tc.filter + `}}`
+			first := make(chan string, 1)
+			go func() {
+				resp, err := http.Post(srv.URL+"/execute", "application/json", strings.NewReader(body))
+				if err != nil {
+					first <- err.Error()
+					return
+				}
+				defer resp.Body.Close()
+				if tc.first == "" { // nothing to read before the result
+					first <- ""
+					return
+				}
+				line, err := bufio.NewReader(resp.Body).ReadString('\n')
+				if err != nil {
+					first <- err.Error()
+					return
+				}
+				first <- line
+			}()
+			select {
+			case line := <-first:
+				close(release)
+				if !strings.HasPrefix(line, tc.first) {
+					t.Errorf("first line %q, want %s...", line, tc.first)
+				}
+			case <-time.After(30 * time.Second):
+				close(release)
+				t.Fatal("the response did not start while the script ran")
 			}
-			defer resp.Body.Close()
-			line, err := bufio.NewReader(resp.Body).ReadString('\n')
-			if err != nil {
-				first <- err.Error()
-				return
-			}
-			first <- line
-		}()
-		select {
-		case line := <-first:
-			close(release)
-			if !strings.HasPrefix(line, `{"type":"session"`) {
-				t.Errorf("first line %q", line)
-			}
-		case <-time.After(30 * time.Second):
-			close(release)
-			t.Fatal("the session event did not go out while the script ran")
-		}
-	})
+		})
+	}
 }
