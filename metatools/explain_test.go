@@ -38,3 +38,51 @@ func TestExplainRanking(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainMisses is a tuning aid, skipped unless asked for: for every
+// query of a tuning catalog whose wanted tool is not first, it prints the
+// top three tools and the best-ranked wanted tool, each with its score and
+// TestExplainRanking's explanation. It refuses a report catalog: reading
+// their rankings would end their use as a held-out measure.
+//
+//	CODEMODE_EXPLAIN_MISSES=kubernetes go test -run TestExplainMisses -v ./metatools/
+func TestExplainMisses(t *testing.T) {
+	cat := os.Getenv("CODEMODE_EXPLAIN_MISSES")
+	if cat == "" {
+		t.Skip("set CODEMODE_EXPLAIN_MISSES to a tuning catalog to explain its misses")
+	}
+	c := loadEvalCatalog(t, cat)
+	if c.set.Role != "tune" {
+		t.Fatalf("%s is a report catalog: its rankings are not read", cat)
+	}
+	docs := make([]search.Doc, len(c.tools))
+	for i, tl := range c.tools {
+		docs[i] = docOf(tl)
+	}
+	ix := search.NewBM25(docs)
+	for _, q := range c.set.Queries {
+		want := map[string]bool{}
+		for _, w := range q.Want {
+			want[c.byOp[w]] = true
+		}
+		hits, _ := ix.Rank(context.Background(), q.Q, len(docs), nil)
+		rank := 0
+		for i, h := range hits {
+			if want[c.tools[h.Doc].Name] {
+				rank = i + 1
+				break
+			}
+		}
+		if rank == 1 {
+			continue
+		}
+		t.Logf("MISS rank %d %q", rank, q.Q)
+		for i, h := range hits[:min(3, len(hits))] {
+			t.Logf("  %d %.3f %s %s", i+1, h.Score, c.tools[h.Doc].Name, ix.Explain(q.Q, h.Doc))
+		}
+		if rank > 0 {
+			h := hits[rank-1]
+			t.Logf("  WANT %d %.3f %s %s", rank, h.Score, c.tools[h.Doc].Name, ix.Explain(q.Q, h.Doc))
+		}
+	}
+}
