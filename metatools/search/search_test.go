@@ -22,6 +22,9 @@ func TestTokenize(t *testing.T) {
 		"v2beta":                   {"v", "2", "beta"},
 		"GET_access_settings-ip":   {"get", "access", "settings", "ip"},
 		"  Retrieve all Campaigns": {"retrieve", "all", "campaigns"},
+		"which pod IPs back it":    {"which", "pod", "ips", "back", "it"},
+		"listAPIsForUser":          {"list", "apis", "for", "user"},
+		"HTTPSettings PRs":         {"http", "settings", "prs"},
 	}
 	for in, want := range cases {
 		if got := Tokenize(in); !reflect.DeepEqual(got, want) {

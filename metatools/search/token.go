@@ -8,7 +8,7 @@ import (
 // Tokenize splits text into lowercase words: on anything that is not a letter
 // or digit (spaces, punctuation, `_`, `-`, `/`, `:`, `.`), at camelCase
 // boundaries ("listUserRepos" -> list user repos, "HTTPServer" -> http
-// server) and between letters and digits ("v2beta" -> v 2 beta). Words are
+// server, "PodIPs" -> pod ips) and between letters and digits ("v2beta" -> v 2 beta). Words are
 // not stemmed; see Terms.
 func Tokenize(text string) []string {
 	var out []string
@@ -34,7 +34,7 @@ func Tokenize(text string) []string {
 		case unicode.IsLower(prev) && unicode.IsUpper(r):
 			flush(i)
 			start = i
-		case unicode.IsUpper(prev) && unicode.IsUpper(r) && i+1 < len(rs) && unicode.IsLower(rs[i+1]):
+		case unicode.IsUpper(prev) && unicode.IsUpper(r) && i+1 < len(rs) && unicode.IsLower(rs[i+1]) && !pluralAcronym(rs, i+1):
 			flush(i)
 			start = i
 		case unicode.IsDigit(prev) != unicode.IsDigit(r):
@@ -44,6 +44,13 @@ func Tokenize(text string) []string {
 	}
 	flush(len(rs))
 	return out
+}
+
+// pluralAcronym reports whether rs[i] is the "s" that ends an acronym's
+// plural ("IPs", "APIs", "PRs"): the acronym keeps its last capital ("IPs"
+// is ips, not i + ps). An "s" that opens a longer word starts it: "HTTPServer".
+func pluralAcronym(rs []rune, i int) bool {
+	return rs[i] == 's' && (i+1 == len(rs) || !unicode.IsLower(rs[i+1]))
 }
 
 // stopwords carry no meaning for tool search. Intent words ("all", "new")
