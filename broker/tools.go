@@ -52,6 +52,9 @@ type ToolSpec struct {
 	// Service is the catalog service of an action ("" for registry tools).
 	Service    string `json:"service,omitempty"`
 	Deprecated bool   `json:"deprecated,omitempty"`
+	// Path is a catalog action's path template, for tool indexes (the
+	// meta-tools' search); not part of the wire form.
+	Path string `json:"-"`
 	// CallerAnswered is true for registry tools answered by the caller
 	// through the tool-result endpoint (no Go handler): they cannot be
 	// invoked outside an /execute stream.
@@ -154,7 +157,7 @@ func actionSpec(a catalog.CatalogAction) ToolSpec {
 		Name: a.Name, Description: a.Description, InputSchema: schema, OutputSchema: a.OutputSchema,
 		Annotations: &ToolAnnotations{ReadOnlyHint: &an.ReadOnlyHint, DestructiveHint: &an.DestructiveHint,
 			IdempotentHint: &an.IdempotentHint, OpenWorldHint: &an.OpenWorldHint},
-		Tags: a.Tags, Source: SourceCatalog, Service: a.Service, Deprecated: a.Deprecated,
+		Tags: a.Tags, Source: SourceCatalog, Service: a.Service, Deprecated: a.Deprecated, Path: a.Path,
 	}
 }
 

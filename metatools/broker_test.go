@@ -187,3 +187,29 @@ func TestIndexCloseUnregisters(t *testing.T) {
 		}
 	}
 }
+
+// TestToolSourcesCarryPath: a catalog action's path reaches the search
+// index through both tool sources (the broker's and the catalog's own), and
+// a registry tool has none.
+func TestToolSourcesCarryPath(t *testing.T) {
+	var version atomic.Int32
+	version.Store(1)
+	src, cat := brokerSource(t, &version)
+	fromCatalog, _ := (&CatalogSource{C: cat}).Tools(context.Background())
+	fromBroker, _ := src.Tools(context.Background())
+	for name, tools := range map[string][]Tool{"catalog": fromCatalog, "broker": fromBroker} {
+		paths := map[string]string{}
+		for _, tl := range tools {
+			paths[tl.Name] = tl.Path
+			if docOf(tl).Path != tl.Path {
+				t.Errorf("%s: docOf(%s) lost the path", name, tl.Name)
+			}
+		}
+		if p := paths["weather_getWeather"]; p != "/weather/{city}" {
+			t.Errorf("%s source: weather_getWeather path %q, want /weather/{city} (tools %v)", name, p, paths)
+		}
+		if p, ok := paths["notes:save"]; ok && p != "" {
+			t.Errorf("%s source: registry tool notes:save has path %q", name, p)
+		}
+	}
+}

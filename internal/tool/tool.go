@@ -42,6 +42,10 @@ type Descriptor struct {
 	CallerAnswered bool `json:"callerAnswered,omitempty"`
 	// Deprecated tools rank below equivalent current ones.
 	Deprecated bool `json:"deprecated,omitempty"`
+	// Path is a catalog action's path template ("/repos/{owner}/{repo}/issues"):
+	// its static segments are indexed for search, evidence of what the call
+	// acts on when its operation id says little. Not part of the wire form.
+	Path string `json:"-"`
 }
 
 // Annotations are the MCP tool hints; nil means not declared.

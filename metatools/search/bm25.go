@@ -47,6 +47,10 @@ type Doc struct {
 	RequiredNames []string
 	// Deprecated tools rank below equivalent current ones.
 	Deprecated bool
+	// Path is the HTTP path template of an OpenAPI operation
+	// ("/repos/{owner}/{repo}/issues/{index}/comments"); its static segments
+	// are indexed (not its parameters, version markers or file extensions).
+	Path string
 	// Access is what the tool declares of itself: AccessRead (read-only),
 	// AccessWrite (not read-only) or AccessUnknown. It stands for the
 	// intent of a tool whose name and summary have no intent word
@@ -90,6 +94,7 @@ const (
 	fieldIntent
 	fieldStates
 	fieldNameParts
+	fieldPath
 	numFields
 )
 
@@ -107,6 +112,7 @@ var fieldWeights = [numFields]float64{
 	fieldIntent:     0.8,
 	fieldStates:     1.0,
 	fieldNameParts:  1.0,
+	fieldPath:       0.5,
 }
 
 // fieldB is BM25's length normalisation per field: long bodies and long
@@ -123,6 +129,7 @@ var fieldB = [numFields]float64{
 	fieldIntent:     0,
 	fieldStates:     0,
 	fieldNameParts:  0.3,
+	fieldPath:       0.3,
 }
 
 // The ranking's tuning parameters: variables only so that a tuning aid can
@@ -366,6 +373,7 @@ func NewBM25(docs []Doc) *BM25 {
 			fieldTags:       Terms(strings.Join(d.Tags, " ")),
 			fieldIntent:     intentTerms,
 			fieldStates:     stateTerms(d.States),
+			fieldPath:       pathTerms(d.Path, nameText),
 		}
 		all[i] = ft
 		if len(ft[fieldStates]) > 0 {
@@ -404,8 +412,26 @@ func NewBM25(docs []Doc) *BM25 {
 	for f := range numFields {
 		avg[f] = math.Max(total[f]/math.Max(float64(n), 1), 1)
 	}
+	// A tool whose path alone has a term does not count in the term's
+	// document frequency (unless only paths have it): a path repeats its
+	// parents' segments in every call under them ("contents" in every file
+	// call of /repos/{owner}/{repo}/contents/{filepath}), which would make a
+	// word common that the tools' own names and descriptions keep rare.
+	pathOnly := map[string]int{}
 	for i, ft := range all {
 		tf := map[string]float64{}
+		for _, t := range ft[fieldPath] {
+			inOther := false
+			for f := range numFields {
+				if f != fieldPath && slices.Contains(ft[f], t) {
+					inOther = true
+					break
+				}
+			}
+			if !inOther {
+				pathOnly[t]++
+			}
+		}
 		for f := range numFields {
 			counts := map[string]int{}
 			for _, t := range ft[f] {
@@ -421,7 +447,10 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 	}
 	for t, ps := range ix.postings {
-		df := float64(len(ps))
+		df := float64(len(ps) - pathOnly[t])
+		if df == 0 {
+			df = float64(len(ps)) // only paths have it
+		}
 		ix.idf[t] = math.Log(1 + (float64(ix.n)-df+0.5)/(df+0.5))
 	}
 	return ix
@@ -1300,3 +1329,50 @@ func isNumber(t string) bool {
 	}
 	return t != ""
 }
+
+// pathTerms are the terms of a path's static segments that the tool's name
+// does not have: what the path adds is the resource a name leaves out
+// ("ListMember" at /Queues/{QueueSid}/Members: queue); repeating the name's
+// words would only make them commoner.
+func pathTerms(path, name string) []string {
+	if path == "" {
+		return nil
+	}
+	own := map[string]bool{}
+	for _, t := range Terms(name) {
+		own[t] = true
+	}
+	var out []string
+	for _, t := range Terms(pathWords(path)) {
+		if !own[t] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// pathWords are the words of a path template's static segments:
+// "/2010-04-01/Accounts/{AccountSid}/Calls.json" gives "Accounts Calls".
+// Parameters, version markers ("v1", "v2beta1", dates) and a file
+// extension say nothing about what the call acts on.
+func pathWords(path string) string {
+	var b strings.Builder
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "" || strings.Contains(seg, "{") {
+			continue
+		}
+		if i := strings.LastIndexByte(seg, '.'); i > 0 {
+			seg = seg[:i]
+		}
+		if versionSegment.MatchString(seg) {
+			continue
+		}
+		b.WriteString(seg)
+		b.WriteByte(' ')
+	}
+	return b.String()
+}
+
+// versionSegment matches a path segment that is a version: "v1", "v2beta1",
+// "2010-04-01", "1.0".
+var versionSegment = regexp.MustCompile(`^(?i:v\d+([a-z]+\d*)?|[\d.-]+)$`)

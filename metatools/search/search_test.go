@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -123,6 +124,7 @@ func TestBM25SecondPass(t *testing.T) {
 		{Name: "k8s_createBatchV1NamespacedCronJob", AppID: "k8s", Description: "create a CronJob", Required: 2},
 		{Name: "k8s_listBatchV1CronJobForAllNamespaces", AppID: "k8s", Description: "list or watch objects of kind CronJob"},
 	}
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
 	ix := NewBM25(docs)
 	cases := map[string]string{
 		"change a value in a configmap":   "k8s_patchCoreV1NamespacedConfigMap",
@@ -185,6 +187,7 @@ func TestBM25TitleVerb(t *testing.T) {
 		{Name: "x_DisableCard", AppID: "x", Description: "Disables a card. A disabled card cannot be charged."},
 		{Name: "x_Charge", AppID: "x", Description: "Charges a card"},
 	}
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
 	ix := NewBM25(docs)
 	for _, c := range []struct {
 		q, doc string
@@ -240,6 +243,7 @@ func TestBM25PluralQuestion(t *testing.T) {
 		{Name: "k8s_listCoreV1Namespace", AppID: "k8s", Description: "list or watch objects of kind Namespace"},
 		{Name: "k8s_getCodeVersion", AppID: "k8s", Description: "get the code version of the Kubernetes server"},
 	}
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
 	ix := NewBM25(docs)
 	hits, _ := ix.Rank(context.Background(), "which namespaces exist?", 2, nil)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "k8s_listCoreV1Namespace" {
@@ -475,6 +479,7 @@ func TestBM25HeadInModifier(t *testing.T) {
 		{Name: "x_getUsersFromGroup", AppID: "x", Description: "Get users from group"},
 		{Name: "x_getUserGroups", AppID: "x", Description: "Get user groups. Returns the groups a user belongs to."},
 	}
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
 	ix := NewBM25(docs)
 	hits, _ := ix.Rank(context.Background(), "remove a member from a group", 2, nil)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "x_removeUserFromGroup" {
@@ -519,6 +524,7 @@ func TestBM25ActionWriteVerb(t *testing.T) {
 		{Name: "x_getProject", AppID: "x", Description: "Get project"},
 		{Name: "x_deleteComment", AppID: "x", Description: "Delete comment"},
 	}
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
 	ix := NewBM25(docs)
 	// "Add attachment": attachment is covered by attach's derived form,
 	// Add partly by the imperative; "Get attachment content": no part of
@@ -564,6 +570,7 @@ func TestBM25MethodYieldsInTitle(t *testing.T) {
 		{Name: "s_PostCustomersCustomer", AppID: "s", Description: "Updates the specified customer"},
 		{Name: "s_PostCustomers", AppID: "s", Description: "Creates a new customer"},
 	}
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
 	ix := NewBM25(docs)
 	if f, why := ix.factor(0, ix.plan("update the specified customer"), true); f != 1+titleCoverage {
 		t.Errorf("update the specified customer: PostCustomersCustomer's title not fully covered (%s)", why)
@@ -585,6 +592,7 @@ func TestBM25ObjectUnmatched(t *testing.T) {
 		{Name: "k_readNode", AppID: "k", Description: "read the specified Node"},
 		{Name: "k_listPod", AppID: "k", Description: "list or watch objects of kind Pod. Lists the pods of a node in the cluster."},
 	}
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
 	ix := NewBM25(docs)
 	qp := ix.plan("list the nodes in the cluster")
 	if f, why := ix.factor(0, qp, true); !strings.Contains(why, "object-unmatched") {
@@ -653,6 +661,7 @@ func TestBM25ActionNamesCreated(t *testing.T) {
 		{Name: "x_addWatcher", AppID: "x", Description: "Add watcher"},
 		{Name: "x_getWatchers", AppID: "x", Description: "Get issue watchers"},
 	}
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
 	ix := NewBM25(docs)
 	qp := ix.plan("book an appointment for a customer")
 	fc, why := ix.factor(1, qp, true)
@@ -715,6 +724,7 @@ func TestBM25DeclaredAccess(t *testing.T) {
 		{Name: "j_validateProjectKey", AppID: "j", Description: "Validate project key", Access: AccessRead},
 		{Name: "j_assignProject", AppID: "j", Description: "Assign project"},
 	}
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
 	ix := NewBM25(docs)
 	for _, c := range []struct {
 		q    string
@@ -783,4 +793,39 @@ func queryWeight(ix *BM25, q, term string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestBM25Path: an operation's path adds the words its name leaves out
+// (parameters, versions and file extensions are no words), and a path-only
+// word's document frequency does not make the names' words common.
+func TestBM25Path(t *testing.T) {
+	for path, want := range map[string]string{
+		"/2010-04-01/Accounts/{AccountSid}/Queues/{QueueSid}/Members.json": "Accounts Queues Members ",
+		"/apis/apps/v1/namespaces/{namespace}/replicasets":                 "apis apps namespaces replicasets ",
+		"/v2beta1/users/{id}": "users ",
+		"/":                   "",
+	} {
+		if got := pathWords(path); got != want {
+			t.Errorf("pathWords(%q) = %q, want %q", path, got, want)
+		}
+	}
+	if got := pathTerms("/queues/{sid}/members", "t_ListMember"); !reflect.DeepEqual(got, []string{"queue"}) {
+		t.Errorf("pathTerms = %v, want [queue]", got)
+	}
+	// Opaque operation ids: only the path says which members are meant.
+	docs := []Doc{
+		{Name: "t_op17", AppID: "t", Description: "Retrieve a list of members", Path: "/Accounts/{AccountSid}/Conferences/{ConferenceSid}/Participants.json"},
+		{Name: "t_op18", AppID: "t", Description: "Retrieve a list of members", Path: "/Accounts/{AccountSid}/Queues/{QueueSid}/Members.json"},
+	}
+	hits, _ := NewBM25(docs).Rank(context.Background(), "list the members of a queue", 0, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_op18" {
+		t.Errorf("members of a queue: first %v, want op18 (/Queues/{QueueSid}/Members)", hits)
+	}
+	// "queue" is in one name and in two tools' paths: its idf stays that of
+	// one tool in three.
+	docs = append(docs, Doc{Name: "t_ListQueue", AppID: "t", Description: "Retrieve a list of queues", Path: "/Accounts/{AccountSid}/Queues.json"})
+	ix := NewBM25(docs)
+	if got, want := ix.idf["queue"], math.Log(1+(3-1+0.5)/(1+0.5)); math.Abs(got-want) > 1e-9 {
+		t.Errorf("idf(queue) = %v, want %v", got, want)
+	}
 }
