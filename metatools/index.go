@@ -297,6 +297,13 @@ func docOf(t Tool) search.Doc {
 // not what the call is for.
 const maxStateDepth = 1
 
+// maxSwitchDepth is the deepest level of a one-word boolean field that is a
+// state a call sets: one level deeper than an enum's, because a body that
+// carries a whole object keeps its switches in its spec ("suspend a cron
+// job": spec.suspend; "pause a rollout": spec.paused), where a value such
+// as status.phase describes it.
+const maxSwitchDepth = 2
+
 // maxIndexedFields bounds the schema nodes indexed per tool: a body of
 // thousands of nested properties adds noise, not findability.
 const maxIndexedFields = 400
@@ -334,7 +341,7 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 		}
 		p, _ := props[name].(map[string]any)
 		desc, _ := p["description"].(string)
-		if depth <= maxStateDepth && slices.Contains(schemaTypes(p), "boolean") {
+		if depth <= maxSwitchDepth && slices.Contains(schemaTypes(p), "boolean") {
 			// A boolean field named by one word is a state a call can set
 			// ("archived", "is_locked", "draft"); a longer name is an
 			// option ("accept_partial_authorization").

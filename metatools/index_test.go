@@ -9,8 +9,9 @@ import (
 )
 
 // TestDocStates: the states a call sets are its parameters' and its
-// request body's own enum values and one-word booleans; a boolean named by
-// a phrase is an option, and a nested object's fields describe the object.
+// request body's own enum values and one-word booleans, and the one-word
+// booleans of a body's object (spec.suspend); a boolean named by a phrase
+// is an option, and deeper fields describe the object.
 func TestDocStates(t *testing.T) {
 	schema := `{"type":"object","properties":{
 		"draft":{"type":"boolean"},
@@ -19,15 +20,16 @@ func TestDocStates(t *testing.T) {
 			"is_locked":{"type":"boolean"},
 			"accept_partial_authorization":{"type":"boolean"},
 			"state":{"enum":["open","closed"]},
-			"spec":{"type":"object","properties":{"suspend":{"type":"boolean"},"phase":{"enum":["Running"]}}}}}}}`
+			"spec":{"type":"object","properties":{"suspend":{"type":"boolean"},"phase":{"enum":["Running"]},
+				"template":{"type":"object","properties":{"privileged":{"type":"boolean"}}}}}}}}}`
 	d := docOf(Tool{Name: "x:update", InputSchema: json.RawMessage(schema)})
 	states := " " + d.States + " "
-	for _, want := range []string{"draft", "archived", "is_locked", "closed"} {
+	for _, want := range []string{"draft", "archived", "is_locked", "closed", "suspend"} {
 		if !strings.Contains(states, " "+want+" ") {
 			t.Errorf("states %q lack %q", d.States, want)
 		}
 	}
-	for _, not := range []string{"accept_partial_authorization", "suspend", "Running"} {
+	for _, not := range []string{"accept_partial_authorization", "privileged", "Running"} {
 		if strings.Contains(states, " "+not+" ") {
 			t.Errorf("states %q have %q", d.States, not)
 		}
