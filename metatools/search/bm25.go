@@ -222,6 +222,9 @@ type BM25 struct {
 	heads []string
 	// headSet holds every tool's head.
 	headSet map[string]bool
+	// headFields are, per head, the nested field names (terms) of the
+	// tools that update it: the parts of the thing an edit can set.
+	headFields map[string]map[string]bool
 }
 
 // intentFamily groups the intents whose tools answer the same kind of
@@ -343,7 +346,7 @@ func NewBM25(docs []Doc) *BM25 {
 	vocab := map[string]bool{} // every term of every field
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), headSet: map[string]bool{}}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -376,6 +379,16 @@ func NewBM25(docs []Doc) *BM25 {
 			fieldPath:       pathTerms(d.Path, nameText),
 		}
 		all[i] = ft
+		if h := nameHead(local); h != "" && len(ix.families[i]) > 0 && ix.families[i][0] == IntentUpdate {
+			fs := ix.headFields[h]
+			if fs == nil {
+				fs = map[string]bool{}
+				ix.headFields[h] = fs
+			}
+			for _, t := range ft[fieldFieldNames] {
+				fs[t] = true
+			}
+		}
 		if len(ft[fieldStates]) > 0 {
 			ix.states[i] = map[string]bool{}
 			for _, t := range ft[fieldStates] {
@@ -1022,6 +1035,9 @@ type queryPlan struct {
 	qterms    map[string]bool
 	// words are the lemmas of the query's own words (no relatives).
 	words map[string]bool
+	// part marks a request that adds or removes a part of what its
+	// modifier names (see partOf).
+	part bool
 }
 
 // plan analyses a query: its term groups, the score they could reach, its
@@ -1090,6 +1106,21 @@ func (ix *BM25) plan(query string) *queryPlan {
 			}
 			for _, wt := range g.terms {
 				into[wt.term] = true
+			}
+		}
+	}
+	if firstPrep > 0 && len(qp.object) > 0 && len(qp.families) == 1 && (qp.families[IntentCreate] || qp.families[IntentDelete]) && ix.partOf(qp, qtoks, firstPrep) {
+		// "add a label to a node": what is added is no tool's subject but a
+		// field of the thing the modifier names, so the request edits that
+		// thing.
+		qp.part = true
+		qp.families = map[Intent]bool{IntentUpdate: true}
+		qIntents = []Intent{IntentUpdate}
+		for gi := range qp.groups {
+			for ti, wt := range qp.groups[gi].terms {
+				if wt.term == intentTerm(IntentCreate) || wt.term == intentTerm(IntentDelete) {
+					qp.groups[gi].terms[ti].term = intentTerm(IntentUpdate)
+				}
 			}
 		}
 	}
@@ -1260,7 +1291,7 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		note("list-needs-id", listNeedsNoID)
 	}
 
-	if h := ix.heads[d]; h != "" && qp.prep != nil && qp.prep[h] && !qp.main[h] {
+	if h := ix.heads[d]; h != "" && qp.prep != nil && qp.prep[h] && !qp.main[h] && !qp.part {
 		// What the tool acts on is named only in the request's modifier:
 		// "open a ticket in a project" does not create the project.
 		note("head-in-modifier", headInModifier)
@@ -1376,3 +1407,31 @@ func pathWords(path string) string {
 // versionSegment matches a path segment that is a version: "v1", "v2beta1",
 // "2010-04-01", "1.0".
 var versionSegment = regexp.MustCompile(`^(?i:v\d+([a-z]+\d*)?|[\d.-]+)$`)
+
+// partOf reports whether a request to add or remove something acts on a
+// part of what its modifier names: no word of its object is what some tool
+// acts on, and one is a field of a tool that updates the modifier's thing
+// ("add a label to a node": no tool's subject is a label, a node's edit has
+// metadata.labels). "add a webhook to a repository" keeps its create: the
+// edit of a repository has no webhook field.
+func (ix *BM25) partOf(qp *queryPlan, qtoks []string, firstPrep int) bool {
+	for _, gi := range qp.object {
+		if ix.namesHead(qtoks[qp.groups[gi].at-1 : qp.groups[gi].at]) {
+			return false
+		}
+	}
+	for _, w := range qtoks[firstPrep+1:] {
+		for _, l := range Lemmas(w) {
+			fs := ix.headFields[l]
+			if fs == nil || !ix.headSet[l] {
+				continue
+			}
+			for _, gi := range qp.object {
+				if fs[qp.groups[gi].terms[0].term] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

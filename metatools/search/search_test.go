@@ -829,3 +829,33 @@ func TestBM25Path(t *testing.T) {
 		t.Errorf("idf(queue) = %v, want %v", got, want)
 	}
 }
+
+// TestBM25AddPart: adding or removing what no tool acts on but what the
+// edit of the modifier's thing has as a field edits that thing ("add a
+// label to a node"); adding what a tool creates keeps its create ("add a
+// webhook to a repository": the repository's edit has no webhook field).
+func TestBM25AddPart(t *testing.T) {
+	docs := []Doc{
+		{Name: "k_createNode", AppID: "k", Description: "create a Node", FieldNames: "metadata name labels annotations spec taints"},
+		{Name: "k_replaceNode", AppID: "k", Description: "replace the specified Node", FieldNames: "metadata name labels annotations spec taints"},
+		{Name: "k_deleteNode", AppID: "k", Description: "delete a Node"},
+		{Name: "g_repoCreateHook", AppID: "g", Description: "Create a hook", FieldNames: "type config events active"},
+		{Name: "g_repoEdit", AppID: "g", Description: "Edit a repository's properties", FieldNames: "name description private archived"},
+		{Name: "g_createRepo", AppID: "g", Description: "Create a repository", FieldNames: "name description private"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"add a label to a node":         "k_replaceNode",
+		"remove a label from a node":    "k_replaceNode",
+		"add a webhook to a repository": "g_repoCreateHook",
+	} {
+		hits, _ := ix.Rank(context.Background(), q, 0, nil)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			var got []string
+			for _, h := range hits {
+				got = append(got, docs[h.Doc].Name)
+			}
+			t.Errorf("%q: ranked %v, want %s first", q, got, want)
+		}
+	}
+}
