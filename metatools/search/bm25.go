@@ -808,6 +808,12 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			// which tool is meant.
 			continue
 		}
+		if t == "new" && otherCreateWord(toks, i) {
+			// "create a new namespace", "open a new ticket": the verb
+			// already asks for a new one; as a word, "new" would only
+			// meet descriptions that say "new".
+			continue
+		}
 		lemmas := Lemmas(t)
 		if seen[lemmas[0]] {
 			continue
@@ -1431,6 +1437,17 @@ func (ix *BM25) partOf(qp *queryPlan, qtoks []string, firstPrep int) bool {
 					return true
 				}
 			}
+		}
+	}
+	return false
+}
+
+// otherCreateWord reports whether a word of toks other than toks[i] asks to
+// create.
+func otherCreateWord(toks []string, i int) bool {
+	for j, t := range toks {
+		if j != i && intentWords[t] == IntentCreate {
+			return true
 		}
 	}
 	return false

@@ -859,3 +859,22 @@ func TestBM25AddPart(t *testing.T) {
 		}
 	}
 }
+
+// TestBM25NewWithCreate: "new" after a verb that creates is no search word
+// (the verb asks for a new thing already; as a word it would meet
+// descriptions that say "new"); without one it still is.
+func TestBM25NewWithCreate(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "k_createNamespacedEvent", AppID: "k", Description: "create an Event. Records what is new in a namespace.", Params: "namespace"},
+		{Name: "k_createNamespace", AppID: "k", Description: "create a Namespace"},
+	})
+	for q, want := range map[string]bool{"create a new namespace": false, "new namespace": true, "open a new ticket": false, "pair a new reader": true} {
+		got := false
+		for _, g := range ix.queryGroups(q) {
+			got = got || g.terms[0].term == "new"
+		}
+		if got != want {
+			t.Errorf("%q: new is a search word %v, want %v", q, got, want)
+		}
+	}
+}
