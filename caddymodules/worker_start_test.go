@@ -23,8 +23,13 @@ import (
 )
 
 // caddyBinary builds ./cmd/caddy once per test binary (seconds with a warm
-// build cache); TestMain removes it (removeCaddyBinary).
+// build cache); TestMain removes it (removeCaddyBinary). CODEMODE_CADDY_BINARY
+// names a prebuilt binary instead, so that two builds can be compared
+// interleaved with one test binary (docs/figures.md#worker-start-up).
 var caddyBinary = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("CODEMODE_CADDY_BINARY"); bin != "" {
+		return bin, nil
+	}
 	dir, err := os.MkdirTemp("", "codemode-caddy-")
 	if err != nil {
 		return "", err
