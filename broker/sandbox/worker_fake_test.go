@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,8 @@ func (r *rawOut) msg(m *wireMsg) {
 //	                 repeats its number
 //	baddone          send a done message with an unknown status
 //	chatter          send done, then a log message, then hang
+//	gc               return the worker's collector settings:
+//	                 {"gogc": GOGC (-1: off), "memlimit": soft memory limit}
 type fakeEngine struct {
 	raw *rawOut
 }
@@ -207,6 +210,10 @@ func (e *fakeEngine) Execute(ctx context.Context, req Request, host Host) (*Resu
 		e.raw.msg(&wireMsg{T: msgLog, ID: id + 1000, Level: "log", Message: "x"})
 	case "baddone":
 		e.raw.msg(&wireMsg{T: msgDone, ID: id, Done: &wireDone{Result: &Result{Status: "weird", Error: &ScriptError{Code: "X"}}}})
+	case "gc":
+		s := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
+		metrics.Read(s)
+		return ok(map[string]int64{"gogc": int64(s[0].Value.Uint64()), "memlimit": int64(s[1].Value.Uint64())})
 	case "chatter":
 		e.raw.msg(&wireMsg{T: msgDone, ID: id, Done: &wireDone{Result: &Result{Status: StatusOK, Result: json.RawMessage(`"early"`)}}})
 		e.raw.msg(&wireMsg{T: msgLog, ID: id, Level: "log", Message: "after done"})

@@ -1,6 +1,9 @@
 package sandbox
 
 import (
+	"context"
+	"encoding/json"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -95,5 +98,38 @@ func TestOnEveryGC(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // a late call would show now
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("hook called %d times, want 3 (it said stop)", n)
+	}
+}
+
+// TestStartedWorkerPacesItsCollector: a worker the pool starts runs its
+// package initialisation with the collector off (GOGC=off in its
+// environment) and turns it on, paced, with its handshake; the parent's
+// own GOGC and GOMEMLIMIT (a user's settings for the Caddy process) do not
+// reach it: its soft memory limit is 3/4 of its cap, or none.
+func TestStartedWorkerPacesItsCollector(t *testing.T) {
+	t.Setenv("GOGC", "25")
+	t.Setenv("GOMEMLIMIT", "1MiB")
+	for _, c := range []struct {
+		memory       int64
+		wantMemLimit int64
+	}{
+		{64 << 20, (64<<20 + 4*DefaultSessionMemoryBytes) / 4 * 3}, // capped: 3/4 of the cap
+		{-1, math.MaxInt64}, // no cap: no soft limit
+	} {
+		p, _ := newFakePool(t, PoolOptions{MemoryBytes: c.memory, SessionsPerWorker: 4})
+		res, err := p.Execute(context.Background(), Request{Code: "gc"}, newTestHost(nil))
+		if err != nil || res.Status != StatusOK {
+			t.Fatalf("memory %d: %+v %v", c.memory, res, err)
+		}
+		var got struct{ GOGC, MemLimit int64 }
+		if err := json.Unmarshal(res.Result, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.GOGC < 100 || got.GOGC > maxWorkerGCPercent {
+			t.Errorf("memory %d: worker GOGC %d, want the paced value in [100, %d]", c.memory, got.GOGC, maxWorkerGCPercent)
+		}
+		if got.MemLimit != c.wantMemLimit {
+			t.Errorf("memory %d: worker soft memory limit %d, want %d", c.memory, got.MemLimit, c.wantMemLimit)
+		}
 	}
 }
