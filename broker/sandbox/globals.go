@@ -60,7 +60,7 @@ const (
 )
 
 // gatedGlobals maps each global name to its bit; the prelude uses the same
-// bit values (preludeSource, "unnamed").
+// bit values (prelude.Source, "unnamed").
 var gatedGlobals = map[string]uint32{
 	"Reflect":            globalReflect,
 	"Proxy":              globalProxy,

@@ -16,6 +16,7 @@ import (
 	"github.com/dop251/goja"
 	"go.uber.org/zap"
 
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox/internal/prelude"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
@@ -34,7 +35,7 @@ var (
 
 func preludeProgram() *goja.Program {
 	preludeOnce.Do(func() {
-		preludePrg = goja.MustCompile("prelude.js", preludeSource, true)
+		preludePrg = prelude.Program()
 		if regexp2.DefaultMatchTimeout > regexpMatchTimeout {
 			regexp2.DefaultMatchTimeout = regexpMatchTimeout
 		}

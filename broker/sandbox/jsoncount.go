@@ -8,7 +8,7 @@ import (
 )
 
 // jsonCount is the state of one serialization by the prelude's serialize
-// (see prelude.go): goja's native JSON.stringify walks the value and calls
+// (see internal/prelude): goja's native JSON.stringify walks the value and calls
 // the counter, a native replacer, with every value it is about to write.
 // The counter keeps an estimate of the output and the path from the root,
 // and stops the walk when the estimate passes the limit, the path passes

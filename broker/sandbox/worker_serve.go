@@ -72,8 +72,9 @@ func ServeWorkerStdio() int {
 // calls and console output to the parent over out. It returns nil when in
 // ends.
 func ServeWorker(in io.Reader, out io.Writer) error {
-	// Compile the script prelude while the configuration is read and the
-	// memory capped (NewInProcess waits for it).
+	// The script prelude compiles while the configuration is read and the
+	// memory capped (NewInProcess waits for it); in a process the pool
+	// started, it began during package initialisation (internal/prelude).
 	go preludeProgram()
 	fr := &frameReader{r: bufio.NewReaderSize(rawReader(in), 64<<10), max: 1 << 20}
 	out = rawWriter(out)

@@ -1,6 +1,6 @@
-package sandbox
+package prelude
 
-// preludeSource runs first in every fresh runtime. It evaluates to a setup
+// Source runs first in every fresh runtime. It evaluates to a setup
 // function that hardens the runtime, defines the script API as read-only
 // globals and returns the internal functions the Go side calls (settle,
 // result, describe, objSource, configure). The native hooks it receives take
@@ -9,11 +9,12 @@ package sandbox
 // code runs, so a plan that rewrites builtins only breaks itself.
 //
 // setup depends on nothing of a request: a runtime may be set up before its
-// request arrives (see warmRuntime). configure, called once before the plan
-// runs, brings the request's part: the limits, the hardening that only plans
-// with generators or regular expressions need, and metaContext. Until then
-// every limit is 0, so nothing can pass a check before it is configured.
-const preludeSource = `(function () {
+// request arrives (see the sandbox's warmRuntime). configure, called once
+// before the plan runs, brings the request's part: the limits, the
+// hardening that only plans with generators or regular expressions need,
+// and metaContext. Until then every limit is 0, so nothing can pass a
+// check before it is configured.
+const Source = `(function () {
 "use strict";
 return function setup(nat) {
 	let allowConsole = false, maxParallel = 0, maxArrayLength = 0, maxStringLength = 0, maxResultBytes = 0,
