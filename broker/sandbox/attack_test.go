@@ -180,6 +180,19 @@ func attackCases() []attackCase {
 		{name: "tool input that is a doubling DAG", code: `let s = [1]; for (let i = 0; i < 40; i++) s = [s, s]; await callTool("echo", s)`, want: stopped, limits: fastTimeout},
 		{name: "console.log of a doubling DAG", code: `let s = [1]; for (let i = 0; i < 40; i++) s = [s, s]; console.log(s); return 1`, want: []Status{StatusOK, StatusRuntimeError, StatusTimeout}, limits: Limits{Timeout: 400 * time.Millisecond, AllowConsole: true}},
 		{name: "flat of a doubling DAG", code: `let s = [1]; for (let i = 0; i < 40; i++) s = [s, s]; return s.flat(Infinity).length`, want: stopped, limits: fastTimeout},
+		// BigInt operators size their result by an operand in one
+		// instruction (bigint.go): checked before they run.
+		{name: "BigInt shift by a huge amount", code: `return String(1n << 8000000000n).length`, want: runtimeOnly, codes: execCd, contains: "BigInt shift by 8000000000 exceeds"},
+		{name: "BigInt power", code: `const x = 7n ** 200000000n; return 1`, want: runtimeOnly, codes: execCd, contains: "BigInt power of at least 400000000 bits"},
+		{name: "BigInt power cannot be caught", code: `try { 7n ** 200000000n } catch (e) {} finally { return 1 }`, want: runtimeOnly, contains: "BigInt power"},
+		{name: "BigInt power by a name's compound assignment", code: `let x = 2n ** 1000000n; x **= 100n; return 1`, want: runtimeOnly, contains: "BigInt power of at least 100000000 bits"},
+		{name: "BigInt power of a member", code: `let undefined = 0n; const o = {p: 5n}; o.p **= 1000000000n; return 1`, want: runtimeOnly, contains: "BigInt exponent 1000000000"},
+		{name: "BigInt squared in a loop", code: `let x = 3n; for (let i = 0; i < 40; i++) x = x ** 2n; return 1`, want: runtimeOnly, contains: "BigInt power"},
+		{name: "BigInt.asUintN of many bits", code: `return String(BigInt.asUintN(4000000000, -1n)).length`, want: runtimeOnly, contains: "BigInt.asUintN of 4000000000 bits"},
+		{name: "BigInt.asUintN reads its bit count once", code: `let n = 0; const bits = {valueOf() { return n++ ? 4e9 : 64 }}; return [String(BigInt.asUintN(bits, -1n)).length, n]`, want: okOnly, contains: `[20,1]`},
+		{name: "BigInt arithmetic within the limit", code: `let x = 3n; x **= 4n; let y = 1n; y <<= 100n; const o = {p: 2n}; o.p **= 3n; o.p <<= 2n; const f = (a, b) => a ** b;
+			return [String(x), String(y), String(o.p), String((2n ** 3n) ** 2n), String(2n ** 3n ** 2n), String(BigInt.asUintN(64, -1n)), f(2, 10), 1 << 4, String(f(-1n, 2n ** 40n))]`,
+			want: okOnly, contains: `["81","1267650600228229401496703205376","32","64","512","18446744073709551615",1024,16,"1"]`},
 		{name: "string doubling hits the memory limit", code: `let s = "x"; for (let i = 0; i < 40; i++) s += s; return s.length`, want: []Status{StatusRuntimeError}, codes: []string{CodeWorkerMemoryExceeded}, limits: Limits{Timeout: 10 * time.Second, MemoryBytes: 64 << 20}},
 		{name: "typed array allocation", code: `return new Uint8Array(2 ** 31).length`, want: illegalOnly, codes: validationCd},
 		{name: "typed array through an escaped name", code: `return new \u0041rrayBuffer(2 ** 31).byteLength`, want: illegalOnly, codes: validationCd},

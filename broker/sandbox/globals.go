@@ -55,8 +55,11 @@ const (
 	globalSyntaxError
 	globalNumber
 	globalBoolean
+	// globalBigInt: the plan names BigInt or writes a BigInt literal (the
+	// only ways to make a BigInt); see bigint.go.
+	globalBigInt
 
-	gatedGlobalsAll = globalBoolean<<1 - 1
+	gatedGlobalsAll = globalBigInt<<1 - 1
 )
 
 // gatedGlobals maps each global name to its bit; the prelude uses the same
@@ -81,4 +84,5 @@ var gatedGlobals = map[string]uint32{
 	"SyntaxError":        globalSyntaxError,
 	"Number":             globalNumber,
 	"Boolean":            globalBoolean,
+	"BigInt":             globalBigInt,
 }

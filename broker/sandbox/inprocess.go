@@ -619,6 +619,9 @@ func (x *execution) setup(regexps bool) (settle, result, describe goja.Callable,
 		_ = cfg.Set("maxJSONDepth", MaxJSONDepth)
 		_ = cfg.Set("maxErrorChars", MaxErrorBytes)
 		_, gerr = x.prelude.configure(goja.Undefined(), rt.ToValue(ctxJSON), cfg)
+		if gerr == nil && x.unnamed&globalBigInt == 0 {
+			x.prepareBigInt(x.prelude.objSource)
+		}
 	}
 	if gerr != nil {
 		if r, e := interrupted(gerr); r != nil || e != nil {

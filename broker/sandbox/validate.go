@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"math/big"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -601,6 +602,9 @@ func compilePlan(code string, l Limits) (*compiledPlan, *Result) {
 	if v.fail != nil {
 		return nil, v.fail
 	}
+	if v.named&globalBigInt != 0 {
+		v.bigOps.rewrite()
+	}
 	prg, err := goja.CompileAST(prog, true)
 	if err != nil {
 		return nil, syntaxResult(code, err)
@@ -705,6 +709,8 @@ type validator struct {
 	regexps bool
 	// named has the bits (gatedGlobals) of the globals the plan names.
 	named uint32
+	// bigOps are the operators rewritten when the plan can make BigInts.
+	bigOps bigOps
 }
 
 // enter descends one level of the syntax tree; it reports false (and
@@ -1071,12 +1077,14 @@ func (v *validator) expr(e ast.Expression) {
 	case *ast.AssignExpression:
 		v.expr(e.Left)
 		v.expr(e.Right)
+		v.bigOps.note(e)
 		if e.Operator == token.ASSIGN && hasObjectRest(e.Left) {
 			e.Right = objectSource(e.Right)
 		}
 	case *ast.BinaryExpression:
 		v.expr(e.Left)
 		v.expr(e.Right)
+		v.bigOps.note(e)
 	case *ast.UnaryExpression:
 		v.expr(e.Operand)
 	case *ast.ConditionalExpression:
@@ -1135,7 +1143,11 @@ func (v *validator) expr(e ast.Expression) {
 		}
 	case *ast.RegExpLiteral:
 		v.regexps = true
-	case *ast.ThisExpression, *ast.SuperExpression, *ast.NullLiteral, *ast.NumberLiteral,
+	case *ast.NumberLiteral:
+		if _, ok := e.Value.(*big.Int); ok {
+			v.named |= globalBigInt
+		}
+	case *ast.ThisExpression, *ast.SuperExpression, *ast.NullLiteral,
 		*ast.StringLiteral, *ast.BooleanLiteral:
 	case *ast.BadExpression:
 		v.reject(KindIllegalSyntax, "unparsable expression", e.From)
