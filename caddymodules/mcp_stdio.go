@@ -1,15 +1,20 @@
 package caddymodules
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 )
@@ -45,7 +50,7 @@ func cmdMCPStdio(fl caddycmd.Flags) (int, error) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := serveMCPStdio(ctx, raw, &mcp.StdioTransport{}); err != nil {
+	if err := serveMCPStdio(ctx, raw, &checkedStdio{in: os.Stdin, out: os.Stdout}); err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
 	return caddy.ExitCodeSuccess, nil
@@ -113,3 +118,142 @@ func serveMCPStdio(ctx context.Context, raw []byte, t mcp.Transport) error {
 	}
 	return nil
 }
+
+// checkedStdio is the go-sdk's stdio transport behind a line check. The
+// go-sdk ends the whole session at the first line that is not a JSON-RPC
+// message (and the command exits); a stdio server answers it instead, as
+// JSON-RPC says: -32700 for a line that is not JSON, -32600 for JSON that is
+// no message or a line over maxStdioLine, and it reads on. Lines are the
+// messages: the MCP stdio transport forbids newlines inside one.
+type checkedStdio struct {
+	in  io.Reader
+	out io.Writer
+	// maxLine is the longest message line read; 0 is the go-sdk's own
+	// bound, mcp.DefaultMaxLineLength.
+	maxLine int
+}
+
+// Connect implements mcp.Transport: the go-sdk reads the lines that pass
+// the check from a pipe; both write to out through one lock, a message per
+// write.
+func (t *checkedStdio) Connect(ctx context.Context) (mcp.Connection, error) {
+	pr, pw := io.Pipe()
+	out := &lockedWriter{w: t.out}
+	max := t.maxLine
+	if max <= 0 {
+		max = mcp.DefaultMaxLineLength
+	}
+	go checkLines(t.in, pw, out, max)
+	return (&mcp.IOTransport{Reader: pr, Writer: out}).Connect(ctx)
+}
+
+// checkLines copies in's message lines to pass and answers the others on
+// out, until in ends (pass then ends too) or the session stops reading.
+func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
+	br := bufio.NewReaderSize(in, 64<<10)
+	var line []byte
+	tooLong := false
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > maxLine+1 { // the newline is no part of it
+			tooLong = true
+		} else if !tooLong {
+			line = append(line, chunk...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		msg := bytes.TrimSpace(line)
+		var reply []byte
+		switch {
+		case tooLong:
+			reply = rpcError(nil, -32600, fmt.Sprintf("Invalid Request: a message line is longer than %d bytes", maxLine))
+		case len(msg) == 0:
+		case !json.Valid(msg):
+			reply = rpcError(nil, -32700, "Parse error: the line is not JSON")
+		default:
+			if bad := invalidMessage(msg); bad != nil {
+				reply = rpcError(requestID(msg), -32600, "Invalid Request: "+bad.Error())
+				break
+			}
+			if _, werr := pass.Write(append(msg, '\n')); werr != nil {
+				return // the session ended
+			}
+		}
+		if reply != nil {
+			if _, werr := out.Write(reply); werr != nil {
+				pass.CloseWithError(werr)
+				return
+			}
+		}
+		line, tooLong = line[:0], false
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			pass.CloseWithError(err)
+			return
+		}
+	}
+}
+
+// invalidMessage is why msg (valid JSON) is no JSON-RPC message or batch
+// of messages, or nil.
+func invalidMessage(msg []byte) error {
+	if msg[0] != '[' {
+		_, err := jsonrpc.DecodeMessage(msg)
+		return err
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(msg, &batch); err != nil || len(batch) == 0 {
+		return errors.New("empty batch")
+	}
+	for _, m := range batch {
+		if _, err := jsonrpc.DecodeMessage(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// requestID is msg's id when it is a string or a number, or nil.
+func requestID(msg []byte) json.RawMessage {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(msg, &m) != nil || len(m.ID) == 0 {
+		return nil
+	}
+	if c := m.ID[0]; c == '"' || c == '-' || (c >= '0' && c <= '9') {
+		return m.ID
+	}
+	return nil
+}
+
+// rpcError is a JSON-RPC error response line (id null when id is nil).
+func rpcError(id json.RawMessage, code int, message string) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      id,
+		"error":   map[string]any{"code": code, "message": message},
+	})
+	return append(b, '\n')
+}
+
+// lockedWriter serializes writes to w; Close leaves w open (standard output
+// is the process's, closed when it exits).
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) Close() error { return nil }

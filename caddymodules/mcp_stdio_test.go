@@ -1,0 +1,103 @@
+package caddymodules
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+)
+
+// TestMCPStdioAnswersBadLines: over stdio a line that is not JSON, JSON
+// that is no JSON-RPC message, and a line over the bound each get a JSON-RPC
+// error, and the session goes on (the go-sdk alone ended it, and the
+// command exited).
+func TestMCPStdioAnswersBadLines(t *testing.T) {
+	up := mcpUpstream(t)
+	caddyfile := fmt.Sprintf(`{
+	admin off
+	codemode {
+		meta {
+			upstream calc {
+				url %s
+			}
+		}
+	}
+}
+`, up)
+	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveMCPStdio(context.Background(), raw, &checkedStdio{in: inR, out: outW, maxLine: 4096})
+	}()
+	replies := bufio.NewScanner(outR)
+	replies.Buffer(nil, 8<<20)
+	type reply struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	send := func(line string) (r reply) {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatalf("writing %.40q: %v", line, err)
+		}
+		if !replies.Scan() {
+			t.Fatalf("no reply to %.40q: %v", line, replies.Err())
+		}
+		if err := json.Unmarshal(replies.Bytes(), &r); err != nil {
+			t.Fatalf("reply %q: %v", replies.Text(), err)
+		}
+		return r
+	}
+	wantError := func(line string, code int, id string) {
+		t.Helper()
+		r := send(line)
+		if r.Error == nil || r.Error.Code != code || string(r.ID) != id {
+			t.Fatalf("%.40q: reply id %s error %+v, want code %d id %s", line, r.ID, r.Error, code, id)
+		}
+	}
+
+	wantError(`not json {`, -32700, "null")
+	wantError(`{"id": 7, "method": "initialize"}`, -32600, "7") // no "jsonrpc": "2.0"
+	wantError(`[]`, -32600, "null")
+	wantError(`{"jsonrpc":"2.0","id":8,"method":"x","params":"`+strings.Repeat("a", 5000)+`"}`, -32600, "null")
+	r := send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if r.Error != nil || string(r.ID) != "1" || !strings.Contains(string(r.Result), `"protocolVersion"`) {
+		t.Fatalf("initialize after bad lines: %+v", r)
+	}
+	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n\n"); err != nil {
+		t.Fatal(err)
+	}
+	wantError(`{"jsonrpc":"2.0","id":2,"method":"tools/list"`, -32700, "null") // cut short
+	r = send(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
+	if r.Error != nil || !strings.Contains(string(r.Result), `"meta:execute"`) {
+		t.Fatalf("tools/list: %+v", r)
+	}
+
+	inW.Close() // standard input ends: the session and the command end
+	go io.Copy(io.Discard, outR)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serveMCPStdio: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serveMCPStdio did not return after its input ended")
+	}
+}
