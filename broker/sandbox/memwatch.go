@@ -36,20 +36,33 @@ type memWatch struct {
 	// script charged the most is stopped, before the kernel stops them all.
 	processLimit uint64
 	// pacer, in a worker, paces the collector for the scripts' limits.
-	pacer  *gcPacer
-	all    map[*execution]struct{}
-	live   uint64
-	cycle  uint64
+	pacer *gcPacer
+	all   map[*execution]struct{}
+	// live is the live heap the collector measured at the end of cycle, the
+	// last cycle the watchdog saw.
+	live  uint64
+	cycle uint64
+	// heap reads the live heap and the number of finished collector cycles
+	// (readHeap; tests feed their own).
+	heap   func() (live, cycle uint64)
 	sample []metrics.Sample
 }
 
 func newMemWatch() *memWatch {
-	return &memWatch{
+	m := &memWatch{
 		active:  make(map[*execution]struct{}),
 		all:     make(map[*execution]struct{}),
 		touched: make(map[*execution]struct{}),
 		sample:  []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}},
 	}
+	m.heap = m.readHeap
+	return m
+}
+
+// readHeap reads the runtime's figures (m.mu held).
+func (m *memWatch) readHeap() (live, cycle uint64) {
+	metrics.Read(m.sample)
+	return m.sample[0].Value.Uint64(), m.sample[1].Value.Uint64()
 }
 
 // begin marks x as running JavaScript.
@@ -68,19 +81,27 @@ func (m *memWatch) beginLocked(x *execution, now time.Time) (fresh bool) {
 	m.active[x] = struct{}{}
 	m.touched[x] = struct{}{}
 	m.all[x] = struct{}{}
+	fresh = !x.memAcct.started
+	if m.running && !fresh {
+		return false
+	}
+	live, cycle := m.heap()
 	if !m.running {
 		m.running = true
-		metrics.Read(m.sample)
-		m.live, m.cycle = m.sample[0].Value.Uint64(), m.sample[1].Value.Uint64()
+		m.live, m.cycle = live, cycle
 		go m.loop()
 	}
-	if !x.memAcct.started {
+	if fresh {
 		// The cycle in progress when the script starts may have marked
-		// what ran before it: it is charged from the next cycle on.
-		x.memAcct.started, x.memAcct.fromCycle = true, m.cycle+2
-		return true
+		// what ran before it (a script that just finished with a huge
+		// string): the script is charged from the cycle after that one
+		// on, counted by the collector's own count. The count the
+		// watchdog saw last is often a cycle behind (its 5 ms samples
+		// lag a collector that the script before drove hard), which
+		// charged the new script for the cycle in progress.
+		x.memAcct.started, x.memAcct.fromCycle = true, cycle+2
 	}
-	return false
+	return fresh
 }
 
 // minLimit is the lowest memory limit of the scripts it watches (0: none).
@@ -130,8 +151,7 @@ func (m *memWatch) tick(now time.Time) bool {
 		m.running = false
 		return false
 	}
-	metrics.Read(m.sample)
-	live, cycle := m.sample[0].Value.Uint64(), m.sample[1].Value.Uint64()
+	live, cycle := m.heap()
 	if cycle == m.cycle {
 		return true
 	}
