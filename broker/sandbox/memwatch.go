@@ -15,10 +15,11 @@ const memoryPollInterval = 5 * time.Millisecond
 // heap is shared by every script of the process, so growth is attributed:
 // each time the collector finishes a cycle, the change of the live heap
 // since the previous cycle is shared among the scripts that ran JavaScript
-// in between, in proportion to their running time. A script whose share
-// passes its MemoryBytes is stopped (WORKER_MEMORY_EXCEEDED). Scripts that
-// only wait for tools run nothing, are charged nothing and cost the
-// watchdog nothing: it samples (every 5 ms) only while a script runs.
+// in between (those that finished since included), in proportion to their
+// running time. A script whose share passes its MemoryBytes is stopped
+// (WORKER_MEMORY_EXCEEDED). Scripts that only wait for tools run nothing,
+// are charged nothing and cost the watchdog nothing: it samples (every
+// 5 ms) only while a script runs.
 //
 // It reads the live heap the collector measured (/gc/heap/live:bytes), so
 // garbage does not count and a growing heap is seen at most one cycle (one
@@ -42,6 +43,10 @@ type memWatch struct {
 	// last cycle the watchdog saw.
 	live  uint64
 	cycle uint64
+	// gone is the running time, since the last cycle, of the scripts that
+	// finished since: their part of the next cycle's growth is charged to
+	// no one rather than to the scripts still there.
+	gone time.Duration
 	// heap reads the live heap and the number of finished collector cycles
 	// (readHeap; tests feed their own).
 	heap   func() (live, cycle uint64)
@@ -127,6 +132,9 @@ func (m *memWatch) end(x *execution, now time.Time, finished bool) {
 		delete(m.active, x)
 	}
 	if finished {
+		if _, ok := m.touched[x]; ok {
+			m.gone += x.memAcct.ran
+		}
 		delete(m.touched, x)
 		delete(m.all, x)
 	}
@@ -148,7 +156,7 @@ func (m *memWatch) tick(now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.active) == 0 && len(m.touched) == 0 {
-		m.running = false
+		m.running, m.gone = false, 0
 		return false
 	}
 	live, cycle := m.heap()
@@ -157,7 +165,8 @@ func (m *memWatch) tick(now time.Time) bool {
 	}
 	delta := float64(int64(live - m.live))
 	m.live, m.cycle = live, cycle
-	var total time.Duration
+	total := m.gone
+	m.gone = 0
 	for x := range m.touched {
 		if _, ok := m.active[x]; ok {
 			x.memAcct.ran += now.Sub(x.memAcct.since)
