@@ -169,11 +169,15 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
 		case tooLong:
 			reply = rpcError(nil, -32600, fmt.Sprintf("Invalid Request: a message line is longer than %d bytes", maxLine))
 		case len(msg) == 0:
-		case !json.Valid(msg):
-			reply = rpcError(nil, -32700, "Parse error: the line is not JSON")
 		default:
+			// A message is decoded here and again by the go-sdk; only a
+			// line that fails is scanned once more, for its error code.
 			if bad := invalidMessage(msg); bad != nil {
-				reply = rpcError(requestID(msg), -32600, "Invalid Request: "+bad.Error())
+				if !json.Valid(msg) {
+					reply = rpcError(nil, -32700, "Parse error: the line is not JSON")
+				} else {
+					reply = rpcError(requestID(msg), -32600, "Invalid Request: "+bad.Error())
+				}
 				break
 			}
 			if _, werr := pass.Write(append(msg, '\n')); werr != nil {
@@ -197,8 +201,8 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
 	}
 }
 
-// invalidMessage is why msg (valid JSON) is no JSON-RPC message or batch
-// of messages, or nil.
+// invalidMessage is why msg is no JSON-RPC message or batch of messages
+// (not JSON included), or nil.
 func invalidMessage(msg []byte) error {
 	if msg[0] != '[' {
 		_, err := jsonrpc.DecodeMessage(msg)
