@@ -433,7 +433,12 @@ func NewBM25(docs []Doc) *BM25 {
 	pathOnly := map[string]int{}
 	for i, ft := range all {
 		tf := map[string]float64{}
+		counted := map[string]bool{}
 		for _, t := range ft[fieldPath] {
+			if counted[t] {
+				continue // a repeated segment is still one tool
+			}
+			counted[t] = true
 			inOther := false
 			for f := range numFields {
 				if f != fieldPath && slices.Contains(ft[f], t) {

@@ -828,6 +828,14 @@ func TestBM25Path(t *testing.T) {
 	if got, want := ix.idf["queue"], math.Log(1+(3-1+0.5)/(1+0.5)); math.Abs(got-want) > 1e-9 {
 		t.Errorf("idf(queue) = %v, want %v", got, want)
 	}
+	// A segment repeated in one path ("/queues/{sid}/queues/{sub}") is still
+	// one tool whose path alone has the word (counted twice, the name's tool
+	// was discounted too; with more repeats the frequency went negative).
+	docs[0].Path = "/Accounts/{AccountSid}/Queues/{QueueSid}/Queues/{Sub}.json"
+	ix = NewBM25(docs)
+	if got, want := ix.idf["queue"], math.Log(1+(3-1+0.5)/(1+0.5)); math.Abs(got-want) > 1e-9 {
+		t.Errorf("idf(queue) with a repeated path segment = %v, want %v", got, want)
+	}
 }
 
 // TestBM25AddPart: adding or removing what no tool acts on but what the
