@@ -16,7 +16,6 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	"go.uber.org/zap"
 )
 
@@ -343,47 +342,46 @@ func (v *Verifier) verify(ctx context.Context, token, audience string, c checks)
 			return v.recheck(t, audience, c)
 		}
 	}
-	parsed, err := jwt.ParseSigned(token, v.algs)
+	parsed, err := parseCompactJWS(token, v.algs)
 	if err != nil {
-		var ua *jose.ErrUnexpectedSignatureAlgorithm
+		var ua *errUnexpectedAlg
 		if errors.As(err, &ua) {
-			return nil, tokenErr(ReasonBadAlgorithm, "algorithm %q is not accepted", ua.Got)
+			return nil, tokenErr(ReasonBadAlgorithm, "algorithm %q is not accepted", ua.got)
 		}
 		return nil, tokenErr(ReasonMalformed, "%w", err)
 	}
-	if len(parsed.Headers) != 1 {
-		return nil, tokenErr(ReasonMalformed, "want exactly one signature")
-	}
-	hdr := parsed.Headers[0]
-	keys, err := v.source.Keys(ctx, hdr.KeyID)
+	keys, err := v.source.Keys(ctx, parsed.kid)
 	if err != nil {
 		return nil, err
 	}
-	var raw map[string]any
 	verified, tried := false, false
 	for i := range keys {
 		k := &keys[i]
-		if k.Algorithm != "" && k.Algorithm != hdr.Algorithm {
+		if k.Algorithm != "" && k.Algorithm != string(parsed.alg) {
 			continue
 		}
 		tried = true
 		if k.Use != "" && k.Use != "sig" {
 			continue
 		}
-		if err := parsed.Claims(k.Key, &raw); err == nil {
+		if parsed.verify(k.Key) {
 			verified = true
 			break
 		}
 	}
 	if !verified && !tried {
 		// The key named by kid is for another algorithm.
-		return nil, tokenErr(ReasonBadAlgorithm, "alg %s does not match the key", hdr.Algorithm)
+		return nil, tokenErr(ReasonBadAlgorithm, "alg %s does not match the key", parsed.alg)
 	}
 	if !verified {
 		return nil, tokenErr(ReasonBadSignature, "")
 	}
-	if v.cfg.TokenType != "" && !sameType(hdr.ExtraHeaders[jose.HeaderType], v.cfg.TokenType) {
+	if v.cfg.TokenType != "" && !sameType(parsed.header[jose.HeaderType], v.cfg.TokenType) {
 		return nil, tokenErr(ReasonMalformed, "typ is not %s", v.cfg.TokenType)
+	}
+	raw, err := decodeObject(parsed.payload)
+	if err != nil {
+		return nil, tokenErr(ReasonMalformed, "claims are not a JSON object")
 	}
 	t, err := v.checkClaims(raw, "", checks{anyAudience: true, anyTime: true})
 	if err != nil {
