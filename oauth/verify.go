@@ -125,9 +125,14 @@ func (s *Server) VerifyAccessToken(ctx context.Context, token, aud string) (*Cla
 // https://gw.example.com/ (see CanonicalResource); an audience that is not
 // a URL is compared as is.
 func audienceContains(list []string, aud string) bool {
+	// The same text is the same resource in either form: no URL parsing
+	// for the common case.
+	if containsString(list, aud) {
+		return true
+	}
 	want, ok := canonicalResource(aud)
 	if !ok {
-		return containsString(list, aud)
+		return false
 	}
 	for _, a := range list {
 		if c, ok := canonicalResource(a); ok && c == want {
