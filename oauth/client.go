@@ -107,8 +107,13 @@ func (s *Server) client(ctx context.Context, id string) (*client, error) {
 		return nil, errors.New("unknown client")
 	}
 	b, err := s.store.Get(ctx, keyClient(id))
-	if err != nil {
+	if errors.Is(err, errNotFound) {
 		return nil, errors.New("unknown client")
+	}
+	if err != nil {
+		// Not the client's fault: an invalid_client here would make MCP
+		// clients forget their registration (the TypeScript SDK does).
+		return nil, storageErr("reading a registered client", err)
 	}
 	c := new(client)
 	if err := json.Unmarshal(b, c); err != nil {

@@ -3,6 +3,8 @@ package oauth
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +197,58 @@ func TestRedisUnavailable(t *testing.T) {
 	}
 	if err := e.s.Ping(context.Background()); ErrorCode(err) != CodeStorage {
 		t.Fatalf("ping: %v", err)
+	}
+}
+
+// TestRedisUnavailableRegisteredClient: while the token storage is down, a
+// registered client is not "unknown". invalid_client would make an MCP
+// client forget its registration and tokens (the TypeScript SDK invalidates
+// all its credentials on it), so a Redis outage would sign every user out.
+// The endpoints that look the client up answer 503 temporarily_unavailable
+// with Retry-After instead, never a redirect (the redirect URI cannot be
+// checked). A client that is really gone is still invalid_client.
+func TestRedisUnavailableRegisteredClient(t *testing.T) {
+	srv := redistest.Start(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = rc.Close() })
+	e := newAS(t, func(c *ServerConfig) {
+		c.DCREnabled = true
+		c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: "t:"}
+	})
+	redirect := "http://127.0.0.1:33418/oauth/callback"
+	status, out := register(t, e, map[string]any{"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "none"})
+	if status != http.StatusCreated {
+		t.Fatalf("register: %d %v", status, out)
+	}
+	id, _ := out["client_id"].(string)
+	verifier := oauth2.GenerateVerifier()
+	authorize := e.srv.URL + "/oauth/authorize?" + url.Values{
+		"response_type": {"code"}, "client_id": {id}, "redirect_uri": {redirect}, "state": {"s"},
+		"code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)}, "code_challenge_method": {"S256"},
+	}.Encode()
+	refresh := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {"not-a-token"}, "client_id": {id}}
+	if st, code, _ := e.postToken(refresh, "", ""); st != http.StatusBadRequest || code != "invalid_grant" {
+		t.Fatalf("storage up: %d %s, want 400 invalid_grant", st, code)
+	}
+
+	srv.Stop()
+	unavailable := func(what string, resp *http.Response) {
+		t.Helper()
+		b := body(t, resp)
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+			!strings.Contains(b, `"error":"temporarily_unavailable"`) {
+			t.Fatalf("%s with the storage down: %d Retry-After %q %s, want 503 temporarily_unavailable",
+				what, resp.StatusCode, resp.Header.Get("Retry-After"), b)
+		}
+	}
+	unavailable("refresh", e.postForm(e.srv.URL+"/oauth/token", refresh))
+	unavailable("code exchange", e.postForm(e.srv.URL+"/oauth/token", url.Values{"grant_type": {"authorization_code"},
+		"code": {"c"}, "client_id": {id}, "redirect_uri": {redirect}, "code_verifier": {verifier}}))
+	unavailable("revoke", e.postForm(e.srv.URL+"/oauth/revoke", url.Values{"token": {"t"}, "client_id": {id}}))
+	unavailable("authorize", e.get(authorize))
+
+	srv.Restart() // empty: the registration is gone
+	if st, code, _ := e.postToken(refresh, "", ""); st != http.StatusUnauthorized || code != "invalid_client" {
+		t.Fatalf("storage back without the client: %d %s, want 401 invalid_client", st, code)
 	}
 }

@@ -483,6 +483,13 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c, err := s.client(r.Context(), q.Get("client_id"))
+	if ErrorCode(err) == CodeStorage {
+		// The redirect URI cannot be checked without the client: answered
+		// here, never by redirect.
+		s.reqLog(r).Error("authorization request failed", errField(err))
+		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
+		return
+	}
 	if err != nil {
 		desc := "unknown client_id"
 		if isMetadataURL(q.Get("client_id")) && s.docs != nil {

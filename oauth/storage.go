@@ -551,6 +551,9 @@ func (st opStorage) GetClientByClientID(ctx context.Context, id string) (op.Clie
 
 func (st opStorage) AuthorizeClientIDSecret(ctx context.Context, id, secret string) error {
 	c, err := st.s.client(ctx, id)
+	if ErrorCode(err) == CodeStorage {
+		return err
+	}
 	if err != nil {
 		return oidc.ErrInvalidClient().WithDescription("unknown client")
 	}

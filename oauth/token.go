@@ -435,6 +435,11 @@ func (s *Server) authenticateClient(w http.ResponseWriter, r *http.Request) (*cl
 		return nil, false
 	}
 	c, err := s.client(r.Context(), id)
+	if ErrorCode(err) == CodeStorage {
+		s.reqLog(r).Error("authenticating a client", logClientID(id), errField(err))
+		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
+		return nil, false
+	}
 	if err != nil {
 		refuse("unknown client")
 		return nil, false
