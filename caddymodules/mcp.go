@@ -197,6 +197,9 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 		if !modern && !h.legacyPrecheck(w, r) {
 			return nil
 		}
+		if pb, ok := r.Body.(*peekedBody); ok && pb.ok {
+			mw.body = pb
+		}
 		h.serveLegacy(mw, r)
 	case r.Method != http.MethodPost:
 		// Revision 2026-07-28 has no GET stream and no session to DELETE.

@@ -189,3 +189,42 @@ func TestMCPSessionsAcrossGateways(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPUnknownMethod: in a session of a handshake revision, a request
+// for a method the server does not know (tasks/list of 2025-11-25, a
+// misspelling) is answered as JSON-RPC says: error -32601 carrying the
+// request's id, which MCP clients surface as that call's "method not
+// found"; an unknown notification is accepted and ignored (202). The go-sdk
+// alone answers both with a 400 that names no request.
+func TestMCPUnknownMethod(t *testing.T) {
+	port := freePort(t)
+	startCaddy(t, mcpCaddyConfig(port, map[string]any{}))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	status, sid, body := rawMCP(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q %s", status, sid, body)
+	}
+	hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	for _, method := range []string{"tasks/list", "no/such/method"} {
+		status, _, body = rawMCP(t, url, hdr, `{"jsonrpc":"2.0","id":"req-7","method":"`+method+`","params":{}}`)
+		var msg struct {
+			ID    string `json:"id"`
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if status != http.StatusOK || json.Unmarshal([]byte(body), &msg) != nil || msg.ID != "req-7" ||
+			msg.Error.Code != -32601 || !strings.Contains(msg.Error.Message, method) {
+			t.Fatalf("%s: %d %s, want 200 with error -32601 for id req-7", method, status, body)
+		}
+	}
+	if status, _, body = rawMCP(t, url, hdr, `{"jsonrpc":"2.0","method":"notifications/no_such_thing","params":{}}`); status != http.StatusAccepted || body != "" {
+		t.Fatalf("unknown notification: %d %q, want an empty 202", status, body)
+	}
+	// The session still works.
+	status, _, body = rawMCP(t, url, hdr, `{"jsonrpc":"2.0","id":8,"method":"ping"}`)
+	if status != http.StatusOK || !strings.Contains(body, `"id":8`) || strings.Contains(body, `"error"`) {
+		t.Fatalf("ping after: %d %s", status, body)
+	}
+}
