@@ -69,6 +69,19 @@ type MCPHandler struct {
 	// starts a new one. Placeholders such as {env.GATEWAY_URL} are replaced.
 	// Default: sessions are served by the gateway that opened them only.
 	GatewayURL string `json:"gateway_url,omitempty"`
+	// MaxSessions caps the MCP sessions of the handshake revisions that
+	// this process holds (all codemode_mcp handlers together; revision
+	// 2026-07-28 has none): an initialize beyond it gets 503 with
+	// Retry-After. An idle session holds about 30 KiB and a goroutine until
+	// session_timeout, and initialize is open to anyone the route lets in.
+	// Default 10000; a negative value is no cap.
+	MaxSessions int `json:"max_sessions,omitempty"`
+	// MaxSessionsPerClient caps one client's sessions (its user when
+	// authenticated, else its IP address): an initialize beyond it closes
+	// that client's least recently used session, so a client that never
+	// ends its sessions keeps working and cannot crowd others out.
+	// Default 100; a negative value is no cap.
+	MaxSessionsPerClient int `json:"max_sessions_per_client,omitempty"`
 
 	app    *App
 	logger *zap.Logger
@@ -78,6 +91,12 @@ type MCPHandler struct {
 	// of its revisions.
 	legacy, modern http.Handler
 	offered        []string
+	// adopted serves, without the go-sdk's session table, the sessions a
+	// previous config opened (see mcpSessionTable).
+	adopted http.Handler
+	server  *mcp.Server
+	idle    time.Duration
+	owner   *mcpSessionOwner
 }
 
 // CaddyModule returns the Caddy module information.
@@ -124,6 +143,19 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 	if slices.ContainsFunc(h.offered, func(v string) bool { return !isStatelessRevision(v) }) {
 		h.legacy = metatools.HTTPHandler(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: h.Stateless,
 			JSONResponse: h.JSONResponse, SessionTimeout: timeout, DisableLocalhostProtection: h.DisableLocalhostProtection}))
+		// A session that a previous config opened is served without a
+		// go-sdk session of its own: each request gets a temporary one
+		// (no server-to-client requests, no GET stream), as in stateless
+		// mode. Its client keeps its Mcp-Session-Id across the reload.
+		h.adopted = metatools.HTTPHandler(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true,
+			JSONResponse: h.JSONResponse, DisableLocalhostProtection: h.DisableLocalhostProtection}))
+	}
+	h.server, h.idle, h.owner = app.MetaServer(), timeout, new(mcpSessionOwner)
+	if h.MaxSessions == 0 {
+		h.MaxSessions = 10000
+	}
+	if h.MaxSessionsPerClient == 0 {
+		h.MaxSessionsPerClient = 100
 	}
 	h.logger = ctx.Logger()
 	if h.GatewayURL != "" && h.legacy != nil && !h.Stateless {
@@ -151,6 +183,9 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 // Cleanup stops the session directory: this gateway's MCP sessions are
 // reported gone at once.
 func (h *MCPHandler) Cleanup() error {
+	if h.owner != nil {
+		h.owner.gone.Store(true) // the next config serves its sessions
+	}
 	if h.dir != nil {
 		h.dir.close()
 	}
@@ -200,7 +235,7 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 		if pb, ok := r.Body.(*peekedBody); ok && pb.ok {
 			mw.body = pb
 		}
-		h.serveLegacy(mw, r)
+		h.serveLegacy(mw, r, mcpClientKey(who.UserID, who.TenantID, who.ClientIP))
 	case r.Method != http.MethodPost:
 		// Revision 2026-07-28 has no GET stream and no session to DELETE.
 		w.Header().Set("Allow", http.MethodPost)
@@ -217,30 +252,92 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	return nil
 }
 
-// serveLegacy serves a request of the handshake revisions, through the
-// session directory when there is one.
-func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request) {
-	d := h.dir
-	if d == nil {
+// serveLegacy serves a request of the handshake revisions: through the
+// session directory when there is one, within the session limits, and a
+// session a previous config opened through the adopting handler.
+func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
+	if h.Stateless {
 		h.legacy.ServeHTTP(w, r)
 		return
 	}
+	d := h.dir
 	sid := r.Header.Get("Mcp-Session-Id")
-	if sid != "" && r.Header.Get(mcpForwardedHeader) == "" && !d.holds(sid) && d.forward(w, r, sid) {
+	route := mcpRouteGoSDK
+	if sid != "" {
+		route = mcpSessions.route(sid, client, h.owner)
+	}
+	switch {
+	case route == mcpRouteAdopt:
+		h.serveAdopted(w, r, sid)
+		return
+	case route == mcpRouteForeign:
+		writeJSONRPCError(w, http.StatusNotFound, nil, rpcSessionNotFound,
+			"session not found: it ended, expired or its gateway is gone; send initialize without Mcp-Session-Id to start a new one", nil)
+		return
+	case sid == "" && r.Method == http.MethodPost && w.body != nil:
+		m, ok := parseJSONRPC(w.body.buf)
+		if !ok || m.Method != "initialize" {
+			break
+		}
+		victimID, victim, admitted := mcpSessions.admit(client, h.MaxSessions, h.MaxSessionsPerClient)
+		if victim != nil {
+			closeMCPSession(victim.server, victimID)
+			if d != nil {
+				d.forget(victimID)
+			}
+		}
+		if !admitted {
+			w.Header().Set("Retry-After", "5")
+			writeJSONRPCError(w, http.StatusServiceUnavailable, m.ID, rpcServerBusy,
+				fmt.Sprintf("this gateway holds its maximum of %d MCP sessions; retry shortly, or speak revision 2026-07-28, which needs none", h.MaxSessions), nil)
+			return
+		}
+	}
+	if d != nil && sid != "" && r.Header.Get(mcpForwardedHeader) == "" && !d.holds(sid) && d.forward(w, r, sid) {
 		return
 	}
 	w.onHeader = func(status int, hdr http.Header) {
 		switch {
 		case sid == "" && status < 300 && hdr.Get("Mcp-Session-Id") != "":
-			d.register(hdr.Get("Mcp-Session-Id")) // a new session: before its id reaches the client
+			// A new session: recorded before its id reaches the client.
+			id := hdr.Get("Mcp-Session-Id")
+			mcpSessions.add(id, &mcpSessionRecord{client: client, idle: h.idle, owner: h.owner, server: h.server})
+			if d != nil {
+				d.register(id)
+			}
 		case sid != "" && status == http.StatusNotFound:
-			d.forget(sid)
+			mcpSessions.remove(sid, h.owner)
+			if d != nil {
+				d.forget(sid)
+			}
 		}
 	}
 	h.legacy.ServeHTTP(w, r)
 	if r.Method == http.MethodDelete && sid != "" && w.status < 300 {
-		d.forget(sid)
+		mcpSessions.remove(sid, h.owner)
+		if d != nil {
+			d.forget(sid)
+		}
 	}
+}
+
+// serveAdopted serves a request of session sid, which a config unloaded
+// since opened: the old go-sdk session is closed (nothing reaches it any
+// more) and the request is served by a temporary session of this config.
+func (h *MCPHandler) serveAdopted(w *mcpWriter, r *http.Request, sid string) {
+	closeMCPSession(mcpSessions.adopt(sid, h.owner), sid)
+	if h.dir != nil {
+		h.dir.register(sid) // the other gateways forward it here now
+	}
+	if r.Method == http.MethodDelete {
+		mcpSessions.remove(sid, h.owner)
+		if h.dir != nil {
+			h.dir.forget(sid)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	h.adopted.ServeHTTP(w, r)
 }
 
 // mcpRequestID is the request's id: the one the observability bridge set

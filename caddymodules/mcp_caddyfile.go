@@ -2,6 +2,7 @@ package caddymodules
 
 import (
 	"net/url"
+	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -26,6 +27,8 @@ func parseMCPCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, err
 //		stateless
 //		json_response
 //		session_timeout <duration>
+//		max_sessions <n>
+//		max_sessions_per_client <n>
 //		disable_localhost_protection
 //		allowed_origins <origin>...
 //		gateway_url <url>
@@ -80,6 +83,23 @@ func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("session_timeout: %v", err)
 			}
 			h.SessionTimeout = caddy.Duration(dur)
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+		case "max_sessions", "max_sessions_per_client":
+			name := d.Val()
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n == 0 {
+				return d.Errf("%s: want a number of sessions (negative: no cap), got %q", name, d.Val())
+			}
+			if name == "max_sessions" {
+				h.MaxSessions = n
+			} else {
+				h.MaxSessionsPerClient = n
+			}
 			if d.NextArg() {
 				return d.ArgErr()
 			}

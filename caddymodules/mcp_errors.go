@@ -21,6 +21,9 @@ const (
 	// rpcSessionNotFound is implementation-defined (JSON-RPC's server-error
 	// range), the code MCP SDKs use for an unknown Mcp-Session-Id.
 	rpcSessionNotFound = -32001
+	// rpcServerBusy is implementation-defined: the gateway holds as many
+	// MCP sessions as it may.
+	rpcServerBusy = -32000
 )
 
 // mcpWriter turns the go-sdk's plain-text transport errors (400, 404, 405,

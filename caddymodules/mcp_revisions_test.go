@@ -54,6 +54,10 @@ func mcpCaddyConfig(port int, meta map[string]any) []byte {
 	return cfg
 }
 
+// mcpTestClient sends mcpRequest's requests (reloadClient in tests that
+// reload Caddy).
+var mcpTestClient = http.DefaultClient
+
 // mcpRequest sends one request as an MCP client does (JSON body, both
 // media types accepted) with header on top, and returns the whole answer.
 func mcpRequest(t *testing.T, method, url string, header map[string]string, body io.Reader) (*http.Response, []byte) {
@@ -64,7 +68,7 @@ func mcpRequest(t *testing.T, method, url string, header map[string]string, body
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := mcpTestClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,176 @@
+package caddymodules
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// mcpSessionsConfig is a Caddy config with one codemode_mcp handler (its
+// options in handler) that takes the client address from X-Forwarded-For,
+// so that a test can speak as several clients; timeout is the handler's
+// session_timeout.
+func mcpSessionsConfig(port int, handler map[string]any) []byte {
+	h := map[string]any{"handler": "codemode_mcp"}
+	for k, v := range handler {
+		h[k] = v
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"apps": map[string]any{
+			"codemode": map[string]any{"meta": map[string]any{}},
+			"http": map[string]any{"servers": map[string]any{"test": map[string]any{
+				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
+				"automatic_https": map[string]any{"disable": true},
+				"trusted_proxies": map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}},
+				"routes": []any{map[string]any{
+					"match":  []any{map[string]any{"path": []string{"/mcp"}}},
+					"handle": []any{h},
+				}},
+			}}},
+		},
+	})
+	return cfg
+}
+
+// mcpTestNet numbers the runs of the session tests, so that each run (with
+// -count) speaks as clients of its own: the session table is the process's.
+var mcpTestNet int
+
+func nextMCPTestNet() string {
+	mcpTestNet++
+	return fmt.Sprintf("10.%d.%d.", 100+mcpTestNet/200, mcpTestNet%200)
+}
+
+const mcpInit2025 = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+
+// mcpOpen opens a session as client (an IP address) and returns its id.
+func mcpOpen(t *testing.T, url, client string) string {
+	t.Helper()
+	status, sid, body := rawMCP(t, url, map[string]string{"X-Forwarded-For": client}, mcpInit2025)
+	if status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize as %s: %d %q %s", client, status, sid, body)
+	}
+	return sid
+}
+
+// mcpPing sends ping in session sid as client and returns the status.
+func mcpPing(t *testing.T, url, client, sid string) (int, string) {
+	t.Helper()
+	status, _, body := rawMCP(t, url, map[string]string{"X-Forwarded-For": client, "Mcp-Session-Id": sid,
+		"Mcp-Protocol-Version": "2025-11-25"}, `{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	return status, body
+}
+
+// TestMCPSessionLimits: initialize is open to anyone, and each session of
+// the handshake revisions holds memory and a goroutine until it idles out
+// (20 000 initializes took the example gateway from 77 MB to 624 MB). A
+// client past max_sessions_per_client loses its least recently used
+// session (closed, 404 afterwards), not its new one; past max_sessions an
+// initialize gets 503 with Retry-After and a JSON-RPC error, until a
+// session ends.
+func TestMCPSessionLimits(t *testing.T) {
+	net := nextMCPTestNet()
+	port := freePort(t)
+	// The table is the process's: earlier tests' sessions are in it.
+	before, _ := mcpSessions.count("")
+	startCaddy(t, mcpSessionsConfig(port, map[string]any{"max_sessions": before + 4, "max_sessions_per_client": 3}))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+
+	a, b, c := mcpOpen(t, url, net+"1"), mcpOpen(t, url, net+"1"), mcpOpen(t, url, net+"1")
+	// B is now the least recently used (each request is a whole round trip
+	// after the last: their times on the monotonic clock differ).
+	if status, body := mcpPing(t, url, net+"1", a); status != http.StatusOK {
+		t.Fatalf("ping A: %d %s", status, body)
+	}
+	if status, body := mcpPing(t, url, net+"1", c); status != http.StatusOK {
+		t.Fatalf("ping C: %d %s", status, body)
+	}
+	d := mcpOpen(t, url, net+"1") // the fourth of this client: B goes
+	if status, body := mcpPing(t, url, net+"1", b); status != http.StatusNotFound || !strings.Contains(body, "-32001") {
+		t.Fatalf("B after the client's fourth initialize: %d %s, want 404 -32001", status, body)
+	}
+	for name, sid := range map[string]string{"A": a, "C": c, "D": d} {
+		if status, body := mcpPing(t, url, net+"1", sid); status != http.StatusOK {
+			t.Fatalf("ping %s: %d %s", name, status, body)
+		}
+	}
+	if total, mine := mcpSessions.count("ip:" + net + "1"); total != before+3 || mine != 3 {
+		t.Fatalf("table holds %d sessions, %d of the client; want %d and 3", total, mine, before+3)
+	}
+
+	e := mcpOpen(t, url, net+"2") // the gateway's fourth
+	resp, body := mcpRequest(t, http.MethodPost, url, map[string]string{"X-Forwarded-For": net + "3"}, strings.NewReader(mcpInit2025))
+	var msg struct {
+		ID    int `json:"id"`
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || resp.Header.Get("Mcp-Session-Id") != "" ||
+		json.Unmarshal(body, &msg) != nil || msg.ID != 1 || msg.Error.Code != -32000 {
+		t.Fatalf("fifth session of the gateway: %d Retry-After %q %s, want 503 -32000 for id 1", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if resp, body := mcpRequest(t, http.MethodDelete, url, map[string]string{"Mcp-Session-Id": e, "X-Forwarded-For": net + "2"}, nil); resp.StatusCode >= 300 {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, body)
+	}
+	mcpOpen(t, url, net+"3") // room again
+}
+
+// TestMCPSessionSurvivesReload: a client of a handshake revision keeps its
+// session across config reloads (it got 404 at the first request after each
+// `caddy reload`, and the TypeScript SDK does not start a new session by
+// itself). The new config serves it (without server-to-client requests: a
+// GET stream is 405), only for the client that opened it, until DELETE.
+func TestMCPSessionSurvivesReload(t *testing.T) {
+	net := nextMCPTestNet()
+	mcpTestClient = reloadClient
+	t.Cleanup(func() { mcpTestClient = http.DefaultClient })
+	port := freePort(t)
+	startCaddy(t, mcpSessionsConfig(port, nil))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	sid := mcpOpen(t, url, net+"1")
+	search := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"meta:search","arguments":{"query":"anything"}}}`
+	hdr := map[string]string{"X-Forwarded-For": net + "1", "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	for i, cfg := range [][]byte{
+		mcpSessionsConfig(port, map[string]any{"session_timeout": "20m"}), // a changed config
+		mcpSessionsConfig(port, map[string]any{"session_timeout": "25m"}),
+	} {
+		if err := caddy.Load(cfg, true); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 2; j++ {
+			if status, body := mcpPing(t, url, net+"1", sid); status != http.StatusOK || !strings.Contains(body, `"result"`) {
+				t.Fatalf("reload %d, ping %d: %d %s", i+1, j+1, status, body)
+			}
+			status, _, body := rawMCP(t, url, hdr, search)
+			if status != http.StatusOK || !strings.Contains(body, `"structuredContent"`) || strings.Contains(body, `"isError":true`) {
+				t.Fatalf("reload %d, meta:search %d: %d %s", i+1, j+1, status, body)
+			}
+		}
+	}
+	if status, body := mcpPing(t, url, net+"9", sid); status != http.StatusNotFound {
+		t.Fatalf("another client with the session id: %d %s, want 404", status, body)
+	}
+	resp, body := mcpRequest(t, http.MethodGet, url, map[string]string{"X-Forwarded-For": net + "1", "Mcp-Session-Id": sid,
+		"Mcp-Protocol-Version": "2025-11-25", "Accept": "text/event-stream"}, nil)
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET stream of a reloaded session: %d %s, want 405", resp.StatusCode, body)
+	}
+	if resp, body := mcpRequest(t, http.MethodDelete, url, map[string]string{"X-Forwarded-For": net + "1", "Mcp-Session-Id": sid}, nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, body)
+	}
+	if status, body := mcpPing(t, url, net+"1", sid); status != http.StatusNotFound {
+		t.Fatalf("after DELETE: %d %s, want 404", status, body)
+	}
+	// A session opened under the new config is the go-sdk's, with its stream.
+	sid2 := mcpOpen(t, url, net+"1")
+	if status, body := mcpPing(t, url, net+"1", sid2); status != http.StatusOK {
+		t.Fatalf("new session: %d %s", status, body)
+	}
+}
