@@ -1,6 +1,7 @@
 package caddymodules
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,11 @@ func (t *mcpSessionTable) route(id, client string, h *mcpSessionOwner) mcpRoute 
 	case rec.idle > 0 && now.Sub(rec.last) > rec.idle:
 		t.removeLocked(id, rec) // the go-sdk closed it too
 		return mcpRouteGoSDK
+	case strings.HasPrefix(rec.client, "user:") && rec.client != client:
+		// A signed-in user's session, asked for with another user's token:
+		// the go-sdk binds a session to its user only when it authenticates
+		// the request itself, which codemode_auth does instead.
+		return mcpRouteForeign
 	case rec.owner == h && rec.server != nil:
 		rec.last = now
 		return mcpRouteGoSDK

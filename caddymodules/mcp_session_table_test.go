@@ -174,3 +174,56 @@ func TestMCPSessionSurvivesReload(t *testing.T) {
 		t.Fatalf("new session: %d %s", status, body)
 	}
 }
+
+// TestMCPSessionBoundToUser: behind codemode_auth, a session is its user's:
+// another user presenting its Mcp-Session-Id (leaked in a log, say) gets
+// 404 and cannot read its stream or use it, and the session keeps working
+// for its owner. The go-sdk binds a session to its user only when it
+// authenticates the request itself.
+func TestMCPSessionBoundToUser(t *testing.T) {
+	idp := newFakeIDP(t)
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cfg, _ := json.Marshal(map[string]any{
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"apps": map[string]any{
+			"codemode": map[string]any{"meta": map[string]any{}, "auth": map[string]any{
+				"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": base + "/mcp"}},
+			"http": map[string]any{"servers": map[string]any{"test": map[string]any{
+				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
+				"automatic_https": map[string]any{"disable": true},
+				"routes": []any{map[string]any{
+					"match": []any{map[string]any{"path": []string{"/mcp"}}},
+					"handle": []any{
+						map[string]any{"handler": "authentication", "providers": map[string]any{"codemode_bearer": map[string]any{}}},
+						map[string]any{"handler": "codemode_mcp"},
+					},
+				}},
+			}}},
+		},
+	})
+	startCaddy(t, cfg)
+	url := base + "/mcp"
+	as := func(sub string) string {
+		return "Bearer " + idp.token(t, func(c map[string]any) { c["aud"], c["sub"] = base+"/mcp", sub })
+	}
+	alice, mallory := as("alice-"+nextMCPTestNet()), as("mallory")
+	status, sid, body := rawMCP(t, url, map[string]string{"Authorization": alice}, mcpInit2025)
+	if status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q %s", status, sid, body)
+	}
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	hdr := func(token string) map[string]string {
+		return map[string]string{"Authorization": token, "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	}
+	if status, _, body := rawMCP(t, url, hdr(mallory), ping); status != http.StatusNotFound || !strings.Contains(body, "-32001") {
+		t.Fatalf("another user's request in the session: %d %s, want 404 -32001", status, body)
+	}
+	if resp, body := mcpRequest(t, http.MethodDelete, url, hdr(mallory), nil); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("another user's DELETE: %d %s, want 404", resp.StatusCode, body)
+	}
+	if status, _, body := rawMCP(t, url, hdr(alice), ping); status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("the owner's request: %d %s", status, body)
+	}
+}
