@@ -195,7 +195,7 @@ func itoa(i int) string {
 // (Issue 13's goal for catalogs not tuned on is recall@5 >= 0.92 and MRR >=
 // 0.75; docs/search.md says where it is not met.)
 var qualityFloors = map[string][2]float64{
-	"jira": {0.94, 0.89}, "gitea": {0.98, 0.91}, "square": {0.96, 0.88}, "kubernetes": {0.82, 0.71},
+	"jira": {0.94, 0.89}, "gitea": {0.98, 0.91}, "square": {0.96, 0.88}, "kubernetes": {0.82, 0.74},
 	"stripe": {0.85, 0.67}, "slack": {0.82, 0.74}, "github": {0.87, 0.76}, "twilio": {0.77, 0.62}, "box": {0.76, 0.62},
 	"zoom": {0.82, 0.64},
 }
