@@ -948,6 +948,7 @@ func ownClause(toks []string, i int) bool {
 // score the query could reach, so it lies in 0..1 and is comparable across
 // queries (minRelevanceScore relies on that).
 func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) bool) ([]Hit, error) {
+	query = requestOf(query)
 	qp := ix.plan(query)
 	// Dense arrays beat maps at these sizes (a few thousand tools); touched
 	// lists the documents that scored.

@@ -886,3 +886,51 @@ func TestBM25NewWithCreate(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestOf: the words around a request that address whoever reads it
+// ("How do I …", "Which endpoint should I call to …", "… using the API") are
+// dropped; a question about the caller ("do I have …", "can I delete …") and
+// a request that merely starts like one stay whole.
+func TestRequestOf(t *testing.T) {
+	for q, want := range map[string]string{
+		"How do I close an issue?":                               "close an issue?",
+		"how to list bounced emails":                             "list bounced emails",
+		"Which endpoint should I call to list bounced emails?":   "list bounced emails?",
+		"I need to create a tag":                                 "create a tag",
+		"We want to create a tag":                                "create a tag",
+		"Find the API operation to add a label to a node":        "add a label to a node",
+		"Tool to merge a PR":                                     "merge a PR",
+		"Please merge a PR.":                                     "merge a PR.",
+		"list pods using the API":                                "list pods",
+		"list pods via the REST API":                             "list pods",
+		"do I have unread notifications":                         "do I have unread notifications",
+		"can I delete deployments?":                              "can I delete deployments?",
+		"am I allowed to delete deployments?":                    "am I allowed to delete deployments?",
+		"send a GET request through the API server to a service": "send a GET request through the API server to a service",
+		"which API groups does the server support":               "which API groups does the server support",
+		"how many units of an item do we have in stock":          "how many units of an item do we have in stock",
+		"show me every pod":                                      "show me every pod",
+		"find a user by username":                                "find a user by username",
+		"like a message":                                         "like a message",
+		"help me":                                                "help me",
+		"How do I":                                               "How do I",
+	} {
+		if got := requestOf(q); got != want {
+			t.Errorf("requestOf(%q) = %q, want %q", q, got, want)
+		}
+	}
+	// Wrapped or not, a request ranks the same tools.
+	docs := []Doc{
+		{Name: "t_getIssue", AppID: "t", Description: "Get an issue"},
+		{Name: "t_editIssue", AppID: "t", Description: "Edit an issue", States: "open closed"},
+		{Name: "t_listIssues", AppID: "t", Description: "List issues"},
+	}
+	ix := NewBM25(docs)
+	plain, _ := ix.Rank(context.Background(), "close an issue", 0, nil)
+	for _, q := range []string{"How do I close an issue?", "Which endpoint should I call to close an issue?", "I need to close an issue"} {
+		hits, _ := ix.Rank(context.Background(), q, 0, nil)
+		if len(hits) == 0 || len(plain) == 0 || docs[hits[0].Doc].Name != "t_editIssue" || !reflect.DeepEqual(hits, plain) {
+			t.Errorf("%q ranks %v, want %v (as \"close an issue\", t_editIssue first)", q, hits, plain)
+		}
+	}
+}

@@ -1,0 +1,115 @@
+package search
+
+import "strings"
+
+// A request often comes wrapped in words addressed to whoever reads it, not
+// about the tool it wants: "How do I close an issue?", "I need to close an
+// issue", "Which endpoint should I call to close an issue?", "Can you close
+// this issue", "Tool to close an issue". The ranking keys on a request's
+// opening verb, its question word and its first preposition, so the wrapper
+// decides them: "How do I …" reads as a question, "Which endpoint …" asks
+// for endpoints. requestOf drops such a wrapper, and an "… using the API"
+// tail, and ranks the request inside.
+
+// framingWords are the words a wrapper is made of: function words,
+// pronouns, and the words for asking and for an API's parts.
+var framingWords = map[string]bool{
+	"how": true, "do": true, "does": true, "can": true, "could": true, "would": true, "should": true,
+	"will": true, "may": true, "i": true, "we": true, "you": true, "me": true, "us": true, "one": true,
+	"d": true, "m": true, "s": true, "need": true, "needs": true, "want": true, "wants": true,
+	"like": true, "is": true, "are": true, "am": true, "there": true, "a": true, "an": true, "the": true,
+	"way": true, "best": true, "right": true, "what": true, "which": true, "endpoint": true,
+	"endpoints": true, "api": true, "apis": true, "operation": true, "operations": true, "tool": true,
+	"tools": true, "method": true, "methods": true, "call": true, "function": true, "use": true,
+	"find": true, "help": true, "please": true, "looking": true, "for": true, "lets": true, "let": true,
+	"allows": true, "allow": true, "that": true, "in": true, "order": true, "to": true, "able": true,
+	"be": true, "trying": true, "try": true, "kindly": true, "just": true, "so": true,
+}
+
+// framingCues are the words that make a run of framingWords a wrapper: a
+// question about how, a need, a plea, the assistant addressed, an API's
+// parts named. "do I have …" and "can I delete …" have none: they ask
+// about the caller.
+var framingCues = map[string]bool{
+	"how": true, "need": true, "needs": true, "want": true, "wants": true, "like": true, "please": true,
+	"help": true, "you": true, "way": true, "endpoint": true, "endpoints": true, "api": true, "apis": true,
+	"operation": true, "operations": true, "tool": true, "tools": true, "method": true, "methods": true,
+	"function": true, "trying": true, "able": true, "kindly": true, "lets": true, "allows": true,
+}
+
+// framingEnds are the words a wrapper ends with, right before the request's
+// verb: "… to", "help me", "how do I", "can you", "please".
+var framingEnds = map[string]bool{"to": true, "me": true, "us": true, "i": true, "we": true, "you": true, "please": true, "kindly": true, "one": true}
+
+// apiTail are the last words of a tail that names the API itself ("… using
+// the API", "… via the REST API", "… with the endpoint").
+var apiTail = map[string]bool{"api": true, "endpoint": true, "rest": true, "sdk": true}
+
+// requestOf returns query without a wrapper around the request (see
+// above). The request must keep at least two words.
+func requestOf(query string) string {
+	words := strings.Fields(query)
+	toks := make([][]string, len(words))
+	for i, w := range words {
+		toks[i] = Tokenize(w)
+	}
+	// The longest run of framing words from the start that holds a cue and
+	// ends right before a verb.
+	cut, cue := 0, false
+	for i := 0; i < len(words)-2; i++ {
+		ok := len(toks[i]) > 0
+		for _, t := range toks[i] {
+			ok = ok && framingWords[t]
+			cue = cue || framingCues[t]
+		}
+		if !ok {
+			break
+		}
+		if last := toks[i][len(toks[i])-1]; cue && framingEnds[last] && startsVerb(toks[i+1]) {
+			cut = i + 1
+		}
+	}
+	words, toks = words[cut:], toks[cut:]
+	// An API-naming tail: "using the API", "via the REST API".
+	one := func(i int) string {
+		if len(toks[i]) != 1 {
+			return ""
+		}
+		return toks[i][0]
+	}
+	if n := len(words); n >= 4 && apiTail[one(n-1)] {
+		j := n - 2
+		for j > 0 && (apiTail[one(j)] || one(j) == "the" || one(j) == "a" || one(j) == "an") {
+			j--
+		}
+		if j >= 2 && tailPrepositions[one(j)] {
+			words = words[:j]
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// tailPrepositions open an API-naming tail.
+var tailPrepositions = map[string]bool{"using": true, "via": true, "through": true, "with": true, "from": true, "in": true, "by": true}
+
+// startsVerb reports whether a word (its tokens) can open a request: a verb
+// WordNet knows, an intent word, or a word WordNet does not know ("upvote").
+func startsVerb(toks []string) bool {
+	if len(toks) == 0 {
+		return false
+	}
+	t := toks[0]
+	if stopwords[t] && !framingEnds[t] || questionWords[t] {
+		return false
+	}
+	if intentWords[t] != IntentNone {
+		return true
+	}
+	for _, l := range Lemmas(t) {
+		if isVerb(l) {
+			return true
+		}
+	}
+	_, known := lex().pos[Lemmas(t)[0]]
+	return !known
+}
