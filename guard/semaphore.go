@@ -182,17 +182,19 @@ func newUUID() string {
 	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	// 8-4-4-4-12 hex digits: a dash before bytes 4, 6, 8 and 10.
+	// The 32 hex digits in a straight loop, then placed around the dashes
+	// of the 8-4-4-4-12 form (no per-digit branch for the dashes).
 	const digits = "0123456789abcdef"
-	var s [36]byte
-	j := 0
+	var h [32]byte
 	for i, c := range b {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			s[j] = '-'
-			j++
-		}
-		s[j], s[j+1] = digits[c>>4], digits[c&0x0f]
-		j += 2
+		h[2*i], h[2*i+1] = digits[c>>4], digits[c&0x0f]
 	}
+	var s [36]byte
+	copy(s[0:8], h[0:8])
+	copy(s[9:13], h[8:12])
+	copy(s[14:18], h[12:16])
+	copy(s[19:23], h[16:20])
+	copy(s[24:36], h[20:32])
+	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
 	return string(s[:])
 }
