@@ -48,7 +48,10 @@ const (
 )
 
 // route tells where a request of client for session id goes, and renews
-// the session's last use.
+// the session's last use. A session is bound to its user when it has one;
+// one opened without authentication is its id's, whatever the client
+// address (addresses change, and another gateway forwarding the request
+// has its own), as in the go-sdk.
 func (t *mcpSessionTable) route(id, client string, h *mcpSessionOwner) mcpRoute {
 	now := time.Now()
 	t.mu.Lock()
@@ -70,8 +73,6 @@ func (t *mcpSessionTable) route(id, client string, h *mcpSessionOwner) mcpRoute 
 		return mcpRouteGoSDK
 	case rec.owner != h && !rec.owner.gone.Load():
 		return mcpRouteGoSDK // another handler's (another path)
-	case rec.client != client:
-		return mcpRouteForeign
 	default:
 		rec.last = now
 		return mcpRouteAdopt // adopted already, or now

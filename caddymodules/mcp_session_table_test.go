@@ -1,6 +1,7 @@
 package caddymodules
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
 // mcpSessionsConfig is a Caddy config with one codemode_mcp handler (its
@@ -126,7 +129,7 @@ func TestMCPSessionLimits(t *testing.T) {
 // session across config reloads (it got 404 at the first request after each
 // `caddy reload`, and the TypeScript SDK does not start a new session by
 // itself). The new config serves it (without server-to-client requests: a
-// GET stream is 405), only for the client that opened it, until DELETE.
+// GET stream is 405) until DELETE.
 func TestMCPSessionSurvivesReload(t *testing.T) {
 	net := nextMCPTestNet()
 	mcpTestClient = reloadClient
@@ -153,9 +156,6 @@ func TestMCPSessionSurvivesReload(t *testing.T) {
 				t.Fatalf("reload %d, meta:search %d: %d %s", i+1, j+1, status, body)
 			}
 		}
-	}
-	if status, body := mcpPing(t, url, net+"9", sid); status != http.StatusNotFound {
-		t.Fatalf("another client with the session id: %d %s, want 404", status, body)
 	}
 	resp, body := mcpRequest(t, http.MethodGet, url, map[string]string{"X-Forwarded-For": net + "1", "Mcp-Session-Id": sid,
 		"Mcp-Protocol-Version": "2025-11-25", "Accept": "text/event-stream"}, nil)
@@ -225,5 +225,67 @@ func TestMCPSessionBoundToUser(t *testing.T) {
 	}
 	if status, _, body := rawMCP(t, url, hdr(alice), ping); status != http.StatusOK || !strings.Contains(body, `"result"`) {
 		t.Fatalf("the owner's request: %d %s", status, body)
+	}
+}
+
+// TestMCPSessionsAcrossGatewaysSurviveReload: with gateway_url, a session
+// held by a gateway that reloads its config stays its own in the shared
+// directory (the gateway keeps its id; the old config's directory does not
+// withdraw its liveness), so a gateway in another process still forwards
+// its requests to it.
+func TestMCPSessionsAcrossGatewaysSurviveReload(t *testing.T) {
+	mcpTestClient = reloadClient
+	t.Cleanup(func() { mcpTestClient = http.DefaultClient })
+	rdb, prefix := redistest.Client(t)
+	ports := []int{freePort(t), freePort(t)}
+	config := func(timeout string) []byte {
+		servers := map[string]any{}
+		for i, p := range ports {
+			servers[fmt.Sprint("gw", i)] = map[string]any{
+				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", p)},
+				"automatic_https": map[string]any{"disable": true},
+				"routes": []any{map[string]any{"handle": []any{
+					map[string]any{"handler": "codemode_mcp", "gateway_url": fmt.Sprintf("http://127.0.0.1:%d/mcp", p), "session_timeout": timeout},
+				}}},
+			}
+		}
+		cfg, _ := json.Marshal(map[string]any{
+			"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+			"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+			"apps": map[string]any{
+				"codemode": map[string]any{
+					"broker": map[string]any{"demo_tools": true, "storage": map[string]any{"module": "redis", "address": rdb.Options().Addr, "key_prefix": prefix}},
+				},
+				"http": map[string]any{"servers": servers},
+			},
+		})
+		return cfg
+	}
+	startCaddy(t, config("30m"))
+	urls := []string{fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[0]), fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[1])}
+	sid := mcpOpen(t, urls[0], "10.9.0.1")
+	for i, timeout := range []string{"20m", "25m"} {
+		if err := caddy.Load(config(timeout), true); err != nil {
+			t.Fatal(err)
+		}
+		// What a gateway in another process sees before any request
+		// reached the holder again: the session's gateway is alive.
+		raw, err := rdb.Get(context.Background(), prefix+brokerKeyPart+"mcp:session:"+sid).Bytes()
+		var e mcpSessionEntry
+		if err != nil || json.Unmarshal(raw, &e) != nil || e.URL != urls[0] {
+			t.Fatalf("reload %d: directory entry %s %v", i+1, raw, err)
+		}
+		if n, err := rdb.Exists(context.Background(), prefix+brokerKeyPart+"mcp:gateway:"+e.Gateway).Result(); err != nil || n != 1 {
+			t.Fatalf("reload %d: the holder's liveness is gone (%d, %v): the other gateways would answer 404", i+1, n, err)
+		}
+		// The holder serves it. (Another gateway of this one process would
+		// adopt it through the process's table and take it over.)
+		if status, body := mcpPing(t, urls[0], "10.9.0.1", sid); status != http.StatusOK || !strings.Contains(body, `"result"`) {
+			t.Fatalf("reload %d, ping: %d %s", i+1, status, body)
+		}
+	}
+	keys, _ := rdb.Keys(context.Background(), prefix+brokerKeyPart+"mcp:gateway:*").Result()
+	if len(keys) != 2 {
+		t.Fatalf("gateway liveness keys after the reloads: %v, want the two gateways'", keys)
 	}
 }

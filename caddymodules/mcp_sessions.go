@@ -35,7 +35,8 @@ import (
 type mcpSessionDirectory struct {
 	rdb     redis.UniversalClient
 	prefix  string
-	self    string
+	self    string        // this gateway's id, the same across reloads
+	idKey   string        // its key in mcpGatewayIDs
 	url     string        // where the other gateways reach this handler
 	idle    time.Duration // a session's registration lifetime without use
 	timeout time.Duration // bound of one Redis operation
@@ -62,10 +63,53 @@ type mcpSessionEntry struct {
 	URL     string `json:"url"`
 }
 
+// mcpGatewayIDs gives the directories of one endpoint (key prefix and URL)
+// in this process one gateway id across config reloads: a reload builds a
+// new directory before the old one closes, and the sessions recorded under
+// the id stay this gateway's (the new config serves them). The last
+// directory of an id to close withdraws its liveness.
+var mcpGatewayIDs = struct {
+	sync.Mutex
+	m map[string]*mcpGatewayID
+}{m: map[string]*mcpGatewayID{}}
+
+type mcpGatewayID struct {
+	id   string
+	refs int
+}
+
+func acquireMCPGatewayID(key string) string {
+	mcpGatewayIDs.Lock()
+	defer mcpGatewayIDs.Unlock()
+	g := mcpGatewayIDs.m[key]
+	if g == nil {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		g = &mcpGatewayID{id: hex.EncodeToString(b[:])}
+		mcpGatewayIDs.m[key] = g
+	}
+	g.refs++
+	return g.id
+}
+
+// releaseMCPGatewayID reports whether the last directory of key closed.
+func releaseMCPGatewayID(key string) bool {
+	mcpGatewayIDs.Lock()
+	defer mcpGatewayIDs.Unlock()
+	g := mcpGatewayIDs.m[key]
+	if g == nil {
+		return true
+	}
+	if g.refs--; g.refs > 0 {
+		return false
+	}
+	delete(mcpGatewayIDs.m, key)
+	return true
+}
+
 func newMCPSessionDirectory(rdb redis.UniversalClient, prefix, selfURL string, idle time.Duration, logger *zap.Logger) *mcpSessionDirectory {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	d := &mcpSessionDirectory{rdb: rdb, prefix: prefix + "mcp:", self: hex.EncodeToString(b[:]), url: selfURL,
+	idKey := prefix + "mcp: " + selfURL
+	d := &mcpSessionDirectory{rdb: rdb, prefix: prefix + "mcp:", self: acquireMCPGatewayID(idKey), idKey: idKey, url: selfURL,
 		idle: idle, timeout: 2 * time.Second, logger: logger, local: map[string]time.Time{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	if d.idle <= 0 {
@@ -126,9 +170,11 @@ func (d *mcpSessionDirectory) keepAlive() {
 	for {
 		select {
 		case <-d.stop:
-			ctx, cancel := d.bound()
-			_ = d.rdb.Del(ctx, d.gw(d.self)).Err() // the others report our sessions gone at once
-			cancel()
+			if releaseMCPGatewayID(d.idKey) { // not a reload: the gateway stops
+				ctx, cancel := d.bound()
+				_ = d.rdb.Del(ctx, d.gw(d.self)).Err() // the others report our sessions gone at once
+				cancel()
+			}
 			return
 		case <-t.C:
 			beat()
