@@ -6,6 +6,8 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	_ "crypto/sha256" // crypto.SHA256.New
+	_ "crypto/sha512" // crypto.SHA384.New, crypto.SHA512.New
 	"encoding/base64"
 	"errors"
 	"math/big"
