@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -9,9 +10,11 @@ import (
 	"crypto/rsa"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
 	josejson "github.com/go-jose/go-jose/v4/json"
@@ -164,5 +167,46 @@ func checkDecodeObject(t *testing.T, b []byte) {
 	}
 	if err == nil && !reflect.DeepEqual(got, want) {
 		t.Fatalf("%q: %#v, go-jose %#v", b, got, want)
+	}
+}
+
+// TestVerifierRefusesBadClaimsUnderAGoodSignature: a validly signed token
+// whose claims are not one JSON object, or name a claim twice (two subs
+// that two parsers could read differently), is malformed.
+func TestVerifierRefusesBadClaimsUnderAGoodSignature(t *testing.T) {
+	p := newIDP(t, "")
+	s := newSigner(t, "k", jose.RS256)
+	p.publish(s)
+	c := &clock{t: time.Unix(1_900_000_000, 0)}
+	v := newTestVerifier(t, p, c)
+	sg, err := jose.NewSigner(jose.SigningKey{Algorithm: s.alg, Key: s.key},
+		(&jose.SignerOptions{}).WithType("at+jwt").WithHeader("kid", s.kid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := c.Now().Add(time.Minute).Unix()
+	good := fmt.Sprintf(`{"iss":%q,"sub":"a","aud":%q,"exp":%d}`, p.issuer(), testAudience, exp)
+	for name, payload := range map[string]string{
+		"not JSON":      "sub=a",
+		"an array":      `["sub","a"]`,
+		"null":          `null`,
+		"sub twice":     fmt.Sprintf(`{"iss":%q,"sub":"a","aud":%q,"exp":%d,"sub":"admin"}`, p.issuer(), testAudience, exp),
+		"trailing text": good + "x",
+	} {
+		jws, err := sg.Sign([]byte(payload))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, _ := jws.CompactSerialize()
+		_, err = v.Verify(context.Background(), tok)
+		var te *TokenError
+		if !errors.As(err, &te) || te.Reason != ReasonMalformed {
+			t.Errorf("%s: %v, want %s", name, err, ReasonMalformed)
+		}
+	}
+	jws, _ := sg.Sign([]byte(good))
+	tok, _ := jws.CompactSerialize()
+	if _, err := v.Verify(context.Background(), tok); err != nil {
+		t.Fatalf("the same token with good claims: %v", err)
 	}
 }
