@@ -192,6 +192,9 @@ var (
 	// tools (and 1% of them) is boilerplate ("OAuth app tokens need the repo
 	// scope") and is not indexed.
 	boilerplateDocs = 3
+	// otherAppFactor scales a tool of another app than the one a request
+	// names ("create an issue in Jira" over Jira and GitHub tools).
+	otherAppFactor = 0.7
 )
 
 type posting struct {
@@ -228,6 +231,11 @@ type BM25 struct {
 	// headFields are, per head, the nested field names (terms) of the
 	// tools that update it: the parts of the thing an edit can set.
 	headFields map[string]map[string]bool
+	// apps are each tool's app id as its words run together ("sendgrid",
+	// "googlecalendar": a request may write "SendGrid" or "Google
+	// Calendar"), appSet all of them (see withoutApps).
+	apps   []string
+	appSet map[string]bool
 }
 
 // intentFamily groups the intents whose tools answer the same kind of
@@ -349,7 +357,7 @@ func NewBM25(docs []Doc) *BM25 {
 	vocab := map[string]bool{} // every term of every field
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{}}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -405,6 +413,10 @@ func NewBM25(docs []Doc) *BM25 {
 			}
 		}
 		locals[i] = local
+		if app := strings.Join(Tokenize(d.AppID), ""); app != "" {
+			ix.apps[i] = app
+			ix.appSet[app] = true
+		}
 		ix.required[i] = d.Required > 0
 		ix.access[i] = d.Access
 		ix.deprecated[i] = d.Deprecated || saysDeprecated(local, summaries[i], bodies[i])
@@ -948,7 +960,6 @@ func ownClause(toks []string, i int) bool {
 // score the query could reach, so it lies in 0..1 and is comparable across
 // queries (minRelevanceScore relies on that).
 func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) bool) ([]Hit, error) {
-	query = requestOf(query)
 	qp := ix.plan(query)
 	// Dense arrays beat maps at these sizes (a few thousand tools); touched
 	// lists the documents that scored.
@@ -1053,12 +1064,17 @@ type queryPlan struct {
 	// part marks a request that adds or removes a part of what its
 	// modifier names (see partOf).
 	part bool
+	// apps are the apps the request names as where it happens ("in
+	// GitHub"); see withoutApps.
+	apps map[string]bool
 }
 
 // plan analyses a query: its term groups, the score they could reach, its
 // intents and the terms that cover a title.
 func (ix *BM25) plan(query string) *queryPlan {
-	qp := &queryPlan{groups: ix.queryGroups(query), families: map[Intent]bool{}, qterms: map[string]bool{}, words: map[string]bool{}}
+	query, apps := ix.withoutApps(query)
+	query = requestOf(query)
+	qp := &queryPlan{apps: apps, groups: ix.queryGroups(query), families: map[Intent]bool{}, qterms: map[string]bool{}, words: map[string]bool{}}
 	qtoks := ix.queryTokens(query)
 	for _, t := range qtoks {
 		for _, l := range Lemmas(t) {
@@ -1315,6 +1331,10 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		// The request's modifier matched, its object did not: "list the
 		// nodes in the cluster" is not ClusterRoles.
 		note("object-unmatched", objectUnmatched)
+	}
+	if len(qp.apps) > 0 && len(ix.appSet) > 1 && !qp.apps[ix.apps[d]] {
+		// The request names another app than the tool's.
+		note("other-app", otherAppFactor)
 	}
 	if ix.deprecated[d] {
 		note("deprecated", deprecatedFactor)

@@ -113,3 +113,91 @@ func startsVerb(toks []string) bool {
 	_, known := lex().pos[Lemmas(t)[0]]
 	return !known
 }
+
+// appPrepositions place a request in an app: "in GitHub", "on Slack", "via
+// Twilio", "using the Jira API", "for SendGrid".
+var appPrepositions = map[string]bool{"in": true, "on": true, "for": true, "from": true, "using": true, "via": true, "with": true, "through": true, "at": true, "inside": true, "within": true}
+
+// withoutApps returns query without the words that name one of the index's
+// apps as where the request happens — "In Jira, …", "GitHub: …", "… in
+// SendGrid", "using the Twilio API" — and the apps so named. Every tool of
+// an app has its id among its words, so the mention adds nothing to a
+// tool's score, but it decided the request's shape: its first word, its
+// first preposition (the modifier). An app named inside the request ("a
+// GitHub issue") stays. Over several apps, the tools of an app not named
+// are demoted (otherAppFactor).
+func (ix *BM25) withoutApps(query string) (string, map[string]bool) {
+	if len(ix.appSet) == 0 {
+		return query, nil
+	}
+	words := strings.Fields(query)
+	toks := make([][]string, len(words))
+	for i, w := range words {
+		toks[i] = Tokenize(w)
+	}
+	// app reports the app whose words start at word i and the number of
+	// words they take (up to three: "Google Calendar API").
+	app := func(i int) (string, int) {
+		var parts []string
+		for n := 1; n <= 3 && i+n <= len(words); n++ {
+			parts = append(parts, toks[i+n-1]...)
+			if k := strings.Join(parts, ""); ix.appSet[k] {
+				return k, n
+			}
+		}
+		return "", 0
+	}
+	one := func(i int) string {
+		if i < 0 || i >= len(words) || len(toks[i]) != 1 {
+			return ""
+		}
+		return toks[i][0]
+	}
+	drop := make([]bool, len(words))
+	var named map[string]bool
+	for i := 0; i < len(words); i++ {
+		a, n := app(i)
+		if n == 0 {
+			continue
+		}
+		// Where the mention starts: a preposition, maybe "the", before it;
+		// or the request's first word.
+		start := i
+		if one(start-1) == "the" {
+			start--
+		}
+		switch {
+		case appPrepositions[one(start-1)]:
+			start--
+		case start == 0:
+		default:
+			continue
+		}
+		end := i + n
+		for apiTail[one(end)] || one(end) == "apis" || one(end) == "account" {
+			end++
+		}
+		for j := start; j < end; j++ {
+			drop[j] = true
+		}
+		if named == nil {
+			named = map[string]bool{}
+		}
+		named[a] = true
+		i = end - 1
+	}
+	if named == nil {
+		return query, nil
+	}
+	var out []string
+	for i, w := range words {
+		// Words of no letter or digit left at the start ("GitHub - …").
+		if !drop[i] && (len(toks[i]) > 0 || len(out) > 0) {
+			out = append(out, w)
+		}
+	}
+	if len(out) == 0 {
+		return query, nil
+	}
+	return strings.Join(out, " "), named
+}

@@ -934,3 +934,38 @@ func TestRequestOf(t *testing.T) {
 		}
 	}
 }
+
+// TestWithoutApps: an app named as where a request happens ("In Jira, …",
+// "GitHub: …", "… in Jira", "using the SendGrid API") is not part of the
+// request; one named inside it ("a GitHub issue") is. Over several apps,
+// the tools of the app named come first.
+func TestWithoutApps(t *testing.T) {
+	docs := []Doc{
+		{Name: "jira_createIssue", AppID: "jira", Description: "Create an issue"},
+		{Name: "jira_getProject", AppID: "jira", Description: "Get a project"},
+		{Name: "github_issues/create", AppID: "github", Description: "Create an issue"},
+		{Name: "sendgrid_POST_mail_send", AppID: "sendgrid", Description: "Send an email"},
+		{Name: "gcal_events/insert", AppID: "google-calendar", Description: "Create an event"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"In Jira, create an issue":              "create an issue",
+		"Jira: create an issue":                 "create an issue",
+		"create an issue in Jira":               "create an issue",
+		"Using the SendGrid API, send an email": "send an email",
+		"GitHub - create an issue":              "create an issue",
+		"create an event in Google Calendar":    "create an event",
+		"create a GitHub issue":                 "create a GitHub issue",
+		"list the projects in a workspace":      "list the projects in a workspace",
+		"Jira":                                  "Jira",
+	} {
+		if got, _ := ix.withoutApps(q); got != want {
+			t.Errorf("withoutApps(%q) = %q, want %q", q, got, want)
+		}
+	}
+	for q, want := range map[string]string{"create an issue in Jira": "jira_createIssue", "GitHub: create an issue": "github_issues/create"} {
+		if hits, _ := ix.Rank(context.Background(), q, 0, nil); len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+}
