@@ -1,6 +1,9 @@
 package search
 
-import "strings"
+import (
+	"strings"
+	"unicode"
+)
 
 // A request often comes wrapped in words addressed to whoever reads it, not
 // about the tool it wants: "How do I close an issue?", "I need to close an
@@ -49,6 +52,9 @@ var apiTail = map[string]bool{"api": true, "endpoint": true, "rest": true, "sdk"
 // above). The request must keep at least two words.
 func requestOf(query string) string {
 	words := strings.Fields(query)
+	if len(words) < 3 || !framingWords[firstWord(words[0])] && !apiTail[firstWord(words[len(words)-1])] {
+		return query // the common case, without allocations
+	}
 	toks := make([][]string, len(words))
 	for i, w := range words {
 		toks[i] = Tokenize(w)
@@ -127,7 +133,7 @@ var appPrepositions = map[string]bool{"in": true, "on": true, "for": true, "from
 // GitHub issue") stays. Over several apps, the tools of an app not named
 // are demoted (otherAppFactor).
 func (ix *BM25) withoutApps(query string) (string, map[string]bool) {
-	if len(ix.appSet) == 0 {
+	if len(ix.appSet) == 0 || !ix.mayNameApp(query) {
 		return query, nil
 	}
 	words := strings.Fields(query)
@@ -200,4 +206,33 @@ func (ix *BM25) withoutApps(query string) (string, map[string]bool) {
 		return query, nil
 	}
 	return strings.Join(out, " "), named
+}
+
+// firstWord is the first word of w lowercased, without punctuation around
+// it ("How" -> how, "API?" -> api).
+func firstWord(w string) string {
+	if t := Tokenize(w); len(t) > 0 {
+		return t[0]
+	}
+	return ""
+}
+
+// mayNameApp reports whether query's letters and digits, lowercased and run
+// together, hold one of the index's app ids: a cheap test before
+// withoutApps looks at words.
+func (ix *BM25) mayNameApp(query string) bool {
+	var b strings.Builder
+	b.Grow(len(query))
+	for _, r := range strings.ToLower(query) {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			b.WriteRune(r)
+		}
+	}
+	run := b.String()
+	for app := range ix.appSet {
+		if strings.Contains(run, app) {
+			return true
+		}
+	}
+	return false
 }
