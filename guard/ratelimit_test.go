@@ -2,7 +2,10 @@ package guard
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -184,5 +187,74 @@ func TestMemoryLimiterCheckAllocs(t *testing.T) {
 	l.Check(ctx, "k", 1<<40, 60000)
 	if n := testing.AllocsPerRun(1000, func() { l.Check(ctx, "k", 1<<40, 60000) }); n != 0 {
 		t.Fatalf("%v allocations per check, want 0", n)
+	}
+}
+
+// BenchmarkMemoryStorageSharing compares one key written by every
+// goroutine (a global limit: its shard's lock and its window move between
+// the cores) with a key of each goroutine's own in a shard of its own. On
+// the 2-core development VM both cost the same within noise, which is why
+// the global limits are not sharded (docs/figures.md, guard pass seven).
+// Run it with -cpu 2 on an idle machine.
+func BenchmarkMemoryStorageSharing(b *testing.B) {
+	ctx := context.Background()
+	for _, shared := range []bool{true, false} {
+		name := "per_goroutine"
+		if shared {
+			name = "shared"
+		}
+		// keys hands each goroutine a key: the same one, or one in a shard
+		// no other goroutine's key is in.
+		keys := func(st *MemoryStorage, suffix string) func() string {
+			var mu sync.Mutex
+			used := map[*memoryShard]bool{}
+			n := 0
+			return func() string {
+				if shared {
+					return "global:" + suffix
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for {
+					n++
+					k := fmt.Sprintf("k%d:%s", n, suffix)
+					if sh := st.shard(k); !used[sh] {
+						used[sh] = true
+						return k
+					}
+				}
+			}
+		}
+		b.Run("window/"+name, func(b *testing.B) {
+			st := NewMemoryStorage(&MemoryStorageOptions{SweepInterval: -1})
+			defer st.Close()
+			next := keys(st, "rate")
+			b.RunParallel(func(pb *testing.PB) {
+				key := next()
+				for pb.Next() {
+					if _, err := st.SlidingWindow(ctx, key, 0, 60000, 1, 1<<40); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+		b.Run("semaphore/"+name, func(b *testing.B) {
+			st := NewMemoryStorage(&MemoryStorageOptions{SweepInterval: -1})
+			defer st.Close()
+			next := keys(st, "sem")
+			var tickets atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				key := next()
+				ticket := fmt.Sprintf("ticket-%d", tickets.Add(1))
+				for pb.Next() {
+					if ok, err := st.AcquireSlot(ctx, key, ticket, 1<<20, 1, 100); !ok || err != nil {
+						b.Error(ok, err)
+						return
+					}
+					_ = st.ReleaseSlot(ctx, key, ticket)
+				}
+			})
+		})
 	}
 }
