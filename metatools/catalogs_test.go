@@ -271,7 +271,7 @@ func TestSearchQualityFramed(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			plain := evaluate(t, c, nil)
-			for _, framing := range []string{"How do I %s?", "I need to %s", "Which endpoint should I call to %s?", "%s using the API", "In {app}, %s", "{app}: %s", "%s in {app}"} {
+			for _, framing := range []string{"How do I %s?", "I need to %s", "Which endpoint should I call to %s?", "%s using the API", "Which endpoint can %s?", "In {app}, %s", "{app}: %s", "%s in {app}"} {
 				if r := evaluateFramed(t, c, nil, framing); r.MRR < plain.MRR-0.04 {
 					t.Errorf("%s framed as %q: MRR %.3f, plain %.3f", name, framing, r.MRR, plain.MRR)
 				}

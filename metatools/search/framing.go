@@ -18,7 +18,7 @@ import (
 // pronouns, and the words for asking and for an API's parts.
 var framingWords = map[string]bool{
 	"how": true, "do": true, "does": true, "can": true, "could": true, "would": true, "should": true,
-	"will": true, "may": true, "i": true, "we": true, "you": true, "me": true, "us": true, "one": true,
+	"will": true, "may": true, "might": true, "shall": true, "i": true, "we": true, "you": true, "me": true, "us": true, "one": true,
 	"d": true, "m": true, "s": true, "need": true, "needs": true, "want": true, "wants": true,
 	"like": true, "is": true, "are": true, "am": true, "there": true, "a": true, "an": true, "the": true,
 	"way": true, "best": true, "right": true, "what": true, "which": true, "endpoint": true,
@@ -44,6 +44,15 @@ var framingCues = map[string]bool{
 // verb: "… to", "help me", "how do I", "can you", "please".
 var framingEnds = map[string]bool{"to": true, "me": true, "us": true, "i": true, "we": true, "you": true, "please": true, "kindly": true, "one": true}
 
+// apiParts are the words for an API's parts; modals end a wrapper that
+// names one.
+var (
+	apiParts = map[string]bool{"endpoint": true, "endpoints": true, "api": true, "apis": true, "operation": true,
+		"operations": true, "tool": true, "tools": true, "method": true, "methods": true, "function": true, "call": true}
+	modals = map[string]bool{"can": true, "could": true, "would": true, "will": true, "should": true, "may": true,
+		"might": true, "shall": true}
+)
+
 // apiTail are the last words of a tail that names the API itself ("… using
 // the API", "… via the REST API", "… with the endpoint").
 var apiTail = map[string]bool{"api": true, "endpoint": true, "rest": true, "sdk": true}
@@ -61,17 +70,20 @@ func requestOf(query string) string {
 	}
 	// The longest run of framing words from the start that holds a cue and
 	// ends right before a verb.
-	cut, cue := 0, false
+	cut, cue, part := 0, false, false
 	for i := 0; i < len(words)-2; i++ {
 		ok := len(toks[i]) > 0
 		for _, t := range toks[i] {
 			ok = ok && framingWords[t]
 			cue = cue || framingCues[t]
+			part = part || apiParts[t]
 		}
 		if !ok {
 			break
 		}
-		if last := toks[i][len(toks[i])-1]; cue && framingEnds[last] && startsVerb(toks[i+1]) {
+		// A modal ends a wrapper that names an API's part: "Which endpoint
+		// can …", "What tool would …" (not "can I delete …").
+		if last := toks[i][len(toks[i])-1]; cue && (framingEnds[last] || part && modals[last]) && startsVerb(toks[i+1]) {
 			cut = i + 1
 		}
 	}
