@@ -165,6 +165,7 @@ func BenchmarkWorkerIdlePoolMemory(b *testing.B) {
 			for range n {
 				<-done
 			}
+			waitIdleRelease()
 			for i := 0; i < b.N; i++ {
 				var rss, anon int64
 				p.mu.Lock()
@@ -185,6 +186,13 @@ func BenchmarkWorkerIdlePoolMemory(b *testing.B) {
 			}
 		})
 	}
+}
+
+// waitIdleRelease waits until idle workers have returned the memory their
+// start-up left behind to the OS (releaseWhenIdle), so that what a
+// benchmark reads next is what an idle worker holds.
+func waitIdleRelease() {
+	time.Sleep(4 * idleReleaseDelay)
 }
 
 // procStatusKB reads one kB field of /proc/<pid>/status.
@@ -252,6 +260,7 @@ func BenchmarkWaitingSessions(b *testing.B) {
 	h := newGateHost()
 	ctx := context.Background()
 	wantOK(b, mustRun(b, p, "return 1", h), "1")
+	waitIdleRelease()
 	beforeKB, _ := anon()
 	const waiting = 1000
 	results := make(chan *Result, waiting)

@@ -152,14 +152,12 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	// program's initialisation (a Caddy build allocates some 11 MB in init
 	// functions) and the start-up above run without collections; until
 	// here the memory cap's soft limit still bounds the heap. Collect
-	// from now on, paced for a worker (see paceWorkerGC), and return what
-	// the start-up left behind to the OS off the start-up path (a forced
-	// collection and scavenge cost more than the rest of the start after
-	// init).
+	// from now on, paced for a worker (see gcPacer), and return what the
+	// start-up left behind to the OS once the worker is idle.
 	if os.Getenv("GOGC") == "off" {
 		pacer.start()
 	}
-	go debug.FreeOSMemory()
+	go s.releaseWhenIdle(idleReleaseDelay, debug.FreeOSMemory)
 	for {
 		m, err := fr.read()
 		if err != nil {
@@ -198,7 +196,48 @@ type workerServer struct {
 
 	mu      sync.Mutex
 	execs   map[uint64]*serverExec
+	begun   uint64        // executions started so far
 	stopped chan struct{} // closed when ServeWorker returns
+}
+
+// idleReleaseDelay is how long a worker must have started no script and
+// run none before it returns the memory its start-up left behind to the OS.
+var idleReleaseDelay = 50 * time.Millisecond
+
+// releaseWhenIdle calls release (debug.FreeOSMemory: a forced collection
+// that returns the freed memory to the OS) the first time no script has
+// started or run for quiet, so an idle worker holds only what it uses (its RSS in
+// docs/sandbox.md). It costs some 3 ms of CPU, about a tenth of a Caddy
+// worker's start; right after the handshake it would run beside the first
+// script, which a pool growing under load sends at once. A worker that is
+// never idle leaves it to the runtime's background scavenger.
+// RLIMIT_DATA and baseMapped are unaffected: they count what is mapped,
+// and scavenged memory stays mapped.
+func (s *workerServer) releaseWhenIdle(quiet time.Duration, release func()) {
+	t := time.NewTimer(quiet)
+	defer t.Stop()
+	seen := uint64(0)
+	for {
+		select {
+		case <-s.stopped:
+			return
+		case <-t.C:
+		}
+		var idle bool
+		if seen, idle = s.idleSince(seen); idle {
+			release()
+			return
+		}
+		t.Reset(quiet)
+	}
+}
+
+// idleSince reports whether no script runs now and none started since
+// begun was seen; it returns begun now.
+func (s *workerServer) idleSince(seen uint64) (begun uint64, idle bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.begun, s.begun == seen && len(s.execs) == 0
 }
 
 // serverExec is one execution hosted by a worker.
@@ -227,6 +266,7 @@ func (s *workerServer) start(id uint64) (*serverExec, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	se := &serverExec{id: id, ctx: ctx, cancel: cancel, replies: make(map[uint64]func(*wireMsg))}
 	s.execs[id] = se
+	s.begun++
 	return se, nil
 }
 
