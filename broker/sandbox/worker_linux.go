@@ -7,8 +7,9 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"syscall"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox/internal/threads"
 )
 
 // workerSysProcAttr makes a worker die with its parent's thread (the pipes
@@ -24,9 +25,10 @@ func workerSysProcAttr() *syscall.SysProcAttr {
 // the cap the runtime fails to map memory and dies with "out of memory".
 func capMemory(limit int64) error {
 	// Threads started later need stacks (8 MiB each with cgo) under the cap;
-	// start a few now, so the runtime keeps them idle for reuse and their
-	// stacks count in the base rather than against the script.
-	prewarmThreads(runtime.GOMAXPROCS(0) + 6)
+	// the runtime keeps these idle for reuse, and their stacks count in the
+	// base rather than against the script. A worker started by the pool
+	// began starting them during package initialisation.
+	threads.Ensure(runtime.GOMAXPROCS(0) + threads.Spare)
 	base, err := dataSegmentBytes()
 	if err != nil {
 		return err
@@ -37,27 +39,6 @@ func capMemory(limit int64) error {
 	}
 	debug.SetMemoryLimit(limit / 4 * 3)
 	return nil
-}
-
-// prewarmThreads makes the runtime start n OS threads and keep them idle.
-func prewarmThreads(n int) {
-	var started sync.WaitGroup
-	release := make(chan struct{})
-	var done sync.WaitGroup
-	for range n {
-		started.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			runtime.LockOSThread()
-			started.Done()
-			<-release
-			runtime.UnlockOSThread()
-		}()
-	}
-	started.Wait()
-	close(release)
-	done.Wait()
 }
 
 // dataSegmentBytes reads VmData from /proc/self/status.
