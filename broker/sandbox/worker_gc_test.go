@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,6 +132,33 @@ func TestStartedWorkerPacesItsCollector(t *testing.T) {
 		}
 		if got.MemLimit != c.wantMemLimit {
 			t.Errorf("memory %d: worker soft memory limit %d, want %d", c.memory, got.MemLimit, c.wantMemLimit)
+		}
+	}
+}
+
+// TestStartedWorkerProcs: a started worker runs on one processor unless
+// its environment sets GOMAXPROCS (see workerProcs).
+func TestStartedWorkerProcs(t *testing.T) {
+	for _, c := range []struct {
+		env  string // "" leaves GOMAXPROCS unset in the parent
+		opts []string
+		want int
+	}{
+		{"", nil, 1},
+		{"3", nil, 3},                     // inherited from the parent
+		{"", []string{"GOMAXPROCS=2"}, 2}, // the pool's Env
+	} {
+		t.Setenv("GOMAXPROCS", c.env)
+		if c.env == "" {
+			os.Unsetenv("GOMAXPROCS") // t.Setenv restores it afterwards
+		}
+		p, _ := newFakePool(t, PoolOptions{Env: c.opts})
+		res, err := p.Execute(context.Background(), Request{Code: "procs"}, newTestHost(nil))
+		if err != nil || res.Status != StatusOK {
+			t.Fatalf("env %q %v: %+v %v", c.env, c.opts, res, err)
+		}
+		if got := string(res.Result); got != strconv.Itoa(c.want) {
+			t.Errorf("env %q %v: worker GOMAXPROCS %s, want %d", c.env, c.opts, got, c.want)
 		}
 	}
 }

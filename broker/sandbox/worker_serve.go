@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -50,11 +51,30 @@ func MaybeServeWorker() bool {
 // would close it).
 var workerStdout [2]*os.File
 
+// workerProcs runs a worker process's goroutines on one processor
+// (GOMAXPROCS 1) unless its environment sets GOMAXPROCS (passed on from
+// the parent's, or the pool's Env). A worker's work is one chain: the
+// goroutine that reads the parent's frames hands each tool result to the
+// script's goroutine, which runs until its next call and waits again.
+// With a second processor idle, every such hand-off made the runtime wake
+// another thread to look for work (wakep), which then went back to sleep:
+// 4.3 thread switches per awaited call instead of 2, and a quarter of the
+// worker's CPU. The pool spreads running scripts over workers (one CPU
+// slot per worker at most while there are enough of them), so a worker
+// rarely has two scripts to run at once; when it has, they share one
+// processor, preempted every 10 ms.
+func workerProcs() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
+
 // ServeWorkerStdio serves the worker protocol on the process's stdin and
 // stdout and returns the process exit code. Anything else the process
 // prints to stdout afterwards goes to stderr, so it cannot corrupt the
 // protocol. The `caddy codemode-worker` subcommand calls it.
 func ServeWorkerStdio() int {
+	workerProcs()
 	workerStdout[0] = os.Stdout
 	os.Stdout = os.Stderr
 	workerStdout[1] = pollablePipe(workerStdout[0])
