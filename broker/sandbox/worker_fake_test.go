@@ -28,7 +28,7 @@ const testWorkerEnv = "SANDBOX_TEST_WORKER"
 func runTestWorker(mode string) int {
 	switch mode {
 	case "fake":
-		workerProcs() // as ServeWorkerStdio
+		workerFollower = workerProcs() // as ServeWorkerStdio
 		out := os.Stdout
 		os.Stdout = os.Stderr
 		raw := &rawOut{w: out}

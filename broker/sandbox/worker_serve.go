@@ -53,19 +53,58 @@ var workerStdout [2]*os.File
 
 // workerProcs runs a worker process's goroutines on one processor
 // (GOMAXPROCS 1) unless its environment sets GOMAXPROCS (passed on from
-// the parent's, or the pool's Env). A worker's work is one chain: the
-// goroutine that reads the parent's frames hands each tool result to the
-// script's goroutine, which runs until its next call and waits again.
-// With a second processor idle, every such hand-off made the runtime wake
-// another thread to look for work (wakep), which then went back to sleep:
-// 4.3 thread switches per awaited call instead of 2, and a quarter of the
-// worker's CPU. The pool spreads running scripts over workers (one CPU
-// slot per worker at most while there are enough of them), so a worker
-// rarely has two scripts to run at once; when it has, they share one
-// processor, preempted every 10 ms.
-func workerProcs() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
+// the parent's, or the pool's Env), and returns the follower that widens
+// it again while a script computes (nil when it left GOMAXPROCS alone).
+//
+// A worker's work is mostly one chain: the goroutine that reads the
+// parent's frames hands each tool result to the script's goroutine, which
+// runs until its next call and waits again. With a second processor idle,
+// every such hand-off (and every short timer the script sets) made the
+// runtime wake another thread to look for work, which found none and
+// slept again: 4.3 thread switches per awaited call instead of 2, and a
+// quarter of the worker's CPU. But on one processor the worker's timers
+// (the script's time and CPU limits, the heap watchdog, regexp2's clock
+// that ends a backtracking scan) fire only when the runtime preempts a
+// computing script, 10-50 ms late, later under load: a script stuck in a
+// loop of regexp scans then outlived its worker's watchdog grace. So a
+// worker widens again (procsFollower) while a script runs JavaScript for
+// a whole heap-watchdog interval without waiting.
+func workerProcs() *procsFollower {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return nil
+	}
+	if wide := runtime.GOMAXPROCS(1); wide > 1 {
+		return &procsFollower{wide: wide, set: runtime.GOMAXPROCS}
+	}
+	return nil
+}
+
+// procsFollower sets the process's GOMAXPROCS to wide while a script
+// computes and back to 1 when none does. Each change stops the world for
+// some microseconds; it happens at most once per heap-watchdog tick
+// (memoryPollInterval), and only for scripts that compute that long.
+type procsFollower struct {
+	wide int
+	set  func(int) int // runtime.GOMAXPROCS (tests record instead)
+	mu   sync.Mutex
+	on   bool // GOMAXPROCS is wide
+}
+
+// workerFollower is the follower of this worker process (nil when none):
+// set by ServeWorkerStdio, used by ServeWorker.
+var workerFollower *procsFollower
+
+func (p *procsFollower) follow(computing bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if computing == p.on {
+		return
+	}
+	p.on = computing
+	if computing {
+		p.set(p.wide)
+	} else {
+		p.set(1)
 	}
 }
 
@@ -74,7 +113,7 @@ func workerProcs() {
 // prints to stdout afterwards goes to stderr, so it cannot corrupt the
 // protocol. The `caddy codemode-worker` subcommand calls it.
 func ServeWorkerStdio() int {
-	workerProcs()
+	workerFollower = workerProcs()
 	workerStdout[0] = os.Stdout
 	os.Stdout = os.Stderr
 	workerStdout[1] = pollablePipe(workerStdout[0])
@@ -149,6 +188,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 			pacer.minLimit = ip.mem.minLimit
 			ip.mem.pacer = pacer
 		}
+		ip.mem.procs = workerFollower
 	}
 	s := &workerServer{
 		memory:     cfg.ScriptMemoryBytes,
