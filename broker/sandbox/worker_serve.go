@@ -51,10 +51,11 @@ func MaybeServeWorker() bool {
 // would close it).
 var workerStdout [2]*os.File
 
-// workerProcs runs a worker process's goroutines on one processor
-// (GOMAXPROCS 1) unless its environment sets GOMAXPROCS (passed on from
-// the parent's, or the pool's Env), and returns the follower that widens
-// it again while a script computes (nil when it left GOMAXPROCS alone).
+// workerProcs returns the follower that runs a worker process's goroutines
+// on one processor (GOMAXPROCS 1) once it is ready, and widens it again
+// while a script computes; nil, leaving GOMAXPROCS alone, when the
+// environment sets GOMAXPROCS (passed on from the parent's, or the pool's
+// Env) or the machine has one processor.
 //
 // A worker's work is mostly one chain: the goroutine that reads the
 // parent's frames hands each tool result to the script's goroutine, which
@@ -73,8 +74,10 @@ func workerProcs() *procsFollower {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return nil
 	}
-	if wide := runtime.GOMAXPROCS(1); wide > 1 {
-		return &procsFollower{wide: wide, set: runtime.GOMAXPROCS}
+	if wide := runtime.GOMAXPROCS(0); wide > 1 {
+		// Wide until the worker is ready (ServeWorker): the start-up
+		// (the prelude compiling beside the handshake) uses them all.
+		return &procsFollower{wide: wide, set: runtime.GOMAXPROCS, on: true}
 	}
 	return nil
 }
@@ -218,6 +221,9 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		pacer.start()
 	}
 	go s.releaseWhenIdle(idleReleaseDelay, debug.FreeOSMemory)
+	if workerFollower != nil {
+		workerFollower.follow(false) // one processor from now on
+	}
 	for {
 		m, err := fr.read()
 		if err != nil {
