@@ -164,7 +164,8 @@ func TestMemWatchComputing(t *testing.T) {
 	}
 }
 
-// TestProcsFollower: GOMAXPROCS changes only when the state does.
+// TestProcsFollower: GOMAXPROCS is wide while a script computes or the
+// worker hosts more than one execution, and changes only when that does.
 func TestProcsFollower(t *testing.T) {
 	var r recordProcs
 	p := r.follower(4)
@@ -172,6 +173,14 @@ func TestProcsFollower(t *testing.T) {
 		p.follow(c)
 	}
 	if got, want := fmt.Sprint(r.calls()), "[4 1 4]"; got != want {
+		t.Errorf("GOMAXPROCS set to %s, want %s", got, want)
+	}
+	p.follow(false) // 1
+	p.share(true)   // 4
+	p.follow(true)  // stays 4
+	p.follow(false) // stays 4: shared
+	p.share(false)  // 1
+	if got, want := fmt.Sprint(r.calls()), "[4 1 4 1 4 1]"; got != want {
 		t.Errorf("GOMAXPROCS set to %s, want %s", got, want)
 	}
 }

@@ -83,28 +83,47 @@ func workerProcs() *procsFollower {
 }
 
 // procsFollower sets the process's GOMAXPROCS to wide while a script
-// computes and back to 1 when none does. Each change stops the world for
-// some microseconds; it happens at most once per heap-watchdog tick
-// (memoryPollInterval), and only for scripts that compute that long.
+// computes or the worker hosts more than one execution, and to 1 otherwise.
+// Each change stops the world for some microseconds; the heap watchdog
+// asks at most once per tick (memoryPollInterval), and only for scripts
+// that compute that long.
 type procsFollower struct {
 	wide int
 	set  func(int) int // runtime.GOMAXPROCS (tests record instead)
 	mu   sync.Mutex
 	on   bool // GOMAXPROCS is wide
+	// computing: a script runs JavaScript for a whole watchdog interval;
+	// shared: the worker hosts more than one execution.
+	computing, shared bool
 }
 
 // workerFollower is the follower of this worker process (nil when none):
 // set by ServeWorkerStdio, used by ServeWorker.
 var workerFollower *procsFollower
 
+// follow tells whether a script computes.
 func (p *procsFollower) follow(computing bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if computing == p.on {
+	p.computing = computing
+	p.apply()
+}
+
+// share tells whether the worker hosts more than one execution.
+func (p *procsFollower) share(shared bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.shared = shared
+	p.apply()
+}
+
+func (p *procsFollower) apply() {
+	want := p.computing || p.shared
+	if want == p.on {
 		return
 	}
-	p.on = computing
-	if computing {
+	p.on = want
+	if want {
 		p.set(p.wide)
 	} else {
 		p.set(1)
@@ -201,6 +220,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		execs:      make(map[uint64]*serverExec),
 		stopped:    make(chan struct{}),
 		grace:      parkGraceDelay,
+		procs:      workerFollower,
 	}
 	// On return the process exits; scripts still running are abandoned
 	// (their pending tool calls end at once).
@@ -258,7 +278,8 @@ type workerServer struct {
 	baseMapped uint64 // memory the Go runtime had mapped before any script
 	engine     Engine
 	out        *frameWriter
-	grace      time.Duration // see parkGraceDelay
+	grace      time.Duration  // see parkGraceDelay
+	procs      *procsFollower // nil: GOMAXPROCS is left alone
 
 	mu      sync.Mutex
 	execs   map[uint64]*serverExec
@@ -333,6 +354,10 @@ func (s *workerServer) start(id uint64) (*serverExec, error) {
 	se := &serverExec{id: id, ctx: ctx, cancel: cancel, replies: make(map[uint64]func(*wireMsg))}
 	s.execs[id] = se
 	s.begun++
+	if s.procs != nil && len(s.execs) == 2 {
+		// Scripts that share a worker never share one processor.
+		s.procs.share(true)
+	}
 	return se, nil
 }
 
@@ -411,6 +436,9 @@ func (s *workerServer) execute(se *serverExec, ex *wireExec) {
 	se.cancel()
 	s.mu.Lock()
 	delete(s.execs, se.id)
+	if s.procs != nil && len(s.execs) == 1 {
+		s.procs.share(false)
+	}
 	s.mu.Unlock()
 	if err := s.out.write(&wireMsg{T: msgDone, ID: se.id, Done: done}); err != nil {
 		var pe *protocolError
