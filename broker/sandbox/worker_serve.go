@@ -53,7 +53,7 @@ var workerStdout [2]*os.File
 
 // workerProcs returns the follower that runs a worker process's goroutines
 // on one processor (GOMAXPROCS 1) once it is ready, and widens it again
-// while a script computes; nil, leaving GOMAXPROCS alone, when the
+// while a script computes or more than one execution is hosted; nil, leaving GOMAXPROCS alone, when the
 // environment sets GOMAXPROCS (passed on from the parent's, or the pool's
 // Env) or the machine has one processor.
 //
@@ -69,7 +69,8 @@ var workerStdout [2]*os.File
 // computing script, 10-50 ms late, later under load: a script stuck in a
 // loop of regexp scans then outlived its worker's watchdog grace. So a
 // worker widens again (procsFollower) while a script runs JavaScript for
-// a whole heap-watchdog interval without waiting.
+// a whole heap-watchdog interval without waiting, and whenever it hosts
+// more than one execution.
 func workerProcs() *procsFollower {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return nil
