@@ -211,7 +211,16 @@ func (d *mcpSessionDirectory) register(id string) {
 	b, _ := json.Marshal(mcpSessionEntry{Gateway: d.self, URL: d.url})
 	ctx, cancel := d.bound()
 	defer cancel()
-	if err := d.rdb.Set(ctx, d.key(id), b, d.idle).Err(); err != nil {
+	// The liveness goes with the entry, in the same round trip: keepAlive's
+	// first beat runs on its own goroutine, and a session registered before
+	// it would be reported gone (and its entry deleted) by the first other
+	// gateway asked for it.
+	_, err := d.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, d.key(id), b, d.idle)
+		p.Set(ctx, d.gw(d.self), "1", mcpGatewayTTL)
+		return nil
+	})
+	if err != nil {
 		d.logger.Warn("recording an MCP session; only this gateway can serve it", zap.Error(err))
 	}
 }
