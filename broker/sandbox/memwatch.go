@@ -38,9 +38,6 @@ type memWatch struct {
 	processLimit uint64
 	// pacer, in a worker, paces the collector for the scripts' limits.
 	pacer *gcPacer
-	// procs, in a worker on one processor, widens it while a script
-	// computes (see workerProcs).
-	procs *procsFollower
 	all   map[*execution]struct{}
 	// live is the live heap the collector measured at the end of cycle, the
 	// last cycle the watchdog saw.
@@ -85,7 +82,7 @@ func (m *memWatch) begin(x *execution, now time.Time) {
 func (m *memWatch) beginLocked(x *execution, now time.Time) (fresh bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	x.memAcct.since, x.memAcct.began = now, now
+	x.memAcct.since = now
 	m.active[x] = struct{}{}
 	m.touched[x] = struct{}{}
 	m.all[x] = struct{}{}
@@ -147,30 +144,10 @@ func (m *memWatch) loop() {
 	t := time.NewTicker(memoryPollInterval)
 	defer t.Stop()
 	for range t.C {
-		now := time.Now()
-		if m.procs != nil {
-			m.procs.follow(m.computing(now))
-		}
-		if !m.tick(now) {
-			if m.procs != nil {
-				m.procs.follow(false)
-			}
+		if !m.tick(time.Now()) {
 			return
 		}
 	}
-}
-
-// computing reports whether a script has been running JavaScript for a
-// whole sampling interval or more without a pause.
-func (m *memWatch) computing(now time.Time) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for x := range m.active {
-		if now.Sub(x.memAcct.began) >= memoryPollInterval {
-			return true
-		}
-	}
-	return false
 }
 
 // tick samples the heap once; it reports false (and the goroutine ends)
@@ -241,8 +218,7 @@ func (m *memWatch) tick(now time.Time) bool {
 // memShare is an execution's account with the watchdog (guarded by
 // memWatch.mu).
 type memShare struct {
-	since     time.Time     // start of the current running stretch, or of its part since the last cycle
-	began     time.Time     // start of the current running stretch
+	since     time.Time     // start of the current running stretch
 	ran       time.Duration // running time since the last cycle
 	charged   float64       // bytes of heap growth charged to the script
 	started   bool

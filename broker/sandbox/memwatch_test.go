@@ -2,9 +2,7 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 	"math"
-	"sync"
 	"testing"
 	"time"
 )
@@ -118,89 +116,4 @@ func TestMemWatchSharesGrowthWithScriptsThatFinished(t *testing.T) {
 	if got, want := w.charged(small), 4.0*mib; math.Abs(got-want) > 1024 {
 		t.Fatalf("small charged %.0f bytes, want %.0f (1%% of the growth)", got, want)
 	}
-}
-
-// recordProcs is a procsFollower whose GOMAXPROCS changes are recorded.
-type recordProcs struct {
-	mu  sync.Mutex
-	set []int
-}
-
-func (r *recordProcs) follower(wide int) *procsFollower {
-	return &procsFollower{wide: wide, set: func(n int) int {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.set = append(r.set, n)
-		return 0
-	}}
-}
-
-func (r *recordProcs) calls() []int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]int(nil), r.set...)
-}
-
-// TestMemWatchComputing: a script counts as computing once one stretch of
-// JavaScript lasted a whole sampling interval; a pause starts it over.
-func TestMemWatchComputing(t *testing.T) {
-	w := newWatchTest(t, 4*mib, 1)
-	x := w.script(64 * mib)
-	w.m.begin(x, w.now)
-	if w.m.computing(w.now.Add(memoryPollInterval - time.Microsecond)) {
-		t.Fatal("computing before a whole interval")
-	}
-	w.tick(4*mib, 2) // the watchdog's own bookkeeping must not restart the stretch
-	if !w.m.computing(w.now) {
-		t.Fatal("not computing after a whole interval of JavaScript")
-	}
-	w.m.end(x, w.now, false)
-	if w.m.computing(w.now) {
-		t.Fatal("computing while the script waits")
-	}
-	w.m.begin(x, w.now)
-	if w.m.computing(w.now.Add(time.Millisecond)) {
-		t.Fatal("a new stretch counted from the old one")
-	}
-}
-
-// TestProcsFollower: GOMAXPROCS is wide while a script computes or the
-// worker hosts more than one execution, and changes only when that does.
-func TestProcsFollower(t *testing.T) {
-	var r recordProcs
-	p := r.follower(4)
-	for _, c := range []bool{false, true, true, false, false, true} {
-		p.follow(c)
-	}
-	if got, want := fmt.Sprint(r.calls()), "[4 1 4]"; got != want {
-		t.Errorf("GOMAXPROCS set to %s, want %s", got, want)
-	}
-	p.follow(false) // 1
-	p.share(true)   // 4
-	p.follow(true)  // stays 4
-	p.follow(false) // stays 4: shared
-	p.share(false)  // 1
-	if got, want := fmt.Sprint(r.calls()), "[4 1 4 1 4 1]"; got != want {
-		t.Errorf("GOMAXPROCS set to %s, want %s", got, want)
-	}
-}
-
-// TestMemWatchWidensWhileComputing: the sampling goroutine widens a
-// worker's processors while a script computes and narrows them when it
-// waits and when it ends (polled: the ticks are real).
-func TestMemWatchWidensWhileComputing(t *testing.T) {
-	var r recordProcs
-	m := newMemWatch()
-	m.procs = r.follower(2)
-	x := newExecution(context.Background(), Limits{MemoryBytes: 64 * mib}, Request{}, newTestHost(nil))
-	t.Cleanup(x.cancel)
-	m.begin(x, time.Now())
-	waitFor(t, "the processors widened", func() bool { return fmt.Sprint(r.calls()) == "[2]" })
-	m.end(x, time.Now(), true)
-	waitFor(t, "the processors narrowed", func() bool { return fmt.Sprint(r.calls()) == "[2 1]" })
-	waitFor(t, "the heap watchdog to stop", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return !m.running
-	})
 }

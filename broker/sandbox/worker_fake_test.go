@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -28,7 +27,6 @@ const testWorkerEnv = "SANDBOX_TEST_WORKER"
 func runTestWorker(mode string) int {
 	switch mode {
 	case "fake":
-		workerFollower = workerProcs() // as ServeWorkerStdio
 		out := os.Stdout
 		os.Stdout = os.Stderr
 		raw := &rawOut{w: out}
@@ -216,8 +214,6 @@ func (e *fakeEngine) Execute(ctx context.Context, req Request, host Host) (*Resu
 		s := []metrics.Sample{{Name: "/gc/gogc:percent"}, {Name: "/gc/gomemlimit:bytes"}}
 		metrics.Read(s)
 		return ok(map[string]int64{"gogc": int64(s[0].Value.Uint64()), "memlimit": int64(s[1].Value.Uint64())})
-	case "procs":
-		return ok(runtime.GOMAXPROCS(0))
 	case "chatter":
 		e.raw.msg(&wireMsg{T: msgDone, ID: id, Done: &wireDone{Result: &Result{Status: StatusOK, Result: json.RawMessage(`"early"`)}}})
 		e.raw.msg(&wireMsg{T: msgLog, ID: id, Level: "log", Message: "after done"})

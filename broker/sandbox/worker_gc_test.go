@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"math"
-	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,41 +131,5 @@ func TestStartedWorkerPacesItsCollector(t *testing.T) {
 		if got.MemLimit != c.wantMemLimit {
 			t.Errorf("memory %d: worker soft memory limit %d, want %d", c.memory, got.MemLimit, c.wantMemLimit)
 		}
-	}
-}
-
-// TestStartedWorkerProcs: a started worker runs on one processor once it
-// has returned its start-up garbage (polled), unless its environment sets
-// GOMAXPROCS (see workerProcs).
-func TestStartedWorkerProcs(t *testing.T) {
-	for _, c := range []struct {
-		env  string // "" leaves GOMAXPROCS unset in the parent
-		opts []string
-		want int
-	}{
-		{"", nil, 1},
-		{"3", nil, 3},                     // inherited from the parent
-		{"", []string{"GOMAXPROCS=2"}, 2}, // the pool's Env
-	} {
-		t.Setenv("GOMAXPROCS", c.env)
-		if c.env == "" {
-			os.Unsetenv("GOMAXPROCS") // t.Setenv restores it afterwards
-		}
-		p, _ := newFakePool(t, PoolOptions{Env: c.opts})
-		procs := func() string {
-			res, err := p.Execute(context.Background(), Request{Code: "procs"}, newTestHost(nil))
-			if err != nil || res.Status != StatusOK {
-				t.Fatalf("env %q %v: %+v %v", c.env, c.opts, res, err)
-			}
-			return string(res.Result)
-		}
-		want := strconv.Itoa(c.want)
-		if c.env != "" || c.opts != nil {
-			if got := procs(); got != want { // set at once, never changed
-				t.Errorf("env %q %v: worker GOMAXPROCS %s, want %s", c.env, c.opts, got, want)
-			}
-			continue
-		}
-		waitFor(t, "a worker on one processor", func() bool { return procs() == want })
 	}
 }

@@ -28,11 +28,7 @@ func capMemory(limit int64) error {
 	// the runtime keeps these idle for reuse, and their stacks count in the
 	// base rather than against the script. A worker started by the pool
 	// began starting them during package initialisation.
-	procs := runtime.GOMAXPROCS(0)
-	if workerFollower != nil {
-		procs = workerFollower.wide // widened while a script computes
-	}
-	threads.Ensure(procs + threads.Spare)
+	threads.Ensure(runtime.GOMAXPROCS(0) + threads.Spare)
 	base, err := dataSegmentBytes()
 	if err != nil {
 		return err

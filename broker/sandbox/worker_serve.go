@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
@@ -51,92 +50,11 @@ func MaybeServeWorker() bool {
 // would close it).
 var workerStdout [2]*os.File
 
-// workerProcs returns the follower that runs a worker process's goroutines
-// on one processor (GOMAXPROCS 1) once it is ready, and widens it again
-// while a script computes or more than one execution is hosted; nil, leaving GOMAXPROCS alone, when the
-// environment sets GOMAXPROCS (passed on from the parent's, or the pool's
-// Env) or the machine has one processor.
-//
-// A worker's work is mostly one chain: the goroutine that reads the
-// parent's frames hands each tool result to the script's goroutine, which
-// runs until its next call and waits again. With a second processor idle,
-// every such hand-off (and every short timer the script sets) made the
-// runtime wake another thread to look for work, which found none and
-// slept again: 4.3 thread switches per awaited call instead of 2, and a
-// quarter of the worker's CPU. But on one processor the worker's timers
-// (the script's time and CPU limits, the heap watchdog, regexp2's clock
-// that ends a backtracking scan) fire only when the runtime preempts a
-// computing script, 10-50 ms late, later under load: a script stuck in a
-// loop of regexp scans then outlived its worker's watchdog grace. So a
-// worker widens again (procsFollower) while a script runs JavaScript for
-// a whole heap-watchdog interval without waiting, and whenever it hosts
-// more than one execution.
-func workerProcs() *procsFollower {
-	if os.Getenv("GOMAXPROCS") != "" {
-		return nil
-	}
-	if wide := runtime.GOMAXPROCS(0); wide > 1 {
-		// Wide until the worker is ready (ServeWorker): the start-up
-		// (the prelude compiling beside the handshake) uses them all.
-		return &procsFollower{wide: wide, set: runtime.GOMAXPROCS, on: true}
-	}
-	return nil
-}
-
-// procsFollower sets the process's GOMAXPROCS to wide while a script
-// computes or the worker hosts more than one execution, and to 1 otherwise.
-// Each change stops the world for some microseconds; the heap watchdog
-// asks at most once per tick (memoryPollInterval), and only for scripts
-// that compute that long.
-type procsFollower struct {
-	wide int
-	set  func(int) int // runtime.GOMAXPROCS (tests record instead)
-	mu   sync.Mutex
-	on   bool // GOMAXPROCS is wide
-	// computing: a script runs JavaScript for a whole watchdog interval;
-	// shared: the worker hosts more than one execution.
-	computing, shared bool
-}
-
-// workerFollower is the follower of this worker process (nil when none):
-// set by ServeWorkerStdio, used by ServeWorker.
-var workerFollower *procsFollower
-
-// follow tells whether a script computes.
-func (p *procsFollower) follow(computing bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.computing = computing
-	p.apply()
-}
-
-// share tells whether the worker hosts more than one execution.
-func (p *procsFollower) share(shared bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.shared = shared
-	p.apply()
-}
-
-func (p *procsFollower) apply() {
-	want := p.computing || p.shared
-	if want == p.on {
-		return
-	}
-	p.on = want
-	if want {
-		p.set(p.wide)
-	} else {
-		p.set(1)
-	}
-}
-
 // ServeWorkerStdio serves the worker protocol on the process's stdin and
 // stdout and returns the process exit code. Anything else the process
 // prints to stdout afterwards goes to stderr, so it cannot corrupt the
 // protocol. The `caddy codemode-worker` subcommand calls it.
 func ServeWorkerStdio() int {
-	workerFollower = workerProcs()
 	workerStdout[0] = os.Stdout
 	os.Stdout = os.Stderr
 	workerStdout[1] = pollablePipe(workerStdout[0])
@@ -211,7 +129,6 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 			pacer.minLimit = ip.mem.minLimit
 			ip.mem.pacer = pacer
 		}
-		ip.mem.procs = workerFollower
 	}
 	s := &workerServer{
 		memory:     cfg.ScriptMemoryBytes,
@@ -221,7 +138,6 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		execs:      make(map[uint64]*serverExec),
 		stopped:    make(chan struct{}),
 		grace:      parkGraceDelay,
-		procs:      workerFollower,
 	}
 	// On return the process exits; scripts still running are abandoned
 	// (their pending tool calls end at once).
@@ -242,9 +158,6 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		pacer.start()
 	}
 	go s.releaseWhenIdle(idleReleaseDelay, debug.FreeOSMemory)
-	if workerFollower != nil {
-		workerFollower.follow(false) // one processor from now on
-	}
 	for {
 		m, err := fr.read()
 		if err != nil {
@@ -279,8 +192,7 @@ type workerServer struct {
 	baseMapped uint64 // memory the Go runtime had mapped before any script
 	engine     Engine
 	out        *frameWriter
-	grace      time.Duration  // see parkGraceDelay
-	procs      *procsFollower // nil: GOMAXPROCS is left alone
+	grace      time.Duration // see parkGraceDelay
 
 	mu      sync.Mutex
 	execs   map[uint64]*serverExec
@@ -355,10 +267,6 @@ func (s *workerServer) start(id uint64) (*serverExec, error) {
 	se := &serverExec{id: id, ctx: ctx, cancel: cancel, replies: make(map[uint64]func(*wireMsg))}
 	s.execs[id] = se
 	s.begun++
-	if s.procs != nil && len(s.execs) == 2 {
-		// Scripts that share a worker never share one processor.
-		s.procs.share(true)
-	}
 	return se, nil
 }
 
@@ -437,9 +345,6 @@ func (s *workerServer) execute(se *serverExec, ex *wireExec) {
 	se.cancel()
 	s.mu.Lock()
 	delete(s.execs, se.id)
-	if s.procs != nil && len(s.execs) == 1 {
-		s.procs.share(false)
-	}
 	s.mu.Unlock()
 	if err := s.out.write(&wireMsg{T: msgDone, ID: se.id, Done: done}); err != nil {
 		var pe *protocolError
