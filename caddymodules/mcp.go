@@ -435,16 +435,22 @@ type peekedBody struct {
 // writeJSONRPCError answers with a JSON-RPC error response; id nil means
 // the message's id is unknown (null).
 func writeJSONRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int64, message string, data any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(jsonrpcError(id, code, message, data))
+}
+
+// jsonrpcError is a JSON-RPC error response (id null when id is empty;
+// data only when not nil), for HTTP and stdio alike.
+func jsonrpcError(id json.RawMessage, code int64, message string, data any) map[string]any {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	body := map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": message}}
+	e := map[string]any{"code": code, "message": message}
 	if data != nil {
-		body["error"].(map[string]any)["data"] = data
+		e["data"] = data
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
+	return map[string]any{"jsonrpc": "2.0", "id": id, "error": e}
 }
 
 // Interface guards

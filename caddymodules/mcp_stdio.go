@@ -167,16 +167,16 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
 		var reply []byte
 		switch {
 		case tooLong:
-			reply = rpcError(nil, -32600, fmt.Sprintf("Invalid Request: a message line is longer than %d bytes", maxLine))
+			reply = rpcError(nil, rpcInvalidRequest, fmt.Sprintf("Invalid Request: a message line is longer than %d bytes", maxLine))
 		case len(msg) == 0:
 		default:
 			// A message is decoded here and again by the go-sdk; only a
 			// line that fails is scanned once more, for its error code.
 			if bad := invalidMessage(msg); bad != nil {
 				if !json.Valid(msg) {
-					reply = rpcError(nil, -32700, "Parse error: the line is not JSON")
+					reply = rpcError(nil, rpcParseError, "Parse error: the line is not JSON")
 				} else {
-					reply = rpcError(requestID(msg), -32600, "Invalid Request: "+bad.Error())
+					reply = rpcError(requestID(msg), rpcInvalidRequest, "Invalid Request: "+bad.Error())
 				}
 				break
 			}
@@ -235,15 +235,8 @@ func requestID(msg []byte) json.RawMessage {
 }
 
 // rpcError is a JSON-RPC error response line (id null when id is nil).
-func rpcError(id json.RawMessage, code int, message string) []byte {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	b, _ := json.Marshal(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      id,
-		"error":   map[string]any{"code": code, "message": message},
-	})
+func rpcError(id json.RawMessage, code int64, message string) []byte {
+	b, _ := json.Marshal(jsonrpcError(id, code, message, nil))
 	return append(b, '\n')
 }
 
