@@ -306,18 +306,21 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 				d.register(id)
 			}
 		case sid != "" && status == http.StatusNotFound:
-			mcpSessions.remove(sid, h.owner)
-			if d != nil {
-				d.forget(sid)
-			}
+			h.forgetSession(sid)
 		}
 	}
 	h.legacy.ServeHTTP(w, r)
 	if r.Method == http.MethodDelete && sid != "" && w.status < 300 {
-		mcpSessions.remove(sid, h.owner)
-		if d != nil {
-			d.forget(sid)
-		}
+		h.forgetSession(sid)
+	}
+}
+
+// forgetSession drops session id, which ended here, from this process's
+// record and from the session directory.
+func (h *MCPHandler) forgetSession(id string) {
+	mcpSessions.remove(id, h.owner)
+	if h.dir != nil {
+		h.dir.forget(id)
 	}
 }
 
@@ -330,10 +333,7 @@ func (h *MCPHandler) serveAdopted(w *mcpWriter, r *http.Request, sid string) {
 		h.dir.register(sid) // the other gateways forward it here now
 	}
 	if r.Method == http.MethodDelete {
-		mcpSessions.remove(sid, h.owner)
-		if h.dir != nil {
-			h.dir.forget(sid)
-		}
+		h.forgetSession(sid)
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
