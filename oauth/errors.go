@@ -69,6 +69,14 @@ func writeOAuthError(w http.ResponseWriter, status int, code, desc string) {
 	_ = json.NewEncoder(w).Encode(rfcError{Error: code, Description: desc})
 }
 
+// writeStorageUnavailable answers an OAuth request that the token storage
+// could not serve: 503 temporarily_unavailable with Retry-After, never an
+// error a client blames itself for (invalid_client makes MCP clients drop
+// their registration).
+func writeStorageUnavailable(w http.ResponseWriter) {
+	writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

@@ -487,7 +487,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		// The redirect URI cannot be checked without the client: answered
 		// here, never by redirect.
 		s.reqLog(r).Error("authorization request failed", errField(err))
-		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
+		writeStorageUnavailable(w)
 		return
 	}
 	if err != nil {
@@ -670,7 +670,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		s.revokeSession(ctx, rec.SessionID, "refresh token revoked by the client")
 	case err != nil && !errors.Is(err, errNotFound):
 		s.reqLog(r).Error("reading a token to revoke", errField(err))
-		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
+		writeStorageUnavailable(w)
 		return
 	default:
 		if cl, err := s.parseAccessToken(ctx, token); err == nil {

@@ -150,7 +150,7 @@ func (s *Server) writeTokenError(w http.ResponseWriter, r *http.Request, c *clie
 		writeOAuthError(w, http.StatusBadRequest, string(oe.ErrorType), oe.Description)
 	default:
 		s.reqLog(r).Error("token request failed", logClientID(c.ID), errField(err))
-		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
+		writeStorageUnavailable(w)
 	}
 }
 
@@ -437,7 +437,7 @@ func (s *Server) authenticateClient(w http.ResponseWriter, r *http.Request) (*cl
 	c, err := s.client(r.Context(), id)
 	if ErrorCode(err) == CodeStorage {
 		s.reqLog(r).Error("authenticating a client", logClientID(id), errField(err))
-		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "token storage unavailable")
+		writeStorageUnavailable(w)
 		return nil, false
 	}
 	if err != nil {
