@@ -1072,8 +1072,7 @@ type queryPlan struct {
 // plan analyses a query: its term groups, the score they could reach, its
 // intents and the terms that cover a title.
 func (ix *BM25) plan(query string) *queryPlan {
-	query, apps := ix.withoutApps(query)
-	query = requestOf(query)
+	query, apps := ix.request(query)
 	qp := &queryPlan{apps: apps, groups: ix.queryGroups(query), families: map[Intent]bool{}, qterms: map[string]bool{}, words: map[string]bool{}}
 	qtoks := ix.queryTokens(query)
 	for _, t := range qtoks {

@@ -9,8 +9,8 @@ import (
 // the term that matched best and its contribution (a tuning aid).
 func (ix *BM25) Explain(query string, doc int) string {
 	out := ""
-	q, _ := ix.withoutApps(query)
-	for _, g := range ix.queryGroups(requestOf(q)) {
+	q, _ := ix.request(query)
+	for _, g := range ix.queryGroups(q) {
 		bestT, bestS := "", 0.0
 		for _, wt := range g.terms {
 			idf := ix.idf[wt.term]

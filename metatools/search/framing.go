@@ -14,6 +14,13 @@ import (
 // for endpoints. requestOf drops such a wrapper, and an "… using the API"
 // tail, and ranks the request inside.
 
+// request is what the ranking reads of query: without the apps it names as
+// where it happens (returned) and without a wrapper around it.
+func (ix *BM25) request(query string) (string, map[string]bool) {
+	query, apps := ix.withoutApps(query)
+	return requestOf(query), apps
+}
+
 // framingWords are the words a wrapper is made of: function words,
 // pronouns, and the words for asking and for an API's parts.
 var framingWords = map[string]bool{
@@ -64,10 +71,7 @@ func requestOf(query string) string {
 	if len(words) < 3 || !framingWords[firstWord(words[0])] && !apiTail[firstWord(words[len(words)-1])] {
 		return query // the common case, without allocations
 	}
-	toks := make([][]string, len(words))
-	for i, w := range words {
-		toks[i] = Tokenize(w)
-	}
+	toks := tokenizeWords(words)
 	// The longest run of framing words from the start that holds a cue and
 	// ends right before a verb.
 	cut, cue, part := 0, false, false
@@ -89,12 +93,7 @@ func requestOf(query string) string {
 	}
 	words, toks = words[cut:], toks[cut:]
 	// An API-naming tail: "using the API", "via the REST API".
-	one := func(i int) string {
-		if len(toks[i]) != 1 {
-			return ""
-		}
-		return toks[i][0]
-	}
+	one := func(i int) string { return single(toks, i) }
 	if n := len(words); n >= 4 && apiTail[one(n-1)] {
 		j := n - 2
 		for j > 0 && (apiTail[one(j)] || one(j) == "the" || one(j) == "a" || one(j) == "an") {
@@ -149,10 +148,7 @@ func (ix *BM25) withoutApps(query string) (string, map[string]bool) {
 		return query, nil
 	}
 	words := strings.Fields(query)
-	toks := make([][]string, len(words))
-	for i, w := range words {
-		toks[i] = Tokenize(w)
-	}
+	toks := tokenizeWords(words)
 	// app reports the app whose words start at word i and the number of
 	// words they take (up to three: "Google Calendar API").
 	app := func(i int) (string, int) {
@@ -165,12 +161,7 @@ func (ix *BM25) withoutApps(query string) (string, map[string]bool) {
 		}
 		return "", 0
 	}
-	one := func(i int) string {
-		if i < 0 || i >= len(words) || len(toks[i]) != 1 {
-			return ""
-		}
-		return toks[i][0]
-	}
+	one := func(i int) string { return single(toks, i) }
 	drop := make([]bool, len(words))
 	var named map[string]bool
 	for i := 0; i < len(words); i++ {
@@ -218,6 +209,24 @@ func (ix *BM25) withoutApps(query string) (string, map[string]bool) {
 		return query, nil
 	}
 	return strings.Join(out, " "), named
+}
+
+// tokenizeWords is the tokens of each word.
+func tokenizeWords(words []string) [][]string {
+	toks := make([][]string, len(words))
+	for i, w := range words {
+		toks[i] = Tokenize(w)
+	}
+	return toks
+}
+
+// single is the one token of word i, or "" when i is out of range or the
+// word has none or several.
+func single(toks [][]string, i int) string {
+	if i < 0 || i >= len(toks) || len(toks[i]) != 1 {
+		return ""
+	}
+	return toks[i][0]
 }
 
 // firstWord is the first word of w lowercased, without punctuation around
