@@ -95,6 +95,8 @@ type fixtureOptions struct {
 	transport       http.RoundTripper
 	// options, when set, adjusts the service's options.
 	options func(*Options)
+	// client, when set, are the go-sdk client's options.
+	client *mcp.ClientOptions
 }
 
 // newFixture serves the meta-tools over real HTTP and connects a go-sdk
@@ -142,7 +144,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	hopts := &mcp.StreamableHTTPOptions{Stateless: fo.protocolVersion >= "2026-07-28"}
 	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return NewServer(svc, nil) }, hopts))
 	t.Cleanup(hs.Close)
-	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "v1"}, fo.client)
 	ct := &mcp.StreamableClientTransport{Endpoint: hs.URL}
 	if fo.transport != nil {
 		ct.HTTPClient = &http.Client{Transport: fo.transport}

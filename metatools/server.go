@@ -310,7 +310,9 @@ func (s *Service) executeHandler() mcp.ToolHandler {
 		if s.usesPlanSessions(req) {
 			return s.executeRounds(ctx, req, ci, in), nil
 		}
-		res, err := s.execute(ctx, in, &host{s: s, ci: &ci, ask: sessionAsker(req)})
+		h := &host{s: s, ci: &ci, ask: sessionAsker(req), progress: s.progressOf(ctx, req)}
+		res, err := s.execute(ctx, in, h)
+		h.progress.stop() // no notification after the result
 		if err != nil {
 			return errorResult(err), nil
 		}

@@ -123,6 +123,10 @@ type Options struct {
 	// RequestContext, when set, gives each meta-tool call the context of
 	// its HTTP request (trace span, request id); see RequestContextFunc.
 	RequestContext RequestContextFunc
+	// ProgressInterval is the shortest time between two
+	// notifications/progress of one meta:execute call whose client sent a
+	// progressToken; default DefaultProgressInterval (250ms).
+	ProgressInterval time.Duration
 }
 
 // Service implements the four meta-tools over an Index.
@@ -623,7 +627,13 @@ func (s *Service) execute(ctx context.Context, in ExecuteInput, h *host) (*sandb
 	// The plan is a session of its own in the lifecycle events and logs.
 	h.plan = s.startPlan(h.ci)
 	ctx = telemetry.WithSessionID(ctx, h.plan.sess.ID)
-	res, err := s.opts.Engine.Execute(ctx, req, h)
+	var sh sandbox.Host = h
+	if h.progress != nil {
+		// Only a plan whose client asked for progress streams its console
+		// lines (one more message per line from a worker).
+		sh = progressHost{h}
+	}
+	res, err := s.opts.Engine.Execute(ctx, req, sh)
 	if err != nil {
 		var ee *sandbox.Error
 		if errors.As(err, &ee) {
@@ -749,6 +759,8 @@ type host struct {
 	// plan, when set, is the session whose tool events this host emits (a
 	// plan run by the service's engine; the broker emits its own).
 	plan *planSession
+	// progress, when set, reports the plan's steps to the MCP client.
+	progress *planProgress
 }
 
 // LookupTool answers getTool (and callTool's existence check) with the
@@ -837,7 +849,9 @@ func (h *host) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMes
 		h.plan.calls.Add(1)
 		h.s.emit(broker.Event{Name: broker.OnToolCalled, Session: h.plan.snapshot(), Tool: call.Name, CallID: call.ID, Input: call.Input})
 	}
+	h.progress.callStarted()
 	out, err := h.s.observedCall(ctx, call.Name, call.Input, h.ask)
+	h.progress.callDone(call.Name, err != nil)
 	if h.plan != nil {
 		ev := broker.Event{Name: broker.OnToolCompleted, Session: h.plan.snapshot(), Tool: call.Name, CallID: call.ID, Result: out}
 		if err != nil {

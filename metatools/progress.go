@@ -1,0 +1,217 @@
+package metatools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// DefaultProgressInterval is the shortest time between two
+// notifications/progress of one meta:execute call; see
+// Options.ProgressInterval.
+const DefaultProgressInterval = 250 * time.Millisecond
+
+// maxProgressMessageRunes bounds a progress notification's message: a
+// status line, not a log transport.
+const maxProgressMessageRunes = 120
+
+// progressFunc sends one progress notification (the session's
+// NotifyProgress in the server; a recorder in tests).
+type progressFunc func(ctx context.Context, p *mcp.ProgressNotificationParams) error
+
+// planProgress reports a meta:execute plan's progress to the MCP client that
+// asked for it with a progressToken: each completed tool call and each
+// console line is one step; progress is the number of steps so far, the
+// message says what the latest step was. Notifications go out from their
+// own goroutine, at most one per interval (the latest state; steps in
+// between are counted, not lost), so neither a slow client stalls the plan
+// nor a plan of 10,000 calls floods the client. stop ends them before the
+// result is sent: none follows it.
+type planProgress struct {
+	token    any
+	send     progressFunc
+	interval time.Duration
+
+	mu      sync.Mutex
+	steps   int    // tool calls done + console lines
+	calls   int    // tool calls done
+	failed  int    // tool calls done with an error
+	running int    // tool calls started and not done
+	last    string // the latest step, for the message
+	stopped bool
+
+	wake chan struct{} // cap 1: a step happened
+	done chan struct{} // closed by stop
+	exit chan struct{} // closed when the sender has returned
+}
+
+// progressOf returns the progress reporter of a tools/call request, or nil
+// when the client sent no progressToken (nothing is ever sent then) or the
+// request has no session to send on. The reporter's notifications use ctx,
+// the request's context: the transport relates them to the request (its
+// SSE response stream).
+func (s *Service) progressOf(ctx context.Context, req *mcp.CallToolRequest) *planProgress {
+	if req == nil || req.Params == nil || req.Session == nil {
+		return nil
+	}
+	token := req.Params.GetProgressToken()
+	if !validProgressToken(token) {
+		return nil
+	}
+	ss := req.Session
+	return startProgress(ctx, token, s.opts.ProgressInterval, func(ctx context.Context, p *mcp.ProgressNotificationParams) error {
+		return ss.NotifyProgress(ctx, p)
+	})
+}
+
+// validProgressToken: MCP allows a string or an integer (JSON decodes it as
+// a float64 here).
+func validProgressToken(t any) bool {
+	switch v := t.(type) {
+	case string:
+		return true
+	case float64:
+		return v == float64(int64(v))
+	case int, int32, int64:
+		return true
+	}
+	return false
+}
+
+func startProgress(ctx context.Context, token any, interval time.Duration, send progressFunc) *planProgress {
+	if interval <= 0 {
+		interval = DefaultProgressInterval
+	}
+	p := &planProgress{token: token, send: send, interval: interval,
+		wake: make(chan struct{}, 1), done: make(chan struct{}), exit: make(chan struct{})}
+	go p.run(ctx)
+	return p
+}
+
+// callStarted counts a tool call the plan started.
+func (p *planProgress) callStarted() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.running++
+	p.mu.Unlock()
+}
+
+// callDone is one step: a tool call completed (failed when err).
+func (p *planProgress) callDone(tool string, failed bool) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.running--
+	p.calls++
+	if failed {
+		p.failed++
+		p.last = tool + " failed"
+	} else {
+		p.last = tool + " done"
+	}
+	p.step()
+}
+
+// logged is one step: the plan wrote a console line.
+func (p *planProgress) logged(message string) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.last = "log: " + strings.Join(strings.Fields(message), " ")
+	p.step()
+}
+
+// step counts a step and wakes the sender; p.mu is held and released.
+func (p *planProgress) step() {
+	p.steps++
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// message is the status line of the current state; p.mu is held.
+func (p *planProgress) message() string {
+	msg := fmt.Sprintf("%d tool %s done", p.calls, plural(p.calls, "call", "calls"))
+	if p.failed > 0 {
+		msg += fmt.Sprintf(" (%d failed)", p.failed)
+	}
+	if p.running > 0 {
+		msg += fmt.Sprintf(", %d running", p.running)
+	}
+	if p.last != "" {
+		msg += "; " + p.last
+	}
+	return cutRunes(msg, maxProgressMessageRunes)
+}
+
+// run is the sender: on each wake it sends the latest state, then waits
+// out the interval before it looks again.
+func (p *planProgress) run(ctx context.Context) {
+	defer close(p.exit)
+	sent := 0
+	timer := time.NewTimer(0)
+	<-timer.C
+	for {
+		select {
+		case <-p.wake:
+		case <-p.done:
+			return
+		case <-ctx.Done():
+			return
+		}
+		p.mu.Lock()
+		steps, msg := p.steps, p.message()
+		p.mu.Unlock()
+		if steps > sent {
+			// progress only grows: steps never decrease and a state is
+			// sent only when it has more of them than the last one sent.
+			_ = p.send(ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: float64(steps), Message: msg})
+			sent = steps
+		}
+		timer.Reset(p.interval)
+		select {
+		case <-timer.C:
+		case <-p.done:
+			timer.Stop()
+			return
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		}
+	}
+}
+
+// stop ends the notifications and returns once the sender has stopped (a
+// notification being written is finished first): call it before the result
+// is sent.
+func (p *planProgress) stop() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		<-p.exit
+		return
+	}
+	p.stopped = true
+	p.mu.Unlock()
+	close(p.done)
+	<-p.exit
+}
+
+// progressHost is a plan's host when its client asked for progress: it
+// also sees the plan's console lines as they are written.
+type progressHost struct{ *host }
+
+func (h progressHost) Log(_, message string) { h.progress.logged(message) }
