@@ -4,8 +4,14 @@
 // its own schemas (zod) and every structuredContent against the tool's
 // outputSchema (ajv), so a deviation from the MCP schema fails here.
 //
+// Then progress: a plan whose calls the client itself answers (client:prompt,
+// each answer given after a delay) runs longer than the call's timeout; with
+// onprogress and resetTimeoutOnProgress the gateway's notifications/progress
+// keep the call alive, without resetTimeoutOnProgress the same call times out.
+//
 //   MCP_URL=http://localhost:8080/mcp NAMING=spec CADDY=./caddy CONFIG=Caddyfile.example node mcp-sdk.mjs
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { ElicitRequestSchema, ErrorCode, McpError } from "@modelcontextprotocol/sdk/types.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { check, done, assert, env } from "./lib.mjs";
@@ -58,6 +64,67 @@ async function exercise(client, { demoCatalog }) {
   assert.match(res.content[0].text, /VALIDATION_ERROR/);
 }
 
+// progress runs a plan of `calls` client:prompt calls, each answered by
+// the client after answerMs, with a request timeout of timeoutMs, and
+// returns the result (or the error) and the notifications.
+async function progress(makeTransport, { calls, answerMs, timeoutMs, reset }) {
+  const client = new Client({ name: "ci-ts-sdk-progress", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    await new Promise((r) => setTimeout(r, answerMs));
+    return { action: "accept", content: { result: `answer to ${req.params.message.length} chars` } };
+  });
+  const errors = [];
+  client.onerror = (err) => errors.push(String(err));
+  await client.connect(makeTransport());
+  const seen = [];
+  const script = `const out = []; for (let i = 0; i < ${calls}; i++) out.push(await callTool("client:prompt", {question: "step " + i})); return out.length`;
+  try {
+    let result, error;
+    const t0 = Date.now();
+    try {
+      result = await client.callTool({ name: name("execute"), arguments: { script } }, undefined, {
+        timeout: timeoutMs,
+        resetTimeoutOnProgress: reset,
+        onprogress: (p) => seen.push({ ...p, at: Date.now() - t0 }),
+      });
+    } catch (err) {
+      error = err;
+    }
+    // A notification after the result would reach onerror as one for an
+    // unknown token: give a late one the time to arrive.
+    await new Promise((r) => setTimeout(r, 600));
+    return { result, error, seen, errors, ms: Date.now() - t0 };
+  } finally {
+    await client.close();
+  }
+}
+
+async function exerciseProgress(makeTransport) {
+  // 6 answers 300 ms apart: the plan runs >= 1.8 s, the timeout is 1 s
+  // (and the example's sandbox timeout 3.5 s).
+  const opts = { calls: 6, answerMs: 300, timeoutMs: 1000 };
+  const ok = await progress(makeTransport, { ...opts, reset: true });
+  assert.equal(ok.error, undefined, `with resetTimeoutOnProgress the plan must finish: ${ok.error}`);
+  assert.ok(!ok.result.isError, JSON.stringify(ok.result));
+  assert.equal(ok.result.structuredContent.status, "ok", JSON.stringify(ok.result.structuredContent));
+  assert.equal(ok.result.structuredContent.result, 6);
+  assert.ok(ok.seen.length >= 3, `notifications: ${JSON.stringify(ok.seen)}`);
+  for (let i = 0; i < ok.seen.length; i++) {
+    const p = ok.seen[i];
+    assert.equal(typeof p.message, "string", JSON.stringify(p));
+    assert.ok(p.message.length > 0 && p.message.length <= 120, JSON.stringify(p));
+    assert.equal(p.total, undefined, JSON.stringify(p));
+    if (i > 0) assert.ok(p.progress > ok.seen[i - 1].progress, `progress must increase: ${JSON.stringify(ok.seen)}`);
+  }
+  assert.match(ok.seen.at(-1).message, /client:prompt done/);
+  assert.deepEqual(ok.errors, [], "no notification after the result (the SDK reports one for an unknown token)");
+
+  const cut = await progress(makeTransport, { ...opts, reset: false });
+  assert.ok(cut.error instanceof McpError && cut.error.code === ErrorCode.RequestTimeout,
+    `without resetTimeoutOnProgress the same call must time out: ${cut.error ?? JSON.stringify(cut.result)}`);
+  console.log(`     progress: ${ok.seen.length} notifications over ${ok.ms} ms, last ${JSON.stringify(ok.seen.at(-1))}`);
+}
+
 const url = process.env.MCP_URL;
 if (url) {
   await check(`TypeScript SDK over Streamable HTTP ${url} (naming ${naming})`, async () => {
@@ -68,6 +135,9 @@ if (url) {
     } finally {
       await client.close();
     }
+  });
+  await check(`TypeScript SDK over Streamable HTTP ${url}: notifications/progress of a long plan, resetTimeoutOnProgress`, async () => {
+    await exerciseProgress(() => new StreamableHTTPClientTransport(new URL(url)));
   });
 }
 
@@ -91,6 +161,14 @@ if (config) {
     } finally {
       await client.close();
     }
+  });
+  await check(`TypeScript SDK over stdio: notifications/progress of a long plan, resetTimeoutOnProgress`, async () => {
+    await exerciseProgress(() => new StdioClientTransport({
+      command: env("CADDY"),
+      args: ["codemode-mcp-stdio", "--config", config],
+      env: { ...process.env },
+      stderr: "ignore",
+    }));
   });
 }
 
