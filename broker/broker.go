@@ -692,7 +692,7 @@ func (b *Broker) close(ctx context.Context) error {
 		b.mu.Lock()
 		n := len(b.runs)
 		for _, r := range b.runs {
-			r.cancel()
+			r.abort(errShuttingDown)
 		}
 		b.mu.Unlock()
 		b.logger.Warn("aborting sessions still running at close", zap.Int("sessions", n))

@@ -412,7 +412,14 @@ func TestCloseAbortsAfterDeadline(t *testing.T) {
 	}
 	evs := s.rest()
 	if len(evs) == 0 || evs[len(evs)-1].Type != EventError {
-		t.Errorf("events after abort = %s", types(evs))
+		t.Fatalf("events after abort = %s", types(evs))
+	}
+	// The caller learns why: the gateway shut down, not that someone
+	// aborted its execution.
+	var p ErrorPayload
+	evs[len(evs)-1].decode(t, &p)
+	if p.Error.Code != CodeShuttingDown || p.ScriptStatus != "engine_error" {
+		t.Errorf("final event after abort = %+v", p)
 	}
 	if st := b.Stats(); st.Active != 0 {
 		t.Errorf("active sessions after Close: %d", st.Active)

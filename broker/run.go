@@ -187,6 +187,8 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	status := StatusCompleted
 	if context.Cause(r.ctx) == errStreamLimit {
 		err = &sandbox.Error{Code: CodeStreamLimit, Message: fmt.Sprintf("the session's event stream exceeded the limit of %d bytes", b.opts.MaxStreamBytes)}
+	} else if context.Cause(r.ctx) == errShuttingDown {
+		err = &sandbox.Error{Code: CodeShuttingDown, Message: "the gateway shut down before the session finished: it was aborted when the time given to running sessions (drain_timeout) ended"}
 	} else if context.Cause(r.ctx) == errOwnerLost {
 		// The store holds the session as lost: whatever the script did,
 		// report what every other gateway reports.
@@ -513,6 +515,9 @@ func (r *run) endSpan(outcome string, calls int, final StreamEvent) {
 
 // errStreamLimit is the cause of a run ended for streaming too much.
 var errStreamLimit = errors.New("the session streamed more than its limit")
+
+// errShuttingDown is the cause of a run Close aborted when its drain ended.
+var errShuttingDown = errors.New("the broker closed before the session finished")
 
 // eventSize estimates what an event adds to the stream: its payloads and
 // texts, plus a fixed envelope.
