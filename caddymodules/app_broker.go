@@ -191,6 +191,15 @@ func (s *sharedBroker) destroy() error {
 	return nil
 }
 
+// drainOnExit starts the broker's close when the process begins to exit,
+// before Caddy's servers wait for the open streams (exit.go); shutdown,
+// at cleanup, then finds it done or waits for it (Close runs once).
+func (s *sharedBroker) drainOnExit() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.drain)
+	defer cancel()
+	_ = s.b.Close(ctx)
+}
+
 func (s *sharedBroker) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), s.drain)
 	defer cancel()

@@ -2,6 +2,7 @@ package caddymodules
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -212,7 +213,15 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
 		who.ClientIP = ip
 	}
-	r = r.WithContext(metatools.WithIdentity(r.Context(), who))
+	ctx := metatools.WithIdentity(r.Context(), who)
+	if r.Method == http.MethodGet {
+		// A GET stream lasts as long as its session; the process's exit
+		// ends it (exit.go), or Caddy would wait for it forever.
+		var stop context.CancelFunc
+		ctx, stop = untilExit(ctx)
+		defer stop()
+	}
+	r = r.WithContext(ctx)
 	if !h.originAllowed(r) {
 		writeJSONRPCError(w, http.StatusForbidden, nil, -32600, "origin "+r.Header.Get("Origin")+" is not allowed", nil)
 		return nil

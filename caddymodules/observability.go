@@ -93,6 +93,9 @@ func (a *App) provisionTelemetry(ctx caddy.Context) error {
 		return fmt.Errorf("codemode: loading the events app: %w", err)
 	}
 	a.events = &eventSink{app: ev.(*caddyevents.App), ctx: ctx}
+	if err := a.events.app.On("stopping", exitHandler{a}); err != nil {
+		return fmt.Errorf("codemode: subscribing to the stopping event: %w", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,176 @@
+package caddymodules
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
+)
+
+// TestExitWithOpenStreams sends SIGTERM to a real `caddy run` (no
+// grace_period, Caddy's default) while an MCP client holds its GET stream
+// open and an /execute session waits for its caller. Before exit.go, the
+// GET stream kept Caddy's servers (and so the process) waiting forever and
+// the session ran on to its execution timeout; now the GET stream ends,
+// the session ends after the broker's drain_timeout with SHUTTING_DOWN,
+// and the process exits.
+func TestExitWithOpenStreams(t *testing.T) {
+	bin, err := caddyBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, admin := freePort(t), freePort(t)
+	base := fmt.Sprintf("http://localhost:%d", port)
+	caddyfile := fmt.Sprintf(`{
+	admin localhost:%d
+	codemode {
+		broker {
+			demo_tools
+			drain_timeout 1s
+		}
+	}
+}
+
+http://localhost:%d {
+	bind 127.0.0.1
+	handle_path /broker/* {
+		codemode_broker
+	}
+	codemode_mcp /mcp
+}
+`, admin, port)
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
+	// `caddy run` autosaves its config under the user's config directory.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home)
+	var logs strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	eventually(t, "gateway answering", func() (bool, string) {
+		resp, err := http.Get(base + "/broker/health")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+
+	// An MCP session of 2025-06-18 with its GET stream open, as the SDKs
+	// keep one.
+	mcpPost := func(sid, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := mcpPost("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"exit-test","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("initialize: %s, no session id", resp.Status)
+	}
+	mcpPost(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	req, _ := http.NewRequest(http.MethodGet, base+"/mcp", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	get, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer get.Body.Close()
+	if get.StatusCode != 200 {
+		t.Fatalf("GET stream: %s", get.Status)
+	}
+	getEnded := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, get.Body)
+		getEnded <- err
+	}()
+
+	// A session waiting for its caller, who can no longer reach a stopping
+	// gateway.
+	stream, err := http.Post(base+"/broker/execute", "application/json",
+		strings.NewReader(`{"code":"return await callTool(\"client:prompt\", {question: \"?\"})"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	events := bufio.NewScanner(stream.Body)
+	var last broker.StreamEvent
+	for events.Scan() {
+		if err := json.Unmarshal(events.Bytes(), &last); err != nil {
+			t.Fatalf("event %q: %v", events.Text(), err)
+		}
+		if last.Type == broker.EventToolCall {
+			break
+		}
+	}
+	if last.Type != broker.EventToolCall {
+		t.Fatalf("no tool_call event; last %+v (%v)", last, events.Err())
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var final struct {
+		Type    string              `json:"type"`
+		Payload broker.ErrorPayload `json:"payload"`
+	}
+	for events.Scan() {
+		if err := json.Unmarshal(events.Bytes(), &final); err != nil {
+			t.Fatalf("event %q: %v", events.Text(), err)
+		}
+	}
+	if final.Type != broker.EventError || final.Payload.Error.Code != broker.CodeShuttingDown {
+		t.Errorf("last event of the waiting session = %+v, want error %s", final, broker.CodeShuttingDown)
+	}
+	// A hang never passes however long we wait; a minute is far more than
+	// the 1 s drain on a loaded machine.
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if err != nil {
+			t.Errorf("caddy exited with %v\n%s", err, logs.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("caddy did not exit within a minute of SIGTERM\n%s", logs.String())
+	}
+	select {
+	case <-getEnded:
+	case <-time.After(10 * time.Second):
+		t.Error("the MCP GET stream is still open after caddy exited")
+	}
+}
