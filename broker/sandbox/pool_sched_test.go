@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -258,6 +259,10 @@ func TestWorkerLostByWaitingScripts(t *testing.T) {
 		r := <-ch
 		if r.Status != StatusRuntimeError || r.Error.Code != CodeWorkerLost {
 			t.Fatalf("got %s, want WORKER_LOST", describeResult(r))
+		}
+		// Killed from outside: no script of the worker is to blame.
+		if !strings.Contains(r.Error.Message, "died (signal: killed)") || strings.Contains(r.Error.Message, "another script") {
+			t.Errorf("message %q: want the death named, no script blamed", r.Error.Message)
 		}
 	}
 	wantOK(t, mustRun(t, p, "return 1", h), "1")

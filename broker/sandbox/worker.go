@@ -777,8 +777,18 @@ func (w *worker) deathResult(st *execState, log *zap.Logger) *Result {
 			fmt.Sprintf("script exceeded the time limit of %d ms and did not stop; its worker was killed", ms))
 	}
 	if !ran || (reason == killTimeout && culprit != st) {
-		return failure(StatusRuntimeError, CodeWorkerLost, "WorkerLostError",
-			"the sandbox worker hosting this script was stopped by another script it hosted (memory or time); this script was waiting for a tool result and may be run again")
+		msg := "the sandbox worker hosting this script was stopped by another script it hosted (memory or time); this script was waiting for a tool result and may be run again"
+		var pe *protocolError
+		if reason == killNone && !errors.As(readErr, &pe) && !isOutOfMemory(w.stderr.String()) {
+			// Nothing the pool saw explains the death (a signal from
+			// outside, the kernel's OOM killer): do not blame a script.
+			how := "exit status 0"
+			if state != nil {
+				how = state.String()
+			}
+			msg = fmt.Sprintf("the sandbox worker hosting this script died (%s) while this script was waiting for a tool result; it may be run again", how)
+		}
+		return failure(StatusRuntimeError, CodeWorkerLost, "WorkerLostError", msg)
 	}
 	var pe *protocolError
 	if errors.As(readErr, &pe) {
