@@ -33,7 +33,8 @@ var framingWords = map[string]bool{
 	"tools": true, "method": true, "methods": true, "call": true, "function": true, "use": true,
 	"find": true, "help": true, "please": true, "looking": true, "for": true, "lets": true, "let": true,
 	"allows": true, "allow": true, "that": true, "in": true, "order": true, "to": true, "able": true,
-	"be": true, "trying": true, "try": true, "kindly": true, "just": true, "so": true,
+	"be": true, "trying": true, "try": true, "kindly": true, "just": true, "so": true, "of": true,
+	"it": true, "possible": true, "any": true, "some": true,
 }
 
 // framingCues are the words that make a run of framingWords a wrapper: a
@@ -45,6 +46,7 @@ var framingCues = map[string]bool{
 	"help": true, "you": true, "way": true, "endpoint": true, "endpoints": true, "api": true, "apis": true,
 	"operation": true, "operations": true, "tool": true, "tools": true, "method": true, "methods": true,
 	"function": true, "trying": true, "able": true, "kindly": true, "lets": true, "allows": true,
+	"possible": true,
 }
 
 // framingEnds are the words a wrapper ends with, right before the request's
@@ -65,16 +67,22 @@ var (
 var apiTail = map[string]bool{"api": true, "endpoint": true, "rest": true, "sdk": true}
 
 // requestOf returns query without a wrapper around the request (see
-// above). The request must keep at least two words.
+// above): a leading label ("Quick question: …", "Hey, …"), a leading run
+// of framing words, and the tails that address the reader rather than name
+// the request ("… using the API", "… and return the result", "… as JSON",
+// "… for me", "…, thanks"). The request must keep at least two words.
 func requestOf(query string) string {
 	words := strings.Fields(query)
-	if len(words) < 3 || !framingWords[firstWord(words[0])] && !apiTail[firstWord(words[len(words)-1])] {
+	if len(words) < 3 || !mayBeFramed(words) {
 		return query // the common case, without allocations
 	}
 	toks := tokenizeWords(words)
+	for range 2 { // "Quick question: Task: …"
+		words, toks = withoutLabel(words, toks)
+	}
 	// The longest run of framing words from the start that holds a cue and
 	// ends right before a verb.
-	cut, cue, part := 0, false, false
+	cut, cue, part, base := 0, false, false, ""
 	for i := 0; i < len(words)-2; i++ {
 		ok := len(toks[i]) > 0
 		for _, t := range toks[i] {
@@ -87,23 +95,187 @@ func requestOf(query string) string {
 		}
 		// A modal ends a wrapper that names an API's part: "Which endpoint
 		// can …", "What tool would …" (not "can I delete …").
-		if last := toks[i][len(toks[i])-1]; cue && (framingEnds[last] || part && modals[last]) && startsVerb(toks[i+1]) {
-			cut = i + 1
+		last := toks[i][len(toks[i])-1]
+		if cue && (framingEnds[last] || part && modals[last]) && startsVerb(toks[i+1]) {
+			cut, base = i+1, ""
+		}
+		// So does the verb a named part does: "Which endpoint lists pods?",
+		// "the API call that deletes a user" (the verb becomes the
+		// request's own: "list pods?"). Not "which API groups does the
+		// server support", whose "groups" a verb-like word follows.
+		if part && (apiParts[last] || last == "that" || last == "which") {
+			if v := thirdPerson(toks[i+1]); v != "" && !auxiliary(single(toks, i+2)) {
+				cut, base = i+1, v
+			}
 		}
 	}
 	words, toks = words[cut:], toks[cut:]
-	// An API-naming tail: "using the API", "via the REST API".
-	one := func(i int) string { return single(toks, i) }
-	if n := len(words); n >= 4 && apiTail[one(n-1)] {
-		j := n - 2
-		for j > 0 && (apiTail[one(j)] || one(j) == "the" || one(j) == "a" || one(j) == "an") {
-			j--
-		}
-		if j >= 2 && tailPrepositions[one(j)] {
-			words = words[:j]
+	if base != "" {
+		words = append([]string{base}, words[1:]...)
+		toks = append([][]string{{base}}, toks[1:]...)
+	}
+	return strings.Join(withoutTails(words, toks), " ")
+}
+
+// mayBeFramed reports whether words can hold a wrapper, a label or a tail:
+// a cheap test before requestOf tokenizes them.
+func mayBeFramed(words []string) bool {
+	if framingWords[firstWord(words[0])] {
+		return true
+	}
+	for _, w := range words[:min(labelWords, len(words)-2)] {
+		if strings.HasSuffix(w, ":") || strings.HasSuffix(w, ",") {
+			return true
 		}
 	}
-	return strings.Join(words, " ")
+	last := firstWord(words[len(words)-1])
+	return apiTail[last] || tailWords[last] || resultWords[last] || formatWords[last] || last == "me" || last == "us"
+}
+
+// labelWords is the most words a leading label has.
+const labelWords = 4
+
+// labelOpeners are the words of a leading "Hey, …", "OK so, …", "First, …":
+// said to the reader, before the request.
+var labelOpeners = map[string]bool{"hey": true, "hi": true, "hello": true, "ok": true, "okay": true, "so": true,
+	"well": true, "first": true, "then": true, "next": true, "now": true, "also": true, "please": true,
+	"thanks": true, "alright": true, "sure": true, "right": true, "quick": true, "question": true, "btw": true,
+	"and": true, "but": true, "finally": true, "lastly": true}
+
+// withoutLabel drops a leading label: up to four words ending in a colon
+// before a request that opens with a verb, a question or a wrapper
+// ("Task: close an issue", "Kill switch: turn off a flag"), or a run of
+// words said to the reader ending in a colon or a comma ("Quick question:
+// …", "Hey, …", "OK so, …"). The request keeps at least two words.
+func withoutLabel(words []string, toks [][]string) ([]string, [][]string) {
+	for i := 0; i < labelWords && i < len(words)-2; i++ {
+		w := words[i]
+		switch {
+		case strings.HasSuffix(w, ":"):
+			next := toks[i+1]
+			if len(next) > 0 && (startsVerb(next) || questionWords[next[0]] || framingWords[next[0]]) || openers(toks[:i+1]) {
+				return words[i+1:], toks[i+1:]
+			}
+			return words, toks
+		case strings.HasSuffix(w, ","):
+			if !openers(toks[:i+1]) {
+				return words, toks
+			}
+			return words[i+1:], toks[i+1:]
+		}
+	}
+	return words, toks
+}
+
+// openers reports whether every word of toks is a labelOpener.
+func openers(toks [][]string) bool {
+	for _, ws := range toks {
+		for _, t := range ws {
+			if !labelOpeners[t] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// thirdPerson is the base form of a verb's third person singular ("lists"
+// -> list, "deletes" -> delete, "copies" -> copy), or "".
+func thirdPerson(toks []string) string {
+	if len(toks) != 1 || len(toks[0]) < 4 || !strings.HasSuffix(toks[0], "s") || strings.HasSuffix(toks[0], "ss") ||
+		apiParts[toks[0]] || framingWords[toks[0]] {
+		return ""
+	}
+	t := toks[0]
+	for _, l := range Lemmas(t) {
+		if l != t && isVerb(l) && !apiParts[l] && !framingWords[l] && (t == l+"s" || t == l+"es" || strings.HasSuffix(l, "y") && t == l[:len(l)-1]+"ies") {
+			return l
+		}
+	}
+	return ""
+}
+
+// auxiliary reports whether t is a verb that helps another: after it, the
+// word before was a noun ("which API groups does …").
+func auxiliary(t string) bool { return questionWords[t] || modals[t] || t == "will" || t == "should" }
+
+// tailWords are the words of a closing "…, please", "… thanks": said to
+// the reader, not about the request ("now" and "immediately" can be: "send
+// a campaign right now").
+var tailWords = map[string]bool{"please": true, "thanks": true, "thank": true, "thx": true, "kindly": true}
+
+// resultWords name what a call gives back; echoVerbs ask for it: "… and
+// return the result", "… and show me the output", "… and print it".
+var (
+	resultWords = map[string]bool{"result": true, "results": true, "it": true, "them": true, "output": true,
+		"response": true, "answer": true, "outcome": true}
+	echoVerbs = map[string]bool{"return": true, "show": true, "print": true, "give": true, "display": true,
+		"output": true, "tell": true, "report": true}
+	// formatWords name the format an answer is asked in when it is the one
+	// every REST API answers in: "… as JSON", "… (in JSON)". Another
+	// format is part of the request ("download messages as CSV").
+	formatWords = map[string]bool{"json": true}
+)
+
+// withoutTails drops the tails that address the reader (see requestOf),
+// each keeping at least two words of the request, in any order.
+func withoutTails(words []string, toks [][]string) []string {
+	one := func(i int) string { return single(toks, i) }
+	for n := len(words); n > 2; n = len(words) {
+		switch last := one(n - 1); {
+		// "using the API", "via the REST API".
+		case n >= 4 && apiTail[last]:
+			j := n - 2
+			for j > 0 && (apiTail[one(j)] || one(j) == "the" || one(j) == "a" || one(j) == "an") {
+				j--
+			}
+			if j < 2 || !tailPrepositions[one(j)] {
+				return words
+			}
+			words, toks = words[:j], toks[:j]
+		// "please", "thanks", "thank you".
+		case tailWords[last] || last == "you" && one(n-2) == "thank":
+			j := n - 1
+			if last == "you" {
+				j--
+			}
+			words, toks = words[:j], toks[:j]
+		// "as JSON", "in JSON".
+		case formatWords[last] && n >= 4:
+			j := n - 2
+			if one(j) == "a" {
+				j--
+			}
+			if one(j) != "as" && one(j) != "in" {
+				return words
+			}
+			words, toks = words[:j], toks[:j]
+		// "and return the result", "and then show me the output", "and
+		// print it".
+		case resultWords[last] && n >= 5:
+			j := n - 2
+			for j > 0 && (one(j) == "the" || one(j) == "me" || one(j) == "us" || one(j) == "back" ||
+				one(j) == "its" || one(j) == "their" || one(j) == "a") {
+				j--
+			}
+			if !echoVerbs[one(j)] {
+				return words
+			}
+			if one(j-1) == "then" {
+				j--
+			}
+			if one(j-1) != "and" || j-1 < 2 {
+				return words
+			}
+			words, toks = words[:j-1], toks[:j-1]
+		// "for me", "for us": whom the call is made for.
+		case (last == "me" || last == "us") && one(n-2) == "for" && n >= 4:
+			words, toks = words[:n-2], toks[:n-2]
+		default:
+			return words
+		}
+	}
+	return words
 }
 
 // tailPrepositions open an API-naming tail.
