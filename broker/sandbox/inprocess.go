@@ -244,6 +244,7 @@ type execution struct {
 	parkHost ParkHost
 	starter  callStarter // the host, when its calls complete by callback
 	gracer   parkGracer  // the host, when a park is costly
+	poller   inputPoller // the host, when a waiting script may read its results
 	allowed  map[string]bool
 
 	rt         *goja.Runtime
@@ -304,6 +305,7 @@ func (x *execution) init(ctx context.Context, limits Limits, req Request, host H
 	x.parkHost, _ = host.(ParkHost)
 	x.starter, _ = host.(callStarter)
 	x.gracer, _ = x.parkHost.(parkGracer)
+	x.poller, _ = x.gracer.(inputPoller)
 	if req.AllowedTools != nil {
 		x.allowed = make(map[string]bool, len(req.AllowedTools))
 		for _, n := range req.AllowedTools {
@@ -492,20 +494,31 @@ func (x *execution) wait() (completion, bool) {
 			// The calls started go out now, then a result that comes
 			// within the grace needs no word to the host.
 			x.flushCalls()
-			if x.graceTimer == nil {
-				x.graceTimer = time.NewTimer(d)
-			} else {
-				x.graceTimer.Reset(d)
+			if x.poller != nil {
+				var ended, ok bool
+				if c, ok, ended, d = x.pollGrace(d); ended {
+					if ok {
+						x.resume()
+					}
+					return c, ok
+				}
 			}
-			select {
-			case c = <-x.completions:
-				x.graceTimer.Stop()
-				x.resume()
-				return c, true
-			case <-x.stopCh:
-				x.graceTimer.Stop()
-				return c, false
-			case <-x.graceTimer.C:
+			if d > 0 {
+				if x.graceTimer == nil {
+					x.graceTimer = time.NewTimer(d)
+				} else {
+					x.graceTimer.Reset(d)
+				}
+				select {
+				case c = <-x.completions:
+					x.graceTimer.Stop()
+					x.resume()
+					return c, true
+				case <-x.stopCh:
+					x.graceTimer.Stop()
+					return c, false
+				case <-x.graceTimer.C:
+				}
 			}
 		}
 	}
@@ -523,6 +536,26 @@ func (x *execution) wait() (completion, bool) {
 	}
 	x.resume()
 	return c, true
+}
+
+// pollGrace spends up to d of the park grace polling the host's input
+// (see inputPoller). done reports that the wait ended (with a result: ok,
+// or stopped); otherwise left is what remains of the grace.
+func (x *execution) pollGrace(d time.Duration) (c completion, ok, done bool, left time.Duration) {
+	start := time.Now()
+	for {
+		select {
+		case c = <-x.completions:
+			return c, true, true, 0
+		case <-x.stopCh:
+			return c, false, true, 0
+		default:
+		}
+		left = d - time.Since(start)
+		if left <= 0 || !x.poller.pollInput() {
+			return c, false, false, left
+		}
+	}
 }
 
 // preludeFns are the prelude's internal functions in one runtime.
@@ -927,6 +960,17 @@ type callStarter interface {
 // little longer, as if it still computed.
 type parkGracer interface {
 	parkGrace() time.Duration
+}
+
+// inputPoller is a parkGracer whose tool results the waiting script may
+// read itself (the worker's proxy host; see workerInput): during the park
+// grace the engine calls pollInput, which reads and hands over whatever
+// arrived and yields the processor when nothing did, instead of sleeping
+// until a result or the grace's timer wakes it (a thread wake-up each).
+// pollInput returns false when this wait is not to be polled; the engine
+// then sleeps for the rest of the grace.
+type inputPoller interface {
+	pollInput() bool
 }
 
 // flushCalls: see callStarter.

@@ -318,14 +318,11 @@ func (fr *frameReader) read() (*wireMsg, error) {
 		}
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(fr.hdr[:])
-	if n == 0 {
-		return nil, invalidf("empty frame")
+	n, err := frameLength(fr.hdr[:], fr.max)
+	if err != nil {
+		return nil, err
 	}
-	if uint64(n) > uint64(fr.max) {
-		return nil, &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("message of %d bytes exceeds the limit of %d bytes", n, fr.max)}
-	}
-	if cap(fr.buf) < int(n) {
+	if cap(fr.buf) < n {
 		fr.buf = make([]byte, n)
 	}
 	body := fr.buf[:n]
@@ -335,6 +332,28 @@ func (fr *frameReader) read() (*wireMsg, error) {
 		}
 		return nil, err
 	}
+	m, err := fr.decode(body)
+	if cap(fr.buf) > 64<<10 {
+		fr.buf = nil
+	}
+	return m, err
+}
+
+// frameLength is the body length a frame header announces; an empty
+// frame or one over max is refused.
+func frameLength(hdr []byte, max int) (int, error) {
+	n := binary.BigEndian.Uint32(hdr)
+	if n == 0 {
+		return 0, invalidf("empty frame")
+	}
+	if uint64(n) > uint64(max) {
+		return 0, &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("message of %d bytes exceeds the limit of %d bytes", n, max)}
+	}
+	return int(n), nil
+}
+
+// decode decodes a frame's body; the message does not alias body.
+func (fr *frameReader) decode(body []byte) (*wireMsg, error) {
 	m, ok := (*wireMsg)(nil), false
 	switch {
 	case fr.fastResults:
@@ -347,9 +366,6 @@ func (fr *frameReader) read() (*wireMsg, error) {
 		if err := json.Unmarshal(body, m); err != nil {
 			return nil, invalidf("malformed JSON: %v", err)
 		}
-	}
-	if cap(fr.buf) > 64<<10 {
-		fr.buf = nil
 	}
 	return m, nil
 }

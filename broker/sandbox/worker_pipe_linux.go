@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -34,6 +35,12 @@ type rawPipe struct {
 	rerrno, werrno syscall.Errno
 	readFn         func(fd uintptr) bool
 	writeFn        func(fd uintptr) bool
+
+	// tryRead's state and function (bound once).
+	tb     []byte
+	tn     int
+	terrno syscall.Errno
+	tryFn  func(fd uintptr)
 }
 
 // newRawPipe returns a rawPipe for v when it is an *os.File of a
@@ -60,6 +67,7 @@ func newRawPipe(v any) *rawPipe {
 	// worker's stdin and stdout are made.
 	p := &rawPipe{f: f, rc: rc}
 	p.readFn, p.writeFn = p.read, p.write
+	p.tryFn = p.tryOnce
 	return p
 }
 
@@ -115,6 +123,49 @@ func (p *rawPipe) read(fd uintptr) bool {
 		return true
 	}
 }
+
+// yield gives the processor to another thread that waits for it, if any
+// (sched_yield): a thread that polls for the peer's answer lets the peer
+// run on a busy machine.
+func yield() { syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// tryRead reads what the pipe holds into b without waiting: n is 0 with
+// EAGAIN when it is empty, 0 with no error at its end. Any goroutine may
+// call it while another waits in readLoop (through Control, which
+// does not take the descriptor's read lock); the caller serialises reads.
+func (p *rawPipe) tryRead(b []byte) (int, syscall.Errno) {
+	p.tb, p.tn, p.terrno = b, 0, 0
+	if err := p.rc.Control(p.tryFn); err != nil {
+		p.terrno = syscall.EBADF
+	}
+	n, errno := p.tn, p.terrno
+	p.tb = nil
+	return n, errno
+}
+
+func (p *rawPipe) tryOnce(fd uintptr) {
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p.tb[0])), uintptr(len(p.tb)))
+		if e == syscall.EINTR {
+			continue
+		}
+		p.tn, p.terrno = int(r), e
+		return
+	}
+}
+
+// readLoop calls turn, which reads the pipe through tryRead, until it
+// returns true, waiting in the poller after each call until the pipe
+// becomes readable again (the poller is edge-triggered: it wakes for data
+// that arrived after turn's last read found the pipe empty, at once if it
+// arrived while turn ran). An error is the poller's: the file closed, or
+// wake.
+func (p *rawPipe) readLoop(turn func() bool) error {
+	return p.rc.Read(func(uintptr) bool { return turn() })
+}
+
+// wake makes readLoop return an error now and from now on.
+func (p *rawPipe) wake() { _ = p.f.SetReadDeadline(time.Unix(1, 0)) }
 
 func (p *rawPipe) Write(b []byte) (int, error) {
 	if len(b) == 0 {

@@ -76,7 +76,9 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	// memory capped (NewInProcess waits for it); in a process the pool
 	// started, it began during package initialisation (internal/prelude).
 	go preludeProgram()
-	fr := &frameReader{r: bufio.NewReaderSize(rawReader(in), 64<<10), max: 1 << 20}
+	in = rawReader(in)
+	br := bufio.NewReaderSize(in, 64<<10)
+	fr := &frameReader{r: br, max: 1 << 20}
 	out = rawWriter(out)
 	m, err := fr.read()
 	if err != nil {
@@ -158,6 +160,12 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		pacer.start()
 	}
 	go s.releaseWhenIdle(idleReleaseDelay, debug.FreeOSMemory)
+	if s.in = newWorkerInput(in, br, cfg.MaxMessageBytes, s.serve); s.in != nil {
+		if err := s.in.run(); !errors.Is(err, io.EOF) {
+			return err
+		}
+		return nil
+	}
 	for {
 		m, err := fr.read()
 		if err != nil {
@@ -166,24 +174,32 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 			}
 			return err
 		}
-		switch m.T {
-		case msgExec:
-			if m.Exec == nil || m.ID == 0 {
-				return errors.New("exec message without a body")
-			}
-			se, err := s.start(m.ID)
-			if err != nil {
-				return err
-			}
-			go s.execute(se, m.Exec)
-		case msgResult, msgLookup:
-			s.deliver(m)
-		case msgCancel:
-			s.cancel(m.ID)
-		default:
-			return fmt.Errorf("unexpected %q message", m.T)
+		if err := s.serve(m); err != nil {
+			return err
 		}
 	}
+}
+
+// serve handles one frame from the parent; an error ends the worker.
+func (s *workerServer) serve(m *wireMsg) error {
+	switch m.T {
+	case msgExec:
+		if m.Exec == nil || m.ID == 0 {
+			return errors.New("exec message without a body")
+		}
+		se, err := s.start(m.ID)
+		if err != nil {
+			return err
+		}
+		go s.execute(se, m.Exec)
+	case msgResult, msgLookup:
+		s.deliver(m)
+	case msgCancel:
+		s.cancel(m.ID)
+	default:
+		return fmt.Errorf("unexpected %q message", m.T)
+	}
+	return nil
 }
 
 // workerServer is the state of a serving worker.
@@ -193,6 +209,9 @@ type workerServer struct {
 	engine     Engine
 	out        *frameWriter
 	grace      time.Duration // see parkGraceDelay
+	// in is stdin when scripts may read it themselves (see workerInput),
+	// else nil.
+	in *workerInput
 
 	mu      sync.Mutex
 	execs   map[uint64]*serverExec
@@ -443,9 +462,13 @@ type proxyHost struct {
 	se    *serverExec
 	mu    sync.Mutex
 	tools map[string]*ToolInfo // nil value: known not to exist
-	// started: a call was sent in the current stretch of JavaScript
-	// (touched only on the VM goroutine).
+	// started: a call was sent in the current stretch of JavaScript;
+	// parked: the script's last wait outlasted the park grace; poll: this
+	// wait's grace is spent polling stdin (see pollInput). Touched only on
+	// the VM goroutine.
 	started bool
+	parked  bool
+	poll    bool
 }
 
 var _ ParkHost = (*proxyHost)(nil)
@@ -577,6 +600,7 @@ var _ callStarter = (*proxyHost)(nil)
 // frames the script queued before go out with it, in one write).
 func (h *proxyHost) Parked(settled int) {
 	h.started = false
+	h.parked = true
 	_ = h.s.out.write(&wireMsg{T: msgWait, ID: h.se.id, Seen: uint64(settled)})
 }
 
@@ -585,9 +609,35 @@ func (h *proxyHost) Parked(settled int) {
 // that answers at once takes some tens of microseconds. Tests change it.
 var parkGraceDelay = 100 * time.Microsecond
 
-func (h *proxyHost) parkGrace() time.Duration { return h.s.grace }
+func (h *proxyHost) parkGrace() time.Duration {
+	h.poll = h.s.in != nil && !h.parked && h.s.hosting() == 1
+	h.parked = false
+	return h.s.grace
+}
 
 var _ parkGracer = (*proxyHost)(nil)
+
+// pollInput reads the parent's frames on the script's goroutine while it
+// waits in the park grace (see workerInput), when the worker hosts only
+// this execution (with more, the others' scripts need the processor) and
+// its last wait was answered within the grace (a tool that takes longer
+// would only burn the grace's CPU).
+func (h *proxyHost) pollInput() bool {
+	if !h.poll {
+		return false
+	}
+	h.s.in.poll()
+	return true
+}
+
+var _ inputPoller = (*proxyHost)(nil)
+
+// hosting is the number of executions the worker hosts.
+func (s *workerServer) hosting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.execs)
+}
 
 // Resumed: the result that woke the script was the parent's leave to run.
 func (h *proxyHost) Resumed() bool { return true }
