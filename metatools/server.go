@@ -100,6 +100,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: o.Name, Version: o.Version}, &mcp.ServerOptions{
 		Logger:                    o.Logger,
 		SupportedProtocolVersions: o.ProtocolVersions,
+		Capabilities:              serverCapabilities(),
 		// The meta-tools are the same for every caller: public.
 		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) {
 			c.TTLMs = int(listTTL(s.index, o.Now(), o.ListTTL).Milliseconds())
@@ -170,6 +171,24 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		}
 	})
 	return srv
+}
+
+// serverCapabilities are the capabilities the server declares (initialize,
+// server/discover): they say what it does. The four meta-tools never change
+// while a server runs (a config change builds a new server), so the tool
+// list is not announced as changing: a client would wait on a stream for
+// notifications/tools/list_changed that never come. prompts/list and
+// resources/list are answered (empty lists, by the go-sdk), so their
+// capabilities are declared too: revision 2026-07-28 requires a server that
+// answers prompts to declare them, and a client of any revision may skip an
+// undeclared method.
+func serverCapabilities() *mcp.ServerCapabilities {
+	return &mcp.ServerCapabilities{
+		Logging:   &mcp.LoggingCapabilities{},
+		Tools:     &mcp.ToolCapabilities{},
+		Prompts:   &mcp.PromptCapabilities{},
+		Resources: &mcp.ResourceCapabilities{},
+	}
 }
 
 // ScriptAPI is the script API as a compact TypeScript declaration, the form
