@@ -182,7 +182,10 @@ func TestExecuteProgressRateLimited(t *testing.T) {
 	const interval = 100 * time.Millisecond
 	f, log := progressFixture(t, "2025-11-25", interval)
 	start := time.Now()
-	callExecute(t, f, `for (let i = 0; i < 3000; i++) await callTool("gate:tick", {}); return 1`, "many")
+	// The first notification is awaited (gate:wait), so at least one is
+	// sent however the machine schedules the sender.
+	callExecute(t, f, `await callTool("gate:tick", {}); await callTool("gate:wait", {n: 1});
+		for (let i = 0; i < 3000; i++) await callTool("gate:tick", {}); return 1`, "many")
 	elapsed := time.Since(start)
 	got := log.all()
 	checkProgress(t, got, "many")
@@ -191,8 +194,8 @@ func TestExecuteProgressRateLimited(t *testing.T) {
 	if max := int(elapsed/interval) + 1; len(got) > max || len(got) == 0 {
 		t.Errorf("%d notifications in %v (interval %v), want 1..%d", len(got), elapsed, interval, max)
 	}
-	if len(got) > 0 && got[len(got)-1].Progress > 3000 {
-		t.Errorf("progress %v beyond the 3000 calls", got[len(got)-1].Progress)
+	if len(got) > 0 && got[len(got)-1].Progress > 3002 {
+		t.Errorf("progress %v beyond the plan's 3002 calls", got[len(got)-1].Progress)
 	}
 	t.Logf("3000 calls in %v: %d notifications", elapsed, len(got))
 }
@@ -231,8 +234,12 @@ func TestPlanProgressStop(t *testing.T) {
 			}
 		})
 	}
-	for sent.Load() < 3 {
-		time.Sleep(time.Millisecond)
+	for deadline := time.Now().Add(20 * time.Second); sent.Load() < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(quit)
+			wg.Wait()
+			t.Fatalf("%d notifications sent in 20 s of steps", sent.Load())
+		}
 	}
 	p.stop()
 	stopped.Store(true)
