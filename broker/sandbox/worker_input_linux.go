@@ -125,8 +125,8 @@ func (wi *workerInput) release() {
 	}
 }
 
-// failure is the error that ends the serve loop, if any; io.EOF (the
-// parent closed the pipe) ends it with nil.
+// failure is the error that ends the serve loop, if any (io.EOF: the
+// parent closed the pipe, which ServeWorker treats as a clean end).
 func (wi *workerInput) failure() error {
 	wi.mu.Lock()
 	defer wi.mu.Unlock()
