@@ -670,6 +670,13 @@ func nameHead(local string) string {
 	return Lemmas(head)[0]
 }
 
+// genericHeads are head nouns that stand for whatever a container holds:
+// `addItemForPortfolio` adds a project to a portfolio, `addItemToCart` a
+// product to a cart. Such a tool can match a request's object without
+// naming it.
+var genericHeads = map[string]bool{"item": true, "entry": true, "object": true, "element": true, "resource": true,
+	"record": true}
+
 // namesHead reports whether one of words is what some tool acts on (a
 // tool's head).
 func (ix *BM25) namesHead(words []string) bool {
@@ -1326,7 +1333,7 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		// "open a ticket in a project" does not create the project.
 		note("head-in-modifier", headInModifier)
 	}
-	if len(qp.object) > 0 && !ix.matchesObject(d, qp) {
+	if len(qp.object) > 0 && !genericHeads[ix.heads[d]] && !ix.matchesObject(d, qp) {
 		// The request's modifier matched, its object did not: "list the
 		// nodes in the cluster" is not ClusterRoles.
 		note("object-unmatched", objectUnmatched)

@@ -58,6 +58,8 @@ var domainRelated = map[string][]string{
 	"whoami": {"authenticated", "current"}, "many": {"bulk", "multiple", "batch"}, "multiple": {"bulk", "batch"},
 	"batch": {"bulk", "multiple"}, "bulk": {"batch", "multiple"}, "several": {"bulk", "multiple"}, "profile": {"user"}, "account": {"user"},
 	"every": {"all"}, "all": {"every"}, "cap": {"limit", "quota"},
+	"autocomplete": {"typeahead", "suggestion"}, "typeahead": {"autocomplete", "suggestion"},
+	"depend": {"dependency"}, "dependency": {"depend"},
 	"machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 }
 
@@ -74,6 +76,7 @@ var domainPhrases = map[[2]string][]weighted{
 	{"work", "out"}:       {{"calculate", 1}, {"compute", 0.7}, {"estimate", 0.5}},
 	{"bring", "back"}:     {{"restore", 1}, {"undelete", 0.7}, {"recover", 0.7}},
 	{"at", "once"}:        {{"bulk", 0.7}, {"batch", 0.7}, {"multiple", 0.5}, {"collection", 0.5}},
+	{"how", "many"}:       {{"count", 0.5}, {"total", 0.35}, {"number", 0.3}},
 }
 
 // questionTerms are what a question word asks about: "who" asks for people.

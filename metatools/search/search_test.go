@@ -868,6 +868,46 @@ func TestBM25AddPart(t *testing.T) {
 	}
 }
 
+// TestBM25GenericHead: a tool whose head noun stands for whatever its
+// container holds (`addItemForPortfolio`) is not held to the request's
+// object ("add a project to a portfolio"); one with a specific head is.
+func TestBM25GenericHead(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_addItemForPortfolio", AppID: "a", Description: "Add a portfolio item"},
+		{Name: "a_addMembersForPortfolio", AppID: "a", Description: "Add users to a portfolio"},
+		{Name: "a_createProject", AppID: "a", Description: "Create a project"},
+	}
+	ix := NewBM25(docs)
+	const q = "add a project to the portfolio"
+	if e := ix.Explain(q, 0); strings.Contains(e, "object-unmatched") {
+		t.Errorf("%q: the generic item is held to the object: %s", q, e)
+	}
+	if e := ix.Explain(q, 1); !strings.Contains(e, "object-unmatched") {
+		t.Errorf("%q: the members are not held to the object: %s", q, e)
+	}
+}
+
+// TestBM25HowMany: "how many" asks for a count, not for many things at once.
+func TestBM25HowMany(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "a_getTaskCountsForProject", AppID: "a", Description: "Get task count of a project"},
+		{Name: "a_getTasksForProject", AppID: "a", Description: "Get tasks from a project"},
+		{Name: "a_createBatchRequest", AppID: "a", Description: "Submit parallel requests in bulk"},
+	})
+	terms := map[string]bool{}
+	for _, g := range ix.queryGroups("how many tasks are in this project") {
+		for _, wt := range g.terms {
+			terms[wt.term] = true
+		}
+	}
+	if !terms["count"] || terms["bulk"] {
+		t.Errorf("how many: terms %v, want count and no bulk", terms)
+	}
+	if hits, _ := ix.Rank(context.Background(), "how many tasks are in this project", 0, nil); len(hits) == 0 || hits[0].Doc != 0 {
+		t.Errorf("how many tasks: ranked %v, want the count first", hits)
+	}
+}
+
 // TestBM25NewWithCreate: "new" after a verb that creates is no search word
 // (the verb asks for a new thing already; as a word it would meet
 // descriptions that say "new"); without one it still is.
