@@ -177,6 +177,9 @@ var (
 	// actionWriteCover is how much of a title's writing verb an
 	// imperative of another verb covers ("attach a file": Add attachment).
 	actionWriteCover = 0.25
+	// pluralHeadFactor scales, for a list request, a tool whose name
+	// writes its head in the plural (`getGoals` over `getGoal`).
+	pluralHeadFactor = 1.05
 	// headInModifier scales a tool whose name's head noun only the
 	// request's modifier names ("a ticket in a project": createProject).
 	headInModifier = 0.7
@@ -226,6 +229,9 @@ type BM25 struct {
 	words map[string]bool
 	// heads are the lemmas of the thing each tool acts on (see nameHead).
 	heads []string
+	// pluralHead says whether the name writes its head in the plural
+	// (`getGoals`, `listPods`).
+	pluralHead []bool
 	// headSet holds every tool's head.
 	headSet map[string]bool
 	// headFields are, per head, the nested field names (terms) of the
@@ -357,7 +363,7 @@ func NewBM25(docs []Doc) *BM25 {
 	vocab := map[string]bool{} // every term of every field
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{}}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{}}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -422,6 +428,9 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.deprecated[i] = d.Deprecated || saysDeprecated(local, summaries[i], bodies[i])
 		ix.titles[i] = titleTerms(local, summaries[i])
 		ix.heads[i] = nameHead(local)
+		if w := nameHeadWord(local); w != ix.heads[i] && strings.HasSuffix(w, "s") {
+			ix.pluralHead[i] = true
+		}
 		ix.headSet[ix.heads[i]] = true
 		for _, t := range Tokenize(local + " " + summaries[i]) {
 			ix.words[t] = true
@@ -637,6 +646,14 @@ var modifierPrepositions = map[string]bool{
 // the verb when none follows ("conversations.list"). Version markers
 // and identifiers ("id") are no head. "" when the name has no such word.
 func nameHead(local string) string {
+	if head := nameHeadWord(local); head != "" {
+		return Lemmas(head)[0]
+	}
+	return ""
+}
+
+// nameHeadWord is nameHead's word as the name writes it ("Goals").
+func nameHeadWord(local string) string {
 	toks := Tokenize(local)
 	verb := -1
 	for i, t := range toks {
@@ -664,10 +681,7 @@ func nameHead(local string) string {
 			}
 		}
 	}
-	if head == "" {
-		return ""
-	}
-	return Lemmas(head)[0]
+	return head
 }
 
 // genericHeads are head nouns that stand for whatever a container holds:
@@ -1032,9 +1046,13 @@ func (ix *BM25) needsUnnamed(d int, qp *queryPlan) bool {
 		return true
 	}
 	for _, terms := range ix.requiredTerms[d] {
+		// The listed things named are not the one a parameter after the
+		// tool's head identifies: "list goals" names no goal_gid ("tasks
+		// of a goal" would; "user_task_list_gid" is no task's).
+		own := ix.identifies(d, terms) && !qp.prep[ix.heads[d]]
 		named := false
 		for _, t := range terms {
-			named = named || qp.words[t]
+			named = named || qp.words[t] && !own
 		}
 		if !named {
 			return true
@@ -1042,6 +1060,25 @@ func (ix *BM25) needsUnnamed(d int, qp *queryPlan) bool {
 	}
 	return false
 }
+
+// identifies reports whether a parameter's terms name one of tool d's
+// head: the head and identifier words only (goal_gid, podName, id).
+func (ix *BM25) identifies(d int, terms []string) bool {
+	head := false
+	for _, t := range terms {
+		switch {
+		case t == ix.heads[d]:
+			head = true
+		case !idWords[t]:
+			return false
+		}
+	}
+	return head
+}
+
+// idWords are the words of an identifier's name besides what it identifies.
+var idWords = map[string]bool{"id": true, "gid": true, "uid": true, "uuid": true, "sid": true, "key": true,
+	"name": true, "number": true, "slug": true, "identifier": true}
 
 // queryPlan is what ranking needs of one query, computed once.
 type queryPlan struct {
@@ -1326,6 +1363,9 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 	}
 	if qp.listing && !qp.getting && ix.needsUnnamed(d, qp) {
 		note("list-needs-id", listNeedsNoID)
+	}
+	if qp.listing && ix.pluralHead[d] {
+		note("plural-head", pluralHeadFactor)
 	}
 
 	if h := ix.heads[d]; h != "" && qp.prep != nil && qp.prep[h] && !qp.main[h] && !qp.part {

@@ -887,6 +887,49 @@ func TestBM25GenericHead(t *testing.T) {
 	}
 }
 
+// TestBM25ListOwnID: a list request that names the listed things does not
+// name the identifier of one of them ("list goals" gives no goal_gid), so
+// the get-one tool is the one that needs an unnamed identifier; an
+// identifier of another thing ("tasks of a goal") is named.
+func TestBM25ListOwnID(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_getGoal", AppID: "a", Description: "Get a goal", Required: 1, RequiredNames: []string{"goal_gid"}},
+		{Name: "a_getGoals", AppID: "a", Description: "Get goals"},
+		{Name: "a_getTasksForGoal", AppID: "a", Description: "Get tasks of a goal", Required: 1, RequiredNames: []string{"goal_gid"}},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{"list goals": "a_getGoals", "list the tasks of a goal": "a_getTasksForGoal"} {
+		if hits, _ := ix.Rank(context.Background(), q, 0, nil); len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: ranked %v, want %s first", q, hits, want)
+		}
+	}
+	if e := ix.Explain("list goals", 0); !strings.Contains(e, "list-needs-id") {
+		t.Errorf("list goals: getGoal needs no unnamed id: %s", e)
+	}
+	if e := ix.Explain("list the tasks of a goal", 2); strings.Contains(e, "list-needs-id") {
+		t.Errorf("list the tasks of a goal: the goal's id is unnamed: %s", e)
+	}
+}
+
+// TestBM25PluralHead: a list request prefers, among tools otherwise alike,
+// the one whose name writes its head in the plural; a get request does not.
+func TestBM25PluralHead(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_getGoal", AppID: "a", Description: "Get goal"},
+		{Name: "a_getGoals", AppID: "a", Description: "Get goal"},
+	}
+	ix := NewBM25(docs)
+	if hits, _ := ix.Rank(context.Background(), "list the goals", 0, nil); len(hits) != 2 || hits[0].Doc != 1 || hits[0].Score <= hits[1].Score {
+		t.Errorf("list: ranked %v, want the plural first", hits)
+	}
+	if hits, _ := ix.Rank(context.Background(), "get the goal", 0, nil); len(hits) != 2 || hits[0].Score != hits[1].Score {
+		t.Errorf("get: ranked %v, want a tie", hits)
+	}
+	if e := ix.Explain("get the goal", 1); strings.Contains(e, "plural-head") {
+		t.Errorf("get: the plural is preferred: %s", e)
+	}
+}
+
 // TestBM25HowMany: "how many" asks for a count, not for many things at once.
 func TestBM25HowMany(t *testing.T) {
 	ix := NewBM25([]Doc{
