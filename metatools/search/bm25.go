@@ -1147,12 +1147,13 @@ func (ix *BM25) plan(query string) *queryPlan {
 		qp.getting = qp.getting || in == IntentGet
 	}
 	// The request's modifier starts at its first preposition ("a ticket in
-	// a project"); "of" opens one only after a word that some tool acts on
+	// a project") but the verb's own right after it ("subscribe to changes
+	// on a project", "reply to a comment"); "of" opens one only after a word that some tool acts on
 	// ("replica sets of a deployment", not "the image of a deployment"). A
 	// question "which X …" or "what X …" asks for X: the rest modifies it.
 	firstPrep := -1
 	for i, t := range qtoks {
-		if i > 0 && (modifierPrepositions[t] || t == "of" && ix.namesHead(qtoks[:i])) {
+		if i > 1 && (modifierPrepositions[t] || t == "of" && ix.namesHead(qtoks[:i])) {
 			firstPrep = i
 			break
 		}

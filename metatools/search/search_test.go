@@ -930,6 +930,25 @@ func TestBM25PluralHead(t *testing.T) {
 	}
 }
 
+// TestBM25VerbPreposition: a preposition right after the opening verb is
+// the verb's own ("subscribe to changes", "search for tasks"), it opens no
+// modifier; the next one does.
+func TestBM25VerbPreposition(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "asana_createWebhook", AppID: "asana", Description: "Establish a webhook for changes"},
+		{Name: "asana_getProject", AppID: "asana", Description: "Get a project"},
+	})
+	for q, want := range map[string][2]string{
+		"subscribe to changes on a project": {"change", "project"},
+		"reply to a comment on an issue":    {"comment", "issue"},
+	} {
+		p := ix.plan(q)
+		if !p.main[want[0]] || p.prep[want[0]] || !p.prep[want[1]] {
+			t.Errorf("%q: object %v, modifier %v; want %s in the object, %s in the modifier", q, p.main, p.prep, want[0], want[1])
+		}
+	}
+}
+
 // TestBM25HowMany: "how many" asks for a count, not for many things at once.
 func TestBM25HowMany(t *testing.T) {
 	ix := NewBM25([]Doc{
