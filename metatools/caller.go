@@ -348,7 +348,13 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		if ps == nil {
 			return errorResult(newError(CodeEngineError, "no plan sessions are configured"))
 		}
-		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci, allowed: allowedSet(in.AllowedTools)}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
+		// Progress reaches the client while this first request waits: the
+		// plan's steps until it finishes or first asks the client. The
+		// reporter is stopped when this request answers; the plan's later
+		// steps (during retries, maybe on another gateway) are not reported.
+		p := s.progressOf(ctx, req)
+		defer p.stop()
+		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci, allowed: allowedSet(in.AllowedTools), progress: p}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
 		if len(in.Context) > 0 {
 			_ = json.Unmarshal(in.Context, &opts.Context) // an object: validated above
 		}

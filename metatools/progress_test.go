@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
@@ -62,7 +65,21 @@ func (l *progressLog) waitFor(ctx context.Context, n int) error {
 func progressFixture(t *testing.T, version string, interval time.Duration) (*fixture, *progressLog) {
 	t.Helper()
 	log := newProgressLog()
-	gate := &StaticSource{
+	f := newFixture(t, fixtureOptions{protocolVersion: version, extra: []ToolSource{gateTools(log)},
+		client: &mcp.ClientOptions{ProgressNotificationHandler: log.handle},
+		options: func(o *Options) {
+			e := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: time.Minute, AllowConsole: true, MaxToolCalls: 20000}})
+			t.Cleanup(func() { e.Close() })
+			o.Engine = e
+			o.ProgressInterval = interval
+		}})
+	return f, log
+}
+
+// gateTools are gate:wait, which returns once the client has seen n
+// progress notifications, and gate:tick, which returns at once.
+func gateTools(log *progressLog) *StaticSource {
+	return &StaticSource{
 		List: []Tool{
 			{Name: "gate:wait", AppID: "gate", Description: "Wait until the client has seen n progress notifications",
 				InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)},
@@ -84,15 +101,6 @@ func progressFixture(t *testing.T, version string, interval time.Duration) (*fix
 			},
 		},
 	}
-	f := newFixture(t, fixtureOptions{protocolVersion: version, extra: []ToolSource{gate},
-		client: &mcp.ClientOptions{ProgressNotificationHandler: log.handle},
-		options: func(o *Options) {
-			e := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: time.Minute, AllowConsole: true, MaxToolCalls: 20000}})
-			t.Cleanup(func() { e.Close() })
-			o.Engine = e
-			o.ProgressInterval = interval
-		}})
-	return f, log
 }
 
 func callExecute(t *testing.T, f *fixture, script string, token any) *mcp.CallToolResult {
@@ -271,5 +279,78 @@ func TestProgressMessage(t *testing.T) {
 		if got := validProgressToken(tc.token); got != tc.ok {
 			t.Errorf("validProgressToken(%v) = %v", tc.token, got)
 		}
+	}
+}
+
+// On revision 2026-07-28 a client that can elicit runs plans over multi
+// round-trip requests when the catalog has caller-answered tools: the
+// first request reports the plan's steps until the plan first asks the
+// client, then answers input_required; no notification follows it.
+func TestExecuteProgressOverMRTR(t *testing.T) {
+	reg := broker.NewToolRegistry()
+	for _, d := range broker.DemoTools() {
+		reg.Register(d)
+	}
+	b, err := broker.New(&broker.BrokerOptions{Tools: reg, Engine: sandbox.NewInProcess(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b.Close(ctx)
+	})
+	log := newProgressLog()
+	ix, err := NewIndex([]ToolSource{&BrokerSource{B: b}, gateTools(log)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(NewService(ix, &Options{Engine: sandbox.NewInProcess(nil), Sessions: b, ProgressInterval: 10 * time.Millisecond}), nil)
+	hs := httptest.NewServer(HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true})))
+	t.Cleanup(hs.Close)
+	var asked int
+	var mu sync.Mutex
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: log.handle,
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			asked++
+			mu.Unlock()
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "Ada"}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	p := &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{"script": `await callTool("gate:tick", {});
+		await callTool("gate:wait", {n: 1}); await callTool("gate:tick", {});
+		const name = await callTool("client:prompt", {question: "name?"}); await callTool("gate:tick", {}); return name`}}
+	p.SetProgressToken("mrtr")
+	res, err := cs.CallTool(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Status string
+		Result any
+	}
+	structured(t, res, &out)
+	if out.Status != "ok" || out.Result != "Ada" || asked != 1 {
+		t.Fatalf("plan: %+v, asked %d", out, asked)
+	}
+	got := log.all()
+	checkProgress(t, got, "mrtr")
+	// At least the step gate:wait waited for; at most the first request's
+	// three calls.
+	if len(got) == 0 || got[len(got)-1].Progress > 3 {
+		t.Errorf("notifications %+v: want 1..3 steps of the first request", got)
 	}
 }
