@@ -184,3 +184,96 @@ func TestWorkerInputMissedTurn(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyHostPollsOnlyQuickLoneWaits: a script polls its worker's stdin
+// during the park grace only while the worker hosts it alone and its last
+// wait was answered within the grace.
+func TestProxyHostPollsOnlyQuickLoneWaits(t *testing.T) {
+	wi, _, _, _ := inputUnderTest(t, 64<<10)
+	se := &serverExec{id: 1}
+	s := &workerServer{in: wi, grace: time.Millisecond, out: &frameWriter{w: io.Discard, max: 1 << 20},
+		execs: map[uint64]*serverExec{1: se}}
+	h := &proxyHost{s: s, se: se}
+	wait := func(parks bool) bool {
+		h.parkGrace()
+		polled := h.pollInput()
+		if parks {
+			h.Parked(0)
+		}
+		return polled
+	}
+	for i, tc := range []struct {
+		parks, want bool
+		before      func()
+	}{
+		{want: true},              // first wait
+		{parks: true, want: true}, // polled, then outlasted the grace
+		{want: false},             // so this one sleeps
+		{want: true},              // the last was answered within the grace
+		{want: false, before: func() { s.execs[2] = &serverExec{id: 2} }},
+		{want: true, before: func() { delete(s.execs, 2) }},
+		{want: false, before: func() { s.in = nil }},
+	} {
+		if tc.before != nil {
+			tc.before()
+		}
+		if got := wait(tc.parks); got != tc.want {
+			t.Fatalf("wait %d: polled %v, want %v", i, got, tc.want)
+		}
+	}
+}
+
+// fakePoller runs do on each pollInput; refuses after refuseAfter calls.
+type fakePoller struct {
+	calls, refuseAfter int
+	do                 func(n int)
+}
+
+func (p *fakePoller) pollInput() bool {
+	p.calls++
+	if p.refuseAfter > 0 && p.calls > p.refuseAfter {
+		return false
+	}
+	if p.do != nil {
+		p.do(p.calls)
+	}
+	return true
+}
+
+// TestPollGraceEnds: the engine's polled grace ends with the result that
+// came, with the stop that came (a limit or a cancel while polling), or,
+// when the host stops allowing it or the grace is spent, with what is left
+// of the grace for the timer.
+func TestPollGraceEnds(t *testing.T) {
+	newX := func(p *fakePoller) *execution {
+		return &execution{completions: make(chan completion, 1), stopCh: make(chan struct{}), poller: p}
+	}
+	p := &fakePoller{}
+	x := newX(p)
+	p.do = func(n int) {
+		if n == 3 {
+			x.completions <- completion{id: 7, ok: true}
+		}
+	}
+	if c, ok, done, _ := x.pollGrace(time.Hour); !done || !ok || c.id != 7 || p.calls != 3 {
+		t.Fatalf("result: %+v ok=%v done=%v after %d polls", c, ok, done, p.calls)
+	}
+	p = &fakePoller{}
+	x = newX(p)
+	p.do = func(n int) {
+		if n == 2 {
+			close(x.stopCh)
+		}
+	}
+	if _, ok, done, _ := x.pollGrace(time.Hour); !done || ok {
+		t.Fatalf("stop: ok=%v done=%v", ok, done)
+	}
+	p = &fakePoller{refuseAfter: 4}
+	if _, _, done, left := newX(p).pollGrace(time.Hour); done || left <= 0 || left > time.Hour || p.calls != 5 {
+		t.Fatalf("refused: done=%v left=%v after %d polls", done, left, p.calls)
+	}
+	p = &fakePoller{}
+	if _, _, done, left := newX(p).pollGrace(50 * time.Microsecond); done || left > 0 {
+		t.Fatalf("spent: done=%v left=%v", done, left)
+	}
+}
