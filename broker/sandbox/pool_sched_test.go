@@ -268,6 +268,42 @@ func TestWorkerLostByWaitingScripts(t *testing.T) {
 	wantOK(t, mustRun(t, p, "return 1", h), "1")
 }
 
+// TestWorkerOutlivesStopSignals: the signals that ask a gateway to stop
+// also reach its workers (Ctrl-C signals the terminal's process group,
+// systemd's stop the whole cgroup). A worker must not die of them, or the
+// scripts the gateway is draining end with WORKER_LOST instead of
+// finishing.
+func TestWorkerOutlivesStopSignals(t *testing.T) {
+	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}, MaxWorkers: 1})
+	h := newGateHost()
+	waiting := execAsync(p, "a", `return await callTool("wait", {gate: "x"})`, h)
+	<-h.started
+	pool := p.(*workerPool)
+	pool.mu.Lock()
+	var pid int
+	for w := range pool.all {
+		if w.hosted == 1 {
+			pid = w.pid
+		}
+	}
+	pool.mu.Unlock()
+	if pid == 0 {
+		t.Fatal("no worker hosts the script")
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Signals land within microseconds; the pause only gives a worker that
+	// would die of one the time to do so (were it ever too short, the test
+	// would pass without proving anything, never fail wrongly).
+	time.Sleep(200 * time.Millisecond)
+	close(h.gate("x"))
+	wantOK(t, <-waiting, `"opened"`)
+	wantOK(t, mustRun(t, p, "return 1", h), "1")
+}
+
 // TestBombSparesCoHostedScripts: a script that grows the heap of a worker
 // it shares with a waiting script (of its own principal: placement keeps
 // principals apart) is the one stopped (it holds the most); the waiting

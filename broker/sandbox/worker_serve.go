@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -55,6 +57,14 @@ var workerStdout [2]*os.File
 // prints to stdout afterwards goes to stderr, so it cannot corrupt the
 // protocol. The `caddy codemode-worker` subcommand calls it.
 func ServeWorkerStdio() int {
+	// A worker shares its gateway's process group and cgroup, so the
+	// signals that ask the gateway to stop reach it too: Ctrl-C in a
+	// terminal (SIGINT to the group), systemd's stop (SIGTERM to the
+	// cgroup), a closed terminal (SIGHUP, which Caddy ignores). Dying then
+	// would end the scripts the gateway is draining; the worker ends with
+	// its gateway instead (its pipes close; Pdeathsig on Linux) or when
+	// the pool kills it.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	workerStdout[0] = os.Stdout
 	os.Stdout = os.Stderr
 	workerStdout[1] = pollablePipe(workerStdout[0])
