@@ -386,15 +386,17 @@ func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *inv
 	if err := rl.Err(name); err != nil {
 		return nil, err
 	}
-	ticket, err := m.AcquireSemaphore(ctx, name, tg.Concurrency, pc)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = ticket.Release(context.WithoutCancel(ctx)) }()
 	ms := m.TimeoutMs(tg.Timeout)
 	if ms <= 0 && deadline {
 		ms = b.opts.ToolTimeout.Milliseconds()
 	}
+	// The call ends by its timeout, so its ticket need not outlive it by
+	// much: a gateway killed mid-call frees the slot soon (guard.HoldMs).
+	ticket, err := m.AcquireSemaphoreTimed(ctx, name, tg.Concurrency, pc, ms)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = ticket.Release(context.WithoutCancel(ctx)) }()
 	out, err := guard.WithTimeout(ctx, ms, name, fn)
 	if ms > 0 {
 		m.ObserveTimeout(err)

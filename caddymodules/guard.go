@@ -230,7 +230,9 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		g.rates[i].limit = m.PrepareRateLimit(g.rates[i].entity, g.rates[i].cfg)
 	}
 	for i := range g.sems {
-		g.sems[i].sem = m.PrepareSemaphore(g.sems[i].entity, g.sems[i].cfg)
+		// The guard releases a slot by its timeout; with one, a ticket of
+		// a killed gateway expires soon after (guard.HoldMs).
+		g.sems[i].sem = m.PrepareSemaphore(g.sems[i].entity, g.sems[i].cfg).WithTimeout(time.Duration(g.Timeout).Milliseconds())
 	}
 	g.manager, g.storeKey = m, key
 	return nil

@@ -271,6 +271,31 @@ type PreparedSemaphore struct {
 	metrics   ruleMetrics
 	keyPrefix string
 	fixedKey  string
+	// holdMs is how long a ticket lives unless released (0: the ticket
+	// TTL); see WithTimeout.
+	holdMs int64
+}
+
+// HoldMs is how long a semaphore ticket of a holder bound by timeoutMs
+// lives unless released: twice the timeout plus 5 s (room for the clocks
+// of several gateways to differ), at most the ticket TTL; 0 (the TTL)
+// without a timeout. The holder releases its slot by its timeout, so the
+// expiry matters only for a holder that could not: a gateway killed while
+// it held slots gives them back after this, not after the 300 s TTL.
+func HoldMs(timeoutMs int64) int64 {
+	if timeoutMs <= 0 {
+		return 0
+	}
+	return 2*timeoutMs + 5000
+}
+
+// WithTimeout returns a copy of p whose tickets expire HoldMs(timeoutMs)
+// after they are taken: for holders cut off at timeoutMs (the guard's
+// timeout).
+func (p *PreparedSemaphore) WithTimeout(timeoutMs int64) *PreparedSemaphore {
+	q := *p
+	q.holdMs = HoldMs(timeoutMs)
+	return &q
 }
 
 // PrepareSemaphore prepares the concurrency limit cfg of entityName. Its
@@ -296,7 +321,7 @@ func (p *PreparedSemaphore) Acquire(ctx context.Context, partition string, t *Se
 	if key == "" {
 		key = p.keyPrefix + partition + ":" + suffixSem
 	}
-	return p.m.acquireKey(ctx, key, p.entity, &p.metrics, &p.cfg, t)
+	return p.m.acquireKey(ctx, key, p.entity, &p.metrics, &p.cfg, p.holdMs, t)
 }
 
 func fixedPartition(p PartitionKey) bool {
@@ -310,38 +335,46 @@ func fixedPartition(p PartitionKey) bool {
 // failure gives a ticket whose Release does nothing (failure mode open) or
 // a STORAGE_UNAVAILABLE *GuardError (closed).
 func (m *GuardManager) AcquireSemaphore(ctx context.Context, entityName string, cfg *ConcurrencyConfig, pc PartitionKeyContext) (*SemaphoreTicket, error) {
+	return m.AcquireSemaphoreTimed(ctx, entityName, cfg, pc, 0)
+}
+
+// AcquireSemaphoreTimed is AcquireSemaphore for a holder cut off at
+// timeoutMs (0: none): its ticket expires HoldMs(timeoutMs) after it is
+// taken unless released.
+func (m *GuardManager) AcquireSemaphoreTimed(ctx context.Context, entityName string, cfg *ConcurrencyConfig, pc PartitionKeyContext, timeoutMs int64) (*SemaphoreTicket, error) {
 	if cfg == nil {
 		cfg = m.cfg.DefaultConcurrency
 	}
-	return m.acquire(ctx, entityName, cfg, pc)
+	return m.acquire(ctx, entityName, cfg, pc, HoldMs(timeoutMs))
 }
 
 // AcquireGlobalSemaphore takes a slot of the global concurrency limit;
 // (nil, nil) when it is unset.
 func (m *GuardManager) AcquireGlobalSemaphore(ctx context.Context, pc PartitionKeyContext) (*SemaphoreTicket, error) {
-	return m.acquire(ctx, GlobalEntity, m.cfg.GlobalConcurrency, pc)
+	return m.acquire(ctx, GlobalEntity, m.cfg.GlobalConcurrency, pc, 0)
 }
 
-func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *ConcurrencyConfig, pc PartitionKeyContext) (*SemaphoreTicket, error) {
+func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *ConcurrencyConfig, pc PartitionKeyContext, holdMs int64) (*SemaphoreTicket, error) {
 	if cfg == nil || !m.cfg.Enabled {
 		return nil, nil
 	}
 	key := m.storageKey(entityName, cfg.PartitionBy, pc, suffixSem)
 	t := new(SemaphoreTicket)
 	rm := ruleMetrics{rule: concurrencyRule(entityName), denied: OutcomeConcurrencyLimited}
-	if err := m.acquireKey(ctx, key, entityName, &rm, cfg, t); err != nil {
+	if err := m.acquireKey(ctx, key, entityName, &rm, cfg, holdMs, t); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// acquireKey takes a slot of the semaphore cfg stored at key into t.
-func (m *GuardManager) acquireKey(ctx context.Context, key, entityName string, rm *ruleMetrics, cfg *ConcurrencyConfig, t *SemaphoreTicket) error {
+// acquireKey takes a slot of the semaphore cfg stored at key into t, its
+// ticket living holdMs (0: the ticket TTL) unless released.
+func (m *GuardManager) acquireKey(ctx context.Context, key, entityName string, rm *ruleMetrics, cfg *ConcurrencyConfig, holdMs int64, t *SemaphoreTicket) error {
 	started := m.now()
 	ok := false
 	err := m.skipStorage()
 	if err == nil {
-		ok, err = m.sem.acquire(ctx, key, cfg.MaxConcurrent, cfg.QueueTimeoutMs, entityName, started.UnixMilli(), t)
+		ok, err = m.sem.acquire(ctx, key, cfg.MaxConcurrent, cfg.QueueTimeoutMs, entityName, started.UnixMilli(), holdMs, t)
 	}
 	if err != nil {
 		var ge *GuardError

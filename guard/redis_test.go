@@ -224,6 +224,48 @@ func waitRedisWatcher(t *testing.T, s *RedisStorage, key string) {
 	t.Fatal("no waiter")
 }
 
+// TestRedisKilledHolderWithTimeout: a holder bound by a timeout (the
+// guard's, a tool call's) that never releases (its gateway was killed)
+// gives its slot back HoldMs after it took it, not after the 300 s TTL:
+// other gateways are not locked out for five minutes.
+func TestRedisKilledHolderWithTimeout(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock(t0)
+	a, b := redisPair(t, GuardConfig{Enabled: true}, clock)
+	cfg := ConcurrencyConfig{MaxConcurrent: 1}
+	const timeoutMs = 10_000
+	if tk, err := a.AcquireSemaphoreTimed(ctx, "tool", &cfg, PartitionKeyContext{}, timeoutMs); tk == nil || err != nil {
+		t.Fatal(err) // never released: its gateway was killed
+	}
+	prepared := b.PrepareSemaphore("route", cfg).WithTimeout(timeoutMs)
+	var held SemaphoreTicket
+	if err := prepared.Acquire(ctx, "", &held); err != nil {
+		t.Fatal(err) // never released either
+	}
+	var ge *GuardError
+	if _, err := b.AcquireSemaphoreTimed(ctx, "tool", &cfg, PartitionKeyContext{}, timeoutMs); !errors.As(err, &ge) || ge.Code != CodeConcurrencyLimit {
+		t.Fatalf("held slot: %v", err)
+	}
+	if err := prepared.Acquire(ctx, "", new(SemaphoreTicket)); !errors.As(err, &ge) || ge.Code != CodeConcurrencyLimit {
+		t.Fatalf("held route slot: %v", err)
+	}
+	clock.Advance(time.Duration(HoldMs(timeoutMs)) * time.Millisecond)
+	if tk, err := b.AcquireSemaphoreTimed(ctx, "tool", &cfg, PartitionKeyContext{}, timeoutMs); tk == nil || err != nil {
+		t.Fatalf("a killed holder's ticket still holds the slot %v after it was taken: %v", time.Duration(HoldMs(timeoutMs))*time.Millisecond, err)
+	}
+	if err := prepared.Acquire(ctx, "", new(SemaphoreTicket)); err != nil {
+		t.Fatalf("a killed holder's route ticket still holds the slot: %v", err)
+	}
+	// Without a timeout the ticket keeps the TTL.
+	if tk, err := a.AcquireSemaphoreTimed(ctx, "untimed", &cfg, PartitionKeyContext{}, 0); tk == nil || err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Duration(HoldMs(timeoutMs)) * time.Millisecond)
+	if _, err := b.AcquireSemaphore(ctx, "untimed", &cfg, PartitionKeyContext{}); !errors.As(err, &ge) || ge.Code != CodeConcurrencyLimit {
+		t.Fatalf("an untimed ticket expired before the TTL: %v", err)
+	}
+}
+
 func TestRedisExpiredTicketFreesSlot(t *testing.T) {
 	ctx := context.Background()
 	clock := newFakeClock(t0)

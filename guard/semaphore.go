@@ -85,30 +85,34 @@ func NewDistributedSemaphore(store Storage, opts *LimiterOptions) *DistributedSe
 // ctx's error.
 func (s *DistributedSemaphore) Acquire(ctx context.Context, key string, maxConcurrent, queueTimeoutMs int64, entityName string) (*SemaphoreTicket, error) {
 	t := new(SemaphoreTicket)
-	if ok, err := s.acquire(ctx, key, maxConcurrent, queueTimeoutMs, entityName, s.now().UnixMilli(), t); !ok {
+	if ok, err := s.acquire(ctx, key, maxConcurrent, queueTimeoutMs, entityName, s.now().UnixMilli(), 0, t); !ok {
 		return nil, err
 	}
 	return t, nil
 }
 
 // acquire is Acquire into t, whose first try is at nowMs: true when t
-// holds a slot.
-func (s *DistributedSemaphore) acquire(ctx context.Context, key string, maxConcurrent, queueTimeoutMs int64, entityName string, nowMs int64, t *SemaphoreTicket) (bool, error) {
+// holds a slot. The ticket expires ttlMs after it is taken (0: the
+// semaphore's time to live) unless released.
+func (s *DistributedSemaphore) acquire(ctx context.Context, key string, maxConcurrent, queueTimeoutMs int64, entityName string, nowMs, ttlMs int64, t *SemaphoreTicket) (bool, error) {
 	ticket := newUUID()
-	ok, err := s.tryAt(ctx, key, ticket, maxConcurrent, nowMs)
+	if ttlMs <= 0 || ttlMs > s.ttlMs {
+		ttlMs = s.ttlMs
+	}
+	ok, err := s.tryAt(ctx, key, ticket, maxConcurrent, nowMs, ttlMs)
 	if err != nil || ok {
 		return s.hold(t, key, ticket, ok, err)
 	}
 	if queueTimeoutMs <= 0 {
 		return false, nil
 	}
-	return s.queue(ctx, key, ticket, maxConcurrent, queueTimeoutMs, entityName, t)
+	return s.queue(ctx, key, ticket, maxConcurrent, queueTimeoutMs, entityName, ttlMs, t)
 }
 
 // queue waits up to queueTimeoutMs for a slot of key (acquire found none).
 // Apart from acquire's first try so that the common case, a free slot,
 // runs without the timers' and select's stack frame.
-func (s *DistributedSemaphore) queue(ctx context.Context, key, ticket string, maxConcurrent, queueTimeoutMs int64, entityName string, t *SemaphoreTicket) (bool, error) {
+func (s *DistributedSemaphore) queue(ctx context.Context, key, ticket string, maxConcurrent, queueTimeoutMs int64, entityName string, ttlMs int64, t *SemaphoreTicket) (bool, error) {
 	deadline := time.NewTimer(time.Duration(queueTimeoutMs) * time.Millisecond)
 	defer deadline.Stop()
 	var wake <-chan struct{}
@@ -117,7 +121,7 @@ func (s *DistributedSemaphore) queue(ctx context.Context, key, ticket string, ma
 		defer stop()
 		wake = ch
 		// A release between the first try and the watch would be missed.
-		if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {
+		if ok, err := s.try(ctx, key, ticket, maxConcurrent, ttlMs); err != nil || ok {
 			return s.hold(t, key, ticket, ok, err)
 		}
 	}
@@ -130,7 +134,7 @@ func (s *DistributedSemaphore) queue(ctx context.Context, key, ticket string, ma
 			return false, ctx.Err()
 		case <-deadline.C:
 			// One last try: a slot may have been freed at the same moment.
-			if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {
+			if ok, err := s.try(ctx, key, ticket, maxConcurrent, ttlMs); err != nil || ok {
 				return s.hold(t, key, ticket, ok, err)
 			}
 			return false, NewQueueTimeoutError(entityName, queueTimeoutMs)
@@ -139,18 +143,18 @@ func (s *DistributedSemaphore) queue(ctx context.Context, key, ticket string, ma
 			poll = min(poll*2, s.pollMax)
 			pollTimer.Reset(poll)
 		}
-		if ok, err := s.try(ctx, key, ticket, maxConcurrent); err != nil || ok {
+		if ok, err := s.try(ctx, key, ticket, maxConcurrent, ttlMs); err != nil || ok {
 			return s.hold(t, key, ticket, ok, err)
 		}
 	}
 }
 
-func (s *DistributedSemaphore) try(ctx context.Context, key, ticket string, maxConcurrent int64) (bool, error) {
-	return s.tryAt(ctx, key, ticket, maxConcurrent, s.now().UnixMilli())
+func (s *DistributedSemaphore) try(ctx context.Context, key, ticket string, maxConcurrent, ttlMs int64) (bool, error) {
+	return s.tryAt(ctx, key, ticket, maxConcurrent, s.now().UnixMilli(), ttlMs)
 }
 
-func (s *DistributedSemaphore) tryAt(ctx context.Context, key, ticket string, maxConcurrent, nowMs int64) (bool, error) {
-	return s.store.AcquireSlot(ctx, key, ticket, maxConcurrent, nowMs, nowMs+s.ttlMs)
+func (s *DistributedSemaphore) tryAt(ctx context.Context, key, ticket string, maxConcurrent, nowMs, ttlMs int64) (bool, error) {
+	return s.store.AcquireSlot(ctx, key, ticket, maxConcurrent, nowMs, nowMs+ttlMs)
 }
 
 // hold makes t the ticket of a slot taken (ok) by the try that returned ok
