@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -302,6 +303,75 @@ func TestWorkerOutlivesStopSignals(t *testing.T) {
 	close(h.gate("x"))
 	wantOK(t, <-waiting, `"opened"`)
 	wantOK(t, mustRun(t, p, "return 1", h), "1")
+}
+
+// lookupGate blocks the first lookup of "probe" until release is closed.
+type lookupGate struct {
+	*gateHost
+	looked  chan int32
+	release chan struct{}
+	n       atomic.Int32
+}
+
+func (h *lookupGate) LookupTool(name string) (ToolInfo, bool) {
+	if name != "probe" {
+		return h.gateHost.LookupTool(name)
+	}
+	n := h.n.Add(1)
+	h.looked <- n
+	if n == 1 {
+		<-h.release
+	}
+	return ToolInfo{}, false
+}
+
+// TestScriptRunsAgainAfterOutsideKill: a worker SIGKILLed from outside
+// (an operator, the kernel's OOM killer) before its script made a tool
+// call or logged: nothing of the script reached the outside, so it runs
+// again on a new worker instead of failing with WORKER_CRASHED. Typically
+// a script sent to an idle worker in the instant after such a kill, before
+// the pool saw the death.
+func TestScriptRunsAgainAfterOutsideKill(t *testing.T) {
+	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}, MaxWorkers: 1})
+	h := &lookupGate{gateHost: newGateHost(), looked: make(chan int32, 4), release: make(chan struct{})}
+	res := execAsync(p, "a", `return getTool("probe") === null ? "ran" : "found"`, h)
+	<-h.looked
+	pool := p.(*workerPool)
+	pool.mu.Lock()
+	var pid int
+	for w := range pool.all {
+		if w.hosted == 1 {
+			pid = w.pid
+		}
+	}
+	pool.mu.Unlock()
+	if pid == 0 {
+		t.Fatal("no worker hosts the script")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	close(h.release)
+	wantOK(t, <-res, `"ran"`)
+	if n := h.n.Load(); n != 2 {
+		t.Errorf("the script looked the tool up %d times, want 2 (one run per worker)", n)
+	}
+	// A script that made a tool call is not run again.
+	waiter := execAsync(p, "a", `return await callTool("wait", {gate: "y"})`, h)
+	<-h.started
+	pool.mu.Lock()
+	for w := range pool.all {
+		if w.hosted == 1 {
+			pid = w.pid
+		}
+	}
+	pool.mu.Unlock()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-waiter; r.Error == nil || (r.Error.Code != CodeWorkerLost && r.Error.Code != CodeWorkerCrashed) {
+		t.Fatalf("a script with a tool call in flight: %s, want WORKER_LOST or WORKER_CRASHED", describeResult(r))
+	}
 }
 
 // TestBombSparesCoHostedScripts: a script that grows the heap of a worker

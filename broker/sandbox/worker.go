@@ -532,6 +532,14 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host, pr 
 				}
 			default:
 			}
+			if w.diedUnseen(st) {
+				// Nothing of the script reached the outside: it runs again
+				// on another worker (Execute), as if it had never been sent.
+				w.ended(DeathCrash)
+				telemetry.Logger(ctx, p.log).Warn("sandbox worker killed from outside before its script made a tool call; running the script again",
+					zap.Int("pid", w.pid), zap.String("exit", w.deathCause()))
+				return nil, errWorkerGone
+			}
 			return w.deathResult(st, telemetry.Logger(ctx, p.log)), nil
 		case <-watchdog:
 			w.killFor(st)
@@ -746,6 +754,21 @@ func (w *worker) finish(st *execState, d *wireDone) (*Result, error, bool) {
 		Steps:     d.Stats.Steps,
 	}
 	return res, nil, !d.Recycle
+}
+
+// diedUnseen reports a worker that SIGKILL ended from outside (an operator,
+// the kernel's OOM killer; not the pool, which records its kills; not out
+// of memory, which the worker reports on stderr) before st made a tool call
+// or logged: the script had no effect outside its worker, so running it
+// again is safe. Typically it was sent to an idle worker in the instant
+// between the kill and the pool seeing the death. Lookups (getTool) are
+// not effects.
+func (w *worker) diedUnseen(st *execState) bool {
+	w.mu.Lock()
+	reason, state := w.killReason, w.state
+	w.mu.Unlock()
+	return reason == killNone && state != nil && killedOutright(state.ProcessState) && !w.brokeProtocol() &&
+		st.toolCalls == 0 && st.logs == 0 && !isOutOfMemory(w.stderr.String())
 }
 
 // CodeWorkerLost reports a script that was waiting in a worker which

@@ -18,6 +18,14 @@ func workerSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
+// killedOutright reports a worker ended by SIGKILL, which no script can
+// send itself: from outside (an operator, the kernel's OOM killer) unless
+// the pool killed it, which it records.
+func killedOutright(state *os.ProcessState) bool {
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
 // capMemory limits this process's data segment to its current size plus
 // limit bytes (RLIMIT_DATA; RLIMIT_AS does not work for Go, which reserves
 // address space it never uses) and sets the Go soft memory limit to 3/4 of

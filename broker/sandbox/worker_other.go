@@ -3,11 +3,15 @@
 package sandbox
 
 import (
+	"os"
 	"runtime/debug"
 	"syscall"
 )
 
 func workerSysProcAttr() *syscall.SysProcAttr { return nil }
+
+// killedOutright: exit statuses are not told apart here; no retry.
+func killedOutright(*os.ProcessState) bool { return false }
 
 // capMemory only sets the Go soft memory limit: the hard cap (RLIMIT_DATA
 // read against /proc) is implemented for Linux only.
