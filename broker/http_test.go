@@ -421,6 +421,11 @@ func TestCloseAbortsAfterDeadline(t *testing.T) {
 	if p.Error.Code != CodeShuttingDown || p.ScriptStatus != "engine_error" {
 		t.Errorf("final event after abort = %+v", p)
 	}
+	// Close also ends a broker a config reload replaced: the message names
+	// both causes and does not claim the gateway shut down.
+	if msg := p.Error.Message; strings.Contains(msg, "gateway shut down") || !strings.Contains(msg, "reload") || !strings.Contains(msg, "drain_timeout") {
+		t.Errorf("abort message %q: want the broker's close named, a reload among its causes", msg)
+	}
 	if st := b.Stats(); st.Active != 0 {
 		t.Errorf("active sessions after Close: %d", st.Active)
 	}

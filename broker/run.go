@@ -188,7 +188,10 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	if context.Cause(r.ctx) == errStreamLimit {
 		err = &sandbox.Error{Code: CodeStreamLimit, Message: fmt.Sprintf("the session's event stream exceeded the limit of %d bytes", b.opts.MaxStreamBytes)}
 	} else if context.Cause(r.ctx) == errShuttingDown {
-		err = &sandbox.Error{Code: CodeShuttingDown, Message: "the gateway shut down before the session finished: it was aborted when the time given to running sessions (drain_timeout) ended"}
+		// The broker closes when the gateway stops and also when a reload
+		// replaces it (a changed broker, sandbox or throttle block): the
+		// message must not claim the gateway stopped.
+		err = &sandbox.Error{Code: CodeShuttingDown, Message: "the broker running this session was closed (the gateway is stopping, or a config reload replaced it) before the session finished: it was aborted when the time given to running sessions (drain_timeout) ended"}
 	} else if context.Cause(r.ctx) == errOwnerLost {
 		// The store holds the session as lost: whatever the script did,
 		// report what every other gateway reports.
