@@ -164,6 +164,11 @@ func TestBM25SecondPass(t *testing.T) {
 	if in := QueryIntents("delete all pods in a namespace"); len(in) != 1 || in[0] != IntentDelete {
 		t.Errorf("delete all pods: intents %v, want delete", in)
 	}
+	for q, want := range map[string]Intent{"take a tag off a task": IntentDelete, "roll out a flag to everyone": IntentUpdate, "roll back a deployment": IntentUpdate} {
+		if in := QueryIntents(q); len(in) != 1 || in[0] != want {
+			t.Errorf("%q: intents %v, want %s", q, in, want)
+		}
+	}
 	if in := QueryIntents("all open issues"); len(in) != 1 || in[0] != IntentList {
 		t.Errorf("a verbless request with all: intents %v, want list", in)
 	}
