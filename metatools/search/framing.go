@@ -73,6 +73,10 @@ var apiTail = map[string]bool{"api": true, "endpoint": true, "rest": true, "sdk"
 // "… for me", "…, thanks"). The request must keep at least two words.
 func requestOf(query string) string {
 	words := strings.Fields(query)
+	if len(words) >= 3 && hasValue(words) {
+		words = withoutValues(words)
+		query = strings.Join(words, " ")
+	}
 	if len(words) < 3 || !mayBeFramed(words) {
 		return query // the common case, without allocations
 	}
@@ -115,6 +119,106 @@ func requestOf(query string) string {
 		toks = append([][]string{{base}}, toks[1:]...)
 	}
 	return strings.Join(withoutTails(words, toks), " ")
+}
+
+// A request often carries the values of the call it asks for: a name in
+// quotes, an identifier, what a thing is called ("create a project named
+// Apollo", "get the pod nginx-7d9f4 (id 12345)", "find tasks whose name
+// contains 'invoice'"). They name no tool, but their words met tools that
+// happen to have them. withoutValues drops them: a quoted run, a word that
+// mixes digits with letters and punctuation or holds three digits, the value
+// of a key=value word, an identifier's label with its value ("id 12345",
+// "id=42"), and a name given with named, called or titled. The request
+// keeps at least two words.
+
+// quotes open or close a quoted value.
+const quotes = "\"'`“”‘’«»"
+
+// hasValue reports whether words may hold a value: a cheap test before
+// withoutValues.
+func hasValue(words []string) bool {
+	for _, w := range words {
+		if strings.ContainsAny(w, quotes+"0123456789=@/") || nameVerbs[strings.ToLower(w)] {
+			return true
+		}
+	}
+	return false
+}
+
+// nameVerbs introduce what a thing is called.
+var nameVerbs = map[string]bool{"named": true, "called": true, "titled": true, "labelled": true, "labeled": true}
+
+// withoutValues returns words without the values they carry (see above).
+func withoutValues(words []string) []string {
+	out := make([]string, 0, len(words))
+	quoted := rune(0)
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		if quoted != 0 {
+			if strings.ContainsRune(w, quoted) || strings.ContainsAny(w, "”’»") {
+				quoted = 0
+			}
+			continue
+		}
+		if r := []rune(w)[0]; strings.ContainsRune(quotes, r) {
+			closer := map[rune]rune{'“': '”', '‘': '’', '«': '»'}[r]
+			if closer == 0 {
+				closer = r
+			}
+			if rest := []rune(w)[1:]; !strings.ContainsRune(string(rest), closer) {
+				quoted = closer
+			}
+			continue
+		}
+		if nameVerbs[strings.ToLower(w)] && i+1 < len(words) {
+			// "named Apollo", "called \"prod-web-1\"": the name and the word
+			// that gives it.
+			if next := strings.ToLower(words[i+1]); !stopwords[next] && !strings.ContainsAny(next[:1], quotes) {
+				i++
+			}
+			continue
+		}
+		if k, _, ok := strings.Cut(w, "="); ok {
+			if k != "" && !idWords[firstWord(k)] {
+				out = append(out, k)
+			}
+			continue
+		}
+		if isValue(w) {
+			// "(id 12345)", "ID abc-123": the label goes with its value.
+			if n := len(out); n > 0 && idWords[firstWord(out[n-1])] {
+				out = out[:n-1]
+			}
+			continue
+		}
+		out = append(out, w)
+	}
+	if len(out) < 2 {
+		return words
+	}
+	return out
+}
+
+// isValue reports whether w is an identifier rather than a word: digits
+// mixed with letters and a hyphen, underscore or dot ("nginx-7d9f4",
+// "abc-123", "v1.2.3"), three digits or more ("12345", "#1234"), an email
+// address or a URL.
+func isValue(w string) bool {
+	digits, letters, punct := 0, 0, false
+	for _, r := range w {
+		switch {
+		case unicode.IsDigit(r):
+			digits++
+		case unicode.IsLetter(r):
+			letters++
+		case r == '-' || r == '_' || r == '.':
+			punct = true
+		}
+	}
+	if strings.Contains(w, "@") && strings.Contains(w, ".") || strings.Contains(w, "://") {
+		return true // an email address, a URL
+	}
+	return digits >= 3 || digits > 0 && punct && letters+digits > 2
 }
 
 // mayBeFramed reports whether words can hold a wrapper, a label or a tail:

@@ -1047,6 +1047,16 @@ func TestRequestOf(t *testing.T) {
 		"the API call that deletes a user":                       "delete a user",
 		"What endpoint copies a task?":                           "copy a task?",
 		"what API calls exist":                                   "what API calls exist",
+		"create a project named Apollo":                          "create a project",
+		"get the pod nginx-7d9f4 in namespace default":           "get the pod in namespace default",
+		"find tasks whose name contains 'invoice'":               "find tasks whose name contains",
+		`rename the label "needs triage" to bug`:                 "rename the label to bug",
+		"get the task (id 12345)":                                "get the task",
+		"get the task with id=42":                                "get the task with",
+		"invite jdoe@example.com to the workspace":               "invite to the workspace",
+		"list ec2 instances":                                     "list ec2 instances",
+		"list the customer's orders":                             "list the customer's orders",
+		"How do I get the issue PROJ-42?":                        "get the issue",
 	} {
 		if got := requestOf(q); got != want {
 			t.Errorf("requestOf(%q) = %q, want %q", q, got, want)
