@@ -229,6 +229,21 @@ func TestRoundRobinOrder(t *testing.T) {
 	}
 }
 
+// hostingWorker returns the pid of the worker of p hosting n scripts.
+func hostingWorker(t *testing.T, p Engine, n int) int {
+	t.Helper()
+	pool := p.(*workerPool)
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	for w := range pool.all {
+		if w.hosted == n {
+			return w.pid
+		}
+	}
+	t.Fatalf("no worker hosts %d scripts", n)
+	return 0
+}
+
 // TestWorkerLostByWaitingScripts: a worker killed while it hosts waiting
 // scripts ends them with WORKER_LOST (the blast radius), and the pool
 // serves on. With one worker at most, two principals share it (placement
@@ -242,17 +257,7 @@ func TestWorkerLostByWaitingScripts(t *testing.T) {
 	<-h.started
 	pool := p.(*workerPool)
 	waitFor(t, "both scripts waiting", func() bool { _, _, busy, _, _ := pool.stats(); return busy == 0 })
-	pool.mu.Lock()
-	var pid int
-	for w := range pool.all {
-		if w.hosted == 2 {
-			pid = w.pid
-		}
-	}
-	pool.mu.Unlock()
-	if pid == 0 {
-		t.Fatal("the two scripts are not on one worker")
-	}
+	pid := hostingWorker(t, p, 2)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -279,18 +284,7 @@ func TestWorkerOutlivesStopSignals(t *testing.T) {
 	h := newGateHost()
 	waiting := execAsync(p, "a", `return await callTool("wait", {gate: "x"})`, h)
 	<-h.started
-	pool := p.(*workerPool)
-	pool.mu.Lock()
-	var pid int
-	for w := range pool.all {
-		if w.hosted == 1 {
-			pid = w.pid
-		}
-	}
-	pool.mu.Unlock()
-	if pid == 0 {
-		t.Fatal("no worker hosts the script")
-	}
+	pid := hostingWorker(t, p, 1)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP} {
 		if err := syscall.Kill(pid, sig); err != nil {
 			t.Fatal(err)
@@ -336,18 +330,7 @@ func TestScriptRunsAgainAfterOutsideKill(t *testing.T) {
 	h := &lookupGate{gateHost: newGateHost(), looked: make(chan int32, 4), release: make(chan struct{})}
 	res := execAsync(p, "a", `return getTool("probe") === null ? "ran" : "found"`, h)
 	<-h.looked
-	pool := p.(*workerPool)
-	pool.mu.Lock()
-	var pid int
-	for w := range pool.all {
-		if w.hosted == 1 {
-			pid = w.pid
-		}
-	}
-	pool.mu.Unlock()
-	if pid == 0 {
-		t.Fatal("no worker hosts the script")
-	}
+	pid := hostingWorker(t, p, 1)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -359,13 +342,7 @@ func TestScriptRunsAgainAfterOutsideKill(t *testing.T) {
 	// A script that made a tool call is not run again.
 	waiter := execAsync(p, "a", `return await callTool("wait", {gate: "y"})`, h)
 	<-h.started
-	pool.mu.Lock()
-	for w := range pool.all {
-		if w.hosted == 1 {
-			pid = w.pid
-		}
-	}
-	pool.mu.Unlock()
+	pid = hostingWorker(t, p, 1)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
