@@ -356,6 +356,11 @@ func (r *tsRenderer) fieldDoc(p map[string]any, depth int) string {
 			parts = append(parts, "deprecated")
 		}
 	}
+	// a doc's full stop would sit before the "; " that joins what follows:
+	// "Second addend; default 0", not "Second addend.; default 0".
+	for i := 0; i < len(parts)-1; i++ {
+		parts[i] = strings.TrimRight(parts[i], ".;, ")
+	}
 	return strings.Join(parts, "; ")
 }
 

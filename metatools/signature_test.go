@@ -15,6 +15,7 @@ func TestSignature(t *testing.T) {
 			"owner":{"type":"string","description":"The account owner. It is not case sensitive."},
 			"issue_number":{"type":"integer"},
 			"per_page":{"type":"integer","default":30},
+			"page":{"type":"integer","default":1,"description":"Page number."},
 			"body":{"type":"object","properties":{
 				"state":{"type":"string","enum":["open","closed"]},
 				"labels":{"type":"array","items":{"oneOf":[{"type":"string"},{"type":"object","properties":{"name":{"type":"string"}}}]}},
@@ -28,6 +29,7 @@ func TestSignature(t *testing.T) {
 		" issue_number: number;",
 		" owner: string; // The account owner.",
 		" per_page?: number; // default 30",
+		" page?: number; // Page number; default 1",
 		`state?: "open" | "closed";`,
 		`labels?: (string | { name?: string })[];`,
 		"assignee?: string | null;",
