@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 
@@ -46,7 +47,13 @@ func DemoTools() []ToolDefinition {
 			Tags:         []string{"demo", "math"},
 			Examples:     []ToolExample{{Description: "add two numbers", Code: "const { sum } = await callTool(\"math:add\", { a: 2, b: 3 });\nreturn sum;"}},
 			Handler: func(_ context.Context, in map[string]any, _ *ExecutionContext) (any, error) {
-				return map[string]float64{"sum": in["a"].(float64) + in["b"].(float64)}, nil
+				sum := in["a"].(float64) + in["b"].(float64)
+				if math.IsInf(sum, 0) {
+					// JSON has no infinity: an overflow is the input's fault,
+					// and the same input always overflows.
+					return nil, &sandbox.ToolError{Code: CodeValidationError, Message: "a + b is beyond the range of a double"}
+				}
+				return map[string]float64{"sum": sum}, nil
 			},
 		},
 		{

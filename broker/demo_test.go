@@ -29,3 +29,18 @@ func TestDemoExamplesRun(t *testing.T) {
 		t.Fatal("the demo tools declare no examples")
 	}
 }
+
+// TestDemoAddOverflow: a sum beyond a double's range is the input's fault
+// and the same every time, so it is a VALIDATION_ERROR (not transient),
+// not a result that fails to encode as JSON.
+func TestDemoAddOverflow(t *testing.T) {
+	b, _ := newTestBroker(t, nil)
+	evs, err := collect(t, b, `try { await callTool("math:add", {a: 1e308, b: 1e308}); return "no error" } catch (e) { return e.code }`, ExecuteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := evs[len(evs)-1]; last.Type != EventResult || string(last.Payload.(*ResultPayload).Result) != `"VALIDATION_ERROR"` {
+		raw, _ := json.Marshal(last)
+		t.Fatalf("last event %s", raw)
+	}
+}
