@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -159,8 +160,12 @@ func (s *Service) emit(ev broker.Event) {
 // broker's session and reports there).
 type planSession struct {
 	s     *Service
-	sess  broker.Session
 	calls atomic.Int64
+	// mu guards sess after startPlan (its ID never changes): a tool call
+	// the plan started may finish, and snapshot it, after the plan was
+	// cancelled and finish wrote its end.
+	mu   sync.Mutex
+	sess broker.Session
 }
 
 func newSessionID() string {
@@ -181,34 +186,41 @@ func (s *Service) startPlan(ci *CallInfo) *planSession {
 }
 
 func (p *planSession) snapshot() *broker.Session {
+	p.mu.Lock()
 	c := p.sess
+	p.mu.Unlock()
 	c.ToolCalls = int(p.calls.Load())
 	return &c
 }
 
+// end records the plan's end in its session.
+func (p *planSession) end(status string, serr *broker.SessionError) {
+	p.mu.Lock()
+	p.sess.UpdatedAt = time.Now().UnixMilli()
+	p.sess.Status, p.sess.Error = status, serr
+	p.mu.Unlock()
+}
+
 // finish emits session:completed or session:error for the plan's outcome.
 func (p *planSession) finish(res *sandbox.Result, err error) {
-	p.sess.UpdatedAt = time.Now().UnixMilli()
 	switch {
 	case err != nil:
-		p.sess.Status = broker.StatusError
 		code, msg := CodeEngineError, err.Error()
 		var me *Error
 		if errors.As(err, &me) {
 			code, msg = me.Code, me.Message
 		}
-		p.sess.Error = &broker.SessionError{Code: code, Message: msg, ScriptStatus: "engine_error"}
+		p.end(broker.StatusError, &broker.SessionError{Code: code, Message: msg, ScriptStatus: "engine_error"})
 		p.s.emit(broker.Event{Name: broker.OnSessionError, Session: p.snapshot(), Err: &sandbox.ToolError{Code: code, Message: msg}})
 	case res.Status != sandbox.StatusOK:
-		p.sess.Status = broker.StatusError
 		code, msg := sandbox.CodeExecutionError, string(res.Status)
 		if res.Error != nil {
 			code, msg = res.Error.Code, res.Error.Message
 		}
-		p.sess.Error = &broker.SessionError{Code: code, Message: msg, ScriptStatus: string(res.Status)}
+		p.end(broker.StatusError, &broker.SessionError{Code: code, Message: msg, ScriptStatus: string(res.Status)})
 		p.s.emit(broker.Event{Name: broker.OnSessionError, Session: p.snapshot(), Err: &sandbox.ToolError{Code: code, Message: msg}})
 	default:
-		p.sess.Status = broker.StatusCompleted
+		p.end(broker.StatusCompleted, nil)
 		p.s.emit(broker.Event{Name: broker.OnSessionCompleted, Session: p.snapshot(), Result: res.Result})
 	}
 }
