@@ -130,8 +130,10 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 		t.Fatal(err)
 	}
 	// A short timeout and a step limit beyond reach, so that the timeout
-	// case ends by time rather than by steps.
-	engine := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: 300 * time.Millisecond, MaxSteps: 1 << 40}})
+	// case ends by time rather than by steps. 1 s, not less: a plan of two
+	// upstream calls under -race on a loaded 2-core machine took over
+	// 300 ms (TestMetaSpansAndUpstreamTraceContext).
+	engine := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: time.Second, MaxSteps: 1 << 40}})
 	t.Cleanup(func() { engine.Close() })
 	opts := &Options{Engine: engine, Naming: fo.naming, Limiter: fo.limiter,
 		Sanitize: Sanitization{RemoveStackTraces: true}}
