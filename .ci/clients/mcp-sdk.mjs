@@ -100,14 +100,16 @@ async function progress(makeTransport, { calls, answerMs, timeoutMs, reset }) {
 }
 
 async function exerciseProgress(makeTransport) {
-  // 6 answers 300 ms apart: the plan runs >= 1.8 s, the timeout is 1 s
-  // (and the example's sandbox timeout 3.5 s).
-  const opts = { calls: 6, answerMs: 300, timeoutMs: 1000 };
+  // 4 answers 350 ms apart: the plan runs >= 1.4 s, the timeout is 1 s
+  // (and the example's sandbox timeout 3.5 s). Room for a loaded CI
+  // machine both ways: 650 ms per round trip before the 1 s timeout, and
+  // ~500 ms per round trip before the sandbox's.
+  const opts = { calls: 4, answerMs: 350, timeoutMs: 1000 };
   const ok = await progress(makeTransport, { ...opts, reset: true });
   assert.equal(ok.error, undefined, `with resetTimeoutOnProgress the plan must finish: ${ok.error}`);
   assert.ok(!ok.result.isError, JSON.stringify(ok.result));
   assert.equal(ok.result.structuredContent.status, "ok", JSON.stringify(ok.result.structuredContent));
-  assert.equal(ok.result.structuredContent.result, 6);
+  assert.equal(ok.result.structuredContent.result, opts.calls);
   assert.ok(ok.seen.length >= 3, `notifications: ${JSON.stringify(ok.seen)}`);
   for (let i = 0; i < ok.seen.length; i++) {
     const p = ok.seen[i];
