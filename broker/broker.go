@@ -423,6 +423,25 @@ func (b *Broker) Start(ctx context.Context, code string, opts ExecuteOptions) (*
 	return r.snapshot(), nil
 }
 
+// Cancel aborts a session that runs on this broker (or on the broker of
+// its Directory that runs it), as a streaming caller's disconnect does: its
+// script stops and the session ends EXECUTION_ABORTED. It is for a session
+// made by Start whose only client left before it could be told the
+// session's id. It reports whether the session was found running.
+func (b *Broker) Cancel(id string) bool {
+	if o := b.runner(id); o != b {
+		return o.Cancel(id)
+	}
+	b.mu.Lock()
+	r := b.runs[id]
+	b.mu.Unlock()
+	if r == nil {
+		return false
+	}
+	r.cancel()
+	return true
+}
+
 // Await returns the state of a session once it has finished or has a call
 // waiting for the caller's answer. When ctx ends first it returns the
 // latest state with ctx's error. An unknown or expired session is a nil

@@ -41,6 +41,9 @@ type PlanSessions interface {
 	Start(ctx context.Context, code string, opts broker.ExecuteOptions) (*broker.Session, error)
 	Await(ctx context.Context, id string) (*broker.SessionState, error)
 	SubmitToolResult(ctx context.Context, sessionID string, res broker.ToolResult) error
+	// Cancel aborts a plan whose client left before it got the plan's
+	// requestState.
+	Cancel(id string) bool
 }
 
 // Codes of the caller-answered path.
@@ -368,6 +371,12 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		id = sess.ID
 	}
 	st, err := ps.Await(ctx, id)
+	if req.Params.RequestState == "" && ctx.Err() != nil {
+		// The client left (cancelled, disconnected) before it got the
+		// requestState: no retry can reach this plan, so it stops now
+		// instead of calling tools for nobody until its timeout.
+		ps.Cancel(id)
+	}
 	if err != nil || st == nil {
 		if err == nil {
 			err = errors.New("the plan's session vanished")

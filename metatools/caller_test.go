@@ -27,8 +27,16 @@ import (
 // statelessly, the others through the handshake.
 func callerGateway(t *testing.T, rdb redis.UniversalClient, prefix string) *httptest.Server {
 	t.Helper()
+	hs, _ := callerGatewayWith(t, rdb, prefix)
+	return hs
+}
+
+// callerGatewayWith is callerGateway with extra broker tools; it also
+// returns the gateway's broker.
+func callerGatewayWith(t *testing.T, rdb redis.UniversalClient, prefix string, extra ...broker.ToolDefinition) (*httptest.Server, *broker.Broker) {
+	t.Helper()
 	reg := broker.NewToolRegistry()
-	for _, d := range broker.DemoTools() {
+	for _, d := range append(broker.DemoTools(), extra...) {
 		reg.Register(d)
 	}
 	if err := reg.Add(broker.ToolDefinition{Name: "client:pick", Description: "Let the user pick an option",
@@ -64,7 +72,7 @@ func callerGateway(t *testing.T, rdb redis.UniversalClient, prefix string) *http
 	ix.Reload(context.Background())
 	srv := NewServer(NewService(ix, &Options{Engine: sandbox.NewInProcess(nil), Sessions: b}), nil)
 	get := func(*http.Request) *mcp.Server { return srv }
-	modern := HTTPHandler(mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true}))
+	modern := HTTPHandler(mcp.NewStreamableHTTPHandler(get, &mcp.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}))
 	legacy := HTTPHandler(mcp.NewStreamableHTTPHandler(get, nil))
 	hs := httptest.NewServer(testIdentity(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= "2026-07-28" {
@@ -74,7 +82,7 @@ func callerGateway(t *testing.T, rdb redis.UniversalClient, prefix string) *http
 		legacy.ServeHTTP(w, r)
 	})))
 	t.Cleanup(hs.Close)
-	return hs
+	return hs, b
 }
 
 // testUserHeader plays the authentication in front of the test gateways:
@@ -408,5 +416,52 @@ func TestIdentityFromContextOnly(t *testing.T) {
 	spoof := http.Header{"Codemode-User-Id": {"mallory"}, "Codemode-Client-Ip": {"10.0.0.1"}, "Codemode-Request-Ref": {"0123"}}
 	if ci := call(spoof); ci.UserID != "" || ci.ClientIP != "" {
 		t.Errorf("identity from client headers: %+v", ci)
+	}
+}
+
+// TestCallerPlanEndsWithItsCancelledFirstRequest: a 2026-07-28 client that
+// cancels meta:execute before the plan asked it anything never got a
+// requestState, so nobody can reach the plan again: it is aborted at once,
+// not left calling tools until its execution timeout.
+func TestCallerPlanEndsWithItsCancelledFirstRequest(t *testing.T) {
+	started := make(chan struct{}, 1)
+	block := broker.ToolDefinition{Name: "test:block", Description: "Waits until its call is cancelled",
+		Handler: func(ctx context.Context, _ map[string]any, _ *broker.ExecutionContext) (any, error) {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}}
+	gw, b := callerGatewayWith(t, nil, "", block)
+	rr := newRoundRobin(gw)
+	rr.header.Set(testUserHeader, "ada")
+	cs := connectAnswering(t, &http.Client{Transport: rr}, gw.URL, "2026-07-28", &answering{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{"script": `return await callTool("test:block", {})`}})
+		done <- err
+	}()
+	select {
+	case <-started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the plan never called test:block")
+	}
+	if n := b.Stats().Active; n != 1 {
+		t.Fatalf("%d sessions active while the plan waits, want 1", n)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the cancelled call returned no error")
+	}
+	deadline := time.Now().Add(10 * time.Second) // the broker's execution timeout is 30 s
+	for b.Stats().Active != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the plan still runs 10 s after its only request was cancelled")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
