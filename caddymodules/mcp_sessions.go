@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
@@ -66,45 +67,23 @@ type mcpSessionEntry struct {
 // mcpGatewayIDs gives the directories of one endpoint (key prefix and URL)
 // in this process one gateway id across config reloads: a reload builds a
 // new directory before the old one closes, and the sessions recorded under
-// the id stay this gateway's (the new config serves them). The last
-// directory of an id to close withdraws its liveness.
-var mcpGatewayIDs = struct {
-	sync.Mutex
-	m map[string]*mcpGatewayID
-}{m: map[string]*mcpGatewayID{}}
+// the id stay this gateway's (the new config serves them). The pool counts
+// the directories of an id; the last to close withdraws its liveness.
+var mcpGatewayIDs = caddy.NewUsagePool()
 
-type mcpGatewayID struct {
-	id   string
-	refs int
-}
+// mcpGatewayID is a gateway id in mcpGatewayIDs.
+type mcpGatewayID string
+
+// Destruct implements caddy.Destructor: an id owns nothing.
+func (mcpGatewayID) Destruct() error { return nil }
 
 func acquireMCPGatewayID(key string) string {
-	mcpGatewayIDs.Lock()
-	defer mcpGatewayIDs.Unlock()
-	g := mcpGatewayIDs.m[key]
-	if g == nil {
+	v, _, _ := mcpGatewayIDs.LoadOrNew(key, func() (caddy.Destructor, error) {
 		var b [12]byte
 		_, _ = rand.Read(b[:])
-		g = &mcpGatewayID{id: hex.EncodeToString(b[:])}
-		mcpGatewayIDs.m[key] = g
-	}
-	g.refs++
-	return g.id
-}
-
-// releaseMCPGatewayID reports whether the last directory of key closed.
-func releaseMCPGatewayID(key string) bool {
-	mcpGatewayIDs.Lock()
-	defer mcpGatewayIDs.Unlock()
-	g := mcpGatewayIDs.m[key]
-	if g == nil {
-		return true
-	}
-	if g.refs--; g.refs > 0 {
-		return false
-	}
-	delete(mcpGatewayIDs.m, key)
-	return true
+		return mcpGatewayID(hex.EncodeToString(b[:])), nil
+	})
+	return string(v.(mcpGatewayID))
 }
 
 func newMCPSessionDirectory(rdb redis.UniversalClient, prefix, selfURL string, idle time.Duration, logger *zap.Logger) *mcpSessionDirectory {
@@ -170,7 +149,7 @@ func (d *mcpSessionDirectory) keepAlive() {
 	for {
 		select {
 		case <-d.stop:
-			if releaseMCPGatewayID(d.idKey) { // not a reload: the gateway stops
+			if last, _ := mcpGatewayIDs.Delete(d.idKey); last { // not a reload: the gateway stops
 				ctx, cancel := d.bound()
 				_ = d.rdb.Del(ctx, d.gw(d.self)).Err() // the others report our sessions gone at once
 				cancel()
