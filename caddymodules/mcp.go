@@ -223,7 +223,7 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	}
 	r = r.WithContext(ctx)
 	if !h.originAllowed(r) {
-		writeJSONRPCError(w, http.StatusForbidden, nil, -32600, "origin "+r.Header.Get("Origin")+" is not allowed", nil)
+		writeJSONRPCError(w, http.StatusForbidden, nil, rpcInvalidRequest, "origin "+r.Header.Get("Origin")+" is not allowed", nil)
 		return nil
 	}
 	rid := mcpRequestID(r)
@@ -248,7 +248,7 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	case r.Method != http.MethodPost:
 		// Revision 2026-07-28 has no GET stream and no session to DELETE.
 		w.Header().Set("Allow", http.MethodPost)
-		writeJSONRPCError(w, http.StatusMethodNotAllowed, nil, -32600, "method not allowed: only POST is served", nil)
+		writeJSONRPCError(w, http.StatusMethodNotAllowed, nil, rpcInvalidRequest, "method not allowed: only POST is served", nil)
 	default:
 		// Only revisions without the handshake are offered: an initialize (or a
 		// request without a protocol version) is refused the way the revision
