@@ -3,6 +3,7 @@ package search
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // A request often comes wrapped in words addressed to whoever reads it, not
@@ -160,13 +161,9 @@ func withoutValues(words []string) []string {
 			}
 			continue
 		}
-		if r := []rune(w)[0]; strings.ContainsRune(quotes, r) {
-			closer := map[rune]rune{'“': '”', '‘': '’', '«': '»'}[r]
-			if closer == 0 {
-				closer = r
-			}
-			if rest := []rune(w)[1:]; !strings.ContainsRune(string(rest), closer) {
-				quoted = closer
+		if r, size := utf8.DecodeRuneInString(w); strings.ContainsRune(quotes, r) {
+			if !strings.ContainsRune(w[size:], closingQuote(r)) {
+				quoted = closingQuote(r)
 			}
 			continue
 		}
@@ -197,6 +194,19 @@ func withoutValues(words []string) []string {
 		return words
 	}
 	return out
+}
+
+// closingQuote is the quote that closes a value r opens.
+func closingQuote(r rune) rune {
+	switch r {
+	case '“':
+		return '”'
+	case '‘':
+		return '’'
+	case '«':
+		return '»'
+	}
+	return r
 }
 
 // isValue reports whether w is an identifier rather than a word: digits
