@@ -170,7 +170,8 @@ func withoutValues(words []string) []string {
 		if nameVerbs[strings.ToLower(w)] && i+1 < len(words) {
 			// "named Apollo", "called \"prod-web-1\"": the name and the word
 			// that gives it.
-			if next := strings.ToLower(words[i+1]); !stopwords[next] && !strings.ContainsAny(next[:1], quotes) {
+			next := words[i+1]
+			if r, _ := utf8.DecodeRuneInString(next); !stopwords[strings.ToLower(next)] && !strings.ContainsRune(quotes, r) {
 				i++
 			}
 			continue

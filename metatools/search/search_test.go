@@ -1048,6 +1048,7 @@ func TestRequestOf(t *testing.T) {
 		"What endpoint copies a task?":                           "copy a task?",
 		"what API calls exist":                                   "what API calls exist",
 		"create a project named Apollo":                          "create a project",
+		"create a project named “Big Apollo” now":                "create a project now",
 		"get the pod nginx-7d9f4 in namespace default":           "get the pod in namespace default",
 		"find tasks whose name contains 'invoice'":               "find tasks whose name contains",
 		`rename the label "needs triage" to bug`:                 "rename the label to bug",
