@@ -312,7 +312,7 @@ func thirdPerson(toks []string) string {
 
 // auxiliary reports whether t is a verb that helps another: after it, the
 // word before was a noun ("which API groups does …").
-func auxiliary(t string) bool { return questionWords[t] || modals[t] || t == "will" || t == "should" }
+func auxiliary(t string) bool { return questionWords[t] || modals[t] }
 
 // tailWords are the words of a closing "…, please", "… thanks": said to
 // the reader, not about the request ("now" and "immediately" can be: "send
