@@ -531,9 +531,9 @@ func firstWord(w string) string {
 func (ix *BM25) mayNameApp(query string) bool {
 	var b strings.Builder
 	b.Grow(len(query))
-	for _, r := range strings.ToLower(query) {
+	for _, r := range query {
 		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			b.WriteRune(r)
+			b.WriteRune(unicode.ToLower(r))
 		}
 	}
 	run := b.String()
