@@ -42,11 +42,11 @@ type planProgress struct {
 	failed  int    // tool calls done with an error
 	running int    // tool calls started and not done
 	last    string // the latest step, for the message
-	stopped bool
 
-	wake chan struct{} // cap 1: a step happened
-	done chan struct{} // closed by stop
-	exit chan struct{} // closed when the sender has returned
+	wake     chan struct{} // cap 1: a step happened
+	done     chan struct{} // closed by stop, once
+	exit     chan struct{} // closed when the sender has returned
+	stopOnce sync.Once
 }
 
 // progressOf returns the progress reporter of a tools/call request, or nil
@@ -198,15 +198,7 @@ func (p *planProgress) stop() {
 	if p == nil {
 		return
 	}
-	p.mu.Lock()
-	if p.stopped {
-		p.mu.Unlock()
-		<-p.exit
-		return
-	}
-	p.stopped = true
-	p.mu.Unlock()
-	close(p.done)
+	p.stopOnce.Do(func() { close(p.done) })
 	<-p.exit
 }
 
