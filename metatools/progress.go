@@ -124,8 +124,11 @@ func (p *planProgress) logged(message string) {
 	if p == nil {
 		return
 	}
+	// Flattened before the lock: a long line holds up neither the sender
+	// nor the plan's tool calls.
+	last := "log: " + strings.Join(strings.Fields(message), " ")
 	p.mu.Lock()
-	p.last = "log: " + strings.Join(strings.Fields(message), " ")
+	p.last = last
 	p.step()
 }
 
