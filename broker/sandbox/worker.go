@@ -765,10 +765,17 @@ func (w *worker) finish(st *execState, d *wireDone) (*Result, error, bool) {
 // not effects.
 func (w *worker) diedUnseen(st *execState) bool {
 	w.mu.Lock()
-	reason, state := w.killReason, w.state
+	reason, readErr, state := w.killReason, w.readErr, w.state
 	w.mu.Unlock()
-	return reason == killNone && state != nil && killedOutright(state.ProcessState) && !w.brokeProtocol() &&
-		st.toolCalls == 0 && st.logs == 0 && !isOutOfMemory(w.stderr.String())
+	return state != nil && killedOutright(state.ProcessState) && st.toolCalls == 0 && st.logs == 0 &&
+		w.unexplained(reason, readErr)
+}
+
+// unexplained reports a death that nothing the pool saw explains: no kill
+// of its own, no protocol violation, no out-of-memory report on stderr.
+func (w *worker) unexplained(reason int, readErr error) bool {
+	var pe *protocolError
+	return reason == killNone && !errors.As(readErr, &pe) && !isOutOfMemory(w.stderr.String())
 }
 
 // CodeWorkerLost reports a script that was waiting in a worker which
@@ -801,10 +808,9 @@ func (w *worker) deathResult(st *execState, log *zap.Logger) *Result {
 	}
 	if !ran || (reason == killTimeout && culprit != st) {
 		msg := "the sandbox worker hosting this script was stopped by another script it hosted (memory or time); this script was waiting for a tool result and may be run again"
-		var pe *protocolError
-		if reason == killNone && !errors.As(readErr, &pe) && !isOutOfMemory(w.stderr.String()) {
-			// Nothing the pool saw explains the death (a signal from
-			// outside, the kernel's OOM killer): do not blame a script.
+		if w.unexplained(reason, readErr) {
+			// A signal from outside, the kernel's OOM killer: do not
+			// blame a script.
 			how := "exit status 0"
 			if state != nil {
 				how = state.String()
