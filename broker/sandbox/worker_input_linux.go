@@ -34,7 +34,7 @@ type workerInput struct {
 	serve  func(*wireMsg) error // the serve loop's handling of a frame
 	mu     sync.Mutex
 	missed atomic.Bool
-	failed atomic.Bool // err is set
+	failed atomic.Bool // err is set; whoever sets it, under mu, wakes the serve loop
 
 	// Guarded by mu: the bytes read and not yet consumed (buf[r:w]), the
 	// frame decoder, and the first error, which ends the serve loop.
@@ -42,7 +42,6 @@ type workerInput struct {
 	r, w int
 	fr   frameReader
 	err  error
-	woke bool // the serve loop was woken for err
 }
 
 const inputBufferBytes = 64 << 10
@@ -108,9 +107,8 @@ func (wi *workerInput) poll() {
 // its turn meanwhile.
 func (wi *workerInput) release() {
 	for {
-		wake := wi.err != nil && !wi.woke
+		wake := wi.err != nil && !wi.failed.Load()
 		if wake {
-			wi.woke = true
 			wi.failed.Store(true)
 		}
 		wi.mu.Unlock()
