@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -124,12 +125,38 @@ func (p *planProgress) logged(message string) {
 	if p == nil {
 		return
 	}
-	// Flattened before the lock: a long line holds up neither the sender
-	// nor the plan's tool calls.
-	last := "log: " + strings.Join(strings.Fields(message), " ")
+	// Before the lock, and only the part a message can show: a long line
+	// holds up neither the sender nor the plan's tool calls.
+	last := "log: " + collapseSpaces(message, maxProgressMessageRunes)
 	p.mu.Lock()
 	p.last = last
 	p.step()
+}
+
+// collapseSpaces is strings.Join(strings.Fields(s), " ") cut after n
+// runes, without reading past them: message cuts the status line to n
+// runes anyway, and a console line can be megabytes.
+func collapseSpaces(s string, n int) string {
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			space = b.Len() > 0
+			continue
+		}
+		if space {
+			if n--; n < 0 {
+				break
+			}
+			b.WriteByte(' ')
+			space = false
+		}
+		if n--; n < 0 {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // step counts a step and wakes the sender; p.mu is held and released.

@@ -354,3 +354,19 @@ func TestExecuteProgressOverMRTR(t *testing.T) {
 		t.Errorf("notifications %+v: want 1..3 steps of the first request", got)
 	}
 }
+
+// TestCollapseSpaces: collapseSpaces is strings.Fields joined by one space,
+// cut after n runes.
+func TestCollapseSpaces(t *testing.T) {
+	for _, s := range []string{"", "  ", " a  b\t\nc ", strings.Repeat("é ", 300), "  x" + strings.Repeat(" ", 500) + "y", strings.Repeat("ab", 100)} {
+		for _, n := range []int{0, 1, 2, 3, 120} {
+			want := strings.Join(strings.Fields(s), " ")
+			if r := []rune(want); len(r) > n {
+				want = string(r[:n])
+			}
+			if got := collapseSpaces(s, n); got != want {
+				t.Errorf("collapseSpaces(%q, %d) = %q, want %q", s, n, got, want)
+			}
+		}
+	}
+}
