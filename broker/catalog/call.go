@@ -295,6 +295,9 @@ func (op *operation) request(ctx context.Context, input json.RawMessage) (*http.
 		}
 	}
 
+	if seg, ok := dotSegment(path, op.action.Path); ok {
+		return nil, validationError("a path parameter makes the path segment %q, which a server would resolve to another path", seg)
+	}
 	target := op.baseURL + path
 	if len(query) > 0 {
 		sep := "?"
@@ -334,6 +337,28 @@ func (op *operation) request(ctx context.Context, input json.RawMessage) (*http.
 		req.Header.Set(k, v)
 	}
 	return req, nil
+}
+
+// dotSegment returns a "." or ".." segment of path when the template had
+// none. Percent-encoding keeps a value from adding a segment, but a value
+// that is itself "." or ".." (or makes one, as "." does in label style) is a
+// whole segment that servers and proxies resolve (RFC 3986 section 5.2.4):
+// /users/{id}/keys with id ".." would reach /keys. Percent-encoded dots
+// count too: WHATWG URLs and many servers decode %2E before they resolve.
+func dotSegment(path, template string) (string, bool) {
+	first := func(p string) string {
+		for _, seg := range strings.Split(p, "/") {
+			if s := strings.ReplaceAll(strings.ToLower(seg), "%2e", "."); s == "." || s == ".." {
+				return seg
+			}
+		}
+		return ""
+	}
+	if first(template) != "" {
+		return "", false // the service's own path; not ours to judge
+	}
+	seg := first(path)
+	return seg, seg != ""
 }
 
 func validationError(format string, args ...any) *Error {

@@ -130,6 +130,8 @@ func TestCallErrors(t *testing.T) {
 		{"array for scalar", "shop_listPets_2", `{"limit": [1, 2]}`, CodeValidationError, `limit: got array, want integer`},
 		{"object for array", "shop_listPets_2", `{"tags": {"a": 1}}`, CodeValidationError, `tags: got object, want array`},
 		{"nested array item", "shop_listPets_2", `{"tags": [[1]]}`, CodeValidationError, `tags.0: got array, want string`},
+		{"dot-dot path value", "shop_pets_get_by_id", `{"petId": ".."}`, CodeValidationError, `path segment ".."`},
+		{"dot path value", "shop_pets_get_by_id", `{"petId": "."}`, CodeValidationError, `path segment "."`},
 		{"header line break", "shop_listPets_2", `{"X-Request-Id": "a\r\nX-Evil: 1"}`, CodeValidationError, "cannot contain line breaks"},
 		{"text body not a string", "shop_createNote", `{"body": {"a": 1}}`, CodeValidationError, `body: got object, want string`},
 		{"form body not an object", "shop_updatePet", `{"petId": "p", "body": "x"}`, CodeValidationError, `body: got string, want object`},
