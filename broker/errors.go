@@ -17,6 +17,7 @@ const (
 	CodeValidationError      = tool.CodeValidationError    // 400 / tool error: input does not match the tool's input schema
 	CodeUnauthorized         = "UNAUTHORIZED"              // 401: missing or rejected credentials
 	CodeNotFound             = "NOT_FOUND"                 // 404: unknown route, session or call
+	CodeOriginNotAllowed     = "ORIGIN_NOT_ALLOWED"        // 403: a browser page of another origin
 	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"        // 405
 	CodeCallAlreadyAnswered  = "CALL_ALREADY_ANSWERED"     // 409: a second result for one call
 	CodeSessionFinished      = "SESSION_FINISHED"          // 409: a result for a finished session

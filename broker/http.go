@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -35,6 +36,15 @@ type HandlerOptions struct {
 	// (a route): Timeout, MaxToolCalls and MaxSteps; zero keeps the
 	// broker's (and the engine's, for MaxSteps).
 	Limits RouteLimits
+	// AllowedOrigins are the browser origins (scheme://host[:port], or "*"
+	// for any) besides the handler's own whose requests are served. A
+	// request whose Origin header names another origin is refused (403
+	// ORIGIN_NOT_ALLOWED): a web page can POST to a gateway on the
+	// visitor's machine or network without a CORS preflight (a body
+	// without Content-Type is a "simple" request), so without this any
+	// site the user visits could run code on an open broker. Clients that
+	// are not browsers send no Origin and are not affected.
+	AllowedOrigins []string
 }
 
 // RouteLimits are the ceilings of one route (see HandlerOptions.Limits).
@@ -65,6 +75,7 @@ func (b *Broker) HTTPHandler(opts *HandlerOptions) http.Handler {
 			h.entity = opts.RateLimitEntity
 		}
 		h.limits = opts.Limits
+		h.origins = opts.AllowedOrigins
 	}
 	return h
 }
@@ -74,6 +85,8 @@ type httpHandler struct {
 	rl     *RateLimitConfig
 	entity string
 	limits RouteLimits
+	// origins are HandlerOptions.AllowedOrigins.
+	origins []string
 	// sessionHold is sessionEventHold (tests shorten or lengthen it).
 	sessionHold time.Duration
 }
@@ -88,6 +101,10 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(telemetry.WithRequestID(r.Context(), id))
 	}
 	w.Header().Set(requestIDHeader, id)
+	if origin := r.Header.Get("Origin"); origin != "" && !OriginAllowed(origin, r.Host, h.origins) {
+		h.writeError(w, r, newError(http.StatusForbidden, CodeOriginNotAllowed, fmt.Sprintf("origin %q is not allowed", origin)))
+		return
+	}
 	path := r.URL.Path
 	if path != "/" {
 		path = strings.TrimSuffix(path, "/")
@@ -142,6 +159,21 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.SetPathValue("sessionId", sessionID)
 	}
 	route(w, r, auth)
+}
+
+// OriginAllowed tells whether a browser request whose Origin header is
+// origin may be served by a handler reached as host: the page is of that
+// host (its own origin) or allowed names it (scheme://host[:port],
+// compared without case and trailing slash; "*" allows every origin).
+// "null" (a sandboxed frame, a file) is never the handler's own origin.
+func OriginAllowed(origin, host string, allowed []string) bool {
+	for _, o := range allowed {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
 }
 
 func (h *httpHandler) allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {

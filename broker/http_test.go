@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -214,6 +215,52 @@ func TestHTTPErrors(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("chunked large body: %d", resp.StatusCode)
+	}
+}
+
+// TestHTTPOriginRule: a web page of another origin cannot use the broker.
+// A page may POST a body without Content-Type (no CORS preflight: a
+// "simple" request), so on an open broker any site the user visits could
+// run code with the gateway's tools. Browsers always send Origin on such a
+// POST; clients that are not browsers send none.
+func TestHTTPOriginRule(t *testing.T) {
+	b, _ := newTestBroker(t, nil)
+	h := b.HTTPHandler(&HandlerOptions{AllowedOrigins: []string{"https://app.example.com/"}})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, tc := range []struct {
+		name, origin string
+		status       int
+	}{
+		{"cross-site page", "https://evil.example", 403},
+		{"same host on another port", "http://" + strings.Split(host, ":")[0] + ":1", 403},
+		{"opaque origin", "null", 403},
+		{"configured origin", "https://app.example.com", 200},
+		{"own origin", "http://" + host, 200},
+		{"no Origin (not a browser)", "", 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/execute", strings.NewReader(`{"code":"return 1"}`))
+			if tc.origin != "" {
+				req.Header.Set("Origin", tc.origin)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("%d %s, want %d", resp.StatusCode, body, tc.status)
+			}
+			if tc.status == 403 && errorCode(t, body) != CodeOriginNotAllowed {
+				t.Fatalf("body %s, want %s", body, CodeOriginNotAllowed)
+			}
+			if tc.status == 200 && !strings.Contains(string(body), `"result":1`) {
+				t.Fatalf("body %s, want the result", body)
+			}
+		})
 	}
 }
 

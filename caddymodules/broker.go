@@ -3,6 +3,7 @@ package caddymodules
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -39,6 +40,13 @@ type BrokerHandler struct {
 	// request may lower them further, never raise them. Default: the
 	// broker's.
 	Limits *BrokerRouteLimits `json:"limits,omitempty"`
+	// AllowedOrigins are the browser origins (scheme://host[:port], or "*")
+	// besides the route's own whose requests are served; a request with
+	// another Origin header gets 403 ORIGIN_NOT_ALLOWED, so a web page the
+	// user visits cannot run code on the gateway. Default: only the route's
+	// own origin and requests without Origin (clients that are not
+	// browsers).
+	AllowedOrigins []string `json:"allowed_origins,omitempty"`
 
 	h http.Handler
 }
@@ -106,6 +114,7 @@ func (h *BrokerHandler) Provision(ctx caddy.Context) error {
 	if l := h.Limits; l != nil {
 		opts.Limits = broker.RouteLimits{Timeout: time.Duration(l.Timeout), MaxToolCalls: l.MaxToolCalls, MaxSteps: l.MaxSteps}
 	}
+	opts.AllowedOrigins = h.AllowedOrigins
 	h.h = b.HTTPHandler(&opts)
 	return nil
 }
@@ -122,6 +131,9 @@ func (h *BrokerHandler) Validate() error {
 	}
 	if h.Prefix != "" && !strings.HasPrefix(h.Prefix, "/") {
 		return fmt.Errorf("codemode_broker: prefix must start with /")
+	}
+	if err := checkOrigins(h.AllowedOrigins); err != nil {
+		return fmt.Errorf("codemode_broker: %w", err)
 	}
 	if l := h.Limits; l != nil && (l.Timeout < 0 || l.MaxToolCalls < 0 || l.MaxSteps < 0) {
 		return fmt.Errorf("codemode_broker: limits must not be negative")
@@ -165,3 +177,14 @@ var (
 	_ caddy.Validator             = (*BrokerHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*BrokerHandler)(nil)
 )
+
+// checkOrigins refuses an allowed origin that is not scheme://host[:port]
+// or "*" (a bare host would never equal a browser's Origin header).
+func checkOrigins(origins []string) error {
+	for _, o := range origins {
+		if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "") {
+			return fmt.Errorf("allowed_origins: want scheme://host[:port] or *, got %q", o)
+		}
+	}
+	return nil
+}

@@ -32,6 +32,7 @@ func parseBrokerHandler(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, er
 //			max_tool_calls <n>
 //			max_steps <n>
 //		}
+//		allowed_origins <origin>...  # browser origins besides the route's own (* = any)
 //	}
 //
 // The broker itself (sessions, tools, catalog, storage) is configured in
@@ -117,6 +118,15 @@ func (h *BrokerHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 			h.Limits = l
+		case "allowed_origins":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.ArgErr()
+			}
+			if err := checkOrigins(args); err != nil {
+				return d.Err(err.Error())
+			}
+			h.AllowedOrigins = append(h.AllowedOrigins, args...)
 		default:
 			return d.Errf("unrecognized subdirective %q", d.Val())
 		}

@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -21,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
+	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/codemode-gateway/caddy-codemode/metatools"
 )
@@ -370,16 +370,7 @@ func mcpRequestID(r *http.Request) string {
 // that is not a browser), the endpoint's own origin or a configured one.
 func (h *MCPHandler) originAllowed(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true
-	}
-	for _, o := range h.AllowedOrigins {
-		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
-			return true
-		}
-	}
-	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+	return origin == "" || broker.OriginAllowed(origin, r.Host, h.AllowedOrigins)
 }
 
 // isModern tells whether r is a request of revision 2026-07-28 or later:

@@ -1,7 +1,6 @@
 package caddymodules
 
 import (
-	"net/url"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -60,10 +59,8 @@ func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(args) == 0 {
 				return d.ArgErr()
 			}
-			for _, o := range args {
-				if u, err := url.Parse(o); o != "*" && (err != nil || u.Scheme == "" || u.Host == "") {
-					return d.Errf("allowed_origins: want scheme://host[:port] or *, got %q", o)
-				}
+			if err := checkOrigins(args); err != nil {
+				return d.Err(err.Error())
 			}
 			h.AllowedOrigins = append(h.AllowedOrigins, args...)
 		case "gateway_url":
