@@ -433,6 +433,14 @@ func (c *AuthConfig) applyDefaults(getenv func(string) string) error {
 	for i := range c.Clients {
 		c.Clients[i].Secret = repl.ReplaceKnown(c.Clients[i].Secret, "")
 	}
+	// Password hashes are secrets too: `user alice {env.ALICE_HASH}`
+	// (docs/credentials.md) keeps them out of the config.
+	for i := range c.Users {
+		u := &c.Users[i]
+		u.Username = repl.ReplaceKnown(u.Username, "")
+		u.PasswordHash = repl.ReplaceKnown(u.PasswordHash, "")
+		u.Subject = repl.ReplaceKnown(u.Subject, "")
+	}
 	if c.Mode == "" {
 		c.Mode = AuthModeOrchestrated
 		if c.ProviderURL != "" || (getenv(EnvIDPProviderURL) != "" && c.Issuer == "") {

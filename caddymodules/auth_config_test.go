@@ -1,6 +1,8 @@
 package caddymodules
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,6 +75,34 @@ func TestAuthConfigEnvironment(t *testing.T) {
 	}
 	if c.ProviderURL != "https://idp.placeholder.example" {
 		t.Fatalf("placeholder: %q", c.ProviderURL)
+	}
+}
+
+// TestAuthUserPlaceholders: a user's password hash (and name) may come
+// from the environment or a file, as docs/credentials.md shows with
+// `user alice {env.ALICE_HASH}`; the placeholder used to reach the bcrypt
+// check as is and the config failed to load.
+func TestAuthUserPlaceholders(t *testing.T) {
+	const hash = "$2a$10$enaNFJ7OuAlx4Q8TTTsz3e/rd1O7ekoqVkd2xKEDt5mpWCC4pseAG"
+	t.Setenv("CODEMODE_TEST_ALICE_HASH", hash)
+	file := filepath.Join(t.TempDir(), "bob.hash")
+	if err := os.WriteFile(file, []byte(hash+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &AuthConfig{ServerConfig: oauth.ServerConfig{Issuer: "http://localhost:8080", Development: true, Users: []oauth.User{
+		{Username: "alice", PasswordHash: "{env.CODEMODE_TEST_ALICE_HASH}"},
+		{Username: "bob", PasswordHash: "{file." + file + "}"},
+	}}}
+	if err := c.applyDefaults(envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range c.Users {
+		if u.PasswordHash != hash {
+			t.Errorf("user %s: password hash %q, want the hash from the placeholder", u.Username, u.PasswordHash)
+		}
+	}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 
