@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -49,8 +50,11 @@ func init() {
 type Guard struct {
 	// Zone namespaces this handler's counters. Handlers (and gateways
 	// sharing a Redis) with the same zone share counters. Default: a hash
-	// of the handler's limits, so an unchanged config keeps its counters
-	// across reloads and a changed one starts afresh.
+	// of the handler's limits, its HTTP server's name and its place among
+	// the server's handlers with the same limits, so two routes or sites
+	// with the same limits (one snippet imported twice) count apart, an
+	// unchanged config keeps its counters across reloads and a changed
+	// one starts afresh.
 	Zone string `json:"zone,omitempty"`
 
 	// StorageRaw is the storage module (codemode.storage.memory or
@@ -93,6 +97,7 @@ type Guard struct {
 
 	manager     *guard.GuardManager
 	storeKey    string
+	server      *caddyhttp.Server // whose ordinals named the default zone
 	rates       []guardRate
 	policy      string // the RateLimit-Policy field value: every rate limit
 	sems        []guardSem
@@ -181,6 +186,7 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		b, _ := json.Marshal([]any{g.RateLimits, g.Concurrency})
 		sum := sha256.Sum256(b)
 		g.Zone = hex.EncodeToString(sum[:6])
+		g.Zone, g.server = defaultGuardZone(ctx, g.Zone)
 	}
 	cfg := guard.GuardConfig{Enabled: true, KeyPrefix: g.KeyPrefix,
 		Storage: &guard.StorageConfig{FailureMode: backend.FailureMode}}
@@ -297,8 +303,42 @@ func (g *Guard) Validate() error {
 	return nil
 }
 
+// guardOrdinals counts, per HTTP server of a loaded config, the handlers
+// provisioned so far with each limits hash. Caddy provisions a server's
+// routes in order, so the count names a handler the same way at every load
+// of the same config, on every gateway.
+var guardOrdinals sync.Map // *caddyhttp.Server -> *guardOrdinal
+
+type guardOrdinal struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// defaultGuardZone is the zone of a handler that names none: the hash of
+// its limits, its server's name and its ordinal among that server's
+// handlers with the same hash. Outside a server (tests, embedding) the
+// hash alone.
+func defaultGuardZone(ctx caddy.Context, hash string) (string, *caddyhttp.Server) {
+	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if srv == nil {
+		return hash, nil
+	}
+	v, _ := guardOrdinals.LoadOrStore(srv, &guardOrdinal{n: map[string]int{}})
+	o := v.(*guardOrdinal)
+	o.mu.Lock()
+	o.n[hash]++
+	n := o.n[hash]
+	o.mu.Unlock()
+	return hash + "-" + srv.Name() + "-" + strconv.Itoa(n), srv
+}
+
 // Cleanup releases the handler's hold on the shared storage.
 func (g *Guard) Cleanup() error {
+	if g.server != nil {
+		// The config is unloaded (or failed to load): its servers are done.
+		guardOrdinals.Delete(g.server)
+		g.server = nil
+	}
 	if g.manager == nil {
 		return nil
 	}

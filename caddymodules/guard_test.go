@@ -596,3 +596,78 @@ func TestGuardHandlerRedisDown(t *testing.T) {
 		t.Fatalf("redis down, open: %d", r.status)
 	}
 }
+
+// TestGuardSameLimitsApart: two codemode_guard handlers with the same
+// limits, e.g. one snippet imported by two routes and two sites, count
+// apart unless they name one zone; a reload of the same config keeps each
+// one's counters. Before, the default zone was a hash of the limits alone,
+// so the routes shared one budget.
+func TestGuardSameLimitsApart(t *testing.T) {
+	portA, portB := freePort(t), freePort(t)
+	freezeGuardClock(t)
+	src := fmt.Sprintf(`{
+	admin off
+}
+(limited) {
+	codemode_guard {
+		rate_limit 2 1m
+	}
+}
+(shared) {
+	codemode_guard {
+		zone shared
+		rate_limit 2 1m
+	}
+}
+http://127.0.0.1:%d {
+	route /a {
+		import limited
+		respond "a"
+	}
+	route /b {
+		import limited
+		respond "b"
+	}
+	route /s1 {
+		import shared
+		respond "s1"
+	}
+	route /s2 {
+		import shared
+		respond "s2"
+	}
+}
+http://127.0.0.1:%d {
+	import limited
+	respond "other site"
+}
+`, portA, portB)
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	defer caddy.Stop()
+	base := fmt.Sprintf("http://127.0.0.1:%d", portA)
+	other := fmt.Sprintf("http://127.0.0.1:%d/", portB)
+	want := func(url string, status int) {
+		t.Helper()
+		if r := guardGet(t, url, nil); r.status != status {
+			t.Fatalf("GET %s: %d, want %d (%s)", url, r.status, status, r.body)
+		}
+	}
+	loadCaddyfile(t, src)
+	want(base+"/a", 200)
+	want(base+"/a", 200)
+	want(base+"/a", 429)
+	want(base+"/b", 200) // its own budget
+	want(other, 200)     // and the other site's
+	want(other, 200)
+	want(other, 429)
+	want(base+"/s1", 200) // one zone named: one budget
+	want(base+"/s2", 200)
+	want(base+"/s1", 429)
+
+	loadCaddyfile(t, src+"\n") // a reload keeps each handler's counters
+	want(base+"/a", 429)
+	want(base+"/b", 200)
+	want(base+"/b", 429)
+	want(other, 429)
+}
