@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -244,6 +245,37 @@ func TestParameterStyles(t *testing.T) {
 	for _, tc := range queries {
 		if got := strings.Join(queryPairs(paramSpec{name: "q", style: tc.style, explode: tc.explode}, tc.v), "&"); got != tc.want {
 			t.Errorf("query %s explode=%v %+v = %q, want %q", tc.style, tc.explode, tc.v, got, tc.want)
+		}
+	}
+}
+
+// TestRedirectsKeepHostAndTLS: a redirect is followed only to the same host
+// (port included) and never from https down to http, where the source's
+// credentials (Authorization, API keys, cookies) would travel in clear
+// text. The same host name on both schemes means default ports, which a
+// test cannot bind, so the rule is checked on the requests themselves.
+func TestRedirectsKeepHostAndTLS(t *testing.T) {
+	check := sameHostRedirects(nil)
+	req := func(raw string) *http.Request {
+		r, err := http.NewRequest(http.MethodGet, raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		from, to, err string
+	}{
+		{"https://api.example.com/v1/a", "https://api.example.com/v1/b", ""},
+		{"http://api.example.com/v1/a", "http://api.example.com/v1/b", ""},
+		{"http://api.example.com/v1/a", "https://api.example.com/v1/b", ""},
+		{"https://api.example.com/v1/a", "http://api.example.com/v1/b", "redirect from https to http refused"},
+		{"https://api.example.com/v1/a", "https://api.example.com:8443/v1/b", "redirect to another host (api.example.com:8443) refused"},
+		{"https://api.example.com/v1/a", "https://evil.example/v1/b", "redirect to another host (evil.example) refused"},
+	} {
+		err := check(req(tc.to), []*http.Request{req(tc.from)})
+		if (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {
+			t.Errorf("%s -> %s: %v, want %q", tc.from, tc.to, err, tc.err)
 		}
 	}
 }

@@ -495,6 +495,11 @@ func sameHostRedirects(next func(*http.Request, []*http.Request) error) func(*ht
 		if req.URL.Host != via[0].URL.Host {
 			return fmt.Errorf("redirect to another host (%s) refused", req.URL.Host)
 		}
+		if via[0].URL.Scheme == "https" && req.URL.Scheme != "https" {
+			// The same host name over plain HTTP: the source's credentials
+			// would cross the network in clear text.
+			return fmt.Errorf("redirect from https to %s refused", req.URL.Scheme)
+		}
 		if next != nil {
 			return next(req, via)
 		}
