@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"time"
 
@@ -420,12 +421,60 @@ func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any) er
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return newError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON body: "+err.Error())
+		return newError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON body: "+decodeErrorText(err))
 	}
 	if dec.More() {
 		return newError(http.StatusBadRequest, CodeInvalidRequest, "invalid JSON body: trailing data")
 	}
 	return nil
+}
+
+// decodeErrorText says what is wrong with a request body in the words of
+// JSON, not of the Go types it is decoded into: encoding/json names the
+// struct, its package and the Go type ("Go struct field
+// executeRequest.filter of type broker.EventFilter"), which tells a caller
+// nothing it can act on and shows the server's internals.
+func decodeErrorText(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		got, _, _ := strings.Cut(te.Value, " ") // "number 1e400" -> "number"
+		want := jsonKind(te.Type)
+		msg := fmt.Sprintf("got %s, want %s", got, want)
+		if got == want || (got == "number" && want == "integer") {
+			msg = te.Value + " is out of range" // 1e400, or 1.5 for an integer
+		}
+		if te.Field == "" {
+			return msg
+		}
+		return te.Field + ": " + msg
+	}
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// jsonKind names the JSON type a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.Map, reflect.Struct:
+		return "object"
+	}
+	return "a value"
 }
 
 // streamWriteTimeout bounds the write of one stream event to the client.

@@ -223,6 +223,33 @@ func TestHTTPErrors(t *testing.T) {
 // "simple" request), so on an open broker any site the user visits could
 // run code with the gateway's tools. Browsers always send Origin on such a
 // POST; clients that are not browsers send none.
+// TestHTTPDecodeErrorsSpeakJSON: a body of the wrong shape is described in
+// JSON's words (field, got, want), never with the Go struct, package and
+// type names encoding/json reports.
+func TestHTTPDecodeErrorsSpeakJSON(t *testing.T) {
+	_, srv := newTestBroker(t, nil)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/execute", `{"code":1}`, "invalid JSON body: code: got number, want string"},
+		{"/execute", `{"code":"return 1","timeout":1e400}`, "invalid JSON body: timeout: number 1e400 is out of range"},
+		{"/execute", `{"code":"return 1","context":5}`, "invalid JSON body: context: got number, want object"},
+		{"/execute", `{"code":"return 1","filter":[]}`, "invalid JSON body: filter: got array, want object"},
+		{"/execute", `{"code":"return 1","allowedTools":"x"}`, "invalid JSON body: allowedTools: got string, want array"},
+		{"/execute", `{"code":"return 1","bogus":1}`, `invalid JSON body: unknown field "bogus"`},
+		{"/execute", `"x"`, "invalid JSON body: got string, want object"},
+		{"/sessions/nope/tool-result", `{"callId":5}`, "invalid JSON body: callId: got number, want string"},
+	} {
+		code, _, body := do(t, "POST", srv.URL+tc.path, tc.body, nil)
+		var got struct{ Error ErrorBody }
+		_ = json.Unmarshal(body, &got)
+		if code != 400 || got.Error.Message != tc.want {
+			t.Errorf("%s: %d %s, want 400 %q", tc.body, code, body, tc.want)
+		}
+		if strings.Contains(string(body), "Go ") || strings.Contains(string(body), "broker.") {
+			t.Errorf("%s: the answer names Go internals: %s", tc.body, body)
+		}
+	}
+}
+
 func TestHTTPOriginRule(t *testing.T) {
 	b, _ := newTestBroker(t, nil)
 	h := b.HTTPHandler(&HandlerOptions{AllowedOrigins: []string{"https://app.example.com/"}})
