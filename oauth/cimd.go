@@ -288,8 +288,8 @@ func (r *documentResolver) clientFrom(id string, doc *clientMetadataDocument) (*
 		return nil, fmt.Errorf("the document's client_id %q is not its URL", doc.ClientID)
 	case strings.TrimSpace(doc.ClientName) == "":
 		return nil, errors.New("the document has no client_name")
-	case len(doc.ClientName) > 200:
-		return nil, errors.New("the document's client_name is longer than 200 characters")
+	case checkClientName(doc.ClientName) != nil:
+		return nil, errors.New("the document's client_name " + checkClientName(doc.ClientName).Error())
 	case len(doc.RedirectURIs) == 0 || len(doc.RedirectURIs) > maxRedirectURIs:
 		return nil, fmt.Errorf("the document must list between 1 and %d redirect_uris", maxRedirectURIs)
 	case doc.ClientSecret != nil || doc.ClientSecretExpiresAt != nil:

@@ -101,6 +101,8 @@ func (d *docServer) serve(w http.ResponseWriter, r *http.Request) {
 		write(d.document(r.URL.Path, nil))
 	case "/other-id.json":
 		write(d.document(r.URL.Path, func(m map[string]any) { m["client_id"] = d.base + "/client.json" }))
+	case "/bidi-name.json":
+		write(d.document(r.URL.Path, func(m map[string]any) { m["client_name"] = "\u202eelgooG" }))
 	case "/no-name.json":
 		write(d.document(r.URL.Path, func(m map[string]any) { delete(m, "client_name") }))
 	case "/no-redirects.json":
@@ -233,6 +235,7 @@ func TestClientIDMetadataDocumentRefusals(t *testing.T) {
 	}{
 		{"client_id differs from the URL", d.base + "/other-id.json", redirect, "is not its URL", true},
 		{"no client_name", d.base + "/no-name.json", redirect, "client_name", true},
+		{"client_name with a bidi override", d.base + "/bidi-name.json", redirect, "bidirectional formatting character U+202E", true},
 		{"no redirect_uris", d.base + "/no-redirects.json", redirect, "redirect_uris", true},
 		{"a client secret", d.base + "/secret.json", redirect, "client_secret", true},
 		{"shared-secret authentication", d.base + "/basic.json", redirect, "token_endpoint_auth_method", true},

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
@@ -183,6 +184,27 @@ func applicationType(declared string, uris []string, development bool) (string, 
 	return "", fmt.Errorf("application_type %q: must be web or native", declared)
 }
 
+// checkClientName refuses a client name the login and consent pages could
+// not show faithfully: longer than 200 bytes, or with a control character
+// or a bidirectional formatting character. The name is the client's own
+// claim, shown to the user who decides whether to let it in; "\u202e"
+// (right-to-left override) followed by a reversed name displays as a name
+// the client does not have.
+func checkClientName(name string) error {
+	if len(name) > 200 {
+		return errors.New("is longer than 200 characters")
+	}
+	for _, r := range name {
+		switch {
+		case unicode.IsControl(r):
+			return fmt.Errorf("has the control character %U", r)
+		case r == '\u061c' || r == '\u200e' || r == '\u200f' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069'):
+			return fmt.Errorf("has the bidirectional formatting character %U", r)
+		}
+	}
+	return nil
+}
+
 // registrationRequest is the RFC 7591 client metadata we read.
 type registrationRequest struct {
 	RedirectURIs            []string `json:"redirect_uris"`
@@ -283,8 +305,8 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	// section 3.2.1 lets the server replace the value; the answer says
 	// what holds). The user's consent is what grants a scope.
 	scopes := slices.Clone(s.cfg.scopes)
-	if len(req.ClientName) > 200 {
-		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "client_name is longer than 200 characters")
+	if err := checkClientName(req.ClientName); err != nil {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "client_name "+err.Error())
 		return
 	}
 	now := s.now()

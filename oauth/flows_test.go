@@ -141,6 +141,13 @@ func TestDynamicClientRegistration(t *testing.T) {
 		"client_credentials":  {"redirect_uris": []string{redirect}, "grant_types": []string{"client_credentials"}},
 		"token response type": {"redirect_uris": []string{redirect}, "response_types": []string{"token"}},
 		"private_key_jwt":     {"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "private_key_jwt"},
+		// The consent screen shows the name: a right-to-left override
+		// would display "Google" for "\u202eelgooG".
+		"name with a bidi override":   {"redirect_uris": []string{redirect}, "client_name": "\u202eelgooG"},
+		"name with an isolate":        {"redirect_uris": []string{redirect}, "client_name": "Claude \u2067edoC\u2069"},
+		"name with a control":         {"redirect_uris": []string{redirect}, "client_name": "Inspector\x00"},
+		"name with a line break":      {"redirect_uris": []string{redirect}, "client_name": "Inspector\nApproved by your admin"},
+		"name of more than 200 bytes": {"redirect_uris": []string{redirect}, "client_name": strings.Repeat("x", 201)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			status, out := register(t, e, meta)
