@@ -55,6 +55,9 @@ type ToolSpec struct {
 	// Path is a catalog action's path template, for tool indexes (the
 	// meta-tools' search); not part of the wire form.
 	Path string `json:"-"`
+	// Method is a catalog action's HTTP method, for tool indexes; not part
+	// of the wire form.
+	Method string `json:"-"`
 	// CallerAnswered is true for registry tools answered by the caller
 	// through the tool-result endpoint (no Go handler): they cannot be
 	// invoked outside an /execute stream.
@@ -157,7 +160,7 @@ func actionSpec(a catalog.CatalogAction) ToolSpec {
 		Name: a.Name, Description: a.Description, InputSchema: schema, OutputSchema: a.OutputSchema,
 		Annotations: &ToolAnnotations{ReadOnlyHint: &an.ReadOnlyHint, DestructiveHint: &an.DestructiveHint,
 			IdempotentHint: &an.IdempotentHint, OpenWorldHint: &an.OpenWorldHint},
-		Tags: a.Tags, Source: SourceCatalog, Service: a.Service, Deprecated: a.Deprecated, Path: a.Path,
+		Tags: a.Tags, Source: SourceCatalog, Service: a.Service, Deprecated: a.Deprecated, Path: a.Path, Method: a.Method,
 	}
 }
 

@@ -46,6 +46,10 @@ type Descriptor struct {
 	// its static segments are indexed for search, evidence of what the call
 	// acts on when its operation id says little. Not part of the wire form.
 	Path string `json:"-"`
+	// Method is a catalog action's HTTP method ("POST"): a request that
+	// names the call ("POST /repos/{owner}/{repo}/issues") finds it. Not
+	// part of the wire form.
+	Method string `json:"-"`
 }
 
 // Annotations are the MCP tool hints; nil means not declared.

@@ -51,6 +51,9 @@ type Doc struct {
 	// ("/repos/{owner}/{repo}/issues/{index}/comments"); its static segments
 	// are indexed (not its parameters, version markers or file extensions).
 	Path string
+	// Method is the operation's HTTP method ("POST"): a request that names
+	// the call ("POST /repos/{owner}/{repo}/issues") finds it.
+	Method string
 	// Access is what the tool declares of itself: AccessRead (read-only),
 	// AccessWrite (not read-only) or AccessUnknown. It stands for the
 	// intent of a tool whose name and summary have no intent word
@@ -242,6 +245,12 @@ type BM25 struct {
 	// Calendar"), appSet all of them (see withoutApps).
 	apps   []string
 	appSet map[string]bool
+	// byName finds a tool by its name or its local name, lowercased (see
+	// nameKeys); paths and methods are each tool's path template's
+	// segments and HTTP method (see namedDocs).
+	byName  map[string][]int
+	paths   [][]string
+	methods []string
 }
 
 // intentFamily groups the intents whose tools answer the same kind of
@@ -363,7 +372,8 @@ func NewBM25(docs []Doc) *BM25 {
 	vocab := map[string]bool{} // every term of every field
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{}}
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
+		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n)}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -419,6 +429,10 @@ func NewBM25(docs []Doc) *BM25 {
 			}
 		}
 		locals[i] = local
+		for _, k := range nameKeys(d.Name, local) {
+			ix.byName[k] = append(ix.byName[k], i)
+		}
+		ix.paths[i], ix.methods[i] = pathSegments(d.Path), strings.ToUpper(d.Method)
 		if app := strings.Join(Tokenize(d.AppID), ""); app != "" {
 			ix.apps[i] = app
 			ix.appSet[app] = true
@@ -981,6 +995,7 @@ func ownClause(toks []string, i int) bool {
 // score the query could reach, so it lies in 0..1 and is comparable across
 // queries (minRelevanceScore relies on that).
 func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) bool) ([]Hit, error) {
+	named := ix.namedDocs(query)
 	qp := ix.plan(query)
 	// Dense arrays beat maps at these sizes (a few thousand tools); touched
 	// lists the documents that scored.
@@ -1017,18 +1032,19 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 			best[d] = 0
 		}
 	}
-	if qp.upper == 0 {
+	if qp.upper == 0 && len(named) == 0 {
 		return nil, nil
 	}
 	hits := make([]Hit, 0, len(touched))
 	for _, d := range touched {
-		if allow != nil && !allow(int(d)) {
+		if allow != nil && !allow(int(d)) || qp.upper == 0 {
 			continue
 		}
 		f, _ := ix.factor(int(d), qp, false)
 		hits = append(hits, Hit{Doc: int(d), Score: math.Min(scores[d]*f/(qp.upper*scoreScale), 1)})
 	}
 	sortHits(hits)
+	hits = pinNamed(hits, named, allow)
 	if k > 0 && len(hits) > k {
 		hits = hits[:k]
 	}
@@ -1422,6 +1438,46 @@ func (ix *BM25) matchesObject(d int, qp *queryPlan) bool {
 		}
 	}
 	return false
+}
+
+// pinNamed puts the tools a query names outright (see namedDocs) before
+// every other hit: by their rank, then by their words' score; the first
+// scores 1 and each next one 0.01 less, and no other tool scores above the
+// last of them.
+func pinNamed(hits []Hit, named []namedDoc, allow func(int) bool) []Hit {
+	if len(named) == 0 {
+		return hits
+	}
+	score := make(map[int]float64, len(hits))
+	for _, h := range hits {
+		score[h.Doc] = h.Score
+	}
+	keep := make([]namedDoc, 0, len(named))
+	for _, n := range named {
+		if allow == nil || allow(n.d) {
+			keep = append(keep, n)
+		}
+	}
+	sort.SliceStable(keep, func(i, j int) bool {
+		if keep[i].rank != keep[j].rank {
+			return keep[i].rank > keep[j].rank
+		}
+		return score[keep[i].d] > score[keep[j].d]
+	})
+	out := make([]Hit, 0, len(hits)+len(keep))
+	pinned := make(map[int]bool, len(keep))
+	s := 1.0
+	for _, n := range keep {
+		out = append(out, Hit{Doc: n.d, Score: s})
+		pinned[n.d] = true
+		s = max(s-0.01, 0.5)
+	}
+	for _, h := range hits {
+		if !pinned[h.Doc] {
+			out = append(out, Hit{Doc: h.Doc, Score: min(h.Score, s)})
+		}
+	}
+	return out
 }
 
 // sortHits orders by score, ties by document order (stable results).

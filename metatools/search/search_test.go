@@ -1113,3 +1113,59 @@ func TestWithoutApps(t *testing.T) {
 		}
 	}
 }
+
+// TestBM25Named: a request that names a tool outright — its name, its local
+// name of several words, its HTTP method and path, a URL — ranks that tool
+// first; filters still apply; a one-word local name is an everyday word.
+func TestBM25Named(t *testing.T) {
+	docs := []Doc{
+		{Name: "git:issueListIssues", AppID: "git", Description: "List a repository's issues", Path: "/repos/{owner}/{repo}/issues", Method: "GET"},
+		{Name: "git:issueCreateIssue", AppID: "git", Description: "Create an issue. If using deadline only the date will be taken into account", Path: "/repos/{owner}/{repo}/issues", Method: "POST"},
+		{Name: "git:issueGetIssue", AppID: "git", Description: "Get an issue", Path: "/repos/{owner}/{repo}/issues/{index}", Method: "GET"},
+		{Name: "git:issueGetComments", AppID: "git", Description: "List all comments on an issue", Path: "/repos/{owner}/{repo}/issues/comments", Method: "GET"},
+		{Name: "git:repoDownloadPullDiffOrPatch", AppID: "git", Description: "Get a pull request diff or patch", Path: "/repos/{owner}/{repo}/pulls/{index}.{diffType}", Method: "GET"},
+		{Name: "git:repoGetPullRequest", AppID: "git", Description: "Get a pull request", Path: "/repos/{owner}/{repo}/pulls/{index}", Method: "GET"},
+		{Name: "tw:FetchCall", AppID: "tw", Description: "Fetch the call specified by the provided Call SID", Path: "/2010-04-01/Accounts/{AccountSid}/Calls/{Sid}.json", Method: "GET"},
+		{Name: "git:search", AppID: "git", Description: "Search repositories"},
+		{Name: "git:issueSearchIssues", AppID: "git", Description: "Search for issues across the repositories that the user has access to"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"issueCreateIssue":                                      "git:issueCreateIssue",
+		"git:issueCreateIssue":                                  "git:issueCreateIssue",
+		"What does `issueGetComments()` return?":                "git:issueGetComments",
+		"POST /repos/{owner}/{repo}/issues":                     "git:issueCreateIssue",
+		"call GET /repos/{owner}/{repo}/issues":                 "git:issueListIssues",
+		"GET /repos/octo/hello/issues/12":                       "git:issueGetIssue",
+		"GET /repos/octo/hello/issues/comments":                 "git:issueGetComments", // a literal fits better than {index}
+		"get /repos/{owner}/{repo}/pulls/{index}.{diffType}":    "git:repoDownloadPullDiffOrPatch",
+		"https://api.example.com/api/v1/repos/a/b/issues/7?x=1": "git:issueGetIssue", // a server's base path
+		"GET /2010-04-01/Accounts/AC1/Calls/CA2.json":           "tw:FetchCall",
+		"GET /2010-04-01/Accounts/:AccountSid/Calls/CA2":        "tw:FetchCall", // no extension
+	} {
+		hits, _ := ix.Rank(context.Background(), q, 3, nil)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+	// The method's tool first, the path's other after it, both above the rest.
+	hits, _ := ix.Rank(context.Background(), "POST /repos/{owner}/{repo}/issues", 0, nil)
+	if len(hits) < 3 || docs[hits[1].Doc].Name != "git:issueListIssues" || hits[0].Score != 1 || hits[2].Score >= hits[1].Score {
+		t.Errorf("POST path: %v", hits)
+	}
+	// A filter that excludes the named tool leaves the words' ranking.
+	hits, _ = ix.Rank(context.Background(), "issueCreateIssue", 3, func(d int) bool { return d != 1 })
+	for _, h := range hits {
+		if h.Doc == 1 {
+			t.Errorf("a filtered-out tool was named back: %v", hits)
+		}
+	}
+	// No template fits: the path's words still rank.
+	hits, _ = ix.Rank(context.Background(), "GET /repos/{owner}/{repo}/issue-comments", 1, nil)
+	if len(hits) == 0 {
+		t.Errorf("an unknown path found nothing")
+	}
+	if got := ix.namedDocs("search"); len(got) != 0 {
+		t.Errorf("a one-word local name was taken for the tool: %v", got)
+	}
+}
