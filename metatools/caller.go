@@ -325,7 +325,7 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		if err != nil && st == nil {
 			return errorResult(brokerError(err))
 		}
-		if st == nil || st.Session.UserID != ci.UserID {
+		if st == nil || st.Session.UserID != ci.UserID || st.Session.TenantID != ci.TenantID {
 			return errorResult(requestStateError("the plan of this requestState is gone (finished long ago, expired or lost); call again without it to run the plan anew"))
 		}
 		id = sid

@@ -90,10 +90,13 @@ func callerGatewayWith(t *testing.T, rdb redis.UniversalClient, prefix string, e
 // with Caddy's {http.auth.user.id}.
 const testUserHeader = "X-Test-User"
 
+// testTenantHeader is the user's tenant, with testUserHeader.
+const testTenantHeader = "X-Test-Tenant"
+
 func testIdentity(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u := r.Header.Get(testUserHeader); u != "" {
-			r = r.WithContext(WithIdentity(r.Context(), Identity{UserID: u}))
+			r = r.WithContext(WithIdentity(r.Context(), Identity{UserID: u, TenantID: r.Header.Get(testTenantHeader)}))
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -325,7 +328,15 @@ func TestCallerAnsweredRequestState(t *testing.T) {
 	if res, raw := retry(first.RequestState, args, answer); !res.IsError || !strings.Contains(raw, CodeInvalidRequestState) {
 		t.Fatalf("bob with ada's state: %s", raw)
 	}
+	// A user of the same id in another tenant is another user (as the
+	// broker's session owner check has it).
 	rr.header.Set(testUserHeader, "ada")
+	rr.header.Set(testTenantHeader, "other")
+	answer = mcp.InputResponseMap{callID: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "from the other ada"}}}
+	if res, raw := retry(first.RequestState, args, answer); !res.IsError || !strings.Contains(raw, CodeInvalidRequestState) {
+		t.Fatalf("ada of another tenant with ada's state: %s", raw)
+	}
+	rr.header.Del(testTenantHeader)
 	answer = mcp.InputResponseMap{callID: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "from ada"}}}
 	if res, raw := retry(first.RequestState, args, answer); res.IsError || !strings.Contains(raw, `"result":"from ada"`) {
 		t.Fatalf("ada's answer: %s", raw)
