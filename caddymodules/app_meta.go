@@ -312,7 +312,7 @@ func (l *metaLimiter) Check(ctx context.Context, ci metatools.CallInfo) error {
 	if rc == nil {
 		return nil
 	}
-	pc := guard.PartitionKeyContext{SessionID: ci.SessionPartition(), ClientIP: ci.ClientIP, UserID: ci.UserID}
+	pc := guard.PartitionKeyContext{SessionID: ci.SessionPartition(), ClientIP: ci.ClientIP, UserID: ci.UserPartition()}
 	res, err := l.m.CheckRateLimit(ctx, ci.MetaTool, rc, pc)
 	if err != nil {
 		var ge *guard.GuardError

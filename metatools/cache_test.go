@@ -120,6 +120,7 @@ func TestSessionPartition(t *testing.T) {
 	}{
 		{CallInfo{SessionID: "s1", UserID: "ada", ClientIP: "10.0.0.1"}, "s1"},
 		{CallInfo{UserID: "ada", ClientIP: "10.0.0.1"}, "user:ada"},
+		{CallInfo{UserID: "ada", TenantID: "t1", ClientIP: "10.0.0.1"}, "user:t1/ada"},
 		{CallInfo{ClientIP: "10.0.0.1"}, "ip:10.0.0.1"},
 		{CallInfo{}, ""},
 	} {

@@ -57,11 +57,22 @@ func (ci CallInfo) SessionPartition() string {
 	case ci.SessionID != "":
 		return ci.SessionID
 	case ci.UserID != "":
-		return "user:" + ci.UserID
+		return "user:" + ci.UserPartition()
 	case ci.ClientIP != "":
 		return "ip:" + ci.ClientIP
 	}
 	return ""
+}
+
+// UserPartition names the caller's user for rate-limit partitions: the
+// user id, qualified by its tenant when it has one ("t1/ada"), since the
+// same user id in two tenants is two users (as in the broker's buckets);
+// "" without a user.
+func (ci CallInfo) UserPartition() string {
+	if ci.UserID == "" || ci.TenantID == "" {
+		return ci.UserID
+	}
+	return ci.TenantID + "/" + ci.UserID
 }
 
 // principal is who the call acts for in the sandbox's fair sharing, named

@@ -1,0 +1,37 @@
+package caddymodules
+
+import (
+	"context"
+	"testing"
+
+	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/metatools"
+)
+
+// TestMetaLimiterUserPartitionKeepsTenantsApart: a meta-tool rule
+// partitioned by userId counts the same user id in two tenants apart, as
+// the broker's buckets do; otherwise one tenant's user could spend another
+// tenant's user's calls.
+func TestMetaLimiterUserPartitionKeepsTenantsApart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	m, err := guard.NewGuardManager(ctx, guard.GuardConfig{Enabled: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &metaLimiter{m: m, rules: map[string]*guard.RateLimitConfig{
+		metatools.MetaExecute: {MaxRequests: 1, WindowMs: 60_000, PartitionBy: guard.PartitionKey{Strategy: guard.PartitionUserID}},
+	}}
+	call := func(tenant string) error {
+		return l.Check(context.Background(), metatools.CallInfo{MetaTool: metatools.MetaExecute, UserID: "ada", TenantID: tenant, ClientIP: "192.0.2.1"})
+	}
+	if err := call("t1"); err != nil {
+		t.Fatalf("first call of ada in t1: %v", err)
+	}
+	if err := call("t1"); err == nil {
+		t.Fatal("second call of ada in t1 was allowed past a limit of 1")
+	}
+	if err := call("t2"); err != nil {
+		t.Fatalf("ada of another tenant shares t1's bucket: %v", err)
+	}
+}
