@@ -2,11 +2,14 @@ package sandbox
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
+	"unsafe"
 )
 
 // workerInput is a worker's stdin when it is a non-blocking pipe: the
@@ -29,12 +32,46 @@ import (
 // after it arrived: the loop waits only after a read that found the pipe
 // empty (by it or by the holder), and the poller wakes it for any byte
 // that arrives later.
+//
+// The input also has an owner (see take): the serve loop, or a script
+// that polls. A descriptor watched by the runtime's poller wakes the
+// thread asleep in the poller (there is one whenever a timer is pending,
+// and a script's limits are timers) for every write the parent makes,
+// whoever reads the data: a thread woken per tool result for nothing, paid
+// by the parent's write (the wake-up) and the worker (the thread's turn).
+// So the pipe is read through a descriptor the poller does not watch
+// (raw), and the loop waits on a duplicate registered with the poller only
+// while it owns the input: a polling script takes it (the loop closes its
+// duplicate) and keeps it while it runs JavaScript between calls, until
+// it parks, refuses to poll, ends, or stops polling for a whole period of
+// the watch (look), which gives the input back so that frames that
+// arrive meanwhile (a cancel, another execution) wait at most about two
+// periods.
 type workerInput struct {
-	pipe   *rawPipe
+	raw    int                  // a descriptor of the pipe the poller does not watch
+	name   string               // the pipe's, for errors
 	serve  func(*wireMsg) error // the serve loop's handling of a frame
 	mu     sync.Mutex
 	missed atomic.Bool
 	failed atomic.Bool // err is set; whoever sets it, under mu, wakes the serve loop
+
+	// Ownership: byScript while a script polls (take, giveBack, look);
+	// back wakes the loop to look at owner and failed again; watched is
+	// the duplicate the loop waits on (nil when it waits for back), first
+	// the pipe newWorkerInput was given.
+	owner   atomic.Int32
+	back    chan struct{}
+	regMu   sync.Mutex
+	watched *os.File
+
+	// The watch: a timer armed while a script owns the input, every
+	// period (inputWatchPeriod); polls counts the script's polls, seen is
+	// the count at the watch's last look (its own).
+	watch  *time.Timer
+	period time.Duration
+	armed  atomic.Bool
+	polls  atomic.Uint64
+	seen   uint64
 
 	// Guarded by mu: the bytes read and not yet consumed (buf[r:w]), the
 	// frame decoder, and the first error, which ends the serve loop.
@@ -46,14 +83,35 @@ type workerInput struct {
 
 const inputBufferBytes = 64 << 10
 
+// Owners of the input.
+const (
+	byLoop int32 = iota
+	byScript
+)
+
+// inputWatchPeriod is the period of the watch that gives the input back to
+// the serve loop from a script that stopped polling (see workerInput).
+const inputWatchPeriod = time.Millisecond
+
 // newWorkerInput returns a workerInput for in when it is a non-blocking
-// pipe (else nil); buffered holds the bytes read past the init frame.
+// pipe (else nil); buffered holds the bytes read past the init frame. The
+// workerInput owns in from then on: it closes it when a script first
+// takes the input (closing it unregisters it from the poller).
 func newWorkerInput(in io.Reader, buffered *bufio.Reader, max int, serve func(*wireMsg) error) *workerInput {
 	p, ok := in.(*rawPipe)
 	if !ok {
 		return nil
 	}
-	wi := &workerInput{pipe: p, serve: serve, buf: make([]byte, inputBufferBytes), fr: frameReader{max: max, fastResults: true}}
+	raw := -1
+	if err := p.rc.Control(func(fd uintptr) {
+		raw, _ = dupCloexec(int(fd))
+	}); err != nil || raw < 0 {
+		return nil
+	}
+	wi := &workerInput{raw: raw, name: p.f.Name(), serve: serve, back: make(chan struct{}, 1), watched: p.f, period: inputWatchPeriod,
+		buf: make([]byte, inputBufferBytes), fr: frameReader{max: max, fastResults: true}}
+	wi.watch = time.AfterFunc(time.Hour, wi.look)
+	wi.watch.Stop()
 	if n := buffered.Buffered(); n > 0 {
 		b, _ := buffered.Peek(n)
 		wi.room(n)
@@ -62,14 +120,151 @@ func newWorkerInput(in io.Reader, buffered *bufio.Reader, max int, serve func(*w
 	return wi
 }
 
+// dupCloexec duplicates fd, close-on-exec.
+func dupCloexec(fd int) (int, error) {
+	r, _, e := syscall.RawSyscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}
+
 // run is the serve loop: it reads and dispatches frames until the stream
 // ends (io.EOF) or fails.
 func (wi *workerInput) run() error {
-	err := wi.pipe.readLoop(wi.turn)
-	if ferr := wi.failure(); ferr != nil {
-		return ferr
+	defer wi.end()
+	for !wi.failed.Load() {
+		if wi.owner.Load() == byScript {
+			wi.unwatch()
+			<-wi.back
+			continue
+		}
+		if err := wi.serveTurns(); err != nil {
+			if ferr := wi.failure(); ferr != nil {
+				return ferr
+			}
+			return err
+		}
 	}
-	return err
+	return wi.failure()
+}
+
+// serveTurns waits on a registered duplicate of the pipe and takes turns
+// until a script takes the input or the loop is to end; the duplicate is
+// closed again then. An error is the poller's (not a deadline).
+func (wi *workerInput) serveTurns() error {
+	wi.regMu.Lock()
+	f := wi.watched
+	if f == nil {
+		fd, err := dupCloexec(wi.raw)
+		if err != nil {
+			wi.regMu.Unlock()
+			return &os.PathError{Op: "dup", Path: wi.name, Err: err}
+		}
+		f = os.NewFile(uintptr(fd), wi.name) // non-blocking: watched by the poller
+		wi.watched = f
+	}
+	wi.regMu.Unlock()
+	rc, err := f.SyscallConn()
+	if err == nil {
+		// The turn runs inside the callback: RawConn.Read forgets a
+		// readiness that came before its first callback, so a turn
+		// before it could leave a byte unread (see rawPipe.readLoop).
+		err = rc.Read(func(uintptr) bool {
+			return wi.owner.Load() == byScript || wi.turn()
+		})
+	}
+	wi.unwatch()
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// unwatch closes the duplicate the serve loop waits on, if any (closing
+// takes it out of the poller).
+func (wi *workerInput) unwatch() {
+	wi.regMu.Lock()
+	f := wi.watched
+	wi.watched = nil
+	wi.regMu.Unlock()
+	if f != nil {
+		_ = f.Close()
+	}
+}
+
+// wakeLoop makes the serve loop look at owner and failed again: out of
+// its wait for back, or out of its wait on the duplicate.
+func (wi *workerInput) wakeLoop() {
+	select {
+	case wi.back <- struct{}{}:
+	default:
+	}
+	wi.regMu.Lock()
+	if wi.watched != nil {
+		_ = wi.watched.SetReadDeadline(time.Unix(1, 0))
+	}
+	wi.regMu.Unlock()
+}
+
+// end is the serve loop's: the watch stops, the descriptors close.
+func (wi *workerInput) end() {
+	wi.owner.Store(byLoop)
+	wi.watch.Stop()
+	wi.unwatch()
+	wi.mu.Lock()
+	_ = syscall.Close(wi.raw)
+	wi.raw = -1
+	if wi.err == nil {
+		wi.err = io.EOF // a script that polls from now on finds the end
+	}
+	wi.mu.Unlock()
+}
+
+// take makes the calling script the owner of the input (see workerInput);
+// the serve loop stops waiting on its duplicate, and the watch is armed.
+// Only scripts call it, on their own goroutine.
+func (wi *workerInput) take() {
+	if wi.owner.Load() == byScript {
+		return
+	}
+	wi.owner.Store(byScript)
+	wi.arm()
+	wi.wakeLoop()
+}
+
+// giveBack returns the input to the serve loop if a script owns it: the
+// script is about to block, or no longer polls.
+func (wi *workerInput) giveBack() {
+	if wi.owner.CompareAndSwap(byScript, byLoop) {
+		wi.wakeLoop()
+	}
+}
+
+// arm starts the watch unless it runs.
+func (wi *workerInput) arm() {
+	if !wi.armed.Swap(true) {
+		wi.watch.Reset(wi.period)
+	}
+}
+
+// look is the watch: the input goes back to the serve loop when the
+// script that owns it has not polled since the last look (it runs
+// JavaScript, or blocks where giveBack was not called); while a script
+// owns it, the watch looks again a period later.
+func (wi *workerInput) look() {
+	if wi.owner.Load() == byScript {
+		if p := wi.polls.Load(); p != wi.seen {
+			wi.seen = p
+			wi.watch.Reset(wi.period)
+			return
+		}
+		wi.giveBack()
+	}
+	wi.armed.Store(false)
+	if wi.owner.Load() == byScript {
+		wi.arm() // a script took it meanwhile and saw the watch armed
+	}
 }
 
 // turn is one turn of the serve loop; true ends it.
@@ -92,6 +287,8 @@ func (wi *workerInput) missedTurn() bool {
 // the serve loop is at it (then the script's result comes through its
 // completions as usual); it yields the processor when nothing came.
 func (wi *workerInput) poll() {
+	wi.polls.Add(1) // first: the watch armed by take must see this poll
+	wi.take()
 	if !wi.mu.TryLock() {
 		yield()
 		return
@@ -113,7 +310,7 @@ func (wi *workerInput) release() {
 		}
 		wi.mu.Unlock()
 		if wake {
-			wi.pipe.wake()
+			wi.wakeLoop()
 		}
 		if !wi.missed.Swap(false) {
 			return
@@ -149,12 +346,12 @@ func (wi *workerInput) drain() (got bool) {
 				return got
 			}
 		}
-		n, errno := wi.pipe.tryRead(wi.buf[wi.w:])
+		n, errno := wi.tryRead(wi.buf[wi.w:])
 		switch {
 		case errno == syscall.EAGAIN:
 			return got
 		case errno != 0:
-			wi.err = &os.PathError{Op: "read", Path: wi.pipe.f.Name(), Err: errno}
+			wi.err = &os.PathError{Op: "read", Path: wi.name, Err: errno}
 		case n == 0:
 			if wi.w > wi.r {
 				wi.err = invalidf("stream ended inside a frame")
@@ -208,4 +405,18 @@ func (wi *workerInput) room(need int) {
 	wi.w = copy(b, wi.buf[wi.r:wi.w])
 	wi.r = 0
 	wi.buf = b
+}
+
+// tryRead reads what the pipe holds into b without waiting (see
+// rawPipe.tryRead), through the descriptor the poller does not watch.
+func (wi *workerInput) tryRead(b []byte) (int, syscall.Errno) {
+	if wi.raw < 0 {
+		return 0, syscall.EBADF
+	}
+	for {
+		r, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(wi.raw), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if e != syscall.EINTR {
+			return int(r), e
+		}
+	}
 }

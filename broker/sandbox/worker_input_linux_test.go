@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -197,8 +199,14 @@ func TestProxyHostPollsOnlyQuickLoneWaits(t *testing.T) {
 	wait := func(parks bool) bool {
 		h.parkGrace()
 		polled := h.pollInput()
+		if owned := wi.owner.Load() == byScript; s.in != nil && owned != polled {
+			t.Fatalf("polled %v, but the script owns the input: %v", polled, owned)
+		}
 		if parks {
 			h.Parked(0)
+			if wi.owner.Load() != byLoop {
+				t.Fatal("a parked script still owns the input")
+			}
 		}
 		return polled
 	}
@@ -275,5 +283,133 @@ func TestPollGraceEnds(t *testing.T) {
 	p = &fakePoller{}
 	if _, _, done, left := newX(p).pollGrace(50 * time.Microsecond); done || left > 0 {
 		t.Fatalf("spent: done=%v left=%v", done, left)
+	}
+}
+
+// pipeWatched reports whether the runtime's poller watches a descriptor
+// of the pipe whose write end is w, other than w (the registered files of
+// this process's epoll instances, as /proc lists them, by inode).
+func pipeWatched(t *testing.T, w *os.File) bool {
+	t.Helper()
+	var st syscall.Stat_t
+	wfd := -1
+	rc, err := w.SyscallConn()
+	if err == nil {
+		err = rc.Control(func(fd uintptr) {
+			wfd = int(fd)
+			err = syscall.Fstat(wfd, &st)
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fmt.Sprintf(" ino:%x ", st.Ino)
+	own := fmt.Sprintf("tfd: %8d ", wfd)
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range fds {
+		if l, _ := os.Readlink("/proc/self/fd/" + e.Name()); l != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			if strings.HasPrefix(line, "tfd:") && !strings.HasPrefix(line, own) && strings.Contains(line+" ", ino) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestWorkerInputUnwatchedWhileScriptPolls: while a script owns the input
+// (it polled and has not given it back), no descriptor of the pipe is in
+// the runtime's poller, so the parent's writes wake no thread of the
+// worker; frames still arrive through the script's polls. Given back, the
+// serve loop watches the pipe again and reads what comes.
+func TestWorkerInputUnwatchedWhileScriptPolls(t *testing.T) {
+	wi, w, served, done := inputUnderTest(t, 64<<10)
+	wi.period = time.Hour // no watch: ownership moves only by take and giveBack
+	waitFor(t, "the serve loop to watch the pipe", func() bool { return pipeWatched(t, w) })
+	wi.poll()
+	waitFor(t, "the serve loop to stop watching the pipe", func() bool { return !pipeWatched(t, w) })
+	for i := uint64(1); i <= 50; i++ {
+		if _, err := w.Write(resultFrame(t, i, "1")); err != nil {
+			t.Fatal(err)
+		}
+		var got uint64
+		waitFor(t, "the polling script to read a frame", func() bool {
+			wi.poll()
+			select {
+			case got = <-served:
+				return true
+			default:
+				return false
+			}
+		})
+		if got != i {
+			t.Fatalf("dispatched %d, want %d", got, i)
+		}
+		if pipeWatched(t, w) {
+			t.Fatal("the pipe is watched by the poller while a script owns the input")
+		}
+	}
+	wi.giveBack()
+	waitFor(t, "the serve loop to watch the pipe again", func() bool { return pipeWatched(t, w) })
+	if _, err := w.Write(resultFrame(t, 51, "1")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-served:
+		if got != 51 {
+			t.Fatalf("dispatched %d, want 51", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a frame written after the input was given back was never read")
+	}
+	w.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("run ended with %v, want io.EOF", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not end when the pipe closed")
+	}
+}
+
+// TestWorkerInputWatchGivesBack: a script that polled and then stopped
+// without giving the input back (it computes, or blocks somewhere) loses
+// it to the watch: frames written afterwards are read by the serve loop,
+// and an EOF ends it.
+func TestWorkerInputWatchGivesBack(t *testing.T) {
+	for round := range 20 {
+		wi, w, served, done := inputUnderTest(t, 64<<10)
+		wi.poll() // and never again: the watch gives the input back
+		if _, err := w.Write(resultFrame(t, 1, "1")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got := <-served:
+			if got != 1 {
+				t.Fatalf("dispatched %d", got)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the frame a script left unread was never read", round)
+		}
+		waitFor(t, "the input to be given back", func() bool { return wi.owner.Load() == byLoop })
+		w.Close()
+		select {
+		case err := <-done:
+			if !errors.Is(err, io.EOF) {
+				t.Fatalf("run ended with %v, want io.EOF", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("run did not end when the pipe closed")
+		}
 	}
 }

@@ -206,14 +206,19 @@ func (p *rawPipe) write(fd uintptr) bool {
 // read(2), and the script it wakes runs on the same thread at once instead
 // of waiting for another thread to be woken (a cross-CPU wake-up per tool
 // result); and rawReader and rawWriter can then read and write it without
-// system-call state (see rawPipe). The new *os.File shares f's descriptor:
-// the caller keeps f reachable (its finaliser would close it).
+// system-call state (see rawPipe). The new *os.File has a duplicate of f's
+// descriptor, so closing it (a workerInput closes stdin's to take it out
+// of the poller) leaves f's alone.
 func pollablePipe(f *os.File) *os.File {
 	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 		return f
 	}
-	fd := int(f.Fd())
+	fd, err := dupCloexec(int(f.Fd()))
+	if err != nil {
+		return f
+	}
 	if err := syscall.SetNonblock(fd, true); err != nil {
+		_ = syscall.Close(fd)
 		return f
 	}
 	return os.NewFile(uintptr(fd), f.Name())

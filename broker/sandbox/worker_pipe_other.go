@@ -21,3 +21,4 @@ type workerInput struct{}
 func newWorkerInput(io.Reader, *bufio.Reader, int, func(*wireMsg) error) *workerInput { return nil }
 func (*workerInput) run() error                                                       { return nil }
 func (*workerInput) poll()                                                            {}
+func (*workerInput) giveBack()                                                        {}

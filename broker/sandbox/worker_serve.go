@@ -334,6 +334,7 @@ func (s *workerServer) execute(se *serverExec, ex *wireExec) {
 		}
 	}
 	res, err := s.engine.Execute(se.ctx, req, host)
+	s.inputBack()
 	done := &wireDone{}
 	switch {
 	case err != nil:
@@ -500,6 +501,7 @@ func (h *proxyHost) LookupTool(name string) (ToolInfo, bool) {
 	if err != nil {
 		return ToolInfo{}, false
 	}
+	h.s.inputBack() // the serve loop reads the reply
 	var reply *wireMsg
 	select {
 	case reply = <-ch:
@@ -535,6 +537,7 @@ func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessag
 	if err != nil {
 		return nil, err
 	}
+	h.s.inputBack() // the serve loop reads the reply
 	select {
 	case reply, ok := <-ch:
 		if !ok {
@@ -611,6 +614,7 @@ var _ callStarter = (*proxyHost)(nil)
 func (h *proxyHost) Parked(settled int) {
 	h.started = false
 	h.parked = true
+	h.s.inputBack() // the serve loop reads the result
 	_ = h.s.out.write(&wireMsg{T: msgWait, ID: h.se.id, Seen: uint64(settled)})
 }
 
@@ -634,6 +638,7 @@ var _ parkGracer = (*proxyHost)(nil)
 // would only burn the grace's CPU).
 func (h *proxyHost) pollInput() bool {
 	if !h.poll {
+		h.s.inputBack()
 		return false
 	}
 	h.s.in.poll()
@@ -641,6 +646,14 @@ func (h *proxyHost) pollInput() bool {
 }
 
 var _ inputPoller = (*proxyHost)(nil)
+
+// inputBack gives stdin back to the serve loop if a script polled it (see
+// workerInput): the script is about to block, or ended.
+func (s *workerServer) inputBack() {
+	if s.in != nil {
+		s.in.giveBack()
+	}
+}
 
 // hosting is the number of executions the worker hosts.
 func (s *workerServer) hosting() int {
