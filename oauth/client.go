@@ -53,6 +53,10 @@ func (c *client) checkSecret(secret string) bool {
 
 func (c *client) public() bool { return len(c.SecretHash) == 0 }
 
+// selfRegistered reports a client of dynamic registration: anyone may
+// register any name and redirect URI, so its name is its own claim.
+func (c *client) selfRegistered() bool { return !c.configured && !c.document }
+
 // acceptsMethod reports whether a confidential client may authenticate
 // with m: a registered client only with the method it registered.
 func (c *client) acceptsMethod(m oidc.AuthMethod) bool {

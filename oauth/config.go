@@ -172,7 +172,9 @@ type RefreshConfig struct {
 
 // ConsentConfig is auth.consent.
 type ConsentConfig struct {
-	// Enabled shows the consent screen after login. Default false.
+	// Enabled shows the consent screen after login to configured clients.
+	// Default false. Dynamically registered clients and metadata-document
+	// clients always get it (their names are their own claims).
 	Enabled bool `json:"enabled,omitempty"`
 }
 

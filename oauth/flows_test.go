@@ -522,3 +522,55 @@ func TestNoGoroutineLeak(t *testing.T) {
 		t.Fatalf("%d goroutines before, %d after closing the servers", before, n)
 	}
 }
+
+// TestSelfRegisteredClientsAlwaysAsk: with consent off, a configured client
+// goes from the login straight to the callback, but a dynamically
+// registered one gets the consent screen, which names it unverified and
+// shows where the answer goes. Anyone can register "Claude" with a
+// redirect URI of their own and send a user the authorization link; after
+// a plain login page the code would be on its way to them.
+func TestSelfRegisteredClientsAlwaysAsk(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true; c.Consent.Enabled = false })
+	afterLogin := func(clientID, redirect string) (*url.URL, string) {
+		t.Helper()
+		cfg := e.oauth2(clientID, redirect)
+		loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
+		page := body(t, e.get(e.srv.URL+loginURL.RequestURI()))
+		id, csrf := hidden(t, page)
+		next := location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		return next, page
+	}
+	if next, _ := afterLogin(asClientID, asRedirect); next.Path != "/oauth/authorize/callback" {
+		t.Fatalf("configured client, consent off: led to %s, want the callback", next)
+	}
+
+	const evil = "https://evil.example/cb"
+	status, out := register(t, e, map[string]any{"redirect_uris": []string{evil}, "client_name": "Claude"})
+	if status != http.StatusCreated {
+		t.Fatalf("register: %d %v", status, out)
+	}
+	next, login := afterLogin(out["client_id"].(string), evil)
+	if !strings.Contains(login, "registered by itself") {
+		t.Errorf("login page does not say the name is unverified: %s", login)
+	}
+	if next.Path != "/oauth/consent" {
+		t.Fatalf("registered client, consent off: led to %s, want the consent screen", next)
+	}
+	page := body(t, e.get(e.srv.URL+next.RequestURI()))
+	for _, want := range []string{`id="client">Claude<`, "registered by itself", `id="redirect-host">evil.example<`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("consent page lacks %q: %s", want, page)
+		}
+	}
+
+	// A registered client whose answers all go to this computer gets the
+	// warning that any program here could use its name.
+	status, out = register(t, e, map[string]any{"redirect_uris": []string{"http://127.0.0.1:40123/cb"}, "client_name": "Claude"})
+	if status != http.StatusCreated {
+		t.Fatalf("register: %d %v", status, out)
+	}
+	next, _ = afterLogin(out["client_id"].(string), "http://127.0.0.1:40123/cb")
+	if page := body(t, e.get(e.srv.URL+next.RequestURI())); !strings.Contains(page, `id="local-warning"`) {
+		t.Errorf("consent page of a loopback-only registered client has no warning: %s", page)
+	}
+}

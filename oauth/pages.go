@@ -53,7 +53,7 @@ ul.scopes li{margin:.3rem 0}.warn{border-left:4px solid #b36b00;padding-left:.6r
 <button type="submit" name="decision" value="deny" id="deny">Deny</button>
 </form>
 </body></html>{{end}}
-{{define "origin"}}{{if .ClientHost}} <span id="unverified">(described by <code id="client-host">{{.ClientHost}}</code>; <strong>unverified</strong>: the name is the application's own claim)</span>{{end}}{{end}}
+{{define "origin"}}{{if .ClientHost}} <span id="unverified">(described by <code id="client-host">{{.ClientHost}}</code>; <strong>unverified</strong>: the name is the application's own claim)</span>{{else if .SelfRegistered}} <span id="unverified">(registered by itself; <strong>unverified</strong>: the name is the application's own claim)</span>{{end}}{{end}}
 {{define "error"}}{{template "head" .}}<h1>Sign-in failed</h1><p class="error" id="error">{{.Error}}</p></body></html>{{end}}`))
 
 type pageData struct {
@@ -64,6 +64,9 @@ type pageData struct {
 	ClientHost, RedirectHost string
 	Scopes                   []string
 	Demo, LocalRedirects     bool
+	// SelfRegistered marks a dynamically registered client (its name is
+	// unverified too).
+	SelfRegistered bool
 }
 
 // clientDisplay is the client's name as the pending authorization recorded
@@ -181,7 +184,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d := pageData{Title: "Sign in", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost, ID: a.ID, CSRF: a.CSRF, Action: pathLogin,
+	d := pageData{Title: "Sign in", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost, SelfRegistered: a.SelfRegistered, ID: a.ID, CSRF: a.CSRF, Action: pathLogin,
 		Redirect: a.RedirectURI, Demo: s.cfg.development, DemoUser: DemoUser}
 	if r.Method == http.MethodGet {
 		s.render(w, http.StatusOK, "login", d)
@@ -223,7 +226,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	a.Subject, a.AuthTime, a.LoggedIn = subject, s.now(), true
 	// A metadata document's client always gets the consent screen: its
 	// name is its own claim, and the user must see where it comes from.
-	a.Approved = !s.cfg.consentOn && a.ClientHost == ""
+	// So does a dynamically registered one: anyone can register "Claude"
+	// with a redirect URI of their own and send a user the authorization
+	// link; the consent screen is where the user sees where the answer goes.
+	a.Approved = !s.cfg.consentOn && a.ClientHost == "" && !a.SelfRegistered
 	if err := s.savePending(r.Context(), a); err != nil {
 		s.reqLog(r).Error("saving pending authorization", errField(err))
 		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
@@ -253,7 +259,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodGet {
-		s.render(w, http.StatusOK, "consent", pageData{Title: "Allow access", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost,
+		s.render(w, http.StatusOK, "consent", pageData{Title: "Allow access", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost, SelfRegistered: a.SelfRegistered,
 			Subject: a.Subject, Scopes: visibleScopes(a.Scopes), Redirect: a.RedirectURI, RedirectHost: redirectHost(a.RedirectURI),
 			LocalRedirects: a.LocalRedirects, ID: a.ID, CSRF: a.CSRF, Action: pathConsent})
 		return

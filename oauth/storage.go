@@ -51,7 +51,8 @@ type authRequest struct {
 	// Client's display, taken at the authorization request so the pages do
 	// not fetch a metadata document again.
 	ClientName     string    `json:"client_name,omitempty"`
-	ClientHost     string    `json:"client_host,omitempty"` // a metadata document's host: the name is unverified
+	ClientHost     string    `json:"client_host,omitempty"`     // a metadata document's host: the name is unverified
+	SelfRegistered bool      `json:"self_registered,omitempty"` // dynamically registered: the name is unverified
 	LocalRedirects bool      `json:"local_redirects,omitempty"`
 	Subject        string    `json:"subject,omitempty"`
 	AuthTime       time.Time `json:"auth_time,omitzero"`
@@ -207,7 +208,8 @@ func (st opStorage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest
 		Audience:        extra.audience,
 		ClientName:      extra.client.displayName(),
 		ClientHost:      extra.client.documentHost,
-		LocalRedirects:  extra.client.document && extra.client.onlyLocalRedirects(),
+		SelfRegistered:  extra.client.selfRegistered(),
+		LocalRedirects:  (extra.client.document || extra.client.selfRegistered()) && extra.client.onlyLocalRedirects(),
 		CSRF:            s.randomToken(24),
 		Expires:         s.now().Add(PendingTTL),
 	}
