@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Doc is one searchable tool. The fields are indexed separately and weighted
@@ -251,6 +252,10 @@ type BM25 struct {
 	byName  map[string][]int
 	paths   [][]string
 	methods []string
+	// spelling is the catalog's words a typo is read as, with their
+	// document frequency, built on the first typo (see typo.go).
+	spelling     map[string]int32
+	spellingOnce sync.Once
 }
 
 // intentFamily groups the intents whose tools answer the same kind of
@@ -772,31 +777,39 @@ func (g *termGroup) add(term string, w float64) {
 // index splits names at case changes, people write them as one word.
 func (ix *BM25) queryTokens(query string) []string {
 	toks := Tokenize(query)
-	known := func(w string) bool {
-		for _, l := range Lemmas(w) {
-			if _, ok := ix.idf[l]; ok {
-				return true
-			}
-		}
-		return false
-	}
 	out := make([]string, 0, len(toks))
 	for _, t := range toks {
-		if len(t) >= 6 && isLower(t) && !stopwords[t] && !known(t) {
-			split := false
-			for i := 3; i <= len(t)-3 && !split; i++ {
-				if a, b := t[:i], t[i:]; !stopwords[a] && !stopwords[b] && known(a) && known(b) {
-					out = append(out, a, b)
-					split = true
-				}
-			}
-			if split {
-				continue
-			}
+		if a, b, ok := ix.splitJoined(t); ok {
+			out = append(out, a, b)
+			continue
 		}
 		out = append(out, t)
 	}
 	return out
+}
+
+// splitJoined splits a word no tool has into two that tools have
+// ("configmap": config, map).
+func (ix *BM25) splitJoined(t string) (string, string, bool) {
+	if len(t) < 6 || !isLower(t) || stopwords[t] || ix.known(t) {
+		return "", "", false
+	}
+	for i := 3; i <= len(t)-3; i++ {
+		if a, b := t[:i], t[i:]; !stopwords[a] && !stopwords[b] && ix.known(a) && ix.known(b) {
+			return a, b, true
+		}
+	}
+	return "", "", false
+}
+
+// known reports whether some tool has a lemma of w.
+func (ix *BM25) known(w string) bool {
+	for _, l := range Lemmas(w) {
+		if _, ok := ix.idf[l]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // queryGroups turns a query into term groups: each distinct non-stopword
@@ -1133,6 +1146,7 @@ type queryPlan struct {
 // intents and the terms that cover a title.
 func (ix *BM25) plan(query string) *queryPlan {
 	query, apps := ix.request(query)
+	query = ix.withoutTypos(query)
 	qp := &queryPlan{apps: apps, groups: ix.queryGroups(query), families: map[Intent]bool{}, qterms: map[string]bool{}, words: map[string]bool{}}
 	qtoks := ix.queryTokens(query)
 	for _, t := range qtoks {

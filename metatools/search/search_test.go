@@ -1169,3 +1169,53 @@ func TestBM25Named(t *testing.T) {
 		t.Errorf("a one-word local name was taken for the tool: %v", got)
 	}
 }
+
+// TestBM25Typos: a word neither the catalog nor WordNet knows is read as
+// the catalog's word one edit away, the most frequent when several are,
+// with its inflection; else as WordNet's only lemma one edit away. Real
+// words, short words, a known word behind a prefix ("upvote") and
+// identifiers stay as written.
+func TestBM25Typos(t *testing.T) {
+	docs := []Doc{
+		{Name: "a:revokeToken", Description: "Revoke an access token"},
+		{Name: "a:getCommit", Description: "Get a commit"},
+		{Name: "a:listLabels", Description: "List the labels of an issue"},
+		{Name: "a:addVote", Description: "Vote for an issue"},
+		{Name: "a:listPriorities", Description: "List all priorities"},
+		{Name: "a:createIssue", Description: "Create an issue"},
+		{Name: "a:listSubtasks", Description: "List the subtasks of a task"},
+		{Name: "a:listMachines", Description: "List the machines"},
+	}
+	ix := NewBM25(docs)
+	for w, want := range map[string]string{
+		"revke":      "revoke",     // a letter lost
+		"craete":     "create",     // two swapped
+		"isue":       "issue",      // a four-letter word that lost a letter
+		"comit":      "commit",     // "co" + "mit" is no prefixed word: "mit" is too short to prove one
+		"lables":     "labels",     // the plural kept
+		"priortiies": "priorities", // -ies kept
+		"subtsks":    "subtasks",
+		"ownesrhip":  "ownership", // WordNet's only lemma one edit away
+		"machnies":   "machines",
+	} {
+		if got, ok := ix.corrected(w); !ok || got != want {
+			t.Errorf("corrected(%q) = %q, %v; want %q", w, got, ok, want)
+		}
+	}
+	for _, w := range []string{"crate", "upvote", "onboard", "onto", "issue", "saml", "configmap"} {
+		if got, ok := ix.corrected(w); ok {
+			t.Errorf("corrected(%q) = %q; want it left as written", w, got)
+		}
+	}
+	if got := ix.withoutTypos("Revke the tokn of issueCreateIssue, café lables"); got != "revoke the token of issueCreateIssue, café labels" {
+		t.Errorf("withoutTypos = %q", got)
+	}
+	hits, _ := ix.Rank(context.Background(), "revke an acess tokn", 1, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a:revokeToken" {
+		t.Errorf("revke an acess tokn: %v", hits)
+	}
+	hits, _ = ix.Rank(context.Background(), "lsit the lables of an isue", 1, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a:listLabels" {
+		t.Errorf("lsit the lables of an isue: %v", hits)
+	}
+}
