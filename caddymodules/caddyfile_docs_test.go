@@ -1,0 +1,155 @@
+package caddymodules
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestCaddyfileKeysDocumented: every subdirective a Caddyfile parser of
+// this package accepts (each string of its `case` clauses) appears in the
+// syntax block of its reference page in docs/, so an operator reading the
+// docs sees every key that works. Former spellings count when the block
+// names them (in a comment is enough).
+func TestCaddyfileKeysDocumented(t *testing.T) {
+	keys := caseStrings(t)
+	for _, tc := range []struct {
+		page, heading string
+		parsers       []string
+	}{
+		{"sandbox.md", "## Caddyfile", []string{"parseSandbox", "parseSandboxPool", "parseSandboxSanitization"}},
+		{"broker.md", "## Caddyfile", []string{"parseBroker", "BrokerHandler.UnmarshalCaddyfile"}},
+		{"metatools.md", "## Caddyfile reference (`codemode { meta { … } }`)", []string{"parseMeta", "parseMetaUpstream", "SearchEmbeddings.unmarshalOption"}},
+		{"auth.md", "### `auth` (inside the `codemode` global option)", []string{"parseAuth", "parseLocal", "parseRefresh", "parseClientIDMetadata", "parseClient"}},
+		{"auth.md", "### `codemode_oauth`", []string{"OAuthHandler.UnmarshalCaddyfile"}},
+		{"auth.md", "### `codemode_auth`", []string{"BearerAuth.UnmarshalCaddyfile"}},
+		{"guard.md", "## `codemode_guard` (HTTP handler, ID `http.handlers.codemode_guard`)", []string{"Guard.UnmarshalCaddyfile", "parseGuardIPFilter"}},
+		{"guard.md", "## `throttle` (the codemode app's GuardConfig)", []string{"parseThrottle"}},
+		{"storage.md", "## `codemode.storage.redis`", []string{"RedisStorage.UnmarshalCaddyfile"}},
+		{"credentials.md", "## Caddyfile and JSON reference", []string{"parseSourceCredential"}},
+		{"metatools.md", "## Endpoints", []string{"MCPHandler.UnmarshalCaddyfile"}},
+	} {
+		block := docsBlock(t, tc.page, tc.heading)
+		words := map[string]bool{}
+		for _, w := range regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`).FindAllString(block, -1) {
+			words[w] = true
+		}
+		for _, fn := range tc.parsers {
+			ks, ok := keys[fn]
+			if !ok {
+				t.Errorf("no parser %s in caddymodules", fn)
+				continue
+			}
+			for _, k := range ks {
+				if !words[k] {
+					t.Errorf("docs/%s %q: %s accepts %q, which the syntax block does not show", tc.page, tc.heading, fn, k)
+				}
+			}
+		}
+	}
+	// The credentials block of the app has its own block, the second of
+	// that section.
+	_, rest, _ := strings.Cut(docsSection(t, "credentials.md", "## Caddyfile and JSON reference"), "credentials {")
+	for _, k := range keys["parseCredentials"] {
+		if !strings.Contains(rest, k) {
+			t.Errorf("docs/credentials.md: parseCredentials accepts %q, which the credentials block does not show", k)
+		}
+	}
+}
+
+// caseStrings maps each function of the package's non-test files that
+// reads a Caddyfile (named "Type.Method" for methods) to the strings of
+// its case clauses.
+func caseStrings(t *testing.T) map[string][]string {
+	t.Helper()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	out := map[string][]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range file.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			name := fd.Name.Name
+			if fd.Recv != nil && len(fd.Recv.List) == 1 {
+				typ := fd.Recv.List[0].Type
+				if st, ok := typ.(*ast.StarExpr); ok {
+					typ = st.X
+				}
+				if id, ok := typ.(*ast.Ident); ok {
+					name = id.Name + "." + name
+				}
+			}
+			seen := map[string]bool{}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				cc, ok := n.(*ast.CaseClause)
+				if !ok {
+					return true
+				}
+				for _, e := range cc.List {
+					if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						if s, err := strconv.Unquote(lit.Value); err == nil && s != "" && !seen[s] {
+							seen[s] = true
+							out[name] = append(out[name], s)
+						}
+					}
+				}
+				return true
+			})
+			sort.Strings(out[name])
+		}
+	}
+	return out
+}
+
+// docsSection is the text of a page of docs/ from heading to the next
+// heading of any level.
+func docsSection(t *testing.T, page, heading string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", page))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("docs/%s has no heading %q", page, heading)
+	}
+	if i := strings.Index(rest, "\n#"); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}
+
+// docsBlock is the first fenced block of a section of docs/, whatever its
+// language.
+func docsBlock(t *testing.T, page, heading string) string {
+	t.Helper()
+	sec := docsSection(t, page, heading)
+	_, rest, ok := strings.Cut(sec, "```")
+	if !ok {
+		t.Fatalf("docs/%s %q: no fenced block", page, heading)
+	}
+	block, _, ok := strings.Cut(rest, "\n```")
+	if !ok {
+		t.Fatalf("docs/%s %q: the block does not end", page, heading)
+	}
+	return block
+}
