@@ -276,9 +276,22 @@ func (a *App) validateBroker() error {
 	if c == nil {
 		return nil
 	}
-	if c.SessionTimeout < 0 || c.ExecutionTimeout < 0 || c.DrainTimeout < 0 || c.MaxConcurrentSessions < 0 || c.MaxToolCalls < 0 || c.MaxBodySize < 0 ||
-		c.OwnerTimeout < 0 || c.StorageTimeout < 0 {
-		return errors.New("codemode broker: durations, limits and sizes must not be negative")
+	// A negative value would silently mean the default (poll_interval and
+	// max_auth_failures alone give it a meaning: off).
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"session_timeout", int64(c.SessionTimeout)}, {"execution_timeout", int64(c.ExecutionTimeout)},
+		{"max_execution_timeout", int64(c.MaxExecutionTimeout)}, {"tool_timeout", int64(c.ToolTimeout)},
+		{"drain_timeout", int64(c.DrainTimeout)}, {"owner_timeout", int64(c.OwnerTimeout)},
+		{"storage_timeout", int64(c.StorageTimeout)}, {"max_concurrent_sessions", int64(c.MaxConcurrentSessions)},
+		{"max_sessions_per_principal", int64(c.MaxSessionsPerPrincipal)}, {"max_tool_calls", int64(c.MaxToolCalls)},
+		{"max_stream_bytes", c.MaxStreamBytes}, {"max_body_size", c.MaxBodySize},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("codemode broker: %s must not be negative", f.name)
+		}
 	}
 	switch c.StorageFailureMode {
 	case "", broker.StorageFailClosed, broker.StorageFailOpen:
@@ -300,6 +313,9 @@ func (a *App) validateBroker() error {
 		}
 		if seen[s.Name] {
 			return fmt.Errorf("codemode broker: duplicate openapi source %q", s.Name)
+		}
+		if s.Timeout < 0 || s.MaxResponseSize < 0 {
+			return fmt.Errorf("codemode broker: openapi source %q: timeout and max_response_size must not be negative", s.Name)
 		}
 		seen[s.Name] = true
 	}

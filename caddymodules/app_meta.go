@@ -531,10 +531,13 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 				return nil, d.ArgErr()
 			}
 			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil {
-				return nil, d.Errf("connect_timeout: %v", err)
+			if err != nil || dur <= 0 {
+				return nil, d.Errf("connect_timeout: want a positive duration like 10s, got %q", d.Val())
 			}
 			cfg.ConnectTimeout = caddy.Duration(dur)
+			if d.NextArg() {
+				return nil, d.ArgErr()
+			}
 		case "no_broker":
 			if d.NextArg() {
 				return nil, d.ArgErr()

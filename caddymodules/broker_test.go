@@ -288,3 +288,35 @@ return out;`, nil)
 		t.Errorf("last event %s %s", last.Type, last.Payload)
 	}
 }
+
+// TestBrokerNegativeValuesRefused: a negative duration or limit in the
+// broker block (JSON or Caddyfile) fails at load and names its key; it used
+// to mean the default silently for tool_timeout, max_execution_timeout and
+// the openapi sources' timeout and max_response_size.
+func TestBrokerNegativeValuesRefused(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  BrokerConfig
+		want string
+	}{
+		{BrokerConfig{ToolTimeout: -1}, "tool_timeout must not be negative"},
+		{BrokerConfig{MaxExecutionTimeout: -1}, "max_execution_timeout must not be negative"},
+		{BrokerConfig{SessionTimeout: -1}, "session_timeout must not be negative"},
+		{BrokerConfig{MaxSessionsPerPrincipal: -1}, "max_sessions_per_principal must not be negative"},
+		{BrokerConfig{MaxStreamBytes: -1}, "max_stream_bytes must not be negative"},
+		{BrokerConfig{OpenAPI: []OpenAPISourceConfig{{Name: "x", SpecURL: "http://127.0.0.1:1/o.json", Timeout: -1}}}, `openapi source "x": timeout and max_response_size must not be negative`},
+		{BrokerConfig{OpenAPI: []OpenAPISourceConfig{{Name: "x", SpecURL: "http://127.0.0.1:1/o.json", MaxResponseSize: -1}}}, `openapi source "x": timeout and max_response_size`},
+		{BrokerConfig{PollInterval: -1, MaxAuthFailures: -1}, ""}, // negative means off for these two
+	} {
+		a := &App{Broker: &tc.cfg}
+		err := a.validateBroker()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", tc.cfg, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+}
