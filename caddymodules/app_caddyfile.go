@@ -40,6 +40,11 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, existing any) (any, error) {
 		return nil, d.ArgErr()
 	}
 	for d.NextBlock(0) {
+		// A block given twice (in one codemode option or in two, e.g. from
+		// two imported snippets) would replace the first one whole.
+		if appBlockSet(app, d.Val()) {
+			return nil, d.Errf("%s: set twice in the codemode global option; write one %s block", d.Val(), d.Val())
+		}
 		var err error
 		switch d.Val() {
 		case "storage":
@@ -67,4 +72,25 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, existing any) (any, error) {
 		Name:  "codemode",
 		Value: caddyconfig.JSON(app, nil),
 	}, nil
+}
+
+// appBlockSet reports whether the app already has the block name.
+func appBlockSet(app *App, name string) bool {
+	switch name {
+	case "storage":
+		return len(app.StorageRaw) > 0
+	case "throttle":
+		return app.Throttle != nil
+	case "sandbox":
+		return len(app.SandboxRaw) > 0
+	case "broker":
+		return app.Broker != nil
+	case "meta":
+		return app.Meta != nil
+	case "auth":
+		return app.Auth != nil
+	case "credentials":
+		return app.Credentials != nil
+	}
+	return false
 }
