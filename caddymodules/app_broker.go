@@ -506,7 +506,7 @@ func staticKeys(au *BrokerAuthConfig, repl *caddy.Replacer) *broker.AuthConfig {
 	}
 	return &broker.AuthConfig{
 		Type: au.Type,
-		Validate: func(_ context.Context, token string) (*broker.AuthResult, error) {
+		Validate: func(ctx context.Context, token string) (*broker.AuthResult, error) {
 			var found *broker.AuthResult
 			for i := range keys {
 				if subtle.ConstantTimeCompare(keys[i].key, []byte(token)) == 1 && found == nil {
@@ -516,6 +516,11 @@ func staticKeys(au *BrokerAuthConfig, repl *caddy.Replacer) *broker.AuthConfig {
 			}
 			if found == nil {
 				return &broker.AuthResult{Valid: false}, nil
+			}
+			// Caddy's access log names the user ("user_id"), as it does
+			// after codemode_auth or basic_auth.
+			if repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok && found.UserID != "" {
+				repl.Set("http.auth.user.id", found.UserID)
 			}
 			return found, nil
 		},
