@@ -119,19 +119,29 @@ func (h *BrokerHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Limits = l
 		case "allowed_origins":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
+			origins, err := parseAllowedOrigins(d)
+			if err != nil {
+				return err
 			}
-			if err := checkOrigins(args); err != nil {
-				return d.Err(err.Error())
-			}
-			h.AllowedOrigins = append(h.AllowedOrigins, args...)
+			h.AllowedOrigins = append(h.AllowedOrigins, origins...)
 		default:
 			return d.Errf("unrecognized subdirective %q", d.Val())
 		}
 	}
 	return nil
+}
+
+// parseAllowedOrigins reads the arguments of an allowed_origins
+// subdirective (codemode_broker, codemode_mcp).
+func parseAllowedOrigins(d *caddyfile.Dispenser) ([]string, error) {
+	args := d.RemainingArgs()
+	if len(args) == 0 {
+		return nil, d.ArgErr()
+	}
+	if err := checkOrigins(args); err != nil {
+		return nil, d.Err(err.Error())
+	}
+	return args, nil
 }
 
 // Interface guard

@@ -55,14 +55,11 @@ func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.DisableLocalhostProtection = true
 		case "allowed_origins":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
-				return d.ArgErr()
+			origins, err := parseAllowedOrigins(d)
+			if err != nil {
+				return err
 			}
-			if err := checkOrigins(args); err != nil {
-				return d.Err(err.Error())
-			}
-			h.AllowedOrigins = append(h.AllowedOrigins, args...)
+			h.AllowedOrigins = append(h.AllowedOrigins, origins...)
 		case "gateway_url":
 			if !d.NextArg() {
 				return d.ArgErr()
