@@ -156,13 +156,25 @@ func (RedisStorage) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
+// replacePlaceholders resolves {env.*}, {file.*} and the other global
+// placeholders in every string setting.
+func (r *RedisStorage) replacePlaceholders() {
+	repl := caddy.NewReplacer()
+	for _, p := range []*string{&r.Address, &r.Username, &r.Password, &r.KeyPrefix} {
+		*p = repl.ReplaceAll(*p, "")
+	}
+	if r.TLS != nil {
+		t := *r.TLS // the config's own value stays as written
+		t.ServerName = repl.ReplaceAll(t.ServerName, "")
+		t.CAFile = repl.ReplaceAll(t.CAFile, "")
+		r.TLS = &t
+	}
+}
+
 // Provision resolves placeholders, applies defaults and acquires the shared
 // client.
 func (r *RedisStorage) Provision(ctx caddy.Context) error {
-	repl := caddy.NewReplacer()
-	r.Address = repl.ReplaceAll(r.Address, "")
-	r.Username = repl.ReplaceAll(r.Username, "")
-	r.Password = repl.ReplaceAll(r.Password, "")
+	r.replacePlaceholders()
 	if r.Address == "" {
 		r.Address = DefaultRedisAddress
 	}
