@@ -29,7 +29,10 @@ func init() {
 // credentials.
 type BrokerHandler struct {
 	// Prefix is stripped from the request path before routing, for mounting
-	// under `handle /broker/*`. Default none.
+	// under `handle /broker/*`; a request outside it goes on to the next
+	// handler of the route, so the directive can sit in a site with other
+	// routes. Default none: every request reaching the handler is the
+	// broker's (unknown paths get its 404).
 	Prefix string `json:"prefix,omitempty"`
 
 	// RateLimit limits requests to every endpoint but /health. Unset means
@@ -144,7 +147,17 @@ func (h *BrokerHandler) Validate() error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler. Errors are written as
 // the broker's JSON bodies ({"error":{"code","message"}}) rather than
 // returned, because API clients need the stable codes.
-func (h *BrokerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+func (h *BrokerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	var rest string
+	if h.Prefix != "" {
+		// Outside the prefix the request is not the broker's: the rest of
+		// the site answers it, as with handle_path.
+		var ok bool
+		rest, ok = strings.CutPrefix(r.URL.Path, strings.TrimSuffix(h.Prefix, "/"))
+		if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+			return next.ServeHTTP(w, r)
+		}
+	}
 	r = withIdentity(withRequestID(w, r))
 	// Caddy's client address honours trusted_proxies: behind a load
 	// balancer it is the caller's, not the balancer's.
@@ -158,11 +171,6 @@ func (h *BrokerHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ cadd
 		}
 	}
 	if h.Prefix != "" {
-		p := strings.TrimSuffix(h.Prefix, "/")
-		rest, ok := strings.CutPrefix(r.URL.Path, p)
-		if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
-			rest = "/" // outside the prefix: no route, the broker answers 404
-		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path, r2.URL.RawPath = rest, ""
 		r = r2

@@ -384,3 +384,53 @@ http://127.0.0.1:%d {
 		t.Errorf("access log shows the key: %s", line)
 	}
 }
+
+// TestBrokerPrefixLeavesTheSite: `codemode_broker { prefix /broker }` put
+// in an existing site (it is ordered before respond, reverse_proxy and
+// file_server) serves only its prefix; every other request goes on to the
+// site's own handlers. It used to answer them all with its 404.
+func TestBrokerPrefixLeavesTheSite(t *testing.T) {
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	port := freePort(t)
+	loadCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		broker {
+			demo_tools
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	codemode_broker {
+		prefix /broker
+	}
+	respond "the existing site" 200
+}
+`, port))
+	defer func() { _ = caddy.Stop() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/", 200, "the existing site"},
+		{"/index.html", 200, "the existing site"},
+		{"/brokerage", 200, "the existing site"},
+		{"/broker/health", 200, `"status":"ok"`},
+		{"/broker/no-such-endpoint", 404, "NOT_FOUND"},
+	} {
+		resp, err := brokerClient.Get(base + tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.body) {
+			t.Errorf("GET %s: %d %q, want %d with %q", tc.path, resp.StatusCode, b, tc.status, tc.body)
+		}
+	}
+}
