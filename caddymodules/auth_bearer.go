@@ -106,7 +106,9 @@ func (b *BearerAuth) Provision(ctx caddy.Context) error {
 	if err := checkTransport(ctx, app.auth.cfg); err != nil {
 		return fmt.Errorf("codemode_bearer: %w", err)
 	}
-	resource := b.Resource
+	// Placeholders such as {env.PUBLIC_URL}, as in the auth block.
+	repl := caddy.NewReplacer()
+	resource := repl.ReplaceKnown(b.Resource, "")
 	if resource == "" {
 		resource = app.auth.resource
 	}
@@ -116,7 +118,7 @@ func (b *BearerAuth) Provision(ctx caddy.Context) error {
 		}
 		b.metadataURL = oauth.MetadataURL(resource)
 	}
-	b.audience = b.Audience
+	b.audience = repl.ReplaceKnown(b.Audience, "")
 	if b.audience == "" {
 		if app.auth.cfg.Mode == AuthModeTransparent {
 			b.audience = app.auth.cfg.ExpectedAudience

@@ -597,3 +597,47 @@ func TestCaddyScopeStepUp(t *testing.T) {
 		t.Fatalf("bad token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
 }
+
+// TestCaddyAuthHandlerPlaceholders: the resource of codemode_auth and
+// codemode_oauth takes placeholders like the auth block's strings, e.g.
+// {env.PUBLIC_URL}/api from the environment; it used to fail the load as
+// "not an absolute URL".
+func TestCaddyAuthHandlerPlaceholders(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	t.Setenv("CODEMODE_TEST_PUBLIC_URL", base)
+	src := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			development
+			issuer %[1]s
+		}
+	}
+}
+
+%[1]s {
+	bind 127.0.0.1
+	codemode_oauth {
+		resource {env.CODEMODE_TEST_PUBLIC_URL}/api
+	}
+	codemode_auth /api* {
+		resource {env.CODEMODE_TEST_PUBLIC_URL}/api
+	}
+	respond "public"
+}
+`, base)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, cfg)
+	md := base + "/.well-known/oauth-protected-resource/api"
+	if resp, _ := get(t, base+"/api/x", ""); resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="`+md+`"`) {
+		t.Fatalf("/api/x: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if resp, body := get(t, md, ""); resp.StatusCode != 200 || !strings.Contains(body, `"resource":"`+base+`/api"`) {
+		t.Fatalf("metadata: %d %s", resp.StatusCode, body)
+	}
+}

@@ -70,7 +70,11 @@ func (h *OAuthHandler) Provision(ctx caddy.Context) error {
 	if err := checkTransport(ctx, app.auth.cfg); err != nil {
 		return fmt.Errorf("codemode_oauth: %w", err)
 	}
-	resources := h.Resources
+	repl := caddy.NewReplacer()
+	var resources []string
+	for _, r := range h.Resources {
+		resources = append(resources, repl.ReplaceKnown(r, ""))
+	}
 	if len(resources) == 0 && app.auth.resource != "" {
 		resources = []string{app.auth.resource}
 	}
