@@ -60,6 +60,9 @@ var domainRelated = map[string][]string{
 	"every": {"all"}, "all": {"every"}, "cap": {"limit", "quota"},
 	"autocomplete": {"typeahead", "suggestion"}, "typeahead": {"autocomplete", "suggestion"},
 	"depend": {"dependency"}, "dependency": {"depend"},
+	"activate": {"enable", "active"}, "deactivate": {"disable", "inactive"}, "suspend": {"disable", "deactivate", "pause"},
+	"enable": {"activate"}, "disable": {"deactivate", "suspend"},
+	"active": {"status", "state"}, "inactive": {"status", "state"},
 	"machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 }
 
@@ -81,7 +84,7 @@ var domainPhrases = map[[2]string][]weighted{
 
 // questionTerms are what a question word asks about: "who" asks for people.
 var questionTerms = map[string][]weighted{
-	"who":   {{"user", 0.5}, {"member", 0.4}, {"people", 0.4}},
+	"who":   {{"user", 0.5}, {"member", 0.4}, {"people", 0.4}, {"participant", 0.4}},
 	"whom":  {{"user", 0.5}, {"member", 0.4}},
 	"whose": {{"user", 0.4}, {"owner", 0.4}},
 	"when":  {{"date", 0.4}, {"time", 0.4}},

@@ -1219,3 +1219,36 @@ func TestBM25Typos(t *testing.T) {
 		t.Errorf("lsit the lables of an isue: %v", hits)
 	}
 }
+
+// TestBM25SwitchWords: APIs switch a thing on and off as enable/disable or
+// activate/deactivate/suspend, and say whether it is active with a status;
+// a meeting's people are its participants.
+func TestBM25SwitchWords(t *testing.T) {
+	docs := []Doc{
+		{Name: "a:getCard", AppID: "a", Description: "Get a card"},
+		{Name: "a:updateCard", AppID: "a", Description: "Update a card"},
+		{Name: "a:deleteCard", AppID: "a", Description: "Delete a card"},
+		{Name: "a:cardEnable", AppID: "a", Description: "Request a card enable"},
+		{Name: "a:cardDisable", AppID: "a", Description: "Request a card disable"},
+		{Name: "a:getCardStatus", AppID: "a", Description: "Retrieve a card status"},
+		{Name: "a:getMeeting", AppID: "a", Description: "Retrieve a meeting"},
+		{Name: "a:listMeetingParticipants", AppID: "a", Description: "List meeting participants"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"activate a card":            "a:cardEnable",
+		"suspend a card":             "a:cardDisable",
+		"deactivate a card":          "a:cardDisable",
+		"is this card still active?": "a:getCardStatus",
+		"who is in this meeting?":    "a:listMeetingParticipants",
+	} {
+		hits, _ := ix.Rank(context.Background(), q, 3, nil)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			var got []string
+			for _, h := range hits {
+				got = append(got, docs[h.Doc].Name)
+			}
+			t.Errorf("%q: %v, want %s first", q, got, want)
+		}
+	}
+}
