@@ -288,7 +288,9 @@ func TestSearchQualityCatalogs(t *testing.T) {
 // return the result", "…, thanks": 0.01 to 0.07 lost before requestOf
 // knew them, "Which of the endpoints can …" 0.26); so must the values a
 // request carries ("… (id 12345)": up to 0.075 lost, `… named
-// "prod-web-1"` 0.06, before search's withoutValues).
+// "prod-web-1"` 0.06, before search's withoutValues); so must a reason
+// after the request ("… so I can review it", "… to see what changed": 0.03
+// and 0.05 lost before search's withoutReason).
 // Report catalogs are left out: their figures are read once per pass.
 func TestSearchQualityFramed(t *testing.T) {
 	for _, name := range evalCatalogs {
@@ -301,7 +303,7 @@ func TestSearchQualityFramed(t *testing.T) {
 			plain := evaluateWith(t, c, s, "%s")
 			for _, framing := range []string{"How do I %s?", "I need to %s", "Which endpoint should I call to %s?", "%s using the API", "Which endpoint can %s?", "In {app}, %s", "{app}: %s", "%s in {app}",
 				"Quick question: %s", "%s and return the result", "Which of the endpoints can %s?", "%s, thanks",
-				"%s (id 12345)", `%s named "prod-web-1"`} {
+				"%s (id 12345)", `%s named "prod-web-1"`, "%s so I can review it", "%s to see what changed"} {
 				if r := evaluateWith(t, c, s, framing); r.MRR < plain.MRR-0.04 {
 					t.Errorf("%s framed as %q: MRR %.3f, plain %.3f", name, framing, r.MRR, plain.MRR)
 				}
