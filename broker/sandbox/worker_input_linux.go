@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"os"
 	"sync"
@@ -34,19 +33,19 @@ import (
 // that arrives later.
 //
 // The input also has an owner (see take): the serve loop, or a script
-// that polls. A descriptor watched by the runtime's poller wakes the
-// thread asleep in the poller (there is one whenever a timer is pending,
-// and a script's limits are timers) for every write the parent makes,
-// whoever reads the data: a thread woken per tool result for nothing, paid
-// by the parent's write (the wake-up) and the worker (the thread's turn).
-// So the pipe is read through a descriptor the poller does not watch
-// (raw), and the loop waits on a duplicate registered with the poller only
-// while it owns the input: a polling script takes it (the loop closes its
-// duplicate) and keeps it while it runs JavaScript between calls, until
-// it parks, refuses to poll, ends, or stops polling for a whole period of
-// the watch (look), which gives the input back so that frames that
-// arrive meanwhile (a cancel, another execution) wait at most about two
-// periods.
+// that polls. A descriptor in the runtime's poller wakes the thread asleep
+// there (there is one whenever a timer is pending, and a script's limits
+// are timers) at every write of the parent, whoever reads the data: a
+// thread woken per tool result for nothing, paid by the parent's write
+// (the wake-up, on the call's path) and by the worker (the thread's turn).
+// So the pipe is watched by an epoll instance of its own (ep), which the
+// runtime's poller watches for the serve loop; ep reports the pipe's data
+// only while the loop owns the input. A polling script takes it (one
+// epoll_ctl, no wake-up) and keeps it while it runs JavaScript between
+// calls, until it parks, refuses to poll, waits for a lookup, ends, or has
+// not polled for a whole period of the watch (look), which gives the input
+// back: frames that arrive meanwhile (a cancel, another execution) wait
+// at most about two periods.
 type workerInput struct {
 	raw    int                  // a descriptor of the pipe the poller does not watch
 	name   string               // the pipe's, for errors
@@ -55,14 +54,15 @@ type workerInput struct {
 	missed atomic.Bool
 	failed atomic.Bool // err is set; whoever sets it, under mu, wakes the serve loop
 
-	// Ownership: byScript while a script polls (take, giveBack, look);
-	// back wakes the loop to look at owner and failed again; watched is
-	// the duplicate the loop waits on (nil when it waits for back), first
-	// the pipe newWorkerInput was given.
-	owner   atomic.Int32
-	back    chan struct{}
-	regMu   sync.Mutex
-	watched *os.File
+	// ep is an epoll instance watching raw; events is ep as a file the
+	// runtime's poller watches (the serve loop waits on it). Ownership:
+	// byScript while a script polls (take, giveBack, look; changed under
+	// ownMu with the events ep reports).
+	ep     int
+	events *os.File
+	owner  atomic.Int32
+	ownMu  sync.Mutex
+	closed bool // set under ownMu and mu when the serve loop ended
 
 	// The watch: a timer armed while a script owns the input, every
 	// period (inputWatchPeriod); polls counts the script's polls, seen is
@@ -94,9 +94,9 @@ const (
 const inputWatchPeriod = time.Millisecond
 
 // newWorkerInput returns a workerInput for in when it is a non-blocking
-// pipe (else nil); buffered holds the bytes read past the init frame. The
-// workerInput owns in from then on: it closes it when a script first
-// takes the input (closing it unregisters it from the poller).
+// pipe (else nil); buffered holds the bytes read past the init frame. It
+// closes in (which takes it out of the runtime's poller) and reads the
+// pipe through a duplicate of its descriptor.
 func newWorkerInput(in io.Reader, buffered *bufio.Reader, max int, serve func(*wireMsg) error) *workerInput {
 	p, ok := in.(*rawPipe)
 	if !ok {
@@ -108,8 +108,23 @@ func newWorkerInput(in io.Reader, buffered *bufio.Reader, max int, serve func(*w
 	}); err != nil || raw < 0 {
 		return nil
 	}
-	wi := &workerInput{raw: raw, name: p.f.Name(), serve: serve, back: make(chan struct{}, 1), watched: p.f, period: inputWatchPeriod,
+	ep, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err == nil {
+		err = syscall.SetNonblock(ep, true)
+	}
+	if err == nil {
+		err = syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, raw, &syscall.EpollEvent{Events: inputEvents})
+	}
+	if err != nil {
+		_ = syscall.Close(raw)
+		if ep >= 0 {
+			_ = syscall.Close(ep)
+		}
+		return nil
+	}
+	wi := &workerInput{raw: raw, ep: ep, events: os.NewFile(uintptr(ep), "epoll"), name: p.f.Name(), serve: serve, period: inputWatchPeriod,
 		buf: make([]byte, inputBufferBytes), fr: frameReader{max: max, fastResults: true}}
+	_ = p.f.Close()
 	wi.watch = time.AfterFunc(time.Hour, wi.look)
 	wi.watch.Stop()
 	if n := buffered.Buffered(); n > 0 {
@@ -119,6 +134,10 @@ func newWorkerInput(in io.Reader, buffered *bufio.Reader, max int, serve func(*w
 	}
 	return wi
 }
+
+// inputEvents are the events of the pipe that wake the serve loop while
+// it owns the input: readable, and (always reported) hang-up and error.
+const inputEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | -syscall.EPOLLET
 
 // dupCloexec duplicates fd, close-on-exec.
 func dupCloexec(fd int) (int, error) {
@@ -130,115 +149,102 @@ func dupCloexec(fd int) (int, error) {
 }
 
 // run is the serve loop: it reads and dispatches frames until the stream
-// ends (io.EOF) or fails.
+// ends (io.EOF) or fails. It waits in the runtime's poller for its epoll
+// instance to become readable, and takes a turn each time unless a
+// script owns the input.
 func (wi *workerInput) run() error {
 	defer wi.end()
-	for !wi.failed.Load() {
-		if wi.owner.Load() == byScript {
-			wi.unwatch()
-			<-wi.back
-			continue
-		}
-		if err := wi.serveTurns(); err != nil {
-			if ferr := wi.failure(); ferr != nil {
-				return ferr
-			}
-			return err
-		}
-	}
-	return wi.failure()
-}
-
-// serveTurns waits on a registered duplicate of the pipe and takes turns
-// until a script takes the input or the loop is to end; the duplicate is
-// closed again then. An error is the poller's (not a deadline).
-func (wi *workerInput) serveTurns() error {
-	wi.regMu.Lock()
-	f := wi.watched
-	if f == nil {
-		fd, err := dupCloexec(wi.raw)
-		if err != nil {
-			wi.regMu.Unlock()
-			return &os.PathError{Op: "dup", Path: wi.name, Err: err}
-		}
-		f = os.NewFile(uintptr(fd), wi.name) // non-blocking: watched by the poller
-		wi.watched = f
-	}
-	wi.regMu.Unlock()
-	rc, err := f.SyscallConn()
+	rc, err := wi.events.SyscallConn()
 	if err == nil {
 		// The turn runs inside the callback: RawConn.Read forgets a
 		// readiness that came before its first callback, so a turn
 		// before it could leave a byte unread (see rawPipe.readLoop).
 		err = rc.Read(func(uintptr) bool {
-			return wi.owner.Load() == byScript || wi.turn()
+			wi.consumeEvents()
+			if wi.owner.Load() == byScript {
+				return wi.failed.Load()
+			}
+			return wi.turn()
 		})
 	}
-	wi.unwatch()
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-		return err
+	if ferr := wi.failure(); ferr != nil {
+		return ferr
 	}
-	return nil
+	return err
 }
 
-// unwatch closes the duplicate the serve loop waits on, if any (closing
-// takes it out of the poller).
-func (wi *workerInput) unwatch() {
-	wi.regMu.Lock()
-	f := wi.watched
-	wi.watched = nil
-	wi.regMu.Unlock()
-	if f != nil {
-		_ = f.Close()
+// consumeEvents empties the epoll instance's ready list, so that the next
+// event of the pipe makes it readable anew (the poller is edge-triggered).
+func (wi *workerInput) consumeEvents() {
+	var ev [1]syscall.EpollEvent
+	for {
+		_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(wi.ep), uintptr(unsafe.Pointer(&ev[0])), 1, 0, 0, 0)
+		if e != syscall.EINTR {
+			return
+		}
 	}
 }
 
-// wakeLoop makes the serve loop look at owner and failed again: out of
-// its wait for back, or out of its wait on the duplicate.
-func (wi *workerInput) wakeLoop() {
-	select {
-	case wi.back <- struct{}{}:
-	default:
-	}
-	wi.regMu.Lock()
-	if wi.watched != nil {
-		_ = wi.watched.SetReadDeadline(time.Unix(1, 0))
-	}
-	wi.regMu.Unlock()
-}
+// wakeLoop makes the serve loop end its wait now (it has failed set).
+func (wi *workerInput) wakeLoop() { _ = wi.events.SetReadDeadline(time.Unix(1, 0)) }
 
-// end is the serve loop's: the watch stops, the descriptors close.
+// end is the serve loop's: the watch stops, the descriptors close (under
+// ownMu and mu, so that no epoll_ctl or read uses a closed descriptor's
+// number, which the process may reuse).
 func (wi *workerInput) end() {
-	wi.owner.Store(byLoop)
 	wi.watch.Stop()
-	wi.unwatch()
+	wi.ownMu.Lock()
 	wi.mu.Lock()
+	wi.closed = true
+	_ = wi.events.Close()
 	_ = syscall.Close(wi.raw)
-	wi.raw = -1
 	if wi.err == nil {
 		wi.err = io.EOF // a script that polls from now on finds the end
 	}
 	wi.mu.Unlock()
+	wi.ownMu.Unlock()
 }
 
-// take makes the calling script the owner of the input (see workerInput);
-// the serve loop stops waiting on its duplicate, and the watch is armed.
-// Only scripts call it, on their own goroutine.
+// take makes the calling script the owner of the input (see workerInput):
+// the pipe's events no longer wake the serve loop, and the watch is
+// armed. Only scripts call it, on their own goroutine.
 func (wi *workerInput) take() {
 	if wi.owner.Load() == byScript {
 		return
 	}
-	wi.owner.Store(byScript)
+	wi.ownMu.Lock()
+	if wi.owner.Load() == byLoop {
+		wi.owner.Store(byScript)
+		wi.listen(0)
+	}
+	wi.ownMu.Unlock()
 	wi.arm()
-	wi.wakeLoop()
 }
 
 // giveBack returns the input to the serve loop if a script owns it: the
-// script is about to block, or no longer polls.
+// script is about to block, or no longer polls. The pipe's events wake
+// the loop again (at once if the pipe holds data).
 func (wi *workerInput) giveBack() {
-	if wi.owner.CompareAndSwap(byScript, byLoop) {
-		wi.wakeLoop()
+	if wi.owner.Load() != byScript {
+		return
 	}
+	wi.ownMu.Lock()
+	if wi.owner.Load() == byScript {
+		wi.owner.Store(byLoop)
+		wi.listen(inputEvents)
+	}
+	wi.ownMu.Unlock()
+}
+
+// listen sets the events of the pipe the epoll instance reports (under
+// ownMu; none once the loop ended). With none, a write of the parent wakes no one: the kernel's
+// callback finds no waiter for it.
+func (wi *workerInput) listen(events uint32) {
+	if wi.closed {
+		return
+	}
+	ev := syscall.EpollEvent{Events: events}
+	_, _, _ = syscall.RawSyscall6(syscall.SYS_EPOLL_CTL, uintptr(wi.ep), syscall.EPOLL_CTL_MOD, uintptr(wi.raw), uintptr(unsafe.Pointer(&ev)), 0, 0)
 }
 
 // arm starts the watch unless it runs.
@@ -410,7 +416,7 @@ func (wi *workerInput) room(need int) {
 // tryRead reads what the pipe holds into b without waiting (see
 // rawPipe.tryRead), through the descriptor the poller does not watch.
 func (wi *workerInput) tryRead(b []byte) (int, syscall.Errno) {
-	if wi.raw < 0 {
+	if wi.closed {
 		return 0, syscall.EBADF
 	}
 	for {
