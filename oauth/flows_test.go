@@ -556,6 +556,12 @@ func TestSelfRegisteredClientsAlwaysAsk(t *testing.T) {
 	if next.Path != "/oauth/consent" {
 		t.Fatalf("registered client, consent off: led to %s, want the consent screen", next)
 	}
+	// The callback cannot be reached past the consent screen.
+	skip := e.get(e.srv.URL + "/oauth/authorize/callback?" + next.RawQuery)
+	if loc := skip.Header.Get("Location"); strings.Contains(loc, "code=") {
+		t.Fatalf("callback before consent redirected with a code: %d %s", skip.StatusCode, loc)
+	}
+	skip.Body.Close()
 	page := body(t, e.get(e.srv.URL+next.RequestURI()))
 	for _, want := range []string{`id="client">Claude<`, "registered by itself", `id="redirect-host">evil.example<`} {
 		if !strings.Contains(page, want) {
