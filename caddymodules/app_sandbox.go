@@ -291,6 +291,11 @@ func parseSandboxPool(d *caddyfile.Dispenser) (*SandboxPool, error) {
 			return nil, err
 		}
 	}
+	// Caught here, the error has a line and the Caddyfile's names (the
+	// pool's own check at load speaks of minSize and maxSize).
+	if p.MinSize != nil && p.MaxSize > 0 && *p.MinSize > p.MaxSize {
+		return nil, d.Errf("sandbox: pool: min %d is above max %d", *p.MinSize, p.MaxSize)
+	}
 	return p, nil
 }
 
