@@ -120,9 +120,8 @@ func caseStrings(t *testing.T) map[string][]string {
 	return out
 }
 
-// docsSection is the text of a page of docs/ from heading to the next
-// heading of any level.
-func docsSection(t *testing.T, page, heading string) string {
+// docsAfter is the text of a page of docs/ after heading.
+func docsAfter(t *testing.T, page, heading string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "docs", page))
 	if err != nil {
@@ -132,6 +131,14 @@ func docsSection(t *testing.T, page, heading string) string {
 	if !ok {
 		t.Fatalf("docs/%s has no heading %q", page, heading)
 	}
+	return rest
+}
+
+// docsSection is the text of a page of docs/ from heading to the next
+// heading of any level.
+func docsSection(t *testing.T, page, heading string) string {
+	t.Helper()
+	rest := docsAfter(t, page, heading)
 	if i := strings.Index(rest, "\n#"); i >= 0 {
 		rest = rest[:i]
 	}

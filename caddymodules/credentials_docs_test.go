@@ -25,15 +25,7 @@ import (
 // of docs/.
 func docsCaddyfile(t *testing.T, page, heading string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "docs", page))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("docs/%s has no heading %q", page, heading)
-	}
-	_, rest, ok = strings.Cut(rest, "```caddyfile\n")
+	_, rest, ok := strings.Cut(docsAfter(t, page, heading), "```caddyfile\n")
 	if !ok {
 		t.Fatalf("docs/%s: no caddyfile block under %q", page, heading)
 	}
