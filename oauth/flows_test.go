@@ -534,7 +534,7 @@ func TestSelfRegisteredClientsAlwaysAsk(t *testing.T) {
 	afterLogin := func(clientID, redirect string) (*url.URL, string) {
 		t.Helper()
 		cfg := e.oauth2(clientID, redirect)
-		loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
+		loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()), oauth2.SetAuthURLParam("resource", asResource))), http.StatusFound)
 		page := body(t, e.get(e.srv.URL+loginURL.RequestURI()))
 		id, csrf := hidden(t, page)
 		next := location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
@@ -563,7 +563,7 @@ func TestSelfRegisteredClientsAlwaysAsk(t *testing.T) {
 	}
 	skip.Body.Close()
 	page := body(t, e.get(e.srv.URL+next.RequestURI()))
-	for _, want := range []string{`id="client">Claude<`, "registered by itself", `id="redirect-host">evil.example<`} {
+	for _, want := range []string{`id="client">Claude<`, "registered by itself", `id="redirect-host">evil.example<`, `id="resource">` + asResource + `<`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("consent page lacks %q: %s", want, page)
 		}

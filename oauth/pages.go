@@ -45,6 +45,7 @@ ul.scopes li{margin:.3rem 0}.warn{border-left:4px solid #b36b00;padding-left:.6r
 <h1>Allow access?</h1>
 <p><strong id="client">{{.Client}}</strong>{{template "origin" .}} asks for access to your account <strong id="subject">{{.Subject}}</strong> with these permissions:</p>
 <ul class="scopes" id="scopes">{{range .Scopes}}<li>{{.}}</li>{{end}}</ul>
+{{if .Resource}}<p>The access is for <code id="resource">{{.Resource}}</code>.</p>{{end}}
 <p>It will be sent back to <code id="redirect">{{.Redirect}}</code>{{if .RedirectHost}} on <strong id="redirect-host">{{.RedirectHost}}</strong>{{end}}.</p>
 {{if .LocalRedirects}}<p class="warn" id="local-warning">This application receives the answer on this computer ({{.RedirectHost}}): any program running here could use its name. Allow it only if you started it yourself just now.</p>{{end}}
 <form method="post" action="{{.Action}}" id="consent">
@@ -67,6 +68,9 @@ type pageData struct {
 	// SelfRegistered marks a dynamically registered client (its name is
 	// unverified too).
 	SelfRegistered bool
+	// Resource is the RFC 8707 resource the token will be for, when the
+	// client named one other than this server.
+	Resource string
 }
 
 // clientDisplay is the client's name as the pending authorization recorded
@@ -261,7 +265,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		s.render(w, http.StatusOK, "consent", pageData{Title: "Allow access", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost, SelfRegistered: a.SelfRegistered,
 			Subject: a.Subject, Scopes: visibleScopes(a.Scopes), Redirect: a.RedirectURI, RedirectHost: redirectHost(a.RedirectURI),
-			LocalRedirects: a.LocalRedirects, ID: a.ID, CSRF: a.CSRF, Action: pathConsent})
+			LocalRedirects: a.LocalRedirects, ID: a.ID, CSRF: a.CSRF, Action: pathConsent, Resource: s.namedResource(a)})
 		return
 	}
 	if r.PostForm.Get("decision") != "approve" {
@@ -277,4 +281,15 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, pathCallback+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
+}
+
+// namedResource is the resource an authorization asks a token for, when
+// it is not this server itself: the consent screen says where the access
+// goes (RFC 8707 lets any absolute URI become the audience).
+func (s *Server) namedResource(a *authRequest) string {
+	issuer, _ := canonicalResource(s.cfg.issuer)
+	if len(a.Audience) == 0 || a.Audience[0] == issuer {
+		return ""
+	}
+	return a.Audience[0]
 }
