@@ -95,15 +95,7 @@ func TestWorkerInputServesEveryFrameOnce(t *testing.T) {
 			t.Fatalf("frame %d never dispatched", i)
 		}
 	}
-	w.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("run ended with %v, want io.EOF", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("run did not end when the pipe closed")
-	}
+	closeExpectEOF(t, w, done)
 	stop.Store(true)
 	wg.Wait()
 	select {
@@ -365,26 +357,8 @@ func TestWorkerInputUnwatchedWhileScriptPolls(t *testing.T) {
 	}
 	wi.giveBack()
 	waitFor(t, "the serve loop to watch the pipe again", func() bool { return pipeWatched(t, w) })
-	if _, err := w.Write(resultFrame(t, 51, "1")); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case got := <-served:
-		if got != 51 {
-			t.Fatalf("dispatched %d, want 51", got)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a frame written after the input was given back was never read")
-	}
-	w.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("run ended with %v, want io.EOF", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("run did not end when the pipe closed")
-	}
+	writeExpectServed(t, w, served, 51, "a frame written after the input was given back")
+	closeExpectEOF(t, w, done)
 }
 
 // TestWorkerInputWatchGivesBack: a script that polled and then stopped
@@ -395,26 +369,40 @@ func TestWorkerInputWatchGivesBack(t *testing.T) {
 	for round := range 20 {
 		wi, w, served, done := inputUnderTest(t, 64<<10)
 		wi.poll() // and never again: the watch gives the input back
-		if _, err := w.Write(resultFrame(t, 1, "1")); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case got := <-served:
-			if got != 1 {
-				t.Fatalf("dispatched %d", got)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("round %d: the frame a script left unread was never read", round)
-		}
+		writeExpectServed(t, w, served, 1, fmt.Sprintf("round %d: the frame a script left unread", round))
 		waitFor(t, "the input to be given back", func() bool { return wi.owner.Load() == byLoop })
-		w.Close()
-		select {
-		case err := <-done:
-			if !errors.Is(err, io.EOF) {
-				t.Fatalf("run ended with %v, want io.EOF", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("run did not end when the pipe closed")
+		closeExpectEOF(t, w, done)
+	}
+}
+
+// writeExpectServed writes the frame of call and waits until it is
+// dispatched (what names it in the failure).
+func writeExpectServed(t *testing.T, w *os.File, served chan uint64, call uint64, what string) {
+	t.Helper()
+	if _, err := w.Write(resultFrame(t, call, "1")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-served:
+		if got != call {
+			t.Fatalf("dispatched %d, want %d", got, call)
 		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s was never read", what)
+	}
+}
+
+// closeExpectEOF closes the parent's end and waits until the serve loop
+// ends with io.EOF.
+func closeExpectEOF(t *testing.T, w *os.File, done chan error) {
+	t.Helper()
+	w.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, io.EOF) {
+			t.Fatalf("run ended with %v, want io.EOF", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("run did not end when the pipe closed")
 	}
 }
