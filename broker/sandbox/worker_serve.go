@@ -80,7 +80,9 @@ func ServeWorkerStdio() int {
 // with the in-process engine, each on its own goroutine (the parent decides
 // how many this process hosts and when each may run), forwarding tool
 // calls and console output to the parent over out. It returns nil when in
-// ends.
+// ends. When in is an *os.File of a non-blocking pipe (on Linux), it is
+// closed after the handshake and the pipe read through a duplicate of its
+// descriptor (see workerInput).
 func ServeWorker(in io.Reader, out io.Writer) error {
 	// The script prelude compiles while the configuration is read and the
 	// memory capped (NewInProcess waits for it); in a process the pool
