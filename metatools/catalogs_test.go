@@ -293,23 +293,16 @@ func TestSearchQualityCatalogs(t *testing.T) {
 // and 0.05 lost before search's withoutReason).
 // Report catalogs are left out: their figures are read once per pass.
 func TestSearchQualityFramed(t *testing.T) {
-	for _, name := range evalCatalogs {
-		if evalRole(t, name) != "tune" {
-			continue
-		}
-		c := loadEvalCatalog(t, name)
-		t.Run(name, func(t *testing.T) {
-			s := c.service(t, nil)
-			plain := evaluateWith(t, c, s, "%s")
-			for _, framing := range []string{"How do I %s?", "I need to %s", "Which endpoint should I call to %s?", "%s using the API", "Which endpoint can %s?", "In {app}, %s", "{app}: %s", "%s in {app}",
-				"Quick question: %s", "%s and return the result", "Which of the endpoints can %s?", "%s, thanks",
-				"%s (id 12345)", `%s named "prod-web-1"`, "%s so I can review it", "%s to see what changed"} {
-				if r := evaluateWith(t, c, s, framing); r.MRR < plain.MRR-0.04 {
-					t.Errorf("%s framed as %q: MRR %.3f, plain %.3f", name, framing, r.MRR, plain.MRR)
-				}
+	forTuningCatalogs(t, func(t *testing.T, c *evalCatalog, s *Service) {
+		plain := evaluateWith(t, c, s, "%s")
+		for _, framing := range []string{"How do I %s?", "I need to %s", "Which endpoint should I call to %s?", "%s using the API", "Which endpoint can %s?", "In {app}, %s", "{app}: %s", "%s in {app}",
+			"Quick question: %s", "%s and return the result", "Which of the endpoints can %s?", "%s, thanks",
+			"%s (id 12345)", `%s named "prod-web-1"`, "%s so I can review it", "%s to see what changed"} {
+			if r := evaluateWith(t, c, s, framing); r.MRR < plain.MRR-0.04 {
+				t.Errorf("%s framed as %q: MRR %.3f, plain %.3f", c.name, framing, r.MRR, plain.MRR)
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestSearchNamedCalls: an agent that knows the call names it — the tool's
@@ -318,34 +311,27 @@ func TestSearchQualityFramed(t *testing.T) {
 // so ranks first (words alone had it first for 78–100% of names and 63–80%
 // of method-and-path requests).
 func TestSearchNamedCalls(t *testing.T) {
-	for _, name := range evalCatalogs {
-		if evalRole(t, name) != "tune" {
-			continue
+	forTuningCatalogs(t, func(t *testing.T, c *evalCatalog, s *Service) {
+		call := map[string]string{}
+		for k, v := range c.byOp {
+			if strings.Contains(k, " /") {
+				call[v] = k
+			}
 		}
-		c := loadEvalCatalog(t, name)
-		t.Run(name, func(t *testing.T) {
-			s := c.service(t, nil)
-			call := map[string]string{}
-			for k, v := range c.byOp {
-				if strings.Contains(k, " /") {
-					call[v] = k
+		for _, q := range c.set.Queries {
+			tool := c.byOp[q.Want[0]]
+			local := strings.TrimPrefix(tool, c.name+":")
+			for _, query := range []string{tool, local, call[tool], "What does `" + local + "` return?"} {
+				out, err := s.Search(context.Background(), SearchInput{Queries: []string{query}, TopK: new(3)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(out.Tools) == 0 || out.Tools[0].Name != tool {
+					t.Errorf("%q: first %v, want %s", query, out.Tools, tool)
 				}
 			}
-			for _, q := range c.set.Queries {
-				tool := c.byOp[q.Want[0]]
-				local := strings.TrimPrefix(tool, name+":")
-				for _, query := range []string{tool, local, call[tool], "What does `" + local + "` return?"} {
-					out, err := s.Search(context.Background(), SearchInput{Queries: []string{query}, TopK: new(3)})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(out.Tools) == 0 || out.Tools[0].Name != tool {
-						t.Errorf("%q: first %v, want %s", query, out.Tools, tool)
-					}
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestSearchQualityTypos: a request typed in a hurry. Over the tuning
@@ -369,24 +355,17 @@ func TestSearchQualityTypos(t *testing.T) {
 		}
 		return strings.Join(words, " ")
 	}
-	for _, name := range evalCatalogs {
-		if evalRole(t, name) != "tune" {
-			continue
+	forTuningCatalogs(t, func(t *testing.T, c *evalCatalog, s *Service) {
+		var plain, typed float64
+		for _, q := range c.set.Queries {
+			plain += reciprocalRank(t, c, s, q.Q, q.Want)
+			typed += reciprocalRank(t, c, s, swap(q.Q), q.Want)
 		}
-		c := loadEvalCatalog(t, name)
-		t.Run(name, func(t *testing.T) {
-			s := c.service(t, nil)
-			var plain, typed float64
-			for _, q := range c.set.Queries {
-				plain += reciprocalRank(t, c, s, q.Q, q.Want)
-				typed += reciprocalRank(t, c, s, swap(q.Q), q.Want)
-			}
-			n := float64(len(c.set.Queries))
-			if typed/n < plain/n-0.04 {
-				t.Errorf("%s with a typo: MRR %.3f, plain %.3f", name, typed/n, plain/n)
-			}
-		})
-	}
+		n := float64(len(c.set.Queries))
+		if typed/n < plain/n-0.04 {
+			t.Errorf("%s with a typo: MRR %.3f, plain %.3f", c.name, typed/n, plain/n)
+		}
+	})
 }
 
 // reciprocalRank is 1/rank of the first of want among query's top 10 (0
@@ -405,6 +384,19 @@ func reciprocalRank(t testing.TB, c *evalCatalog, s *Service, query string, want
 		}
 	}
 	return 0
+}
+
+// forTuningCatalogs runs f as a subtest over each tuning catalog with a
+// service over its tools. Report catalogs are left out: their figures are
+// read once per pass.
+func forTuningCatalogs(t *testing.T, f func(t *testing.T, c *evalCatalog, s *Service)) {
+	for _, name := range evalCatalogs {
+		if evalRole(t, name) != "tune" {
+			continue
+		}
+		c := loadEvalCatalog(t, name)
+		t.Run(name, func(t *testing.T) { f(t, c, c.service(t, nil)) })
+	}
 }
 
 // BenchmarkSearchGitHub is one meta:search query (topK 10) through
