@@ -52,8 +52,13 @@ func pathSegments(p string) []string {
 
 // requestPath is the path a query word gives: "/repos/{owner}/{repo}" or a
 // URL's path ("https://api.example.com/v1/pets/7?x=1" -> /v1/pets/7);
-// ok is false for a word that is neither.
-func requestPath(w string) (segs []string, ok bool) {
+// ok is false for a word that is neither. relative also takes a path
+// without its leading slash ("repos/{owner}/{repo}/issues"): after an HTTP
+// method, or with a template's placeholder.
+func requestPath(w string, relative bool) (segs []string, ok bool) {
+	if relative && !strings.HasPrefix(w, "/") && strings.Contains(w, "/") && !strings.Contains(w, "://") {
+		w = "/" + w
+	}
 	switch {
 	case strings.HasPrefix(w, "http://") || strings.HasPrefix(w, "https://"):
 		u, err := url.Parse(w)
@@ -158,13 +163,13 @@ func (ix *BM25) namedDocs(query string) []namedDoc {
 		}
 	}
 	for i, w := range spans {
-		segs, ok := requestPath(w)
-		if !ok {
-			continue
-		}
 		method := ""
 		if i > 0 && requestMethods[strings.ToLower(spans[i-1])] {
 			method = strings.ToUpper(spans[i-1])
+		}
+		segs, ok := requestPath(w, method != "" || strings.Contains(w, "{"))
+		if !ok {
+			continue
 		}
 		for skip := 0; skip <= 3 && skip < len(segs); skip++ {
 			found := false

@@ -1151,7 +1151,9 @@ func TestBM25Named(t *testing.T) {
 		"GET /repos/octo/hello/issues/12":                       "git:issueGetIssue",
 		"GET /repos/octo/hello/issues/comments":                 "git:issueGetComments", // a literal fits better than {index}
 		"get /repos/{owner}/{repo}/pulls/{index}.{diffType}":    "git:repoDownloadPullDiffOrPatch",
-		"https://api.example.com/api/v1/repos/a/b/issues/7?x=1": "git:issueGetIssue", // a server's base path
+		"https://api.example.com/api/v1/repos/a/b/issues/7?x=1": "git:issueGetIssue",    // a server's base path
+		"POST repos/{owner}/{repo}/issues":                      "git:issueCreateIssue", // no leading slash
+		"what does repos/{owner}/{repo}/issues/comments return": "git:issueGetComments",
 		"GET /2010-04-01/Accounts/AC1/Calls/CA2.json":           "tw:FetchCall",
 		"GET /2010-04-01/Accounts/:AccountSid/Calls/CA2":        "tw:FetchCall", // no extension
 	} {
