@@ -174,7 +174,13 @@ func (r *RedisStorage) replacePlaceholders() {
 // Provision resolves placeholders, applies defaults and acquires the shared
 // client.
 func (r *RedisStorage) Provision(ctx caddy.Context) error {
+	written := r.Address
 	r.replacePlaceholders()
+	if written != "" && r.Address == "" {
+		// `storage redis {env.REDIS_ADDR}` with the variable unset must not
+		// fall back to a local Redis that other gateways do not share.
+		return fmt.Errorf("codemode.storage.redis: address %q is empty once its placeholders are resolved (is the environment variable set?)", written)
+	}
 	if r.Address == "" {
 		r.Address = DefaultRedisAddress
 	}

@@ -1,6 +1,7 @@
 package caddymodules
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,8 +11,11 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2"
 )
 
 // TestRedisStoragePlaceholders: every string of the redis storage takes
@@ -45,5 +49,18 @@ func TestRedisStoragePlaceholders(t *testing.T) {
 	}
 	if o.Password != "pw" || r.KeyPrefix != "gw1:" || o.TLSConfig == nil || o.TLSConfig.ServerName != "redis.internal" || o.TLSConfig.RootCAs == nil {
 		t.Fatalf("placeholders not resolved: password %q, key prefix %q, tls %+v", o.Password, r.KeyPrefix, o.TLSConfig)
+	}
+}
+
+// TestRedisStorageUnsetAddress: `storage redis {env.REDIS_ADDR}` with the
+// variable unset fails the load instead of using the default local Redis,
+// which other gateways do not share.
+func TestRedisStorageUnsetAddress(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	r := &RedisStorage{Address: "{env.CODEMODE_TEST_SURELY_UNSET_ADDR}"}
+	err := r.Provision(ctx)
+	if err == nil || !strings.Contains(err.Error(), "is empty once its placeholders are resolved") {
+		t.Fatalf("provision: %v", err)
 	}
 }
