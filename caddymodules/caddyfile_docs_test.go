@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 )
 
 // TestCaddyfileKeysDocumented: every subdirective a Caddyfile parser of
@@ -60,6 +62,20 @@ func TestCaddyfileKeysDocumented(t *testing.T) {
 	for _, k := range keys["parseCredentials"] {
 		if !strings.Contains(rest, k) {
 			t.Errorf("docs/credentials.md: parseCredentials accepts %q, which the credentials block does not show", k)
+		}
+	}
+}
+
+// TestDocsReferenceBlocksAdapt: the reference blocks written as whole
+// Caddyfiles (not syntax with <placeholders>) adapt as they stand, so an
+// operator can start from a copy.
+func TestDocsReferenceBlocksAdapt(t *testing.T) {
+	for _, tc := range []struct{ page, heading string }{
+		{"sandbox.md", "## Caddyfile"},
+		{"metatools.md", "## Endpoints"},
+	} {
+		if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(docsBlock(t, tc.page, tc.heading)), nil); err != nil {
+			t.Errorf("docs/%s %q: %v", tc.page, tc.heading, err)
 		}
 	}
 }
@@ -154,6 +170,7 @@ func docsBlock(t *testing.T, page, heading string) string {
 	if !ok {
 		t.Fatalf("docs/%s %q: no fenced block", page, heading)
 	}
+	_, rest, _ = strings.Cut(rest, "\n") // the fence's language
 	block, _, ok := strings.Cut(rest, "\n```")
 	if !ok {
 		t.Fatalf("docs/%s %q: the block does not end", page, heading)
