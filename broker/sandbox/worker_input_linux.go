@@ -160,8 +160,12 @@ func (wi *workerInput) run() error {
 		// readiness that came before its first callback, so a turn
 		// before it could leave a byte unread (see rawPipe.readLoop).
 		err = rc.Read(func(uintptr) bool {
-			wi.consumeEvents()
-			if wi.owner.Load() == byScript {
+			// While a script owns the input, ep reports only a hang-up
+			// or an error of the pipe (the kernel always reports them):
+			// the loop reads then, as the script may not poll again. The
+			// hang-up is not reported again when the input is given
+			// back (measured on Linux 6.18).
+			if !wi.consumeEvents() && wi.owner.Load() == byScript {
 				return wi.failed.Load()
 			}
 			return wi.turn()
@@ -174,13 +178,14 @@ func (wi *workerInput) run() error {
 }
 
 // consumeEvents empties the epoll instance's ready list, so that the next
-// event of the pipe makes it readable anew (the poller is edge-triggered).
-func (wi *workerInput) consumeEvents() {
+// event of the pipe makes it readable anew (the poller is edge-triggered);
+// it reports whether there was an event.
+func (wi *workerInput) consumeEvents() bool {
 	var ev [1]syscall.EpollEvent
 	for {
-		_, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(wi.ep), uintptr(unsafe.Pointer(&ev[0])), 1, 0, 0, 0)
+		n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(wi.ep), uintptr(unsafe.Pointer(&ev[0])), 1, 0, 0, 0)
 		if e != syscall.EINTR {
-			return
+			return e == 0 && n > 0
 		}
 	}
 }

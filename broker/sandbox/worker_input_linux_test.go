@@ -364,11 +364,16 @@ func TestWorkerInputUnwatchedWhileScriptPolls(t *testing.T) {
 // TestWorkerInputWatchGivesBack: a script that polled and then stopped
 // without giving the input back (it computes, or blocks somewhere) loses
 // it to the watch: frames written afterwards are read by the serve loop,
-// and an EOF ends it.
+// and an EOF ends it, also one that comes while the script still owns the
+// input (the parent gone while the script computes).
 func TestWorkerInputWatchGivesBack(t *testing.T) {
 	for round := range 20 {
 		wi, w, served, done := inputUnderTest(t, 64<<10)
 		wi.poll() // and never again: the watch gives the input back
+		if round%2 == 1 {
+			closeExpectEOF(t, w, done)
+			continue
+		}
 		writeExpectServed(t, w, served, 1, fmt.Sprintf("round %d: the frame a script left unread", round))
 		waitFor(t, "the input to be given back", func() bool { return wi.owner.Load() == byLoop })
 		closeExpectEOF(t, w, done)
