@@ -788,10 +788,16 @@ func (ix *BM25) queryTokens(query string) []string {
 	return out
 }
 
+// maxRepairedWordLen is the longest word splitJoined splits and corrected
+// corrects: both try every position of a word, so their work grows with the
+// square of its length, and no word people join or mistype is that long (a
+// query of one 100,000-letter word took minutes).
+const maxRepairedWordLen = 48
+
 // splitJoined splits a word no tool has into two that tools have
 // ("configmap": config, map).
 func (ix *BM25) splitJoined(t string) (string, string, bool) {
-	if len(t) < 6 || !isLower(t) || stopwords[t] || ix.known(t) {
+	if len(t) < 6 || len(t) > maxRepairedWordLen || !isLower(t) || stopwords[t] || ix.known(t) {
 		return "", "", false
 	}
 	for i := 3; i <= len(t)-3; i++ {

@@ -1266,3 +1266,16 @@ func TestBM25SwitchWords(t *testing.T) {
 		}
 	}
 }
+
+// TestBM25LongWordIsCheap: a query of one very long word (or many long
+// ones) is ranked; splitting joined words and correcting typos try every
+// position of a word, which took minutes on a 100,000-letter one.
+func TestBM25LongWordIsCheap(t *testing.T) {
+	ix := NewBM25(sampleDocs())
+	for _, q := range []string{strings.Repeat("z", 100000), strings.Repeat("listissues", 10000),
+		strings.TrimSpace(strings.Repeat(strings.Repeat("q", 49)+" ", 2000))} {
+		if _, err := ix.Rank(context.Background(), q, 10, nil); err != nil {
+			t.Fatalf("Rank of a %d-byte query: %v", len(q), err)
+		}
+	}
+}

@@ -74,7 +74,7 @@ const minTypoLen = 4
 // looked for in the word without its ending ("lables": label + s,
 // "allwoed": allow + ed, "priortiies": priority + ies).
 func (ix *BM25) corrected(t string) (string, bool) {
-	if len(t) < minTypoLen || !isLower(t) || stopwords[t] || ix.appSet[t] {
+	if len(t) < minTypoLen || len(t) > maxRepairedWordLen || !isLower(t) || stopwords[t] || ix.appSet[t] {
 		return "", false
 	}
 	l := lex()
