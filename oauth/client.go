@@ -202,7 +202,7 @@ func checkClientName(name string) error {
 		switch {
 		case unicode.IsControl(r):
 			return fmt.Errorf("has the control character %U", r)
-		case r == '\u061c' || r == '\u200e' || r == '\u200f' || (r >= '\u202a' && r <= '\u202e') || (r >= '\u2066' && r <= '\u2069'):
+		case unicode.Is(unicode.Bidi_Control, r):
 			return fmt.Errorf("has the bidirectional formatting character %U", r)
 		}
 	}
