@@ -167,6 +167,13 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // host (its own origin) or allowed names it (scheme://host[:port],
 // compared without case and trailing slash; "*" allows every origin).
 // "null" (a sandboxed frame, a file) is never the handler's own origin.
+//
+// A port is compared after the origin's scheme supplies its default, so
+// a Host header of "example.com:443" (some proxies and clients write the
+// default port) is the own host of the page https://example.com, and a
+// Host without a port matches an origin on its scheme's default port. The
+// scheme itself is not compared: behind a TLS-terminating proxy the
+// handler is reached over http by pages served over https.
 func OriginAllowed(origin, host string, allowed []string) bool {
 	for _, o := range allowed {
 		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
@@ -174,7 +181,19 @@ func OriginAllowed(origin, host string, allowed []string) bool {
 		}
 	}
 	u, err := url.Parse(origin)
-	return err == nil && u.Host != "" && strings.EqualFold(u.Host, host)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	def := map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	oName, oPort := u.Hostname(), u.Port()
+	if oPort == "" {
+		oPort = def
+	}
+	hName, hPort, err := net.SplitHostPort(host)
+	if err != nil { // no port
+		hName, hPort = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"), def
+	}
+	return oName != "" && strings.EqualFold(oName, hName) && oPort == hPort
 }
 
 func (h *httpHandler) allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {

@@ -749,3 +749,30 @@ func TestHTTPSessionEventHold(t *testing.T) {
 		})
 	}
 }
+
+func TestOriginAllowedPorts(t *testing.T) {
+	for _, tc := range []struct {
+		origin, host string
+		want         bool
+	}{
+		{"https://example.com", "example.com", true},
+		{"https://example.com", "example.com:443", true},
+		{"http://example.com", "example.com:80", true},
+		{"https://example.com:443", "example.com", true},
+		{"https://EXAMPLE.com", "example.COM", true},
+		{"https://example.com:8443", "example.com:8443", true},
+		{"http://[::1]:8080", "[::1]:8080", true},
+		{"http://[::1]", "[::1]", true},
+		{"https://example.com", "example.com:80", false},
+		{"https://example.com", "example.com:8443", false},
+		{"https://example.com:8443", "example.com", false},
+		{"https://evil.example", "example.com", false},
+		{"https://example.com.evil.example", "example.com", false},
+		{"null", "example.com", false},
+		{"https://", "", false},
+	} {
+		if got := OriginAllowed(tc.origin, tc.host, nil); got != tc.want {
+			t.Errorf("OriginAllowed(%q, %q) = %v, want %v", tc.origin, tc.host, got, tc.want)
+		}
+	}
+}
