@@ -187,6 +187,7 @@ type Catalog struct {
 	snap atomic.Pointer[snapshot]
 
 	refreshMu sync.Mutex // one refresh at a time
+	loaded    bool       // a refresh has stored actions: guarded by refreshMu
 
 	listeners notify.Set
 
@@ -365,9 +366,16 @@ func (c *Catalog) refresh(ctx context.Context) error {
 	next := c.buildSnapshot()
 	c.snap.Store(next)
 	if next.contentHash != old.contentHash {
-		c.logger.Info("action catalog changed",
-			zap.String("version", next.resp.Version),
-			zap.Int("actions", len(next.resp.Actions)))
+		// The first load of a catalog is no change: every config load
+		// (a reload included) builds a new catalog of the same sources,
+		// and an info line saying "changed" each time would mislead.
+		log := c.logger.Info
+		msg := "action catalog changed"
+		if !c.loaded {
+			log, msg = c.logger.Debug, "action catalog loaded"
+		}
+		c.loaded = true
+		log(msg, zap.String("version", next.resp.Version), zap.Int("actions", len(next.resp.Actions)))
 		c.notify()
 	}
 	return errors.Join(errs...)

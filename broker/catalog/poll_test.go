@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // A path that the shop document does not have, to add and remove.
@@ -335,5 +338,34 @@ func TestConcurrentCallsDuringRefresh(t *testing.T) {
 	wg.Wait()
 	if changes.Load() != 11 {
 		t.Fatalf("%d change notifications, want 11", changes.Load())
+	}
+}
+
+// A catalog's first load is logged at debug as a load; only a later change
+// of its actions is an info line (a reload builds a new catalog each time).
+func TestFirstLoadIsNotLoggedAsChange(t *testing.T) {
+	base := readTestdata(t, "shop.yaml")
+	up := newUpstream(t, base)
+	core, logs := observer.New(zap.DebugLevel)
+	c, err := New([]Source{{Name: "shop", SpecURL: up.srv.URL + "/openapi.yaml"}}, &Options{PollInterval: -1, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := logs.FilterMessage("action catalog changed").Len(); n != 0 {
+		t.Fatalf("first load logged as a change %d times", n)
+	}
+	if e := logs.FilterMessage("action catalog loaded").All(); len(e) != 1 || e[0].Level != zap.DebugLevel {
+		t.Fatalf("first load: %+v, want one debug line", e)
+	}
+	up.setSpec(withExtraPath(base), 0)
+	if err := c.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if e := logs.FilterMessage("action catalog changed").All(); len(e) != 1 || e[0].Level != zap.InfoLevel {
+		t.Fatalf("a new action: %+v, want one info line", e)
 	}
 }
