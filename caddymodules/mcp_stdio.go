@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2"
@@ -144,7 +145,35 @@ func (t *checkedStdio) Connect(ctx context.Context) (mcp.Connection, error) {
 		max = mcp.DefaultMaxLineLength
 	}
 	go checkLines(t.in, pw, out, max)
-	return (&mcp.IOTransport{Reader: pr, Writer: out}).Connect(ctx)
+	conn, err := (&mcp.IOTransport{Reader: pr, Writer: out}).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return codedErrors{conn}, nil
+}
+
+// codedErrors gives every error response a JSON-RPC code. The go-sdk
+// answers some requests with a plain Go error, which goes on the wire
+// with code 0, a code JSON-RPC does not define: a call before initialize
+// ("method ... is invalid during session initialization") is an Invalid
+// Request (-32600, as the HTTP transport answers it), anything else an
+// internal error (-32603) keeping its message.
+type codedErrors struct{ mcp.Connection }
+
+func (c codedErrors) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if r, ok := msg.(*jsonrpc.Response); ok && r.Error != nil {
+		var wire *jsonrpc.Error
+		if !errors.As(r.Error, &wire) || wire.Code == 0 {
+			code := int64(rpcInternalError)
+			if strings.Contains(r.Error.Error(), "during session initialization") {
+				code = rpcInvalidRequest
+			}
+			coded := *r
+			coded.Error = &jsonrpc.Error{Code: code, Message: r.Error.Error()}
+			msg = &coded
+		}
+	}
+	return c.Connection.Write(ctx, msg)
 }
 
 // checkLines copies in's message lines to pass and answers the others on

@@ -76,6 +76,8 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	wantError(`not json {`, -32700, "null")
 	wantError(`{"id": 7, "method": "initialize"}`, -32600, "7") // no "jsonrpc": "2.0"
 	wantError(`[]`, -32600, "null")
+	// A call before initialize: the go-sdk's own answer had code 0.
+	wantError(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, -32600, "9")
 	wantError(`{"jsonrpc":"2.0","id":8,"method":"x","params":"`+strings.Repeat("a", 5000)+`"}`, -32600, "null")
 	r := send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	if r.Error != nil || string(r.ID) != "1" || !strings.Contains(string(r.Result), `"protocolVersion"`) {
