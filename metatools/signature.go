@@ -40,6 +40,14 @@ type sigLevel struct {
 	// flat writes nested types on one line and names every type that
 	// repeats ("type Pattern = {...}"), the most compact complete form.
 	flat bool
+	// capOptional keeps at most maxOptional optional fields of each input
+	// object, the shortest names first (a comment counts the others). Only
+	// Signature's last resort sets it: an operation with hundreds of
+	// optional fields (an account's settings, a list with a filter
+	// parameter per field and operator) does not fit even in the plainest
+	// level.
+	capOptional bool
+	maxOptional int
 }
 
 // sigLevels, most detailed first. The input's types stay complete longest;
@@ -64,16 +72,54 @@ var sigLevels = []sigLevel{
 // true (nil fits takes the most detailed one). complete is false when even
 // the plainest level that fits had to cut the input's nesting (meta:describe
 // then says so).
+//
+// When even the plainest level does not fit, the input's optional fields
+// are cut, shortest names first, to as many as fit (every required field
+// stays); the signature then says how many it left out, and complete is
+// false.
 func Signature(t Tool, fits func(sig string) bool) (sig string, complete bool) {
 	in := decodeSchema(t.InputSchema)
 	out := decodeSchema(t.OutputSchema)
-	for i, lv := range sigLevels {
+	for _, lv := range sigLevels {
 		sig = renderSignature(t, in, out, lv)
-		if fits == nil || fits(sig) || i == len(sigLevels)-1 {
+		if fits == nil || fits(sig) {
 			return sig, lv.inDepth >= 64
 		}
 	}
-	return sig, true
+	// The largest cap that fits, by bisection: a signature grows with it.
+	lv := sigLevels[len(sigLevels)-1]
+	lv.capOptional = true
+	lo, hi, best := 0, maxObjectFields(in), 0
+	for lo <= hi {
+		lv.maxOptional = (lo + hi) / 2
+		if fits(renderSignature(t, in, out, lv)) {
+			best, lo = lv.maxOptional, lv.maxOptional+1
+		} else {
+			hi = lv.maxOptional - 1
+		}
+	}
+	lv.maxOptional = best
+	return renderSignature(t, in, out, lv), false
+}
+
+// maxObjectFields is the largest number of properties of one object in a
+// schema, at any depth.
+func maxObjectFields(s any) int {
+	n := 0
+	switch v := s.(type) {
+	case map[string]any:
+		if props, ok := v["properties"].(map[string]any); ok {
+			n = len(props)
+		}
+		for _, c := range v {
+			n = max(n, maxObjectFields(c))
+		}
+	case []any:
+		for _, c := range v {
+			n = max(n, maxObjectFields(c))
+		}
+	}
+	return n
 }
 
 func decodeSchema(raw json.RawMessage) map[string]any {
@@ -267,11 +313,16 @@ func (r *tsRenderer) object(s map[string]any, depth int) {
 		return
 	}
 	r.b.WriteString("{\n")
-	omitted := 0
+	omitted, cut := 0, 0
+	kept := r.keptOptional(names, req)
 	for _, n := range names {
 		p, _ := props[n].(map[string]any)
 		if r.output && r.lv.outRequired && depth == 0 && !req[n] {
 			omitted++
+			continue
+		}
+		if kept != nil && !req[n] && !kept[n] {
+			cut++
 			continue
 		}
 		r.indent(depth + 1)
@@ -291,8 +342,36 @@ func (r *tsRenderer) object(s map[string]any, depth int) {
 		r.indent(depth + 1)
 		r.b.WriteString(fmt.Sprintf("// and %d optional fields\n", omitted))
 	}
+	if cut > 0 {
+		r.indent(depth + 1)
+		r.b.WriteString(fmt.Sprintf("// and %d more optional fields: detail \"full\" has them\n", cut))
+	}
 	r.indent(depth)
 	r.b.WriteString("}")
+}
+
+// keptOptional is the set of optional input fields an object keeps under
+// the level's cap, the shortest names first (a field's plain name, not
+// its "…_in_or_isnull" variants), or nil when every field is kept.
+func (r *tsRenderer) keptOptional(names []string, req map[string]bool) map[string]bool {
+	if r.output || !r.lv.capOptional {
+		return nil
+	}
+	var opt []string
+	for _, n := range names {
+		if !req[n] {
+			opt = append(opt, n)
+		}
+	}
+	if len(opt) <= r.lv.maxOptional {
+		return nil
+	}
+	sort.SliceStable(opt, func(i, j int) bool { return len(opt[i]) < len(opt[j]) })
+	kept := make(map[string]bool, r.lv.maxOptional)
+	for _, n := range opt[:r.lv.maxOptional] {
+		kept[n] = true
+	}
+	return kept
 }
 
 // maxInlineObject is the longest object type written on one line.

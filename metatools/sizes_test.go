@@ -3,7 +3,9 @@ package metatools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -125,4 +127,59 @@ func TestDescribeAnswerSize(t *testing.T) {
 	}
 	t.Logf("meta:describe over %d tools: largest operation %s (%d bytes with detail full) answers %d bytes by default; largest default answer of the 25 largest operations %d bytes; structured part median %d, max %d",
 		len(all), all[0].name, all[0].full, len(resultBytes(t, cs, MetaDescribe, map[string]any{"toolNames": []string{all[0].name}})), worst, compact[len(compact)/2], compact[len(compact)-1])
+}
+
+// TestDescribeAnswerSizeManyFields: operations with hundreds of optional
+// fields (an account's settings object, a list with a filter parameter per
+// field and operator, as public catalogs have) stay within the budget: the
+// required fields all stay, the optional ones are cut shortest names
+// first, and the signature says how many it left out.
+func TestDescribeAnswerSizeManyFields(t *testing.T) {
+	props := map[string]any{"accountId": map[string]any{"type": "string"}, "state": map[string]any{"enum": []string{"open", "closed"}}}
+	body := map[string]any{}
+	for i := range 700 {
+		props[fmt.Sprintf("address__field_%03d__istartswith_or_isnull", i)] = map[string]any{"type": "string", "description": "Filter by a field."}
+		body[fmt.Sprintf("allowSettingNumber%03dMetadata", i)] = map[string]any{"type": "object", "properties": map[string]any{"x": map[string]any{"type": "string"}}}
+	}
+	props["body"] = map[string]any{"type": "object", "properties": body}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "properties": props, "required": []string{"accountId"}})
+	tool := Tool{Name: "svc:updateSettings", Description: "Updates the account settings.", InputSchema: schema}
+	ix, err := NewIndex([]ToolSource{&StaticSource{List: []Tool{tool}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := NewServer(NewService(ix, nil), nil).Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sizes", Version: "v1"}, nil).Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	raw := resultBytes(t, cs, MetaDescribe, map[string]any{"toolNames": []string{tool.Name}})
+	if len(raw) > maxAnswerBytes {
+		t.Errorf("describe: %d bytes, budget %d", len(raw), maxAnswerBytes)
+	}
+	var res struct {
+		StructuredContent DescribeOutput `json:"structuredContent"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	e := res.StructuredContent.Tools[0]
+	for _, want := range []string{"accountId: string;", "state?: \"open\" | \"closed\";", "more optional fields: detail \"full\" has them"} {
+		if !strings.Contains(e.Signature, want) {
+			t.Errorf("signature lacks %q:\n%s", want, e.Signature)
+		}
+	}
+	if e.SignatureComplete == nil || *e.SignatureComplete {
+		t.Error("a cut signature is not marked incomplete")
+	}
+	t.Logf("%d bytes; signature:\n%s", len(raw), e.Signature)
 }
