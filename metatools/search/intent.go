@@ -55,8 +55,9 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 	}
 	// A phrasal verb split by its object: "sign a customer up", "turn the
 	// alerts off".
-	if len(toks) > 3 && objectStarters[toks[1]] {
-		for j := 3; j < len(toks) && j <= 4; j++ {
+	// Without articles the object may be one word: "take tag off task".
+	if first := phrasalSplit(toks); first > 0 {
+		for j := first; j < len(toks) && j <= first+1; j++ {
 			if in, ok := phrasalIntents[[2]string{toks[0], toks[j]}]; ok {
 				return []Intent{in}, map[int]bool{0: true, j: true}
 			}
@@ -201,5 +202,97 @@ func imperative(toks []string) bool {
 	if _, known := lex().pos[ls[len(ls)-1]]; known && !isVerb(ls[len(ls)-1]) {
 		return false
 	}
-	return objectStarters[toks[1]]
+	return objectStarters[toks[1]] || bareObject(toks)
 }
+
+// phrasalSplit is where a particle may first follow a phrasal verb's
+// object (toks[1] on), 0 when the request does not open with a verb and
+// its object: two words on after a determiner ("a customer up"), one on
+// after a bare noun ("customer up").
+func phrasalSplit(toks []string) int {
+	switch {
+	case len(toks) > 3 && objectStarters[toks[1]]:
+		return 3
+	case len(toks) > 2 && bareObject(toks):
+		return 2
+	}
+	return 0
+}
+
+// determiners are the articles a request written in full sentences puts
+// before its nouns.
+var determiners = map[string]bool{"a": true, "an": true, "the": true}
+
+// bareObject reports whether a request written without articles
+// ("archive repo", "star repo", "activate SIM card") opens with a verb in
+// its base form and a singular noun: telegraphic style drops the "a" that
+// would have marked the object. A request with an article anywhere is written
+// in full, so a first word without one is a noun of a compound ("issue
+// comments on a PR").
+func bareObject(toks []string) bool {
+	for _, t := range toks {
+		if determiners[t] {
+			return false
+		}
+	}
+	if !isVerb(toks[0]) && !prefixedVerb(toks[0]) || stopwords[toks[1]] || questionWords[toks[1]] {
+		return false
+	}
+	// The object's head — the last of the words that follow the verb up
+	// to a function word ("activate SIM card": card) — is a singular noun:
+	// "watch pods", "issue comments" and "cash drawer shifts" are English
+	// without an article, "archive repo" is not. Not a particle: "port out
+	// requests".
+	head := 1
+	for head+1 < len(toks) && !stopwords[toks[head+1]] && !questionWords[toks[head+1]] && !particle(toks[head+1]) {
+		head++
+	}
+	w := toks[head]
+	if Lemmas(w)[0] != w || nominalization(w) {
+		return false
+	}
+	bits, known := lex().pos[w]
+	return !known || bits&posNoun != 0 && bits&posAdv == 0
+}
+
+// prefixedVerb reports whether w, a word WordNet does not know, is a verb
+// behind one of the prefixes English makes new verbs with: "upvote",
+// "unstar", "resync".
+func prefixedVerb(w string) bool {
+	if _, known := lex().pos[w]; known {
+		return false
+	}
+	for _, p := range prefixes {
+		if rest, ok := strings.CutPrefix(w, p); ok && len(rest) >= 3 && isVerb(rest) {
+			return true
+		}
+	}
+	return false
+}
+
+// nominalization reports whether w is a noun made from a verb by a suffix
+// ("assignment", "deletion", "approval"). After another noun it names that
+// noun's act ("issue assignment", "user deletion"): a compound, not a verb
+// and its object.
+func nominalization(w string) bool {
+	for _, suf := range []string{"ment", "tion", "sion", "al"} {
+		if !strings.HasSuffix(w, suf) {
+			continue
+		}
+		for _, r := range relatedWords(w) {
+			// The verb is w's stem, maybe without its last letter or two
+			// ("approve": approval, "delete": deletion, "decide":
+			// decision), not a longer word ("comment": commentate).
+			v := r.word
+			if r.derived && isVerb(v) && len(v) < len(w) && len(v) >= 3 &&
+				(strings.HasPrefix(w, v) || strings.HasPrefix(w, v[:len(v)-1]) || len(v) > 4 && strings.HasPrefix(w, v[:len(v)-2])) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// particle reports whether w can be an adverb or a preposition of a
+// phrasal verb ("up", "out", "off"): WordNet lists it as an adverb.
+func particle(w string) bool { return lex().pos[w]&posAdv != 0 }

@@ -1279,3 +1279,48 @@ func TestBM25LongWordIsCheap(t *testing.T) {
 		}
 	}
 }
+
+// TestTelegraphic: a request written without articles ("archive repo",
+// "take tag off task") opens with a verb and its object as the same
+// request written in full does; a bare plural or a noun compound does not
+// ("watch pods", "cash drawer shifts at location"), nor does a request
+// with an article elsewhere ("issue comments on a PR").
+func TestTelegraphic(t *testing.T) {
+	for _, c := range []struct {
+		q    string
+		want bool
+	}{
+		{"archive repo", true},
+		{"star repo", true},
+		{"activate SIM card", true},
+		{"upvote issue", true},
+		{"stop saved card from being charged", true},
+		{"place outbound phone call", true},
+		{"archive a repo", true},
+		{"watch pods", false},
+		{"issue comments", false},
+		{"cash drawer shifts at location", false},
+		{"port out requests", false},
+		{"issue comment on a PR", false},
+		{"roles of project", false},
+		{"issue assignment", false},
+	} {
+		if got := imperative(Tokenize(c.q)); got != c.want {
+			t.Errorf("imperative(%q) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		q    string
+		want Intent
+	}{
+		{"take tag off task", IntentDelete},
+		{"mark issue as resolved", IntentUpdate},
+		{"put customer into group", IntentCreate},
+		{"sign customer up for subscription plan", IntentCreate},
+		{"turn feature flag on in production", IntentUpdate},
+	} {
+		if got := QueryIntents(c.q); len(got) != 1 || got[0] != c.want {
+			t.Errorf("QueryIntents(%q) = %v, want %v", c.q, got, c.want)
+		}
+	}
+}
