@@ -335,6 +335,9 @@ func withoutLabel(words []string, toks [][]string) ([]string, [][]string) {
 		case strings.HasSuffix(w, ":"):
 			next := toks[i+1]
 			if len(next) > 0 && (startsVerb(next) || questionWords[next[0]] || framingWords[next[0]]) || openers(toks[:i+1]) {
+				if j := anaphor(words[:i+1], toks[:i+1], toks[i+1:]); j > 0 {
+					return withLabel(words, toks, i+1, i+1+j)
+				}
 				return words[i+1:], toks[i+1:]
 			}
 			return words, toks
@@ -346,6 +349,47 @@ func withoutLabel(words []string, toks [][]string) ([]string, [][]string) {
 		}
 	}
 	return words, toks
+}
+
+// anaphors are the pronouns by which a request after a label names it
+// ("Webhooks: delete one", "Pull requests: list the open ones").
+var anaphors = map[string]bool{"it": true, "one": true, "ones": true, "them": true}
+
+// taskLabels name the request itself, not what it acts on ("Task: …",
+// "Goal: …", "TODO: …").
+var taskLabels = map[string]bool{"task": true, "goal": true, "todo": true, "request": true, "note": true,
+	"step": true, "objective": true, "ask": true, "context": true, "problem": true, "job": true, "action": true,
+	"question": true, "query": true, "help": true, "asap": true, "urgent": true, "fyi": true, "re": true}
+
+// anaphor is the index in rest of the pronoun that stands for a leading
+// label, 0 when none does: one of the request's first four words after its
+// verb, when the label names a thing (no word of it said to the reader, or
+// naming the task: "Quick question: can you delete it" keeps "it").
+func anaphor(label []string, labelToks, rest [][]string) int {
+	for _, ws := range labelToks {
+		for _, t := range ws {
+			if labelOpeners[t] || taskLabels[t] || framingWords[t] || framingCues[t] {
+				return 0
+			}
+		}
+	}
+	for j := 1; j < len(rest) && j <= 4; j++ {
+		if len(rest[j]) == 1 && anaphors[rest[j][0]] {
+			return j
+		}
+	}
+	return 0
+}
+
+// withLabel is the request after words[:from], its word at at (a pronoun)
+// replaced by the label's words: "Webhooks: delete one" -> "delete
+// Webhooks".
+func withLabel(words []string, toks [][]string, from, at int) ([]string, [][]string) {
+	label := append([]string(nil), words[:from]...)
+	label[from-1] = strings.TrimSuffix(label[from-1], ":")
+	w := append(append(append([]string(nil), words[from:at]...), label...), words[at+1:]...)
+	t := append(append(append([][]string(nil), toks[from:at]...), toks[:from]...), toks[at+1:]...)
+	return w, t
 }
 
 // openers reports whether every word of toks is a labelOpener.

@@ -1001,6 +1001,12 @@ func TestBM25NewWithCreate(t *testing.T) {
 func TestRequestOf(t *testing.T) {
 	for q, want := range map[string]string{
 		"How do I close an issue?":                               "close an issue?",
+		"Webhooks: delete one":                                   "delete Webhooks",
+		"Pull requests: list the open ones":                      "list the open Pull requests",
+		"Repository webhook: delete it":                          "delete Repository webhook",
+		"Labels: add one to an issue":                            "add Labels to an issue",
+		"Task: close it":                                         "close it",
+		"Quick question: can you delete it":                      "delete it",
 		"how to list bounced emails":                             "list bounced emails",
 		"Which endpoint should I call to list bounced emails?":   "list bounced emails?",
 		"I need to create a tag":                                 "create a tag",
