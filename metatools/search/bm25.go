@@ -1352,10 +1352,16 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 	}
 	if title := ix.titles[d]; len(title) > 0 {
 		// A request whose verb is one of the tool's states ("archive a
-		// repo": the update that sets archived) covers the tool's verb.
+		// repo": the update that sets archived) covers the tool's verb,
+		// unless the tool only creates: "suspend a cron job" changes one,
+		// it does not make a suspended one.
 		stateVerb := false
+		creates := len(ix.families[d]) > 0
+		for _, f := range ix.families[d] {
+			creates = creates && f == IntentCreate
+		}
 		for t := range ix.states[d] {
-			stateVerb = stateVerb || qp.action && qp.qterms[t]
+			stateVerb = stateVerb || qp.action && qp.qterms[t] && !creates
 		}
 		covered := 0.0
 		for _, slot := range title {

@@ -229,6 +229,20 @@ func TestBM25TitleVerb(t *testing.T) {
 	if f, _ := rix.factor(1, rix.plan("repository archive"), true); f >= fa {
 		t.Errorf("repository archive (no verb): the edit's verb covered (%.2f)", f)
 	}
+	// A create that can set the state makes a new thing in it; the
+	// request's verb is no title verb of it: "suspend a cron job" patches
+	// one, it does not create a suspended one.
+	jobs := []Doc{
+		{Name: "k_createCronJob", AppID: "k", Description: "Create a cron job", States: "suspend"},
+		{Name: "k_patchCronJob", AppID: "k", Description: "Patch a cron job", States: "suspend"},
+	}
+	jix := NewBM25(jobs)
+	for i, want := range []bool{false, true} {
+		f, why := jix.factor(i, jix.plan("suspend a cron job"), true)
+		if full := f == 1+titleCoverage; full != want {
+			t.Errorf("suspend a cron job, %s: title fully covered %v, want %v (%s)", jobs[i].Name, full, want, why)
+		}
+	}
 	rank := map[string]int{}
 	hits, _ := ix.Rank(context.Background(), "bring back a deleted project", 0, nil)
 	for i, h := range hits {
