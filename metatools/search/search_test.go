@@ -1344,3 +1344,19 @@ func TestTelegraphic(t *testing.T) {
 		}
 	}
 }
+
+// TestBM25LikeIsAWord: "like" is a verb APIs have ("Like a post"), not a
+// stopword; "I'd like to …" is framing, which requestOf drops.
+func TestBM25LikeIsAWord(t *testing.T) {
+	docs := []Doc{
+		{Name: "d_updatePost", AppID: "d", Description: "Update a single post"},
+		{Name: "d_performPostAction", AppID: "d", Description: "Like a post and other actions"},
+	}
+	ix := NewBM25(docs)
+	for _, q := range []string{"like a post", "I'd like to like a post"} {
+		hits, _ := ix.Rank(context.Background(), q, 0, nil)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != "d_performPostAction" {
+			t.Errorf("%q: first %v, want d_performPostAction", q, hits)
+		}
+	}
+}

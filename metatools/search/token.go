@@ -64,7 +64,7 @@ var stopwords = map[string]bool{
 	"our": true, "you": true, "your": true, "can": true, "how": true, "do": true, "does": true,
 	"want": true, "need": true, "please": true, "some": true, "which": true, "will": true,
 	"into": true, "using": true, "via": true, "so": true, "if": true, "then": true, "there": true,
-	"what": true, "would": true, "like": true, "should": true, "let": true, "us": true, "was": true,
+	"what": true, "would": true, "should": true, "let": true, "us": true, "was": true,
 	"been": true, "has": true, "have": true, "any": true, "one": true, "given": true,
 }
 
