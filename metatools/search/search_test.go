@@ -1360,3 +1360,18 @@ func TestBM25LikeIsAWord(t *testing.T) {
 		}
 	}
 }
+
+// TestModerationWords: a forum's or a chat's moderation and threads in the
+// words agents use: ban is a suspension, mute silences, a thread is a topic.
+func TestModerationWords(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "d_suspendUser", AppID: "d", Description: "Suspend a user"},
+		{Name: "d_silenceUser", AppID: "d", Description: "Silence a user"},
+		{Name: "d_createTopic", AppID: "d", Description: "Creates a new topic"},
+	})
+	for _, c := range [][2]string{{"ban a user", "suspend"}, {"mute a user", "silence"}, {"start a discussion thread", "topic"}} {
+		if queryWeight(ix, c[0], c[1]) == 0 {
+			t.Errorf("%q has no term %q", c[0], c[1])
+		}
+	}
+}
