@@ -15,7 +15,7 @@ var phrasalIntents = map[[2]string]Intent{
 	{"hand", "over"}: IntentUpdate, {"bring", "back"}: IntentUpdate, {"mark", "as"}: IntentUpdate,
 	{"take", "down"}: IntentDelete, {"take", "back"}: IntentDelete, {"clean", "up"}: IntentDelete,
 	{"get", "rid"}: IntentDelete, {"tear", "down"}: IntentDelete, {"wipe", "out"}: IntentDelete,
-	{"sign", "out"}: IntentDelete, {"log", "out"}: IntentDelete, {"take", "off"}: IntentDelete,
+	{"sign", "out"}: IntentDelete, {"kick", "out"}: IntentDelete, {"log", "out"}: IntentDelete, {"take", "off"}: IntentDelete,
 	{"roll", "out"}: IntentUpdate, {"roll", "back"}: IntentUpdate,
 }
 
@@ -211,6 +211,8 @@ func imperative(toks []string) bool {
 // after a bare noun ("customer up").
 func phrasalSplit(toks []string) int {
 	switch {
+	case len(toks) > 2 && pronounObjects[toks[1]]:
+		return 2 // "kick someone out", "log them out"
 	case len(toks) > 3 && objectStarters[toks[1]]:
 		return 3
 	case len(toks) > 2 && bareObject(toks):
@@ -218,6 +220,10 @@ func phrasalSplit(toks []string) int {
 	}
 	return 0
 }
+
+// pronounObjects are objectStarters that are a whole object.
+var pronounObjects = map[string]bool{"someone": true, "somebody": true, "everyone": true, "everybody": true,
+	"it": true, "them": true, "me": true, "us": true}
 
 // determiners are the articles a request written in full sentences puts
 // before its nouns.

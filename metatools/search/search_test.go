@@ -1338,6 +1338,8 @@ func TestTelegraphic(t *testing.T) {
 		{"put customer into group", IntentCreate},
 		{"sign customer up for subscription plan", IntentCreate},
 		{"turn feature flag on in production", IntentUpdate},
+		{"kick someone out of a group", IntentDelete},
+		{"log them out", IntentDelete},
 	} {
 		if got := QueryIntents(c.q); len(got) != 1 || got[0] != c.want {
 			t.Errorf("QueryIntents(%q) = %v, want %v", c.q, got, c.want)
