@@ -889,6 +889,12 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			continue
 		}
 		lemmas := Lemmas(t)
+		if len(lemmas) > 1 && lemmas[0] == t && stateParticiple(toks, i) {
+			// "the users who are suspended", "which issues are closed": a
+			// state the things are in, not the act that put them there
+			// (suspendUser).
+			lemmas = lemmas[:1]
+		}
 		if seen[lemmas[0]] {
 			continue
 		}
@@ -988,6 +994,15 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		groups = append(groups, termGroup{terms: []weighted{{intentTerm(intentFamily(in)), intentQueryWeight}}, optional: true})
 	}
 	return groups
+}
+
+// beForms are the forms of "be" before a participle that says a state.
+var beForms = map[string]bool{"is": true, "are": true, "was": true, "were": true, "be": true, "been": true}
+
+// stateParticiple reports whether toks[i] is a past participle after a
+// form of "be" ("who are suspended", "is it archived").
+func stateParticiple(toks []string, i int) bool {
+	return i > 0 && beForms[toks[i-1]] && strings.HasSuffix(toks[i], "ed")
 }
 
 // participle reports whether toks[i] is an -ing form right after a noun

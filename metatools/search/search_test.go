@@ -1377,3 +1377,26 @@ func TestModerationWords(t *testing.T) {
 		}
 	}
 }
+
+// TestStateParticiple: a past participle after "be" says a state ("the users
+// who are suspended"); when WordNet has it as a word of its own, the verb
+// it comes from is not asked for.
+func TestStateParticiple(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "d_suspendUser", AppID: "d", Description: "Suspend a user"},
+		{Name: "d_listUsers", AppID: "d", Description: "Get a list of users", States: "active suspended"},
+	})
+	for _, c := range []struct {
+		q    string
+		want bool
+	}{
+		{"list the users who are suspended", false},
+		{"which users were suspended", false},
+		{"suspend a user", true},
+		{"a user suspended by a moderator", true},
+	} {
+		if got := queryWeight(ix, c.q, "suspend") > 0; got != c.want {
+			t.Errorf("%q asks for suspend: %v, want %v", c.q, got, c.want)
+		}
+	}
+}
