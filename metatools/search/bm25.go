@@ -939,7 +939,13 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			}
 			g.add(term, w*base)
 		}
-		for _, l := range lemmas {
+		// The domain table's own inflected keys ("newest": latest) are
+		// met by the word as written: its lemma ("new") is another word.
+		domainKeys := lemmas
+		if !slices.Contains(lemmas, t) && domainRelated[t] != nil {
+			domainKeys = append([]string{t}, lemmas...)
+		}
+		for _, l := range domainKeys {
 			for _, r := range relatedWords(l) {
 				w := synonymWeight
 				if r.derived {

@@ -1400,3 +1400,18 @@ func TestStateParticiple(t *testing.T) {
 		}
 	}
 }
+
+// TestDomainKeyAsWritten: a domain-table key that is an inflected form or
+// looks like one ("newest", "sms") is met by the word as written: its
+// lemma ("new", "sm") is another word.
+func TestDomainKeyAsWritten(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "d_listLatestTopics", AppID: "d", Description: "Get the latest topics"},
+		{Name: "d_createMessage", AppID: "d", Description: "Send a message"},
+	})
+	for _, c := range [][2]string{{"newest topics", "latest"}, {"send an SMS", "message"}} {
+		if queryWeight(ix, c[0], c[1]) == 0 {
+			t.Errorf("%q has no term %q", c[0], c[1])
+		}
+	}
+}
