@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -342,6 +343,7 @@ func (wi *workerInput) failure() error {
 // drain reads until the pipe is empty and dispatches every whole frame;
 // got reports whether it read anything. It stops at the first error.
 func (wi *workerInput) drain() (got bool) {
+	defer wi.failOnPanic()
 	for wi.err == nil {
 		for wi.err == nil {
 			m, err := wi.next()
@@ -375,6 +377,22 @@ func (wi *workerInput) drain() (got bool) {
 		}
 	}
 	return got
+}
+
+// failOnPanic, deferred by drain (under mu), makes a panic while reading
+// or dispatching the input's failure, which ends the serve loop (the
+// worker exits, its parent replaces it), lets go of mu and panics on. The
+// serve loop's goroutine does not recover, but a script's does (the
+// engine turns a panic into the script's error): without this, mu would
+// stay held and the worker would read no frame again.
+func (wi *workerInput) failOnPanic() {
+	if p := recover(); p != nil {
+		if wi.err == nil {
+			wi.err = fmt.Errorf("reading %s: panic: %v", wi.name, p)
+		}
+		wi.release()
+		panic(p)
+	}
 }
 
 // next decodes the next whole frame in the buffer; nil with no error

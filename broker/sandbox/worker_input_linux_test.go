@@ -411,3 +411,61 @@ func closeExpectEOF(t *testing.T, w *os.File, done chan error) {
 		t.Fatal("run did not end when the pipe closed")
 	}
 }
+
+// TestWorkerInputPanicWhileScriptReads: a panic while a polling script
+// dispatches a frame (a bug; the engine recovers its scripts' panics) ends
+// the serve loop with an error, so that the worker exits and its parent
+// replaces it, instead of leaving the input's lock held for good and the
+// worker deaf to every later frame; the panic goes on to the script.
+func TestWorkerInputPanicWhileScriptReads(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	served := make(chan uint64, 10)
+	wi := newWorkerInput(rawReader(r), bufio.NewReader(strings.NewReader("")), 64<<10, func(m *wireMsg) error {
+		if m.Call == 2 {
+			panic("dispatching frame 2")
+		}
+		served <- m.Call
+		return nil
+	})
+	done := make(chan error, 1)
+	go func() { done <- wi.run() }()
+	wi.period = time.Hour // no watch: the script keeps the input, the loop is not woken for data
+	wi.poll()
+	recovered := make(chan any, 1)
+	go func() { // the script, whose panics the engine recovers
+		defer func() { recovered <- recover() }()
+		for {
+			wi.poll()
+		}
+	}()
+	var frames []byte
+	for i := uint64(1); i <= 3; i++ {
+		frames = append(frames, resultFrame(t, i, "1")...)
+	}
+	if _, err := w.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || errors.Is(err, io.EOF) || !strings.Contains(err.Error(), "dispatching frame 2") {
+			t.Fatalf("run ended with %v, want the panic as its error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the serve loop did not end after a panic while a script read the input")
+	}
+	if p := <-recovered; p != "dispatching frame 2" {
+		t.Fatalf("the script recovered %v, want the panic", p)
+	}
+	if got := <-served; got != 1 {
+		t.Fatalf("dispatched %d, want 1", got)
+	}
+	select {
+	case got := <-served:
+		t.Fatalf("frame %d dispatched after the panic", got)
+	default:
+	}
+}
