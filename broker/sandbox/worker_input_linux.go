@@ -138,7 +138,12 @@ func newWorkerInput(in io.Reader, buffered *bufio.Reader, max int, serve func(*w
 
 // inputEvents are the events of the pipe that wake the serve loop while
 // it owns the input: readable, and (always reported) hang-up and error.
-const inputEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | -syscall.EPOLLET
+const inputEvents = syscall.EPOLLIN | syscall.EPOLLRDHUP | epollET
+
+// epollET is EPOLLET as the kernel has it: syscall.EPOLLET is negative on
+// some architectures (386, amd64, arm) and positive on the others (arm64),
+// so no one expression of it is a uint32 on all of them.
+const epollET = 1 << 31
 
 // dupCloexec duplicates fd, close-on-exec.
 func dupCloexec(fd int) (int, error) {
