@@ -407,12 +407,13 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, tickets []guard.Se
 		pc.UserID = repl.ReplaceAll(g.User, "")
 	}
 
-	// Rate limits: all are counted, at one reading of the clock; the
-	// tightest is reported in the RateLimit field.
+	// Rate limits: all are counted, at one reading of the clock (which
+	// the concurrency limits take too); the tightest is reported in the
+	// RateLimit field.
 	var tightest guard.RateLimitResult
 	var tightestRate *guardRate
 	var now time.Time
-	if len(g.rates) > 0 {
+	if len(g.rates) > 0 || len(g.sems) > 0 {
 		now = g.manager.Now()
 	}
 	for i := range g.rates {
@@ -437,7 +438,7 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, tickets []guard.Se
 
 	for i := range g.sems {
 		s := &g.sems[i]
-		if err := s.sem.Acquire(ctx, partitionValue(s.cfg.PartitionBy, s.tmpl, repl, pc), &tickets[i]); err != nil {
+		if err := s.sem.AcquireAt(ctx, partitionValue(s.cfg.PartitionBy, s.tmpl, repl, pc), now, &tickets[i]); err != nil {
 			var ge *guard.GuardError
 			if errors.As(err, &ge) && ge.EntityName != "" {
 				name := g.displayName(ge.EntityName)

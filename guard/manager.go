@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -49,6 +50,7 @@ type GuardManager struct {
 	ownsStore bool
 	limiter   *SlidingWindowRateLimiter
 	sem       *DistributedSemaphore
+	mem       *MemoryStorage // store, when it is the memory storage: prepared limits use its key-buffer paths
 	ipFilter  *IpFilter
 	logger    *zap.Logger
 	failOpen  bool
@@ -147,6 +149,7 @@ func NewGuardManager(ctx context.Context, cfg GuardConfig, opts *ManagerOptions)
 	lo := &LimiterOptions{Now: opts.Now, TicketTTLSeconds: opts.TicketTTLSeconds}
 	m.limiter = NewSlidingWindowRateLimiter(m.store, lo)
 	m.sem = NewDistributedSemaphore(m.store, lo)
+	m.mem, _ = m.store.(*MemoryStorage)
 	return m, nil
 }
 
@@ -254,11 +257,32 @@ func (p *PreparedRateLimit) Check(ctx context.Context, partition string, now tim
 	if !p.m.cfg.Enabled {
 		return allowAll, nil
 	}
+	if mem := p.m.mem; mem != nil {
+		// The key is written in a buffer on the stack: a partition's key
+		// is copied only the first time the storage sees it.
+		var buf [128]byte
+		r := checkMemory(mem, appendKey(buf[:0], p.fixedKey, p.keyPrefix, partition, suffixRate),
+			p.cfg.MaxRequests, p.cfg.Window(), now.UnixMilli())
+		p.metrics.decide(p.m.metrics, r.Allowed) // the memory storage does not fail
+		return r, nil
+	}
 	key := p.fixedKey
 	if key == "" {
 		key = p.keyPrefix + partition + ":" + suffixRate
 	}
 	return p.m.checkRateKey(ctx, key, &p.metrics, &p.cfg, now.UnixMilli())
+}
+
+// appendKey appends to b the storage key of a prepared limit: fixedKey,
+// else prefix (its entity and a colon), partition, a colon and suffix.
+func appendKey(b []byte, fixedKey, prefix, partition, suffix string) []byte {
+	if fixedKey != "" {
+		return append(b, fixedKey...)
+	}
+	b = append(b, prefix...)
+	b = append(b, partition...)
+	b = append(b, ':')
+	return append(b, suffix...)
 }
 
 // PreparedSemaphore is one entity's concurrency limit set up for repeated
@@ -274,6 +298,7 @@ type PreparedSemaphore struct {
 	// holdMs is how long a ticket lives unless released (0: the ticket
 	// TTL); see WithTimeout.
 	holdMs int64
+	owner  ticketOwner // of every ticket it hands out
 }
 
 // HoldMs is how long a semaphore ticket of a holder bound by timeoutMs
@@ -303,6 +328,7 @@ func (p *PreparedSemaphore) WithTimeout(timeoutMs int64) *PreparedSemaphore {
 func (m *GuardManager) PrepareSemaphore(entityName string, cfg ConcurrencyConfig) *PreparedSemaphore {
 	p := &PreparedSemaphore{m: m, entity: entityName, cfg: cfg, metrics: m.metrics.forRule(concurrencyRule(entityName), OutcomeConcurrencyLimited),
 		keyPrefix: entityName + ":"}
+	p.owner = ticketOwner{sem: m.sem, manager: m, inUse: p.metrics.inUse}
 	if fixedPartition(cfg.PartitionBy) {
 		p.fixedKey = BuildStorageKey(entityName, PartitionGlobal, suffixSem)
 	}
@@ -314,14 +340,44 @@ func (m *GuardManager) PrepareSemaphore(entityName string, cfg ConcurrencyConfig
 // allocating them); release it with t.Release. Errors are those of
 // AcquireSemaphore; on an error t holds nothing.
 func (p *PreparedSemaphore) Acquire(ctx context.Context, partition string, t *SemaphoreTicket) error {
-	if !p.m.cfg.Enabled {
+	return p.AcquireAt(ctx, partition, p.m.now(), t)
+}
+
+// AcquireAt is Acquire at now, a time of the manager's clock read by the
+// caller (e.g. once for all the checks of a request, as for
+// PreparedRateLimit.Check): the ticket's expiry counts from it, and so
+// does the slot's wait in the queue-wait histogram.
+func (p *PreparedSemaphore) AcquireAt(ctx context.Context, partition string, now time.Time, t *SemaphoreTicket) error {
+	m := p.m
+	if !m.cfg.Enabled {
 		return nil
+	}
+	if m.mem != nil {
+		// A numbered slot, its key written on the stack (see
+		// PreparedRateLimit.Check): no ticket text, nothing allocated.
+		var buf [128]byte
+		nowMs := now.UnixMilli()
+		sem, n := m.mem.acquireNumbered(appendKey(buf[:0], p.fixedKey, p.keyPrefix, partition, suffixSem),
+			p.cfg.MaxConcurrent, nowMs, nowMs+m.sem.ttl(p.holdMs))
+		if sem != nil {
+			p.metrics.decide(m.metrics, true)
+			if m.metrics != nil {
+				p.metrics.acquired(m.metrics, m.since(now))
+			}
+			t.Key, t.slot, t.mem, t.owner = sem.key, n, sem, &p.owner
+			return nil
+		}
+		if p.cfg.QueueTimeoutMs <= 0 {
+			p.metrics.decide(m.metrics, false)
+			return NewConcurrencyLimitError(p.entity, p.cfg.MaxConcurrent)
+		}
+		// All slots taken: wait in the queue as any ticket does.
 	}
 	key := p.fixedKey
 	if key == "" {
 		key = p.keyPrefix + partition + ":" + suffixSem
 	}
-	return p.m.acquireKey(ctx, key, p.entity, &p.metrics, &p.cfg, p.holdMs, t)
+	return m.acquireKey(ctx, key, p.entity, &p.metrics, &p.cfg, p.holdMs, t, &p.owner, now)
 }
 
 func fixedPartition(p PartitionKey) bool {
@@ -361,16 +417,17 @@ func (m *GuardManager) acquire(ctx context.Context, entityName string, cfg *Conc
 	key := m.storageKey(entityName, cfg.PartitionBy, pc, suffixSem)
 	t := new(SemaphoreTicket)
 	rm := ruleMetrics{rule: concurrencyRule(entityName), denied: OutcomeConcurrencyLimited}
-	if err := m.acquireKey(ctx, key, entityName, &rm, cfg, holdMs, t); err != nil {
+	if err := m.acquireKey(ctx, key, entityName, &rm, cfg, holdMs, t, nil, m.now()); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
 // acquireKey takes a slot of the semaphore cfg stored at key into t, its
-// ticket living holdMs (0: the ticket TTL) unless released.
-func (m *GuardManager) acquireKey(ctx context.Context, key, entityName string, rm *ruleMetrics, cfg *ConcurrencyConfig, holdMs int64, t *SemaphoreTicket) error {
-	started := m.now()
+// ticket living holdMs (0: the ticket TTL) unless released, trying first
+// at started (a time of m.now). The ticket's owner is owner (a prepared
+// semaphore's), else one made for it.
+func (m *GuardManager) acquireKey(ctx context.Context, key, entityName string, rm *ruleMetrics, cfg *ConcurrencyConfig, holdMs int64, t *SemaphoreTicket, owner *ticketOwner, started time.Time) error {
 	ok := false
 	err := m.skipStorage()
 	if err == nil {
@@ -400,10 +457,14 @@ func (m *GuardManager) acquireKey(ctx context.Context, key, entityName string, r
 	if !ok {
 		return NewConcurrencyLimitError(entityName, cfg.MaxConcurrent)
 	}
+	var g prometheus.Gauge
 	if m.metrics != nil {
-		t.inUse = rm.acquired(m.metrics, m.since(started))
+		g = rm.acquired(m.metrics, m.since(started))
 	}
-	t.manager = m
+	if owner == nil {
+		owner = &ticketOwner{sem: m.sem, manager: m, inUse: g}
+	}
+	t.owner = owner
 	return nil
 }
 

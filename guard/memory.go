@@ -21,13 +21,63 @@ type MemoryStorage struct {
 
 type memoryShard struct {
 	mu      sync.Mutex
-	windows map[string]*memoryWindow    // pointers: a check updates its window in place (one lookup)
-	sems    map[string]map[string]int64 // ticket -> expiresAtMs
+	windows map[string]*memoryWindow // pointers: a check updates its window in place (one lookup)
+	sems    map[string]*memorySem
 	waiters map[string]map[chan struct{}]struct{}
+	slots   uint64 // the last number given to a numbered slot of this shard
 }
 
 type memoryWindow struct {
 	start, windowMs, prev, cur int64
+}
+
+// memorySem is one semaphore key's tickets, each with its expiry (Unix ms):
+// the UUID tickets of AcquireSlot and the numbered slots of
+// acquireNumbered (the prepared semaphores' path: no ticket text to make
+// and hash). Both count against the same limit.
+type memorySem struct {
+	sh       *memoryShard
+	key      string
+	tickets  map[string]int64 // UUID -> expiresAtMs
+	numbered map[uint64]int64 // slot number -> expiresAtMs
+}
+
+func (m *memorySem) held() int { return len(m.tickets) + len(m.numbered) }
+
+// room reports whether m (nil: no tickets yet) has a free slot of
+// maxConcurrent at nowMs, dropping expired tickets when it is full (only
+// then, so that the common case is O(1)).
+func (m *memorySem) room(maxConcurrent, nowMs int64) bool {
+	if m == nil {
+		return maxConcurrent > 0
+	}
+	if int64(m.held()) >= maxConcurrent {
+		m.dropExpired(nowMs)
+	}
+	return int64(m.held()) < maxConcurrent
+}
+
+func (m *memorySem) dropExpired(nowMs int64) {
+	for t, exp := range m.tickets {
+		if exp <= nowMs {
+			delete(m.tickets, t)
+		}
+	}
+	for n, exp := range m.numbered {
+		if exp <= nowMs {
+			delete(m.numbered, n)
+		}
+	}
+}
+
+// semLocked is key's semaphore, created when missing.
+func (sh *memoryShard) semLocked(key string) *memorySem {
+	m := sh.sems[key]
+	if m == nil {
+		m = &memorySem{sh: sh, key: key}
+		sh.sems[key] = m
+	}
+	return m
 }
 
 // MemoryStorageOptions configures NewMemoryStorage; nil means defaults.
@@ -54,7 +104,7 @@ func NewMemoryStorage(opts *MemoryStorageOptions) *MemoryStorage {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.windows = make(map[string]*memoryWindow)
-		sh.sems = make(map[string]map[string]int64)
+		sh.sems = make(map[string]*memorySem)
 		sh.waiters = make(map[string]map[chan struct{}]struct{})
 	}
 	if interval > 0 {
@@ -72,10 +122,37 @@ func (s *MemoryStorage) SlidingWindow(_ context.Context, key string, windowStart
 	sh := s.shard(key)
 	sh.mu.Lock()
 	w := sh.windows[key]
-	switch {
-	case w == nil:
+	if w == nil {
 		w = &memoryWindow{start: windowStartMs}
 		sh.windows[key] = w
+	}
+	st := w.slide(windowStartMs, windowMs, nowMs, maxRequests)
+	sh.mu.Unlock()
+	return st, nil
+}
+
+// slidingWindowBytes is SlidingWindow of the key written in key, which it
+// does not keep: a caller builds the key of a partition in a buffer of its
+// own, and only a key seen for the first time is copied (the map lookup of
+// string(key) does not allocate).
+func (s *MemoryStorage) slidingWindowBytes(key []byte, windowStartMs, windowMs, nowMs, maxRequests int64) WindowState {
+	sh := &s.shards[maphash.Bytes(s.seed, key)%memoryShards] // the shard of string(key)
+	sh.mu.Lock()
+	w := sh.windows[string(key)]
+	if w == nil {
+		w = &memoryWindow{start: windowStartMs}
+		sh.windows[string(key)] = w
+	}
+	st := w.slide(windowStartMs, windowMs, nowMs, maxRequests)
+	sh.mu.Unlock()
+	return st
+}
+
+// slide moves w to the window starting at windowStartMs and counts a
+// request when the estimate is below maxRequests. The caller holds the
+// shard's lock.
+func (w *memoryWindow) slide(windowStartMs, windowMs, nowMs, maxRequests int64) WindowState {
+	switch {
 	case w.start == windowStartMs:
 	case w.start == windowStartMs-windowMs:
 		*w = memoryWindow{start: windowStartMs, prev: w.cur}
@@ -90,8 +167,7 @@ func (s *MemoryStorage) SlidingWindow(_ context.Context, key string, windowStart
 		st.Allowed = true
 	}
 	st.Current = w.cur
-	sh.mu.Unlock()
-	return st, nil
+	return st
 }
 
 // ResetWindow implements Storage.
@@ -108,24 +184,41 @@ func (s *MemoryStorage) AcquireSlot(_ context.Context, key, ticket string, maxCo
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	tickets := sh.sems[key]
-	if int64(len(tickets)) >= maxConcurrent {
-		// Full: drop expired tickets (only now, so the common case is O(1)).
-		for t, exp := range tickets {
-			if exp <= nowMs {
-				delete(tickets, t)
-			}
-		}
-		if int64(len(tickets)) >= maxConcurrent {
-			return false, nil
-		}
+	m := sh.sems[key]
+	if !m.room(maxConcurrent, nowMs) {
+		return false, nil
 	}
-	if tickets == nil {
-		tickets = make(map[string]int64)
-		sh.sems[key] = tickets
+	m = sh.semLocked(key)
+	if m.tickets == nil {
+		m.tickets = make(map[string]int64)
 	}
-	tickets[ticket] = expiresAtMs
+	m.tickets[ticket] = expiresAtMs
 	return true, nil
+}
+
+// acquireNumbered is AcquireSlot of the key written in key (not kept, as
+// in slidingWindowBytes) with a numbered slot instead of a UUID ticket: it
+// returns the key's semaphore and the slot's number, for releaseNumbered,
+// or nil when no slot is free.
+func (s *MemoryStorage) acquireNumbered(key []byte, maxConcurrent, nowMs, expiresAtMs int64) (*memorySem, uint64) {
+	sh := &s.shards[maphash.Bytes(s.seed, key)%memoryShards]
+	sh.mu.Lock()
+	m := sh.sems[string(key)]
+	if !m.room(maxConcurrent, nowMs) {
+		sh.mu.Unlock()
+		return nil, 0
+	}
+	if m == nil {
+		m = sh.semLocked(string(key))
+	}
+	if m.numbered == nil {
+		m.numbered = make(map[uint64]int64)
+	}
+	sh.slots++
+	n := sh.slots
+	m.numbered[n] = expiresAtMs
+	sh.mu.Unlock()
+	return m, n
 }
 
 // ReleaseSlot implements Storage.
@@ -133,13 +226,27 @@ func (s *MemoryStorage) ReleaseSlot(_ context.Context, key, ticket string) error
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if tickets, ok := sh.sems[key]; ok {
-		n := len(tickets)
-		if delete(tickets, ticket); len(tickets) < n { // it was held
+	if m := sh.sems[key]; m != nil {
+		n := len(m.tickets)
+		if delete(m.tickets, ticket); len(m.tickets) < n { // it was held
 			sh.wakeLocked(key)
 		}
 	}
 	return nil
+}
+
+// releaseNumbered returns slot n of m (acquireNumbered). When m is no
+// longer its key's semaphore (reset, or swept after the slot expired) the
+// slot is gone already and nothing happens, as ReleaseSlot of a ticket
+// that is not held.
+func (m *memorySem) releaseNumbered(n uint64) {
+	sh := m.sh
+	sh.mu.Lock()
+	k := len(m.numbered)
+	if delete(m.numbered, n); len(m.numbered) < k {
+		sh.wakeLocked(m.key)
+	}
+	sh.mu.Unlock()
 }
 
 // ActiveSlots implements Storage.
@@ -148,9 +255,16 @@ func (s *MemoryStorage) ActiveSlots(_ context.Context, key string, nowMs int64) 
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var n int64
-	for _, exp := range sh.sems[key] {
-		if exp > nowMs {
-			n++
+	if m := sh.sems[key]; m != nil {
+		for _, exp := range m.tickets {
+			if exp > nowMs {
+				n++
+			}
+		}
+		for _, exp := range m.numbered {
+			if exp > nowMs {
+				n++
+			}
 		}
 	}
 	return n, nil
@@ -161,7 +275,11 @@ func (s *MemoryStorage) ResetSlots(_ context.Context, key string) error {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	delete(sh.sems, key)
+	if m := sh.sems[key]; m != nil {
+		// Its numbered slots' releases find nothing to return.
+		m.tickets, m.numbered = nil, nil
+		delete(sh.sems, key)
+	}
 	sh.wakeLocked(key)
 	return nil
 }
@@ -231,13 +349,9 @@ func (s *MemoryStorage) Sweep() {
 				delete(sh.windows, k)
 			}
 		}
-		for k, tickets := range sh.sems {
-			for t, exp := range tickets {
-				if exp <= nowMs {
-					delete(tickets, t)
-				}
-			}
-			if len(tickets) == 0 {
+		for k, m := range sh.sems {
+			m.dropExpired(nowMs)
+			if m.held() == 0 {
 				delete(sh.sems, k)
 			}
 		}

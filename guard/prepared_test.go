@@ -48,16 +48,21 @@ func TestPreparedSharesCounters(t *testing.T) {
 			global := ConcurrencyConfig{MaxConcurrent: 1}
 			s := m.PrepareSemaphore("tool", global)
 			var held SemaphoreTicket
-			if err := s.Acquire(ctx, "ignored for a global limit", &held); err != nil || held.Ticket == "" {
-				t.Fatalf("prepared acquire: %v %+v", err, held.Ticket)
+			if err := s.Acquire(ctx, "ignored for a global limit", &held); err != nil || held.Key == "" {
+				t.Fatalf("prepared acquire: %v %+v", err, held.Key)
+			}
+			// Redis slots are UUID tickets; the memory storage numbers a
+			// prepared semaphore's slots instead.
+			if uuid := uuidRE.MatchString(held.Ticket); uuid != (backend == "redis") {
+				t.Fatalf("prepared ticket %q on %s", held.Ticket, backend)
 			}
 			if tk, err := m.AcquireSemaphore(ctx, "tool", &global, PartitionKeyContext{}); tk != nil || err == nil {
 				t.Fatalf("unprepared acquire while the prepared one holds the slot: %v %v", tk, err)
 			}
 			var second SemaphoreTicket
 			assertGuardError(t, s.Acquire(ctx, "", &second), CodeConcurrencyLimit, 429, func(*GuardError) bool { return true })
-			if second.Ticket != "" || second.Release(ctx) != nil {
-				t.Fatalf("a refused acquire filled its ticket: %+v", second.Ticket)
+			if second.Ticket != "" || second.Key != "" || second.Release(ctx) != nil {
+				t.Fatalf("a refused acquire filled its ticket: %q %q", second.Ticket, second.Key)
 			}
 			if err := held.Release(ctx); err != nil {
 				t.Fatal(err)
@@ -134,5 +139,106 @@ func TestPreparedDisabledAndFailOpen(t *testing.T) {
 	}
 	if err := m.PrepareSemaphore("x", ConcurrencyConfig{MaxConcurrent: 1}).Acquire(ctx, "", &tk); err != nil || tk.Ticket == "" || tk.Release(ctx) != nil {
 		t.Fatalf("fail open acquire: %v %+v", err, tk.Ticket)
+	}
+}
+
+// TestMemoryNumberedSlots: the numbered slots of prepared semaphores and
+// the UUID tickets of AcquireSlot count against one limit of the memory
+// storage; an expired numbered slot is dropped when the semaphore is full
+// and by the sweep; ActiveSlots counts both; after ResetSlots a numbered
+// slot's release returns nothing (the new slots stay taken).
+func TestMemoryNumberedSlots(t *testing.T) {
+	ctx := context.Background()
+	st := NewMemoryStorage(&MemoryStorageOptions{SweepInterval: -1, Now: func() time.Time { return time.UnixMilli(5000) }})
+	key := []byte("e:p:sem")
+	a, n := st.acquireNumbered(key, 2, 1000, 2000)
+	if a == nil || n == 0 || a.key != string(key) {
+		t.Fatalf("first numbered slot: %v %d", a, n)
+	}
+	if ok, _ := st.AcquireSlot(ctx, string(key), "uuid-1", 2, 1000, 9000); !ok {
+		t.Fatal("a UUID ticket beside one numbered slot of two")
+	}
+	if b, _ := st.acquireNumbered(key, 2, 1500, 9000); b != nil {
+		t.Fatal("a third slot of two")
+	}
+	if c, _ := st.ActiveSlots(ctx, string(key), 1500); c != 2 {
+		t.Fatalf("active %d, want 2", c)
+	}
+	// At 2000 the numbered slot has expired: the full semaphore drops it.
+	b, m := st.acquireNumbered(key, 2, 2000, 9000)
+	if b != a || m == n {
+		t.Fatalf("after expiry: %v %d (first %d)", b, m, n)
+	}
+	a.releaseNumbered(n) // expired and dropped: returns nothing
+	if c, _ := st.ActiveSlots(ctx, string(key), 2000); c != 2 {
+		t.Fatalf("active %d after releasing an expired slot, want 2", c)
+	}
+	b.releaseNumbered(m)
+	b.releaseNumbered(m) // twice: the second finds nothing
+	if c, _ := st.ActiveSlots(ctx, string(key), 2000); c != 1 {
+		t.Fatalf("active %d after a release, want 1", c)
+	}
+
+	// Reset: a slot taken before it returns nothing when released.
+	old, k := st.acquireNumbered(key, 2, 2000, 9000)
+	if err := st.ResetSlots(ctx, string(key)); err != nil {
+		t.Fatal(err)
+	}
+	x, _ := st.acquireNumbered(key, 2, 2000, 9000)
+	y, _ := st.acquireNumbered(key, 2, 2000, 9000)
+	if x == nil || y == nil || x == old {
+		t.Fatal("two slots after a reset")
+	}
+	old.releaseNumbered(k)
+	if z, _ := st.acquireNumbered(key, 2, 2000, 9000); z != nil {
+		t.Fatal("a release from before the reset freed a slot taken after it")
+	}
+
+	// The sweep (clock at 5000) drops expired numbered slots and the
+	// semaphores left empty.
+	st2 := NewMemoryStorage(&MemoryStorageOptions{SweepInterval: -1, Now: func() time.Time { return time.UnixMilli(5000) }})
+	st2.acquireNumbered(key, 1, 1000, 4000)
+	if _, sems := st2.Len(); sems != 1 {
+		t.Fatalf("%d semaphores", sems)
+	}
+	st2.Sweep()
+	if _, sems := st2.Len(); sems != 0 {
+		t.Fatalf("%d semaphores after the sweep, want 0", sems)
+	}
+}
+
+// TestPreparedMemoryAllocs: on the memory storage a prepared check of a
+// per-request partition, and a prepared acquire and release, allocate
+// nothing once the partition's key is stored (metrics on).
+func TestPreparedMemoryAllocs(t *testing.T) {
+	ctx := context.Background()
+	st := NewMemoryStorage(&MemoryStorageOptions{SweepInterval: -1})
+	defer st.Close()
+	m, err := NewGuardManager(ctx, GuardConfig{Enabled: true}, &ManagerOptions{Storage: st, Metrics: NewMetrics()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perIP := PartitionKey{Strategy: PartitionIP}
+	r := m.PrepareRateLimit("e", RateLimitConfig{MaxRequests: 1 << 40, PartitionBy: perIP})
+	s := m.PrepareSemaphore("e", ConcurrencyConfig{MaxConcurrent: 10, PartitionBy: perIP})
+	round := func() {
+		now := m.Now()
+		if res, err := r.Check(ctx, "10.1.2.3", now); err != nil || !res.Allowed {
+			t.Fatalf("check: %+v %v", res, err)
+		}
+		var tk SemaphoreTicket
+		if err := s.AcquireAt(ctx, "10.1.2.3", now, &tk); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round()
+	if n := testing.AllocsPerRun(1000, round); n != 0 {
+		t.Fatalf("%v allocations per check, acquire and release, want 0", n)
+	}
+	if c, _ := st.ActiveSlots(ctx, "e:10.1.2.3:sem", time.Now().UnixMilli()); c != 0 {
+		t.Fatalf("%d slots held after the releases", c)
 	}
 }

@@ -21,30 +21,47 @@ const (
 
 // SemaphoreTicket is a held slot of a semaphore.
 type SemaphoreTicket struct {
-	// Ticket is the slot's UUID.
+	// Ticket is the slot's UUID. A slot of the memory storage taken
+	// through a PreparedSemaphore has none (empty): that storage numbers
+	// such slots instead, so that taking one makes no text.
 	Ticket string
 	// Key is the semaphore's storage key.
 	Key string
 
 	released atomic.Bool
-	sem      *DistributedSemaphore // nil for a ticket that holds nothing (fail open)
-	manager  *GuardManager         // logs release failures, when set
-	inUse    prometheus.Gauge      // the in-use gauge counting this slot, when metrics are on
+	slot     uint64       // the number of a numbered slot (mem set)
+	mem      *memorySem   // the semaphore of a numbered slot of the memory storage
+	owner    *ticketOwner // nil for a ticket that holds nothing (fail open)
+}
+
+// ticketOwner is what releasing a ticket needs besides the ticket: its
+// semaphore and, for a ticket taken through a manager, the manager (which
+// logs release failures) and the in-use gauge counting the slot (when
+// metrics are on). A prepared semaphore has one for all its tickets.
+type ticketOwner struct {
+	sem     *DistributedSemaphore
+	manager *GuardManager
+	inUse   prometheus.Gauge
 }
 
 // Release returns the slot. It is safe to call more than once and on a nil
 // ticket; only the first call does anything.
 func (t *SemaphoreTicket) Release(ctx context.Context) error {
-	if t == nil || t.sem == nil || !t.released.CompareAndSwap(false, true) {
+	if t == nil || t.owner == nil || !t.released.CompareAndSwap(false, true) {
 		return nil
 	}
-	if t.inUse != nil {
-		t.inUse.Add(-1)
+	o := t.owner
+	if o.inUse != nil {
+		o.inUse.Add(-1)
 	}
-	err := t.sem.store.ReleaseSlot(ctx, t.Key, t.Ticket)
+	if t.mem != nil {
+		t.mem.releaseNumbered(t.slot)
+		return nil
+	}
+	err := o.sem.store.ReleaseSlot(ctx, t.Key, t.Ticket)
 	if err != nil {
-		if t.manager != nil {
-			t.manager.logger.Warn("guard storage: releasing a semaphore ticket failed; the slot returns when the ticket expires",
+		if o.manager != nil {
+			o.manager.logger.Warn("guard storage: releasing a semaphore ticket failed; the slot returns when the ticket expires",
 				zap.String("key", t.Key), zap.Error(err))
 		}
 		return fmt.Errorf("releasing semaphore ticket: %w", err)
@@ -63,11 +80,13 @@ type DistributedSemaphore struct {
 	// (pollMin and pollMax above; tests lengthen them to show that the
 	// release notification alone wakes a waiter).
 	pollMin, pollMax time.Duration
+	owner            ticketOwner // of the tickets taken with Acquire
 }
 
 // NewDistributedSemaphore returns a semaphore over store.
 func NewDistributedSemaphore(store Storage, opts *LimiterOptions) *DistributedSemaphore {
 	s := &DistributedSemaphore{store: store, now: time.Now, ttlMs: DefaultTicketTTLSeconds * 1000, pollMin: pollMin, pollMax: pollMax}
+	s.owner.sem = s
 	if opts != nil {
 		if opts.Now != nil {
 			s.now = opts.Now
@@ -96,9 +115,7 @@ func (s *DistributedSemaphore) Acquire(ctx context.Context, key string, maxConcu
 // semaphore's time to live) unless released.
 func (s *DistributedSemaphore) acquire(ctx context.Context, key string, maxConcurrent, queueTimeoutMs int64, entityName string, nowMs, ttlMs int64, t *SemaphoreTicket) (bool, error) {
 	ticket := newUUID()
-	if ttlMs <= 0 || ttlMs > s.ttlMs {
-		ttlMs = s.ttlMs
-	}
+	ttlMs = s.ttl(ttlMs)
 	ok, err := s.tryAt(ctx, key, ticket, maxConcurrent, nowMs, ttlMs)
 	if err != nil || ok {
 		return s.hold(t, key, ticket, ok, err)
@@ -107,6 +124,15 @@ func (s *DistributedSemaphore) acquire(ctx context.Context, key string, maxConcu
 		return false, nil
 	}
 	return s.queue(ctx, key, ticket, maxConcurrent, queueTimeoutMs, entityName, ttlMs, t)
+}
+
+// ttl is the time to live of a ticket asked to live ttlMs: at most the
+// semaphore's, which 0 or less means.
+func (s *DistributedSemaphore) ttl(ttlMs int64) int64 {
+	if ttlMs <= 0 || ttlMs > s.ttlMs {
+		return s.ttlMs
+	}
+	return ttlMs
 }
 
 // queue waits up to queueTimeoutMs for a slot of key (acquire found none).
@@ -161,7 +187,7 @@ func (s *DistributedSemaphore) tryAt(ctx context.Context, key, ticket string, ma
 // and err.
 func (s *DistributedSemaphore) hold(t *SemaphoreTicket, key, ticket string, ok bool, err error) (bool, error) {
 	if ok && err == nil {
-		t.Ticket, t.Key, t.sem = ticket, key, s
+		t.Ticket, t.Key, t.owner = ticket, key, &s.owner
 		return true, nil
 	}
 	return false, err
