@@ -235,8 +235,9 @@ type PreparedRateLimit struct {
 	m         *GuardManager
 	cfg       RateLimitConfig
 	metrics   ruleMetrics
-	keyPrefix string // "<entity>:"
-	fixedKey  string // the storage key of a global partition, else ""
+	keyPrefix string     // "<entity>:"
+	fixedKey  string     // the storage key of a global partition, else ""
+	memKey    *memoryKey // fixedKey in the memory storage, when that is the storage
 }
 
 // PrepareRateLimit prepares the rate limit cfg of entityName. Checks of the
@@ -245,6 +246,9 @@ func (m *GuardManager) PrepareRateLimit(entityName string, cfg RateLimitConfig) 
 	p := &PreparedRateLimit{m: m, cfg: cfg, metrics: m.metrics.forRule(rateRule(entityName), OutcomeRateLimited), keyPrefix: entityName + ":"}
 	if fixedPartition(cfg.PartitionBy) {
 		p.fixedKey = BuildStorageKey(entityName, PartitionGlobal, suffixRate)
+		if m.mem != nil {
+			p.memKey = m.mem.fixedKey(p.fixedKey)
+		}
 	}
 	return p
 }
@@ -258,11 +262,7 @@ func (p *PreparedRateLimit) Check(ctx context.Context, partition string, now tim
 		return allowAll, nil
 	}
 	if mem := p.m.mem; mem != nil {
-		// The key is written in a buffer on the stack: a partition's key
-		// is copied only the first time the storage sees it.
-		var buf [128]byte
-		r := checkMemory(mem, appendKey(buf[:0], p.fixedKey, p.keyPrefix, partition, suffixRate),
-			p.cfg.MaxRequests, p.cfg.Window(), now.UnixMilli())
+		r := p.checkMemory(mem, partition, now.UnixMilli())
 		p.metrics.decide(p.m.metrics, r.Allowed) // the memory storage does not fail
 		return r, nil
 	}
@@ -273,12 +273,25 @@ func (p *PreparedRateLimit) Check(ctx context.Context, partition string, now tim
 	return p.m.checkRateKey(ctx, key, &p.metrics, &p.cfg, now.UnixMilli())
 }
 
-// appendKey appends to b the storage key of a prepared limit: fixedKey,
-// else prefix (its entity and a colon), partition, a colon and suffix.
-func appendKey(b []byte, fixedKey, prefix, partition, suffix string) []byte {
-	if fixedKey != "" {
-		return append(b, fixedKey...)
+// checkMemory is Check on the memory storage: a global partition's window
+// is kept by memKey; a partition's key is written in a buffer on the stack
+// (copied only the first time the storage sees it).
+func (p *PreparedRateLimit) checkMemory(mem *MemoryStorage, partition string, nowMs int64) RateLimitResult {
+	maxRequests, windowMs := p.cfg.MaxRequests, p.cfg.Window()
+	start := nowMs - nowMs%windowMs
+	var st WindowState
+	if p.memKey != nil {
+		st = p.memKey.slidingWindow(start, windowMs, nowMs, maxRequests)
+	} else {
+		var buf [128]byte
+		st = mem.slidingWindowBytes(appendKey(buf[:0], p.keyPrefix, partition, suffixRate), start, windowMs, nowMs, maxRequests)
 	}
+	return windowResult(st, maxRequests, windowMs, nowMs)
+}
+
+// appendKey appends to b the storage key of a prepared limit's partition:
+// prefix (its entity and a colon), partition, a colon and suffix.
+func appendKey(b []byte, prefix, partition, suffix string) []byte {
 	b = append(b, prefix...)
 	b = append(b, partition...)
 	b = append(b, ':')
@@ -295,6 +308,7 @@ type PreparedSemaphore struct {
 	metrics   ruleMetrics
 	keyPrefix string
 	fixedKey  string
+	memKey    *memoryKey // as PreparedRateLimit's
 	// holdMs is how long a ticket lives unless released (0: the ticket
 	// TTL); see WithTimeout.
 	holdMs int64
@@ -331,6 +345,9 @@ func (m *GuardManager) PrepareSemaphore(entityName string, cfg ConcurrencyConfig
 	p.owner = ticketOwner{sem: m.sem, manager: m, inUse: p.metrics.inUse}
 	if fixedPartition(cfg.PartitionBy) {
 		p.fixedKey = BuildStorageKey(entityName, PartitionGlobal, suffixSem)
+		if m.mem != nil {
+			p.memKey = m.mem.fixedKey(p.fixedKey)
+		}
 	}
 	return p
 }
@@ -353,12 +370,18 @@ func (p *PreparedSemaphore) AcquireAt(ctx context.Context, partition string, now
 		return nil
 	}
 	if m.mem != nil {
-		// A numbered slot, its key written on the stack (see
-		// PreparedRateLimit.Check): no ticket text, nothing allocated.
-		var buf [128]byte
+		// A numbered slot, its key kept or written on the stack (see
+		// PreparedRateLimit.checkMemory): no ticket text, nothing allocated.
 		nowMs := now.UnixMilli()
-		sem, n := m.mem.acquireNumbered(appendKey(buf[:0], p.fixedKey, p.keyPrefix, partition, suffixSem),
-			p.cfg.MaxConcurrent, nowMs, nowMs+m.sem.ttl(p.holdMs))
+		expiresAtMs := nowMs + m.sem.ttl(p.holdMs)
+		var sem *memorySem
+		var n uint64
+		if p.memKey != nil {
+			sem, n = p.memKey.acquireNumbered(p.cfg.MaxConcurrent, nowMs, expiresAtMs)
+		} else {
+			var buf [128]byte
+			sem, n = m.mem.acquireNumbered(appendKey(buf[:0], p.keyPrefix, partition, suffixSem), p.cfg.MaxConcurrent, nowMs, expiresAtMs)
+		}
 		if sem != nil {
 			p.metrics.decide(m.metrics, true)
 			if m.metrics != nil {

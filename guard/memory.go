@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,7 @@ type memoryShard struct {
 
 type memoryWindow struct {
 	start, windowMs, prev, cur int64
+	gone                       bool // removed from its shard (reset, swept): a memoryKey looks its key up again
 }
 
 // memorySem is one semaphore key's tickets, each with its expiry (Unix ms):
@@ -40,6 +42,7 @@ type memorySem struct {
 	key      string
 	tickets  map[string]int64 // UUID -> expiresAtMs
 	numbered map[uint64]int64 // slot number -> expiresAtMs
+	gone     bool             // removed from its shard (reset, swept), as memoryWindow.gone
 }
 
 func (m *memorySem) held() int { return len(m.tickets) + len(m.numbered) }
@@ -155,10 +158,10 @@ func (w *memoryWindow) slide(windowStartMs, windowMs, nowMs, maxRequests int64) 
 	switch {
 	case w.start == windowStartMs:
 	case w.start == windowStartMs-windowMs:
-		*w = memoryWindow{start: windowStartMs, prev: w.cur}
+		w.start, w.prev, w.cur = windowStartMs, w.cur, 0
 	case w.start > windowStartMs: // the clock went back: keep the newer window
 	default:
-		*w = memoryWindow{start: windowStartMs}
+		w.start, w.prev, w.cur = windowStartMs, 0, 0
 	}
 	w.windowMs = windowMs
 	st := WindowState{WindowStartMs: w.start, Previous: w.prev}
@@ -174,7 +177,10 @@ func (w *memoryWindow) slide(windowStartMs, windowMs, nowMs, maxRequests int64) 
 func (s *MemoryStorage) ResetWindow(_ context.Context, key string) error {
 	sh := s.shard(key)
 	sh.mu.Lock()
-	delete(sh.windows, key)
+	if w := sh.windows[key]; w != nil {
+		w.gone = true
+		delete(sh.windows, key)
+	}
 	sh.mu.Unlock()
 	return nil
 }
@@ -204,20 +210,82 @@ func (s *MemoryStorage) acquireNumbered(key []byte, maxConcurrent, nowMs, expire
 	sh := &s.shards[maphash.Bytes(s.seed, key)%memoryShards]
 	sh.mu.Lock()
 	m := sh.sems[string(key)]
-	if !m.room(maxConcurrent, nowMs) {
-		sh.mu.Unlock()
+	if m == nil && maxConcurrent > 0 {
+		m = sh.semLocked(string(key))
+	}
+	n, ok := m.takeNumbered(maxConcurrent, nowMs, expiresAtMs)
+	sh.mu.Unlock()
+	if !ok {
 		return nil, 0
 	}
-	if m == nil {
-		m = sh.semLocked(string(key))
+	return m, n
+}
+
+// takeNumbered takes a numbered slot of m (nil: none free) when one of
+// maxConcurrent is free at nowMs. The caller holds the shard's lock.
+func (m *memorySem) takeNumbered(maxConcurrent, nowMs, expiresAtMs int64) (uint64, bool) {
+	if m == nil || !m.room(maxConcurrent, nowMs) {
+		return 0, false
 	}
 	if m.numbered == nil {
 		m.numbered = make(map[uint64]int64)
 	}
-	sh.slots++
-	n := sh.slots
+	m.sh.slots++
+	n := m.sh.slots
 	m.numbered[n] = expiresAtMs
+	return n, true
+}
+
+// memoryKey is a key of the memory storage that a prepared limit uses for
+// every request (a global partition): its shard is found once, and its
+// window or semaphore is kept between requests (until it is reset or
+// swept), so that a request neither hashes the key nor looks it up.
+type memoryKey struct {
+	key string
+	sh  *memoryShard
+	win atomic.Pointer[memoryWindow]
+	sem atomic.Pointer[memorySem]
+}
+
+func (s *MemoryStorage) fixedKey(key string) *memoryKey {
+	return &memoryKey{key: key, sh: s.shard(key)}
+}
+
+// slidingWindow is MemoryStorage.SlidingWindow of k.
+func (k *memoryKey) slidingWindow(windowStartMs, windowMs, nowMs, maxRequests int64) WindowState {
+	sh := k.sh
+	sh.mu.Lock()
+	w := k.win.Load()
+	if w == nil || w.gone {
+		if w = sh.windows[k.key]; w == nil {
+			w = &memoryWindow{start: windowStartMs}
+			sh.windows[k.key] = w
+		}
+		k.win.Store(w)
+	}
+	st := w.slide(windowStartMs, windowMs, nowMs, maxRequests)
 	sh.mu.Unlock()
+	return st
+}
+
+// acquireNumbered is MemoryStorage.acquireNumbered of k.
+func (k *memoryKey) acquireNumbered(maxConcurrent, nowMs, expiresAtMs int64) (*memorySem, uint64) {
+	sh := k.sh
+	sh.mu.Lock()
+	m := k.sem.Load()
+	if m == nil || m.gone {
+		if m = sh.sems[k.key]; m == nil && maxConcurrent > 0 {
+			m = sh.semLocked(k.key)
+		}
+		if m != nil {
+			k.sem.Store(m)
+		}
+	}
+	n, ok := m.takeNumbered(maxConcurrent, nowMs, expiresAtMs)
+	sh.mu.Unlock()
+	if !ok {
+		return nil, 0
+	}
 	return m, n
 }
 
@@ -277,7 +345,7 @@ func (s *MemoryStorage) ResetSlots(_ context.Context, key string) error {
 	defer sh.mu.Unlock()
 	if m := sh.sems[key]; m != nil {
 		// Its numbered slots' releases find nothing to return.
-		m.tickets, m.numbered = nil, nil
+		m.tickets, m.numbered, m.gone = nil, nil, true
 		delete(sh.sems, key)
 	}
 	sh.wakeLocked(key)
@@ -346,12 +414,14 @@ func (s *MemoryStorage) Sweep() {
 		sh.mu.Lock()
 		for k, w := range sh.windows {
 			if w.start+2*w.windowMs <= nowMs {
+				w.gone = true
 				delete(sh.windows, k)
 			}
 		}
 		for k, m := range sh.sems {
 			m.dropExpired(nowMs)
 			if m.held() == 0 {
+				m.gone = true
 				delete(sh.sems, k)
 			}
 		}

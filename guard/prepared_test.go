@@ -242,3 +242,70 @@ func TestPreparedMemoryAllocs(t *testing.T) {
 		t.Fatalf("%d slots held after the releases", c)
 	}
 }
+
+// TestMemoryKeyFollowsResetAndSweep: a prepared limit of a global
+// partition keeps its memory window and semaphore between requests; after
+// a reset or a sweep removed them it counts on the ones the storage has
+// now, shared with the manager's unprepared checks.
+func TestMemoryKeyFollowsResetAndSweep(t *testing.T) {
+	ctx := context.Background()
+	clock := newFakeClock(t0)
+	m := newTestManager(t, GuardConfig{Enabled: true}, clock)
+	cfg := RateLimitConfig{MaxRequests: 2, WindowMs: 1000}
+	p := m.PrepareRateLimit("g", cfg)
+	if p.memKey == nil {
+		t.Fatal("a global limit on the memory storage has no memory key")
+	}
+	check := func(what string, want bool) {
+		t.Helper()
+		if r, err := p.Check(ctx, "", clock.Now()); err != nil || r.Allowed != want {
+			t.Fatalf("%s: %+v %v, want allowed %v", what, r, err, want)
+		}
+	}
+	check("1st", true)
+	check("2nd", true)
+	check("3rd", false)
+	if err := m.RateLimiter().Reset(ctx, p.fixedKey, 1000); err != nil {
+		t.Fatal(err)
+	}
+	check("after the reset", true)
+	if r, _ := m.CheckRateLimit(ctx, "g", &cfg, PartitionKeyContext{}); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("unprepared after the reset: %+v, want the prepared count shared", r)
+	}
+	check("full again", false)
+	clock.Advance(3 * time.Second)
+	m.Storage().(*MemoryStorage).Sweep()
+	if w, _ := m.Storage().(*MemoryStorage).Len(); w != 0 {
+		t.Fatalf("%d windows after the sweep", w)
+	}
+	check("after the sweep", true)
+	if r, _ := m.CheckRateLimit(ctx, "g", &cfg, PartitionKeyContext{}); !r.Allowed || r.Remaining != 0 {
+		t.Fatalf("unprepared after the sweep: %+v", r)
+	}
+
+	one := ConcurrencyConfig{MaxConcurrent: 1}
+	s := m.PrepareSemaphore("g", one)
+	var t1, t2 SemaphoreTicket
+	if err := s.Acquire(ctx, "", &t1); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Semaphore().ForceReset(ctx, s.fixedKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Acquire(ctx, "", &t2); err != nil {
+		t.Fatalf("after the reset: %v", err)
+	}
+	if tk, err := m.AcquireSemaphore(ctx, "g", &one, PartitionKeyContext{}); tk != nil || err == nil {
+		t.Fatal("unprepared acquire while the slot taken after the reset is held")
+	}
+	_ = t1.Release(ctx) // taken before the reset: frees nothing
+	if tk, err := m.AcquireSemaphore(ctx, "g", &one, PartitionKeyContext{}); tk != nil || err == nil {
+		t.Fatal("a release from before the reset freed the slot")
+	}
+	_ = t2.Release(ctx)
+	tk, err := m.AcquireSemaphore(ctx, "g", &one, PartitionKeyContext{})
+	if err != nil || tk == nil {
+		t.Fatalf("after the release: %v", err)
+	}
+	_ = tk.Release(ctx)
+}

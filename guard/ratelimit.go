@@ -85,16 +85,6 @@ func (l *SlidingWindowRateLimiter) CheckAt(ctx context.Context, key string, maxR
 	return windowResult(st, maxRequests, windowMs, nowMs), nil
 }
 
-// checkMemory is CheckAt on the memory storage of the key written in key
-// (MemoryStorage.slidingWindowBytes), which cannot fail.
-func checkMemory(mem *MemoryStorage, key []byte, maxRequests, windowMs, nowMs int64) RateLimitResult {
-	if windowMs <= 0 {
-		windowMs = DefaultWindowMs
-	}
-	start := nowMs - nowMs%windowMs
-	return windowResult(mem.slidingWindowBytes(key, start, windowMs, nowMs, maxRequests), maxRequests, windowMs, nowMs)
-}
-
 // Reset clears the counters of key.
 func (l *SlidingWindowRateLimiter) Reset(ctx context.Context, key string, windowMs int64) error {
 	return l.store.ResetWindow(ctx, key)
