@@ -59,6 +59,7 @@ type GuardManager struct {
 	degraded  atomic.Bool
 	retryAtMs atomic.Int64 // while degraded, storage is skipped until then
 	metrics   *Metrics
+	ipMetrics ruleMetrics // the IP filter's decision series, looked up once
 
 	// fixedKeys are the storage keys of limits whose partition is the same
 	// for every request (global), by suffix and entity: built once instead
@@ -108,7 +109,8 @@ func NewGuardManager(ctx context.Context, cfg GuardConfig, opts *ManagerOptions)
 	if opts == nil {
 		opts = &ManagerOptions{}
 	}
-	m := &GuardManager{cfg: cfg, logger: opts.Logger, failOpen: true, now: opts.Now, metrics: opts.Metrics}
+	m := &GuardManager{cfg: cfg, logger: opts.Logger, failOpen: true, now: opts.Now, metrics: opts.Metrics,
+		ipMetrics: opts.Metrics.forDecisions(RuleIPFilter, OutcomeIPBlocked)}
 	if m.now == nil {
 		m.now, m.realClock = time.Now, true
 	}
@@ -534,11 +536,7 @@ func (m *GuardManager) checkIP(clientIP string, addr netip.Addr, parsed bool) (I
 		addr, _ = ParseClientIP(clientIP)
 	}
 	r := m.ipFilter.CheckAddr(addr)
-	if r.Allowed {
-		m.metrics.decide(RuleIPFilter, OutcomeAllowed)
-	} else {
-		m.metrics.decide(RuleIPFilter, OutcomeIPBlocked)
-	}
+	m.ipMetrics.decide(m.metrics, r.Allowed)
 	return r, true
 }
 

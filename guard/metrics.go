@@ -152,6 +152,16 @@ func (m *Metrics) forRule(rule, denied string) ruleMetrics {
 	return rm
 }
 
+// forDecisions is forRule for a rule that only decides (the IP filter):
+// its decision series alone, so that no slot or wait series of it appears.
+func (m *Metrics) forDecisions(rule, denied string) ruleMetrics {
+	rm := ruleMetrics{rule: rule, denied: denied}
+	if m != nil {
+		rm.allowed, rm.refuse = m.decision(rule, OutcomeAllowed), m.decision(rule, denied)
+	}
+	return rm
+}
+
 // decide counts an allowed or refused decision of the rule.
 func (rm *ruleMetrics) decide(m *Metrics, allowed bool) {
 	switch {
