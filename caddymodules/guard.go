@@ -350,25 +350,30 @@ func (g *Guard) Cleanup() error {
 
 // ServeHTTP applies the guard and, when it allows, calls next.
 //
-// Its own frame stays small (the tickets and little else): the rest of the
-// route runs on top of it, and a deeper stack makes the connection's
-// goroutine grow its stack again after each GC shrank it. The checks, with
-// their larger frames, are in admit, which returns before next runs.
+// Its own frame stays small (little but its arguments): the rest of the
+// route runs on top of it, and on a bare route Caddy's deepest calls
+// (writing the response: the write deadline's timer, a span refill of the
+// allocator) come within a few hundred bytes of the connection
+// goroutine's 8 KB stack. Past it, the goroutine copies its stack to a
+// larger one again after each GC shrank it. So the checks, with their
+// larger frames, are in admit, which returns before next runs, and the
+// semaphore tickets are held in a pooled guardHold, not in this frame.
 func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	// Concurrency slots are held in tickets on this stack until the
-	// request is served, released even when the request was cancelled (a
-	// fresh context). A ticket that took nothing releases nothing.
-	var held [2]guard.SemaphoreTicket
-	var tickets []guard.SemaphoreTicket
-	if n := len(g.sems); n <= len(held) {
-		tickets = held[:n:n]
-	} else {
-		tickets = make([]guard.SemaphoreTicket, n)
+	if len(g.sems) == 0 {
+		if ok, err := g.admit(w, r, nil); !ok {
+			return err
+		}
+		if g.Timeout <= 0 {
+			return next.ServeHTTP(w, r)
+		}
+		return g.serveWithTimeout(w, r, next)
 	}
-	if len(tickets) > 0 {
-		defer releaseTickets(tickets)
-	}
-	if ok, err := g.admit(w, r, tickets); !ok {
+	// Concurrency slots are held until the request is served, released
+	// even when the request was cancelled (a fresh context). A ticket
+	// that took nothing releases nothing.
+	h := g.hold()
+	defer h.release()
+	if ok, err := g.admit(w, r, h.tickets); !ok {
 		return err
 	}
 	if g.Timeout <= 0 {
@@ -377,10 +382,33 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	return g.serveWithTimeout(w, r, next)
 }
 
-func releaseTickets(tickets []guard.SemaphoreTicket) {
-	for i := range tickets {
-		_ = tickets[i].Release(context.Background())
+// guardHold holds the semaphore tickets of a request being served.
+type guardHold struct {
+	held    [2]guard.SemaphoreTicket // room for the usual one or two limits
+	tickets []guard.SemaphoreTicket  // one per concurrency limit
+}
+
+var guardHolds = sync.Pool{New: func() any { return new(guardHold) }}
+
+// hold returns a guardHold with a zero ticket for each concurrency limit.
+func (g *Guard) hold() *guardHold {
+	h := guardHolds.Get().(*guardHold)
+	if n := len(g.sems); n <= len(h.held) {
+		h.tickets = h.held[:n:n]
+	} else {
+		h.tickets = make([]guard.SemaphoreTicket, n)
 	}
+	return h
+}
+
+// release returns h's slots and h, its tickets zeroed, to the pool.
+func (h *guardHold) release() {
+	for i := range h.tickets {
+		_ = h.tickets[i].Release(context.Background())
+		h.tickets[i] = guard.SemaphoreTicket{}
+	}
+	h.tickets = nil
+	guardHolds.Put(h)
 }
 
 // admit runs the IP filter, the rate limits and the concurrency limits,

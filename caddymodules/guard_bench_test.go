@@ -13,24 +13,48 @@ import (
 
 // BenchmarkGuardServeHTTP measures the handler alone with every feature on
 // (IP filter, two rate limits, a concurrency limit, a timeout); the
-// sub-benchmark without_timeout leaves the timeout out.
+// sub-benchmark without_timeout leaves the timeout out. The concurrency
+// limit has one slot, so that a slot not released fails the benchmark.
 func BenchmarkGuardServeHTTP(b *testing.B) {
 	b.Run("all", func(b *testing.B) { benchGuard(b, 30*time.Second) })
 	b.Run("without_timeout", func(b *testing.B) { benchGuard(b, 0) })
 }
 
 func benchGuard(b *testing.B, benchTimeout time.Duration) {
+	serve := everyFeatureGuard(b, benchTimeout)
+	b.ReportAllocs()
+	for b.Loop() {
+		serve()
+	}
+}
+
+// TestGuardServeHTTPAllocs: with every feature but the timeout, a request
+// the guard lets through allocates once (the RateLimit field values) and
+// holds no slot after it was served.
+func TestGuardServeHTTPAllocs(t *testing.T) {
+	serve := everyFeatureGuard(t, 0)
+	serve()
+	if n := testing.AllocsPerRun(1000, serve); n > 1 {
+		t.Fatalf("%v allocations per request, want 1", n)
+	}
+}
+
+// everyFeatureGuard provisions a handler with an IP filter, two rate
+// limits (global and per IP) and a concurrency limit, and the timeout
+// when not 0; the function it returns serves one request through it.
+func everyFeatureGuard(tb testing.TB, timeout time.Duration) func() {
 	g := &Guard{
 		RateLimits:  []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 1 << 40, Window: caddy.Duration(time.Minute)}}, {Name: "per_ip", RateLimit: RateLimit{MaxRequests: 1 << 40, PartitionBy: "ip"}}},
-		Concurrency: []GuardConcurrency{{Concurrency: Concurrency{MaxConcurrent: 100000}}},
-		Timeout:     caddy.Duration(benchTimeout),
+		Concurrency: []GuardConcurrency{{Concurrency: Concurrency{MaxConcurrent: 1}}},
+		Timeout:     caddy.Duration(timeout),
 		IPFilter:    &GuardIPFilter{Allow: []string{"127.0.0.0/8"}, DefaultAction: "deny"},
 	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
+	tb.Cleanup(cancel)
 	if err := g.Provision(ctx); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { _ = g.Cleanup() })
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return nil })
 	repl := caddy.NewReplacer()
 	c := context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl)
@@ -38,10 +62,10 @@ func benchGuard(b *testing.B, benchTimeout time.Duration) {
 	req := httptest.NewRequest("GET", "/", nil).WithContext(c)
 	req.RemoteAddr = "127.0.0.1:5555"
 	w := httptest.NewRecorder()
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := g.ServeHTTP(w, req, next); err != nil {
-			b.Fatal(err)
+	return func() {
+		// One slot: a request finding it still taken would be refused.
+		if err := g.ServeHTTP(w, req, next); err != nil || w.Code != http.StatusOK {
+			tb.Fatalf("%d %v", w.Code, err)
 		}
 	}
 }
