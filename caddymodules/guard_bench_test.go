@@ -30,12 +30,17 @@ func benchGuard(b *testing.B, benchTimeout time.Duration) {
 
 // TestGuardServeHTTPAllocs: with every feature but the timeout, a request
 // the guard lets through allocates once (the RateLimit field values) and
-// holds no slot after it was served.
+// holds no slot after it was served. Under the race detector the pooled
+// ticket holder is sometimes allocated anew (raceEnabled).
 func TestGuardServeHTTPAllocs(t *testing.T) {
 	serve := everyFeatureGuard(t, 0)
 	serve()
-	if n := testing.AllocsPerRun(1000, serve); n > 1 {
-		t.Fatalf("%v allocations per request, want 1", n)
+	want := 1.0
+	if raceEnabled {
+		want = 2
+	}
+	if n := testing.AllocsPerRun(1000, serve); n > want {
+		t.Fatalf("%v allocations per request, want %v", n, want)
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package caddymodules
+
+const raceEnabled = false
