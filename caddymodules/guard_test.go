@@ -501,9 +501,17 @@ func TestGuardInCaddy(t *testing.T) {
 		t.Fatalf("handle_errors: %d %q %v", resp.StatusCode, b, resp.Header)
 	}
 
-	// With Caddy's trusted_proxies, Caddy's client_ip decides.
-	trusted := map[string]any{"trusted_proxies": map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}}}
+	// Without Caddy's trusted_proxies (and no trust_proxy of the filter's
+	// own) X-Forwarded-For is not the client; with them Caddy's client_ip
+	// decides.
 	filter := map[string]any{"ip_filter": map[string]any{"deny": []string{"198.51.100.7"}}}
+	if err := caddy.Load(guardCaddyConfig(port, filter, nil, nil), true); err != nil {
+		t.Fatal(err)
+	}
+	if r := guardGet(t, base, map[string]string{"X-Forwarded-For": "198.51.100.7"}); r.status != 200 || r.body != "ok 127.0.0.1" {
+		t.Fatalf("untrusted X-Forwarded-For: %d %s %q", r.status, r.code, r.body)
+	}
+	trusted := map[string]any{"trusted_proxies": map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}}}
 	if err := caddy.Load(guardCaddyConfig(port, filter, trusted, nil), true); err != nil {
 		t.Fatal(err)
 	}
