@@ -717,7 +717,9 @@ func (f *flatRenderer) declarations() []string {
 		def := t
 		for _, o := range byLen {
 			if o != t && len(o) < len(def) {
-				def = strings.ReplaceAll(def, o, f.aliases[o])
+				// Whole types only: "A" must not be replaced inside
+				// "A2", nor a name inside a longer one.
+				def = replaceWord(def, o, f.aliases[o])
 			}
 		}
 		out = append(out, "type "+f.aliases[t]+" = "+def+";")
@@ -842,6 +844,11 @@ func (f *flatRenderer) alias(t, hint string) string {
 	if name, ok := f.aliases[t]; ok {
 		return name
 	}
+	if f.taken[t] {
+		// t is an alias name already (a oneOf or allOf of one named
+		// type): naming it again would declare "B = A".
+		return t
+	}
 	if f.counting && len(t) >= minAlias {
 		f.counts[t]++
 		if _, ok := f.hints[t]; !ok {
@@ -899,12 +906,24 @@ func pascal(s string) string {
 	return b.String()
 }
 
-// singular names an array's item type after the array ("rules" -> Rule).
+// singular names an array's item type after the array ("rules" -> Rule,
+// "queryParameters" -> QueryParameter, "bypass_actors" -> BypassActor): the
+// last word of a compound name is the one in the plural.
 func singular(s string) string {
-	if ls := search.Lemmas(strings.ToLower(s)); len(ls) > 0 && ls[len(ls)-1] != strings.ToLower(s) {
-		return ls[len(ls)-1]
+	i := strings.LastIndexFunc(s, func(r rune) bool { return r == '_' || r == '-' || r >= 'A' && r <= 'Z' })
+	if i < 0 || s[i] == '_' || s[i] == '-' {
+		i++
 	}
-	return s
+	head, last := s[:i], s[i:]
+	ls := search.Lemmas(strings.ToLower(last))
+	if len(ls) == 0 || ls[len(ls)-1] == strings.ToLower(last) {
+		return s
+	}
+	lemma := ls[len(ls)-1]
+	if last[0] >= 'A' && last[0] <= 'Z' {
+		lemma = strings.ToUpper(lemma[:1]) + lemma[1:]
+	}
+	return head + lemma
 }
 
 // topLevelUnion reports whether a type string is a union or intersection

