@@ -590,14 +590,24 @@ func renderFlat(t Tool, in, out map[string]any, lv sigLevel) string {
 	body := f.top(in)
 	decls := f.declarations()
 	// Keep only the aliases in use (a type named in an early round may have
-	// been replaced by a later, shorter spelling).
+	// been replaced by a later, shorter spelling): those the body uses, and
+	// those a kept one uses, until no more are found; a declaration may use
+	// one named after it.
+	keep := make([]bool, len(decls))
 	used := body
+	for found := true; found; {
+		found = false
+		for i, d := range decls {
+			if !keep[i] && usesName(used, f.aliases[f.order[i]]) {
+				keep[i], found = true, true
+				used += d
+			}
+		}
+	}
 	var kept []string
-	for i := len(decls) - 1; i >= 0; i-- {
-		name := f.aliases[f.order[i]]
-		if usesName(used, name) {
-			kept = append([]string{decls[i]}, kept...)
-			used += decls[i]
+	for i, d := range decls {
+		if keep[i] {
+			kept = append(kept, d)
 		}
 	}
 	decls = kept

