@@ -13,6 +13,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi2conv"
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oasdiff/yaml"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
@@ -236,6 +237,12 @@ func buildOperation(s *sourceState, sc *schemaConverter, name, method, path stri
 		if p.In == "header" && ignoredHeaderParam(p.Name) {
 			continue // OpenAPI: Accept, Content-Type and Authorization parameters are ignored
 		}
+		if !sendableParam(p.In, p.Name) {
+			// No request can carry it (public documents have header
+			// parameters named ""): left out, rather than an input field
+			// that fails every call.
+			continue
+		}
 		ps := paramSpec{name: p.Name, in: p.In, required: p.Required || p.In == "path"}
 		ps.style = p.Style
 		if ps.style == "" {
@@ -336,6 +343,19 @@ func annotationsFor(method, title string) Annotations {
 		a.DestructiveHint, a.IdempotentHint = true, true
 	}
 	return a
+}
+
+// sendableParam tells whether a parameter's name can go on the wire: not
+// empty, and for a header or a cookie an HTTP token (RFC 9110 §5.1, RFC
+// 6265 §4.1.1).
+func sendableParam(in, name string) bool {
+	if name == "" {
+		return false
+	}
+	if in == "header" || in == "cookie" {
+		return httpguts.ValidHeaderFieldName(name)
+	}
+	return true
 }
 
 func ignoredHeaderParam(name string) bool {

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -277,5 +280,65 @@ func TestRedirectsKeepHostAndTLS(t *testing.T) {
 		if (err == nil) != (tc.err == "") || (err != nil && err.Error() != tc.err) {
 			t.Errorf("%s -> %s: %v, want %q", tc.from, tc.to, err, tc.err)
 		}
+	}
+}
+
+// TestUnsendableParametersAreLeftOut: a parameter no request can carry (a
+// header named "" or with a space, as public documents have, a cookie
+// with a separator, a query parameter named "") is not an input field; the
+// operation's other parameters work. Before, the header named "" failed
+// every call of the operation with UPSTREAM_UNREACHABLE ("invalid header
+// field name").
+func TestUnsendableParametersAreLeftOut(t *testing.T) {
+	var got http.Header
+	var query string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, query = r.Header.Clone(), r.URL.RawQuery
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(srv.Close)
+	doc := `{"openapi":"3.0.3","info":{"title":"t","version":"1"},"servers":[{"url":"` + srv.URL + `"}],"paths":{"/pages/{id}":{"get":{
+	 "operationId":"getPage","responses":{"200":{"description":"ok"}},"parameters":[
+	  {"in":"path","name":"id","required":true,"schema":{"type":"string"}},
+	  {"in":"header","name":"Notion-Version","schema":{"type":"string"}},
+	  {"in":"header","name":"","schema":{"type":"string"}},
+	  {"in":"header","name":"Bad Name","schema":{"type":"string"}},
+	  {"in":"cookie","name":"a;b","schema":{"type":"string"}},
+	  {"in":"query","name":"","schema":{"type":"string"}},
+	  {"in":"query","name":"q","schema":{"type":"string"}}]}}}}`
+	path := filepath.Join(t.TempDir(), "doc.json")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New([]Source{{Name: "t", SpecURL: path}}, &Options{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a, ok := c.Action("t_getPage")
+	if !ok {
+		t.Fatal("no action t_getPage")
+	}
+	var schema struct{ Properties map[string]any }
+	if err := json.Unmarshal(a.InputSchema, &schema); err != nil {
+		t.Fatal(err)
+	}
+	var props []string
+	for p := range schema.Properties {
+		props = append(props, p)
+	}
+	slices.Sort(props)
+	if strings.Join(props, ",") != "Notion-Version,id,q" {
+		t.Fatalf("input fields %v, want Notion-Version, id, q", props)
+	}
+	if _, err := c.Call(context.Background(), "t_getPage", json.RawMessage(`{"id":"p1","Notion-Version":"2022-06-28","q":"x"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got.Get("Notion-Version") != "2022-06-28" || query != "q=x" {
+		t.Fatalf("headers %v, query %q", got, query)
 	}
 }
