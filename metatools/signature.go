@@ -644,13 +644,22 @@ const (
 	minAliasOften = 30
 )
 
+// tsGlobalTypes are TypeScript's global types an alias must not shadow:
+// those signatures use (Record, Promise) and those a model reads as the
+// standard ones (a field "records" names its item type Record2).
+var tsGlobalTypes = map[string]bool{
+	"Record": true, "Promise": true, "Array": true, "Object": true, "String": true, "Number": true,
+	"Boolean": true, "Date": true, "Error": true, "Function": true, "Map": true, "Set": true,
+	"Symbol": true, "Partial": true, "Required": true, "Readonly": true, "Pick": true, "Omit": true,
+}
+
 // name gives type t an alias name, after hint when it is free.
 func (f *flatRenderer) name(t, hint string) {
 	if _, ok := f.aliases[t]; ok {
 		return
 	}
 	name := pascal(hint)
-	if name == "" || f.taken[name] {
+	if name == "" || f.taken[name] || tsGlobalTypes[name] {
 		base := name
 		if base == "" {
 			base = "T"
@@ -683,7 +692,7 @@ func (f *flatRenderer) rename(body string, decls []string) (string, []string) {
 	}
 	for _, name := range names {
 		want := pascal(f.hintOf[name])
-		if want == "" || want == name || used[want] {
+		if want == "" || want == name || used[want] || tsGlobalTypes[want] {
 			continue
 		}
 		body = replaceWord(body, name, want)

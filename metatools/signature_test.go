@@ -82,6 +82,13 @@ func TestFlatAliasesAreDeclared(t *testing.T) {
 		 "five":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `,"value":{"type":"string"}}},
 		 "six":{"type":"object","properties":{"hostname":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `}}}},
 		 "seven":{"type":"object","properties":{"hostname":{"type":"object","properties":{"defaultTargetHostname":` + wrapped + `}}}}}}`,
+		// A field "records" would name its items Record, shadowing the
+		// global Record<K, V> the signature uses (Firebase Hosting).
+		"a global type's name": `{"type":"object","properties":{
+		 "meta":{"type":"object","additionalProperties":{"type":"string"}},
+		 "records":{"type":"array","items":{"type":"object","properties":{"domainName":{"type":"string"},"rdata":{"type":"string"},"ttl":{"type":"integer"}}}},
+		 "zold":{"type":"array","items":{"type":"object","properties":{"domainName":{"type":"string"},"rdata":{"type":"string"},"ttl":{"type":"integer"}}}},
+		 "znext":{"type":"array","items":{"type":"object","properties":{"domainName":{"type":"string"},"rdata":{"type":"string"},"ttl":{"type":"integer"}}}}}}`,
 		"used by an earlier declaration": `{"properties":{"body":{"properties":{"ConfigurationRecorder":{"allOf":[{"properties":{"recordingGroup":{"allOf":[
 		 {"properties":{"includeGlobalResourceTypes":{},"recordingStrategy":{"allOf":[{"properties":{"useOnly":{"allOf":[
 		 {"enum":["INCLUSION_BY_RESOURCE_TYPES","EXCLUSION_BY_RESOURCE_TYPES"]}]}}}]}}}]}}}]}}}}}`,
@@ -98,6 +105,11 @@ func TestFlatAliasesAreDeclared(t *testing.T) {
 			for _, ref := range idents.FindAllString(notTypes.ReplaceAllString(sig, " "), -1) {
 				if ref != "Promise" && ref != "Record" && !strings.Contains(sig, "type "+ref+" = ") {
 					t.Errorf("%s: level %d uses %s, which it does not declare:\n%s", name, i, ref, sig)
+				}
+			}
+			for _, global := range []string{"Record", "Promise"} {
+				if strings.Contains(sig, "type "+global+" = ") {
+					t.Errorf("%s: level %d declares %s, shadowing the global type:\n%s", name, i, global, sig)
 				}
 			}
 			if strings.Contains(sig, " = DefaultTargetHostname;") {
