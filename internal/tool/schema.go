@@ -142,8 +142,8 @@ func (f *faults) collect(e *jsonschema.ValidationError) {
 		return
 	case *kind.AnyOf, *kind.OneOf, *kind.Not:
 		// The branches' own faults would contradict each other: name the
-		// field and the combinator.
-		f.wrong = append(f.wrong, fault{dotted(e.InstanceLocation), e.ErrorKind.LocalizedString(printer)})
+		// field and the combinator, in words a caller can act on.
+		f.wrong = append(f.wrong, fault{dotted(e.InstanceLocation), combinatorFault(e.ErrorKind)})
 		return
 	}
 	if len(e.Causes) == 0 {
@@ -153,6 +153,25 @@ func (f *faults) collect(e *jsonschema.ValidationError) {
 	for _, c := range e.Causes {
 		f.collect(c)
 	}
+}
+
+// combinatorFault says what a value failing anyOf, oneOf or not is:
+// "'oneOf' failed, subschemas 0, 1 matched" means nothing to a model.
+func combinatorFault(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.AnyOf:
+		return "matches none of the allowed shapes (anyOf)"
+	case *kind.OneOf:
+		if len(k.Subschemas) == 0 {
+			return "matches none of the allowed shapes (oneOf)"
+		}
+		alts := make([]string, len(k.Subschemas))
+		for i, n := range k.Subschemas {
+			alts[i] = strconv.Itoa(n + 1)
+		}
+		return fmt.Sprintf("matches %d of the allowed shapes (oneOf: %s) and must match exactly one; give only the fields of one", len(alts), strings.Join(alts, " and "))
+	}
+	return "matches a shape it must not (not)"
 }
 
 // err is the VALIDATION_ERROR naming every fault, or nil.

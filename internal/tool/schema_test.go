@@ -74,3 +74,28 @@ func TestValidateNoUnknown(t *testing.T) {
 		t.Errorf("NoUnknown: %v", verr)
 	}
 }
+
+// TestValidateCombinators: a value failing anyOf, oneOf or not is said in
+// words a caller can act on, not as "'oneOf' failed, subschemas 0, 1
+// matched" (seen calling a public catalog's operations).
+func TestValidateCombinators(t *testing.T) {
+	s, err := CompileSchema(json.RawMessage(`{"type":"object","properties":{
+	 "body":{"oneOf":[{"type":"object","properties":{"a":{"type":"string"}}},{"type":"object","properties":{"b":{"type":"string"}}}]},
+	 "id":{"anyOf":[{"type":"string"},{"type":"integer"}]},
+	 "pick":{"oneOf":[{"type":"string"},{"type":"integer"}]},
+	 "name":{"type":"string","not":{"const":"root"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		`{"body":{"a":"x","b":"y"}}`: "body: matches 2 of the allowed shapes (oneOf: 1 and 2) and must match exactly one; give only the fields of one",
+		`{"id":true}`:                "id: matches none of the allowed shapes (anyOf)",
+		`{"pick":1.5}`:               "pick: matches none of the allowed shapes (oneOf)",
+		`{"name":"root"}`:            "name: matches a shape it must not (not)",
+	} {
+		_, verr := s.Validate(json.RawMessage(in), nil)
+		if verr == nil || verr.Message != want {
+			t.Errorf("%s: got %v, want %q", in, verr, want)
+		}
+	}
+}
