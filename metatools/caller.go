@@ -355,7 +355,7 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		// plan's steps until it finishes or first asks the client. The
 		// reporter is stopped when this request answers; the plan's later
 		// steps (during retries, maybe on another gateway) are not reported.
-		p := s.progressOf(ctx, req)
+		p := s.progressOf(ctx, req, "")
 		defer p.stop()
 		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci, allowed: allowedSet(in.AllowedTools), progress: p}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
 		if len(in.Context) > 0 {

@@ -16,6 +16,13 @@ import (
 // Options.ProgressInterval.
 const DefaultProgressInterval = 250 * time.Millisecond
 
+// DefaultProgressHeartbeat is how long a call that reports progress goes
+// without a notification before it sends a heartbeat; see
+// Options.ProgressHeartbeat. Well under the 60 s a client's request times
+// out by default (the TypeScript SDK's), so that client's
+// resetTimeoutOnProgress keeps a call alive that waits on one slow tool.
+const DefaultProgressHeartbeat = 10 * time.Second
+
 // maxProgressMessageRunes bounds a progress notification's message: a
 // status line, not a log transport.
 const maxProgressMessageRunes = 120
@@ -24,18 +31,24 @@ const maxProgressMessageRunes = 120
 // NotifyProgress in the server; a recorder in tests).
 type progressFunc func(ctx context.Context, p *mcp.ProgressNotificationParams) error
 
-// planProgress reports a meta:execute plan's progress to the MCP client that
-// asked for it with a progressToken: each completed tool call and each
-// console line is one step; progress is the number of steps so far, the
-// message says what the latest step was. Notifications go out from their
-// own goroutine, at most one per interval (the latest state; steps in
-// between are counted, not lost), so neither a slow client stalls the plan
-// nor a plan of 10,000 calls floods the client. stop ends them before the
-// result is sent: none follows it.
+// planProgress reports a meta:execute plan's progress, or that a
+// meta:invoke call is still running, to the MCP client that asked for it
+// with a progressToken: each completed tool call and each console line of a
+// plan is one step, the message says what the latest step was. When nothing
+// was sent for a heartbeat period (a plan waiting on one slow call, the
+// invoked tool running), a heartbeat says the call is still running.
+// progress is the number of steps and heartbeats so far. Notifications go
+// out from their own goroutine, at most one per interval (the latest state;
+// steps in between are counted, not lost), so neither a slow client stalls
+// the plan nor a plan of 10,000 calls floods the client. stop ends them
+// before the result is sent: none follows it.
 type planProgress struct {
-	token    any
-	send     progressFunc
-	interval time.Duration
+	token     any
+	send      progressFunc
+	interval  time.Duration
+	heartbeat time.Duration // <= 0: none
+	tool      string        // the tool meta:invoke runs; "" for a plan
+	start     time.Time
 
 	mu      sync.Mutex
 	steps   int    // tool calls done + console lines
@@ -52,10 +65,11 @@ type planProgress struct {
 
 // progressOf returns the progress reporter of a tools/call request, or nil
 // when the client sent no progressToken (nothing is ever sent then) or the
-// request has no session to send on. The reporter's notifications use ctx,
-// the request's context: the transport relates them to the request (its
-// SSE response stream).
-func (s *Service) progressOf(ctx context.Context, req *mcp.CallToolRequest) *planProgress {
+// request has no session to send on. tool is the tool a meta:invoke call
+// runs ("" for a plan), named in its heartbeats. The reporter's
+// notifications use ctx, the request's context: the transport relates them
+// to the request (its SSE response stream).
+func (s *Service) progressOf(ctx context.Context, req *mcp.CallToolRequest, tool string) *planProgress {
 	if req == nil || req.Params == nil || req.Session == nil {
 		return nil
 	}
@@ -64,7 +78,7 @@ func (s *Service) progressOf(ctx context.Context, req *mcp.CallToolRequest) *pla
 		return nil
 	}
 	ss := req.Session
-	return startProgress(ctx, token, s.opts.ProgressInterval, func(ctx context.Context, p *mcp.ProgressNotificationParams) error {
+	return startProgress(ctx, token, s.opts.ProgressInterval, s.opts.ProgressHeartbeat, tool, func(ctx context.Context, p *mcp.ProgressNotificationParams) error {
 		return ss.NotifyProgress(ctx, p)
 	})
 }
@@ -83,11 +97,16 @@ func validProgressToken(t any) bool {
 	return false
 }
 
-func startProgress(ctx context.Context, token any, interval time.Duration, send progressFunc) *planProgress {
+// startProgress starts the sender. interval 0 is DefaultProgressInterval;
+// heartbeat 0 is DefaultProgressHeartbeat, negative none.
+func startProgress(ctx context.Context, token any, interval, heartbeat time.Duration, tool string, send progressFunc) *planProgress {
 	if interval <= 0 {
 		interval = DefaultProgressInterval
 	}
-	p := &planProgress{token: token, send: send, interval: interval,
+	if heartbeat == 0 {
+		heartbeat = DefaultProgressHeartbeat
+	}
+	p := &planProgress{token: token, send: send, interval: interval, heartbeat: heartbeat, tool: tool, start: time.Now(),
 		wake: make(chan struct{}, 1), done: make(chan struct{}), exit: make(chan struct{})}
 	go p.run(ctx)
 	return p
@@ -184,29 +203,61 @@ func (p *planProgress) message() string {
 	return cutRunes(msg, maxProgressMessageRunes)
 }
 
+// heartbeatMessage is the status line of a heartbeat; p.mu is held.
+func (p *planProgress) heartbeatMessage(elapsed time.Duration) string {
+	e := elapsed.Round(time.Second).String()
+	if p.tool != "" {
+		return cutRunes(p.tool+" running for "+e, maxProgressMessageRunes)
+	}
+	return cutRunes("running for "+e+": "+p.message(), maxProgressMessageRunes)
+}
+
 // run is the sender: on each wake it sends the latest state, then waits
-// out the interval before it looks again.
+// out the interval before it looks again. When a heartbeat period passes
+// without a notification, it sends a heartbeat.
 func (p *planProgress) run(ctx context.Context) {
 	defer close(p.exit)
-	sent := 0
+	sent, beats := 0, 0 // steps of the last notification; heartbeats sent
 	timer := time.NewTimer(0)
 	<-timer.C
+	var beat <-chan time.Time // nil (never ready) without heartbeats
+	var beatTimer *time.Timer
+	if p.heartbeat > 0 {
+		beatTimer = time.NewTimer(p.heartbeat)
+		defer beatTimer.Stop()
+		beat = beatTimer.C
+	}
 	for {
+		heartbeat := false
 		select {
 		case <-p.wake:
+		case <-beat:
+			heartbeat = true
 		case <-p.done:
 			return
 		case <-ctx.Done():
 			return
 		}
 		p.mu.Lock()
-		steps, msg := p.steps, p.message()
+		steps := p.steps
+		var msg string
+		switch {
+		case steps > sent:
+			msg = p.message()
+		case heartbeat:
+			beats++
+			msg = p.heartbeatMessage(time.Since(p.start))
+		}
 		p.mu.Unlock()
-		if steps > sent {
-			// progress only grows: steps never decrease and a state is
-			// sent only when it has more of them than the last one sent.
-			_ = p.send(ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: float64(steps), Message: msg})
+		if msg != "" {
+			// progress only grows: steps and heartbeats never decrease,
+			// and each notification has more steps or one more heartbeat
+			// than the last one sent.
+			_ = p.send(ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: float64(steps + beats), Message: msg})
 			sent = steps
+			if beatTimer != nil {
+				beatTimer.Reset(p.heartbeat) // a heartbeat period from now
+			}
 		}
 		timer.Reset(p.interval)
 		select {

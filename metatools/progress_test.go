@@ -44,17 +44,27 @@ func (l *progressLog) all() []mcp.ProgressNotificationParams {
 	return append([]mcp.ProgressNotificationParams(nil), l.got...)
 }
 
-// waitFor waits (generously) until at least n notifications arrived.
-func (l *progressLog) waitFor(ctx context.Context, n int) error {
+// waitFor waits (generously) until at least n notifications whose message
+// contains text arrived.
+func (l *progressLog) waitFor(ctx context.Context, n int, text string) error {
+	count := func() int {
+		c := 0
+		for _, p := range l.all() {
+			if strings.Contains(p.Message, text) {
+				c++
+			}
+		}
+		return c
+	}
 	for {
-		if len(l.all()) >= n {
+		if count() >= n {
 			return nil
 		}
 		select {
 		case <-l.seen:
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
-			return fmt.Errorf("%d progress notifications after waiting, want %d", len(l.all()), n)
+			return fmt.Errorf("%d progress notifications with %q after waiting, want %d", count(), text, n)
 		}
 	}
 }
@@ -62,7 +72,7 @@ func (l *progressLog) waitFor(ctx context.Context, n int) error {
 // progressFixture serves the meta-tools with a tool, gate:wait, that waits
 // until the client has received n notifications: the plan moves on only
 // once its progress reached the client, so the test needs no timing.
-func progressFixture(t *testing.T, version string, interval time.Duration) (*fixture, *progressLog) {
+func progressFixture(t *testing.T, version string, interval, heartbeat time.Duration) (*fixture, *progressLog) {
 	t.Helper()
 	log := newProgressLog()
 	f := newFixture(t, fixtureOptions{protocolVersion: version, extra: []ToolSource{gateTools(log)},
@@ -72,31 +82,49 @@ func progressFixture(t *testing.T, version string, interval time.Duration) (*fix
 			t.Cleanup(func() { e.Close() })
 			o.Engine = e
 			o.ProgressInterval = interval
+			o.ProgressHeartbeat = heartbeat
 		}})
 	return f, log
 }
 
 // gateTools are gate:wait, which returns once the client has seen n
-// progress notifications, and gate:tick, which returns at once.
+// progress notifications (n whose message contains text, when given),
+// gate:tick, which returns at once, and gate:hold, which returns after ms
+// milliseconds.
 func gateTools(log *progressLog) *StaticSource {
 	return &StaticSource{
 		List: []Tool{
 			{Name: "gate:wait", AppID: "gate", Description: "Wait until the client has seen n progress notifications",
-				InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`)},
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"},"text":{"type":"string"}}}`)},
 			{Name: "gate:tick", AppID: "gate", Description: "Return at once", InputSchema: json.RawMessage(`{"type":"object"}`)},
+			{Name: "gate:hold", AppID: "gate", Description: "Return after ms milliseconds",
+				InputSchema: json.RawMessage(`{"type":"object","properties":{"ms":{"type":"integer"}}}`)},
 		},
 		Handlers: map[string]func(context.Context, json.RawMessage) (json.RawMessage, error){
 			"gate:wait": func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
-				var v struct{ N int }
+				var v struct {
+					N    int
+					Text string
+				}
 				_ = json.Unmarshal(in, &v)
 				ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
-				if err := log.waitFor(ctx, v.N); err != nil {
+				if err := log.waitFor(ctx, v.N, v.Text); err != nil {
 					return nil, err
 				}
 				return json.RawMessage(`{"ok":true}`), nil
 			},
 			"gate:tick": func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				return json.RawMessage(`{}`), nil
+			},
+			"gate:hold": func(ctx context.Context, in json.RawMessage) (json.RawMessage, error) {
+				var v struct{ Ms int }
+				_ = json.Unmarshal(in, &v)
+				select {
+				case <-time.After(time.Duration(v.Ms) * time.Millisecond):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
 				return json.RawMessage(`{}`), nil
 			},
 		},
@@ -152,7 +180,7 @@ func checkProgress(t *testing.T, got []mcp.ProgressNotificationParams, token any
 func TestExecuteProgress(t *testing.T) {
 	for _, version := range []string{"2025-11-25", "2025-06-18", "2026-07-28"} {
 		t.Run(version, func(t *testing.T) {
-			f, log := progressFixture(t, version, 10*time.Millisecond)
+			f, log := progressFixture(t, version, 10*time.Millisecond, 0)
 			// Each gate:wait returns only once the client has seen the
 			// progress of the steps before it.
 			script := `await callTool("gate:tick", {}); for (let i = 1; i <= 4; i++) { await callTool("gate:wait", {n: i}); console.log("step", i, "of 4"); }
@@ -188,7 +216,7 @@ func TestExecuteProgress(t *testing.T) {
 // A plan of thousands of calls gets at most one notification per interval.
 func TestExecuteProgressRateLimited(t *testing.T) {
 	const interval = 100 * time.Millisecond
-	f, log := progressFixture(t, "2025-11-25", interval)
+	f, log := progressFixture(t, "2025-11-25", interval, 0)
 	start := time.Now()
 	// The first notification is awaited (gate:wait), so at least one is
 	// sent however the machine schedules the sender.
@@ -209,12 +237,12 @@ func TestExecuteProgressRateLimited(t *testing.T) {
 }
 
 // stop returns only when the sender is done: nothing is sent after it, even
-// while steps keep coming from other goroutines.
+// while steps keep coming from other goroutines and heartbeats are due.
 func TestPlanProgressStop(t *testing.T) {
 	var stopped atomic.Bool
 	var sent, late atomic.Int64
 	var last atomic.Int64
-	p := startProgress(context.Background(), "t", time.Millisecond, func(_ context.Context, n *mcp.ProgressNotificationParams) error {
+	p := startProgress(context.Background(), "t", time.Millisecond, time.Millisecond, "", func(_ context.Context, n *mcp.ProgressNotificationParams) error {
 		if stopped.Load() {
 			late.Add(1)
 		}
@@ -271,6 +299,13 @@ func TestProgressMessage(t *testing.T) {
 	msg := p.message()
 	if !strings.HasPrefix(msg, "41 tool calls done (1 failed), 2 running; log: éé") || utf8.RuneCountInString(msg) > maxProgressMessageRunes {
 		t.Errorf("message %q", msg)
+	}
+	if hb := p.heartbeatMessage(100*time.Second + 400*time.Millisecond); !strings.HasPrefix(hb, "running for 1m40s: 41 tool calls done (1 failed), 2 running; log: é") || utf8.RuneCountInString(hb) > maxProgressMessageRunes {
+		t.Errorf("heartbeat message %q", hb)
+	}
+	inv := &planProgress{tool: "crm:export"}
+	if hb := inv.heartbeatMessage(1500 * time.Millisecond); hb != "crm:export running for 2s" {
+		t.Errorf("heartbeat message of meta:invoke %q", hb)
 	}
 	for _, tc := range []struct {
 		token any
@@ -369,4 +404,126 @@ func TestCollapseSpaces(t *testing.T) {
 			}
 		}
 	}
+}
+
+func callInvoke(t *testing.T, f *fixture, tool string, input map[string]any, token any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := &mcp.CallToolParams{Name: "meta:invoke", Arguments: map[string]any{"tool": tool, "input": input}}
+	if token != nil {
+		p.SetProgressToken(token)
+	}
+	res, err := f.session.CallTool(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError {
+		t.Fatalf("meta:invoke %s: %s", tool, text(res))
+	}
+	return res
+}
+
+// A meta:invoke call whose client sent a progressToken gets heartbeats
+// while the tool runs (gate:wait returns only once the client has seen
+// three of them), none after its result, and none without a token.
+func TestInvokeProgress(t *testing.T) {
+	for _, version := range []string{"2025-11-25", "2025-06-18", "2026-07-28"} {
+		t.Run(version, func(t *testing.T) {
+			f, log := progressFixture(t, version, time.Millisecond, 10*time.Millisecond)
+			callInvoke(t, f, "gate:wait", map[string]any{"n": 3, "text": "gate:wait running for "}, "inv-1")
+			got := log.all()
+			if len(got) < 3 {
+				t.Fatalf("%d notifications, want at least 3: %+v", len(got), got)
+			}
+			checkProgress(t, got, "inv-1")
+
+			// A call without a token that runs 30 heartbeat periods: no
+			// notification for it, and none of the first call's after its
+			// result.
+			n := len(got)
+			callInvoke(t, f, "gate:hold", map[string]any{"ms": 300}, nil)
+			if got := log.all(); len(got) != n {
+				t.Errorf("%d notifications after the first call's result and a call without token, want %d: %+v", len(got), n, got[n:])
+			}
+
+			// An integer token.
+			callInvoke(t, f, "gate:wait", map[string]any{"n": n + 2}, 7)
+			got = log.all()
+			checkProgress(t, got[n:], 7)
+			if len(got) < n+2 {
+				t.Errorf("%d notifications, want at least %d", len(got), n+2)
+			}
+		})
+	}
+}
+
+// A plan waiting on one slow call gets heartbeats: the plan's only call
+// returns once the client has seen two notifications sent while it ran
+// (no step happens meanwhile, so only heartbeats can say "1 running").
+func TestExecuteHeartbeat(t *testing.T) {
+	f, log := progressFixture(t, "2025-11-25", time.Millisecond, 10*time.Millisecond)
+	callExecute(t, f, `await callTool("gate:wait", {n: 2, text: "1 running"}); await callTool("gate:tick", {}); return 1`, "hb")
+	got := log.all()
+	checkProgress(t, got, "hb")
+	beats := 0
+	for _, p := range got {
+		if strings.HasPrefix(p.Message, "running for ") && strings.Contains(p.Message, "0 tool calls done, 1 running") {
+			beats++
+		}
+	}
+	if beats < 2 {
+		t.Errorf("%d heartbeats while the plan waited on its call, want at least 2: %+v", beats, got)
+	}
+}
+
+// Heartbeats alone: progress counts them, the message names the invoked
+// tool; a step between them goes on from the count; nothing after stop.
+func TestProgressHeartbeat(t *testing.T) {
+	var mu sync.Mutex
+	var got []mcp.ProgressNotificationParams
+	stopped := false
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got)
+	}
+	p := startProgress(context.Background(), "t", time.Millisecond, time.Millisecond, "crm:export", func(_ context.Context, n *mcp.ProgressNotificationParams) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			t.Errorf("notification after stop: %+v", n)
+		}
+		got = append(got, *n)
+		return nil
+	})
+	wait := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); count() < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d notifications in 20 s, want %d", count(), n)
+			}
+		}
+	}
+	wait(3)
+	p.callStarted()
+	p.callDone("crm:page", false)
+	wait(count() + 2)
+	p.stop()
+	mu.Lock()
+	stopped = true
+	all := append([]mcp.ProgressNotificationParams(nil), got...)
+	mu.Unlock()
+	checkProgress(t, all, "t")
+	if all[0].Progress != 1 || !strings.HasPrefix(all[0].Message, "crm:export running for ") {
+		t.Errorf("first heartbeat %+v", all[0])
+	}
+	step := false
+	for _, n := range all {
+		step = step || n.Message == "1 tool call done; crm:page done"
+	}
+	if !step {
+		t.Errorf("the step is not among %+v", all)
+	}
+	time.Sleep(10 * time.Millisecond) // heartbeats would be due
 }

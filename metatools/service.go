@@ -138,6 +138,12 @@ type Options struct {
 	// notifications/progress of one meta:execute call whose client sent a
 	// progressToken; default DefaultProgressInterval (250ms).
 	ProgressInterval time.Duration
+	// ProgressHeartbeat is how long a meta:execute or meta:invoke call
+	// whose client sent a progressToken goes without a notification before
+	// it sends one that only says it is still running (a plan waiting on
+	// one slow call, a slow invoked tool); default DefaultProgressHeartbeat
+	// (10s), negative for none.
+	ProgressHeartbeat time.Duration
 }
 
 // Service implements the four meta-tools over an Index.
