@@ -48,6 +48,11 @@ type sigLevel struct {
 	// level.
 	capOptional bool
 	maxOptional int
+	// maxAlts, when above 0, keeps the first maxAlts alternatives of an
+	// input union (a comment counts the others): Signature's very last
+	// resort, for a body that is one of dozens of shapes whose required
+	// fields alone do not fit (a message per channel and type).
+	maxAlts int
 }
 
 // sigLevels, most detailed first. The input's types stay complete longest;
@@ -99,7 +104,42 @@ func Signature(t Tool, fits func(sig string) bool) (sig string, complete bool) {
 		}
 	}
 	lv.maxOptional = best
+	if sig = renderSignature(t, in, out, lv); fits(sig) {
+		return sig, false
+	}
+	// Required fields alone are too long: keep fewer alternatives of each
+	// union, as many as fit (at least one).
+	lo, hi, best = 1, maxUnionWidth(in), 1
+	for lo <= hi {
+		lv.maxAlts = (lo + hi) / 2
+		if fits(renderSignature(t, in, out, lv)) {
+			best, lo = lv.maxAlts, lv.maxAlts+1
+		} else {
+			hi = lv.maxAlts - 1
+		}
+	}
+	lv.maxAlts = best
 	return renderSignature(t, in, out, lv), false
+}
+
+// maxUnionWidth is the largest number of alternatives of one oneOf or
+// anyOf in a schema, at any depth.
+func maxUnionWidth(s any) int {
+	n := 0
+	switch v := s.(type) {
+	case map[string]any:
+		for _, k := range []string{"oneOf", "anyOf"} {
+			n = max(n, len(asSlice(v[k])))
+		}
+		for _, c := range v {
+			n = max(n, maxUnionWidth(c))
+		}
+	case []any:
+		for _, c := range v {
+			n = max(n, maxUnionWidth(c))
+		}
+	}
+	return n
 }
 
 // maxObjectFields is the largest number of properties of one object in a
@@ -268,7 +308,15 @@ func (r *tsRenderer) alts(alts []any, sep string, depth int) {
 			parts = append(parts, t)
 		}
 	}
-	r.b.WriteString(strings.Join(dropVague(parts), sep))
+	parts = dropVague(parts)
+	cut := 0
+	if max := r.lv.maxAlts; max > 0 && sep == " | " && !r.output && len(parts) > max {
+		parts, cut = parts[:max], len(parts)-max
+	}
+	r.b.WriteString(strings.Join(parts, sep))
+	if cut > 0 {
+		fmt.Fprintf(r.b, " /* | %d more %s: detail \"full\" has them */", cut, map[bool]string{true: "shape", false: "shapes"}[cut == 1])
+	}
 }
 
 // dropVague leaves out "object" and "unknown" beside more precise

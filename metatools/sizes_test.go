@@ -183,3 +183,44 @@ func TestDescribeAnswerSizeManyFields(t *testing.T) {
 	}
 	t.Logf("%d bytes; signature:\n%s", len(raw), e.Signature)
 }
+
+// TestDescribeAnswerSizeManyShapes: a body that is one of dozens of shapes,
+// each with required fields of its own (a message per channel and type,
+// as Vonage's Messages API has), stays within the budget: the union keeps
+// as many shapes as fit and says how many it left out.
+func TestDescribeAnswerSizeManyShapes(t *testing.T) {
+	var shapes []any
+	for i := range 40 {
+		props := map[string]any{"message_type": map[string]any{"const": fmt.Sprintf("type_%02d", i)}}
+		var req []string
+		for _, f := range []string{"recipient_identifier", "sender_identifier", "content_payload", "delivery_channel"} {
+			props[fmt.Sprintf("%s_%02d", f, i)] = map[string]any{"type": "string"}
+			req = append(req, fmt.Sprintf("%s_%02d", f, i))
+		}
+		shapes = append(shapes, map[string]any{"type": "object", "properties": props, "required": req})
+	}
+	schema, _ := json.Marshal(map[string]any{"type": "object", "required": []string{"body"},
+		"properties": map[string]any{"body": map[string]any{"oneOf": shapes}}})
+	tool := Tool{Name: "svc:sendMessage", Description: "Send a message to the given channel.", InputSchema: schema}
+	ix, err := NewIndex([]ToolSource{&StaticSource{List: []Tool{tool}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out, err := NewService(ix, nil).Describe(context.Background(), DescribeInput{ToolNames: []string{tool.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := out.Tools[0]
+	if n := wireSize(out); n > maxAnswerBytes {
+		t.Errorf("describe: %d bytes on the wire, budget %d", n, maxAnswerBytes)
+	}
+	if !strings.Contains(e.Signature, "recipient_identifier_00: string;") || !strings.Contains(e.Signature, `more shapes: detail "full" has them`) {
+		t.Errorf("signature:\n%s", e.Signature)
+	}
+	if e.SignatureComplete == nil || *e.SignatureComplete {
+		t.Error("a cut signature is not marked incomplete")
+	}
+}
