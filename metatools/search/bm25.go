@@ -392,6 +392,9 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		local := localName(d.Name, d.AppID)
 		intents := ToolIntents(local, summaries[i])
+		if act := pathAction(local, d.Method, d.Path); act != "" {
+			intents = []Intent{intentWords[act]}
+		}
 		var intentTerms []string
 		for _, in := range intents {
 			intentTerms = append(intentTerms, intentTerm(intentFamily(in)))

@@ -1415,3 +1415,33 @@ func TestDomainKeyAsWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestPathAction: a tool named from its method and path (no operationId)
+// whose path ends in an intent word does what that word says, not what
+// its method word says: POST /metadata/series/query searches, POST
+// /images/delete deletes. A GET, a name someone chose, and a last segment
+// that is no intent word keep the name's intent.
+func TestPathAction(t *testing.T) {
+	docs := []Doc{
+		{Name: "box_post_metadata_series_query", AppID: "box", Description: "submit a query for series", Method: "POST", Path: "/metadata/series/query"},
+		{Name: "box_post_images_delete", AppID: "box", Description: "bulk delete a sequence of images according to the supplied image IDs", Method: "POST", Path: "/images/delete"},
+		{Name: "box_get_metadata_series", AppID: "box", Description: "Returns a list of metadata on the series level of the DICOM hierarchy", Method: "GET", Path: "/metadata/series"},
+		{Name: "box_get_metadata_series_by_id", AppID: "box", Description: "Return the series with the supplied ID", Method: "GET", Path: "/metadata/series/{id}"},
+		{Name: "box_post_metadata_series_by_id_seriestags", AppID: "box", Description: "add a series tag to the series with the supplied ID", Method: "POST", Path: "/metadata/series/{id}/seriestags"},
+		{Name: "box_postQuery", AppID: "box", Description: "submit a saved query", Method: "POST", Path: "/saved/query"},
+		{Name: "box_post_boxes_by_id_send", AppID: "box", Description: "send images to the remote box", Method: "POST", Path: "/boxes/{id}/send"},
+	}
+	ix := NewBM25(docs)
+	for i, want := range []Intent{IntentSearch, IntentDelete, IntentGet, IntentGet, IntentCreate, IntentCreate, IntentCreate} {
+		if got := ix.families[i]; len(got) != 1 || got[0] != intentFamily(want) {
+			t.Errorf("%s: intents %v, want %v", docs[i].Name, got, intentFamily(want))
+		}
+	}
+	hits, err := ix.Rank(context.Background(), "find series matching some criteria", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || hits[0].Doc != 0 {
+		t.Errorf("find series matching some criteria: %v, want box_post_metadata_series_query first", hits)
+	}
+}
