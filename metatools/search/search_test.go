@@ -1445,3 +1445,14 @@ func TestPathAction(t *testing.T) {
 		t.Errorf("find series matching some criteria: %v, want box_post_metadata_series_query first", hits)
 	}
 }
+
+// TestInsertsIntent: a summary in the third person ("Inserts or updates a
+// filter") says its verb as "Creates", "Adds" and "Updates" do.
+func TestInsertsIntent(t *testing.T) {
+	if got := ToolIntents("post_filtering_filters", "Inserts or updates a filter."); len(got) != 1 || got[0] != IntentCreate {
+		t.Errorf("post_filtering_filters: %v, want create", got)
+	}
+	if got := IntentOf("Inserts"); got != IntentCreate {
+		t.Errorf("Inserts: %v, want create", got)
+	}
+}
