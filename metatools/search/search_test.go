@@ -1456,3 +1456,15 @@ func TestInsertsIntent(t *testing.T) {
 		t.Errorf("Inserts: %v, want create", got)
 	}
 }
+
+// TestDownloadIntent: downloading reads ("download the DICOM dataset of an
+// image" is no change to make; an imperative of a verb no intent names
+// preferred the tools that write, x0.8 for the reads).
+func TestDownloadIntent(t *testing.T) {
+	if got := QueryIntents("download the DICOM dataset of an image"); len(got) != 1 || got[0] != IntentGet {
+		t.Errorf("download the DICOM dataset of an image: %v, want get", got)
+	}
+	if got := ToolIntents("files_content", "Downloads the contents of a file."); len(got) != 1 || got[0] != IntentGet {
+		t.Errorf("Downloads the contents of a file: %v, want get", got)
+	}
+}

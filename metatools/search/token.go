@@ -98,7 +98,7 @@ var intentWords = map[string]Intent{
 	"get": IntentGet, "read": IntentGet, "fetch": IntentGet, "retrieve": IntentGet,
 	"view": IntentGet, "gets": IntentGet, "retrieves": IntentGet, "returns": IntentGet,
 	"return": IntentGet, "detail": IntentGet, "details": IntentGet, "display": IntentGet,
-	"obtain": IntentGet, "see": IntentGet, "check": IntentGet, "inspect": IntentGet,
+	"obtain": IntentGet, "see": IntentGet, "check": IntentGet, "inspect": IntentGet, "download": IntentGet, "downloads": IntentGet,
 
 	"update": IntentUpdate, "edit": IntentUpdate, "set": IntentUpdate, "modify": IntentUpdate,
 	"change": IntentUpdate, "patch": IntentUpdate, "put": IntentUpdate, "rename": IntentUpdate,
