@@ -414,7 +414,8 @@ func NewBM25(docs []Doc) *BM25 {
 			fieldPath:       pathTerms(d.Path, nameText),
 		}
 		all[i] = ft
-		if h := nameHead(local); h != "" && len(ix.families[i]) > 0 && ix.families[i][0] == IntentUpdate {
+		hname := headName(local, d.Method, d.Path)
+		if h := nameHead(hname); h != "" && len(ix.families[i]) > 0 && ix.families[i][0] == IntentUpdate {
 			fs := ix.headFields[h]
 			if fs == nil {
 				fs = map[string]bool{}
@@ -449,8 +450,8 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.access[i] = d.Access
 		ix.deprecated[i] = d.Deprecated || saysDeprecated(local, summaries[i], bodies[i])
 		ix.titles[i] = titleTerms(local, summaries[i])
-		ix.heads[i] = nameHead(local)
-		if w := nameHeadWord(local); w != ix.heads[i] && strings.HasSuffix(w, "s") {
+		ix.heads[i] = nameHead(hname)
+		if w := nameHeadWord(hname); w != ix.heads[i] && strings.HasSuffix(w, "s") {
 			ix.pluralHead[i] = true
 		}
 		ix.headSet[ix.heads[i]] = true

@@ -1468,3 +1468,29 @@ func TestDownloadIntent(t *testing.T) {
 		t.Errorf("Downloads the contents of a file: %v, want get", got)
 	}
 }
+
+// TestPathHead: in a name built from method and path, "by_id" stands for
+// a parameter, not a preposition: get_import_sessions_by_id_images acts on
+// images, so "images imported in an import session" finds it before the
+// list of sessions (whose head the request names only in its modifier).
+func TestPathHead(t *testing.T) {
+	docs := []Doc{
+		{Name: "box_get_import_sessions", AppID: "box", Description: "Returns a list of available import sessions.", Method: "GET", Path: "/import/sessions"},
+		{Name: "box_get_import_sessions_by_id_images", AppID: "box", Description: "get the imported images corresponding to the import session with the supplied ID", Method: "GET", Path: "/import/sessions/{id}/images"},
+		{Name: "box_post_import_sessions_by_id_images", AppID: "box", Description: "add a DICOM dataset to the import session with the supplied ID", Method: "POST", Path: "/import/sessions/{id}/images"},
+		{Name: "box_getSessionsByIdImages", AppID: "box", Description: "Images of a session.", Method: "GET", Path: "/other/{id}/images"},
+	}
+	ix := NewBM25(docs)
+	for i, want := range []string{"sessions", "image", "image", "sessions"} {
+		if ix.heads[i] != want {
+			t.Errorf("%s: head %q, want %q", docs[i].Name, ix.heads[i], want)
+		}
+	}
+	hits, err := ix.Rank(context.Background(), "images imported in an import session", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || hits[0].Doc != 1 {
+		t.Errorf("images imported in an import session: %v, want box_get_import_sessions_by_id_images first", hits)
+	}
+}
