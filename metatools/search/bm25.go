@@ -615,7 +615,8 @@ func titleTerms(local, summary string) [][]string {
 	method := methodYields(local, summary)
 	for p, part := range []string{local, summary} {
 		leading := true
-		for _, t := range Tokenize(part) {
+		toks := Tokenize(part)
+		for k, t := range toks {
 			if p == 0 && leading && t == method {
 				leading = false
 				continue
@@ -638,6 +639,9 @@ func titleTerms(local, summary string) [][]string {
 					}
 				}
 				slot = append([]string{titleIntent(in)}, slot...)
+				if leading && in == IntentGet && listOf(toks[k+1:]) {
+					slot = append(slot, titleIntent(IntentList))
+				}
 				leading = false
 			}
 			if !seen[slot[0]] {
@@ -1634,4 +1638,14 @@ func otherCreateWord(toks []string, i int) bool {
 		}
 	}
 	return false
+}
+
+// listOf reports whether words open with "a list of" (also "the list
+// of", "list of"): "Retrieves a list of categories", "Get a list of
+// anonymization keys" list, though their verb reads one thing.
+func listOf(words []string) bool {
+	if len(words) > 0 && (words[0] == "a" || words[0] == "the") {
+		words = words[1:]
+	}
+	return len(words) >= 2 && (words[0] == "list" || words[0] == "lists") && words[1] == "of"
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1492,5 +1493,27 @@ func TestPathHead(t *testing.T) {
 	}
 	if len(hits) == 0 || hits[0].Doc != 1 {
 		t.Errorf("images imported in an import session: %v, want box_get_import_sessions_by_id_images first", hits)
+	}
+}
+
+// TestListOfTitle: a summary whose reading verb is followed by "a list of"
+// ("Retrieves a list of categories") lists: a request to list covers its
+// verb, which a get-one verb alone does not give it.
+func TestListOfTitle(t *testing.T) {
+	title := titleTerms("listCategories", "Retrieves a list of categories.")
+	var verb []string
+	for _, slot := range title {
+		if slot[0] == titleIntent(IntentGet) {
+			verb = slot
+		}
+	}
+	if !slices.Contains(verb, titleIntent(IntentList)) {
+		t.Errorf("title %v: the summary's verb slot does not list", title)
+	}
+	title = titleTerms("getCategory", "Retrieves a single category.")
+	for _, slot := range title {
+		if slices.Contains(slot, titleIntent(IntentList)) {
+			t.Errorf("title %v: a get-one summary lists", title)
+		}
 	}
 }
