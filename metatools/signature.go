@@ -91,75 +91,67 @@ func Signature(t Tool, fits func(sig string) bool) (sig string, complete bool) {
 			return sig, lv.inDepth >= 64
 		}
 	}
-	// The largest cap that fits, by bisection: a signature grows with it.
+	// The largest caps that fit, by bisection (a signature grows with
+	// each): optional fields first; then, when the required fields alone
+	// are too long, the alternatives of each union (at least one).
 	lv := sigLevels[len(sigLevels)-1]
 	lv.capOptional = true
-	lo, hi, best := 0, maxObjectFields(in), 0
-	for lo <= hi {
-		lv.maxOptional = (lo + hi) / 2
-		if fits(renderSignature(t, in, out, lv)) {
-			best, lo = lv.maxOptional, lv.maxOptional+1
-		} else {
-			hi = lv.maxOptional - 1
-		}
-	}
-	lv.maxOptional = best
+	lv.maxOptional = largestFitting(0, maxInSchema(in, objectFields), func(n int) bool {
+		lv.maxOptional = n
+		return fits(renderSignature(t, in, out, lv))
+	})
 	if sig = renderSignature(t, in, out, lv); fits(sig) {
 		return sig, false
 	}
-	// Required fields alone are too long: keep fewer alternatives of each
-	// union, as many as fit (at least one).
-	lo, hi, best = 1, maxUnionWidth(in), 1
-	for lo <= hi {
-		lv.maxAlts = (lo + hi) / 2
-		if fits(renderSignature(t, in, out, lv)) {
-			best, lo = lv.maxAlts, lv.maxAlts+1
-		} else {
-			hi = lv.maxAlts - 1
-		}
-	}
-	lv.maxAlts = best
+	lv.maxAlts = largestFitting(1, maxInSchema(in, unionWidth), func(n int) bool {
+		lv.maxAlts = n
+		return fits(renderSignature(t, in, out, lv))
+	})
 	return renderSignature(t, in, out, lv), false
 }
 
-// maxUnionWidth is the largest number of alternatives of one oneOf or
-// anyOf in a schema, at any depth.
-func maxUnionWidth(s any) int {
+// largestFitting is the largest n in [lo, hi] for which try holds, try
+// being monotone (true up to some n, false after), or lo when none does.
+func largestFitting(lo, hi int, try func(n int) bool) int {
+	best := lo
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		if try(mid) {
+			best, lo = mid, mid+1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best
+}
+
+// maxInSchema is the largest measure of any schema object in s, at any
+// depth.
+func maxInSchema(s any, measure func(map[string]any) int) int {
 	n := 0
 	switch v := s.(type) {
 	case map[string]any:
-		for _, k := range []string{"oneOf", "anyOf"} {
-			n = max(n, len(asSlice(v[k])))
-		}
+		n = measure(v)
 		for _, c := range v {
-			n = max(n, maxUnionWidth(c))
+			n = max(n, maxInSchema(c, measure))
 		}
 	case []any:
 		for _, c := range v {
-			n = max(n, maxUnionWidth(c))
+			n = max(n, maxInSchema(c, measure))
 		}
 	}
 	return n
 }
 
-// maxObjectFields is the largest number of properties of one object in a
-// schema, at any depth.
-func maxObjectFields(s any) int {
-	n := 0
-	switch v := s.(type) {
-	case map[string]any:
-		if props, ok := v["properties"].(map[string]any); ok {
-			n = len(props)
-		}
-		for _, c := range v {
-			n = max(n, maxObjectFields(c))
-		}
-	case []any:
-		for _, c := range v {
-			n = max(n, maxObjectFields(c))
-		}
-	}
-	return n
+// objectFields is the number of an object schema's properties.
+func objectFields(s map[string]any) int {
+	props, _ := s["properties"].(map[string]any)
+	return len(props)
+}
+
+// unionWidth is the number of alternatives of a oneOf or anyOf.
+func unionWidth(s map[string]any) int {
+	return max(len(asSlice(s["oneOf"])), len(asSlice(s["anyOf"])))
 }
 
 func decodeSchema(raw json.RawMessage) map[string]any {
