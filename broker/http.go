@@ -184,7 +184,13 @@ func OriginAllowed(origin, host string, allowed []string) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	def := map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	def := ""
+	switch strings.ToLower(u.Scheme) {
+	case "http":
+		def = "80"
+	case "https":
+		def = "443"
+	}
 	oName, oPort := u.Hostname(), u.Port()
 	if oPort == "" {
 		oPort = def
