@@ -307,7 +307,11 @@ func (r *tsRenderer) alts(alts []any, sep string, depth int) {
 	}
 	r.b.WriteString(strings.Join(parts, sep))
 	if cut > 0 {
-		fmt.Fprintf(r.b, " /* | %d more %s: detail \"full\" has them */", cut, map[bool]string{true: "shape", false: "shapes"}[cut == 1])
+		noun := "shapes"
+		if cut == 1 {
+			noun = "shape"
+		}
+		fmt.Fprintf(r.b, " /* | %d more %s: detail \"full\" has them */", cut, noun)
 	}
 }
 
