@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,6 +75,16 @@ type ServerConfig struct {
 	// Scopes are the scopes clients may request. A request without a
 	// scope gets all of them. Default: ["mcp"].
 	Scopes []string `json:"scopes,omitempty"`
+
+	// Resources are the resources (RFC 8707 resource indicators: absolute
+	// http(s) URIs) the server issues tokens for. An authorization or
+	// token request that names any other is refused with invalid_target,
+	// so the server is no token factory for resource servers it does not
+	// serve that happen to trust its issuer. Compared in canonical form
+	// (CanonicalResource). The issuer is always one: a request without a
+	// resource gets it as audience. Default: the issuer alone
+	// (Server.ResourceHandler lets a front end name the set later).
+	Resources []string `json:"resources,omitempty"`
 
 	// Redact names log fields whose values are replaced by "[REDACTED]"
 	// (logging.redact). Tokens, codes, secrets and passwords are never
@@ -294,6 +305,7 @@ type settings struct {
 	rotation      time.Duration
 	maxKeys       int
 	scopes        []string
+	resources     []string // canonical, the issuer first
 	keyPrefix     string
 	refreshOn     bool
 	consentOn     bool
@@ -315,6 +327,9 @@ func (cfg *ServerConfig) settings() (settings, error) {
 		return s, fmt.Errorf("issuer %q: must have no path, query or fragment", cfg.Issuer)
 	}
 	s.issuer = strings.TrimSuffix(cfg.Issuer, "/")
+	if s.resources, err = servedResources(s.issuer, cfg.Resources); err != nil {
+		return s, err
+	}
 	r := cfg.Refresh
 	if cfg.RegisteredClientTTL < 0 {
 		return s, fmt.Errorf("registered_client_ttl must not be negative")
@@ -402,6 +417,23 @@ func (cfg *ServerConfig) settings() (settings, error) {
 		}
 	}
 	return s, nil
+}
+
+// servedResources is the issuer and resources in canonical form, without
+// repetitions.
+func servedResources(issuer string, resources []string) ([]string, error) {
+	iss, _ := canonicalResource(issuer)
+	out := []string{iss}
+	for _, r := range resources {
+		c, ok := canonicalResource(r)
+		if !ok {
+			return nil, fmt.Errorf("resources: %q is not an absolute http(s) URI without fragment or user information", r)
+		}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 func secondsOr(n int, def time.Duration) time.Duration {

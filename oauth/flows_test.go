@@ -438,7 +438,10 @@ func TestConfigErrors(t *testing.T) {
 		"client scope not offered": func(c *ServerConfig) {
 			c.Clients = []ClientConfig{{ID: "x", RedirectURIs: []string{asRedirect}, Scopes: []string{"root"}}}
 		},
-		"bad scope": func(c *ServerConfig) { c.Scopes = []string{"a b"} },
+		"bad scope":              func(c *ServerConfig) { c.Scopes = []string{"a b"} },
+		"relative resource":      func(c *ServerConfig) { c.Resources = []string{"/mcp"} },
+		"resource not http(s)":   func(c *ServerConfig) { c.Resources = []string{"urn:example:mcp"} },
+		"resource with fragment": func(c *ServerConfig) { c.Resources = []string{"https://gw.example.test/mcp#f"} },
 	}
 	for name, edit := range cases {
 		t.Run(name, func(t *testing.T) {

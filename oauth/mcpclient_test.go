@@ -24,7 +24,10 @@ type claimsKey struct{}
 // RFC 9728, RFC 8414), register (RFC 7591), sign in with PKCE and call a
 // tool with the token: the path a real MCP client takes.
 func TestMCPClientSignsIn(t *testing.T) {
-	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true })
+	e := newAS(t, func(c *ServerConfig) {
+		c.DCREnabled = true
+		c.Resources = append(c.Resources, c.Issuer+"/mcp") // the protected resource below
+	})
 	resource := e.srv.URL + "/mcp"
 
 	server := mcp.NewServer(&mcp.Implementation{Name: "protected", Version: "1"}, nil)

@@ -285,7 +285,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 
 // namedResource is the resource an authorization asks a token for, when
 // it is not this server itself: the consent screen says where the access
-// goes (RFC 8707 lets any absolute URI become the audience).
+// goes (one of the resources the server serves).
 func (s *Server) namedResource(a *authRequest) string {
 	issuer, _ := canonicalResource(s.cfg.issuer)
 	if len(a.Audience) == 0 || a.Audience[0] == issuer {

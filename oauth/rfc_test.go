@@ -298,6 +298,127 @@ func TestResourceCanonicalForm(t *testing.T) {
 	}
 }
 
+// TestServedResources: the server issues tokens only for the resources it
+// serves (RFC 8707 section 2), so it is no token factory for resource
+// servers elsewhere that trust its issuer. An authorization request for
+// another resource is answered invalid_target by redirect, with state and
+// iss; a token request naming one gets a 400 invalid_target. The issuer is
+// always served; resources compare in canonical form. ResourceHandler
+// replaces the set for the requests it serves: a grant for a resource the
+// server no longer serves buys no token by either grant, and the refusal
+// leaves the refresh token as it was.
+func TestServedResources(t *testing.T) {
+	e := newAS(t, nil) // Resources: asResource
+	iss := e.s.Issuer()
+	v := oauth2.GenerateVerifier()
+	authorize := func(resource string) *url.URL {
+		t.Helper()
+		q := authQuery(v)
+		q.Set("resource", resource)
+		return location(t, e.get(e.srv.URL+"/oauth/authorize?"+q.Encode()), http.StatusFound)
+	}
+	refused := func(loc *url.URL) bool {
+		q := loc.Query()
+		return loc.Host+loc.Path == "127.0.0.1:9999/callback" && q.Get("error") == "invalid_target" &&
+			q.Get("state") == "st" && q.Get("iss") == iss && q.Get("code") == ""
+	}
+	for _, res := range []string{asResource, "HTTPS://Gateway.Example.TEST:443/mcp/", iss, iss + "/"} {
+		if loc := authorize(res); loc.Path != "/oauth/login" {
+			t.Errorf("served resource %s: redirected to %s, want the login page", res, loc)
+		}
+	}
+	for _, res := range []string{"https://api.elsewhere.test/", "https://gateway.example.test/admin",
+		"https://gateway.example.test/mcp/x", "https://gateway.example.test:8443/mcp", "http://gateway.example.test/mcp",
+		"https://gateway.example.test", iss + "/mcp"} {
+		if loc := authorize(res); !refused(loc) {
+			t.Errorf("resource %s: redirected to %s, want invalid_target with state and iss", res, loc)
+		}
+	}
+
+	cfg := e.oauth2(asClientID, asRedirect)
+	exchange := func(code, verifier string, extra url.Values) (int, string, map[string]any) {
+		t.Helper()
+		f := url.Values{"grant_type": {"authorization_code"}, "code": {code}, "code_verifier": {verifier},
+			"redirect_uri": {asRedirect}, "client_id": {asClientID}}
+		for k, vs := range extra {
+			f[k] = vs
+		}
+		return e.postToken(f, "", "")
+	}
+	refresh := func(rt string, extra url.Values) (int, string, map[string]any) {
+		t.Helper()
+		f := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}, "client_id": {asClientID}}
+		for k, vs := range extra {
+			f[k] = vs
+		}
+		return e.postToken(f, "", "")
+	}
+	// The token endpoint: a resource the server does not serve.
+	v1 := oauth2.GenerateVerifier()
+	status, got, out := exchange(e.code(cfg, v1), v1, url.Values{"resource": {"https://api.elsewhere.test"}})
+	if desc, _ := out["error_description"].(string); status != 400 || got != "invalid_target" || !strings.Contains(desc, "issues no tokens") {
+		t.Fatalf("code exchange for a resource not served: %d %v", status, out)
+	}
+
+	// The set shrinks (a front end that no longer serves asResource).
+	narrow, err := e.s.ResourceHandler(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide, err := e.s.ResourceHandler([]string{"https://gateway.example.test/mcp/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, v3 := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
+	code2, code3 := e.code(cfg, v2), e.code(cfg, v3) // authorized for asResource
+	e.mount(narrow)
+	if loc := authorize(asResource); !refused(loc) {
+		t.Errorf("authorize for %s through a handler that does not serve it: %s", asResource, loc)
+	}
+	if loc := authorize(iss); loc.Path != "/oauth/login" {
+		t.Errorf("the issuer through a handler serving no resource: %s", loc)
+	}
+	if status, got, out := exchange(code2, v2, nil); status != 400 || got != "invalid_grant" {
+		t.Fatalf("code of a grant for a resource no longer served: %d %v", status, out)
+	}
+	e.mount(e.s.Handler())
+	status, _, out = exchange(code3, v3, nil)
+	if status != 200 {
+		t.Fatalf("exchange: %d %v", status, out)
+	}
+	rt := out["refresh_token"].(string)
+	e.mount(narrow)
+	if status, got, out := refresh(rt, nil); status != 400 || got != "invalid_grant" {
+		t.Fatalf("refresh of a grant for a resource no longer served: %d %v", status, out)
+	}
+	if status, got, out := refresh(rt, url.Values{"resource": {asResource}}); status != 400 || got != "invalid_target" {
+		t.Fatalf("refresh naming a resource no longer served: %d %v", status, out)
+	}
+	e.mount(wide)
+	status, _, out = refresh(rt, url.Values{"resource": {asResource + "/"}})
+	if status != 200 {
+		t.Fatalf("refresh after the refusals (the token must not have rotated): %d %v", status, out)
+	}
+	if _, err := e.s.VerifyAccessToken(context.Background(), out["access_token"].(string), asResource); err != nil {
+		t.Fatalf("refreshed token at %s: %v", asResource, err)
+	}
+	if _, err := e.s.ResourceHandler([]string{"urn:example:mcp"}); err == nil {
+		t.Fatal("ResourceHandler accepted a resource that is not an absolute http(s) URI")
+	}
+
+	// Without Resources the server serves its issuer alone.
+	d := newAS(t, func(c *ServerConfig) { c.Resources = nil })
+	q := authQuery(v)
+	q.Set("resource", asResource)
+	if loc := location(t, d.get(d.srv.URL+"/oauth/authorize?"+q.Encode()), http.StatusFound); loc.Query().Get("error") != "invalid_target" {
+		t.Errorf("default set, resource %s: %s", asResource, loc)
+	}
+	q.Set("resource", d.s.Issuer()+"/")
+	if loc := location(t, d.get(d.srv.URL+"/oauth/authorize?"+q.Encode()), http.StatusFound); loc.Path != "/oauth/login" {
+		t.Errorf("default set, the issuer: %s", loc)
+	}
+}
+
 // TestRegisteredClientsExpire: open registration cannot fill the storage.
 // A registration never used goes after UnusedClientTTL; a used one lives
 // RegisteredClientTTL after its last token (and as long as its grant).

@@ -203,8 +203,36 @@ func (s *Server) Close() error {
 }
 
 // Handler serves every endpoint of the authorization server at its path
-// below the issuer.
+// below the issuer. It issues tokens for ServerConfig.Resources.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+type servedKey struct{}
+
+// ResourceHandler is Handler issuing tokens for resources instead of
+// ServerConfig.Resources (the issuer is always one). It is for a front end
+// that learns the resources it serves after the server is built: Caddy
+// shares one server between configurations, and each configuration's
+// routes name their own. A request naming another resource is refused with
+// invalid_target, as with Handler.
+func (s *Server) ResourceHandler(resources []string) (http.Handler, error) {
+	served, err := servedResources(s.cfg.issuer, resources)
+	if err != nil {
+		return nil, fmt.Errorf("oauth: %w", err)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), servedKey{}, served)))
+	}), nil
+}
+
+// serves reports whether the server issues tokens for the canonical
+// resource res when answering a request with context ctx.
+func (s *Server) serves(ctx context.Context, res string) bool {
+	served, ok := ctx.Value(servedKey{}).([]string)
+	if !ok {
+		served = s.cfg.resources
+	}
+	return slices.Contains(served, res)
+}
 
 // Issuer is the iss of every token.
 func (s *Server) Issuer() string { return s.cfg.issuer }
@@ -463,7 +491,8 @@ type authorizeExtra struct {
 
 // authorize enforces what op leaves open, then hands over to op: a known
 // client, an exactly registered redirect URI, response_type code, a state,
-// PKCE with S256, known scopes, at most one absolute resource indicator.
+// PKCE with S256, known scopes, at most one resource indicator, one the
+// server serves.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
@@ -570,6 +599,13 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		canon, ok := canonicalResource(res[0])
 		if len(res) > 1 || !ok {
 			fail("invalid_target", "resource must be one absolute http(s) URI without a fragment")
+			return
+		}
+		if !s.serves(r.Context(), canon) {
+			// RFC 8707 section 2: a resource this server does not issue
+			// tokens for; the token would be good at another resource
+			// server that trusts this issuer.
+			fail("invalid_target", "this server issues no tokens for resource "+canon)
 			return
 		}
 		// Stored and compared in canonical form: https://h/ and https://h

@@ -135,7 +135,8 @@ func newAS(t testing.TB, mutate func(*ServerConfig)) *asEnv {
 			{ID: asClientID, Name: "Test CLI", RedirectURIs: []string{asRedirect}},
 			{ID: asSecretID, Secret: asSecret, RedirectURIs: []string{asConfRedir}},
 		},
-		Scopes: []string{"mcp", "tools:read"},
+		Scopes:    []string{"mcp", "tools:read"},
+		Resources: []string{asResource},
 	}
 	if mutate != nil {
 		mutate(&cfg)

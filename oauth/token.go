@@ -184,7 +184,7 @@ func (s *Server) exchangeCode(ctx context.Context, c *client, f url.Values) (*is
 	case a.ChallengeMethod != oidc.CodeChallengeMethodS256 || !s256Matches(verifier, a.Challenge):
 		return nil, grantErr("code_verifier does not match the code_challenge")
 	}
-	audience, err := tokenAudience(f["resource"], a.Audience)
+	audience, err := s.tokenAudience(ctx, f["resource"], a.Audience)
 	if err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (s *Server) refreshGrant(ctx context.Context, c *client, f url.Values) (*is
 		}
 		rr.SetCurrentScopes(want)
 	}
-	audience, err := tokenAudience(f["resource"], rr.rec.Audience)
+	audience, err := s.tokenAudience(ctx, f["resource"], rr.rec.Audience)
 	if err != nil {
 		return nil, err
 	}
@@ -260,14 +260,25 @@ func (s *Server) refreshGrant(ctx context.Context, c *client, f url.Values) (*is
 
 // tokenAudience is the audience of the new access token: the grant's, or
 // the resources named at the token endpoint (RFC 8707 section 2.2), each of
-// which must be one the grant was authorized for.
-func tokenAudience(resources, grant []string) ([]string, error) {
+// which must be one the grant was authorized for. Either way each must be a
+// resource the server serves now: the set may have shrunk since the grant
+// (a Caddy reload that dropped a route), and no token is minted for a
+// resource the server no longer serves.
+func (s *Server) tokenAudience(ctx context.Context, resources, grant []string) ([]string, error) {
 	if len(resources) == 0 {
+		for _, g := range grant {
+			if !s.serves(ctx, g) {
+				return nil, grantErr("the grant is for resource %s, which this server no longer serves; authorize again", g)
+			}
+		}
 		return grant, nil
 	}
 	var out []string
 	for _, r := range resources {
 		cr, ok := canonicalResource(r)
+		if ok && !s.serves(ctx, cr) {
+			return nil, &requestError{"invalid_target", "this server issues no tokens for resource " + cr}
+		}
 		if !ok || !slices.Contains(grant, cr) {
 			return nil, &requestError{"invalid_target", "resource " + r + " was not authorized for this grant"}
 		}
