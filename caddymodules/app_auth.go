@@ -41,7 +41,9 @@ const (
 // In orchestrated mode the gateway is the OAuth 2.1 authorization server
 // (package oauth): issuer, token_storage, local, refresh, consent and the
 // fields of oauth.ServerConfig apply (allow_default_public, dcr_enabled,
-// development, users, clients, scopes, redact). In transparent mode an
+// development, users, clients, scopes, resources, redact). resources
+// defaults here to the issuer, resource and the resources the
+// configuration's codemode_oauth and codemode_auth handlers name. In transparent mode an
 // external identity provider issues the tokens and the gateway only
 // validates them (provider_url, expected_audience, jwks_url).
 //
@@ -256,7 +258,8 @@ type authState struct {
 	shared     *authShared
 	poolKey    string
 	metrics    *authMetrics
-	resource   string // default protected resource
+	resource   string           // default protected resource
+	served     *servedResources // orchestrated mode
 	logger     *zap.Logger
 }
 
@@ -326,6 +329,16 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 		cfg.ServerConfig.TokenStorage.Type, cfg.ServerConfig.TokenStorage.Client = storageRedis, backend.Redis
 	}
 	cfg.warn(logger, store)
+	var served *servedResources
+	if cfg.Mode == AuthModeOrchestrated {
+		var err error
+		if served, err = newServedResources(&cfg); err != nil {
+			return fmt.Errorf("codemode auth: %w", err)
+		}
+		// Applied per configuration (servedResources), not by the shared
+		// server: a reload that changes only the resources keeps it.
+		cfg.ServerConfig.Resources = nil
+	}
 
 	metrics := processTelemetry().auth // registered by provisionTelemetry
 	key, err := componentKey("auth", cfg, backend.key())
@@ -364,6 +377,7 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 		poolKey:    key,
 		metrics:    metrics,
 		resource:   cfg.Resource,
+		served:     served,
 		logger:     logger,
 	}
 	return nil
@@ -432,6 +446,10 @@ func (c *AuthConfig) applyDefaults(getenv func(string) string) error {
 	}
 	for i := range c.Clients {
 		c.Clients[i].Secret = repl.ReplaceKnown(c.Clients[i].Secret, "")
+	}
+	c.Resources = slices.Clone(c.Resources)
+	for i := range c.Resources {
+		c.Resources[i] = repl.ReplaceKnown(c.Resources[i], "")
 	}
 	// Password hashes are secrets too: `user alice {env.ALICE_HASH}`
 	// (docs/credentials.md) keeps them out of the config.
@@ -506,6 +524,9 @@ func (c *AuthConfig) validate() error {
 		if c.ExpectedAudience == "" {
 			return errors.New("transparent mode: expected_audience (IDP_EXPECTED_AUDIENCE) is required (production rule 6)")
 		}
+		if len(c.Resources) > 0 {
+			return errors.New("transparent mode: resources belongs to orchestrated mode (the provider decides which resources it issues tokens for)")
+		}
 	case AuthModeOrchestrated:
 		if c.Issuer == "" {
 			return errors.New("orchestrated mode: issuer (the gateway's public base URL) is required")
@@ -516,6 +537,11 @@ func (c *AuthConfig) validate() error {
 	}
 	if c.Resource != "" {
 		if err := (&oauth.ResourceMetadata{Resource: c.Resource}).Validate(); err != nil {
+			return err
+		}
+	}
+	if c.Mode == AuthModeOrchestrated {
+		if _, err := newServedResources(c); err != nil {
 			return err
 		}
 	}

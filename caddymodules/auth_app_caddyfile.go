@@ -23,6 +23,7 @@ import (
 //		development [true|false]
 //		issuer <url>
 //		resource <url>
+//		resources <uri...>
 //		scopes <scope...>
 //		token_storage memory|redis ...      # default: the app's storage
 //		local {
@@ -87,6 +88,12 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 			err = oneArg(d, &cfg.Issuer)
 		case "resource":
 			err = oneArg(d, &cfg.Resource)
+		case "resources":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return nil, d.ArgErr()
+			}
+			cfg.Resources = append(cfg.Resources, args...)
 		case "scopes":
 			cfg.Scopes = d.RemainingArgs()
 			if len(cfg.Scopes) == 0 {

@@ -129,6 +129,14 @@ func (b *BearerAuth) Provision(ctx caddy.Context) error {
 	if b.audience == "" {
 		return errors.New("codemode_bearer: no audience: set resource or audience")
 	}
+	// Our authorization server issues tokens for what its routes protect.
+	if app.auth.cfg.Mode == AuthModeOrchestrated {
+		for _, r := range []struct{ what, v string }{{"resource", resource}, {"audience", b.audience}} {
+			if err := app.auth.served.declare(r.what, r.v); err != nil {
+				return fmt.Errorf("codemode_bearer: %w", err)
+			}
+		}
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -640,4 +641,171 @@ func TestCaddyAuthHandlerPlaceholders(t *testing.T) {
 	if resp, body := get(t, md, ""); resp.StatusCode != 200 || !strings.Contains(body, `"resource":"`+base+`/api"`) {
 		t.Fatalf("metadata: %d %s", resp.StatusCode, body)
 	}
+}
+
+// TestCaddyServedResources: the authorization server issues tokens only for
+// the resources its configuration serves (RFC 8707). Without `resources` in
+// the auth block they are the issuer, auth's resource and what codemode_oauth
+// and codemode_auth name, on any origin; a refused resource is
+// invalid_target, by redirect with state and iss at the authorization
+// endpoint and as a 400 at the token endpoint. With `resources` they are
+// exactly the list (and the issuer): a route naming another fails the load
+// and leaves the running config as it was, and a reload that changes only
+// the resources keeps the server.
+func TestCaddyServedResources(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	elsewhere := fmt.Sprintf("http://mcp.localhost:%d/x", port) // another origin, named by a route
+	const redirect = "http://127.0.0.1:1/cb"
+	adapt := func(resources, routes string) []byte {
+		t.Helper()
+		src := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			development
+			issuer %[1]s
+			resource %[1]s/mcp
+			%[2]s
+			client cli {
+				redirect_uri %[3]s
+			}
+		}
+	}
+}
+
+%[1]s {
+	bind 127.0.0.1
+	codemode_oauth {
+		resource %[1]s/mcp %[1]s/api
+	}
+	codemode_auth /mcp*
+	codemode_auth /api* {
+		resource %[1]s/api
+	}
+	%[4]s
+	respond /api* "api for {http.auth.user.id}"
+	respond "public"
+}
+`, base, resources, redirect, routes)
+		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	other := fmt.Sprintf("codemode_auth /x* {\n\t\tresource %s\n\t}", elsewhere)
+	startCaddy(t, adapt("", other))
+
+	browser := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	verifier := oauth2.GenerateVerifier()
+	conf := &oauth2.Config{ClientID: "cli", RedirectURL: redirect, Scopes: []string{"mcp"},
+		Endpoint: oauth2.Endpoint{AuthURL: base + "/oauth/authorize", TokenURL: base + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}
+	authorize := func(resource string) *url.URL {
+		t.Helper()
+		resp, err := browser.Get(conf.AuthCodeURL("st-9", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", resource)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc, err := resp.Location()
+		if resp.StatusCode != http.StatusFound || err != nil {
+			t.Fatalf("authorize for %s: %d %v", resource, resp.StatusCode, err)
+		}
+		return loc
+	}
+	accepted := func(resources ...string) {
+		t.Helper()
+		for _, r := range resources {
+			if loc := authorize(r); loc.Path != "/oauth/login" {
+				t.Errorf("resource %s refused: %s", r, loc)
+			}
+		}
+	}
+	refused := func(resources ...string) {
+		t.Helper()
+		for _, r := range resources {
+			loc := authorize(r)
+			q := loc.Query()
+			if !strings.HasPrefix(loc.String(), redirect+"?") || q.Get("error") != "invalid_target" || q.Get("state") != "st-9" || q.Get("iss") != base {
+				t.Errorf("resource %s: %s, want invalid_target with state and iss", r, loc)
+			}
+		}
+	}
+	// code signs in (demo login, no consent for a configured client) for
+	// resource and returns the authorization code.
+	code := func(resource string) string {
+		t.Helper()
+		login := authorize(resource)
+		_, page := get(t, base+login.RequestURI(), "")
+		v := url.Values{}
+		for _, m := range hiddenField.FindAllStringSubmatch(page, -1) {
+			v.Set(m[1], m[2])
+		}
+		resp, err := browser.PostForm(base+"/oauth/login", withDemo(v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		next, _ := resp.Location()
+		if resp.StatusCode != http.StatusSeeOther || next == nil {
+			t.Fatalf("login: %d", resp.StatusCode)
+		}
+		if resp, err = browser.Get(base + next.RequestURI()); err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		back, _ := resp.Location()
+		if back == nil || back.Query().Get("code") == "" {
+			t.Fatalf("callback: %d %v", resp.StatusCode, back)
+		}
+		return back.Query().Get("code")
+	}
+
+	accepted(base, base+"/", base+"/mcp", base+"/api/", strings.Replace(elsewhere, "mcp.localhost", "MCP.localhost", 1)+"/")
+	refused("https://elsewhere.example.test/mcp", base+"/admin", base+"/mcp/x")
+	_, err := conf.Exchange(context.Background(), code(base+"/mcp"), oauth2.VerifierOption(verifier),
+		oauth2.SetAuthURLParam("resource", "https://elsewhere.example.test/mcp"))
+	if !isRetrieveError(err, "invalid_target") {
+		t.Fatalf("token request for a resource not served: %v", err)
+	}
+	tok, err := conf.Exchange(context.Background(), code(base+"/api"), oauth2.VerifierOption(verifier),
+		oauth2.SetAuthURLParam("resource", base+"/api/"))
+	if err != nil {
+		t.Fatalf("exchange for %s/api: %v", base, err)
+	}
+	if resp, body := get(t, base+"/api/x", tok.AccessToken); resp.StatusCode != 200 || body != "api for "+oauth.DemoUser {
+		t.Fatalf("/api with its token: %d %q", resp.StatusCode, body)
+	}
+
+	// resources lists what tokens are issued for; a route naming another
+	// is a load error, and the running config stays.
+	app := func() *App {
+		a, err := caddy.ActiveContext().App("codemode")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.(*App)
+	}
+	before := app().AuthServer()
+	explicit := fmt.Sprintf("resources %[1]s/mcp %[1]s/api https://backend.example.test/", base)
+	err = caddy.Load(adapt(explicit, other), true)
+	if err == nil || !strings.Contains(err.Error(), "not among the auth resources") || !strings.Contains(err.Error(), "mcp.localhost") {
+		t.Fatalf("a route outside resources: %v", err)
+	}
+	accepted(elsewhere)
+	if err := caddy.Load(adapt(explicit, ""), true); err != nil {
+		t.Fatal(err)
+	}
+	accepted(base, base+"/mcp", base+"/api", "https://backend.example.test")
+	refused(elsewhere, base+"/admin")
+	if app().AuthServer() != before {
+		t.Error("a reload that changed only the resources built a new authorization server")
+	}
+}
+
+func isRetrieveError(err error, code string) bool {
+	var re *oauth2.RetrieveError
+	return errors.As(err, &re) && re.ErrorCode == code
 }

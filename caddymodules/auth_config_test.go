@@ -118,6 +118,12 @@ func TestAuthConfigValidate(t *testing.T) {
 		{AuthConfig{Mode: AuthModeOrchestrated}, "issuer"},
 		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"}, ProviderURL: "https://idp.example"}, "belong to transparent mode"},
 		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"}, Resource: "/mcp"}, "absolute URL"},
+		{AuthConfig{Mode: AuthModeTransparent, ProviderURL: "https://idp.example", ExpectedAudience: "a",
+			ServerConfig: oauth.ServerConfig{Resources: []string{"https://gw.example/mcp"}}}, "resources belongs to orchestrated mode"},
+		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example", Resources: []string{"urn:example:mcp"}}},
+			"not an absolute http(s) URI"},
+		{AuthConfig{Mode: AuthModeOrchestrated, Resource: "https://gw.example/mcp",
+			ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example", Resources: []string{"https://gw.example/api"}}}, "auth resource https://gw.example/mcp is not among the auth resources"},
 	}
 	for _, tc := range cases {
 		c := tc.cfg

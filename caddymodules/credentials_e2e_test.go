@@ -763,7 +763,8 @@ func TestCredentialsTransparentMode(t *testing.T) {
 	}
 	idpURL := "http://" + ln.Addr().String()
 	idp, err := oauth.NewServer(oauth.ServerConfig{Issuer: idpURL, Development: true,
-		Users: []oauth.User{{Username: "alice", PasswordHash: string(hash)}},
+		Resources: []string{g.base}, // the gateway: the provider issues tokens for it
+		Users:     []oauth.User{{Username: "alice", PasswordHash: string(hash)}},
 		Clients: []oauth.ClientConfig{
 			{ID: "agent", RedirectURIs: []string{"http://127.0.0.1:1/cb"}},
 			{ID: "gateway", Secret: "gateway-idp-secret", RedirectURIs: []string{g.base + "/connections/signin/callback"}},

@@ -47,6 +47,7 @@ type OAuthHandler struct {
 
 	app      *App
 	metadata http.Handler
+	served   *servedResources // orchestrated mode
 	logger   *zap.Logger
 }
 
@@ -94,8 +95,14 @@ func (h *OAuthHandler) Provision(ctx caddy.Context) error {
 		if err := m.Validate(); err != nil {
 			return fmt.Errorf("codemode_oauth: %w", err)
 		}
+		// A document naming our issuer for a resource it would issue no
+		// token for sends clients into invalid_target.
+		if err := app.auth.served.declare("resource", r); err != nil {
+			return fmt.Errorf("codemode_oauth: %w", err)
+		}
 		docs = append(docs, m)
 	}
+	h.served = app.auth.served
 	h.metadata = oauth.MetadataHandler(docs...)
 	return nil
 }
@@ -147,14 +154,15 @@ func (h *OAuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 			return nil
 		}
 	}
+	as := h.served.serving(sh.server, h.app.auth.logger)
 	if p != "/oauth/token" {
-		sh.handler.ServeHTTP(w, r)
+		as.ServeHTTP(w, r)
 		return nil
 	}
 	grant := peekGrantType(r)
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
-	sh.handler.ServeHTTP(rec, r)
+	as.ServeHTTP(rec, r)
 	h.app.auth.metrics.tokenLatency.WithLabelValues(grant, statusClass(rec.status)).Observe(time.Since(start).Seconds())
 	return nil
 }

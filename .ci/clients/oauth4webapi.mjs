@@ -258,7 +258,7 @@ async function authorizeError(extra, rawSuffix = "") {
   return rfcError(async () => oauth.validateAuthResponse(as, pub, loc, a.state)); // checks iss too
 }
 
-await check("authorization endpoint negatives: repeated response_mode, PKCE plain or missing, oversized state", async () => {
+await check("authorization endpoint negatives: repeated response_mode, PKCE plain or missing, a resource not served, oversized state", async () => {
   assert.equal((await authorizeError({}, "&response_mode=fragment&response_mode=query")).error, "invalid_request");
   assert.equal((await authorizeError({}, "&scope=mcp")).error, "invalid_request");
   assert.equal((await authorizeError({ code_challenge_method: "plain" })).error, "invalid_request");
@@ -266,6 +266,8 @@ await check("authorization endpoint negatives: repeated response_mode, PKCE plai
   assert.equal((await authorizeError({ response_type: "token" })).error, "unsupported_response_type");
   assert.equal((await authorizeError({ scope: "mcp superuser" })).error, "invalid_scope");
   assert.equal((await authorizeError({ resource: "/relative" })).error, "invalid_target");
+  // RFC 8707: only the resources the gateway serves (here the issuer and its routes).
+  assert.equal((await authorizeError({ resource: "https://elsewhere.example/mcp" })).error, "invalid_target");
   // 60 KB of state used to be stored for ten minutes: now at most 2 KB.
   assert.equal((await authorizeError({ state: "x".repeat(4096) })).error, "invalid_request");
   const a = await authorize(pub);
