@@ -41,11 +41,11 @@ const (
 // In orchestrated mode the gateway is the OAuth 2.1 authorization server
 // (package oauth): issuer, token_storage, local, refresh, consent and the
 // fields of oauth.ServerConfig apply (allow_default_public, dcr_enabled,
-// development, users, clients, scopes, resources, redact). resources
+// development, users, clients, scopes, resources, redact); resources
 // defaults here to the issuer, resource and the resources the
-// configuration's codemode_oauth and codemode_auth handlers name. In transparent mode an
-// external identity provider issues the tokens and the gateway only
-// validates them (provider_url, expected_audience, jwks_url).
+// configuration's codemode_oauth and codemode_auth handlers name. In
+// transparent mode an external identity provider issues the tokens and the
+// gateway only validates them (provider_url, expected_audience, jwks_url).
 //
 // String values may use Caddy placeholders such as {env.JWT_SIGNING_KEY};
 // empty values fall back to the spec's environment variables (REDIS_HOST,
