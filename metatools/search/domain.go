@@ -71,6 +71,9 @@ var domainRelated = map[string][]string{
 var domainPhrases = map[[2]string][]weighted{
 	{"log", "in"}:         {{"login", 1}, {"authenticated", 0.7}, {"current", 0.6}, {"session", 0.5}},
 	{"sign", "in"}:        {{"login", 1}, {"authenticated", 0.7}, {"current", 0.6}, {"session", 0.5}},
+	{"log", "out"}:        {{"logout", 1}, {"session", 0.5}},
+	{"sign", "out"}:       {{"logout", 1}, {"session", 0.5}},
+	{"log", "off"}:        {{"logout", 1}, {"session", 0.5}},
 	{"user", "name"}:      {{"username", 1}, {"login", 0.7}},
 	{"pull", "request"}:   {{"pull", 1}},
 	{"direct", "message"}: {{"conversation", 0.7}, {"dm", 0.7}, {"im", 0.7}},

@@ -15,7 +15,7 @@ var phrasalIntents = map[[2]string]Intent{
 	{"hand", "over"}: IntentUpdate, {"bring", "back"}: IntentUpdate, {"mark", "as"}: IntentUpdate,
 	{"take", "down"}: IntentDelete, {"take", "back"}: IntentDelete, {"clean", "up"}: IntentDelete,
 	{"get", "rid"}: IntentDelete, {"tear", "down"}: IntentDelete, {"wipe", "out"}: IntentDelete,
-	{"sign", "out"}: IntentDelete, {"kick", "out"}: IntentDelete, {"log", "out"}: IntentDelete, {"take", "off"}: IntentDelete,
+	{"sign", "out"}: IntentDelete, {"kick", "out"}: IntentDelete, {"log", "out"}: IntentDelete, {"log", "off"}: IntentDelete, {"take", "off"}: IntentDelete,
 	{"roll", "out"}: IntentUpdate, {"roll", "back"}: IntentUpdate,
 }
 

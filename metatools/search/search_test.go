@@ -1517,3 +1517,26 @@ func TestListOfTitle(t *testing.T) {
 		}
 	}
 }
+
+// TestLogOutPhrase: "log out" (also "sign out", "log off") ends a session,
+// as "log in" opens one: the words alone ("log", "out") meet neither the
+// session's delete nor a logout call, and every other delete ranked first.
+func TestLogOutPhrase(t *testing.T) {
+	docs := []Doc{
+		{Name: "t_delete_calendars_by_id", AppID: "t", Description: "Delete a Calendar", Method: "DELETE", Path: "/calendars/{id}"},
+		{Name: "t_delete_drivers_by_id", AppID: "t", Description: "Delete a Driver", Method: "DELETE", Path: "/drivers/{id}"},
+		{Name: "t_delete_session", AppID: "t", Description: "Close the Session", Method: "DELETE", Path: "/session"},
+		{Name: "t_post_session", AppID: "t", Description: "Create a new Session", Method: "POST", Path: "/session"},
+		{Name: "t_get_logs", AppID: "t", Description: "Fetch the audit log", Method: "GET", Path: "/logs"},
+	}
+	ix := NewBM25(docs)
+	for _, q := range []string{"log out", "sign out of my account", "log off"} {
+		hits, err := ix.Rank(context.Background(), q, 3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) == 0 || docs[hits[0].Doc].Name != "t_delete_session" {
+			t.Errorf("%q: first %v, want t_delete_session", q, hits)
+		}
+	}
+}
