@@ -402,7 +402,7 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		ft := fieldTerms{
 			fieldName:       Terms(nameText),
-			fieldSummary:    Terms(summaries[i]),
+			fieldSummary:    sentenceTerms(summaries[i]),
 			fieldBody:       Terms(strings.Join(body, ". ")),
 			fieldParams:     Terms(CleanText(d.Params)),
 			fieldFieldNames: Terms(d.FieldNames),
@@ -1638,6 +1638,32 @@ func otherCreateWord(toks []string, i int) bool {
 		}
 	}
 	return false
+}
+
+// sentenceTerms are the Terms of a tool's own sentence without the "new"
+// of a verb that creates: "Create a new Session", "Adds a new member" say
+// the act, not that the thing is recent, so "the latest location" (latest:
+// newest, whose lemma is new) must not meet them.
+func sentenceTerms(text string) []string {
+	toks := Tokenize(text)
+	out := make([]string, 0, len(toks))
+	for i, t := range toks {
+		if stopwords[t] || t == "new" && createsNew(toks, i) {
+			continue
+		}
+		out = append(out, Lemmas(t)...)
+	}
+	return out
+}
+
+// createsNew reports whether the "new" at toks[i] follows a verb that
+// creates, an article aside ("create a new", "adds new").
+func createsNew(toks []string, i int) bool {
+	j := i - 1
+	if j >= 0 && (toks[j] == "a" || toks[j] == "an" || toks[j] == "the") {
+		j--
+	}
+	return j >= 0 && toks[j] != "new" && intentWords[toks[j]] == IntentCreate
 }
 
 // listOf reports whether words open with "a list of" (also "the list

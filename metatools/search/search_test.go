@@ -1540,3 +1540,28 @@ func TestLogOutPhrase(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateNewNotRecent: the "new" of "Create a new Session" is the act,
+// not a recent thing: "the latest location of a tracker" (latest: newest,
+// whose lemma is new) ranked the session's create above the positions.
+func TestCreateNewNotRecent(t *testing.T) {
+	if got := sentenceTerms("Create a new Session"); slices.Contains(got, "new") {
+		t.Errorf("Create a new Session: %v has new", got)
+	}
+	if got := sentenceTerms("Lists the new members"); !slices.Contains(got, "new") {
+		t.Errorf("Lists the new members: %v lacks new", got)
+	}
+	docs := []Doc{
+		{Name: "t_post_session", AppID: "t", Description: "Create a new Session", Method: "POST", Path: "/session"},
+		{Name: "t_get_positions", AppID: "t", Description: "Fetches a list of Positions", Method: "GET", Path: "/positions"},
+		{Name: "t_get_devices", AppID: "t", Description: "Fetch a list of Devices", Method: "GET", Path: "/devices"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "latest GPS location of a tracker", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_get_positions" {
+		t.Errorf("first %v, want t_get_positions", hits)
+	}
+}
