@@ -91,6 +91,7 @@ var questionTerms = map[string][]weighted{
 	"whom":  {{"user", 0.5}, {"member", 0.4}},
 	"whose": {{"user", 0.4}, {"owner", 0.4}},
 	"when":  {{"date", 0.4}, {"time", 0.4}},
+	"where": {{"location", 0.4}, {"position", 0.4}, {"place", 0.3}},
 }
 
 // domainWeight is the query weight of a domainRelated term.

@@ -1565,3 +1565,23 @@ func TestCreateNewNotRecent(t *testing.T) {
 		t.Errorf("first %v, want t_get_positions", hits)
 	}
 }
+
+// TestWhereQuestion: "where" asks for a place, as "who" asks for people:
+// "where are all my vehicles right now?" names no word of the positions'
+// call (the catalog says device, position), and every plain list tied.
+func TestWhereQuestion(t *testing.T) {
+	docs := []Doc{
+		{Name: "t_get_calendars", AppID: "t", Description: "Fetch a list of Calendars", Method: "GET", Path: "/calendars"},
+		{Name: "t_get_groups", AppID: "t", Description: "Fetch a list of Groups", Method: "GET", Path: "/groups"},
+		{Name: "t_get_positions", AppID: "t", Description: "Fetches a list of Positions", Method: "GET", Path: "/positions"},
+		{Name: "t_get_devices", AppID: "t", Description: "Fetch a list of Devices", Method: "GET", Path: "/devices"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "where are all my vehicles right now?", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_get_positions" {
+		t.Errorf("first %v, want t_get_positions", hits)
+	}
+}
