@@ -1585,3 +1585,22 @@ func TestWhereQuestion(t *testing.T) {
 		t.Errorf("first %v, want t_get_positions", hits)
 	}
 }
+
+// TestTrackerDevice: APIs of tracking hardware call a GPS tracker (or a
+// gadget) a device, which WordNet does not relate: "register a new GPS
+// tracker" found every create but the device's.
+func TestTrackerDevice(t *testing.T) {
+	docs := []Doc{
+		{Name: "t_post_calendars", AppID: "t", Description: "Create a Calendar", Method: "POST", Path: "/calendars"},
+		{Name: "t_post_drivers", AppID: "t", Description: "Create a Driver", Method: "POST", Path: "/drivers"},
+		{Name: "t_post_devices", AppID: "t", Description: "Create a Device", Method: "POST", Path: "/devices"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "register a new GPS tracker", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_post_devices" {
+		t.Errorf("first %v, want t_post_devices", hits)
+	}
+}
