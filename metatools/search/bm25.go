@@ -1319,6 +1319,17 @@ func (ix *BM25) plan(query string) *queryPlan {
 		cover(IntentList)
 		cover(IntentGet)
 	}
+	// A read of "one" thing ("show one connection's details", "the
+	// configuration of one flag", "one audit log entry") asks for that
+	// thing, not for the list its verb ("show") would say.
+	if readOnly(qp.families) && oneThing(qtoks) {
+		qp.listing, qp.getting = false, true
+		delete(qp.qterms, titleIntent(IntentList))
+		if !slices.Contains(qIntents, IntentSearch) {
+			delete(qp.qterms, titleIntent(IntentSearch))
+		}
+		cover(IntentGet)
+	}
 	// A request without a verb ("roles of a project") most likely wants to
 	// read; one that opens with a verb no intent covers ("star a repo",
 	// "approve a pull request") wants to change something.
@@ -1634,6 +1645,32 @@ func (ix *BM25) partOf(qp *queryPlan, qtoks []string, firstPrep int) bool {
 func otherCreateWord(toks []string, i int) bool {
 	for j, t := range toks {
 		if j != i && intentWords[t] == IntentCreate {
+			return true
+		}
+	}
+	return false
+}
+
+// readOnly reports whether a request's intent families are reads only (or
+// it has none).
+func readOnly(families map[Intent]bool) bool {
+	for f := range families {
+		if f != IntentGet {
+			return false
+		}
+	}
+	return true
+}
+
+// oneThing reports whether a request names what it is about with "one"
+// before its modifier ("show one connection", "details of one event"; not
+// "pods in one namespace", "one of the users", "one another").
+func oneThing(toks []string) bool {
+	for i, t := range toks {
+		if modifierPrepositions[t] {
+			return false
+		}
+		if t == "one" && i+1 < len(toks) && !stopwords[toks[i+1]] && toks[i+1] != "another" {
 			return true
 		}
 	}

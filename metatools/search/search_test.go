@@ -1604,3 +1604,30 @@ func TestTrackerDevice(t *testing.T) {
 		t.Errorf("first %v, want t_post_devices", hits)
 	}
 }
+
+// TestOneThing: a read of "one" thing asks for that thing, though its verb
+// ("show") lists: "show one connection's details" ranked the list of
+// connections first. "pods in one namespace" lists pods.
+func TestOneThing(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_get_connections", AppID: "a", Description: "List connections", Method: "GET", Path: "/connections"},
+		{Name: "a_get_connection", AppID: "a", Description: "Get a connection", Method: "GET", Path: "/connections/{connection_id}", Required: 1, RequiredNames: []string{"connection_id"}},
+		{Name: "a_delete_connection", AppID: "a", Description: "Delete a connection", Method: "DELETE", Path: "/connections/{connection_id}", Required: 1, RequiredNames: []string{"connection_id"}},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "show one connection's details", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_connection" {
+		t.Errorf("first %v, want a_get_connection", hits)
+	}
+	for _, c := range []struct {
+		q    string
+		want bool
+	}{{"show one connection", true}, {"details of one event", true}, {"list pods in one namespace", false}, {"make one task a subtask of another", true}, {"one another", false}} {
+		if got := oneThing(Tokenize(c.q)); got != c.want {
+			t.Errorf("oneThing(%q) = %v, want %v", c.q, got, c.want)
+		}
+	}
+}
