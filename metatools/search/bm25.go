@@ -1424,11 +1424,12 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 				// an appointment" (booking), "follow an issue" (a
 				// watcher), "schedule a campaign" (a schedule).
 				covered++
-			case !readVerbs[slot[0]]:
+			case !readVerbs[slot[0]] && slot[0] != titleIntent(IntentDelete):
 				// An imperative of a verb no intent names ("attach a
 				// file", "approve a PR") asks to change something: a
 				// tool's writing verb ("Add attachment", "Create pull
-				// review") is a partial match for it, a reading one none.
+				// review") is a partial match for it, a reading one none,
+				// nor a deleting one: "resize a pool" does not delete it.
 				covered += actionWriteCover
 			}
 		}

@@ -1631,3 +1631,23 @@ func TestOneThing(t *testing.T) {
 		}
 	}
 }
+
+// TestActionVerbNotDelete: an imperative of a verb no intent names ("resize
+// a pool", "give a role more permissions") asks to change the thing, not
+// to delete it: a delete verb is no partial match for it, as create and
+// update verbs are ("resize a pool" ranked the pool's delete first).
+func TestActionVerbNotDelete(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_delete_pool", AppID: "a", Description: "Delete a pool", Method: "DELETE", Path: "/pools/{pool_name}", Required: 1, RequiredNames: []string{"pool_name"}},
+		{Name: "a_patch_pool", AppID: "a", Description: "Update a pool", Method: "PATCH", Path: "/pools/{pool_name}", Required: 1, RequiredNames: []string{"pool_name"}, FieldNames: "name slots description"},
+		{Name: "a_post_pool", AppID: "a", Description: "Create a pool", Method: "POST", Path: "/pools", FieldNames: "name slots description"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "resize a pool", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name == "a_delete_pool" {
+		t.Errorf("first %v, want no delete", hits)
+	}
+}
