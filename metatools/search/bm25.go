@@ -1320,8 +1320,9 @@ func (ix *BM25) plan(query string) *queryPlan {
 		cover(IntentGet)
 	}
 	// A read of "one" thing ("show one connection's details", "the
-	// configuration of one flag", "one audit log entry") asks for that
-	// thing, not for the list its verb ("show") would say.
+	// configuration of one flag", "one audit log entry", "status of a
+	// particular run") asks for that thing, not for the list its verb
+	// ("show") or a plural would say.
 	if readOnly(qp.families) && oneThing(qtoks) {
 		qp.listing, qp.getting = false, true
 		delete(qp.qterms, titleIntent(IntentList))
@@ -1652,6 +1653,9 @@ func otherCreateWord(toks []string, i int) bool {
 	return false
 }
 
+// oneWords name one thing of a kind.
+var oneWords = map[string]bool{"one": true, "particular": true, "specific": true, "single": true}
+
 // readOnly reports whether a request's intent families are reads only (or
 // it has none).
 func readOnly(families map[Intent]bool) bool {
@@ -1664,14 +1668,14 @@ func readOnly(families map[Intent]bool) bool {
 }
 
 // oneThing reports whether a request names what it is about with "one"
-// before its modifier ("show one connection", "details of one event"; not
+// (or "particular", "specific", "single") before its modifier ("show one connection", "details of one event"; not
 // "pods in one namespace", "one of the users", "one another").
 func oneThing(toks []string) bool {
 	for i, t := range toks {
 		if modifierPrepositions[t] {
 			return false
 		}
-		if t == "one" && i+1 < len(toks) && !stopwords[toks[i+1]] && toks[i+1] != "another" {
+		if oneWords[t] && i+1 < len(toks) && !stopwords[toks[i+1]] && toks[i+1] != "another" {
 			return true
 		}
 	}

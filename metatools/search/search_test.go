@@ -1607,7 +1607,8 @@ func TestTrackerDevice(t *testing.T) {
 
 // TestOneThing: a read of "one" thing asks for that thing, though its verb
 // ("show") lists: "show one connection's details" ranked the list of
-// connections first. "pods in one namespace" lists pods.
+// connections first; so did "status of a particular run" (also "specific",
+// "single"). "pods in one namespace" lists pods.
 func TestOneThing(t *testing.T) {
 	docs := []Doc{
 		{Name: "a_get_connections", AppID: "a", Description: "List connections", Method: "GET", Path: "/connections"},
@@ -1625,7 +1626,7 @@ func TestOneThing(t *testing.T) {
 	for _, c := range []struct {
 		q    string
 		want bool
-	}{{"show one connection", true}, {"details of one event", true}, {"list pods in one namespace", false}, {"make one task a subtask of another", true}, {"one another", false}} {
+	}{{"show one connection", true}, {"details of one event", true}, {"list pods in one namespace", false}, {"make one task a subtask of another", true}, {"one another", false}, {"status of a particular run", true}, {"a specific webhook", true}} {
 		if got := oneThing(Tokenize(c.q)); got != c.want {
 			t.Errorf("oneThing(%q) = %v, want %v", c.q, got, c.want)
 		}
