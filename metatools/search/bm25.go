@@ -997,6 +997,26 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			groups = append(groups, g)
 		}
 	}
+	// "mark a DAG run as failed", "flag a comment as spam": the word after
+	// "as" is the state the request puts the thing in.
+	if len(toks) > 3 && !questionWords[toks[0]] && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1]) {
+		for i := 2; i+1 < len(toks); i++ {
+			if toks[i] != "as" || stopwords[toks[i+1]] {
+				continue
+			}
+			g := termGroup{optional: true}
+			for _, l := range Lemmas(toks[i+1]) {
+				g.add("="+l, stateWeight)
+				for _, r := range relatedWords(l) {
+					if r.derived {
+						g.add("="+r.word, stateWeight*derivedWeight)
+					}
+				}
+			}
+			groups = append(groups, g)
+			break
+		}
+	}
 	if scope {
 		g := termGroup{optional: true}
 		for _, st := range scopeTerms {

@@ -1652,3 +1652,31 @@ func TestActionVerbNotDelete(t *testing.T) {
 		t.Errorf("first %v, want no delete", hits)
 	}
 }
+
+// TestMarkAsState: the word after "as" is the state a request puts its
+// thing in ("mark a DAG run as failed": the run's update whose state can
+// be failed), as a leading verb is ("close an issue").
+func TestMarkAsState(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_patch_dag", AppID: "a", Description: "Update a DAG", Method: "PATCH", Path: "/dags/{dag_id}", Required: 1, RequiredNames: []string{"dag_id"}, FieldNames: "is_paused dagrun_timeout", States: "is_paused"},
+		{Name: "a_patch_dags", AppID: "a", Description: "Update DAGs", Method: "PATCH", Path: "/dags", FieldNames: "is_paused dagrun_timeout", States: "is_paused"},
+		{Name: "a_update_dag_run_state", AppID: "a", Description: "Modify a DAG run", Method: "PATCH", Path: "/dags/{dag_id}/dagRuns/{dag_run_id}", Required: 2, RequiredNames: []string{"dag_id", "dag_run_id"}, FieldNames: "state", EnumValues: "queued success failed", States: "queued success failed"},
+	}
+	ix := NewBM25(docs)
+	state := false
+	for _, g := range ix.queryGroups("mark a DAG run as failed") {
+		for _, wt := range g.terms {
+			state = state || wt.term == "=fail" || wt.term == "=failed"
+		}
+	}
+	if !state {
+		t.Errorf("mark a DAG run as failed: no state term for failed")
+	}
+	hits, err := ix.Rank(context.Background(), "mark a DAG run as failed", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_update_dag_run_state" {
+		t.Errorf("first %v, want a_update_dag_run_state", hits)
+	}
+}
