@@ -37,7 +37,7 @@ var domainRelated = map[string][]string{
 	"audit": {"log"}, "activity": {"event", "log"}, "event": {"activity"}, "rerun": {"run", "retry"},
 	"retry": {"rerun"}, "trigger": {"dispatch", "run"}, "run": {"execute", "exec", "dispatch"}, "execute": {"run", "exec"},
 	"exec": {"execute", "run", "command"}, "command": {"exec"},
-	"job": {"task", "run"}, "task": {"job"}, "pipeline": {"workflow"}, "workflow": {"pipeline"},
+	"job": {"task", "run"}, "task": {"job"}, "pipeline": {"workflow", "dag"}, "workflow": {"pipeline", "dag"}, "dag": {"workflow", "pipeline"},
 	"deploy": {"deployment"}, "hook": {"webhook"}, "webhook": {"hook"}, "notification": {"alert"},
 	"alert": {"notification"}, "notify": {"notification"}, "email": {"mail", "send", "notify"},
 	"mail": {"email"}, "text": {"message", "sms"}, "sms": {"message"}, "file": {"content", "upload"},

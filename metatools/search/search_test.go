@@ -1680,3 +1680,22 @@ func TestMarkAsState(t *testing.T) {
 		t.Errorf("first %v, want a_update_dag_run_state", hits)
 	}
 }
+
+// TestWorkflowDAG: orchestrators call a workflow or a pipeline a DAG,
+// which WordNet does not know: "list all workflows" ranked every other
+// list above the DAGs'.
+func TestWorkflowDAG(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_get_permissions", AppID: "a", Description: "List permissions", Method: "GET", Path: "/permissions"},
+		{Name: "a_get_providers", AppID: "a", Description: "List providers", Method: "GET", Path: "/providers"},
+		{Name: "a_get_dags", AppID: "a", Description: "List DAGs", Method: "GET", Path: "/dags"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "list all workflows", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_dags" {
+		t.Errorf("first %v, want a_get_dags", hits)
+	}
+}
