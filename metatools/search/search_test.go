@@ -1542,7 +1542,7 @@ func TestLogOutPhrase(t *testing.T) {
 }
 
 // TestCreateNewNotRecent: the "new" of "Create a new Session" is the act,
-// not a recent thing: "the latest location of a tracker" (latest: newest,
+// not a recent thing: "the latest location of a car" (latest: newest,
 // whose lemma is new) ranked the session's create above the positions.
 func TestCreateNewNotRecent(t *testing.T) {
 	if got := sentenceTerms("Create a new Session"); slices.Contains(got, "new") {
@@ -1557,7 +1557,7 @@ func TestCreateNewNotRecent(t *testing.T) {
 		{Name: "t_get_devices", AppID: "t", Description: "Fetch a list of Devices", Method: "GET", Path: "/devices"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "latest GPS location of a tracker", 3, nil)
+	hits, err := ix.Rank(context.Background(), "latest GPS location of a car", 3, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
