@@ -1699,3 +1699,31 @@ func TestWorkflowDAG(t *testing.T) {
 		t.Errorf("first %v, want a_get_dags", hits)
 	}
 }
+
+// TestCheckVerifies: to check that something works or is right is to test,
+// verify or validate it, which WordNet's check does not relate: "check
+// whether a connection works" ranked the connection's reads above its test.
+func TestCheckVerifies(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_get_connections", AppID: "a", Description: "List connections", Method: "GET", Path: "/connections"},
+		{Name: "a_get_connection", AppID: "a", Description: "Get a connection", Method: "GET", Path: "/connections/{connection_id}", Required: 1, RequiredNames: []string{"connection_id"}},
+		{Name: "a_test_connection", AppID: "a", Description: "Test a connection", Method: "POST", Path: "/connections/test"},
+	}
+	ix := NewBM25(docs)
+	test := false
+	for _, g := range ix.queryGroups("check whether a connection works before saving it") {
+		for _, wt := range g.terms {
+			test = test || wt.term == "test"
+		}
+	}
+	if !test {
+		t.Errorf("check whether a connection works: test is no relative of check")
+	}
+	hits, err := ix.Rank(context.Background(), "check whether a connection works before saving it", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) < 3 || docs[hits[2].Doc].Name == "a_test_connection" {
+		t.Errorf("ranking %v: the test is last", hits)
+	}
+}
