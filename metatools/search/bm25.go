@@ -1017,6 +1017,13 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			break
 		}
 	}
+	// "email me when a vehicle leaves a geofence", "notify us when a build
+	// fails": a request to be told when something happens asks for a
+	// notification, an alert, a subscription or a webhook; the clause
+	// after "when" is its condition (a modifier).
+	if i := slices.Index(toks, "when"); i > 1 && !questionWords[toks[0]] && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1]) {
+		groups = append(groups, termGroup{optional: true, terms: []weighted{{"notification", 0.6}, {"alert", 0.5}, {"subscription", 0.4}, {"webhook", 0.4}}})
+	}
 	if scope {
 		g := termGroup{optional: true}
 		for _, st := range scopeTerms {
@@ -1238,7 +1245,7 @@ func (ix *BM25) plan(query string) *queryPlan {
 	// question "which X …" or "what X …" asks for X: the rest modifies it.
 	firstPrep := -1
 	for i, t := range qtoks {
-		if i > 1 && (modifierPrepositions[t] || t == "of" && ix.namesHead(qtoks[:i])) {
+		if i > 1 && (modifierPrepositions[t] || t == "of" && ix.namesHead(qtoks[:i]) || t == "when") {
 			firstPrep = i
 			break
 		}

@@ -1727,3 +1727,23 @@ func TestCheckVerifies(t *testing.T) {
 		t.Errorf("ranking %v: the test is last", hits)
 	}
 }
+
+// TestNotifyWhen: a request to be told when something happens ("email me
+// when a vehicle leaves a geofence") asks for a notification; the clause
+// after "when" is its condition, not what the request acts on (the
+// geofence's create ranked first).
+func TestNotifyWhen(t *testing.T) {
+	docs := []Doc{
+		{Name: "t_post_geofences", AppID: "t", Description: "Create a Geofence", Method: "POST", Path: "/geofences"},
+		{Name: "t_put_geofences_by_id", AppID: "t", Description: "Update a Geofence", Method: "PUT", Path: "/geofences/{id}", Required: 1, RequiredNames: []string{"id"}},
+		{Name: "t_post_notifications", AppID: "t", Description: "Create a Notification", Method: "POST", Path: "/notifications", FieldNames: "type mail sms web always calendarId"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "email me when a vehicle leaves a geofence", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_post_notifications" {
+		t.Errorf("first %v, want t_post_notifications", hits)
+	}
+}
