@@ -1337,6 +1337,10 @@ func (ix *BM25) plan(query string) *queryPlan {
 		for _, t := range qtoks {
 			many = many || ix.plural(t)
 		}
+		// "who has an account?", "who joined the session": a question for
+		// people asks for them all, unless it asks about the caller ("who
+		// am I").
+		many = many || len(qtoks) > 0 && qtoks[0] == "who" && !slices.Contains(qtoks, "i") && !slices.Contains(qtoks, "me")
 	}
 	switch {
 	case many && (question || len(qIntents) == 0 && !imperative(qtoks)):

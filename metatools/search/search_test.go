@@ -1747,3 +1747,24 @@ func TestNotifyWhen(t *testing.T) {
 		t.Errorf("first %v, want t_post_notifications", hits)
 	}
 }
+
+// TestWhoLists: a question for people ("who has an account?") asks for
+// them all: the list of users, not one user; "who am I" asks for one.
+func TestWhoLists(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_get_user", AppID: "a", Description: "Get a user", Method: "GET", Path: "/users/{username}", Required: 1, RequiredNames: []string{"username"}},
+		{Name: "a_get_users", AppID: "a", Description: "List users", Method: "GET", Path: "/users"},
+		{Name: "a_patch_user", AppID: "a", Description: "Update a user", Method: "PATCH", Path: "/users/{username}", Required: 1, RequiredNames: []string{"username"}},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "who has an account?", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_users" {
+		t.Errorf("first %v, want a_get_users", hits)
+	}
+	if qp := ix.plan("who am I"); qp.listing {
+		t.Errorf("who am I: a list request")
+	}
+}
