@@ -1259,6 +1259,12 @@ func (ix *BM25) plan(query string) *queryPlan {
 		// nodes in the cluster").
 		for gi, g := range qp.groups {
 			if g.at > 0 && g.at-1 < firstPrep && !g.verb && !g.optional && intentWords[qtoks[g.at-1]] == IntentNone {
+				if w := qtoks[g.at-1]; g.at < firstPrep && lex().pos[w]&posAdj != 0 {
+					// An adjective before the object's noun ("full
+					// details of a DAG", "the public address") describes
+					// it: a tool need not match it.
+					continue
+				}
 				qp.object = append(qp.object, gi)
 			}
 		}

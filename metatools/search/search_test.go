@@ -1768,3 +1768,26 @@ func TestWhoLists(t *testing.T) {
 		t.Errorf("who am I: a list request")
 	}
 }
+
+// TestAdjectiveNotObject: an adjective before the object's noun ("full
+// details of a DAG") describes it; a tool that lacks the adjective still
+// matches the object (the DAG's details were held to "full", and a log
+// whose description says "full" ranked first).
+func TestAdjectiveNotObject(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_get_log", AppID: "a", Description: "Get logs. Returns the full content of the log of a task instance.", Method: "GET", Path: "/dags/{dag_id}/logs", Required: 1, RequiredNames: []string{"dag_id"}},
+		{Name: "a_get_dag_details", AppID: "a", Description: "Get a simplified representation of DAG", Method: "GET", Path: "/dags/{dag_id}/details", Required: 1, RequiredNames: []string{"dag_id"}},
+		{Name: "a_get_dag", AppID: "a", Description: "Get basic information about a DAG", Method: "GET", Path: "/dags/{dag_id}", Required: 1, RequiredNames: []string{"dag_id"}},
+	}
+	ix := NewBM25(docs)
+	if qp := ix.plan("full details of a DAG"); len(qp.object) != 0 {
+		t.Errorf("full details of a DAG: object %v, want none (full describes details)", qp.object)
+	}
+	hits, err := ix.Rank(context.Background(), "full details of a DAG", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_dag_details" {
+		t.Errorf("first %v, want a_get_dag_details", hits)
+	}
+}
