@@ -853,6 +853,12 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		if i+1 < len(toks) {
 			a, b := Lemmas(t)[len(Lemmas(t))-1], toks[i+1]
 			if ph, ok := domainPhrases[[2]string{a, b}]; ok {
+				if b == "in" && strings.HasSuffix(t, "ed") && beBefore(toks, i) {
+					// "who am I logged in as", "which users are signed
+					// in": the state of being logged in is the current,
+					// authenticated user or session, not the act.
+					ph = loggedIn
+				}
 				groups = append(groups, termGroup{terms: append([]weighted(nil), ph...)})
 				skip[i], skip[i+1] = true, true
 				continue
@@ -1713,6 +1719,20 @@ func oneThing(toks []string) bool {
 			return false
 		}
 		if oneWords[t] && i+1 < len(toks) && !stopwords[toks[i+1]] && toks[i+1] != "another" {
+			return true
+		}
+	}
+	return false
+}
+
+// loggedIn are the terms of being logged (or signed) in.
+var loggedIn = []weighted{{"current", 1}, {"authenticated", 0.8}, {"session", 0.5}, {"login", 0.3}}
+
+// beBefore reports whether a form of "be" comes among the three words
+// before toks[i] ("am I logged", "are signed").
+func beBefore(toks []string, i int) bool {
+	for j := max(0, i-3); j < i; j++ {
+		if beForms[toks[j]] || toks[j] == "am" {
 			return true
 		}
 	}

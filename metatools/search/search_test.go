@@ -1791,3 +1791,37 @@ func TestAdjectiveNotObject(t *testing.T) {
 		t.Errorf("first %v, want a_get_dag_details", hits)
 	}
 }
+
+// TestLoggedInState: "logged in" after a form of "be" is the state of the
+// current, authenticated user, not the act of logging in: "who am I logged
+// in as?" ranked the login call first.
+func TestLoggedInState(t *testing.T) {
+	docs := []Doc{
+		{Name: "s_post_users_login", AppID: "s", Description: "Obtain a session cookie that can be used to authenticate future API calls from the present IP address.", Method: "POST", Path: "/users/login"},
+		{Name: "s_get_users_current", AppID: "s", Description: "obtain information on the currently logged in user as specified by the supplied session cookie.", Method: "GET", Path: "/users/current"},
+		{Name: "s_get_users", AppID: "s", Description: "Returns all users", Method: "GET", Path: "/users"},
+		{Name: "s_post_users", AppID: "s", Description: "Creates a new user.", Method: "POST", Path: "/users"},
+	}
+	ix := NewBM25(docs)
+	for _, g := range ix.queryGroups("who am I logged in as?") {
+		for _, wt := range g.terms {
+			if wt.term == "login" && wt.w == 1 {
+				t.Errorf("who am I logged in as?: login weighs 1, the act's weight")
+			}
+		}
+	}
+	hits, err := ix.Rank(context.Background(), "who am I logged in as?", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "s_get_users_current" {
+		t.Errorf("first %v, want s_get_users_current", hits)
+	}
+	hits, err = ix.Rank(context.Background(), "log in", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "s_post_users_login" {
+		t.Errorf("log in: first %v, want s_post_users_login", hits)
+	}
+}
