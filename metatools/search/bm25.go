@@ -401,7 +401,7 @@ func NewBM25(docs []Doc) *BM25 {
 			ix.families[i] = append(ix.families[i], intentFamily(in))
 		}
 		ft := fieldTerms{
-			fieldName:       Terms(nameText),
+			fieldName:       append(Terms(nameText), phraseTerms(nameText)...),
 			fieldSummary:    sentenceTerms(summaries[i]),
 			fieldBody:       Terms(strings.Join(body, ". ")),
 			fieldParams:     Terms(CleanText(d.Params)),
@@ -1737,6 +1737,23 @@ func beBefore(toks []string, i int) bool {
 		}
 	}
 	return false
+}
+
+// phraseTerms are the terms of the domain phrases a name writes as two
+// words ("logOutUser": logout, "getUserName": username), so that a request
+// that says the phrase ("sign out", "user name") meets them as it meets a
+// name that writes them as one word.
+func phraseTerms(name string) []string {
+	toks := Tokenize(name)
+	var out []string
+	for i := 0; i+1 < len(toks); i++ {
+		ls := Lemmas(toks[i])
+		if ph, ok := domainPhrases[[2]string{ls[len(ls)-1], toks[i+1]}]; ok && ph[0].term != ls[len(ls)-1] {
+			// ("pull request" stands for pull, a word the name has.)
+			out = append(out, ph[0].term)
+		}
+	}
+	return out
 }
 
 // sentenceTerms are the Terms of a tool's own sentence without the "new"

@@ -1825,3 +1825,32 @@ func TestLoggedInState(t *testing.T) {
 		t.Errorf("log in: first %v, want s_post_users_login", hits)
 	}
 }
+
+// TestNamePhrase: a name that writes a domain phrase as two words
+// ("logOutUser") is indexed with the phrase's term (logout), as a request
+// that says it ("sign out") is: "force a user to sign out everywhere"
+// ranked it sixth in Discourse.
+func TestNamePhrase(t *testing.T) {
+	if got := phraseTerms("logOutUser"); !slices.Equal(got, []string{"logout"}) {
+		t.Errorf("logOutUser: %v, want [logout]", got)
+	}
+	if got := phraseTerms("repoCreatePullRequest"); len(got) != 0 {
+		t.Errorf("repoCreatePullRequest: %v, want none (pull is its own word)", got)
+	}
+	docs := []Doc{
+		{Name: "d_deleteUser", AppID: "d", Description: "Delete a user"},
+		{Name: "d_silenceUser", AppID: "d", Description: "Silence a user"},
+		{Name: "d_logOutUser", AppID: "d", Description: "Log a user out"},
+		{Name: "d_deletePost", AppID: "d", Description: "Delete a single post"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "force a user to sign out everywhere", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The delete still comes first (the request's intent is a delete);
+	// the log-out call must come next, before the silence.
+	if len(hits) < 2 || docs[hits[1].Doc].Name != "d_logOutUser" {
+		t.Errorf("ranking %v, want d_logOutUser second", hits)
+	}
+}
