@@ -283,6 +283,13 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 		writeJSONRPCError(w, http.StatusNotFound, nil, rpcSessionNotFound,
 			"session not found: it ended, expired or its gateway is gone; send initialize without Mcp-Session-Id to start a new one", nil)
 		return
+	case sid != "" && r.Method == http.MethodPost && w.body != nil && isInitialize(w.body.buf) && mcpSessions.holds(sid, h.owner):
+		// The go-sdk answers a second initialize of a session with code 0,
+		// which JSON-RPC does not define.
+		m, _ := parseJSONRPC(w.body.buf)
+		writeJSONRPCError(w, http.StatusOK, m.ID, rpcInvalidRequest,
+			"invalid request: this session is initialized already; send initialize without Mcp-Session-Id to start another", nil)
+		return
 	case sid == "" && r.Method == http.MethodPost && w.body != nil:
 		m, ok := parseJSONRPC(w.body.buf)
 		if !ok || m.Method != "initialize" {

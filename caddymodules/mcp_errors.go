@@ -3,11 +3,15 @@ package caddymodules
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 )
 
@@ -155,6 +159,14 @@ func (h *MCPHandler) legacyPrecheck(w http.ResponseWriter, r *http.Request) bool
 	case msg.Method == "initialize" && !isJSONObjectRaw(msg.Params):
 		writeJSONRPCError(w, http.StatusOK, msg.ID, rpcInvalidParams, "invalid params: initialize needs params {protocolVersion, capabilities, clientInfo}", nil)
 		return false
+	case msg.Method == "initialize" && r.Header.Get("Mcp-Session-Id") == "":
+		// Fields of the wrong type: the go-sdk answered code 0 (naming its
+		// Go types) after it had opened a session, which then held a place
+		// of the client's and of the gateway's session limits.
+		if problem := initializeParamsProblem(msg.Params); problem != "" {
+			writeJSONRPCError(w, http.StatusOK, msg.ID, rpcInvalidParams, "invalid params: initialize: "+problem, nil)
+			return false
+		}
 	case !h.Stateless && r.Header.Get("Mcp-Session-Id") == "" && len(msg.ID) > 0 && msg.Method != "" &&
 		msg.Method != "initialize" && msg.Method != "ping" && msg.Method != "server/discover":
 		writeJSONRPCError(w, http.StatusBadRequest, msg.ID, rpcInvalidRequest,
@@ -162,6 +174,65 @@ func (h *MCPHandler) legacyPrecheck(w http.ResponseWriter, r *http.Request) bool
 		return false
 	}
 	return true
+}
+
+// initializeParamsProblem says which field of initialize params (a JSON
+// object) has a type the go-sdk cannot decode, or "" when none has. The
+// fields are the go-sdk's own types, looked up by their exact key as the
+// go-sdk does.
+func initializeParamsProblem(params json.RawMessage) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(params, &fields) != nil {
+		return "params must be an object"
+	}
+	for _, f := range []struct {
+		key  string
+		into any
+	}{
+		{"protocolVersion", new(string)},
+		{"capabilities", new(mcp.ClientCapabilities)},
+		{"clientInfo", new(mcp.Implementation)},
+		{"_meta", new(mcp.Meta)},
+	} {
+		raw, ok := fields[f.key]
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal(raw, f.into); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				path := f.key
+				if te.Field != "" {
+					path += "." + te.Field
+				}
+				return fmt.Sprintf("%s: got %s, want %s", path, te.Value, jsonKind(te.Type))
+			}
+			return f.key + ": " + err.Error()
+		}
+	}
+	return ""
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8,
+		reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	}
+	return "object"
+}
+
+// isInitialize tells whether buf is one JSON-RPC initialize request.
+func isInitialize(buf []byte) bool {
+	m, ok := parseJSONRPC(buf)
+	return ok && m.Method == "initialize" && len(m.ID) > 0
 }
 
 // jsonrpcMessage is the envelope of one JSON-RPC message.

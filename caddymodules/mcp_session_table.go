@@ -79,6 +79,14 @@ func (t *mcpSessionTable) route(id, client string, h *mcpSessionOwner) mcpRoute 
 	}
 }
 
+// holds tells whether session id is open in h's go-sdk table.
+func (t *mcpSessionTable) holds(id string, h *mcpSessionOwner) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rec := t.byID[id]
+	return rec != nil && rec.owner == h && rec.server != nil
+}
+
 // adopt makes h the owner of session id and returns the server still
 // holding its old go-sdk session, which nothing else can reach any more
 // (nil when there is none).

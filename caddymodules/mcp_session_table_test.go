@@ -125,6 +125,52 @@ func TestMCPSessionLimits(t *testing.T) {
 	mcpOpen(t, url, net+"3") // room again
 }
 
+// TestMCPInitializeOfTheWrongShape: an initialize whose fields have the
+// wrong type (capabilities 5, clientInfo "x", protocolVersion 7) gets
+// -32602 naming the field and opens no session; the go-sdk answered code 0
+// naming its Go types, after it had opened a session that took a place of
+// the client's: three such requests closed the client's real session. A
+// second initialize in a session gets -32600, not code 0.
+func TestMCPInitializeOfTheWrongShape(t *testing.T) {
+	net := nextMCPTestNet()
+	port := freePort(t)
+	startCaddy(t, mcpSessionsConfig(port, map[string]any{"max_sessions_per_client": 2}))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	client := map[string]string{"X-Forwarded-For": net + "1"}
+
+	real := mcpOpen(t, url, net+"1")
+	for _, tc := range []struct{ params, field string }{
+		{`{"protocolVersion":"2025-11-25","capabilities":5,"clientInfo":{"name":"x","version":"1"}}`, "capabilities: got number, want object"},
+		{`{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":"yes"}},"clientInfo":{"name":"x","version":"1"}}`, "capabilities.roots.listChanged: got string, want boolean"},
+		{`{"protocolVersion":7,"capabilities":{},"clientInfo":{"name":"x","version":"1"}}`, "protocolVersion: got number, want string"},
+		{`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":"x"}`, "clientInfo: got string, want object"},
+	} {
+		status, sid, body := rawMCP(t, url, client, `{"jsonrpc":"2.0","id":3,"method":"initialize","params":`+tc.params+`}`)
+		var msg struct {
+			ID    int `json:"id"`
+			Error struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if status != http.StatusOK || sid != "" || json.Unmarshal([]byte(body), &msg) != nil || msg.ID != 3 ||
+			msg.Error.Code != -32602 || !strings.Contains(msg.Error.Message, tc.field) || strings.Contains(msg.Error.Message, "mcp.") {
+			t.Errorf("initialize with %s: %d session %q %s; want 200, no session, -32602 naming %q", tc.params, status, sid, body, tc.field)
+		}
+	}
+	if status, body := mcpPing(t, url, net+"1", real); status != http.StatusOK {
+		t.Fatalf("the client's session after the bad initializes: %d %s", status, body)
+	}
+
+	status, _, body := rawMCP(t, url, map[string]string{"X-Forwarded-For": net + "1", "Mcp-Session-Id": real, "Mcp-Protocol-Version": "2025-11-25"}, mcpInit2025)
+	if status != http.StatusOK || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, `"id":1`) {
+		t.Fatalf("a second initialize in a session: %d %s, want -32600 for id 1", status, body)
+	}
+	if status, body := mcpPing(t, url, net+"1", real); status != http.StatusOK {
+		t.Fatalf("the session after a second initialize: %d %s", status, body)
+	}
+}
+
 // TestMCPSessionSurvivesReload: a client of a handshake revision keeps its
 // session across config reloads (it got 404 at the first request after each
 // `caddy reload`, and the TypeScript SDK does not start a new session by

@@ -155,8 +155,9 @@ func (t *checkedStdio) Connect(ctx context.Context) (mcp.Connection, error) {
 // codedErrors gives every error response a JSON-RPC code. The go-sdk
 // answers some requests with a plain Go error, which goes on the wire
 // with code 0, a code JSON-RPC does not define: a call before initialize
-// ("method ... is invalid during session initialization") is an Invalid
-// Request (-32600, as the HTTP transport answers it), anything else an
+// ("method ... is invalid during session initialization") and a second
+// initialize are Invalid Requests (-32600, as the HTTP transport answers
+// them), anything else an
 // internal error (-32603) keeping its message.
 type codedErrors struct{ mcp.Connection }
 
@@ -165,7 +166,8 @@ func (c codedErrors) Write(ctx context.Context, msg jsonrpc.Message) error {
 		var wire *jsonrpc.Error
 		if !errors.As(r.Error, &wire) || wire.Code == 0 {
 			code := int64(rpcInternalError)
-			if strings.Contains(r.Error.Error(), "during session initialization") {
+			if msg := r.Error.Error(); strings.Contains(msg, "during session initialization") ||
+				strings.HasPrefix(msg, `duplicate "initialize"`) {
 				code = rpcInvalidRequest
 			}
 			coded := *r
@@ -209,6 +211,10 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
 				}
 				break
 			}
+			if id, problem := initializeProblem(msg); problem != "" {
+				reply = rpcError(id, rpcInvalidParams, "invalid params: initialize: "+problem)
+				break
+			}
 			if _, werr := pass.Write(append(msg, '\n')); werr != nil {
 				return // the session ended
 			}
@@ -228,6 +234,23 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
 			return
 		}
 	}
+}
+
+// initializeProblem is the id of msg and what is wrong with its params
+// when msg is an initialize whose params the go-sdk cannot decode (it
+// answered code 0, naming its Go types), else "".
+func initializeProblem(msg []byte) (json.RawMessage, string) {
+	if !bytes.Contains(msg, []byte(`"initialize"`)) {
+		return nil, ""
+	}
+	m, ok := parseJSONRPC(msg)
+	if !ok || m.Method != "initialize" || len(m.ID) == 0 || len(m.Params) == 0 {
+		return nil, ""
+	}
+	if !isJSONObjectRaw(m.Params) {
+		return m.ID, "params must be an object"
+	}
+	return m.ID, initializeParamsProblem(m.Params)
 }
 
 // invalidMessage is why msg is no JSON-RPC message or batch of messages

@@ -79,10 +79,17 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	// A call before initialize: the go-sdk's own answer had code 0.
 	wantError(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, -32600, "9")
 	wantError(`{"jsonrpc":"2.0","id":8,"method":"x","params":"`+strings.Repeat("a", 5000)+`"}`, -32600, "null")
+	// Fields of the wrong type: the go-sdk answered code 0, naming its Go
+	// types; -32602 names the field.
+	if r := send(`{"jsonrpc":"2.0","id":4,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":5,"clientInfo":{"name":"t","version":"1"}}}`); r.Error == nil ||
+		r.Error.Code != -32602 || string(r.ID) != "4" || !strings.Contains(r.Error.Message, "capabilities: got number, want object") {
+		t.Fatalf("initialize with capabilities 5: %+v", r)
+	}
 	r := send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	if r.Error != nil || string(r.ID) != "1" || !strings.Contains(string(r.Result), `"protocolVersion"`) {
 		t.Fatalf("initialize after bad lines: %+v", r)
 	}
+	wantError(`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, -32600, "5")
 	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n\n"); err != nil {
 		t.Fatal(err)
 	}
