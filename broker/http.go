@@ -106,6 +106,9 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, newError(http.StatusForbidden, CodeOriginNotAllowed, fmt.Sprintf("origin %q is not allowed", origin)))
 		return
 	}
+	if AnswerCORS(w, r, "GET, POST", "X-Session-Id, X-Request-Id, Retry-After, RateLimit, RateLimit-Policy") {
+		return
+	}
 	path := r.URL.Path
 	if path != "/" {
 		path = strings.TrimSuffix(path, "/")
@@ -160,6 +163,39 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.SetPathValue("sessionId", sessionID)
 	}
 	route(w, r, auth)
+}
+
+// AnswerCORS applies the CORS protocol to a request from a browser page
+// (one with an Origin header) that the handler serves (OriginAllowed said
+// so): the answer names the page's origin and exposes the header fields in
+// expose; a preflight (OPTIONS with Access-Control-Request-Method) is
+// answered here, 204 allowing methods and the header fields the page asked
+// for, and AnswerCORS returns true. Without it a page of an allowed origin
+// could send a request but never read its answer, and a request with a
+// JSON body or an Authorization header (which needs a preflight) never
+// left the browser. No credentials (cookies) are allowed: the gateway's
+// callers authenticate with header fields.
+func AnswerCORS(w http.ResponseWriter, r *http.Request, methods, expose string) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+		h.Add("Vary", "Access-Control-Request-Method")
+		h.Add("Vary", "Access-Control-Request-Headers")
+		h.Set("Access-Control-Allow-Methods", methods)
+		if asked := r.Header.Get("Access-Control-Request-Headers"); asked != "" {
+			h.Set("Access-Control-Allow-Headers", asked)
+		}
+		h.Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	}
+	h.Set("Access-Control-Expose-Headers", expose)
+	return false
 }
 
 // OriginAllowed tells whether a browser request whose Origin header is

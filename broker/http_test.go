@@ -287,6 +287,33 @@ func TestHTTPOriginRule(t *testing.T) {
 			if tc.status == 200 && !strings.Contains(string(body), `"result":1`) {
 				t.Fatalf("body %s, want the result", body)
 			}
+			// A page the handler serves may read the answer (CORS); a
+			// preflight of its JSON POST is answered; another page's is
+			// refused.
+			if acao := resp.Header.Get("Access-Control-Allow-Origin"); (tc.origin != "" && tc.status == 200) != (acao == tc.origin && acao != "") {
+				t.Fatalf("Access-Control-Allow-Origin %q for origin %q (status %d)", acao, tc.origin, tc.status)
+			}
+			if tc.origin == "" {
+				return
+			}
+			pre, _ := http.NewRequest(http.MethodOptions, srv.URL+"/execute", nil)
+			pre.Header.Set("Origin", tc.origin)
+			pre.Header.Set("Access-Control-Request-Method", "POST")
+			pre.Header.Set("Access-Control-Request-Headers", "content-type,x-api-key")
+			presp, err := http.DefaultClient.Do(pre)
+			if err != nil {
+				t.Fatal(err)
+			}
+			presp.Body.Close()
+			want := http.StatusNoContent
+			if tc.status == 403 {
+				want = 403
+			}
+			if presp.StatusCode != want || (want == 204 && (presp.Header.Get("Access-Control-Allow-Origin") != tc.origin ||
+				!strings.Contains(presp.Header.Get("Access-Control-Allow-Methods"), "POST") ||
+				presp.Header.Get("Access-Control-Allow-Headers") != "content-type,x-api-key")) {
+				t.Fatalf("preflight: %d %v, want %d", presp.StatusCode, presp.Header, want)
+			}
 		})
 	}
 }

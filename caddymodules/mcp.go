@@ -226,6 +226,9 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 		writeJSONRPCError(w, http.StatusForbidden, nil, rpcInvalidRequest, "origin "+r.Header.Get("Origin")+" is not allowed", nil)
 		return nil
 	}
+	if broker.AnswerCORS(w, r, "GET, POST, DELETE", "Mcp-Session-Id, Mcp-Protocol-Version, X-Request-Id, Retry-After, WWW-Authenticate") {
+		return nil
+	}
 	rid := mcpRequestID(r)
 	w.Header().Set("X-Request-Id", rid)
 	mw := &mcpWriter{ResponseWriter: w}
