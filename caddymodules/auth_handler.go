@@ -6,6 +6,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
 )
 
 func init() {
@@ -39,8 +41,26 @@ func (h *AuthHandler) Provision(ctx caddy.Context) error {
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
+//
+// A browser's CORS preflight carries no credentials, by the Fetch
+// standard: it is answered here (the methods and header fields asked for)
+// and never reaches the next handler unauthenticated; the request that
+// follows needs its token as any other, and the next handler's own origin
+// rule still decides whether the page may read the answer. A refusal names
+// the page's origin and exposes WWW-Authenticate, so that a browser-based
+// MCP client can read the challenge (before, the browser hid the 401 and
+// the client saw a network error).
 func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+		broker.AnswerCORS(w, r, r.Header.Get("Access-Control-Request-Method"), "")
+		return nil
+	}
 	user, status, err := h.check(w, r)
+	if status != 0 && r.Header.Get("Origin") != "" {
+		w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+		w.Header().Add("Vary", "Origin")
+		w.Header().Set("Access-Control-Expose-Headers", "WWW-Authenticate")
+	}
 	switch {
 	case err != nil:
 		return caddyhttp.Error(http.StatusUnauthorized, err)

@@ -33,6 +33,8 @@ const corsPageScript = `(async (gw) => {
 			body: JSON.stringify({code: "return (await callTool('math:add', {a: 2, b: 3})).sum"})});
 		const lines = (await r.text()).trim().split("\n");
 		out.push("execute " + r.status + " session " + (r.headers.get("X-Session-Id") ? "yes" : "no") + " " + lines[lines.length - 1]);
+		r = await fetch(gw + "/private/mcp", {method: "POST", headers: h, body: JSON.stringify({jsonrpc: "2.0", id: 1, method: "ping"})});
+		out.push("private " + r.status + " " + r.headers.get("WWW-Authenticate"));
 	} catch (e) {
 		out.push("error " + e.name);
 	}
@@ -43,8 +45,9 @@ const corsPageScript = `(async (gw) => {
 // allowed_origins uses /mcp and the broker from Chromium (a real browser
 // enforcing CORS). Both answered without Access-Control-Allow-Origin and
 // refused the preflight of a JSON POST with 405, so the browser let no
-// request of the page through: allowed_origins allowed nothing. A page of
-// another origin is still refused.
+// request of the page through: allowed_origins allowed nothing. Behind
+// codemode_auth the page reads the 401 and its challenge (the preflight got
+// 401 and the browser hid it). A page of another origin is still refused.
 func TestBrowserPageOfAnAllowedOrigin(t *testing.T) {
 	ctx := browsertest.Start(t, 90*time.Second)
 	caddyMu.Lock()
@@ -63,11 +66,20 @@ func TestBrowserPageOfAnAllowedOrigin(t *testing.T) {
 		broker {
 			demo_tools
 		}
+		auth {
+			development
+			issuer http://127.0.0.1:%[1]d
+		}
 	}
 }
 
 http://127.0.0.1:%[1]d {
+	bind 127.0.0.1
 	codemode_mcp /mcp {
+		allowed_origins http://127.0.0.1:%[2]d
+	}
+	codemode_auth /private/*
+	codemode_mcp /private/mcp {
 		allowed_origins http://127.0.0.1:%[2]d
 	}
 	handle_path /broker/* {
@@ -78,6 +90,7 @@ http://127.0.0.1:%[1]d {
 }
 
 http://127.0.0.1:%[2]d, http://127.0.0.1:%[3]d {
+	bind 127.0.0.1
 	header Content-Type text/html
 	respond "<!doctype html><title>page</title>"
 }
@@ -103,6 +116,7 @@ http://127.0.0.1:%[2]d, http://127.0.0.1:%[3]d {
 		"initialize 200 session yes answer",
 		"tools/list 200 tools",
 		`execute 200 session yes {"type":"result"`,
+		`private 401 Bearer resource_metadata="http://127.0.0.1:` + fmt.Sprint(gw) + `/.well-known/oauth-protected-resource"`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("page of the allowed origin: %q lacks %q", got, want)
