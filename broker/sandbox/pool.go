@@ -286,7 +286,7 @@ func (o *PoolOptions) withDefaults() (PoolOptions, error) {
 		n.MaxQueuedPerPrincipal = max(1, n.QueueSize/10)
 	}
 	if len(n.Command) == 0 {
-		exe, err := os.Executable()
+		exe, err := runningExecutable()
 		if err != nil {
 			return n, fmt.Errorf("finding this executable for the worker command: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -79,6 +80,9 @@ func (w *worker) ended(cause string) {
 	w.endOnce.Do(func() { w.p.opts.Metrics.died(cause) })
 }
 
+// selfExe is this process's own image (Linux): see runningExecutable.
+const selfExe = "/proc/self/exe"
+
 // startWorker starts a worker process and waits for its handshake.
 func (p *workerPool) startWorker() (_ *worker, err error) {
 	began := time.Now()
@@ -90,6 +94,12 @@ func (p *workerPool) startWorker() (_ *worker, err error) {
 	}
 	argv := p.opts.Command
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if argv[0] == selfExe {
+		// ps shows the program's name, not /proc/self/exe.
+		if name, err := os.Executable(); err == nil {
+			cmd.Args[0] = name
+		}
+	}
 	cmd.Env = p.env
 	cmd.SysProcAttr = workerSysProcAttr()
 	cmd.WaitDelay = time.Second

@@ -18,6 +18,19 @@ func workerSysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
+// runningExecutable is the file workers are started from: this process's
+// own image through /proc/self/exe, which stays the running build when the
+// file at its path is replaced (`caddy upgrade`, a package upgrade before
+// the restart) or deleted. The path itself would start the new file: a
+// worker of another build, or, when that build speaks another worker
+// protocol or the file is gone, no worker at all until the restart.
+func runningExecutable() (string, error) {
+	if _, err := os.Stat(selfExe); err == nil {
+		return selfExe, nil
+	}
+	return os.Executable()
+}
+
 // killedOutright reports a worker ended by SIGKILL, which no script can
 // send itself: from outside (an operator, the kernel's OOM killer) unless
 // the pool killed it, which it records.

@@ -10,6 +10,10 @@ import (
 
 func workerSysProcAttr() *syscall.SysProcAttr { return nil }
 
+// runningExecutable is the file workers are started from: this
+// executable's path.
+func runningExecutable() (string, error) { return os.Executable() }
+
 // killedOutright: exit statuses are not told apart here; no retry.
 func killedOutright(*os.ProcessState) bool { return false }
 
