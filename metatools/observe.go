@@ -86,6 +86,14 @@ func callOutcome(metaTool string, res *mcp.CallToolResult, err error) (outcome, 
 			if r.Error != nil {
 				code = r.Error.Code
 			}
+			// The plan's status is the label: runtime_error, tool_error and
+			// illegal_access are no error codes, and telemetry.Outcome
+			// turned them into "other".
+			switch s := sandbox.Status(r.Status); s {
+			case sandbox.StatusSyntaxError, sandbox.StatusIllegalAccess, sandbox.StatusRuntimeError,
+				sandbox.StatusToolError, sandbox.StatusTimeout:
+				return string(s), code
+			}
 			return telemetry.Outcome(strings.ToUpper(r.Status)), code
 		}
 	}

@@ -119,6 +119,20 @@ return {sum: s.sum, code, n: c.length}`
 	if v := toolCalls(t, reg, broker.SourceUnknown, "tool_not_found"); v != 2 {
 		t.Errorf("unknown tool calls %v, want 2", v)
 	}
+
+	// A failed plan's label is its status whatever its error code:
+	// runtime_error, tool_error and illegal_access were "other".
+	f.call(t, "meta:execute", map[string]any{"script": `throw new Error("boom")`})
+	f.call(t, "meta:execute", map[string]any{"script": `return await callTool("no:such", {})`})
+	f.call(t, "meta:execute", map[string]any{"script": `return await callTool("meta:search", {queries: ["x"]})`})
+	for _, outcome := range []string{"runtime_error", "tool_error", "illegal_access"} {
+		if v := val(mm.calls.WithLabelValues("execute", outcome)); v != 1 {
+			t.Errorf("meta calls execute/%s = %v, want 1", outcome, v)
+		}
+	}
+	if v := val(mm.calls.WithLabelValues("execute", "other")); v != 0 {
+		t.Errorf("meta calls execute/other = %v, want 0", v)
+	}
 }
 
 // toolCalls reads codemode_tool_calls_total{source, outcome} from reg.
