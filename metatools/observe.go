@@ -43,7 +43,7 @@ func (s *Service) observe(metaTool string, h mcp.ToolHandler) mcp.ToolHandler {
 			attribute.String("gen_ai.operation.name", "execute_tool"),
 			attribute.String("gen_ai.tool.name", exposed))
 		start := time.Now()
-		res, err := h(ctx, req)
+		res, err := s.safeCall(ctx, metaTool, h, req)
 		outcome, code := callOutcome(metaTool, res, err)
 		s.opts.Metrics.called(short, outcome, time.Since(start))
 		if span.IsRecording() {
@@ -56,6 +56,21 @@ func (s *Service) observe(metaTool string, h mcp.ToolHandler) mcp.ToolHandler {
 		}
 		return res, err
 	}
+}
+
+// safeCall runs a meta-tool's handler. A panic in it (a bug of a tool
+// source, of the code reading an upstream's answer) becomes the call's
+// INTERNAL_ERROR, logged with its stack: the go-sdk runs each call on a
+// goroutine of its own, where a panic ended the whole process.
+func (s *Service) safeCall(ctx context.Context, metaTool string, h mcp.ToolHandler, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.logger.Error("meta-tool call panicked", append(telemetry.LogFields(ctx), zap.String("tool", metaTool),
+				zap.Any("panic", p), zap.Stack("stack"))...)
+			res, err = errorResult(newError(CodeInternalError, "internal error: the call failed unexpectedly (logged)")), nil
+		}
+	}()
+	return h(ctx, req)
 }
 
 // callOutcome is a meta-tool result's outcome label and error code: ok,

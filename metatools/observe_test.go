@@ -2,6 +2,7 @@ package metatools
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -247,5 +248,42 @@ func TestMetaSpansAndUpstreamTraceContext(t *testing.T) {
 	defer mu.Unlock()
 	if header != want || meta != want {
 		t.Errorf("upstream saw traceparent header %q and _meta %q, want %q", header, meta, want)
+	}
+}
+
+// TestPanickingToolLeavesTheServerUp: a tool source whose Call panics (a
+// bug in an embedder's source, or in the code that reads an upstream's
+// answer) makes meta:invoke fail with INTERNAL_ERROR, counted and logged;
+// the go-sdk runs the call on a goroutine of its own, where a panic ended
+// the whole process: every session of every client, the gateway with them.
+// A plan calling it fails as any tool error, and the next calls work.
+func TestPanickingToolLeavesTheServerUp(t *testing.T) {
+	mm := NewMetrics()
+	boom := &StaticSource{
+		List: []Tool{{Name: "boom:now", AppID: "boom", Description: "Panics",
+			InputSchema: json.RawMessage(`{"type":"object"}`)}},
+		Handlers: map[string]func(context.Context, json.RawMessage) (json.RawMessage, error){
+			"boom:now": func(context.Context, json.RawMessage) (json.RawMessage, error) {
+				var m map[string]int
+				m["x"]++ // assignment to entry in nil map
+				return nil, nil
+			},
+		},
+	}
+	f := newFixture(t, fixtureOptions{extra: []ToolSource{boom}, options: func(o *Options) { o.Metrics = mm }})
+	res := f.call(t, "meta:invoke", map[string]any{"tool": "boom:now", "input": map[string]any{}})
+	if !res.IsError || !strings.Contains(text(res), CodeInternalError) || strings.Contains(text(res), "nil map") {
+		t.Fatalf("invoke of a panicking tool: %s", text(res))
+	}
+	if v := testutil.ToFloat64(mm.calls.WithLabelValues("invoke", "internal_error")); v != 1 {
+		t.Errorf("meta calls invoke/internal_error = %v, want 1", v)
+	}
+	var plan sandbox.Result
+	structured(t, f.call(t, "meta:execute", map[string]any{"script": `try { await callTool("boom:now", {}) } catch (e) { return e.code }`}), &plan)
+	if plan.Status != sandbox.StatusOK || len(plan.Result) == 0 {
+		t.Fatalf("plan calling a panicking tool: %s %s %+v", plan.Status, plan.Result, plan.Error)
+	}
+	if res := f.call(t, "meta:invoke", map[string]any{"tool": "crm:listContacts", "input": map[string]any{}}); res.IsError {
+		t.Fatalf("the next call: %s", text(res))
 	}
 }
