@@ -154,6 +154,11 @@ var (
 	intentWordWeight = 0.4
 	synonymWeight    = 0.3
 	compoundWeight   = 0.8
+	// Weights of a word's broader words, read only when no tool has the
+	// word or any of its relatives: a WordNet hypernym ("odometer":
+	// meter) and an attribute ("successful": success).
+	hypernymWeight  = 0.2
+	attributeWeight = 0.3
 	// listNeedsNoID scales the score of a tool with required parameters
 	// when the query asks to list (and not to get one thing). 0.8 (and the
 	// intent field's 1.4) were chosen leave-one-catalog-out: each was the
@@ -985,6 +990,23 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 				}
 			}
 		}
+		if ix.unmatched(g) {
+			// Nothing the word or its relatives are is in the catalog: a
+			// broader word stands in for it, weakly ("odometer": meter,
+			// "yesterday": period, "successful": success), a distant
+			// relative being better than nothing.
+			for _, l := range lemmas {
+				for _, b := range broaderWords(l) {
+					w := hypernymWeight
+					if b.kind == 'a' {
+						w = attributeWeight
+					}
+					for _, rl := range Lemmas(b.word) {
+						addRel(rl, w)
+					}
+				}
+			}
+		}
 		groups = append(groups, g)
 	}
 	// A request that opens with a verb other than the CRUD ones may mean a
@@ -1041,6 +1063,16 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		groups = append(groups, termGroup{terms: []weighted{{intentTerm(intentFamily(in)), intentQueryWeight}}, optional: true})
 	}
 	return groups
+}
+
+// unmatched reports whether no tool has any of a group's terms.
+func (ix *BM25) unmatched(g termGroup) bool {
+	for _, wt := range g.terms {
+		if _, ok := ix.idf[wt.term]; ok {
+			return false
+		}
+	}
+	return true
 }
 
 // beForms are the forms of "be" before a participle that says a state.

@@ -5,11 +5,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	_ "embed"
+	"io"
 	"strings"
 	"sync"
 )
 
-//go:generate go run ./internal/wordnetgen -out lexicon.txt.gz
+//go:generate go run ./internal/wordnetgen -out lexicon.txt.gz -broader broader.txt.gz
 
 // lexiconGz is the table generated from WordNet 3.0 by internal/wordnetgen:
 // one-word lemmas with their parts of speech, irregular forms, and related
@@ -39,7 +40,10 @@ type lexicon struct {
 
 // lex is decoded on first use, not at package init: sandbox workers and
 // processes that never search do not pay for it.
-var lex = sync.OnceValue(func() *lexicon {
+var lex = sync.OnceValue(decodeLexicon)
+
+// decodeLexicon reads the embedded table.
+func decodeLexicon() *lexicon {
 	l := &lexicon{pos: make(map[string]uint8, 80000), exc: map[string][]string{}, related: map[string][]relWord{}}
 	zr, err := gzip.NewReader(bytes.NewReader(lexiconGz))
 	if err != nil {
@@ -87,7 +91,71 @@ var lex = sync.OnceValue(func() *lexicon {
 		panic("search: embedded lexicon is corrupt: " + err.Error())
 	}
 	return l
+}
+
+// broaderGz is the second table internal/wordnetgen generates: per lemma,
+// its hypernyms (h:) and attributes (a:), one line each, sorted.
+//
+//go:embed broader.txt.gz
+var broaderGz []byte
+
+// broadWord is one of a lemma's broader words: kind is 'h' for a hypernym (a
+// broader word: truck, vehicle; yesterday, period) and 'a' for an attribute
+// (the noun an adjective is a value of: successful, success).
+type broadWord struct {
+	word string
+	kind byte
+}
+
+// broaderTable is the broader table's text without its header, decoded on
+// the first word that needs it (a word nothing else relates to the
+// catalog) and searched by bisection: a map of its 44,000 lemmas would
+// cost what decoding the whole lexicon costs again.
+var broaderTable = sync.OnceValue(func() []byte {
+	zr, err := gzip.NewReader(bytes.NewReader(broaderGz))
+	if err != nil {
+		panic("search: embedded broader table is corrupt: " + err.Error())
+	}
+	text, err := io.ReadAll(zr)
+	if err != nil {
+		panic("search: embedded broader table is corrupt: " + err.Error())
+	}
+	for len(text) > 0 && text[0] == '#' {
+		text = text[bytes.IndexByte(text, '\n')+1:]
+	}
+	return text
 })
+
+// broaderWords are a lemma's hypernyms and attributes (see broaderTable).
+func broaderWords(lemma string) []broadWord {
+	text := broaderTable()
+	lo, hi := 0, len(text)
+	for lo < hi {
+		mid := (lo + hi) / 2
+		start := bytes.LastIndexByte(text[:mid], '\n') + 1
+		end := len(text)
+		if i := bytes.IndexByte(text[start:], '\n'); i >= 0 {
+			end = start + i
+		}
+		line := text[start:end]
+		word, rest, _ := bytes.Cut(line, []byte{' '})
+		switch c := bytes.Compare(word, []byte(lemma)); {
+		case c < 0:
+			lo = end + 1
+		case c > 0:
+			hi = start
+		default:
+			var out []broadWord
+			for _, f := range bytes.Fields(rest) {
+				if len(f) > 2 && f[1] == ':' {
+					out = append(out, broadWord{word: string(f[2:]), kind: f[0]})
+				}
+			}
+			return out
+		}
+	}
+	return nil
+}
 
 // morphy's detachment rules (WordNet's morph.c): a suffix, its
 // replacement, and the part of speech the result must have.

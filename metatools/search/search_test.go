@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -1852,5 +1853,75 @@ func TestNamePhrase(t *testing.T) {
 	// the log-out call must come next, before the silence.
 	if len(hits) < 2 || docs[hits[1].Doc].Name != "d_logOutUser" {
 		t.Errorf("ranking %v, want d_logOutUser second", hits)
+	}
+}
+
+// BenchmarkLexiconDecode measures decoding the embedded WordNet table, which
+// the first search of a process pays.
+func BenchmarkLexiconDecode(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		decodeLexicon()
+	}
+}
+
+// TestBroaderWords: a word that no tool has, nor any of its relatives, is
+// stood in for by its WordNet hypernyms ("truck": vehicle) and attributes
+// ("successful": success), weakly; a word the catalog has, or one a relative
+// stands in for, gets none. The table is read by bisection, first and last
+// lines included.
+func TestBroaderWords(t *testing.T) {
+	has := func(lemma string, kind byte, word string) bool {
+		for _, b := range broaderWords(lemma) {
+			if b.kind == kind && b.word == word {
+				return true
+			}
+		}
+		return false
+	}
+	for _, c := range []struct {
+		lemma, word string
+		kind        byte
+	}{{"truck", "vehicle", 'h'}, {"odometer", "meter", 'h'}, {"yesterday", "period", 'h'}, {"successful", "success", 'a'}} {
+		if !has(c.lemma, c.kind, c.word) {
+			t.Errorf("broaderWords(%q) = %v, want %c:%s", c.lemma, broaderWords(c.lemma), c.kind, c.word)
+		}
+	}
+	text := broaderTable()
+	first, _, _ := strings.Cut(string(text[:bytes.IndexByte(text, '\n')]), " ")
+	last, _, _ := strings.Cut(string(text[bytes.LastIndexByte(text[:len(text)-1], '\n')+1:]), " ")
+	for _, w := range []string{first, last} {
+		if len(broaderWords(w)) == 0 {
+			t.Errorf("broaderWords(%q) found nothing", w)
+		}
+	}
+	if b := broaderWords("zzzz"); b != nil {
+		t.Errorf("broaderWords(zzzz) = %v", b)
+	}
+
+	docs := []Doc{
+		{Name: "f_get_drivers", AppID: "f", Description: "List drivers"},
+		{Name: "f_get_vehicles", AppID: "f", Description: "List vehicles"},
+		{Name: "f_listBadRuns", AppID: "f", Description: "List runs that ended in failure"},
+		{Name: "f_listGoodRuns", AppID: "f", Description: "List runs that ended in success"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{"show every truck": "f_get_vehicles", "which runs were successful?": "f_listGoodRuns"} {
+		hits, err := ix.Rank(context.Background(), q, 4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+	// A word the catalog has gets no broader words.
+	ix = NewBM25(append(docs, Doc{Name: "f_get_trucks", AppID: "f", Description: "List trucks"}))
+	for _, g := range ix.queryGroups("show every truck") {
+		for _, wt := range g.terms {
+			if wt.term == "vehicle" {
+				t.Errorf("truck, which a tool has, stood in for by vehicle: %v", g.terms)
+			}
+		}
 	}
 }
