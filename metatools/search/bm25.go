@@ -261,6 +261,10 @@ type BM25 struct {
 	// document frequency, built on the first typo (see typo.go).
 	spelling     map[string]int32
 	spellingOnce sync.Once
+	// reverse maps a word to the catalog's terms that WordNet relates to
+	// it (see relativesOf).
+	reverse     map[string][]weighted
+	reverseOnce sync.Once
 }
 
 // intentFamily groups the intents whose tools answer the same kind of
@@ -524,6 +528,30 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.idf[t] = math.Log(1 + (float64(ix.n)-df+0.5)/(df+0.5))
 	}
 	return ix
+}
+
+// relativesOf maps a word to the catalog's terms whose WordNet relatives
+// include it, at the relative's weight: WordNet relates words by their most
+// frequent senses, so a relation can hold from one side only ("route" has
+// path, route's first sense being "path, route, itinerary"; "path" has no
+// route). Built on the first request word that needs it.
+func (ix *BM25) relativesOf(word string) []weighted {
+	ix.reverseOnce.Do(func() {
+		ix.reverse = map[string][]weighted{}
+		for t := range ix.idf {
+			if !isLower(t) {
+				continue
+			}
+			for _, r := range relatedWords(t) {
+				w := synonymWeight
+				if r.derived {
+					w = derivedWeight
+				}
+				ix.reverse[r.word] = append(ix.reverse[r.word], weighted{t, w})
+			}
+		}
+	})
+	return ix.reverse[word]
 }
 
 // compoundTerms are the parts of a name's words that WordNet does not know
@@ -987,6 +1015,16 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			for _, prefix := range []string{"re", "un"} {
 				if rest := strings.TrimPrefix(l, prefix); rest != l && len(rest) >= 3 && isVerb(rest) {
 					addRel(rest, derivedWeight)
+				}
+			}
+		}
+		if ix.unmatched(g) {
+			// No tool has the word or one of its relatives: a catalog
+			// word that WordNet relates to it from its own side stands
+			// in ("path": route).
+			for _, l := range lemmas {
+				for _, r := range ix.relativesOf(l) {
+					addRel(r.term, r.w)
 				}
 			}
 		}

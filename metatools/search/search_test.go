@@ -1925,3 +1925,26 @@ func TestBroaderWords(t *testing.T) {
 		}
 	}
 }
+
+// TestRelativesFromTheCatalogSide: a request word that neither the catalog
+// nor its own relatives know is stood in for by a catalog word whose
+// WordNet relatives include it: "route" has path (its first sense is "path,
+// route, itinerary"), though "path" has no route.
+func TestRelativesFromTheCatalogSide(t *testing.T) {
+	docs := []Doc{
+		{Name: "t_get_devices", AppID: "t", Description: "Fetch a list of Devices"},
+		{Name: "t_get_positions", AppID: "t", Description: "Fetch a list of Positions of a Device"},
+		{Name: "t_get_reports_route", AppID: "t", Description: "Fetch a list of Positions of a Device within the time period, as its route"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "the path a device took", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_get_reports_route" {
+		t.Errorf("first %v, want t_get_reports_route", hits)
+	}
+	if got := ix.relativesOf("path"); !slices.Contains(got, weighted{"route", synonymWeight}) {
+		t.Errorf("relativesOf(path) = %v, want route at %v", got, synonymWeight)
+	}
+}
