@@ -156,9 +156,11 @@ var (
 	compoundWeight   = 0.8
 	// Weights of a word's broader words, read only when no tool has the
 	// word or any of its relatives: a WordNet hypernym ("odometer":
-	// meter) and an attribute ("successful": success).
-	hypernymWeight  = 0.2
-	attributeWeight = 0.3
+	// meter) and an attribute ("successful": success); and of a hypernym
+	// of a word no tool has but whose relatives some have.
+	hypernymWeight       = 0.2
+	attributeWeight      = 0.3
+	absentHypernymWeight = 0.1
 	// listNeedsNoID scales the score of a tool with required parameters
 	// when the query asks to list (and not to get one thing). 0.8 (and the
 	// intent field's 1.4) were chosen leave-one-catalog-out: each was the
@@ -969,6 +971,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		for _, l := range lemmas {
 			capIDF = max(capIDF, ix.idf[l])
 		}
+		ownIDF := capIDF
 		if capIDF == 0 {
 			// A word no tool has: its relatives stand in for it, but
 			// weigh no more than the rarest word of the request that
@@ -1028,15 +1031,24 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 				}
 			}
 		}
-		if ix.unmatched(g) {
+		if unmatched := ix.unmatched(g); unmatched || ownIDF == 0 {
 			// Nothing the word or its relatives are is in the catalog: a
 			// broader word stands in for it, weakly ("odometer": meter,
 			// "yesterday": period, "successful": success), a distant
-			// relative being better than nothing.
+			// relative being better than nothing. A word no tool has but
+			// whose relatives some have gets its hypernyms more weakly
+			// still ("month": monthly, and period at 0.1), where they
+			// count mostly as title words covered ("List top topics of a
+			// period").
 			for _, l := range lemmas {
 				for _, b := range broaderWords(l) {
 					w := hypernymWeight
-					if b.kind == 'a' {
+					switch {
+					case !unmatched && b.kind == 'h':
+						w = absentHypernymWeight
+					case !unmatched:
+						continue
+					case b.kind == 'a':
 						w = attributeWeight
 					}
 					for _, rl := range Lemmas(b.word) {

@@ -1948,3 +1948,23 @@ func TestRelativesFromTheCatalogSide(t *testing.T) {
 		t.Errorf("relativesOf(path) = %v, want route at %v", got, synonymWeight)
 	}
 }
+
+// TestAbsentWordHypernyms: a word no tool has, though some have one of its
+// relatives, also gets its hypernyms, at 0.1: "month" meets "monthly" and
+// now "period" too, so "topics this month" covers more of a title that
+// filters by period.
+func TestAbsentWordHypernyms(t *testing.T) {
+	docs := []Doc{
+		{Name: "f_listCategoryTopics", AppID: "f", Description: "List topics of a category"},
+		{Name: "f_listTopTopics", AppID: "f", Description: "List top topics of a period"},
+		{Name: "f_getStats", AppID: "f", Description: "Get monthly statistics"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "topics this month", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "f_listTopTopics" {
+		t.Errorf("first %v, want f_listTopTopics", hits)
+	}
+}
