@@ -111,7 +111,10 @@ type broadWord struct {
 // the first word that needs it (a word nothing else relates to the
 // catalog) and searched by bisection: a map of its 44,000 lemmas would
 // cost what decoding the whole lexicon costs again.
-var broaderTable = sync.OnceValue(func() []byte {
+var broaderTable = sync.OnceValue(decodeBroader)
+
+// decodeBroader reads the embedded broader table.
+func decodeBroader() []byte {
 	zr, err := gzip.NewReader(bytes.NewReader(broaderGz))
 	if err != nil {
 		panic("search: embedded broader table is corrupt: " + err.Error())
@@ -124,7 +127,7 @@ var broaderTable = sync.OnceValue(func() []byte {
 		text = text[bytes.IndexByte(text, '\n')+1:]
 	}
 	return text
-})
+}
 
 // broaderWords are a lemma's hypernyms and attributes (see broaderTable).
 func broaderWords(lemma string) []broadWord {

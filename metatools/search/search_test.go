@@ -1865,6 +1865,15 @@ func BenchmarkLexiconDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkBroaderDecode measures decoding the embedded broader table, which
+// the first request word that no tool has, nor its relatives, pays.
+func BenchmarkBroaderDecode(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		decodeBroader()
+	}
+}
+
 // TestBroaderWords: a word that no tool has, nor any of its relatives, is
 // stood in for by its WordNet hypernyms ("truck": vehicle) and attributes
 // ("successful": success), weakly; a word the catalog has, or one a relative
