@@ -109,8 +109,8 @@ type broadWord struct {
 
 // broaderTable is the broader table's text without its header, decoded on
 // the first word that needs it (a word nothing else relates to the
-// catalog) and searched by bisection: a map of its 44,000 lemmas would
-// cost what decoding the whole lexicon costs again.
+// catalog) and searched by bisection: it stays one block of text (1.4 MB),
+// with no map of its 44,707 lemmas to build.
 var broaderTable = sync.OnceValue(decodeBroader)
 
 // decodeBroader reads the embedded broader table.
