@@ -58,9 +58,10 @@ func cmdMCPStdio(fl caddycmd.Flags) (int, error) {
 }
 
 // codemodeOnlyConfig keeps, of a full Caddy JSON config, what the codemode
-// app needs (the app itself, the pki app, storage and logging), disables the admin
-// endpoint and the autosave of the config (which would overwrite the one of
-// a gateway running from the same file).
+// app needs (the app itself, the pki app, storage and logging, its logs
+// kept off standard output), disables the admin endpoint and the autosave
+// of the config (which would overwrite the one of a gateway running from
+// the same file).
 func codemodeOnlyConfig(raw []byte) ([]byte, error) {
 	var cfg map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &cfg); err != nil {
@@ -87,12 +88,43 @@ func codemodeOnlyConfig(raw []byte) ([]byte, error) {
 		"admin": map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
 		"apps":  keep,
 	}
-	for _, k := range []string{"storage", "logging"} {
-		if v, ok := cfg[k]; ok {
-			out[k] = v
+	if v, ok := cfg["storage"]; ok {
+		out["storage"] = v
+	}
+	if v, ok := cfg["logging"]; ok {
+		logging, err := logsOffStdout(v)
+		if err != nil {
+			return nil, err
 		}
+		out["logging"] = logging
 	}
 	return json.Marshal(out)
+}
+
+// logsOffStdout turns every log writer of a logging config that writes to
+// standard output (`log { output stdout }`, usual in containers) to
+// standard error: over stdio, standard output is the MCP channel and
+// carries nothing but messages.
+func logsOffStdout(raw json.RawMessage) (json.RawMessage, error) {
+	var logging map[string]any
+	if err := json.Unmarshal(raw, &logging); err != nil {
+		return nil, fmt.Errorf("decoding logging: %w", err)
+	}
+	toStderr := func(v any) {
+		if m, ok := v.(map[string]any); ok {
+			if w, ok := m["writer"].(map[string]any); ok && (w["output"] == "stdout" ||
+				w["output"] == "file" && (w["filename"] == "/dev/stdout" || w["filename"] == "/proc/self/fd/1")) {
+				m["writer"] = map[string]any{"output": "stderr"}
+			}
+		}
+	}
+	toStderr(logging["sink"])
+	if logs, ok := logging["logs"].(map[string]any); ok {
+		for _, l := range logs {
+			toStderr(l)
+		}
+	}
+	return json.Marshal(logging)
 }
 
 // serveMCPStdio runs the codemode app of the config and serves its

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +111,93 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("serveMCPStdio did not return after its input ended")
+	}
+}
+
+// TestMCPStdioLogsOffStdout runs `caddy codemode-mcp-stdio` on a Caddyfile
+// whose logs go to standard output (`log { output stdout }`, usual in
+// containers): standard output carries MCP messages only, and the logs go
+// to standard error. Before, Caddy's start-up lines came first on stdout,
+// which MCP clients read as messages.
+func TestMCPStdioLogsOffStdout(t *testing.T) {
+	bin, err := caddyBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	caddyfile := fmt.Sprintf(`{
+	log {
+		output stdout
+		level DEBUG
+	}
+	codemode {
+		broker {
+			demo_tools
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	log {
+		output stdout
+	}
+	codemode_mcp
+}
+`, freePort(t))
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "codemode-mcp-stdio", "--config", path)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	if _, err := io.WriteString(in, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(out)
+	lines.Buffer(nil, 8<<20)
+	for lines.Scan() {
+		var msg struct {
+			JSONRPC string          `json:"jsonrpc"`
+			ID      json.RawMessage `json:"id"`
+		}
+		if err := json.Unmarshal(lines.Bytes(), &msg); err != nil || msg.JSONRPC != "2.0" {
+			t.Fatalf("stdout carries a line that is no MCP message: %.300s", lines.Text())
+		}
+		if string(msg.ID) == "1" {
+			break
+		}
+	}
+	if err := lines.Err(); err != nil {
+		t.Fatal(err)
+	}
+	in.Close() // the session and the command end
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Fatalf("codemode-mcp-stdio: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("codemode-mcp-stdio did not exit after its input ended")
+	}
+	if !strings.Contains(logs.String(), `"admin endpoint disabled"`) {
+		t.Errorf("the logs are not on stderr:\n%s", logs.String())
 	}
 }
