@@ -62,9 +62,16 @@ func (h *ConnectionsHandler) Provision(ctx caddy.Context) error {
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *ConnectionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	p := r.URL.Path
-	if p != h.prefix && !strings.HasPrefix(p, h.prefix+"/") {
-		return next.ServeHTTP(w, r)
+	if !h.serves(r.URL.Path) {
+		// Under handle_path or uri strip_prefix the request's path has
+		// lost the prefix that connect_url, and so the browser, has: the
+		// page's URLs are the ones it sent.
+		orig, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request)
+		if !ok || orig.URL == nil || !h.serves(orig.URL.Path) {
+			return next.ServeHTTP(w, r)
+		}
+		r = r.Clone(r.Context())
+		r.URL.Path, r.URL.RawPath = orig.URL.Path, orig.URL.RawPath
 	}
 	r = withRequestID(w, r)
 	sh := h.app.auth.shared
@@ -80,6 +87,11 @@ func (h *ConnectionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, n
 	}
 	h.app.CredentialManager().Handler().ServeHTTP(w, r)
 	return nil
+}
+
+// serves reports whether path is one of the pages, below connect_url's path.
+func (h *ConnectionsHandler) serves(path string) bool {
+	return path == h.prefix || strings.HasPrefix(path, h.prefix+"/")
 }
 
 // Interface guards

@@ -1,0 +1,83 @@
+package caddymodules
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// TestConnectionsUnderHandlePath: a gateway mounted under a path prefix of
+// an existing site (`handle_path /gw/*`), its connect_url under that
+// prefix. The browser asks for /gw/connections; codemode_connections,
+// inside the handle_path, sees /connections. It used to compare that with
+// connect_url's path, pass every request on, and the page was never
+// served (Caddy's empty 200); it now also matches the path the browser
+// sent, as it does at the site's top level.
+func TestConnectionsUnderHandlePath(t *testing.T) {
+	spec := httptest.NewServer(http.FileServer(http.Dir("testdata/demo")))
+	defer spec.Close()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	loadCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		broker {
+			openapi demo %[1]s/openapi.json {
+				credential user {
+					title Demo API
+					query key
+					api_key Paste any key
+				}
+			}
+		}
+		auth {
+			development
+			issuer %[2]s
+			resource %[2]s/gw/mcp
+			user demo %[3]s
+		}
+		credentials {
+			connect_url %[2]s/gw/connections
+		}
+	}
+}
+
+http://127.0.0.1:%[4]d {
+	bind 127.0.0.1
+	codemode_oauth
+	handle_path /gw/* {
+		codemode_connections
+		codemode_auth /mcp
+		codemode_mcp /mcp
+	}
+	respond "the existing site" 200
+}
+`, spec.URL, base, hash, port))
+	defer func() { _ = caddy.Stop() }()
+
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Transport: &http.Transport{DisableKeepAlives: true}}
+	final, page := signIn(t, c, base+"/gw/connections", "demo", "pw")
+	if final.Path != "/gw/connections" || !strings.Contains(page, "Demo API") {
+		t.Fatalf("after sign-in: %s\n%.2000s", final, page)
+	}
+	// The rest of the site is the site's.
+	resp, err := c.Get(base + "/connections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Set-Cookie") != "" {
+		t.Errorf("/connections outside the prefix: %s", resp.Status)
+	}
+}
