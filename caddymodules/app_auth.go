@@ -531,6 +531,11 @@ func (c *AuthConfig) validate() error {
 		if c.Issuer == "" {
 			return errors.New("orchestrated mode: issuer (the gateway's public base URL) is required")
 		}
+		// Checked before the resource, which defaults to the issuer: a
+		// wrong issuer is reported as such.
+		if u, err := url.Parse(c.Issuer); err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return fmt.Errorf("issuer %q: must be an absolute http(s) URL, the gateway's public base URL (e.g. https://gw.example.com)", c.Issuer)
+		}
 		if c.ProviderURL != "" || c.ExpectedAudience != "" || c.JWKSURL != "" {
 			return errors.New("orchestrated mode: provider_url, expected_audience and jwks_url belong to transparent mode")
 		}

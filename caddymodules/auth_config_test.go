@@ -116,6 +116,9 @@ func TestAuthConfigValidate(t *testing.T) {
 		{AuthConfig{Mode: AuthModeTransparent, ProviderURL: "http://idp.example", ExpectedAudience: "a"}, "https outside development"},
 		{AuthConfig{Mode: AuthModeTransparent, ProviderURL: "https://idp.example"}, "expected_audience"},
 		{AuthConfig{Mode: AuthModeOrchestrated}, "issuer"},
+		// A scheme left out: the error names the issuer, not the resource
+		// that defaults to it.
+		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "gw.example.com"}}, `issuer "gw.example.com": must be an absolute http(s) URL`},
 		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"}, ProviderURL: "https://idp.example"}, "belong to transparent mode"},
 		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"}, Resource: "/mcp"}, "absolute URL"},
 		{AuthConfig{Mode: AuthModeTransparent, ProviderURL: "https://idp.example", ExpectedAudience: "a",
