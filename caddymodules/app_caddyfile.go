@@ -9,6 +9,12 @@ import (
 
 func init() {
 	httpcaddyfile.RegisterGlobalOption("codemode", parseAppCaddyfile)
+	// In a site block, Caddy would answer only "unrecognized directive".
+	httpcaddyfile.RegisterDirective("codemode", func(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error) {
+		h.Next()
+		return nil, h.Err("codemode is a global option, not a site directive: move this block into the global options block " +
+			"(the { } block at the very top of the Caddyfile); the site uses the handlers codemode_mcp, codemode_broker, codemode_guard, codemode_auth, ...")
+	})
 }
 
 // parseAppCaddyfile sets up the codemode app from the global option block:
