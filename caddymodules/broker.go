@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 )
@@ -88,6 +89,7 @@ func (BrokerHandler) CaddyModule() caddy.ModuleInfo {
 
 // Provision finds the codemode app and its shared broker.
 func (h *BrokerHandler) Provision(ctx caddy.Context) error {
+	warnWriteTimeout(ctx, "codemode_broker")
 	appIface, err := ctx.App("codemode")
 	if err != nil {
 		return fmt.Errorf("codemode_broker: loading the codemode app: %w", err)
@@ -185,6 +187,19 @@ var (
 	_ caddy.Validator             = (*BrokerHandler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*BrokerHandler)(nil)
 )
+
+// warnWriteTimeout logs at load that the server's write timeout will cut
+// the handler's streamed answers (/execute's NDJSON, MCP's SSE): Caddy
+// counts it from the start of each request, a ceiling no handler can lift,
+// and a stream cut by it ends without an error on either side.
+func warnWriteTimeout(ctx caddy.Context, handler string) {
+	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if !ok || srv == nil || srv.WriteTimeout <= 0 {
+		return
+	}
+	ctx.Logger().Warn(handler+": the server's write timeout cuts every streamed answer that lasts longer (counted from the request's start); "+
+		"remove `write` from this server's `timeouts` (docs/production.md)", zap.Duration("write_timeout", time.Duration(srv.WriteTimeout)))
+}
 
 // checkOrigins refuses an allowed origin that is not scheme://host[:port]
 // or "*" (a bare host would never equal a browser's Origin header).

@@ -117,6 +117,7 @@ const mcpMaxBody = mcp.DefaultMaxRequestBodyBytes
 
 // Provision finds the codemode app and builds the Streamable HTTP handlers.
 func (h *MCPHandler) Provision(ctx caddy.Context) error {
+	warnWriteTimeout(ctx, "codemode_mcp")
 	v, err := ctx.App("codemode")
 	if err != nil {
 		return fmt.Errorf("codemode_mcp: loading the codemode app: %w", err)

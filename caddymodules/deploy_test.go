@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -79,5 +81,56 @@ http://127.0.0.1:%[4]d {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Set-Cookie") != "" {
 		t.Errorf("/connections outside the prefix: %s", resp.Status)
+	}
+}
+
+// TestWriteTimeoutWarned: an existing config whose server has a write
+// timeout (`servers { timeouts { write … } }`) cuts /execute's NDJSON and
+// MCP's SSE answers that outlive it, counted from the request's start and
+// with no error on either side; the handlers on such a server say so at
+// load, and those on a server without one stay quiet.
+func TestWriteTimeoutWarned(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "caddy.log")
+	timed, plain := freePort(t), freePort(t)
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	loadCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	log {
+		output file %[1]s
+		level WARN
+	}
+	servers :%[2]d {
+		timeouts {
+			write 30s
+		}
+	}
+}
+
+http://127.0.0.1:%[2]d {
+	codemode_broker {
+		prefix /broker
+	}
+	codemode_mcp /mcp
+}
+
+http://127.0.0.1:%[3]d {
+	codemode_broker {
+		prefix /broker
+	}
+	codemode_mcp /mcp
+}
+`, logPath, timed, plain))
+	defer func() { _ = caddy.Stop() }()
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := string(raw)
+	for _, h := range []string{"codemode_broker", "codemode_mcp"} {
+		if n := strings.Count(logs, h+": the server's write timeout cuts every streamed answer"); n != 1 {
+			t.Errorf("%s: %d warnings about the write timeout, want 1 (its site with one):\n%s", h, n, logs)
+		}
 	}
 }
