@@ -1,6 +1,7 @@
 package caddymodules
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,8 +16,8 @@ import (
 )
 
 // TestConnectionsUnderHandlePath: a gateway mounted under a path prefix of
-// an existing site (`handle_path /gw/*`), its connect_url under that
-// prefix. The browser asks for /gw/connections; codemode_connections,
+// an existing site (`handle_path /gw/*`), its auth resource and connect_url
+// under that prefix, codemode_oauth at the site's top level. The browser asks for /gw/connections; codemode_connections,
 // inside the handle_path, sees /connections. It used to compare that with
 // connect_url's path, pass every request on, and the page was never
 // served (Caddy's empty 200); it now also matches the path the browser
@@ -67,6 +68,33 @@ http://127.0.0.1:%[4]d {
 `, spec.URL, base, hash, port))
 	defer func() { _ = caddy.Stop() }()
 
+	// The MCP endpoint under the prefix sends its clients to the RFC 9728
+	// metadata of its resource, which codemode_oauth serves at the site's
+	// top level (the issuer has no path).
+	plain := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := plain.Post(base+"/gw/mcp", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	metadata := base + "/.well-known/oauth-protected-resource/gw/mcp"
+	if got := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(got, `resource_metadata="`+metadata+`"`) {
+		t.Fatalf("POST /gw/mcp: %s, WWW-Authenticate %q", resp.Status, got)
+	}
+	resp, err = plain.Get(metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prm struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&prm)
+	resp.Body.Close()
+	if err != nil || prm.Resource != base+"/gw/mcp" || len(prm.AuthorizationServers) != 1 || prm.AuthorizationServers[0] != base {
+		t.Fatalf("metadata: %+v (%v)", prm, err)
+	}
+
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, Transport: &http.Transport{DisableKeepAlives: true}}
 	final, page := signIn(t, c, base+"/gw/connections", "demo", "pw")
@@ -74,7 +102,7 @@ http://127.0.0.1:%[4]d {
 		t.Fatalf("after sign-in: %s\n%.2000s", final, page)
 	}
 	// The rest of the site is the site's.
-	resp, err := c.Get(base + "/connections")
+	resp, err = c.Get(base + "/connections")
 	if err != nil {
 		t.Fatal(err)
 	}
