@@ -1,6 +1,8 @@
 package caddymodules
 
 import (
+	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"golang.org/x/crypto/bcrypt"
@@ -160,5 +163,85 @@ http://127.0.0.1:%[3]d {
 		if n := strings.Count(logs, h+": the server's write timeout cuts every streamed answer"); n != 1 {
 			t.Errorf("%s: %d warnings about the write timeout, want 1 (its site with one):\n%s", h, n, logs)
 		}
+	}
+}
+
+// TestExecuteStreamsThroughEncodeAndProxy: /execute behind an existing
+// site's `encode gzip zstd` (told to compress NDJSON, from the first byte)
+// and a `reverse_proxy` in front still streams event by event: the caller
+// reads the tool_call it must answer before the response ends, answers it,
+// and reads the result. A layer that held the stream until its end would
+// leave the plan waiting for an answer the caller never saw.
+func TestExecuteStreamsThroughEncodeAndProxy(t *testing.T) {
+	gw, front := freePort(t), freePort(t)
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	loadCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		broker {
+			demo_tools
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	encode gzip zstd {
+		minimum_length 1
+		match {
+			header Content-Type application/x-ndjson*
+		}
+	}
+	handle_path /broker/* {
+		codemode_broker
+	}
+}
+
+http://127.0.0.1:%d {
+	reverse_proxy 127.0.0.1:%[1]d
+}
+`, gw, front))
+	defer func() { _ = caddy.Stop() }()
+	base := fmt.Sprintf("http://127.0.0.1:%d/broker", front)
+	// A stream held back by a layer ends at the client's timeout instead.
+	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}
+	req, _ := http.NewRequest(http.MethodPost, base+"/execute",
+		strings.NewReader(`{"code":"return 'got ' + await callTool('client:prompt', {question: 'name?'})"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("Content-Encoding %q: the stream was not compressed, the test proves nothing", resp.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(zr)
+	var call ndjsonEvent
+	for call.Type != "tool_call" {
+		call = nextEvent(t, sc)
+	}
+	var p struct {
+		CallID string `json:"callId"`
+	}
+	_ = json.Unmarshal(call.Payload, &p)
+	answer, err := c.Post(base+"/sessions/"+resp.Header.Get("X-Session-Id")+"/tool-result", "application/json",
+		strings.NewReader(`{"callId":"`+p.CallID+`","result":"Ada"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer.Body.Close()
+	last := nextEvent(t, sc)
+	for last.Type != "result" && last.Type != "error" {
+		last = nextEvent(t, sc)
+	}
+	if last.Type != "result" || !strings.Contains(string(last.Payload), `"result":"got Ada"`) {
+		t.Fatalf("last event %s %s", last.Type, last.Payload)
 	}
 }
