@@ -721,7 +721,9 @@ func parseSizeArg(d *caddyfile.Dispenser, dst *int64) error {
 	}
 	n, err := humanize.ParseBytes(s)
 	if err != nil {
-		return d.Errf("%s: invalid size %q: %v", name, s, err)
+		// humanize's own error ("strconv.ParseFloat: parsing \"\"") says
+		// nothing an operator can act on.
+		return d.Errf("%s: %q is not a size such as 1MiB", name, s)
 	}
 	*dst = int64(n)
 	return nil
