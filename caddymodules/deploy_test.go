@@ -245,3 +245,50 @@ http://127.0.0.1:%d {
 		t.Fatalf("last event %s %s", last.Type, last.Payload)
 	}
 }
+
+// TestLocalhostProtectionLogged: behind a proxy on the same machine that
+// keeps the public Host (Caddy's reverse_proxy does), a gateway listening
+// on loopback answers MCP with 403 "invalid Host header" (the go-sdk's
+// DNS-rebinding protection). The gateway's log now says why and names the
+// option; before, only the client saw the 403.
+func TestLocalhostProtectionLogged(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "caddy.log")
+	port := freePort(t)
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	loadCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	log {
+		output file %s
+		level WARN
+	}
+}
+
+http://:%d {
+	bind 127.0.0.1
+	codemode_mcp /mcp
+}
+`, logPath, port))
+	defer func() { _ = caddy.Stop() }()
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/mcp", port),
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Host = "gw.example.com"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("status %s, want 403 from the DNS-rebinding protection", resp.Status)
+	}
+	raw, err := os.ReadFile(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "set disable_localhost_protection") || !strings.Contains(string(raw), `"host":"gw.example.com"`) {
+		t.Errorf("no warning naming the option and the host:\n%s", raw)
+	}
+}

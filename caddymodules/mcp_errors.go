@@ -97,6 +97,13 @@ func (w *mcpWriter) finish(logger *zap.Logger, r *http.Request, requestID string
 		return
 	}
 	msg := strings.TrimSpace(w.buf.String())
+	if w.status == http.StatusForbidden && strings.HasPrefix(msg, "Forbidden: invalid Host header") {
+		// Most often a proxy on this machine that keeps the public Host:
+		// the client sees only a 403.
+		logger.Warn("MCP request refused by the DNS-rebinding protection: a loopback listener got a request for another host; "+
+			"behind a proxy on this machine that keeps the public Host, set disable_localhost_protection",
+			zap.String("host", r.Host), zap.String("request_id", requestID))
+	}
 	h := w.ResponseWriter.Header()
 	h.Del("Content-Length")
 	if w.status == http.StatusBadRequest && strings.HasPrefix(msg, "JSON RPC not handled") {
