@@ -222,6 +222,16 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 	tm := processTelemetry()
 	opts := &metatools.Options{Engine: a.Engine(), Naming: naming, Logger: logger, Sessions: plans,
 		Metrics: tm.meta, ToolMetrics: tm.broker, Listener: metaEvents, RequestContext: mcpRequestContext}
+	// A plan's wall clock, waits for tools and for the client's answers
+	// (elicitation) included, is the broker's execution_timeout, as for
+	// /execute and the plans of 2026-07-28; the sandbox's own timeout bounds
+	// the time the script runs (sandbox.LowerLimits). Without it the whole
+	// plan had the preset's 3.5 s, too little for a person to answer.
+	bc := BrokerConfig{}
+	if a.Broker != nil {
+		bc = *a.Broker
+	}
+	opts.Limits.Timeout = time.Duration(bc.withDefaults().ExecutionTimeout)
 	// One policy: the sandbox's, unless the meta block states its own.
 	opts.Sanitize = a.sandbox.sanitize
 	if s := cfg.Sanitization; s != nil {

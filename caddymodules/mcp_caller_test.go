@@ -1,0 +1,78 @@
+package caddymodules
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestOlderRevisionPlanWaitsForItsClient: over the revisions with a
+// session (2025-06-18, 2025-11-25) a meta:execute plan that asks its client
+// (elicitation) waits for the answer up to the broker's execution_timeout,
+// as /execute and the plans of 2026-07-28 do; the sandbox's timeout bounds
+// the time the script runs. The client here answers after the sandbox's
+// timeout (1s). Before, the plan's whole wall clock was the sandbox preset's
+// (3.5 s by default), waits included: a person answering the form in more
+// than 3.5 s got a TIMEOUT.
+func TestOlderRevisionPlanWaitsForItsClient(t *testing.T) {
+	port := freePort(t)
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	loadCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		sandbox {
+			timeout 1s
+		}
+		broker {
+			demo_tools
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	codemode_mcp /mcp
+}
+`, port))
+	defer func() { _ = caddy.Stop() }()
+	for _, version := range []string{"2025-06-18", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			opts := &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+				select { // a person reading the form
+				case <-time.After(1500 * time.Millisecond):
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "Ada"}}, nil
+			}}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			tr := &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", port),
+				HTTPClient: &http.Client{Transport: &http.Transport{}}}
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx, tr,
+				&mcp.ClientSessionOptions{ProtocolVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if got := cs.InitializeResult().ProtocolVersion; got != version {
+				t.Fatalf("negotiated %s", got)
+			}
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{
+				"script": `return "got " + await callTool("client:prompt", {question: "name?"})`}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text := resultText(res); !strings.Contains(text, `"status":"ok"`) || !strings.Contains(text, "got Ada") {
+				t.Fatalf("meta:execute: %s", text)
+			}
+		})
+	}
+}
