@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -290,5 +291,81 @@ http://:%d {
 	}
 	if !strings.Contains(string(raw), "set disable_localhost_protection") || !strings.Contains(string(raw), `"host":"gw.example.com"`) {
 		t.Errorf("no warning naming the option and the host:\n%s", raw)
+	}
+}
+
+// TestGuardConcurrencyOnMCP: a codemode_guard slot is held for the whole
+// request, and an MCP client's GET stream lasts as long as its session, so
+// a bare `concurrency 1` in front of codemode_mcp is taken by one idle
+// client's stream and refuses everything else, that client's own calls
+// included. Matched to POSTs (docs/guard.md), it counts the calls only.
+func TestGuardConcurrencyOnMCP(t *testing.T) {
+	port := freePort(t)
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	loadCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+}
+
+http://127.0.0.1:%d {
+	route /bare {
+		codemode_guard {
+			concurrency 1
+		}
+		codemode_mcp
+	}
+	route /posts {
+		@calls method POST
+		codemode_guard @calls {
+			concurrency 1
+		}
+		codemode_mcp
+	}
+}
+`, port))
+	defer func() { _ = caddy.Stop() }()
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	post := func(url, sid, body string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	for path, want := range map[string]int{"/bare": http.StatusTooManyRequests, "/posts": http.StatusOK} {
+		url := fmt.Sprintf("http://127.0.0.1:%d%s", port, path)
+		resp, _ := post(url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		sid := resp.Header.Get("Mcp-Session-Id")
+		if sid == "" {
+			t.Fatalf("%s: initialize: %s", path, resp.Status)
+		}
+		post(url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		stream, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stream.StatusCode != http.StatusOK {
+			t.Fatalf("%s: GET stream: %s", path, stream.Status)
+		}
+		resp, body := post(url, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+		stream.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: tools/list while the client's GET stream is open: %s %.200s, want %d", path, resp.Status, body, want)
+		}
 	}
 }
