@@ -127,6 +127,18 @@ type metaRuntime struct {
 	unlisten []func()
 }
 
+// checkUpstreamName refuses a second upstream of a name: both servers would
+// list their tools under one prefix, and the index keeps the first tool of
+// a name, so a tool both offer would reach the first server only.
+func checkUpstreamName(before []MetaUpstream, name string) error {
+	for _, u := range before {
+		if u.Name == name {
+			return fmt.Errorf("upstream %q is defined twice (both would list tools as %s:<tool>, and a tool both offer would reach the first only)", name, name)
+		}
+	}
+	return nil
+}
+
 func (a *App) provisionMeta(ctx caddy.Context) error {
 	cfg := a.Meta
 	if cfg == nil {
@@ -168,6 +180,11 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 			// several requests (with Redis, on any gateway).
 			sources = append(sources, &metatools.BrokerSource{B: b})
 			plans = b
+		}
+	}
+	for i, u := range cfg.Upstreams {
+		if err := checkUpstreamName(cfg.Upstreams[:i], u.Name); err != nil {
+			return fmt.Errorf("codemode meta: %w", err)
 		}
 	}
 	var ups []*metatools.Upstream
@@ -505,6 +522,12 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 			}
 			cfg.Sanitization = s
 		case "upstream":
+			if d.NextArg() { // the name, reported at its own line
+				if err := checkUpstreamName(cfg.Upstreams, d.Val()); err != nil {
+					return nil, d.Err(err.Error())
+				}
+				d.Prev()
+			}
 			u, err := parseMetaUpstream(d)
 			if err != nil {
 				return nil, err

@@ -2,6 +2,7 @@ package caddymodules
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/codemode-gateway/caddy-codemode/guard"
@@ -33,5 +34,18 @@ func TestMetaLimiterUserPartitionKeepsTenantsApart(t *testing.T) {
 	}
 	if err := call("t2"); err != nil {
 		t.Fatalf("ada of another tenant shares t1's bucket: %v", err)
+	}
+}
+
+// TestMetaUpstreamNamesUnique: two upstreams of one name fail the load,
+// from JSON as from the Caddyfile (meta_error_upstream_twice). Before, the
+// config loaded, both servers listed their tools under one prefix, and a
+// tool both offer reached the first only (the index keeps the first of a
+// name).
+func TestMetaUpstreamNamesUnique(t *testing.T) {
+	quietCaddy(t)
+	err := provisionApp([]byte(`{"meta":{"upstreams":[{"name":"calc","url":"http://127.0.0.1:9/mcp"},{"name":"calc","url":"http://127.0.0.1:10/mcp"}]}}`))
+	if err == nil || !strings.Contains(err.Error(), `upstream "calc" is defined twice`) {
+		t.Fatalf("two upstreams named calc: %v", err)
 	}
 }
