@@ -433,7 +433,9 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		opts.KeyPrefix = store.KeyPrefix + brokerKeyPart
 	}
 	if au := cfg.Authentication; au != nil {
-		opts.Authentication = staticKeys(au, repl)
+		if opts.Authentication, err = staticKeys(au, repl); err != nil {
+			return nil, fmt.Errorf("codemode broker: authentication: %w", err)
+		}
 	}
 	if len(cfg.OpenAPI) > 0 {
 		var sources []catalog.Source
@@ -491,18 +493,26 @@ func replaceMap(repl *caddy.Replacer, m map[string]string) map[string]string {
 }
 
 // staticKeys validates tokens against the configured keys in constant time.
-func staticKeys(au *BrokerAuthConfig, repl *caddy.Replacer) *broker.AuthConfig {
+// A key given twice is refused (the message numbers the keys, never shows
+// them): the first identity would silently get every request made with it.
+func staticKeys(au *BrokerAuthConfig, repl *caddy.Replacer) (*broker.AuthConfig, error) {
 	type entry struct {
 		key []byte
+		n   int
 		res broker.AuthResult
 	}
 	var keys []entry
-	for _, k := range au.Keys {
+	for i, k := range au.Keys {
 		secret := repl.ReplaceAll(k.Key, "")
 		if secret == "" {
 			continue // an unset environment variable must not accept an empty key
 		}
-		keys = append(keys, entry{[]byte(secret), broker.AuthResult{Valid: true, UserID: k.UserID, TenantID: k.TenantID, Permissions: k.Permissions}})
+		for _, e := range keys {
+			if string(e.key) == secret {
+				return nil, fmt.Errorf("keys %d and %d are the same (one key identifies one user)", e.n, i+1)
+			}
+		}
+		keys = append(keys, entry{[]byte(secret), i + 1, broker.AuthResult{Valid: true, UserID: k.UserID, TenantID: k.TenantID, Permissions: k.Permissions}})
 	}
 	return &broker.AuthConfig{
 		Type: au.Type,
@@ -524,7 +534,7 @@ func staticKeys(au *BrokerAuthConfig, repl *caddy.Replacer) *broker.AuthConfig {
 			}
 			return found, nil
 		},
-	}
+	}, nil
 }
 
 func (a *App) cleanupBroker() error {
