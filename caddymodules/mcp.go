@@ -281,6 +281,12 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 	}
 	switch {
 	case route == mcpRouteAdopt:
+		if old := mcpSessions.answers(sid); old != nil && isJSONRPCAnswer(w.body) {
+			// The client's answer to a request the session sent before
+			// the reload (an elicitation a plan waits for): to that session.
+			old.ServeHTTP(w, r)
+			return
+		}
 		h.serveAdopted(w, r, sid)
 		return
 	case route == mcpRouteForeign:
@@ -321,7 +327,7 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 		case sid == "" && status < 300 && hdr.Get("Mcp-Session-Id") != "":
 			// A new session: recorded before its id reaches the client.
 			id := hdr.Get("Mcp-Session-Id")
-			mcpSessions.add(id, &mcpSessionRecord{client: client, idle: h.idle, owner: h.owner, server: h.server})
+			mcpSessions.add(id, &mcpSessionRecord{client: client, idle: h.idle, owner: h.owner, server: h.server, handler: h.legacy})
 			if d != nil {
 				d.register(id)
 			}
@@ -333,6 +339,16 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 	if r.Method == http.MethodDelete && sid != "" && w.status < 300 {
 		h.forgetSession(sid)
 	}
+}
+
+// isJSONRPCAnswer reports whether body is one JSON-RPC response: a result
+// or an error for a request the server sent.
+func isJSONRPCAnswer(body *peekedBody) bool {
+	if body == nil {
+		return false
+	}
+	m, ok := parseJSONRPC(body.buf)
+	return ok && m.Method == "" && len(m.ID) > 0 && (m.Result != nil || m.Error != nil)
 }
 
 // forgetSession drops session id, which ended here, from this process's

@@ -76,3 +76,58 @@ http://127.0.0.1:%d {
 		})
 	}
 }
+
+// TestElicitationAnsweredAcrossReload: a meta:execute plan of an older
+// revision waits for its client's answer (elicitation) while the config is
+// reloaded; the answer, posted after the reload, reaches the plan and the
+// call returns its result. Before, the new config adopted the session at
+// that request and closed its old go-sdk session: the answer got 202 and
+// went nowhere, the plan waited to its execution timeout, and the call's
+// stream ended without a response.
+func TestElicitationAnsweredAcrossReload(t *testing.T) {
+	port := freePort(t)
+	config := func(sessionTimeout string) string {
+		return fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		broker {
+			demo_tools
+			execution_timeout 10s
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	codemode_mcp /mcp {
+		session_timeout %s
+	}
+}
+`, port, sessionTimeout)
+	}
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	loadCaddyfile(t, config("30m"))
+	defer func() { _ = caddy.Stop() }()
+	opts := &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		loadCaddyfile(t, config("31m")) // the reload, while the plan waits
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "Ada"}}, nil
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr := &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), HTTPClient: reloadClient}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx, tr,
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{
+		"script": `return "got " + await callTool("client:prompt", {question: "name?"})`}})
+	if err != nil {
+		t.Fatalf("meta:execute across the reload: %v", err)
+	}
+	if text := resultText(res); !strings.Contains(text, `"status":"ok"`) || !strings.Contains(text, "got Ada") {
+		t.Fatalf("meta:execute across the reload: %s", text)
+	}
+}

@@ -1,6 +1,7 @@
 package caddymodules
 
 import (
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,10 @@ type mcpSessionRecord struct {
 	idle   time.Duration    // the go-sdk closes it after this long unused; 0 never
 	owner  *mcpSessionOwner // the handler whose go-sdk table holds it, or that adopted it
 	server *mcp.Server      // the server holding its go-sdk session; nil once adopted
+	// handler is the go-sdk handler holding its go-sdk session (nil once
+	// adopted): the client's answers to that session's own requests still
+	// go there after a reload (answers).
+	handler http.Handler
 }
 
 var mcpSessions = &mcpSessionTable{byID: map[string]*mcpSessionRecord{}, perClient: map[string]int{}}
@@ -98,8 +103,22 @@ func (t *mcpSessionTable) adopt(id string, h *mcpSessionOwner) *mcp.Server {
 		return nil
 	}
 	old := rec.server
-	rec.owner, rec.server = h, nil
+	rec.owner, rec.server, rec.handler = h, nil, nil
 	return old
+}
+
+// answers returns the go-sdk handler still holding session id's go-sdk
+// session after its config was unloaded, or nil. A plan of that session
+// may be waiting for the client's answer to an elicitation it sent before
+// the reload: the answer must reach that session, which a new config's
+// temporary one cannot stand in for.
+func (t *mcpSessionTable) answers(id string) http.Handler {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rec := t.byID[id]; rec != nil && rec.server != nil && rec.owner.gone.Load() {
+		return rec.handler
+	}
+	return nil
 }
 
 // admit decides whether client may open another session: past
