@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdkjson "github.com/segmentio/encoding/json"
 	"go.uber.org/zap"
 )
 
@@ -185,8 +186,9 @@ func (h *MCPHandler) legacyPrecheck(w http.ResponseWriter, r *http.Request) bool
 
 // initializeParamsProblem says which field of initialize params (a JSON
 // object) has a type the go-sdk cannot decode, or "" when none has. The
-// fields are the go-sdk's own types, looked up by their exact key as the
-// go-sdk does.
+// fields are the go-sdk's own types, decoded as the go-sdk decodes them:
+// keys match exactly (encoding/json would match "Roots" to roots, a key
+// the go-sdk ignores, and refuse a handshake the go-sdk accepts).
 func initializeParamsProblem(params json.RawMessage) string {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(params, &fields) != nil {
@@ -205,23 +207,72 @@ func initializeParamsProblem(params json.RawMessage) string {
 		if !ok {
 			continue
 		}
-		if err := json.Unmarshal(raw, f.into); err != nil {
-			var te *json.UnmarshalTypeError
-			if errors.As(err, &te) {
-				path := f.key
-				if te.Field != "" {
-					path += "." + te.Field
-				}
-				return fmt.Sprintf("%s: got %s, want %s", path, te.Value, jsonKind(te.Type))
-			}
+		dec := sdkjson.NewDecoder(bytes.NewReader(raw))
+		dec.DontMatchCaseInsensitiveStructFields()
+		err := dec.Decode(f.into)
+		if err == nil {
+			continue
+		}
+		var te *json.UnmarshalTypeError
+		if !errors.As(err, &te) {
 			return f.key + ": " + err.Error()
 		}
+		path := f.key
+		if te.Field != "" {
+			path += "." + te.Field
+		}
+		if got := jsonValueKind(valueAt(raw, te.Field)); got != "" {
+			return fmt.Sprintf("%s: got %s, want %s", path, got, jsonKind(te.Type))
+		}
+		return fmt.Sprintf("%s: want %s", path, jsonKind(te.Type))
 	}
 	return ""
 }
 
+// valueAt is the value at a dotted path of object keys in raw (raw itself
+// for ""), or nil.
+func valueAt(raw json.RawMessage, path string) json.RawMessage {
+	if path == "" {
+		return raw
+	}
+	for _, key := range strings.Split(path, ".") {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil
+		}
+		if raw = obj[key]; raw == nil {
+			return nil
+		}
+	}
+	return raw
+}
+
+// jsonValueKind names the JSON type of a value, or "" for none.
+func jsonValueKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	switch raw[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
 // jsonKind names the JSON type a Go type decodes from.
 func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	switch t.Kind() {
 	case reflect.String:
 		return "string"

@@ -228,3 +228,27 @@ func TestMCPUnknownMethod(t *testing.T) {
 		t.Fatalf("ping after: %d %s", status, body)
 	}
 }
+
+// TestInitializeParamsProblem: the check refuses exactly what the go-sdk
+// cannot decode, which matches keys case-sensitively: a capability spelt
+// "Roots" is a key it ignores, and an initialize carrying one opens a
+// session; the check, decoding with encoding/json (which matches keys in
+// any case), refused it with -32602.
+func TestInitializeParamsProblem(t *testing.T) {
+	for params, want := range map[string]string{
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}`:                          "",
+		`{"protocolVersion":"2025-11-25","capabilities":{"Roots":{"listChanged":"yes"}},"clientInfo":{"name":"x"}}`:           "",
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","Version":7}}`:                            "",
+		`{"protocolVersion":"2025-11-25","capabilities":5,"clientInfo":{"name":"x","version":"1"}}`:                           "capabilities: got number, want object",
+		`{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":"yes"}},"clientInfo":{"name":"x"}}`:           "capabilities.roots.listChanged: got string, want boolean",
+		`{"protocolVersion":"2025-11-25","capabilities":{"roots":{"listChanged":"yes"},"Roots":5},"clientInfo":{"name":"x"}}`: "capabilities.roots.listChanged: got string, want boolean",
+		`{"protocolVersion":7,"capabilities":{},"clientInfo":{"name":"x","version":"1"}}`:                                     "protocolVersion: got number, want string",
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":"x"}`:                                                 "clientInfo: got string, want object",
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":["x"]}}`:                                      "clientInfo.name: got array, want string",
+		`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x"},"_meta":true}`:                           "_meta: got boolean, want object",
+	} {
+		if got := initializeParamsProblem(json.RawMessage(params)); got != want {
+			t.Errorf("%s: %q, want %q", params, got, want)
+		}
+	}
+}
