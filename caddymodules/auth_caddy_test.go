@@ -643,6 +643,74 @@ func TestCaddyAuthHandlerPlaceholders(t *testing.T) {
 	}
 }
 
+// TestCaddyAuthPreflight: codemode_auth answers a browser's CORS preflight
+// itself and never hands an unauthenticated request to the next handler:
+// not a preflight (answered 204 without the route's content), not an
+// OPTIONS that only looks like one (no Origin, or no
+// Access-Control-Request-Method: 401), not a page's POST without a token
+// (401, its challenge readable, no credentials allowed).
+func TestCaddyAuthPreflight(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			development
+			issuer %[1]s
+		}
+	}
+}
+
+%[1]s {
+	bind 127.0.0.1
+	codemode_auth /api*
+	respond "secret"
+}
+`, base)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, cfg)
+	const page = "http://page.example"
+	do := func(method string, hdr map[string]string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+"/api/x", nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	for _, tc := range []struct {
+		name   string
+		method string
+		hdr    map[string]string
+		status int
+	}{
+		{"preflight", http.MethodOptions, map[string]string{"Origin": page, "Access-Control-Request-Method": "POST",
+			"Access-Control-Request-Headers": "authorization,content-type"}, http.StatusNoContent},
+		{"OPTIONS without Origin", http.MethodOptions, map[string]string{"Access-Control-Request-Method": "POST"}, http.StatusUnauthorized},
+		{"OPTIONS without a requested method", http.MethodOptions, map[string]string{"Origin": page}, http.StatusUnauthorized},
+		{"POST of a page without a token", http.MethodPost, map[string]string{"Origin": page}, http.StatusUnauthorized},
+	} {
+		resp, body := do(tc.method, tc.hdr)
+		if resp.StatusCode != tc.status || strings.Contains(body, "secret") || resp.Header.Get("Access-Control-Allow-Credentials") != "" {
+			t.Errorf("%s: %d %v %q, want %d without the route's content or credentials", tc.name, resp.StatusCode, resp.Header, body, tc.status)
+		}
+		if tc.status == http.StatusUnauthorized && tc.hdr["Origin"] != "" &&
+			(resp.Header.Get("WWW-Authenticate") == "" || !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "WWW-Authenticate")) {
+			t.Errorf("%s: the challenge is not readable by the page: %v", tc.name, resp.Header)
+		}
+	}
+}
+
 // TestCaddyServedResources: the authorization server issues tokens only for
 // the resources its configuration serves (RFC 8707). Without `resources` in
 // the auth block they are the issuer, auth's resource and what codemode_oauth
