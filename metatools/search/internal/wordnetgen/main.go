@@ -89,6 +89,18 @@ type synset struct {
 	ptrs []pointer
 }
 
+// wordNumber is w's number among the synset's words (1-based, the
+// numbering of a lexical pointer's source), or 0 when it is not one.
+func (s *synset) wordNumber(w string) int {
+	n := 0
+	for i, sw := range s.words {
+		if sw == w {
+			n = i + 1
+		}
+	}
+	return n
+}
+
 type target struct {
 	pos    byte
 	offset int64
@@ -254,12 +266,7 @@ func main() {
 				if s == nil {
 					continue
 				}
-				pos := 0
-				for i, sw := range s.words {
-					if sw == w {
-						pos = i + 1
-					}
-				}
+				pos := s.wordNumber(w)
 				if p.tag == 'n' && (s.lexFile == lexAnimal || s.lexFile == lexPlant) {
 					// The taxonomy of living things is a third of
 					// WordNet's nouns and no API's vocabulary.
@@ -291,12 +298,7 @@ func main() {
 				if s == nil {
 					continue
 				}
-				pos := 0
-				for i, sw := range s.words {
-					if sw == w {
-						pos = i + 1
-					}
-				}
+				pos := s.wordNumber(w)
 				if si < derivationSenses {
 					for _, key := range []int{0, pos} {
 						for _, t := range s.deriv[key] {
