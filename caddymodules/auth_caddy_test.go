@@ -711,6 +711,51 @@ func TestCaddyAuthPreflight(t *testing.T) {
 	}
 }
 
+// TestCaddyAuthPreflightPublic: with allow_default_public a route serves
+// anonymous requests, and a preflight is one. codemode_auth does not answer
+// it: the next handler does (here it allows nothing), so a page of another
+// site gets no permission from codemode_auth to send a JSON or DELETE
+// request to a public route.
+func TestCaddyAuthPreflightPublic(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			development
+			issuer %[1]s
+			allow_default_public
+		}
+	}
+}
+
+%[1]s {
+	bind 127.0.0.1
+	codemode_auth /api*
+	respond "next {method}"
+}
+`, base)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, cfg)
+	req, _ := http.NewRequest(http.MethodOptions, base+"/api/x", nil)
+	req.Header.Set("Origin", "http://page.example")
+	req.Header.Set("Access-Control-Request-Method", "DELETE")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(b) != "next OPTIONS" ||
+		resp.Header.Get("Access-Control-Allow-Origin") != "" || resp.Header.Get("Access-Control-Allow-Methods") != "" {
+		t.Errorf("preflight on a public route: %d %v %q, want the next handler's answer and no CORS permission", resp.StatusCode, resp.Header, b)
+	}
+}
+
 // TestCaddyServedResources: the authorization server issues tokens only for
 // the resources its configuration serves (RFC 8707). Without `resources` in
 // the auth block they are the issuer, auth's resource and what codemode_oauth

@@ -43,15 +43,22 @@ func (h *AuthHandler) Provision(ctx caddy.Context) error {
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 //
 // A browser's CORS preflight carries no credentials, by the Fetch
-// standard: it is answered here (the methods and header fields asked for)
-// and never reaches the next handler unauthenticated; the request that
-// follows needs its token as any other, and the next handler's own origin
-// rule still decides whether the page may read the answer. A refusal names
+// standard: on a route that needs a token it is answered here (the methods
+// and header fields asked for) and never reaches the next handler
+// unauthenticated; the request that follows needs its token as any other
+// (a page of another site has none: bearer tokens are not sent by the
+// browser on its own, as cookies are), and the next handler's own origin
+// rule still decides whether the page may read the answer. With
+// allow_default_public the route serves anonymous requests, and a
+// preflight is one: it goes to the next handler, whose CORS answer decides
+// (answering it here would let any site's page send a JSON or DELETE
+// request there, which the preflight exists to stop). A refusal names
 // the page's origin and exposes WWW-Authenticate, so that a browser-based
 // MCP client can read the challenge (before, the browser hid the 401 and
 // the client saw a network error).
 func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" {
+	if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" &&
+		!h.app.auth.cfg.AllowDefaultPublic {
 		broker.AnswerCORS(w, r, r.Header.Get("Access-Control-Request-Method"), "")
 		return nil
 	}
