@@ -299,7 +299,7 @@ func TestCaddyProductionRuleHTTPS(t *testing.T) {
 	}
 }
 
-var hiddenField = regexp.MustCompile(`name="(id|csrf)" value="([^"]*)"`)
+var hiddenField = regexp.MustCompile(`name="(id|csrf|signin)" value="([^"]*)"`)
 
 // TestCaddyOrchestratedFlow drives the whole flow through Caddy with
 // golang.org/x/oauth2: PKCE S256 with a resource indicator, the login and

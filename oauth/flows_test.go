@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -330,21 +331,21 @@ func TestLoginAndConsentPages(t *testing.T) {
 	})
 	t.Run("consent denied", func(t *testing.T) {
 		id, csrf := start()
-		location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
-		back := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"deny"}}), http.StatusFound)
+		next := location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		back := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {next.Query().Get("signin")}, "decision": {"deny"}}), http.StatusFound)
 		if back.Query().Get("error") != "access_denied" || back.Query().Get("state") != "st" || !strings.HasPrefix(back.String(), asRedirect) {
 			t.Fatalf("deny redirect %s", back)
 		}
 	})
 	t.Run("one code per authorization", func(t *testing.T) {
 		id, csrf := start()
-		location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
-		location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}}), http.StatusSeeOther)
-		first := location(t, e.get(e.srv.URL+"/oauth/authorize/callback?id="+url.QueryEscape(id)), http.StatusFound)
+		next := location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		callback := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {next.Query().Get("signin")}, "decision": {"approve"}}), http.StatusSeeOther)
+		first := location(t, e.get(e.srv.URL+callback.RequestURI()), http.StatusFound)
 		if first.Query().Get("code") == "" {
 			t.Fatalf("first callback: %s", first)
 		}
-		resp := e.get(e.srv.URL + "/oauth/authorize/callback?id=" + url.QueryEscape(id))
+		resp := e.get(e.srv.URL + callback.RequestURI())
 		if loc := resp.Header.Get("Location"); strings.Contains(loc, "code=") {
 			t.Fatalf("second code for one authorization: %s", loc)
 		}
@@ -581,5 +582,53 @@ func TestSelfRegisteredClientsAlwaysAsk(t *testing.T) {
 	next, _ = afterLogin(out["client_id"].(string), "http://127.0.0.1:40123/cb")
 	if page := body(t, e.get(e.srv.URL+next.RequestURI())); !strings.Contains(page, `id="local-warning"`) {
 		t.Errorf("consent page of a loopback-only registered client has no warning: %s", page)
+	}
+}
+
+// TestSignInBelongsToTheBrowser plays an attacker who starts an
+// authorization with a verifier of its own, reads the login page, sends the
+// user its link and, once the user has signed in, approves the consent
+// screen or collects the code from the callback itself. Before the sign-in
+// secret, the id and the CSRF token of the login page were all it took: the
+// attacker exchanged the user's code for the user's tokens.
+func TestSignInBelongsToTheBrowser(t *testing.T) {
+	for _, consent := range []bool{true, false} {
+		t.Run(fmt.Sprintf("consent %v", consent), func(t *testing.T) {
+			e := newAS(t, func(c *ServerConfig) { c.Consent.Enabled = consent })
+			cfg := e.oauth2(asClientID, asRedirect)
+			verifier := oauth2.GenerateVerifier()
+			loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier))), http.StatusFound)
+			id, csrf := hidden(t, body(t, e.get(e.srv.URL+loginURL.RequestURI())))
+
+			// The user opens the link and signs in.
+			next := location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+			signin := next.Query().Get("signin")
+			if signin == "" {
+				t.Errorf("login answer carries no sign-in secret: %s", next)
+			}
+
+			// The attacker knows id and csrf, not the secret.
+			refused := func(what string, resp *http.Response) {
+				t.Helper()
+				b := body(t, resp)
+				if resp.StatusCode != http.StatusForbidden || strings.Contains(resp.Header.Get("Location"), "code=") {
+					t.Errorf("%s: %d %s %s", what, resp.StatusCode, resp.Header.Get("Location"), b)
+				}
+			}
+			for _, sec := range []string{"", "wrong-" + signin} {
+				refused("consent page", e.get(e.srv.URL+"/oauth/consent?"+url.Values{"id": {id}, "signin": {sec}}.Encode()))
+				refused("consent approve", e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {sec}, "decision": {"approve"}}))
+				refused("callback", e.get(e.srv.URL+"/oauth/authorize/callback?"+url.Values{"id": {id}, "signin": {sec}}.Encode()))
+			}
+
+			// The user's browser finishes, and the code is the user's.
+			if next.Path == "/oauth/consent" {
+				next = location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {signin}, "decision": {"approve"}}), http.StatusSeeOther)
+			}
+			back := location(t, e.get(e.srv.URL+next.RequestURI()), http.StatusFound)
+			if back.Query().Get("code") == "" {
+				t.Fatalf("the user's callback: %s", back)
+			}
+		})
 	}
 }

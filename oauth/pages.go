@@ -1,7 +1,9 @@
 package oauth
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -49,7 +51,7 @@ ul.scopes li{margin:.3rem 0}.warn{border-left:4px solid #b36b00;padding-left:.6r
 <p>It will be sent back to <code id="redirect">{{.Redirect}}</code>{{if .RedirectHost}} on <strong id="redirect-host">{{.RedirectHost}}</strong>{{end}}.</p>
 {{if .LocalRedirects}}<p class="warn" id="local-warning">This application receives the answer on this computer ({{.RedirectHost}}): any program running here could use its name. Allow it only if you started it yourself just now.</p>{{end}}
 <form method="post" action="{{.Action}}" id="consent">
-<input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
+<input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}"><input type="hidden" name="signin" value="{{.SignIn}}">
 <button type="submit" name="decision" value="approve" id="approve">Allow</button>
 <button type="submit" name="decision" value="deny" id="deny">Deny</button>
 </form>
@@ -59,6 +61,9 @@ ul.scopes li{margin:.3rem 0}.warn{border-left:4px solid #b36b00;padding-left:.6r
 
 type pageData struct {
 	Title, Client, Subject, Redirect, Error, ID, CSRF, Action, DemoUser string
+	// SignIn is the secret of the browser that signed in, posted back by
+	// the consent form.
+	SignIn string
 	// ClientHost is a metadata document's host (the name is unverified);
 	// RedirectHost the host the answer goes to; LocalRedirects warns that
 	// every redirect URI of the client is on this computer.
@@ -228,6 +233,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		subject = u.Subject
 	}
 	a.Subject, a.AuthTime, a.LoggedIn = subject, s.now(), true
+	// The id of a pending authorization is no secret from whoever started
+	// it: that may be an attacker who sends the user the login link. The
+	// rest of the sign-in belongs to this browser only (its answer is the
+	// one place the secret appears); a later login binds another.
+	signin := s.randomToken(32)
+	a.SignIn = signInHash(signin)
 	// A metadata document's client always gets the consent screen: its
 	// name is its own claim, and the user must see where it comes from.
 	// So does a dynamically registered one: anyone can register "Claude"
@@ -249,7 +260,46 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !a.Approved {
 		next = pathConsent
 	}
-	http.Redirect(w, r, next+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
+	http.Redirect(w, r, next+"?"+url.Values{"id": {a.ID}, "signin": {signin}}.Encode(), http.StatusSeeOther)
+}
+
+// signInHash is what a pending authorization keeps of its sign-in secret.
+func signInHash(secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return base64.RawURLEncoding.EncodeToString(h[:])
+}
+
+// signedInHere reports whether the request carries the sign-in secret of
+// the browser that signed in to this authorization.
+func (a *authRequest) signedInHere(r *http.Request) bool {
+	presented := r.Form.Get("signin")
+	if a.SignIn == "" || presented == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(signInHash(presented)), []byte(a.SignIn)) == 1
+}
+
+// notSignedInHere answers a step of a sign-in that another browser did.
+func (s *Server) notSignedInHere(w http.ResponseWriter, a *authRequest) {
+	s.log.Warn("sign-in step without the secret of the browser that signed in", logClientID(a.ClientID))
+	s.render(w, http.StatusForbidden, "error", pageData{Title: "Error", Error: "This sign-in was not completed in this browser. Start again from the application."})
+}
+
+// callback guards op's callback, which hands out the code: only the
+// browser that signed in (and consented) may collect it.
+func (s *Server) callback(h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			s.render(w, http.StatusBadRequest, "error", pageData{Title: "Error", Error: "The request could not be read."})
+			return
+		}
+		// An unknown, expired or unfinished authorization is op's to refuse.
+		if a, err := s.pending(r.Context(), r.Form.Get("id")); err == nil && a.LoggedIn && !a.signedInHere(r) {
+			s.notSignedInHere(w, a)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}
 }
 
 // consent shows the requested scopes (GET) and records the decision (POST).
@@ -262,10 +312,14 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, pathLogin+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
 		return
 	}
+	if !a.signedInHere(r) {
+		s.notSignedInHere(w, a)
+		return
+	}
 	if r.Method == http.MethodGet {
 		s.render(w, http.StatusOK, "consent", pageData{Title: "Allow access", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost, SelfRegistered: a.SelfRegistered,
 			Subject: a.Subject, Scopes: visibleScopes(a.Scopes), Redirect: a.RedirectURI, RedirectHost: redirectHost(a.RedirectURI),
-			LocalRedirects: a.LocalRedirects, ID: a.ID, CSRF: a.CSRF, Action: pathConsent, Resource: s.namedResource(a)})
+			LocalRedirects: a.LocalRedirects, ID: a.ID, CSRF: a.CSRF, SignIn: r.Form.Get("signin"), Action: pathConsent, Resource: s.namedResource(a)})
 		return
 	}
 	if r.PostForm.Get("decision") != "approve" {
@@ -280,7 +334,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
 		return
 	}
-	http.Redirect(w, r, pathCallback+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
+	http.Redirect(w, r, pathCallback+"?"+url.Values{"id": {a.ID}, "signin": {r.Form.Get("signin")}}.Encode(), http.StatusSeeOther)
 }
 
 // namedResource is the resource an authorization asks a token for, when

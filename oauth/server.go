@@ -317,7 +317,7 @@ func (s *Server) Paths() []string {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(pathAuthorize, s.authorize)
-	mux.Handle(pathCallback, withIss(s.provider, s.cfg.issuer))
+	mux.Handle(pathCallback, s.callback(withIss(s.provider, s.cfg.issuer)))
 	mux.HandleFunc(pathToken, cors(s.token))
 	mux.HandleFunc(pathRevoke, cors(s.revoke))
 	if s.cfg.dcr {

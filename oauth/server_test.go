@@ -255,7 +255,7 @@ func (e *asEnv) signIn(authURL string) *url.URL {
 			e.t.Fatalf("consent page does not list the scope: %s", page)
 		}
 		id, csrf = hidden(e.t, page)
-		next = location(e.t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}}), http.StatusSeeOther)
+		next = location(e.t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {next.Query().Get("signin")}, "decision": {"approve"}}), http.StatusSeeOther)
 	}
 	if next.Path != "/oauth/authorize/callback" {
 		e.t.Fatalf("login led to %s, want the callback", next)

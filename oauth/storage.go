@@ -61,7 +61,13 @@ type authRequest struct {
 	CodeIssued     bool      `json:"code_issued,omitempty"`
 	Failures       int       `json:"failures,omitempty"` // wrong passwords so far
 	CSRF           string    `json:"csrf"`
-	Expires        time.Time `json:"expires"`
+	// SignIn is the SHA-256 of the secret the login answer hands to the
+	// browser that signed in (base64url): the consent screen and the
+	// callback go on only with it, so whoever else knows the id (the one
+	// who started the authorization and sent the user its login link)
+	// cannot approve or collect the code in the user's place.
+	SignIn  string    `json:"signin,omitempty"`
+	Expires time.Time `json:"expires"`
 
 	sid  string // session created for this request; set at token creation
 	code string // the code it was fetched by, to record the code as used

@@ -43,7 +43,7 @@ export async function fetchManual(url, init = {}) {
 
 function hiddenFields(html) {
   const out = {};
-  for (const m of html.matchAll(/name="(id|csrf)" value="([^"]*)"/g)) out[m[1]] = m[2];
+  for (const m of html.matchAll(/name="(id|csrf|signin)" value="([^"]*)"/g)) out[m[1]] = m[2];
   if (!out.id || !out.csrf) throw new Error(`no id/csrf in page: ${html.slice(0, 500)}`);
   return out;
 }
