@@ -84,13 +84,28 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// checkRedirectURI accepts an absolute URI without fragment: https, http on
-// a loopback host (any http host in development), or a private-use scheme of
+// MaxRedirectURILength is the longest redirect URI a client may register,
+// in bytes (the limit of a Client ID Metadata Document's URL too). Every
+// registration is stored for a day before it is used, and every
+// authorization request carries one.
+const MaxRedirectURILength = 2048
+
+// checkRedirectURI accepts an absolute URI without fragment or user
+// information, at most MaxRedirectURILength bytes: https, http on a
+// loopback host (any http host in development), or a private-use scheme of
 // a native app.
 func checkRedirectURI(raw string, development bool) error {
+	if len(raw) > MaxRedirectURILength {
+		return fmt.Errorf("redirect uri %.64q...: longer than %d bytes", raw, MaxRedirectURILength)
+	}
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() {
 		return fmt.Errorf("redirect uri %q: must be an absolute URI", raw)
+	}
+	if u.User != nil {
+		// https://claude.ai@evil.example/cb reads as one host and
+		// goes to another (RFC 3986 section 3.2.1 deprecates it).
+		return fmt.Errorf("redirect uri %q: must not have user information", raw)
 	}
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		return fmt.Errorf("redirect uri %q: must not have a fragment", raw)

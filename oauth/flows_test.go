@@ -134,14 +134,18 @@ func TestDynamicClientRegistration(t *testing.T) {
 	}
 
 	for name, meta := range map[string]map[string]any{
-		"no redirect":         {"client_name": "x"},
-		"http non-loopback":   {"redirect_uris": []string{"http://evil.example/cb"}},
-		"fragment":            {"redirect_uris": []string{"https://a.example/cb#x"}},
-		"javascript scheme":   {"redirect_uris": []string{"javascript:alert(1)"}},
-		"implicit grant":      {"redirect_uris": []string{redirect}, "grant_types": []string{"implicit"}},
-		"client_credentials":  {"redirect_uris": []string{redirect}, "grant_types": []string{"client_credentials"}},
-		"token response type": {"redirect_uris": []string{redirect}, "response_types": []string{"token"}},
-		"private_key_jwt":     {"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "private_key_jwt"},
+		"no redirect":       {"client_name": "x"},
+		"http non-loopback": {"redirect_uris": []string{"http://evil.example/cb"}},
+		"fragment":          {"redirect_uris": []string{"https://a.example/cb#x"}},
+		"javascript scheme": {"redirect_uris": []string{"javascript:alert(1)"}},
+		// Reads as claude.ai, goes to evil.example.
+		"user information":       {"redirect_uris": []string{"https://claude.ai@evil.example/cb"}},
+		"user and password":      {"redirect_uris": []string{"https://u:p@a.example/cb"}},
+		"redirect of 2049 bytes": {"redirect_uris": []string{"https://a.example/" + strings.Repeat("x", MaxRedirectURILength-len("https://a.example/")+1)}},
+		"implicit grant":         {"redirect_uris": []string{redirect}, "grant_types": []string{"implicit"}},
+		"client_credentials":     {"redirect_uris": []string{redirect}, "grant_types": []string{"client_credentials"}},
+		"token response type":    {"redirect_uris": []string{redirect}, "response_types": []string{"token"}},
+		"private_key_jwt":        {"redirect_uris": []string{redirect}, "token_endpoint_auth_method": "private_key_jwt"},
 		// The consent screen shows the name: a right-to-left override
 		// would display "Google" for "\u202eelgooG".
 		"name with a bidi override":   {"redirect_uris": []string{redirect}, "client_name": "\u202eelgooG"},
