@@ -625,6 +625,15 @@ func TestSignInBelongsToTheBrowser(t *testing.T) {
 				refused("callback", e.get(e.srv.URL+"/oauth/authorize/callback?"+url.Values{"id": {id}, "signin": {sec}}.Encode()))
 			}
 
+			// The user signs in between the callback's check and op's
+			// read: the record the code is saved on is checked again.
+			for _, sec := range []string{"", "wrong-" + signin} {
+				ctx := context.WithValue(context.Background(), signInKey{}, sec)
+				if err := (opStorage{e.s}).SaveAuthCode(ctx, id, "code-"+sec); err == nil {
+					t.Errorf("a code saved for a callback with sign-in secret %q", sec)
+				}
+			}
+
 			// The user's browser finishes, and the code is the user's.
 			if next.Path == "/oauth/consent" {
 				next = location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {signin}, "decision": {"approve"}}), http.StatusSeeOther)

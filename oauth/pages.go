@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
@@ -272,7 +273,10 @@ func signInHash(secret string) string {
 // signedInHere reports whether the request carries the sign-in secret of
 // the browser that signed in to this authorization.
 func (a *authRequest) signedInHere(r *http.Request) bool {
-	presented := r.Form.Get("signin")
+	return a.signedInWith(r.Form.Get("signin"))
+}
+
+func (a *authRequest) signedInWith(presented string) bool {
 	if a.SignIn == "" || presented == "" {
 		return false
 	}
@@ -284,6 +288,10 @@ func (s *Server) notSignedInHere(w http.ResponseWriter, a *authRequest) {
 	s.log.Warn("sign-in step without the secret of the browser that signed in", logClientID(a.ClientID))
 	s.render(w, http.StatusForbidden, "error", pageData{Title: "Error", Error: "This sign-in was not completed in this browser. Start again from the application."})
 }
+
+// signInKey carries the sign-in secret a callback request presented to
+// SaveAuthCode.
+type signInKey struct{}
 
 // callback guards op's callback, which hands out the code: only the
 // browser that signed in (and consented) may collect it.
@@ -298,7 +306,10 @@ func (s *Server) callback(h http.Handler) http.HandlerFunc {
 			s.notSignedInHere(w, a)
 			return
 		}
-		h.ServeHTTP(w, r)
+		// The user may sign in between this read and op's: SaveAuthCode
+		// checks the secret again on the record it marks, the last read
+		// before a code exists.
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), signInKey{}, r.Form.Get("signin"))))
 	}
 }
 

@@ -276,6 +276,9 @@ func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 	if a.CodeIssued {
 		return errors.New("a code was already issued for this authorization")
 	}
+	if presented, _ := ctx.Value(signInKey{}).(string); !a.signedInWith(presented) {
+		return errors.New("the sign-in was not completed in this browser")
+	}
 	a.CodeIssued = true
 	// The authorization must outlive its code, even when the login took
 	// nearly the whole ten minutes.
