@@ -384,7 +384,9 @@ func (c *client) redirectAllowed(redirect string) bool {
 		return false
 	}
 	req, err := url.Parse(redirect)
-	if err != nil || req.Scheme != "http" || !isLoopbackIP(req.Hostname()) {
+	if err != nil || req.Scheme != "http" || !isLoopbackIP(req.Hostname()) || strings.Contains(redirect, "#") {
+		// A fragment (even an empty one) is never part of a redirect
+		// URI (RFC 6749 section 3.1.2); the parsed URL would drop it.
 		return false
 	}
 	for _, raw := range c.URIs {

@@ -255,6 +255,11 @@ func TestClientIDMetadataDocumentRefusals(t *testing.T) {
 		// /second.json is cached from the case above: no fetch.
 		{"another port on localhost (only loopback IPs take any port)", d.base + "/second.json", "http://localhost:4000/callback", "redirect_uri is missing or not registered", false},
 		{"another loopback address", d.base + "/second.json", "http://127.0.0.2:3000/callback", "redirect_uri is missing or not registered", false},
+		// Any port, but nothing else differs: no fragment (RFC 6749
+		// section 3.1.2), no user information, no other path or query.
+		{"a fragment on another port", d.base + "/second.json", "http://127.0.0.1:4000/callback#x", "redirect_uri is missing or not registered", false},
+		{"an empty fragment on another port", d.base + "/second.json", "http://127.0.0.1:4000/callback#", "redirect_uri is missing or not registered", false},
+		{"a query on another port", d.base + "/second.json", "http://127.0.0.1:4000/callback?a=1", "redirect_uri is missing or not registered", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
