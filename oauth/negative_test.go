@@ -7,8 +7,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -440,5 +442,52 @@ func TestAuthorizeAcceptsOpenIDScopes(t *testing.T) {
 	q.Set("scope", "openid profile email mcp")
 	if u := location(t, e.get(e.srv.URL+"/oauth/authorize?"+q.Encode()), http.StatusFound); u.Path != "/oauth/login" {
 		t.Fatalf("redirected to %s", u)
+	}
+}
+
+// TestUnvouchedClientsErrorsArePages: a refused authorization request of a
+// client that registered itself is answered with a page that links to its
+// redirect URI, never a redirect (RFC 9700 section 4.11.2): anyone can
+// register a phishing page as a redirect URI and send users a request made
+// to fail, which bounced them from this server's URL to that page at once.
+// A configured client's errors still redirect.
+func TestUnvouchedClientsErrorsArePages(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true })
+	const phishing = "https://phishing.example/cb"
+	status, out := register(t, e, map[string]any{"redirect_uris": []string{phishing}, "client_name": "Claude"})
+	if status != http.StatusCreated {
+		t.Fatalf("register: %d %v", status, out)
+	}
+	v := oauth2.GenerateVerifier()
+	for name, edit := range map[string]func(url.Values){
+		"unknown scope": func(q url.Values) { q.Set("scope", "mcp root") },
+		"prompt=none":   func(q url.Values) { q.Set("prompt", "none") },
+		"no PKCE":       func(q url.Values) { q.Del("code_challenge") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			q := authQuery(v)
+			q.Set("client_id", out["client_id"].(string))
+			q.Set("redirect_uri", phishing)
+			edit(q)
+			resp := e.get(e.srv.URL + "/oauth/authorize?" + q.Encode())
+			page := body(t, resp)
+			if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Location") != "" {
+				t.Fatalf("%d Location %q, want a 400 page", resp.StatusCode, resp.Header.Get("Location"))
+			}
+			m := regexp.MustCompile(`id="continue" href="([^"]*)"`).FindStringSubmatch(page)
+			if m == nil || !strings.Contains(page, `id="redirect-host">phishing.example<`) || !strings.Contains(page, "registered by itself") {
+				t.Fatalf("page: %s", page)
+			}
+			link, err := url.Parse(html.UnescapeString(m[1]))
+			if err != nil || !strings.HasPrefix(link.String(), phishing+"?") || link.Query().Get("error") == "" ||
+				link.Query().Get("state") != q.Get("state") || link.Query().Get("iss") != e.srv.URL {
+				t.Fatalf("link back to the client: %s (%v)", m[1], err)
+			}
+		})
+	}
+	q := authQuery(v)
+	q.Set("scope", "mcp root")
+	if loc := location(t, e.get(e.srv.URL+"/oauth/authorize?"+q.Encode()), http.StatusFound); loc.Query().Get("error") != "invalid_scope" {
+		t.Fatalf("configured client: %s", loc)
 	}
 }

@@ -58,6 +58,10 @@ ul.scopes li{margin:.3rem 0}.warn{border-left:4px solid #b36b00;padding-left:.6r
 </form>
 </body></html>{{end}}
 {{define "origin"}}{{if .ClientHost}} <span id="unverified">(described by <code id="client-host">{{.ClientHost}}</code>; <strong>unverified</strong>: the name is the application's own claim)</span>{{else if .SelfRegistered}} <span id="unverified">(registered by itself; <strong>unverified</strong>: the name is the application's own claim)</span>{{end}}{{end}}
+{{define "refused"}}{{template "head" .}}<h1>Request refused</h1>
+<p>The sign-in request of <strong id="client">{{.Client}}</strong>{{template "origin" .}} was refused: <span class="error" id="error">{{.Error}}</span></p>
+<p>Go back to the application at <strong id="redirect-host">{{.RedirectHost}}</strong> only if you started this sign-in yourself: <a id="continue" href="{{.Continue}}">return to the application</a>.</p>
+</body></html>{{end}}
 {{define "error"}}{{template "head" .}}<h1>Sign-in failed</h1><p class="error" id="error">{{.Error}}</p></body></html>{{end}}`))
 
 type pageData struct {
@@ -77,6 +81,9 @@ type pageData struct {
 	// Resource is the RFC 8707 resource the token will be for, when the
 	// client named one other than this server.
 	Resource string
+	// Continue is the error response a refused request of a client nobody
+	// vouched for links to.
+	Continue template.URL
 }
 
 // clientDisplay is the client's name as the pending authorization recorded

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"net/http"
 	"net/url"
@@ -536,6 +537,15 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	state := q.Get("state")
 	fail := func(code, desc string) {
 		s.log.Info("authorization request refused", logClientID(c.ID), zap.String("error", code), zap.String("reason", desc))
+		if !c.configured {
+			// RFC 9700 section 4.11.2: anyone may register a client (or
+			// publish a metadata document) with a phishing page as its
+			// redirect URI and a request made to fail, and a redirect
+			// would bounce the user from this server's URL to that page
+			// at once. The user decides instead, seeing the host.
+			s.refusedPage(w, c, redirect, state, code, desc)
+			return
+		}
 		redirectError(w, r, redirect, state, code, desc, s.cfg.issuer)
 	}
 	if p := repeatedParam(q, "resource"); p != "" {
@@ -646,10 +656,20 @@ func validChallenge(c string) bool {
 // redirectError sends the browser back to the client with an RFC 6749
 // section 4.1.2.1 error.
 func redirectError(w http.ResponseWriter, r *http.Request, redirect, state, code, desc, issuer string) {
-	u, err := url.Parse(redirect)
+	u, err := errorResponseURL(redirect, state, code, desc, issuer)
 	if err != nil {
 		writeOAuthError(w, http.StatusBadRequest, code, desc)
 		return
+	}
+	http.Redirect(w, r, u, http.StatusFound)
+}
+
+// errorResponseURL is the redirect URI with an RFC 6749 section 4.1.2.1
+// error and the RFC 9207 iss.
+func errorResponseURL(redirect, state, code, desc, issuer string) (string, error) {
+	u, err := url.Parse(redirect)
+	if err != nil {
+		return "", err
 	}
 	v := u.Query()
 	v.Set("error", code)
@@ -659,7 +679,24 @@ func redirectError(w http.ResponseWriter, r *http.Request, redirect, state, code
 	}
 	v.Set("iss", issuer)
 	u.RawQuery = v.Encode()
-	http.Redirect(w, r, u.String(), http.StatusFound)
+	return u.String(), nil
+}
+
+// refusedPage answers a refused authorization request of a client nobody
+// vouched for with a page naming the error and a link back to the client
+// (the error response the redirect would have carried), so that the
+// user, not this server, decides to go to the client's redirect URI.
+func (s *Server) refusedPage(w http.ResponseWriter, c *client, redirect, state, code, desc string) {
+	u, err := errorResponseURL(redirect, state, code, desc, s.cfg.issuer)
+	if err != nil {
+		writeOAuthError(w, http.StatusBadRequest, code, desc)
+		return
+	}
+	s.render(w, http.StatusBadRequest, "refused", pageData{Title: "Request refused", Client: c.displayName(), ClientHost: c.documentHost,
+		SelfRegistered: c.selfRegistered(), Error: code + ": " + desc, Redirect: redirect, RedirectHost: redirectHost(redirect),
+		// checkRedirectURI admitted the URI (no javascript:, data:, ...);
+		// a native app's private-use scheme must survive the template.
+		Continue: template.URL(u)})
 }
 
 // parsePostForm accepts a POST with a form body of at most 64 KiB and parses

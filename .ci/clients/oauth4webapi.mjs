@@ -248,11 +248,18 @@ await check("repeated parameters: code_verifier twice at the token endpoint is i
   assert.equal(again.body.error, "invalid_grant");
 });
 
+// A registered client's redirect URI is nobody's word: a refused request is
+// a page that links to it, never a redirect (RFC 9700 section 4.11.2); the
+// link carries the error response the redirect would have.
 async function authorizeError(extra, rawSuffix = "") {
   const a = await authorize(pub, extra);
   const res = await fetchManual(a.url.href + rawSuffix);
-  assert.equal(res.status, 302, `${res.status} ${await res.text()}`);
-  const loc = new URL(res.headers.get("location"));
+  const page = await res.text();
+  assert.equal(res.status, 400, `${res.status} ${page}`);
+  assert.equal(res.headers.get("location"), null, "no redirect to a registered client's URI");
+  const link = page.match(/id="continue" href="([^"]*)"/);
+  assert.ok(link, `no link back to the client: ${page}`);
+  const loc = new URL(link[1].replace(/&#(\d+);/g, (_, n) => String.fromCharCode(Number(n))).replaceAll("&amp;", "&"));
   assert.equal(loc.hash, "", "error in the query, not a fragment");
   assert.equal(loc.origin + loc.pathname, redirectUri);
   return rfcError(async () => oauth.validateAuthResponse(as, pub, loc, a.state)); // checks iss too
