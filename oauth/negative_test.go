@@ -450,7 +450,7 @@ func TestAuthorizeAcceptsOpenIDScopes(t *testing.T) {
 // redirect URI, never a redirect (RFC 9700 section 4.11.2): anyone can
 // register a phishing page as a redirect URI and send users a request made
 // to fail, which bounced them from this server's URL to that page at once.
-// A configured client's errors still redirect.
+// A denied consent too. A configured client's errors still redirect.
 func TestUnvouchedClientsErrorsArePages(t *testing.T) {
 	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true })
 	const phishing = "https://phishing.example/cb"
@@ -485,6 +485,25 @@ func TestUnvouchedClientsErrorsArePages(t *testing.T) {
 			}
 		})
 	}
+	t.Run("consent denied", func(t *testing.T) {
+		// The user who denies because the request looks wrong is not
+		// sent to the phishing page either.
+		q := authQuery(v)
+		q.Set("client_id", out["client_id"].(string))
+		q.Set("redirect_uri", phishing)
+		loginURL := location(t, e.get(e.srv.URL+"/oauth/authorize?"+q.Encode()), http.StatusFound)
+		id, csrf := hidden(t, body(t, e.get(e.srv.URL+loginURL.RequestURI())))
+		next := location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		resp := e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {next.Query().Get("signin")}, "decision": {"deny"}})
+		page := body(t, resp)
+		m := regexp.MustCompile(`id="continue" href="([^"]*)"`).FindStringSubmatch(page)
+		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Location") != "" || m == nil {
+			t.Fatalf("%d Location %q: %s", resp.StatusCode, resp.Header.Get("Location"), page)
+		}
+		if link, _ := url.Parse(html.UnescapeString(m[1])); link.Query().Get("error") != "access_denied" || link.Query().Get("state") != "st" {
+			t.Fatalf("link back to the client: %s", m[1])
+		}
+	})
 	q := authQuery(v)
 	q.Set("scope", "mcp root")
 	if loc := location(t, e.get(e.srv.URL+"/oauth/authorize?"+q.Encode()), http.StatusFound); loc.Query().Get("error") != "invalid_scope" {

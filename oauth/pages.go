@@ -343,6 +343,14 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 	if r.PostForm.Get("decision") != "approve" {
 		_ = s.store.Del(r.Context(), keyPending(a.ID))
 		s.log.Info("consent denied", logClientID(a.ClientID))
+		if a.SelfRegistered || a.ClientHost != "" {
+			// RFC 9700 section 4.11.2: a user who denies because the
+			// request looks wrong is not sent to the redirect URI
+			// nobody vouched for; the page links there.
+			s.refusedPage(w, pageData{Client: s.clientDisplay(r, a), ClientHost: a.ClientHost, SelfRegistered: a.SelfRegistered},
+				a.RedirectURI, a.State, "access_denied", "the user denied access")
+			return
+		}
 		redirectError(w, r, a.RedirectURI, a.State, "access_denied", "the user denied access", s.cfg.issuer)
 		return
 	}

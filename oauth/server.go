@@ -543,7 +543,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 			// redirect URI and a request made to fail, and a redirect
 			// would bounce the user from this server's URL to that page
 			// at once. The user decides instead, seeing the host.
-			s.refusedPage(w, c, redirect, state, code, desc)
+			s.refusedPage(w, pageData{Client: c.displayName(), ClientHost: c.documentHost, SelfRegistered: c.selfRegistered()}, redirect, state, code, desc)
 			return
 		}
 		redirectError(w, r, redirect, state, code, desc, s.cfg.issuer)
@@ -686,17 +686,18 @@ func errorResponseURL(redirect, state, code, desc, issuer string) (string, error
 // vouched for with a page naming the error and a link back to the client
 // (the error response the redirect would have carried), so that the
 // user, not this server, decides to go to the client's redirect URI.
-func (s *Server) refusedPage(w http.ResponseWriter, c *client, redirect, state, code, desc string) {
+// d names the client.
+func (s *Server) refusedPage(w http.ResponseWriter, d pageData, redirect, state, code, desc string) {
 	u, err := errorResponseURL(redirect, state, code, desc, s.cfg.issuer)
 	if err != nil {
 		writeOAuthError(w, http.StatusBadRequest, code, desc)
 		return
 	}
-	s.render(w, http.StatusBadRequest, "refused", pageData{Title: "Request refused", Client: c.displayName(), ClientHost: c.documentHost,
-		SelfRegistered: c.selfRegistered(), Error: code + ": " + desc, Redirect: redirect, RedirectHost: redirectHost(redirect),
-		// checkRedirectURI admitted the URI (no javascript:, data:, ...);
-		// a native app's private-use scheme must survive the template.
-		Continue: template.URL(u)})
+	d.Title, d.Error, d.Redirect, d.RedirectHost = "Request refused", code+": "+desc, redirect, redirectHost(redirect)
+	// checkRedirectURI admitted the URI (no javascript:, data:, ...); a
+	// native app's private-use scheme must survive the template.
+	d.Continue = template.URL(u)
+	s.render(w, http.StatusBadRequest, "refused", d)
 }
 
 // parsePostForm accepts a POST with a form body of at most 64 KiB and parses
