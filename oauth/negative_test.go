@@ -460,7 +460,7 @@ func TestUnvouchedClientsErrorsArePages(t *testing.T) {
 	}
 	v := oauth2.GenerateVerifier()
 	for name, edit := range map[string]func(url.Values){
-		"unknown scope": func(q url.Values) { q.Set("scope", "mcp root") },
+		"unknown scope": func(q url.Values) { q.Set("scope", "mcp Your_account_is_locked_call_555-0100") },
 		"prompt=none":   func(q url.Values) { q.Set("prompt", "none") },
 		"no PKCE":       func(q url.Values) { q.Del("code_challenge") },
 	} {
@@ -475,7 +475,8 @@ func TestUnvouchedClientsErrorsArePages(t *testing.T) {
 				t.Fatalf("%d Location %q, want a 400 page", resp.StatusCode, resp.Header.Get("Location"))
 			}
 			m := regexp.MustCompile(`id="continue" href="([^"]*)"`).FindStringSubmatch(page)
-			if m == nil || !strings.Contains(page, `id="redirect-host">phishing.example<`) || !strings.Contains(page, "registered by itself") {
+			if m == nil || !strings.Contains(page, `id="redirect-host">phishing.example<`) || !strings.Contains(page, "registered by itself") ||
+				strings.Contains(html.UnescapeString(strings.Replace(page, m[0], "", 1)), "account_is_locked") {
 				t.Fatalf("page: %s", page)
 			}
 			link, err := url.Parse(html.UnescapeString(m[1]))

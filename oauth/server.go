@@ -693,7 +693,10 @@ func (s *Server) refusedPage(w http.ResponseWriter, d pageData, redirect, state,
 		writeOAuthError(w, http.StatusBadRequest, code, desc)
 		return
 	}
-	d.Title, d.Error, d.Redirect, d.RedirectHost = "Request refused", code+": "+desc, redirect, redirectHost(redirect)
+	// The code only: the description may quote the request (a scope, a
+	// resource), and whoever crafted it would write text on this
+	// server's page. The link carries it to the client.
+	d.Title, d.Error, d.Redirect, d.RedirectHost = "Request refused", code, redirect, redirectHost(redirect)
 	// checkRedirectURI admitted the URI (no javascript:, data:, ...); a
 	// native app's private-use scheme must survive the template.
 	d.Continue = template.URL(u)
