@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -240,7 +241,15 @@ const maxRedirectURIs = 10
 func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	var req registrationRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&req)
+	if err == nil {
+		// One object and nothing after it: `{...} xyz` is as malformed as
+		// any other body the decoder would refuse.
+		if _, next := dec.Token(); next != io.EOF {
+			err = errors.New("data after the JSON object")
+		}
+	}
+	if err != nil {
 		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", "body must be a JSON object of client metadata")
 		return
 	}

@@ -164,6 +164,44 @@ func TestDynamicClientRegistration(t *testing.T) {
 	e.assertNoSecretsLogged(tok.AccessToken, tok.RefreshToken)
 }
 
+// registerRaw posts body as it is to the registration endpoint.
+func registerRaw(t *testing.T, e *asEnv, raw string) (int, map[string]any) {
+	t.Helper()
+	resp, err := e.http.Post(e.srv.URL+"/oauth/register", "application/json", strings.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	_ = json.Unmarshal([]byte(body(t, resp)), &out)
+	return resp.StatusCode, out
+}
+
+// A registration body is one JSON object and nothing else: the decoder
+// stopped after the first value, so `{...} xyz` registered a client.
+func TestRegistrationRefusesMalformedBodies(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true })
+	good := `{"redirect_uris":["` + asRedirect + `"]}`
+	if status, out := registerRaw(t, e, good+"\n"); status != http.StatusCreated {
+		t.Fatalf("one object and a newline: %d %v", status, out)
+	}
+	for name, b := range map[string]string{
+		"trailing garbage": good + " xyz",
+		"two objects":      good + good,
+		"trailing bracket": good + "}",
+		"not an object":    `["` + asRedirect + `"]`,
+		"truncated":        good[:len(good)-1],
+		"empty":            "",
+		"over 64 KiB":      `{"redirect_uris":["` + asRedirect + `"],"x":"` + strings.Repeat("a", 64<<10) + `"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			status, out := registerRaw(t, e, b)
+			if status != http.StatusBadRequest || out["error"] != "invalid_client_metadata" {
+				t.Fatalf("%d %v", status, out)
+			}
+		})
+	}
+}
+
 func TestRegistrationWithoutRefresh(t *testing.T) {
 	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true; c.Refresh.Enabled = false })
 	status, out := register(t, e, map[string]any{"redirect_uris": []string{asRedirect}, "grant_types": []string{"authorization_code", "refresh_token"}})
