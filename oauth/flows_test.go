@@ -527,7 +527,7 @@ func TestConfigFromEnv(t *testing.T) {
 func TestRedactedLogFields(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	l := redactLogger(zap.New(core), []string{"api_key"})
-	l.Info("x", zap.String("api_key", "k-123"), zap.String("client_secret", "s-456"), zap.String("client_id", "c"))
+	l.Info("x", zap.String("api_key", "k-123"), zap.String("client_secret", "s-456"), zap.String("signin", "g-012"), zap.String("client_id", "c"))
 	l.With(zap.String("refresh_token", "r-789")).Info("y")
 	for _, entry := range logs.All() {
 		for k, v := range entry.ContextMap() {
@@ -680,6 +680,7 @@ func TestSignInBelongsToTheBrowser(t *testing.T) {
 			if back.Query().Get("code") == "" {
 				t.Fatalf("the user's callback: %s", back)
 			}
+			e.assertNoSecretsLogged(signin, csrf, asPassword, back.Query().Get("code"))
 		})
 	}
 }

@@ -6,10 +6,13 @@ import (
 )
 
 // alwaysRedacted are field names whose values never reach a log line,
-// whatever logging.redact says.
+// whatever logging.redact says. signin is the secret of the browser that
+// signed in (it travels in the login answer's redirect URL): whoever holds
+// it with the authorization's id may approve the consent and collect the
+// code.
 var alwaysRedacted = []string{
 	"access_token", "refresh_token", "id_token", "code", "code_verifier",
-	"client_secret", "password", "token", "authorization", "csrf",
+	"client_secret", "password", "token", "authorization", "csrf", "signin",
 }
 
 // redactLogger wraps l so that fields named in redact (and alwaysRedacted)
