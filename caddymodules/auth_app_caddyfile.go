@@ -44,6 +44,7 @@ import (
 //		allow_default_public [true|false]
 //		dcr_enabled [true|false]
 //		registered_client_ttl <duration>
+//		max_registered_clients <n>
 //		client_id_metadata [true|false] {
 //			max_document_bytes <n>
 //			fetch_timeout <duration>
@@ -122,6 +123,8 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 			err = optBool(d, &cfg.DCREnabled)
 		case "registered_client_ttl":
 			err = durationArg(d, &cfg.RegisteredClientTTL)
+		case "max_registered_clients":
+			err = intArg(d, &cfg.MaxRegisteredClients)
 		case "client_id_metadata":
 			err = parseClientIDMetadata(d, cfg)
 		case "user":

@@ -8,9 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -137,8 +139,13 @@ func (s *Server) touchClient(ctx context.Context, c *client) {
 	if c.configured || c.document {
 		return
 	}
-	if err := s.store.Expire(ctx, keyClient(c.ID), max(s.cfg.clientTTL, s.cfg.refreshTTL, s.cfg.accessTTL)); err != nil {
+	ttl := max(s.cfg.clientTTL, s.cfg.refreshTTL, s.cfg.accessTTL)
+	if err := s.store.Expire(ctx, keyClient(c.ID), ttl); err != nil {
 		s.log.Warn("extending a registered client's lifetime", logClientID(c.ID), errField(err))
+		return
+	}
+	if err := s.regs.extend(ctx, c.ID, s.now().Add(ttl)); err != nil {
+		s.log.Warn("extending a registered client's lifetime in the count", logClientID(c.ID), errField(err))
 	}
 }
 
@@ -334,8 +341,28 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		c.SecretHash = h[:]
 	}
 	b, err := json.Marshal(c)
+	if err != nil {
+		s.reqLog(r).Error("encoding registered client", errField(err))
+		writeOAuthError(w, http.StatusInternalServerError, "server_error", "cannot encode the registration")
+		return
+	}
+	if len(b) > MaxRegisteredClientBytes {
+		writeOAuthError(w, http.StatusBadRequest, "invalid_client_metadata", fmt.Sprintf("the registration is larger than %d bytes (redirect_uris and client_name together)", MaxRegisteredClientBytes))
+		return
+	}
+	ok, free, err := s.regs.admit(r.Context(), c.ID, now, now.Add(UnusedClientTTL), s.cfg.maxClients)
+	if err == nil && !ok {
+		// Not the caller's fault, nor its rate: the server is full until
+		// a registration expires.
+		s.reqLog(r).Warn("registration refused: max_registered_clients reached", logInt("max_registered_clients", s.cfg.maxClients))
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(free.Sub(now).Seconds())))))
+		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the server holds as many registered clients as it may; try again later")
+		return
+	}
 	if err == nil {
-		err = s.store.Set(r.Context(), keyClient(c.ID), b, UnusedClientTTL)
+		if err = s.store.Set(r.Context(), keyClient(c.ID), b, UnusedClientTTL); err != nil {
+			_ = s.regs.forget(r.Context(), c.ID)
+		}
 	}
 	if err != nil {
 		s.reqLog(r).Error("storing registered client", errField(err))

@@ -60,6 +60,14 @@ type ServerConfig struct {
 	// (30 days). A client used after that must register again.
 	RegisteredClientTTL int `json:"registered_client_ttl,omitempty"`
 
+	// MaxRegisteredClients bounds how many dynamically registered clients
+	// are kept at once (on every instance sharing the storage): past it,
+	// registration answers 503 temporarily_unavailable until one expires.
+	// Default 10000; with a registration stored in at most 8 KiB
+	// (MaxRegisteredClientBytes), open registration holds at most about
+	// 80 MiB.
+	MaxRegisteredClients int `json:"max_registered_clients,omitempty"`
+
 	// Development allows an http issuer, generates a signing key when none
 	// is supplied, lets clients use http redirect URIs that are not
 	// loopback, and enables the demo login. Default false. Never in
@@ -248,6 +256,12 @@ const (
 	// UnusedClientTTL is how long a registered client that never obtains
 	// a token is kept.
 	UnusedClientTTL = 24 * time.Hour
+	// DefaultMaxRegisteredClients is MaxRegisteredClients' default.
+	DefaultMaxRegisteredClients = 10000
+	// MaxRegisteredClientBytes bounds one registration as stored (its
+	// JSON record): ten redirect URIs of MaxRedirectURILength would be
+	// 20 KiB, and no client needs that.
+	MaxRegisteredClientBytes = 8 << 10
 	// MaxStateLength and MaxNonceLength bound what an authorization request
 	// stores until the user signs in (bytes).
 	MaxStateLength = 2048
@@ -301,6 +315,7 @@ type settings struct {
 	skew          time.Duration
 	reuseGrace    time.Duration
 	clientTTL     time.Duration
+	maxClients    int
 	documents     bool
 	rotation      time.Duration
 	maxKeys       int
@@ -335,6 +350,13 @@ func (cfg *ServerConfig) settings() (settings, error) {
 		return s, fmt.Errorf("registered_client_ttl must not be negative")
 	}
 	s.clientTTL = secondsOr(cfg.RegisteredClientTTL, DefaultRegisteredClientTTL)
+	if cfg.MaxRegisteredClients < 0 {
+		return s, fmt.Errorf("max_registered_clients must not be negative")
+	}
+	s.maxClients = cfg.MaxRegisteredClients
+	if s.maxClients == 0 {
+		s.maxClients = DefaultMaxRegisteredClients
+	}
 	if r.AccessTokenTTL < 0 || r.RefreshTokenTTL < 0 || r.SkewSeconds < 0 || r.ReuseGraceSeconds < 0 {
 		return s, fmt.Errorf("refresh: lifetimes, skew and grace must not be negative")
 	}

@@ -9,10 +9,12 @@ import (
 	"net/url"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/oauth2"
@@ -199,6 +201,98 @@ func TestRegistrationRefusesMalformedBodies(t *testing.T) {
 				t.Fatalf("%d %v", status, out)
 			}
 		})
+	}
+}
+
+// Open registration stores a bounded amount: at most MaxRegisteredClients
+// live registrations, counted on both storages (and across instances on
+// one Redis), each at most MaxRegisteredClientBytes as stored. Before, a
+// patient or distributed caller could grow the storage without bound.
+func TestRegisteredClientsCapped(t *testing.T) {
+	const redirect = "http://127.0.0.1:33418/cb"
+	full := func(t *testing.T, e *asEnv, what string) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"redirect_uris": []string{redirect}})
+		resp, err := e.http.Post(e.srv.URL+"/oauth/register", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := body(t, resp)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(out, `"error":"temporarily_unavailable"`) {
+			t.Fatalf("%s: %d %.80s, want 503 temporarily_unavailable", what, resp.StatusCode, out)
+		}
+		// Retry-After says when the first registration expires.
+		if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); ra < 1 || ra > int(UnusedClientTTL/time.Second) {
+			t.Fatalf("%s: Retry-After %q", what, resp.Header.Get("Retry-After"))
+		}
+	}
+	admitted := func(t *testing.T, e *asEnv, what string) string {
+		t.Helper()
+		status, out := register(t, e, map[string]any{"redirect_uris": []string{redirect}})
+		if status != http.StatusCreated {
+			t.Fatalf("%s: %d %v", what, status, out)
+		}
+		return out["client_id"].(string)
+	}
+	for _, storage := range []string{"memory", "redis"} {
+		t.Run(storage, func(t *testing.T) {
+			capped := func(c *ServerConfig) { c.DCREnabled = true; c.MaxRegisteredClients = 3 }
+			var e *asEnv
+			var other func() *asEnv
+			if storage == "redis" {
+				var rc *redis.Client
+				var prefix string
+				e, rc, prefix = newRedisAS(t, capped)
+				other = func() *asEnv {
+					return newAS(t, func(c *ServerConfig) {
+						capped(c)
+						c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: prefix}
+					})
+				}
+			} else {
+				e = newAS(t, capped)
+			}
+			used := admitted(t, e, "first")
+			admitted(t, e, "second")
+			admitted(t, e, "third")
+			full(t, e, "fourth")
+			if other != nil {
+				full(t, other(), "fourth at another instance on the same Redis")
+			}
+			// A client that obtains tokens keeps its place; unused ones
+			// leave after UnusedClientTTL and free theirs.
+			e.token(e.oauth2(used, redirect))
+			e.clock.Add(UnusedClientTTL + time.Minute)
+			admitted(t, e, "after the unused expired")
+			admitted(t, e, "second after the unused expired")
+			full(t, e, "past the cap again")
+			if _, err := e.s.client(context.Background(), used); err != nil {
+				t.Fatalf("the used client: %v", err)
+			}
+		})
+	}
+
+	e := newAS(t, func(c *ServerConfig) { c.DCREnabled = true })
+	uris := func(n, size int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("https://app.example.test/%d/", i)+strings.Repeat("x", size))
+		}
+		return out
+	}
+	if status, out := register(t, e, map[string]any{"redirect_uris": uris(10, 700)}); status != http.StatusCreated {
+		t.Fatalf("ten redirect URIs of 700 bytes: %d %v", status, out)
+	}
+	for name, meta := range map[string]map[string]any{
+		"ten redirect URIs of 1000 bytes": {"redirect_uris": uris(10, 1000)},
+		"four of 2000 and a long name":    {"redirect_uris": uris(4, 2000), "client_name": strings.Repeat("n", 200)},
+	} {
+		if status, out := register(t, e, meta); status != http.StatusBadRequest || out["error"] != "invalid_client_metadata" {
+			t.Errorf("%s: %d %v, want 400 invalid_client_metadata", name, status, out["error"])
+		}
+	}
+	if status, out := register(t, e, map[string]any{"redirect_uris": uris(11, 10)}); status != http.StatusBadRequest || out["error"] != "invalid_redirect_uri" {
+		t.Errorf("eleven redirect URIs: %d %v", status, out)
 	}
 }
 

@@ -47,6 +47,7 @@ type Server struct {
 	now      func() time.Time
 	rand     io.Reader
 	store    kvStore
+	regs     registrations // the live registered clients, counted
 	keys     *keyRing
 	provider *op.Provider
 	users    map[string]User
@@ -137,9 +138,9 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 
 	switch cfg.TokenStorage.Type {
 	case "redis":
-		s.store = newRedisStore(cfg.TokenStorage, st.keyPrefix)
+		s.store, s.regs = newRedisStore(cfg.TokenStorage, st.keyPrefix)
 	default:
-		s.store = kv.NewMemory(s.now, st.keyPrefix)
+		s.store, s.regs = kv.NewMemory(s.now, st.keyPrefix), newMemoryRegistrations()
 		s.log.Warn("oauth token storage is in memory: for one instance only, and every session is lost on restart")
 	}
 	if st.documents {

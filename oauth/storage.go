@@ -30,6 +30,10 @@ func keyGraceUsed(token string) string { return "refresh:" + digest(token) + ":g
 func keySession(id string) string      { return "session:" + id }
 func keyClient(clientID string) string { return "client:" + clientID }
 
+// keyRegistrations is the sorted set that counts registered clients on
+// Redis (redisRegistrations).
+const keyRegistrations = "clients"
+
 func digest(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return base64.RawURLEncoding.EncodeToString(h[:])

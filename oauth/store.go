@@ -34,10 +34,11 @@ type ownedRedis struct {
 func (s ownedRedis) Close() error { return s.c.Close() }
 
 // newRedisStore returns a store on cfg.Client (the caller's) or on a client
-// dialled from cfg (closed with the store), every key under prefix.
-func newRedisStore(cfg TokenStorageConfig, prefix string) kvStore {
+// dialled from cfg (closed with the store), every key under prefix, and
+// the count of registered clients in the same Redis.
+func newRedisStore(cfg TokenStorageConfig, prefix string) (kvStore, registrations) {
 	if cfg.Client != nil {
-		return kv.NewRedis(cfg.Client, prefix, storageErr)
+		return kv.NewRedis(cfg.Client, prefix, storageErr), redisRegistrations{cfg.Client, prefix + keyRegistrations}
 	}
 	host, port := cfg.Host, cfg.Port
 	if host == "" {
@@ -51,5 +52,5 @@ func newRedisStore(cfg TokenStorageConfig, prefix string) kvStore {
 		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
 	}
 	c := redis.NewClient(opts)
-	return ownedRedis{kv.NewRedis(c, prefix, storageErr), c}
+	return ownedRedis{kv.NewRedis(c, prefix, storageErr), c}, redisRegistrations{c, prefix + keyRegistrations}
 }
