@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -113,3 +114,51 @@ func BenchmarkVerifyAccessTokenES256Cold(b *testing.B) {
 	benchVerifyAccess(b, true, func(c *ServerConfig) { c.Local.KeyRotationDays = 30 })
 }
 func BenchmarkVerifyAccessTokenRS256Redis(b *testing.B) { benchVerifyAccess(b, false, redisOpt(b)) }
+
+// BenchmarkRegistrationCount is the count behind max_registered_clients:
+// one admit with DefaultMaxRegisteredClients live registrations, refused
+// ("full", the memory storage then sweeps every entry) or admitted with
+// one place left ("room"), on each storage.
+func BenchmarkRegistrationCount(b *testing.B) {
+	ctx := context.Background()
+	now := time.Now()
+	exp := now.Add(UnusedClientTTL)
+	const n = DefaultMaxRegisteredClients
+	for _, st := range []struct {
+		name string
+		regs func(b *testing.B) registrations
+	}{
+		{"memory", func(*testing.B) registrations { return newMemoryRegistrations() }},
+		{"redis", func(b *testing.B) registrations {
+			rc, prefix := redistest.Client(b)
+			return redisRegistrations{rc, prefix + keyRegistrations}
+		}},
+	} {
+		for _, full := range []bool{true, false} {
+			name := st.name + "/room"
+			if full {
+				name = st.name + "/full"
+			}
+			b.Run(name, func(b *testing.B) {
+				r := st.regs(b)
+				for i := range n - 1 {
+					if ok, _, err := r.admit(ctx, fmt.Sprint("c", i), now, exp, n); !ok || err != nil {
+						b.Fatal(ok, err)
+					}
+				}
+				if full {
+					_, _, _ = r.admit(ctx, "last", now, exp, n)
+				}
+				for b.Loop() {
+					ok, _, err := r.admit(ctx, "x", now, exp, n)
+					if err != nil || ok == full {
+						b.Fatal(ok, err)
+					}
+					if ok {
+						_ = r.forget(ctx, "x")
+					}
+				}
+			})
+		}
+	}
+}

@@ -252,3 +252,63 @@ func TestRedisUnavailableRegisteredClient(t *testing.T) {
 		t.Fatalf("storage back without the client: %d %s, want 401 invalid_client", st, code)
 	}
 }
+
+// The count behind max_registered_clients behaves the same on both
+// storages: expired entries free their places, extend keeps one, forget
+// frees one, and a full count names when the first place frees.
+func TestRegistrationCount(t *testing.T) {
+	rc, prefix := redistest.Client(t)
+	ctx := context.Background()
+	t0 := time.Now().Truncate(time.Millisecond)
+	for name, r := range map[string]registrations{
+		"memory": newMemoryRegistrations(),
+		"redis":  redisRegistrations{rc, prefix + keyRegistrations},
+	} {
+		t.Run(name, func(t *testing.T) {
+			admit := func(id string, now, exp time.Time) (bool, time.Time) {
+				t.Helper()
+				ok, free, err := r.admit(ctx, id, now, exp, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ok, free
+			}
+			if ok, _ := admit("a", t0, t0.Add(time.Hour)); !ok {
+				t.Fatal("a refused")
+			}
+			if ok, _ := admit("b", t0, t0.Add(2*time.Hour)); !ok {
+				t.Fatal("b refused")
+			}
+			if ok, free := admit("c", t0, t0.Add(time.Hour)); ok || !free.Equal(t0.Add(time.Hour)) {
+				t.Fatalf("c at the cap: %v, first place frees at %v", ok, free)
+			}
+			// a is used: its place is kept past its first expiry.
+			if err := r.extend(ctx, "a", t0.Add(3*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			if ok, free := admit("c", t0.Add(90*time.Minute), t0.Add(3*time.Hour)); ok || !free.Equal(t0.Add(2*time.Hour)) {
+				t.Fatalf("c with a extended: %v, %v", ok, free)
+			}
+			// b expires; c takes its place, an entry expiring before a.
+			if ok, _ := admit("c", t0.Add(2*time.Hour), t0.Add(150*time.Minute)); !ok {
+				t.Fatal("c refused after b expired")
+			}
+			if ok, free := admit("d", t0.Add(2*time.Hour), t0.Add(4*time.Hour)); ok || !free.Equal(t0.Add(150*time.Minute)) {
+				t.Fatalf("d: %v, first place frees at %v, want c's expiry", ok, free)
+			}
+			if err := r.forget(ctx, "c"); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := admit("d", t0.Add(2*time.Hour), t0.Add(4*time.Hour)); !ok {
+				t.Fatal("d refused after c was forgotten")
+			}
+			// extend never adds an entry it does not count.
+			if err := r.extend(ctx, "gone", t0.Add(5*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			if ok, _ := admit("e", t0.Add(2*time.Hour), t0.Add(4*time.Hour)); ok {
+				t.Fatal("e admitted past the cap")
+			}
+		})
+	}
+}

@@ -28,6 +28,10 @@ type registrations interface {
 type memoryRegistrations struct {
 	mu sync.Mutex
 	m  map[string]time.Time
+	// first is no later than every entry's expiry (the last sweep's
+	// earliest, or an earlier entry added since; extend only moves entries
+	// later): until then a full count has nothing to sweep.
+	first time.Time
 }
 
 func newMemoryRegistrations() *memoryRegistrations {
@@ -37,23 +41,29 @@ func newMemoryRegistrations() *memoryRegistrations {
 func (r *memoryRegistrations) admit(_ context.Context, id string, now, exp time.Time, max int) (bool, time.Time, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if len(r.m) >= max && now.Before(r.first) {
+		return false, r.first, nil
+	}
 	if len(r.m) >= max {
-		// Only at the cap: the map never holds more than max entries, so
-		// the sweep is bounded too.
-		var first time.Time
+		// Only at the cap, once per expiry: the map never holds more than
+		// max entries, so the sweep is bounded too.
+		r.first = time.Time{}
 		for k, e := range r.m {
 			switch {
 			case !now.Before(e):
 				delete(r.m, k)
-			case first.IsZero() || e.Before(first):
-				first = e
+			case r.first.IsZero() || e.Before(r.first):
+				r.first = e
 			}
 		}
 		if len(r.m) >= max {
-			return false, first, nil
+			return false, r.first, nil
 		}
 	}
 	r.m[id] = exp
+	if r.first.IsZero() || exp.Before(r.first) {
+		r.first = exp
+	}
 	return true, time.Time{}, nil
 }
 
