@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
 // mcpUpstream is a real go-sdk MCP server over Streamable HTTP with one tool,
@@ -245,5 +248,74 @@ func TestCodemodeMCPUserPartition(t *testing.T) {
 	}
 	if res := search(session("ada", "carol")); !res.IsError || !strings.Contains(resultText(res), "RATE_LIMIT") {
 		t.Fatalf("ada posing as carol got a fresh counter: %s", resultText(res))
+	}
+}
+
+// scriptMaxLength is the maxLength of meta:execute's script as tools/list
+// advertises it.
+func scriptMaxLength(t *testing.T, cs *mcp.ClientSession) any {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range res.Tools {
+		if tool.Name == "meta:execute" {
+			raw, _ := json.Marshal(tool.InputSchema)
+			var s struct {
+				Properties struct{ Script map[string]any }
+			}
+			json.Unmarshal(raw, &s)
+			return s.Properties.Script["maxLength"]
+		}
+	}
+	t.Fatal("no meta:execute")
+	return nil
+}
+
+// TestMetaScriptLimitIsTheSandboxes: meta:execute advertises and enforces
+// the sandbox preset's script size (max_source_bytes), and a reload with
+// another preset advertises the new one.
+func TestMetaScriptLimitIsTheSandboxes(t *testing.T) {
+	port := freePort(t)
+	config := func(preset string) []byte {
+		cfg, _ := json.Marshal(map[string]any{
+			"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+			"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+			"apps": map[string]any{
+				"codemode": map[string]any{
+					"sandbox": map[string]any{"engine": "inprocess", "preset": preset, "trusted_callers": true},
+					"meta":    map[string]any{},
+				},
+				"http": map[string]any{"servers": map[string]any{"test": map[string]any{
+					"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
+					"automatic_https": map[string]any{"disable": true},
+					"routes": []any{map[string]any{
+						"match":  []any{map[string]any{"path": []string{"/mcp"}}},
+						"handle": []any{map[string]any{"handler": "codemode_mcp"}},
+					}},
+				}}},
+			},
+		})
+		return cfg
+	}
+	endpoint := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	startCaddy(t, config(sandbox.PresetLockedDown))
+	cs := connectMCP(t, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: reloadClient})
+	locked, _ := sandbox.Preset(sandbox.PresetLockedDown)
+	if got := scriptMaxLength(t, cs); got != float64(locked.MaxSourceBytes) {
+		t.Errorf("locked_down: script maxLength %v, want %d", got, locked.MaxSourceBytes)
+	}
+	res := callMeta(t, cs, "meta:execute", map[string]any{"script": "return 1;" + strings.Repeat(" ", locked.MaxSourceBytes)})
+	if !res.IsError || !strings.Contains(resultText(res), `"VALIDATION_ERROR"`) || !strings.Contains(resultText(res), `"field":"script"`) {
+		t.Errorf("script over the preset's limit: %s", resultText(res))
+	}
+	if err := caddy.Load(config(sandbox.PresetBalanced), true); err != nil {
+		t.Fatal(err)
+	}
+	cs = connectMCP(t, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: reloadClient})
+	balanced, _ := sandbox.Preset(sandbox.PresetBalanced)
+	if got := scriptMaxLength(t, cs); got != float64(balanced.MaxSourceBytes) {
+		t.Errorf("after a reload to balanced: script maxLength %v, want %d", got, balanced.MaxSourceBytes)
 	}
 }

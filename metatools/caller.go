@@ -312,7 +312,7 @@ func (s *Service) usesPlanSessions(req *mcp.CallToolRequest) bool {
 // input_required result with the questions and the requestState).
 func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, ci CallInfo, in ExecuteInput) *mcp.CallToolResult {
 	ps := s.opts.Sessions
-	if err := validateExecute(&in); err != nil {
+	if err := validateExecute(&in, s.maxScript); err != nil {
 		return errorResult(err)
 	}
 	var id string

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -597,5 +598,75 @@ return {tool, sig: d.signature, gsig: g.signature, desc: found[0].description, s
 	structured(t, f.call(t, "meta:execute", map[string]any{"script": `return await searchTools("x", {topK: 0})`}), &res)
 	if res.Status != sandbox.StatusToolError || res.Error.Code != "VALIDATION_ERROR" || !strings.Contains(res.Error.Message, "topK") {
 		t.Fatalf("bad topK: %s %+v", res.Status, res.Error)
+	}
+}
+
+// limitsHidden is an engine that does not tell its limits (no
+// sandbox.LimitsReporter).
+type limitsHidden struct{ sandbox.Engine }
+
+// TestExecuteScriptLimitIsTheEngines: meta:execute advertises and enforces
+// the script size its engine takes (the secure preset's 64 KiB here), not
+// its own larger bound, so a longer script is refused by the meta-tool
+// with the limit named (VALIDATION_ERROR on script), not by the engine.
+// Options.Limits lower it further; an engine that does not tell its limits
+// leaves MaxScriptBytes.
+func TestExecuteScriptLimitIsTheEngines(t *testing.T) {
+	secure, _ := sandbox.Preset(sandbox.PresetSecure)
+	cases := []struct {
+		name    string
+		options func(*Options)
+		want    int
+		// runs: a script of want bytes runs (the engine, not told, refuses
+		// more than its 64 KiB).
+		runs bool
+	}{
+		{"engine", nil, secure.MaxSourceBytes, true},
+		{"options", func(o *Options) { o.Limits.MaxSourceBytes = 1000 }, 1000, true},
+		{"untold", func(o *Options) { o.Engine = limitsHidden{o.Engine} }, MaxScriptBytes, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{options: c.options})
+			if got := f.svc.ScriptLimit(); got != c.want {
+				t.Fatalf("ScriptLimit %d, want %d", got, c.want)
+			}
+			res, err := f.session.ListTools(context.Background(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var maxLength any
+			for _, tl := range res.Tools {
+				if tl.Name == MetaExecute {
+					raw, _ := json.Marshal(tl.InputSchema)
+					var s struct {
+						Properties struct{ Script map[string]any }
+					}
+					json.Unmarshal(raw, &s)
+					maxLength = s.Properties.Script["maxLength"]
+				}
+			}
+			if maxLength != float64(c.want) {
+				t.Errorf("advertised script maxLength %v, want %d", maxLength, c.want)
+			}
+			script := func(n int) string { return "return 1;" + strings.Repeat(" ", n-len("return 1;")) }
+			if c.runs {
+				var out struct{ Status string }
+				structured(t, f.call(t, MetaExecute, map[string]any{"script": script(c.want)}), &out)
+				if out.Status != "ok" {
+					t.Errorf("script of %d bytes: status %s, want ok", c.want, out.Status)
+				}
+			}
+			// The schema validator writes 65,536.
+			limit := strconv.Itoa(c.want)
+			e := errorOf(t, f.call(t, MetaExecute, map[string]any{"script": script(c.want + 1)}))
+			if e.Code != CodeValidationError || e.Field != "script" || !strings.Contains(strings.ReplaceAll(e.Message, ",", ""), limit) {
+				t.Errorf("MCP, script of %d bytes: %+v, want VALIDATION_ERROR on script naming %s", c.want+1, e, limit)
+			}
+			_, err = f.svc.Execute(context.Background(), ExecuteInput{Script: script(c.want + 1)})
+			if me, ok := err.(*Error); !ok || me.Code != CodeValidationError || me.Field != "script" || !strings.Contains(me.Message, limit) {
+				t.Errorf("Execute, script of %d bytes: %v, want VALIDATION_ERROR on script naming %s", c.want+1, err, limit)
+			}
+		})
 	}
 }

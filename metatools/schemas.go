@@ -1,6 +1,9 @@
 package metatools
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // The JSON Schemas of the four meta-tools, as listed by tools/list. The
 // meta-tools validate their inputs themselves (VALIDATION_ERROR naming the
@@ -91,17 +94,6 @@ var (
   }
 }`)
 
-	executeInputSchema = json.RawMessage(`{
-  "type": "object",
-  "required": ["script"],
-  "properties": {
-    "script": {"type": "string", "minLength": 1, "maxLength": 262144,
-      "description": "JavaScript: the body of an async function. Use await callTool(name, input, {throwOnError}), await searchTools(query, options), await describeTool(name), getTool(name), metaContext, __safe_parallel(fns, {maxConcurrency}) and, when enabled, console. Return the result."},
-    "allowedTools": {"type": "array", "items": {"type": "string"}, "description": "Whitelist of tool names the script may call."},
-    "context": {"type": "object", "description": "Earlier contract: read-only object exposed to the script as metaContext."}
-  }
-}`)
-
 	executeOutputSchema = json.RawMessage(`{
   "type": "object",
   "required": ["status"],
@@ -131,3 +123,21 @@ var (
   }
 }`)
 )
+
+// executeInputSchema is meta:execute's input schema for scripts of at most
+// maxScript bytes (Service.ScriptLimit), so that the limit a model reads
+// is the one the service and its engine enforce. maxLength counts
+// characters: a script of ASCII has as many as bytes, and one whose
+// characters take more bytes is answered with the limit in bytes.
+func executeInputSchema(maxScript int) json.RawMessage {
+	return json.RawMessage(`{
+  "type": "object",
+  "required": ["script"],
+  "properties": {
+    "script": {"type": "string", "minLength": 1, "maxLength": ` + strconv.Itoa(maxScript) + `,
+      "description": "JavaScript: the body of an async function. Use await callTool(name, input, {throwOnError}), await searchTools(query, options), await describeTool(name), getTool(name), metaContext, __safe_parallel(fns, {maxConcurrency}) and, when enabled, console. Return the result."},
+    "allowedTools": {"type": "array", "items": {"type": "string"}, "description": "Whitelist of tool names the script may call."},
+    "context": {"type": "object", "description": "Earlier contract: read-only object exposed to the script as metaContext."}
+  }
+}`)
+}

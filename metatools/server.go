@@ -142,7 +142,7 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		Name:         n.ExposedName(MetaExecute),
 		Title:        "Execute a plan",
 		Description:  "Run a JavaScript plan (the body of an async function) in a restricted sandbox; it returns a value. A plan can find, inspect and call tools in one run. Statuses: ok, syntax_error, illegal_access, runtime_error, tool_error, timeout. Meta-tools cannot be called from a plan. Script API:\n" + ScriptAPI,
-		InputSchema:  executeInputSchema,
+		InputSchema:  s.executeSchema,
 		OutputSchema: executeOutputSchema,
 		Annotations:  &mcp.ToolAnnotations{DestructiveHint: new(true), OpenWorldHint: new(true)},
 	}, s.observe(MetaExecute, s.executeHandler()))
@@ -202,12 +202,14 @@ declare const metaContext: object; // read-only
 declare const console: { log(...a: any[]): void; warn(...a: any[]): void; error(...a: any[]): void }; // when enabled
 // searchTools and describeTool count as tool calls against the plan's limits.`
 
-// metaInputs are the meta-tools' input schemas, compiled on first use
-// (never at package init: sandbox workers link this package too).
+// metaInputs are the input schemas of meta:search, meta:describe and
+// meta:invoke, compiled on first use (never at package init: sandbox workers
+// link this package too). meta:execute's depends on the service's script
+// limit (Service.executeInput).
 var metaInputs = sync.OnceValues(func() (map[string]*tool.Schema, error) {
 	out := map[string]*tool.Schema{}
 	for name, raw := range map[string]json.RawMessage{MetaSearch: searchInputSchema, MetaDescribe: describeInputSchema,
-		MetaExecute: executeInputSchema, MetaInvoke: invokeInputSchema} {
+		MetaInvoke: invokeInputSchema} {
 		s, err := tool.CompileSchema(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s input schema: %w", name, err)
@@ -225,7 +227,21 @@ func decodeArgs(metaTool string, args json.RawMessage, v any) error {
 	if err != nil {
 		return err
 	}
-	in, verr := schemas[metaTool].Validate(args, &tool.ValidateOptions{NoUnknown: true})
+	return decodeWith(metaTool, schemas[metaTool], args, v)
+}
+
+// decodeExecute is decodeArgs for meta:execute, against the service's
+// schema of it.
+func (s *Service) decodeExecute(args json.RawMessage, in *ExecuteInput) error {
+	sch, err := s.executeInput()
+	if err != nil {
+		return err
+	}
+	return decodeWith(MetaExecute, sch, args, in)
+}
+
+func decodeWith(metaTool string, sch *tool.Schema, args json.RawMessage, v any) error {
+	in, verr := sch.Validate(args, &tool.ValidateOptions{NoUnknown: true})
 	if verr != nil {
 		return verr
 	}
@@ -323,7 +339,7 @@ func (s *Service) executeHandler() mcp.ToolHandler {
 		ci := callInfo(MetaExecute, req)
 		ctx = context.WithValue(ctx, callInfoKey{}, ci)
 		var in ExecuteInput
-		if err := decodeArgs(MetaExecute, req.Params.Arguments, &in); err != nil {
+		if err := s.decodeExecute(req.Params.Arguments, &in); err != nil {
 			return errorResult(err), nil
 		}
 		if s.usesPlanSessions(req) {

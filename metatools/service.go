@@ -16,6 +16,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 	"github.com/codemode-gateway/caddy-codemode/metatools/search"
 )
 
@@ -151,6 +152,11 @@ type Service struct {
 	index  *Index
 	opts   Options
 	logger *zap.Logger
+	// maxScript is ScriptLimit; executeSchema is meta:execute's input
+	// schema with it, compiled on first use.
+	maxScript     int
+	executeSchema json.RawMessage
+	executeInput  func() (*tool.Schema, error)
 }
 
 // NewService returns the meta-tools over index.
@@ -166,8 +172,38 @@ func NewService(index *Index, opts *Options) *Service {
 	if s.logger == nil {
 		s.logger = zap.NewNop()
 	}
+	s.maxScript = scriptLimit(s.opts)
+	s.executeSchema = executeInputSchema(s.maxScript)
+	s.executeInput = sync.OnceValues(func() (*tool.Schema, error) {
+		sch, err := tool.CompileSchema(s.executeSchema)
+		if err != nil {
+			return nil, fmt.Errorf("%s input schema: %w", MetaExecute, err)
+		}
+		return sch, nil
+	})
 	return s
 }
+
+// scriptLimit is the size of the longest script meta:execute takes, in
+// bytes: MaxScriptBytes, lowered by the engine's MaxSourceBytes when the
+// engine tells it (sandbox.LimitsReporter) and by Options.Limits', which
+// every request passes down. A longer script would only fail in the engine.
+func scriptLimit(o Options) int {
+	limit := MaxScriptBytes
+	if lr, ok := o.Engine.(sandbox.LimitsReporter); ok {
+		if m := lr.Limits().MaxSourceBytes; m > 0 && m < limit {
+			limit = m
+		}
+	}
+	if m := o.Limits.MaxSourceBytes; m > 0 && m < limit {
+		limit = m
+	}
+	return limit
+}
+
+// ScriptLimit is the size of the longest script meta:execute takes, in
+// bytes, as its input schema advertises (the script's maxLength).
+func (s *Service) ScriptLimit() int { return s.maxScript }
 
 // Index returns the service's tool index.
 func (s *Service) Index() *Index { return s.index }
@@ -610,13 +646,14 @@ func allowedSet(names []string) map[string]bool {
 	return m
 }
 
-// validateExecute checks meta:execute's input (a null context is dropped).
-func validateExecute(in *ExecuteInput) error {
+// validateExecute checks meta:execute's input against a limit of maxScript
+// bytes (a null context is dropped).
+func validateExecute(in *ExecuteInput, maxScript int) error {
 	if strings.TrimSpace(in.Script) == "" {
 		return validationError("script", "script is empty")
 	}
-	if len(in.Script) > MaxScriptBytes {
-		return validationError("script", fmt.Sprintf("script is longer than %d bytes", MaxScriptBytes))
+	if len(in.Script) > maxScript {
+		return validationError("script", fmt.Sprintf("script is %d bytes, longer than the limit of %d bytes", len(in.Script), maxScript))
 	}
 	if string(in.Context) == "null" {
 		in.Context = nil
@@ -628,7 +665,7 @@ func validateExecute(in *ExecuteInput) error {
 }
 
 func (s *Service) execute(ctx context.Context, in ExecuteInput, h *host) (*sandbox.Result, error) {
-	if err := validateExecute(&in); err != nil {
+	if err := validateExecute(&in, s.maxScript); err != nil {
 		return nil, err
 	}
 	if s.opts.Engine == nil {

@@ -160,7 +160,7 @@ func TestExecutePrincipal(t *testing.T) {
 // model APIs in tool parameters).
 func TestMetaToolSchemasPortable(t *testing.T) {
 	for name, raw := range map[string]json.RawMessage{
-		"search": searchInputSchema, "describe": describeInputSchema, "execute": executeInputSchema, "invoke": invokeInputSchema,
+		"search": searchInputSchema, "describe": describeInputSchema, "execute": executeInputSchema(MaxScriptBytes), "invoke": invokeInputSchema,
 		"search out": searchOutputSchema, "describe out": describeOutputSchema, "execute out": executeOutputSchema,
 	} {
 		var m map[string]any
