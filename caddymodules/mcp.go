@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -235,6 +236,9 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	mw := &mcpWriter{ResponseWriter: w}
 	defer mw.finish(h.logger, r, rid)
 	w = mw
+	if h.unsupportedVersion(w, r) {
+		return nil
+	}
 	modern, id := h.isModern(r)
 	switch {
 	case modern && h.modern != nil:
@@ -263,6 +267,31 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 			map[string]any{"supported": h.offered, "requested": requested})
 	}
 	return nil
+}
+
+// unsupportedVersion answers a request whose MCP-Protocol-Version header
+// names a revision of the stateless era (2026-07-28 or later, by string
+// order) that is not offered, before anything else about it: 400 with the
+// revision's UnsupportedProtocolVersionError (-32022, data.supported and
+// data.requested), which the revision requires "whether the version is
+// unknown to the server, or is a known version the server has chosen not to
+// support". Routed on as 2026-07-28, an unknown version (9999-01-01, abc)
+// was first told about a missing Mcp-Method header or _meta field. The
+// go-sdk refuses an unoffered version that sorts earlier itself (400,
+// turned into -32600 by mcpWriter).
+func (h *MCPHandler) unsupportedVersion(w http.ResponseWriter, r *http.Request) bool {
+	v := r.Header.Get("Mcp-Protocol-Version")
+	if v == "" || !isStatelessRevision(v) || slices.Contains(h.offered, v) {
+		return false
+	}
+	var id json.RawMessage
+	if r.Method == http.MethodPost && r.Body != nil {
+		id, _ = peekMessage(r)
+	}
+	writeJSONRPCError(w, http.StatusBadRequest, id, mcp.CodeUnsupportedProtocolVersion,
+		fmt.Sprintf("unsupported protocol version %q: this server speaks MCP %s", v, strings.Join(h.offered, ", ")),
+		map[string]any{"supported": h.offered, "requested": v})
+	return true
 }
 
 // serveLegacy serves a request of the handshake revisions: through the

@@ -342,3 +342,64 @@ func (g *gatewayRecorder) sequence() []string {
 	defer g.mu.Unlock()
 	return append([]string(nil), g.seq...)
 }
+
+// TestMCPUnsupportedProtocolVersionFirst: a request whose
+// MCP-Protocol-Version header names a revision the endpoint does not offer
+// is told so first (400), whatever else it lacks. An unknown version of the
+// stateless era (it sorts after 2026-07-28) gets that revision's
+// UnsupportedProtocolVersionError, -32022 with data.supported and
+// data.requested, not a complaint about a missing Mcp-Method header or _meta
+// field of 2026-07-28; so does 2026-07-28 where only older revisions are
+// offered. An unknown version that sorts earlier is the go-sdk's 400.
+func TestMCPUnsupportedProtocolVersionFirst(t *testing.T) {
+	type answer struct {
+		ID    json.RawMessage
+		Error struct {
+			Code int
+			Data struct {
+				Supported []string
+				Requested string
+			}
+		}
+	}
+	check := func(t *testing.T, url, method, version string, header map[string]string, body string, code int, supported []string, id string) {
+		t.Helper()
+		h := map[string]string{"Mcp-Protocol-Version": version}
+		for k, v := range header {
+			h[k] = v
+		}
+		resp, b := mcpRequest(t, method, url, h, strings.NewReader(body))
+		var a answer
+		if resp.StatusCode != 400 || json.Unmarshal(b, &a) != nil || a.Error.Code != code {
+			t.Fatalf("%s %s: %d %s, want 400 %d", method, version, resp.StatusCode, b, code)
+		}
+		if code != mcp.CodeUnsupportedProtocolVersion {
+			return
+		}
+		if strings.Join(a.Error.Data.Supported, " ") != strings.Join(supported, " ") || a.Error.Data.Requested != version || string(a.ID) != id {
+			t.Fatalf("%s %s: %s, want supported %q, requested %q, id %s", method, version, b, supported, version, id)
+		}
+	}
+	t.Run("every revision offered", func(t *testing.T) {
+		port := freePort(t)
+		startCaddy(t, mcpCaddyConfig(port, map[string]any{}))
+		url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+		all := mcp.SupportedProtocolVersions()
+		meta := strings.ReplaceAll(modernMeta, "2026-07-28", "9999-01-01")
+		// Without Mcp-Method; without _meta; complete.
+		check(t, url, "POST", "9999-01-01", nil, `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{`+meta+`}}`, mcp.CodeUnsupportedProtocolVersion, all, "3")
+		check(t, url, "POST", "abc", map[string]string{"Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":"x","method":"tools/list"}`, mcp.CodeUnsupportedProtocolVersion, all, `"x"`)
+		check(t, url, "POST", "9999-01-01", map[string]string{"Mcp-Method": "tools/list"}, `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{`+meta+`}}`, mcp.CodeUnsupportedProtocolVersion, all, "4")
+		check(t, url, "GET", "9999-01-01", map[string]string{"Accept": "text/event-stream"}, ``, mcp.CodeUnsupportedProtocolVersion, all, "null")
+		// Earlier than any revision: the go-sdk's 400.
+		check(t, url, "POST", "2024-01-01", nil, `{"jsonrpc":"2.0","id":5,"method":"ping"}`, rpcInvalidRequest, nil, "")
+	})
+	t.Run("only older revisions", func(t *testing.T) {
+		port := freePort(t)
+		startCaddy(t, mcpCaddyConfig(port, map[string]any{"protocol_versions": []string{"2025-11-25", "2025-06-18"}}))
+		url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+		older := []string{"2025-11-25", "2025-06-18"}
+		check(t, url, "GET", "2026-07-28", map[string]string{"Accept": "text/event-stream"}, ``, mcp.CodeUnsupportedProtocolVersion, older, "null")
+		check(t, url, "POST", "9999-01-01", nil, `{"jsonrpc":"2.0","id":6,"method":"ping"}`, mcp.CodeUnsupportedProtocolVersion, older, "6")
+	})
+}
