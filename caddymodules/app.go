@@ -148,14 +148,17 @@ func (a *App) Stop() error {
 // Cleanup releases what Provision acquired, in reverse order: the areas'
 // own per-config objects, then the references to shared components. It
 // also runs when Provision failed half-way, so every step tolerates an
-// area that was never provisioned.
+// area that was never provisioned. On a reload Caddy calls it once the old
+// servers' shutdown has started, not ended: their handlers still answer
+// the requests under way, and read the app's fields per request. Cleanup
+// therefore closes and releases but never resets what a handler reads;
+// each step keeps its own flag so that a second Cleanup does nothing.
 func (a *App) Cleanup() error {
 	var errs []error
 	for _, step := range []func() error{a.cleanupAuth, a.cleanupMeta, a.cleanupBroker} {
 		errs = append(errs, step())
 	}
 	errs = append(errs, a.held.releaseAll())
-	a.sandbox, a.throttle = sandboxState{}, throttleState{}
 	return errors.Join(errs...)
 }
 

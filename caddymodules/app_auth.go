@@ -258,6 +258,7 @@ type authState struct {
 	tokenLimit *guard.RateLimitConfig
 	shared     *authShared
 	poolKey    string
+	released   bool // by cleanupAuth, its only reader and writer
 	metrics    *authMetrics
 	resource   string           // default protected resource
 	served     *servedResources // orchestrated mode
@@ -385,12 +386,13 @@ func (a *App) provisionAuth(ctx caddy.Context) error {
 }
 
 func (a *App) cleanupAuth() error {
-	if a.auth.poolKey == "" {
+	if a.auth.poolKey == "" || a.auth.released {
 		return nil
 	}
-	err := release(a.auth.poolKey)
-	a.auth = authState{}
-	return err
+	// The rest stays set: the old config's handlers read it per request,
+	// and Caddy cleans the config up while they still answer on a reload.
+	a.auth.released = true
+	return release(a.auth.poolKey)
 }
 
 // AuthEnabled reports whether the app has an `auth` configuration.

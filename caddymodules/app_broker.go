@@ -157,6 +157,10 @@ type brokerRuntime struct {
 	key     string
 	shared  *sharedBroker
 	err     error
+	// released is set by cleanupBroker, which releases the component
+	// once but leaves shared set: the old config's handlers may still be
+	// answering requests on a reload.
+	released bool
 }
 
 // sessionDirectory lists the running sessions of every broker of this
@@ -335,6 +339,10 @@ func (a *App) SharedBroker() (*broker.Broker, error) {
 	defer a.broker.mu.Unlock()
 	if a.broker.shared != nil || a.broker.err != nil {
 		return a.sharedBrokerLocked()
+	}
+	if a.broker.released {
+		// Acquiring now would hold a component nobody releases.
+		return nil, errors.New("codemode broker: the codemode app was cleaned up")
 	}
 	cfg := a.Broker
 	if cfg == nil {
@@ -543,12 +551,14 @@ func (a *App) cleanupBroker() error {
 	}
 	a.broker.mu.Lock()
 	defer a.broker.mu.Unlock()
+	if a.broker.released {
+		return nil
+	}
+	a.broker.released = true
 	if a.broker.shared == nil {
 		return nil
 	}
-	err := release(a.broker.key)
-	a.broker.shared = nil
-	return err
+	return release(a.broker.key)
 }
 
 // startBroker loads the catalog in the background: an OpenAPI source served

@@ -112,8 +112,14 @@ type MetaRateLimit struct {
 // metaState is what the area keeps at run time.
 type metaState struct {
 	// rt is set once by provisionMeta, before any handler or Start runs,
-	// and read-only afterwards (a pointer keeps App copyable).
+	// and read-only afterwards (a pointer keeps App copyable): Cleanup
+	// closes what it holds but leaves it set, since the old config's
+	// servers still answer the requests under way when Caddy cleans the
+	// config up on a reload.
 	rt *metaRuntime
+	// closed is set by cleanupMeta, the only reader and writer, so that a
+	// second Cleanup does nothing.
+	closed bool
 }
 
 type metaRuntime struct {
@@ -361,10 +367,10 @@ func (l *metaLimiter) Check(ctx context.Context, ci metatools.CallInfo) error {
 // for a config that failed to load too, which never started.
 func (a *App) cleanupMeta() error {
 	rt := a.meta.rt
-	if rt == nil {
+	if rt == nil || a.meta.closed {
 		return nil
 	}
-	a.meta.rt = nil
+	a.meta.closed = true
 	for _, f := range rt.unlisten {
 		f()
 	}

@@ -45,9 +45,9 @@ func (a *App) beginExit() {
 		return
 	}
 	a.broker.mu.Lock()
-	sb := a.broker.shared
+	sb, released := a.broker.shared, a.broker.released
 	a.broker.mu.Unlock()
-	if sb != nil {
+	if sb != nil && !released {
 		go sb.drainOnExit()
 	}
 }

@@ -135,7 +135,10 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 		timeout = 0
 	}
 	app := h.app
-	getServer := func(*http.Request) *mcp.Server { return app.MetaServer() }
+	// This config's server, taken now: the old config's servers still
+	// answer the requests under way when Caddy cleans it up on a reload.
+	srv := app.MetaServer()
+	getServer := func(*http.Request) *mcp.Server { return srv }
 	h.offered = app.MetaProtocolVersions()
 	if slices.ContainsFunc(h.offered, isStatelessRevision) {
 		h.modern = metatools.HTTPHandler(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true,
@@ -153,7 +156,7 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 		h.adopted = metatools.HTTPHandler(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true,
 			JSONResponse: h.JSONResponse, DisableLocalhostProtection: h.DisableLocalhostProtection}))
 	}
-	h.server, h.idle, h.owner = app.MetaServer(), timeout, new(mcpSessionOwner)
+	h.server, h.idle, h.owner = srv, timeout, new(mcpSessionOwner)
 	if h.MaxSessions == 0 {
 		h.MaxSessions = 10000
 	}
