@@ -156,7 +156,7 @@ func (h *MCPHandler) Provision(ctx caddy.Context) error {
 		h.adopted = metatools.HTTPHandler(mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{Stateless: true,
 			JSONResponse: h.JSONResponse, DisableLocalhostProtection: h.DisableLocalhostProtection}))
 	}
-	h.server, h.idle, h.owner = srv, timeout, new(mcpSessionOwner)
+	h.server, h.idle, h.owner = srv, timeout, &mcpSessionOwner{cfg: app}
 	if h.MaxSessions == 0 {
 		h.MaxSessions = 10000
 	}
@@ -321,6 +321,9 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 		}
 		h.serveAdopted(w, r, sid)
 		return
+	case route == mcpRouteOtherConfig:
+		h.serveOtherConfig(w, r, sid)
+		return
 	case route == mcpRouteForeign:
 		writeJSONRPCError(w, http.StatusNotFound, nil, rpcSessionNotFound,
 			"session not found: it ended, expired or its gateway is gone; send initialize without Mcp-Session-Id to start a new one", nil)
@@ -406,6 +409,30 @@ func (h *MCPHandler) serveAdopted(w *mcpWriter, r *http.Request, sid string) {
 		return
 	}
 	h.adopted.ServeHTTP(w, r)
+}
+
+// serveOtherConfig serves a request of session sid, which the other config
+// of a reload under way holds: through the go-sdk handler holding it, or,
+// once that config adopted it, a temporary session of this config, as
+// after the reload. A GET stream is refused (405) rather than held by a
+// config about to go; the session is left to its owner, which ends it on
+// DELETE.
+func (h *MCPHandler) serveOtherConfig(w *mcpWriter, r *http.Request, sid string) {
+	owner, held := mcpSessions.holder(sid)
+	switch {
+	case r.Method == http.MethodGet || (held == nil && r.Method != http.MethodDelete):
+		h.adopted.ServeHTTP(w, r)
+	case held != nil:
+		held.ServeHTTP(w, r)
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+	if r.Method == http.MethodDelete && w.status < 300 {
+		mcpSessions.remove(sid, owner)
+		if h.dir != nil {
+			h.dir.forget(sid)
+		}
+	}
 }
 
 // mcpRequestID is the request's id: the one the observability bridge set

@@ -41,7 +41,10 @@ var mcpSessions = &mcpSessionTable{byID: map[string]*mcpSessionRecord{}, perClie
 // mcpSessionOwner stands for one codemode_mcp handler (one config's):
 // the go-sdk session table that holds a session, gone once the config is
 // unloaded.
-type mcpSessionOwner struct{ gone atomic.Bool }
+type mcpSessionOwner struct {
+	gone atomic.Bool
+	cfg  *App // the handler's config: its other codemode_mcp handlers share it
+}
 
 // mcpRoute is where a request for a known session id goes.
 type mcpRoute int
@@ -50,6 +53,11 @@ const (
 	mcpRouteGoSDK   mcpRoute = iota // this handler's go-sdk table holds it, or nobody knows it (404)
 	mcpRouteAdopt                   // opened under a config that is gone: served without a go-sdk session
 	mcpRouteForeign                 // such a session, asked for by another client: 404, the session stays
+	// a session of another config that is not gone yet: during a reload
+	// the new config's servers and the old one's answer at once (the old
+	// ones the requests under way and on their kept-alive connections),
+	// each for sessions the other opened.
+	mcpRouteOtherConfig
 )
 
 // route tells where a request of client for session id goes, and renews
@@ -76,8 +84,11 @@ func (t *mcpSessionTable) route(id, client string, h *mcpSessionOwner) mcpRoute 
 	case rec.owner == h && rec.server != nil:
 		rec.last = now
 		return mcpRouteGoSDK
+	case rec.owner != h && !rec.owner.gone.Load() && rec.owner.cfg != h.cfg:
+		rec.last = now
+		return mcpRouteOtherConfig
 	case rec.owner != h && !rec.owner.gone.Load():
-		return mcpRouteGoSDK // another handler's (another path)
+		return mcpRouteGoSDK // another handler's of this config (another path)
 	default:
 		rec.last = now
 		return mcpRouteAdopt // adopted already, or now
@@ -119,6 +130,17 @@ func (t *mcpSessionTable) answers(id string) http.Handler {
 		return rec.handler
 	}
 	return nil
+}
+
+// holder returns the owner of session id and the go-sdk handler holding
+// its go-sdk session (nil once adopted).
+func (t *mcpSessionTable) holder(id string) (*mcpSessionOwner, http.Handler) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rec := t.byID[id]; rec != nil {
+		return rec.owner, rec.handler
+	}
+	return nil, nil
 }
 
 // admit decides whether client may open another session: past

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
@@ -333,5 +335,40 @@ func TestMCPSessionsAcrossGatewaysSurviveReload(t *testing.T) {
 	keys, _ := rdb.Keys(context.Background(), prefix+brokerKeyPart+"mcp:gateway:*").Result()
 	if len(keys) != 2 {
 		t.Fatalf("gateway liveness keys after the reloads: %v, want the two gateways'", keys)
+	}
+}
+
+// TestMCPSessionDuringReload: while a reload is under way the new config's
+// servers and the old one's answer at once, the old ones the requests on
+// their kept-alive connections until Caddy cleans that config up. A request
+// for a session the other config holds goes to the go-sdk handler holding
+// it (or, once adopted, a temporary session), not to this handler's go-sdk
+// table, which answered 404 and lost the client its session; a session of
+// another codemode_mcp handler of the same config still gets 404, and one
+// of a config that is gone is adopted as before.
+func TestMCPSessionDuringReload(t *testing.T) {
+	table := &mcpSessionTable{byID: map[string]*mcpSessionRecord{}, perClient: map[string]int{}}
+	oldCfg, newCfg := new(App), new(App)
+	old, oldOtherPath, cur := &mcpSessionOwner{cfg: oldCfg}, &mcpSessionOwner{cfg: oldCfg}, &mcpSessionOwner{cfg: newCfg}
+	held := http.NotFoundHandler()
+	table.add("s1", &mcpSessionRecord{client: "ip:127.0.0.1", owner: old, server: new(mcp.Server), handler: held, last: time.Now()})
+	if r := table.route("s1", "ip:127.0.0.1", cur); r != mcpRouteOtherConfig {
+		t.Fatalf("the new config's handler, the old one running: route %v, want %v", r, mcpRouteOtherConfig)
+	}
+	if owner, h := table.holder("s1"); owner != old || h == nil {
+		t.Fatalf("holder: %v %v", owner, h)
+	}
+	if r := table.route("s1", "ip:127.0.0.1", oldOtherPath); r != mcpRouteGoSDK {
+		t.Fatalf("another handler of the same config: route %v, want %v (404)", r, mcpRouteGoSDK)
+	}
+	old.gone.Store(true)
+	if r := table.route("s1", "ip:127.0.0.1", cur); r != mcpRouteAdopt {
+		t.Fatalf("the old config gone: route %v, want %v", r, mcpRouteAdopt)
+	}
+	// A session the new config opened, asked for on the old config's
+	// connection after its Cleanup.
+	table.add("s2", &mcpSessionRecord{client: "ip:127.0.0.1", owner: cur, server: new(mcp.Server), handler: held, last: time.Now()})
+	if r := table.route("s2", "ip:127.0.0.1", old); r != mcpRouteOtherConfig {
+		t.Fatalf("the old config's handler after its Cleanup: route %v, want %v", r, mcpRouteOtherConfig)
 	}
 }
