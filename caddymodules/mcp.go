@@ -328,15 +328,15 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 		writeJSONRPCError(w, http.StatusNotFound, nil, rpcSessionNotFound,
 			"session not found: it ended, expired or its gateway is gone; send initialize without Mcp-Session-Id to start a new one", nil)
 		return
-	case sid != "" && r.Method == http.MethodPost && w.body != nil && isInitialize(w.body.buf) && mcpSessions.holds(sid, h.owner):
+	case sid != "" && r.Method == http.MethodPost && isInitialize(w.body) && mcpSessions.holds(sid, h.owner):
 		// The go-sdk answers a second initialize of a session with code 0,
 		// which JSON-RPC does not define.
-		m, _ := parseJSONRPC(w.body.buf)
+		m, _ := w.body.message()
 		writeJSONRPCError(w, http.StatusOK, m.ID, rpcInvalidRequest,
 			"invalid request: this session is initialized already; send initialize without Mcp-Session-Id to start another", nil)
 		return
 	case sid == "" && r.Method == http.MethodPost && w.body != nil:
-		m, ok := parseJSONRPC(w.body.buf)
+		m, ok := w.body.message()
 		if !ok || m.Method != "initialize" {
 			break
 		}
@@ -382,7 +382,7 @@ func isJSONRPCAnswer(body *peekedBody) bool {
 	if body == nil {
 		return false
 	}
-	m, ok := parseJSONRPC(body.buf)
+	m, ok := body.message()
 	return ok && m.Method == "" && len(m.ID) > 0 && (m.Result != nil || m.Error != nil)
 }
 
@@ -516,6 +516,20 @@ type peekedBody struct {
 	io.Closer
 	buf []byte
 	ok  bool
+	// msg is buf's JSON-RPC message, decoded once by message: the checks
+	// before the go-sdk and the answer's rewrite look at it several times.
+	msg          jsonrpcMessage
+	msgOK, drawn bool
+}
+
+// message is the body's JSON-RPC message (false for anything else),
+// decoded on first use.
+func (pb *peekedBody) message() (jsonrpcMessage, bool) {
+	if !pb.drawn {
+		pb.msg, pb.msgOK = parseJSONRPC(pb.buf)
+		pb.drawn = true
+	}
+	return pb.msg, pb.msgOK
 }
 
 // writeJSONRPCError answers with a JSON-RPC error response; id nil means

@@ -115,7 +115,7 @@ func (w *mcpWriter) finish(logger *zap.Logger, r *http.Request, requestID string
 		// a notification gets no answer (202, accepted and ignored). Only
 		// a body peeked before the go-sdk read it can be looked at again.
 		if w.body != nil {
-			m, ok := parseJSONRPC(w.body.buf)
+			m, ok := w.body.message()
 			if ok && m.Method != "" && len(m.ID) == 0 {
 				h.Del("Content-Type")
 				w.ResponseWriter.WriteHeader(http.StatusAccepted)
@@ -287,9 +287,13 @@ func jsonKind(t reflect.Type) string {
 	return "object"
 }
 
-// isInitialize tells whether buf is one JSON-RPC initialize request.
-func isInitialize(buf []byte) bool {
-	m, ok := parseJSONRPC(buf)
+// isInitialize tells whether body (nil: not peeked) is one JSON-RPC
+// initialize request.
+func isInitialize(body *peekedBody) bool {
+	if body == nil {
+		return false
+	}
+	m, ok := body.message()
 	return ok && m.Method == "initialize" && len(m.ID) > 0
 }
 
@@ -304,11 +308,10 @@ type jsonrpcMessage struct {
 
 // peekJSONRPC reads the body's JSON-RPC message and puts the body back.
 func peekJSONRPC(r *http.Request) (jsonrpcMessage, bool) {
-	buf, ok := peekBody(r)
-	if !ok {
+	if _, ok := peekBody(r); !ok {
 		return jsonrpcMessage{}, false
 	}
-	return parseJSONRPC(buf)
+	return r.Body.(*peekedBody).message()
 }
 
 // parseJSONRPC decodes one JSON-RPC message; false for anything else.
