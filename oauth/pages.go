@@ -2,9 +2,7 @@ package oauth
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/base64"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -246,7 +244,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	// rest of the sign-in belongs to this browser only (its answer is the
 	// one place the secret appears); a later login binds another.
 	signin := s.randomToken(32)
-	a.SignIn = signInHash(signin)
+	a.SignIn = digest(signin) // what the pending authorization keeps of it
 	// A metadata document's client always gets the consent screen: its
 	// name is its own claim, and the user must see where it comes from.
 	// So does a dynamically registered one: anyone can register "Claude"
@@ -271,12 +269,6 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, next+"?"+url.Values{"id": {a.ID}, "signin": {signin}}.Encode(), http.StatusSeeOther)
 }
 
-// signInHash is what a pending authorization keeps of its sign-in secret.
-func signInHash(secret string) string {
-	h := sha256.Sum256([]byte(secret))
-	return base64.RawURLEncoding.EncodeToString(h[:])
-}
-
 // signedInHere reports whether the request carries the sign-in secret of
 // the browser that signed in to this authorization.
 func (a *authRequest) signedInHere(r *http.Request) bool {
@@ -287,7 +279,7 @@ func (a *authRequest) signedInWith(presented string) bool {
 	if a.SignIn == "" || presented == "" {
 		return false
 	}
-	return subtle.ConstantTimeCompare([]byte(signInHash(presented)), []byte(a.SignIn)) == 1
+	return subtle.ConstantTimeCompare([]byte(digest(presented)), []byte(a.SignIn)) == 1
 }
 
 // notSignedInHere answers a step of a sign-in that another browser did.
