@@ -904,7 +904,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		if skip[i] {
 			continue
 		}
-		if t == "me" && i == 1 && len(toks) > 2 && !questionWords[toks[0]] && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1]) {
+		if t == "me" && i == 1 && len(toks) > 2 && opensWithVerb(toks) {
 			// "show me the pods", "give me a list of users": the one the
 			// answer is for, not the caller's own things.
 			continue
@@ -1077,7 +1077,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 	}
 	// "mark a DAG run as failed", "flag a comment as spam": the word after
 	// "as" is the state the request puts the thing in.
-	if len(toks) > 3 && !questionWords[toks[0]] && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1]) {
+	if len(toks) > 3 && opensWithVerb(toks) {
 		for i := 2; i+1 < len(toks); i++ {
 			if toks[i] != "as" || stopwords[toks[i+1]] {
 				continue
@@ -1099,7 +1099,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 	// fails": a request to be told when something happens asks for a
 	// notification, an alert, a subscription or a webhook; the clause
 	// after "when" is its condition (a modifier).
-	if i := slices.Index(toks, "when"); i > 1 && !questionWords[toks[0]] && isVerb(Lemmas(toks[0])[len(Lemmas(toks[0]))-1]) {
+	if i := slices.Index(toks, "when"); i > 1 && opensWithVerb(toks) {
 		groups = append(groups, termGroup{optional: true, terms: []weighted{{"notification", 0.6}, {"alert", 0.5}, {"subscription", 0.4}, {"webhook", 0.4}}})
 	}
 	if scope {
@@ -1113,6 +1113,17 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		groups = append(groups, termGroup{terms: []weighted{{intentTerm(intentFamily(in)), intentQueryWeight}}, optional: true})
 	}
 	return groups
+}
+
+// opensWithVerb reports whether a request of at least one word opens with
+// a verb, not a question word ("show me …", "mark … as failed", "email me
+// when …").
+func opensWithVerb(toks []string) bool {
+	if questionWords[toks[0]] {
+		return false
+	}
+	ls := Lemmas(toks[0])
+	return isVerb(ls[len(ls)-1])
 }
 
 // unmatched reports whether no tool has any of a group's terms.
