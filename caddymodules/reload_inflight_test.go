@@ -132,17 +132,7 @@ func TestReloadServesInFlightRequests(t *testing.T) {
 	defer caddyMu.Unlock()
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	cfgs := [2][]byte{}
-	for v := range cfgs {
-		raw, err := json.Marshal(adaptJSON(t, inflightGateway(port, v)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfgs[v] = raw
-	}
-	if err := caddy.Load(cfgs[0], true); err != nil {
-		t.Fatal(err)
-	}
+	cfgs := loadVariants(t, func(v int) string { return inflightGateway(port, v) })
 	defer func() { _ = caddy.Stop() }()
 
 	var tally inflightTally
@@ -298,17 +288,7 @@ func TestReloadAnswersRequestBeingRead(t *testing.T) {
 	caddyMu.Lock()
 	defer caddyMu.Unlock()
 	port := freePort(t)
-	cfgs := [2][]byte{}
-	for v := range cfgs {
-		raw, err := json.Marshal(adaptJSON(t, inflightGateway(port, v)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfgs[v] = raw
-	}
-	if err := caddy.Load(cfgs[0], true); err != nil {
-		t.Fatal(err)
-	}
+	cfgs := loadVariants(t, func(v int) string { return inflightGateway(port, v) })
 	defer func() { _ = caddy.Stop() }()
 	for i, c := range []struct {
 		name, header, body, want string

@@ -101,6 +101,24 @@ func testSigningKey() string {
 	return string(raw)
 }
 
+// loadVariants adapts the two variants of a config that config(0) and
+// config(1) write as JSON, and loads the first; the caller stops Caddy.
+func loadVariants(t *testing.T, config func(v int) string) [2][]byte {
+	t.Helper()
+	var cfgs [2][]byte
+	for v := range cfgs {
+		raw, err := json.Marshal(adaptJSON(t, config(v)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs[v] = raw
+	}
+	if err := caddy.Load(cfgs[0], true); err != nil {
+		t.Fatal(err)
+	}
+	return cfgs
+}
+
 func adaptJSON(t *testing.T, src string) map[string]any {
 	t.Helper()
 	out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
@@ -416,17 +434,7 @@ func TestReloadLeaks(t *testing.T) {
 		}
 		return orphans
 	}
-	cfgs := [2][]byte{}
-	for v := range cfgs {
-		raw, err := json.Marshal(adaptJSON(t, reloadGateway(port, v, rs.Addr)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfgs[v] = raw
-	}
-	if err := caddy.Load(cfgs[0], true); err != nil {
-		t.Fatal(err)
-	}
+	cfgs := loadVariants(t, func(v int) string { return reloadGateway(port, v, rs.Addr) })
 	defer func() { _ = caddy.Stop() }()
 	checkServes(t, base)
 	reloadClient.CloseIdleConnections()
