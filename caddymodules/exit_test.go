@@ -59,15 +59,7 @@ http://localhost:%d {
 	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home)
 	var logs strings.Builder
 	cmd.Stdout, cmd.Stderr = io.Discard, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
+	exited := startCmd(t, cmd)
 	eventually(t, "gateway answering", func() (bool, string) {
 		resp, err := http.Get(base + "/broker/health")
 		if err != nil {
@@ -173,4 +165,20 @@ http://localhost:%d {
 	case <-time.After(10 * time.Second):
 		t.Error("the MCP GET stream is still open after caddy exited")
 	}
+}
+
+// startCmd starts cmd and kills it when the test ends. The channel gets
+// cmd.Wait's result: a test that reads it puts it back for the cleanup.
+func startCmd(t *testing.T, cmd *exec.Cmd) chan error {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	})
+	return exited
 }

@@ -36,11 +36,17 @@ func (h *headerRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // mcpCaddyConfig runs codemode_mcp at /mcp on port with the given meta block.
 func mcpCaddyConfig(port int, meta map[string]any) []byte {
+	return mcpAppConfig(port, map[string]any{"meta": meta})
+}
+
+// mcpAppConfig runs codemode_mcp at /mcp on port with the given codemode
+// app.
+func mcpAppConfig(port int, app map[string]any) []byte {
 	cfg, _ := json.Marshal(map[string]any{
 		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
 		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
 		"apps": map[string]any{
-			"codemode": map[string]any{"meta": meta},
+			"codemode": app,
 			"http": map[string]any{"servers": map[string]any{"test": map[string]any{
 				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
 				"automatic_https": map[string]any{"disable": true},

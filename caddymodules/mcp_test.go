@@ -279,25 +279,10 @@ func scriptMaxLength(t *testing.T, cs *mcp.ClientSession) any {
 func TestMetaScriptLimitIsTheSandboxes(t *testing.T) {
 	port := freePort(t)
 	config := func(preset string) []byte {
-		cfg, _ := json.Marshal(map[string]any{
-			"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
-			"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
-			"apps": map[string]any{
-				"codemode": map[string]any{
-					"sandbox": map[string]any{"engine": "inprocess", "preset": preset, "trusted_callers": true},
-					"meta":    map[string]any{},
-				},
-				"http": map[string]any{"servers": map[string]any{"test": map[string]any{
-					"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
-					"automatic_https": map[string]any{"disable": true},
-					"routes": []any{map[string]any{
-						"match":  []any{map[string]any{"path": []string{"/mcp"}}},
-						"handle": []any{map[string]any{"handler": "codemode_mcp"}},
-					}},
-				}}},
-			},
+		return mcpAppConfig(port, map[string]any{
+			"sandbox": map[string]any{"engine": "inprocess", "preset": preset, "trusted_callers": true},
+			"meta":    map[string]any{},
 		})
-		return cfg
 	}
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 	startCaddy(t, config(sandbox.PresetLockedDown))
