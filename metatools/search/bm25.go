@@ -1439,8 +1439,10 @@ func (ix *BM25) plan(query string) *queryPlan {
 	// may ask for one thing or many.
 	many := false
 	if len(qIntents) == 0 || question {
-		for _, t := range qtoks {
-			many = many || ix.plural(t)
+		for i, t := range qtoks {
+			// "what variation does this user get for every flag?": a list
+			// word in a question asks for them all.
+			many = many || ix.plural(t) && !countedNoun(qtoks, i) || question && i > 0 && intentWords[t] == IntentList
 		}
 		// "who has an account?", "who joined the session": a question for
 		// people asks for them all, unless it asks about the caller ("who
@@ -1475,11 +1477,19 @@ func (ix *BM25) plan(query string) *queryPlan {
 	return qp
 }
 
+// countedNoun reports whether toks[i] is what "how many" counts ("how many
+// issues are in a version", "how many slots does a pool have"): English puts
+// it in the plural, but the question asks for a number, not for the things.
+func countedNoun(toks []string, i int) bool {
+	return i >= 2 && toks[i-2] == "how" && toks[i-1] == "many"
+}
+
 // plural reports whether a word is the plural of a noun: "jobs",
 // "namespaces", "categories" (not "status", "news" or "followers", which
 // are lemmas themselves).
 func (ix *BM25) plural(w string) bool {
-	if len(w) < 4 || !strings.HasSuffix(w, "s") || strings.HasSuffix(w, "ss") {
+	if len(w) < 4 || !strings.HasSuffix(w, "s") || strings.HasSuffix(w, "ss") || stopwords[w] || questionWords[w] {
+		// ("does" is no plural of the noun "do".)
 		return false
 	}
 	l := Lemmas(w)[0]

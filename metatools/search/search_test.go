@@ -1977,3 +1977,31 @@ func TestAbsentWordHypernyms(t *testing.T) {
 		t.Errorf("first %v, want f_listTopTopics", hits)
 	}
 }
+
+// TestHowManyNotList: a question "how many X …" asks for a number, not for
+// the list of X its plural would say, and "does" is no plural (of the noun
+// "do"): "how many slots does a pool have?" read as a list request ranked
+// the pools' list above the pool it asks about. A list word in a question
+// ("… for every flag?") still asks for a list.
+func TestHowManyNotList(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_get_pools", AppID: "a", Description: "List pools", Method: "GET", Path: "/pools"},
+		{Name: "a_get_pool", AppID: "a", Description: "Get a pool. Its name, slots and description.", Method: "GET", Path: "/pools/{pool_name}", Required: 1, RequiredNames: []string{"pool_name"}},
+	}
+	ix := NewBM25(docs)
+	for _, c := range []struct {
+		q    string
+		list bool
+	}{{"how many slots does a pool have?", false}, {"does a pool exist", false}, {"which pools exist", true}, {"what does a user get for every flag?", true}} {
+		if qp := ix.plan(c.q); qp.listing != c.list {
+			t.Errorf("%q: listing %v, want %v", c.q, qp.listing, c.list)
+		}
+	}
+	hits, err := ix.Rank(context.Background(), "how many slots does a pool have?", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_pool" {
+		t.Errorf("first %v, want a_get_pool", hits)
+	}
+}
