@@ -10,7 +10,7 @@ var domainRelated = map[string][]string{
 	"organization": {"org"}, "ticket": {"issue"}, "bug": {"issue"}, "pr": {"pull"}, "mr": {"merge"},
 	"dm": {"conversation", "message"}, "teammate": {"member", "collaborator", "user"},
 	"coworker": {"member", "user"}, "colleague": {"member", "user"}, "people": {"user", "member"},
-	"person": {"user", "member"}, "someone": {"user"}, "everyone": {"user", "member"}, "member": {"user"},
+	"person": {"user", "member"}, "someone": {"user", "member"}, "everyone": {"user", "member"}, "member": {"user"},
 	"login": {"username", "handle"}, "username": {"login", "handle"}, "handle": {"username"},
 	"newest": {"latest", "recent"}, "latest": {"newest", "recent"}, "recent": {"latest"}, "last": {"latest"},
 	"favourite": {"favorite", "star"}, "favorite": {"favourite", "star"}, "bookmark": {"star", "favorite"},

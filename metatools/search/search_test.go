@@ -2005,3 +2005,22 @@ func TestHowManyNotList(t *testing.T) {
 		t.Errorf("first %v, want a_get_pool", hits)
 	}
 }
+
+// TestSomeoneMember: "someone" in a request about a group, a team or a
+// project is one of its members, as "everyone" and "person" are: "kick
+// someone out of a group" ranked the group's delete above its members'
+// removal.
+func TestSomeoneMember(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_deleteGroup", AppID: "a", Description: "Delete a group"},
+		{Name: "a_removeGroupMembers", AppID: "a", Description: "Remove members from a group"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "kick someone out of a group", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_removeGroupMembers" {
+		t.Errorf("first %v, want a_removeGroupMembers", hits)
+	}
+}
