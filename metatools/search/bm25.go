@@ -1280,9 +1280,13 @@ type queryPlan struct {
 	families         map[Intent]bool
 	listing, getting bool
 	action, implicit bool
-	// main and prep are the terms of the request's words before its first
-	// preposition and after it (nil without one).
-	main, prep map[string]bool
+	// prep are the terms of the request's words after its first
+	// preposition (nil without one), mainWords the lemmas of its words
+	// before it, without relatives: a tool's head named in the modifier is
+	// the modifier's thing even when a relative of an object's word is
+	// the same ("tasks in a project": WordNet has project among task's
+	// synonyms).
+	prep, mainWords map[string]bool
 	// object are the indexes of the groups of the request's object when it
 	// has a modifier; objectHit, filled by Rank, says which documents
 	// match one of them.
@@ -1367,17 +1371,17 @@ func (ix *BM25) plan(query string) *queryPlan {
 				qp.object = append(qp.object, gi)
 			}
 		}
-		qp.main, qp.prep = map[string]bool{}, map[string]bool{}
+		qp.mainWords, qp.prep = map[string]bool{}, map[string]bool{}
+		for _, t := range qtoks[:firstPrep] {
+			for _, l := range Lemmas(t) {
+				qp.mainWords[l] = true
+			}
+		}
 		for _, g := range qp.groups {
-			if g.at == 0 {
-				continue
-			}
-			into := qp.main
 			if g.at-1 > firstPrep {
-				into = qp.prep
-			}
-			for _, wt := range g.terms {
-				into[wt.term] = true
+				for _, wt := range g.terms {
+					qp.prep[wt.term] = true
+				}
 			}
 		}
 	}
@@ -1599,7 +1603,7 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		note("plural-head", pluralHeadFactor)
 	}
 
-	if h := ix.heads[d]; h != "" && qp.prep != nil && qp.prep[h] && !qp.main[h] && !qp.part {
+	if h := ix.heads[d]; h != "" && qp.prep != nil && qp.prep[h] && !qp.mainWords[h] && !qp.part {
 		// What the tool acts on is named only in the request's modifier:
 		// "open a ticket in a project" does not create the project.
 		note("head-in-modifier", headInModifier)

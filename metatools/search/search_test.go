@@ -964,8 +964,8 @@ func TestBM25VerbPreposition(t *testing.T) {
 		"reply to a comment on an issue":    {"comment", "issue"},
 	} {
 		p := ix.plan(q)
-		if !p.main[want[0]] || p.prep[want[0]] || !p.prep[want[1]] {
-			t.Errorf("%q: object %v, modifier %v; want %s in the object, %s in the modifier", q, p.main, p.prep, want[0], want[1])
+		if !p.mainWords[want[0]] || p.prep[want[0]] || !p.prep[want[1]] {
+			t.Errorf("%q: object %v, modifier %v; want %s in the object, %s in the modifier", q, p.mainWords, p.prep, want[0], want[1])
 		}
 	}
 }
@@ -2022,5 +2022,28 @@ func TestSomeoneMember(t *testing.T) {
 	}
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_removeGroupMembers" {
 		t.Errorf("first %v, want a_removeGroupMembers", hits)
+	}
+}
+
+// TestHeadInModifierOwnWords: a tool whose head the request's modifier
+// names is the modifier's thing even when a relative of the object's word
+// is that head: WordNet has project among task's synonyms, so "list all
+// tasks in a project" did not hold getProjectsForTask to its modifier and
+// ranked it above getTasksForProject.
+func TestHeadInModifierOwnWords(t *testing.T) {
+	if !slices.ContainsFunc(relatedWords("task"), func(r relWord) bool { return r.word == "project" }) {
+		t.Skip("the lexicon no longer relates task to project")
+	}
+	docs := []Doc{
+		{Name: "asana_getProjectsForTask", AppID: "asana", Description: "Get projects a task is in"},
+		{Name: "asana_getTasksForProject", AppID: "asana", Description: "Get tasks from a project"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "list all tasks in a project", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "asana_getTasksForProject" {
+		t.Errorf("first %v, want asana_getTasksForProject", hits)
 	}
 }
