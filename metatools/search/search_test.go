@@ -2047,3 +2047,28 @@ func TestHeadInModifierOwnWords(t *testing.T) {
 		t.Errorf("first %v, want asana_getTasksForProject", hits)
 	}
 }
+
+// TestItemPathNotList: a GET whose path ends in a parameter reads one thing
+// of a collection, whatever its name and summary say; a list request
+// prefers the collection's read ("list the scheduled changes of a flag":
+// LaunchDarkly's getFlagConfigScheduledChange reads one change by its id). A tool named
+// or summarised as a list keeps its place (`GET /admin/users/list/{flag}`
+// lists users by a filter).
+func TestItemPathNotList(t *testing.T) {
+	docs := []Doc{
+		{Name: "ld_readScheduledChange", AppID: "ld", Description: "Get scheduled changes of a flag", Method: "GET", Path: "/flags/{featureFlagKey}/scheduled-changes/{id}", Required: 2},
+		{Name: "ld_fetchScheduledChange", AppID: "ld", Description: "Get scheduled changes of a flag", Method: "GET", Path: "/flags/{featureFlagKey}/scheduled-changes", Required: 1},
+		{Name: "ld_listUsers", AppID: "ld", Description: "List users by a flag", Method: "GET", Path: "/admin/users/list/{flag}", Required: 1},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "list the scheduled changes of a flag", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "ld_fetchScheduledChange" {
+		t.Errorf("first %v, want ld_fetchScheduledChange", hits)
+	}
+	if !ix.itemPath[0] || ix.itemPath[1] || ix.itemPath[2] {
+		t.Errorf("item paths %v, want [true false false]", ix.itemPath)
+	}
+}
