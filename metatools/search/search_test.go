@@ -2072,3 +2072,23 @@ func TestItemPathNotList(t *testing.T) {
 		t.Errorf("item paths %v, want [true false false]", ix.itemPath)
 	}
 }
+
+// TestPathWeight: the resource only an operation's path names (`listMember`
+// at /Queues/{QueueSid}/Members: queue) weighs more than a parameter's
+// name: at 0.5 the path's word weighed less than a parameter's (0.6), and
+// a tool with a "queue" parameter ranked first for "list the members of a
+// queue".
+func TestPathWeight(t *testing.T) {
+	docs := []Doc{
+		{Name: "tw_listMembership", AppID: "tw", Description: "List members", Method: "GET", Path: "/Memberships", Params: "queue"},
+		{Name: "tw_listMember", AppID: "tw", Description: "List members", Method: "GET", Path: "/Queues/{QueueSid}/Members"},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "list the members of a queue", 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "tw_listMember" {
+		t.Errorf("first %v, want tw_listMember", hits)
+	}
+}
