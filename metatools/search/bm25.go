@@ -196,6 +196,10 @@ var (
 	// is best (0.95 gains one rank less); 0.85 and below lose a tool that
 	// reads one tag with its topics.
 	itemPathFactor = 0.9
+	// listPathFactor scales, for a request to read one thing that is not a
+	// question, a tool that lists a collection (see listPath). 0.7–0.9
+	// give the same ranks on the tuning catalogs.
+	listPathFactor = 0.9
 	// pluralHeadFactor scales, for a list request, a tool whose name
 	// writes its head in the plural (`getGoals` over `getGoal`).
 	pluralHeadFactor = 1.05
@@ -270,6 +274,9 @@ type BM25 struct {
 	// itemPath says whether a tool reads one thing of a collection: a GET
 	// whose path ends in a parameter, not named or summarised as a list.
 	itemPath []bool
+	// listPath says whether a tool lists a collection: a GET named or
+	// summarised as a list whose path ends in a literal segment.
+	listPath []bool
 	// spelling is the catalog's words a typo is read as, with their
 	// document frequency, built on the first typo (see typo.go).
 	spelling     map[string]int32
@@ -400,7 +407,7 @@ func NewBM25(docs []Doc) *BM25 {
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
 		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
-		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n), itemPath: make([]bool, n)}
+		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n), itemPath: make([]bool, n), listPath: make([]bool, n)}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -466,6 +473,9 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.paths[i], ix.methods[i] = pathSegments(d.Path), strings.ToUpper(d.Method)
 		if ps := ix.paths[i]; len(ps) > 0 && strings.HasPrefix(ps[len(ps)-1], "{") && (ix.methods[i] == "GET" || ix.methods[i] == "") && !slices.Contains(intents, IntentList) && !slices.Contains(intents, IntentSearch) {
 			ix.itemPath[i] = true
+		}
+		if ps := ix.paths[i]; len(ps) > 0 && !strings.HasPrefix(ps[len(ps)-1], "{") && ix.methods[i] == "GET" && (slices.Contains(intents, IntentList) || slices.Contains(intents, IntentSearch)) {
+			ix.listPath[i] = true
 		}
 		if app := strings.Join(Tokenize(d.AppID), ""); app != "" {
 			ix.apps[i] = app
@@ -1313,6 +1323,8 @@ type queryPlan struct {
 	qterms    map[string]bool
 	// words are the lemmas of the query's own words (no relatives).
 	words map[string]bool
+	// question marks a request that opens with a question word.
+	question bool
 	// part marks a request that adds or removes a part of what its
 	// modifier names (see partOf).
 	part bool
@@ -1445,6 +1457,7 @@ func (ix *BM25) plan(query string) *queryPlan {
 		}
 	}
 	question := len(qtoks) > 0 && questionWords[qtoks[0]]
+	qp.question = question
 	if !question {
 		// A question's read is decided below: it covers a get-one verb
 		// only when it does not name things in the plural.
@@ -1612,6 +1625,13 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 	}
 	if qp.listing && !qp.getting && ix.needsUnnamed(d, qp) {
 		note("list-needs-id", listNeedsNoID)
+	}
+	if qp.getting && !qp.listing && !qp.question && ix.listPath[d] {
+		// A request to read one thing ("get a topic", "download the
+		// dataset of an image") does not ask for the collection's list,
+		// whose path ends in the collection ("GET /images"). A question
+		// in the singular often does ("what has a user done recently").
+		note("list-path", listPathFactor)
 	}
 	if qp.listing && !qp.getting && ix.itemPath[d] {
 		// The path says the call reads one thing ("/pools/{pool_name}"),

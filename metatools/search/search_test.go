@@ -2092,3 +2092,28 @@ func TestPathWeight(t *testing.T) {
 		t.Errorf("first %v, want tw_listMember", hits)
 	}
 }
+
+// TestListPathNotOne: a request to read one thing ("download the DICOM
+// dataset of an image") does not ask for a collection's list (`GET
+// /images/{id}/attributes`, "list all DICOM attributes of the dataset"),
+// whose path ends in the collection: such a tool ranked above the read of
+// the image's dataset on Slicebox. A question is left alone: in the
+// singular it often asks for a list ("what has a user done recently").
+func TestListPathNotOne(t *testing.T) {
+	docs := []Doc{
+		{Name: "sb_get_images_by_id_attributes", AppID: "sb", Description: "list all DICOM attributes of the dataset corresponding to the supplied image ID", Method: "GET", Path: "/images/{id}/attributes", Required: 1, RequiredNames: []string{"id"}},
+		{Name: "sb_get_images_by_id", AppID: "sb", Description: "fetch dataset corresponding to the supplied image ID", Method: "GET", Path: "/images/{id}", Required: 1, RequiredNames: []string{"id"}},
+		{Name: "sb_post_images", AppID: "sb", Description: "add a DICOM dataset to slicebox", Method: "POST", Path: "/images"},
+	}
+	ix := NewBM25(docs)
+	if !ix.listPath[0] || ix.listPath[1] || ix.listPath[2] {
+		t.Errorf("list paths %v, want [true false false]", ix.listPath)
+	}
+	for q, want := range map[string]bool{"download the DICOM dataset of an image": true, "get an image's attributes": true,
+		"what attributes does an image have": false, "list the attributes of an image": false} {
+		f, why := ix.factor(0, ix.plan(q), true)
+		if got := strings.Contains(why, "list-path"); got != want {
+			t.Errorf("%q: the attributes' list demoted %v (factor %.2f: %s), want %v", q, got, f, why, want)
+		}
+	}
+}
