@@ -356,7 +356,15 @@ func (s *Service) Search(ctx context.Context, in SearchInput) (res *SearchOutput
 		return (readOnly == nil || *readOnly == ro) && (destructive == nil || *destructive == de)
 	}
 
-	merged := map[int]*SearchResult{}
+	// A result is ordered by its exact score, then by its place in the
+	// ranking: scores are rounded to three decimals for the answer, and
+	// ordering by the rounded score would break near-ties by name.
+	type ranked struct {
+		res   *SearchResult
+		exact float64
+		place int
+	}
+	merged := map[int]*ranked{}
 	var empty []string
 	for _, q := range queries {
 		hits, err := snap.ranker.Rank(ctx, q, topK, allow)
@@ -367,37 +375,46 @@ func (s *Service) Search(ctx context.Context, in SearchInput) (res *SearchOutput
 			return nil, err
 		}
 		n := 0
-		for _, h := range hits {
+		for place, h := range hits {
 			if h.Score < minScore || h.Score <= 0 {
 				continue
 			}
 			n++
-			score := float64(int(h.Score*1e3+0.5)) / 1e3
 			r, ok := merged[h.Doc]
 			if !ok {
 				t := snap.tools[h.Doc]
-				r = &SearchResult{Name: t.Name, AppID: t.AppID, Description: snap.summaries[h.Doc]}
+				r = &ranked{res: &SearchResult{Name: t.Name, AppID: t.AppID, Description: snap.summaries[h.Doc]}, place: place}
 				merged[h.Doc] = r
 			}
-			r.RelevanceScore = max(r.RelevanceScore, score)
+			if h.Score > r.exact || h.Score == r.exact && place < r.place {
+				r.exact, r.place = h.Score, place
+			}
 			if len(queries) > 1 {
-				r.MatchedQueries = append(r.MatchedQueries, q)
+				r.res.MatchedQueries = append(r.res.MatchedQueries, q)
 			}
 		}
 		if n == 0 {
 			empty = append(empty, q)
 		}
 	}
+	order := make([]*ranked, 0, len(merged))
 	for _, r := range merged {
-		out.Tools = append(out.Tools, *r)
+		order = append(order, r)
 	}
-	sort.Slice(out.Tools, func(i, j int) bool {
-		a, b := out.Tools[i], out.Tools[j]
-		if a.RelevanceScore != b.RelevanceScore {
-			return a.RelevanceScore > b.RelevanceScore
+	sort.Slice(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		if a.exact != b.exact {
+			return a.exact > b.exact
 		}
-		return a.Name < b.Name
+		if a.place != b.place {
+			return a.place < b.place
+		}
+		return a.res.Name < b.res.Name
 	})
+	for _, r := range order {
+		r.res.RelevanceScore = float64(int(r.exact*1e3+0.5)) / 1e3
+		out.Tools = append(out.Tools, *r.res)
+	}
 	switch {
 	case len(out.Tools) == 0:
 		out.Warnings = append(out.Warnings, Warning{Type: "no_results",

@@ -180,3 +180,35 @@ func TestMetaToolSchemasPortable(t *testing.T) {
 		}
 	}
 }
+
+// scoredStrategy ranks every query with the same hits.
+type scoredStrategy []search.Hit
+
+func (s scoredStrategy) NewRanker([]search.Doc) search.Ranker { return s }
+
+func (s scoredStrategy) Rank(context.Context, string, int, func(int) bool) ([]search.Hit, error) {
+	return append([]search.Hit(nil), s...), nil
+}
+
+// TestSearchOrdersByExactScore: results come in the ranker's order, not by
+// the score rounded for the answer with near-ties broken by name (which made
+// the order depend on what tools are called).
+func TestSearchOrdersByExactScore(t *testing.T) {
+	for name, hits := range map[string]scoredStrategy{
+		"near tie":  {{Doc: 1, Score: 0.5004}, {Doc: 0, Score: 0.5001}},
+		"exact tie": {{Doc: 1, Score: 0.5}, {Doc: 0, Score: 0.5}},
+	} {
+		ix, err := NewIndex([]ToolSource{registeredTools()}, &IndexOptions{Strategy: hits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix.Reload(context.Background())
+		out, err := NewService(ix, nil).Search(context.Background(), SearchInput{Queries: []string{"contacts"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Tools) != 2 || out.Tools[0].Name != "crm:listContacts" || out.Tools[0].RelevanceScore != 0.5 || out.Tools[1].RelevanceScore != 0.5 {
+			t.Errorf("%s: %+v, want crm:listContacts first, both scored 0.5", name, out.Tools)
+		}
+	}
+}

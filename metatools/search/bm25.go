@@ -1239,9 +1239,14 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 			continue
 		}
 		f, _ := ix.factor(int(d), qp, false)
-		hits = append(hits, Hit{Doc: int(d), Score: math.Min(scores[d]*f/(qp.upper*scoreScale), 1)})
+		hits = append(hits, Hit{Doc: int(d), Score: scores[d] * f / (qp.upper * scoreScale)})
 	}
+	// Ordered by the score itself, then capped at 1 for the caller: capped
+	// first, tools above 1 would tie and fall back to document order.
 	sortHits(hits)
+	for i := range hits {
+		hits[i].Score = math.Min(hits[i].Score, 1)
+	}
 	hits = pinNamed(hits, named, allow)
 	if k > 0 && len(hits) > k {
 		hits = hits[:k]
