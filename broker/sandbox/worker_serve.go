@@ -157,6 +157,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 	// (their pending tool calls end at once).
 	defer func() {
 		close(s.stopped)
+		s.executors.stop()
 		engine.Close()
 	}()
 	if err := s.out.write(&wireMsg{T: msgReady, V: protocolVersion, PID: os.Getpid()}); err != nil {
@@ -203,7 +204,9 @@ func (s *workerServer) serve(m *wireMsg) error {
 		if err != nil {
 			return err
 		}
-		go s.execute(se, m.Exec)
+		// On a reused goroutine: a new one would grow its stack again
+		// for every script (the done frame's encoding runs deep).
+		s.executors.run(func() { s.execute(se, m.Exec) })
 	case msgResult, msgLookup:
 		s.deliver(m)
 	case msgCancel:
@@ -224,6 +227,9 @@ type workerServer struct {
 	// in is stdin when scripts may read it themselves (see workerInput),
 	// else nil.
 	in *workerInput
+
+	// executors run execute, each script's report, on reused goroutines.
+	executors runners
 
 	mu      sync.Mutex
 	execs   map[uint64]*serverExec

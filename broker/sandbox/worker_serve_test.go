@@ -3,8 +3,10 @@ package sandbox
 import (
 	"encoding/json"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // servePipes runs ServeWorker with the fake engine over in-memory pipes and
@@ -126,5 +128,42 @@ func TestServeWorkerRecyclesAfterAbandonedScript(t *testing.T) {
 	m, err := fr.read()
 	if err != nil || m.T != msgDone || !m.Done.Recycle {
 		t.Fatalf("done without recycle: %+v %v", m, err)
+	}
+}
+
+// TestServeWorkerEndsItsExecutors: the goroutines that report scripts are
+// reused from one script to the next, and none is left once ServeWorker
+// returns.
+func TestServeWorkerEndsItsExecutors(t *testing.T) {
+	base := runtime.NumGoroutine()
+	fw, fr, done := servePipes(t)
+	if err := fw.write(&wireMsg{T: msgInit, V: protocolVersion, Init: &wireInit{MaxMessageBytes: 1 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := fr.read(); err != nil || m.T != msgReady {
+		t.Fatalf("ready: %+v %v", m, err)
+	}
+	for id := uint64(1); id <= 5; id++ {
+		if err := fw.write(&wireMsg{T: msgExec, ID: id, Exec: &wireExec{Code: "ok 1"}}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := fr.read(); err != nil || m.T != msgDone || m.ID != id {
+			t.Fatalf("execution %d: %+v %v", id, m, err)
+		}
+	}
+	if err := fw.w.(io.Closer).Close(); err != nil { // the parent hangs up
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("ServeWorker: %v", err)
+	}
+	fr.r.(io.Closer).Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("goroutines: %d, before %d\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
