@@ -357,7 +357,9 @@ func (fr *frameReader) decode(body []byte) (*wireMsg, error) {
 	m, ok := (*wireMsg)(nil), false
 	switch {
 	case fr.fastResults:
-		m, ok = decodeResultFast(body)
+		if m, ok = decodeResultFast(body); !ok {
+			m, ok = decodeExecFast(body)
+		}
 	case fr.fastCalls:
 		m, ok = decodeCallFast(body)
 	}

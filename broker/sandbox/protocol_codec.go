@@ -1,8 +1,10 @@
 package sandbox
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Hand-written codecs for the frames of every tool call: call and wait
@@ -224,3 +226,201 @@ func cutPlainString(b []byte) (s, rest []byte, ok bool) {
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// decodeExecFast decodes an exec frame as encoding/json writes the
+// parent's exec message when it carries no tool metadata:
+// {"t":"exec","id":N,"exec":{"code":"…"[,"allowed":[…],"hasAllowed":true]
+// [,"context":{…}],"limits":{…}[,"missing":[…]][,"stream":true]}}, the
+// limits' twelve fields in their order; ok is false for any other body
+// (encoding/json decodes it). Only a worker uses it: it trusts its parent,
+// yet the message is the one json.Unmarshal makes of the same body
+// (strings with escapes or outside UTF-8 are unquoted by encoding/json;
+// TestDecodeExecFast, FuzzDecodeExecFast). Nothing aliases body.
+func decodeExecFast(body []byte) (_ *wireMsg, ok bool) {
+	rest, ok := cutPrefix(body, `{"t":"exec","id":`)
+	if !ok {
+		return nil, false
+	}
+	id, rest, ok := cutUint(rest)
+	if !ok {
+		return nil, false
+	}
+	if rest, ok = cutPrefix(rest, `,"exec":{"code":`); !ok {
+		return nil, false
+	}
+	ex := &wireExec{}
+	if ex.Code, rest, ok = cutString(rest); !ok {
+		return nil, false
+	}
+	if r, found := cutPrefix(rest, `,"allowed":`); found {
+		if ex.Allowed, rest, ok = cutStrings(r); !ok {
+			return nil, false
+		}
+	}
+	if r, found := cutPrefix(rest, `,"hasAllowed":true`); found {
+		ex.HasAllowed, rest = true, r
+	}
+	if r, found := cutPrefix(rest, `,"context":`); found {
+		n := objectEnd(r)
+		if n < 0 || !json.Valid(r[:n]) {
+			return nil, false
+		}
+		ex.Context, rest = append(json.RawMessage(nil), r[:n]...), r[n:]
+	}
+	if rest, ok = cutPrefix(rest, `,"limits":`); !ok {
+		return nil, false
+	}
+	if rest, ok = cutLimits(rest, &ex.Limits); !ok {
+		return nil, false
+	}
+	if r, found := cutPrefix(rest, `,"missing":`); found {
+		if ex.Missing, rest, ok = cutStrings(r); !ok {
+			return nil, false
+		}
+	}
+	if r, found := cutPrefix(rest, `,"stream":true`); found {
+		ex.Stream, rest = true, r
+	}
+	if string(rest) != "}}" {
+		return nil, false
+	}
+	return &wireMsg{T: msgExec, ID: id, Exec: ex}, true
+}
+
+// cutString reads a JSON string at the start of b. One of valid UTF-8
+// without escapes or control characters is copied as it is; any other is
+// left to encoding/json, which unquotes it (or refuses it) as json.Unmarshal would.
+func cutString(b []byte) (s string, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", b, false
+	}
+	plain := true
+	for i := 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '\\':
+			plain = false
+			i++
+		case c == '"':
+			if plain && utf8.Valid(b[1:i]) {
+				return string(b[1:i]), b[i+1:], true
+			}
+			if err := json.Unmarshal(b[:i+1], &s); err != nil {
+				return "", b, false
+			}
+			return s, b[i+1:], true
+		case c < 0x20:
+			return "", b, false
+		}
+	}
+	return "", b, false
+}
+
+// cutStrings reads a JSON array of strings at the start of b; an empty
+// one is an empty slice, as json.Unmarshal makes it.
+func cutStrings(b []byte) (list []string, rest []byte, ok bool) {
+	if rest, ok = cutPrefix(b, "["); !ok {
+		return nil, b, false
+	}
+	list = []string{}
+	if r, found := cutPrefix(rest, "]"); found {
+		return list, r, true
+	}
+	for {
+		var s string
+		if s, rest, ok = cutString(rest); !ok {
+			return nil, b, false
+		}
+		list = append(list, s)
+		if r, found := cutPrefix(rest, "]"); found {
+			return list, r, true
+		}
+		if rest, ok = cutPrefix(rest, ","); !ok {
+			return nil, b, false
+		}
+	}
+}
+
+// objectEnd is the length of the JSON object at the start of b (found by
+// its brackets outside strings; the caller checks it is valid JSON), or -1.
+func objectEnd(b []byte) int {
+	if len(b) == 0 || b[0] != '{' {
+		return -1
+	}
+	depth, in := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case in:
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
+}
+
+// limitsFields are the keys encoding/json writes for Limits, in order.
+var limitsFields = [...]string{"Timeout", "CPUTime", "MaxSteps", "MaxToolCalls", "MaxCallDepth", "MaxSourceBytes",
+	"MaxNestingDepth", "MaxResultBytes", "MaxConsoleEntries", "MaxConsoleBytes", "MemoryBytes", "AllowConsole"}
+
+// cutLimits reads Limits as encoding/json writes them: every field, in
+// order, integers without fraction or exponent.
+func cutLimits(b []byte, l *Limits) (rest []byte, ok bool) {
+	rest = b
+	ints := [...]*int64{(*int64)(&l.Timeout), (*int64)(&l.CPUTime), &l.MaxSteps, nil, nil, nil, nil, nil, nil, nil, &l.MemoryBytes}
+	plain := [...]*int{nil, nil, nil, &l.MaxToolCalls, &l.MaxCallDepth, &l.MaxSourceBytes, &l.MaxNestingDepth,
+		&l.MaxResultBytes, &l.MaxConsoleEntries, &l.MaxConsoleBytes, nil}
+	for i, name := range limitsFields {
+		sep := ","
+		if i == 0 {
+			sep = "{"
+		}
+		if rest, ok = cutPrefix(rest, sep+`"`+name+`":`); !ok {
+			return b, false
+		}
+		if i == len(limitsFields)-1 {
+			switch {
+			case bytes.HasPrefix(rest, []byte("true")):
+				l.AllowConsole, rest = true, rest[4:]
+			case bytes.HasPrefix(rest, []byte("false")):
+				rest = rest[5:]
+			default:
+				return b, false
+			}
+			break
+		}
+		j := 0
+		if j < len(rest) && rest[j] == '-' {
+			j++
+		}
+		k := j
+		for k < len(rest) && rest[k] >= '0' && rest[k] <= '9' {
+			k++
+		}
+		if k == j || (rest[j] == '0' && k > j+1) {
+			return b, false
+		}
+		bits := 64
+		if ints[i] == nil {
+			bits = strconv.IntSize
+		}
+		n, err := strconv.ParseInt(string(rest[:k]), 10, bits)
+		if err != nil {
+			return b, false
+		}
+		if ints[i] != nil {
+			*ints[i] = n
+		} else {
+			*plain[i] = int(n)
+		}
+		rest = rest[k:]
+	}
+	return cutPrefix(rest, "}")
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"testing"
+	"time"
 )
 
 // TestAppendFastAsEncodingJSON: the hand-written encoder writes the frames
@@ -275,5 +276,97 @@ func FuzzDecodeResultFast(f *testing.F) {
 		if !bytes.Equal(got, wantData) || !reflect.DeepEqual(m, want) {
 			t.Fatalf("decodeResultFast(%q) = %+v %s, encoding/json %+v %s", body, m, got, want, wantData)
 		}
+	})
+}
+
+// execFrameSeeds are exec messages as the parent encodes them.
+func execFrameSeeds(t testing.TB) [][]byte {
+	full := Limits{Timeout: 30 * time.Second, CPUTime: -1, MaxSteps: math.MaxInt64, MaxToolCalls: 50, MaxCallDepth: 1,
+		MaxSourceBytes: 2, MaxNestingDepth: 3, MaxResultBytes: 4, MaxConsoleEntries: 5, MaxConsoleBytes: 6, MemoryBytes: math.MinInt64, AllowConsole: true}
+	execs := []*wireExec{
+		{Code: "return 1"},
+		{Code: "return 1+1", Context: json.RawMessage(`{"sessionId":"0123","n":[1,{"s":"}]\"{"}]}`), Limits: Limits{Timeout: time.Second, MaxToolCalls: 50, MaxSteps: 1000000}},
+		{Code: "let s = \"a\\b\";\n\treturn s + '<&>' + `\u2028é😀`", Limits: full, Stream: true},
+		{Code: "return \xff\xfe bad utf-8", Allowed: []string{"echo", "we\"ird", "café"}, HasAllowed: true, Missing: []string{"nope"}},
+		{Code: "", HasAllowed: true},
+		{Code: "return 1", Allowed: []string{"echo"}, HasAllowed: true, Tools: []ToolInfo{{Name: "echo", Description: "d"}}},
+		{Code: "x", Context: json.RawMessage(`[1,2]`)},
+		{Code: "x", Context: json.RawMessage(`null`)},
+	}
+	var out [][]byte
+	for i, ex := range execs {
+		b, err := json.Marshal(&wireMsg{T: msgExec, ID: uint64(i + 1), Exec: ex})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// TestDecodeExecFast: the worker's hand-written decoder of exec frames
+// makes the message json.Unmarshal makes of the frames the parent writes,
+// takes the usual ones (no tool metadata, an object or no context), and
+// follows wireExec and Limits: a field added to either must be taught to
+// it (or this test fails).
+func TestDecodeExecFast(t *testing.T) {
+	if n := reflect.TypeOf(wireExec{}).NumField(); n != 8 {
+		t.Errorf("wireExec has %d fields; decodeExecFast knows 8", n)
+	}
+	lt := reflect.TypeOf(Limits{})
+	if lt.NumField() != len(limitsFields) {
+		t.Errorf("Limits has %d fields; decodeExecFast knows %d", lt.NumField(), len(limitsFields))
+	}
+	for i := 0; i < lt.NumField() && i < len(limitsFields); i++ {
+		if f := lt.Field(i); f.Name != limitsFields[i] || f.Tag != "" {
+			t.Errorf("Limits field %d is %s %q; decodeExecFast expects %s without a tag", i, f.Name, f.Tag, limitsFields[i])
+		}
+	}
+	seeds := execFrameSeeds(t)
+	for i, body := range seeds {
+		m, ok := decodeExecFast(body)
+		if want := i < 5; ok != want {
+			t.Errorf("%s: decoded by hand %v, want %v", body, ok, want)
+		}
+		checkExecFast(t, body, m, ok)
+	}
+	for _, body := range []string{
+		`{"t":"exec","id":0,"exec":{"code":"x","limits":{"Timeout":0,"CPUTime":0,"MaxSteps":0,"MaxToolCalls":0,"MaxCallDepth":0,"MaxSourceBytes":0,"MaxNestingDepth":0,"MaxResultBytes":0,"MaxConsoleEntries":0,"MaxConsoleBytes":0,"MemoryBytes":0,"AllowConsole":false}}}`,
+		`{"t":"exec","id":1,"exec":{"code":"x","limits":{"Timeout":1e3,"CPUTime":0,"MaxSteps":0,"MaxToolCalls":0,"MaxCallDepth":0,"MaxSourceBytes":0,"MaxNestingDepth":0,"MaxResultBytes":0,"MaxConsoleEntries":0,"MaxConsoleBytes":0,"MemoryBytes":0,"AllowConsole":false}}}`,
+		`{"t":"exec","id":1,"exec":{"code":"x","limits":{"Timeout":0,"CPUTime":0,"MaxSteps":0,"MaxToolCalls":0,"MaxCallDepth":0,"MaxSourceBytes":0,"MaxNestingDepth":0,"MaxResultBytes":0,"MaxConsoleEntries":0,"MaxConsoleBytes":0,"MemoryBytes":0,"AllowConsole":false}},"v":1}`,
+		`{"t":"exec","id":1,"exec":{"code":"x","limits":{"Timeout":99999999999999999999,"CPUTime":0,"MaxSteps":0,"MaxToolCalls":0,"MaxCallDepth":0,"MaxSourceBytes":0,"MaxNestingDepth":0,"MaxResultBytes":0,"MaxConsoleEntries":0,"MaxConsoleBytes":0,"MemoryBytes":0,"AllowConsole":false}}}`,
+		`{"t":"exec","id":1,"exec":{"code":"a` + "\x01" + `","limits":{"Timeout":0,"CPUTime":0,"MaxSteps":0,"MaxToolCalls":0,"MaxCallDepth":0,"MaxSourceBytes":0,"MaxNestingDepth":0,"MaxResultBytes":0,"MaxConsoleEntries":0,"MaxConsoleBytes":0,"MemoryBytes":0,"AllowConsole":false}}}`,
+	} {
+		if m, ok := decodeExecFast([]byte(body)); ok {
+			t.Errorf("%s: decoded by hand as %+v, want encoding/json", body, m.Exec)
+		}
+	}
+}
+
+// checkExecFast: what decodeExecFast took, encoding/json decodes to the
+// same message.
+func checkExecFast(t *testing.T, body []byte, m *wireMsg, ok bool) {
+	t.Helper()
+	if !ok {
+		return
+	}
+	want := new(wireMsg)
+	if err := json.Unmarshal(body, want); err != nil {
+		t.Fatalf("decodeExecFast took %q, which encoding/json refuses: %v", body, err)
+	}
+	if !reflect.DeepEqual(m, want) {
+		t.Fatalf("decodeExecFast(%q) = %+v %+v, encoding/json %+v %+v", body, m, m.Exec, want, want.Exec)
+	}
+}
+
+// FuzzDecodeExecFast: whatever the worker's hand-written decoder of exec
+// frames takes, encoding/json decodes to the same message.
+func FuzzDecodeExecFast(f *testing.F) {
+	for _, s := range execFrameSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		m, ok := decodeExecFast(body)
+		checkExecFast(t, body, m, ok)
 	})
 }
