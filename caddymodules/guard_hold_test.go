@@ -109,7 +109,7 @@ func TestGuardHoldUnderConcurrency(t *testing.T) {
 		st := g.manager.Storage()
 		for _, s := range g.sems {
 			for _, part := range []string{guard.PartitionGlobal, "s0", "s1"} {
-				key := s.entity + ":" + part + ":sem"
+				key := guard.BuildStorageKey(s.entity, part, "sem")
 				if n, _ := st.ActiveSlots(context.Background(), key, now); n != 0 {
 					t.Fatalf("%s: %d slots held after every request", key, n)
 				}

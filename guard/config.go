@@ -370,19 +370,58 @@ func ResolvePartitionKey(p PartitionKey, pc PartitionKeyContext) string {
 }
 
 // BuildStorageKey returns "<entity>:<partition>", with ":<suffix>" appended
-// when a suffix is given.
+// when a suffix is given. Each part is escaped (EscapeKeyPart), so that the
+// ':' an entity or a partition may hold (a tool "math:add", an IPv6
+// address, a caller's header) cannot make two different parts one key: "a"
+// partitioned "b:x" is "a:b%3Ax", "a:b" partitioned "x" is "a%3Ab:x". Parts
+// holding neither ':' nor '%' are written as they are.
 func BuildStorageKey(entityName, partitionKey string, suffix ...string) string {
 	switch {
 	case len(suffix) == 0 || (len(suffix) == 1 && suffix[0] == ""):
-		return entityName + ":" + partitionKey
+		return EscapeKeyPart(entityName) + ":" + EscapeKeyPart(partitionKey)
 	case len(suffix) == 1: // one concatenation on the hot path
-		return entityName + ":" + partitionKey + ":" + suffix[0]
+		return EscapeKeyPart(entityName) + ":" + EscapeKeyPart(partitionKey) + ":" + EscapeKeyPart(suffix[0])
 	}
-	k := entityName + ":" + partitionKey
+	k := EscapeKeyPart(entityName) + ":" + EscapeKeyPart(partitionKey)
 	for _, s := range suffix {
 		if s != "" {
-			k += ":" + s
+			k += ":" + EscapeKeyPart(s)
 		}
 	}
 	return k
+}
+
+// EscapeKeyPart returns s with '%' written "%25" and ':' written "%3A", the
+// form of a storage key's part: no ':' is left to be taken for a separator,
+// and no two parts escape alike. s itself, not a copy, when it holds neither.
+func EscapeKeyPart(s string) string {
+	if keyPartClean(s) {
+		return s
+	}
+	return string(appendKeyPart(make([]byte, 0, len(s)+8), s))
+}
+
+// keyPartClean reports whether s holds neither ':' nor '%'.
+func keyPartClean(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' || s[i] == '%' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendKeyPart appends EscapeKeyPart(s) to b.
+func appendKeyPart(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case ':':
+			b = append(b, "%3A"...)
+		case '%':
+			b = append(b, "%25"...)
+		default:
+			b = append(b, s[i])
+		}
+	}
+	return b
 }

@@ -43,6 +43,13 @@ func TestBuildStorageKey(t *testing.T) {
 	if got := BuildStorageKey("tool", "p", ""); got != "tool:p" {
 		t.Errorf("empty suffix: got %q", got)
 	}
+	// A part's ':' and '%' are escaped, so that no two parts make one key.
+	if got := BuildStorageKey("math:add", "2001:db8::1", "rate"); got != "math%3Aadd:2001%3Adb8%3A%3A1:rate" {
+		t.Errorf("colons: got %q", got)
+	}
+	if got := BuildStorageKey("a%3Ab", "100%"); got != "a%253Ab:100%25" {
+		t.Errorf("percent signs: got %q", got)
+	}
 }
 
 func TestPartitionKeyJSON(t *testing.T) {

@@ -237,7 +237,7 @@ type PreparedRateLimit struct {
 	m         *GuardManager
 	cfg       RateLimitConfig
 	metrics   ruleMetrics
-	keyPrefix string     // "<entity>:"
+	keyPrefix string     // "<entity>:", the entity escaped (EscapeKeyPart)
 	fixedKey  string     // the storage key of a global partition, else ""
 	memKey    *memoryKey // fixedKey in the memory storage, when that is the storage
 }
@@ -245,7 +245,7 @@ type PreparedRateLimit struct {
 // PrepareRateLimit prepares the rate limit cfg of entityName. Checks of the
 // result count against the same counters as CheckRateLimit(entityName, &cfg).
 func (m *GuardManager) PrepareRateLimit(entityName string, cfg RateLimitConfig) *PreparedRateLimit {
-	p := &PreparedRateLimit{m: m, cfg: cfg, metrics: m.metrics.forRule(rateRule(entityName), OutcomeRateLimited), keyPrefix: entityName + ":"}
+	p := &PreparedRateLimit{m: m, cfg: cfg, metrics: m.metrics.forRule(rateRule(entityName), OutcomeRateLimited), keyPrefix: EscapeKeyPart(entityName) + ":"}
 	if fixedPartition(cfg.PartitionBy) {
 		p.fixedKey = BuildStorageKey(entityName, PartitionGlobal, suffixRate)
 		if m.mem != nil {
@@ -270,7 +270,7 @@ func (p *PreparedRateLimit) Check(ctx context.Context, partition string, now tim
 	}
 	key := p.fixedKey
 	if key == "" {
-		key = p.keyPrefix + partition + ":" + suffixRate
+		key = p.keyPrefix + EscapeKeyPart(partition) + ":" + suffixRate
 	}
 	return p.m.checkRateKey(ctx, key, &p.metrics, &p.cfg, now.UnixMilli())
 }
@@ -291,11 +291,16 @@ func (p *PreparedRateLimit) checkMemory(mem *MemoryStorage, partition string, no
 	return windowResult(st, maxRequests, windowMs, nowMs)
 }
 
-// appendKey appends to b the storage key of a prepared limit's partition:
-// prefix (its entity and a colon), partition, a colon and suffix.
+// appendKey appends to b the storage key of a prepared limit's partition
+// (BuildStorageKey's): prefix (its escaped entity and a colon), partition
+// escaped, a colon and suffix.
 func appendKey(b []byte, prefix, partition, suffix string) []byte {
 	b = append(b, prefix...)
-	b = append(b, partition...)
+	if keyPartClean(partition) {
+		b = append(b, partition...)
+	} else {
+		b = appendKeyPart(b, partition)
+	}
 	b = append(b, ':')
 	return append(b, suffix...)
 }
@@ -343,7 +348,7 @@ func (p *PreparedSemaphore) WithTimeout(timeoutMs int64) *PreparedSemaphore {
 // slots are the same as those of AcquireSemaphore(entityName, &cfg).
 func (m *GuardManager) PrepareSemaphore(entityName string, cfg ConcurrencyConfig) *PreparedSemaphore {
 	p := &PreparedSemaphore{m: m, entity: entityName, cfg: cfg, metrics: m.metrics.forRule(concurrencyRule(entityName), OutcomeConcurrencyLimited),
-		keyPrefix: entityName + ":"}
+		keyPrefix: EscapeKeyPart(entityName) + ":"}
 	p.owner = ticketOwner{sem: m.sem, manager: m, inUse: p.metrics.inUse}
 	if fixedPartition(cfg.PartitionBy) {
 		p.fixedKey = BuildStorageKey(entityName, PartitionGlobal, suffixSem)
@@ -400,7 +405,7 @@ func (p *PreparedSemaphore) AcquireAt(ctx context.Context, partition string, now
 	}
 	key := p.fixedKey
 	if key == "" {
-		key = p.keyPrefix + partition + ":" + suffixSem
+		key = p.keyPrefix + EscapeKeyPart(partition) + ":" + suffixSem
 	}
 	return m.acquireKey(ctx, key, p.entity, &p.metrics, &p.cfg, p.holdMs, t, &p.owner, now)
 }

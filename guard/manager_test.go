@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -349,5 +350,58 @@ func TestManagerFixedKeys(t *testing.T) {
 	}
 	if _, kept := m.fixedKeys[0].Load("other"); kept {
 		t.Error("a key past the bound was kept")
+	}
+}
+
+// TestStorageKeysKeepPartsApart: an entity and a partition are both free to
+// hold ':' (a tool "math:add", an IPv6 address, a value from a caller's
+// header), so "a" partitioned "b:x" and "a:b" partitioned "x" must not
+// count in one bucket: a caller choosing its partition could otherwise
+// spend another entity's limit. Checked for unprepared and prepared rate
+// limits and semaphores, on the memory storage and on Redis.
+func TestStorageKeysKeepPartsApart(t *testing.T) {
+	byValue := PartitionKey{Func: func(pc PartitionKeyContext) string { return pc.UserID }}
+	pairs := [][2][2]string{ // {entity, partition} twice
+		{{"a", "b:x"}, {"a:b", "x"}},
+		{{"a", "b%3Ax"}, {"a:b", "x"}},
+		{{"a%3Ab", "x"}, {"a:b", "x"}},
+		{{"tool", "2001:db8::1"}, {"tool:2001", "db8::1"}},
+	}
+	storages := map[string]func(t *testing.T) *GuardManager{
+		"memory": func(t *testing.T) *GuardManager {
+			return newTestManager(t, GuardConfig{Enabled: true}, newFakeClock(t0))
+		},
+		"redis": func(t *testing.T) *GuardManager {
+			m, _ := redisPair(t, GuardConfig{Enabled: true}, newFakeClock(t0))
+			return m
+		},
+	}
+	for name, newManager := range storages {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			m := newManager(t)
+			rate := RateLimitConfig{MaxRequests: 1, PartitionBy: byValue}
+			conc := ConcurrencyConfig{MaxConcurrent: 1, PartitionBy: byValue}
+			for i, pair := range pairs {
+				for j, ep := range pair {
+					entity, pc := ep[0], PartitionKeyContext{UserID: ep[1]}
+					// Each pair gets entities of its own per way of checking.
+					unprepared, prepared := fmt.Sprint(i, "u", entity), fmt.Sprint(i, "p", entity)
+					if r, err := m.CheckRateLimit(ctx, unprepared, &rate, pc); err != nil || !r.Allowed {
+						t.Errorf("pair %d, %d: rate limit of %q partition %q: %+v %v (counted with the other)", i, j, entity, ep[1], r, err)
+					}
+					if r, err := m.PrepareRateLimit(prepared, rate).Check(ctx, ep[1], m.Now()); err != nil || !r.Allowed {
+						t.Errorf("pair %d, %d: prepared rate limit of %q partition %q: %+v %v", i, j, entity, ep[1], r, err)
+					}
+					if _, err := m.AcquireSemaphore(ctx, unprepared, &conc, pc); err != nil {
+						t.Errorf("pair %d, %d: semaphore of %q partition %q: %v", i, j, entity, ep[1], err)
+					}
+					var tk SemaphoreTicket
+					if err := m.PrepareSemaphore(prepared, conc).Acquire(ctx, ep[1], &tk); err != nil {
+						t.Errorf("pair %d, %d: prepared semaphore of %q partition %q: %v", i, j, entity, ep[1], err)
+					}
+				}
+			}
+		})
 	}
 }

@@ -111,7 +111,7 @@ func TestPreparedSemaphoreUnderSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UnixMilli()
-	for _, key := range []string{p1.fixedKey, "f:" + partitions[0] + ":sem", "f:" + partitions[1] + ":sem"} {
+	for _, key := range []string{p1.fixedKey, BuildStorageKey("f", partitions[0], suffixSem), BuildStorageKey("f", partitions[1], suffixSem)} {
 		if n, _ := st.ActiveSlots(ctx, key, now); n != 0 {
 			t.Fatalf("%s: %d slots held after every release", key, n)
 		}
@@ -252,7 +252,7 @@ func TestPreparedKeysOnTheStack(t *testing.T) {
 		}
 	}
 	for i, pv := range partitions {
-		key := "e:" + pv + ":sem"
+		key := BuildStorageKey("e", pv, suffixSem)
 		if tickets[i].Key != key {
 			t.Fatalf("ticket key %.40q, want %.40q", tickets[i].Key, key)
 		}
@@ -269,7 +269,7 @@ func TestPreparedKeysOnTheStack(t *testing.T) {
 		_ = tickets[i].Release(ctx)
 	}
 	for _, pv := range partitions {
-		if n, _ := st.ActiveSlots(ctx, "e:"+pv+":sem", clock.Now().UnixMilli()); n != 0 {
+		if n, _ := st.ActiveSlots(ctx, BuildStorageKey("e", pv, suffixSem), clock.Now().UnixMilli()); n != 0 {
 			t.Fatalf("%.20q: %d slots after the release", pv, n)
 		}
 	}

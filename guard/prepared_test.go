@@ -209,7 +209,8 @@ func TestMemoryNumberedSlots(t *testing.T) {
 
 // TestPreparedMemoryAllocs: on the memory storage a prepared check of a
 // per-request partition, and a prepared acquire and release, allocate
-// nothing once the partition's key is stored (metrics on).
+// nothing once the partition's key is stored (metrics on), also when the
+// key escapes the partition's colons (an IPv6 address).
 func TestPreparedMemoryAllocs(t *testing.T) {
 	ctx := context.Background()
 	st := NewMemoryStorage(&MemoryStorageOptions{SweepInterval: -1})
@@ -223,15 +224,17 @@ func TestPreparedMemoryAllocs(t *testing.T) {
 	s := m.PrepareSemaphore("e", ConcurrencyConfig{MaxConcurrent: 10, PartitionBy: perIP})
 	round := func() {
 		now := m.Now()
-		if res, err := r.Check(ctx, "10.1.2.3", now); err != nil || !res.Allowed {
-			t.Fatalf("check: %+v %v", res, err)
-		}
-		var tk SemaphoreTicket
-		if err := s.AcquireAt(ctx, "10.1.2.3", now, &tk); err != nil {
-			t.Fatal(err)
-		}
-		if err := tk.Release(ctx); err != nil {
-			t.Fatal(err)
+		for _, ip := range []string{"10.1.2.3", "2001:db8::1"} { // the second one escaped
+			if res, err := r.Check(ctx, ip, now); err != nil || !res.Allowed {
+				t.Fatalf("check: %+v %v", res, err)
+			}
+			var tk SemaphoreTicket
+			if err := s.AcquireAt(ctx, ip, now, &tk); err != nil {
+				t.Fatal(err)
+			}
+			if err := tk.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	round()
