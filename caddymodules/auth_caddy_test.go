@@ -299,7 +299,7 @@ func TestCaddyProductionRuleHTTPS(t *testing.T) {
 	}
 }
 
-var hiddenField = regexp.MustCompile(`name="(id|csrf|signin)" value="([^"]*)"`)
+var hiddenField = regexp.MustCompile(`name="(id|csrf)" value="([^"]*)"`)
 
 // TestCaddyOrchestratedFlow drives the whole flow through Caddy with
 // golang.org/x/oauth2: PKCE S256 with a resource indicator, the login and
@@ -811,7 +811,8 @@ func TestCaddyServedResources(t *testing.T) {
 	other := fmt.Sprintf("codemode_auth /x* {\n\t\tresource %s\n\t}", elsewhere)
 	startCaddy(t, adapt("", other))
 
-	browser := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	jar, _ := cookiejar.New(nil) // the sign-in cookie
+	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	verifier := oauth2.GenerateVerifier()
 	conf := &oauth2.Config{ClientID: "cli", RedirectURL: redirect, Scopes: []string{"mcp"},
 		Endpoint: oauth2.Endpoint{AuthURL: base + "/oauth/authorize", TokenURL: base + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}

@@ -178,7 +178,7 @@ func (g *credGateway) start(t *testing.T) {
 	startCaddy(t, cfg)
 }
 
-var loginFields = regexp.MustCompile(`name="(id|csrf|signin)" value="([^"]*)"`)
+var loginFields = regexp.MustCompile(`name="(id|csrf)" value="([^"]*)"`)
 
 // signIn drives the authorization server's login page in c from start
 // (a URL that redirects to it) and returns the final response's URL and

@@ -64,7 +64,7 @@ func TestBrowserLoginAndConsent(t *testing.T) {
 	v := oauth2.GenerateVerifier()
 	authURL := cfg.AuthCodeURL("browser-state", oauth2.S256ChallengeOption(v), oauth2.SetAuthURLParam("resource", asResource))
 
-	var client, errText string
+	var client, errText, consentURL, pageCookies string
 	var scopes []string
 	err := chromedp.Run(ctx,
 		chromedp.Navigate(authURL),
@@ -81,6 +81,8 @@ func TestBrowserLoginAndConsent(t *testing.T) {
 		chromedp.Click(`#submit`, chromedp.ByID),
 		chromedp.WaitVisible(`#approve`, chromedp.ByID),
 		chromedp.Evaluate(`Array.from(document.querySelectorAll('#scopes li')).map(li => li.textContent)`, &scopes),
+		chromedp.Location(&consentURL),
+		chromedp.Evaluate(`document.cookie`, &pageCookies),
 		chromedp.Click(`#approve`, chromedp.ByID),
 		chromedp.WaitVisible(`#done`, chromedp.ByID),
 	)
@@ -92,6 +94,11 @@ func TestBrowserLoginAndConsent(t *testing.T) {
 	}
 	if strings.Join(scopes, " ") != "mcp tools:read" {
 		t.Fatalf("consent lists %v", scopes)
+	}
+	// The sign-in secret is a cookie the page's scripts cannot read, and
+	// in no URL of the browser's history.
+	if strings.Contains(consentURL, "signin") || pageCookies != "" {
+		t.Fatalf("consent page at %s, its scripts see cookies %q", consentURL, pageCookies)
 	}
 	back := app.query()
 	if back.Get("state") != "browser-state" || back.Get("code") == "" {

@@ -191,7 +191,7 @@ func TestClientIDMetadataDocumentFlow(t *testing.T) {
 		}
 	}
 	id, csrf = hidden(t, page)
-	next = location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {next.Query().Get("signin")}, "decision": {"approve"}}), http.StatusSeeOther)
+	next = location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}}), http.StatusSeeOther)
 	back := location(t, e.get(e.srv.URL+next.RequestURI()), http.StatusFound)
 	if !strings.HasPrefix(back.String(), redirect+"?") || back.Query().Get("code") == "" {
 		t.Fatalf("callback %s", back)

@@ -467,16 +467,16 @@ func TestLoginAndConsentPages(t *testing.T) {
 	})
 	t.Run("consent denied", func(t *testing.T) {
 		id, csrf := start()
-		next := location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
-		back := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {next.Query().Get("signin")}, "decision": {"deny"}}), http.StatusFound)
+		location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		back := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"deny"}}), http.StatusFound)
 		if back.Query().Get("error") != "access_denied" || back.Query().Get("state") != "st" || !strings.HasPrefix(back.String(), asRedirect) {
 			t.Fatalf("deny redirect %s", back)
 		}
 	})
 	t.Run("one code per authorization", func(t *testing.T) {
 		id, csrf := start()
-		next := location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
-		callback := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {next.Query().Get("signin")}, "decision": {"approve"}}), http.StatusSeeOther)
+		location(t, login(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		callback := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}}), http.StatusSeeOther)
 		first := location(t, e.get(e.srv.URL+callback.RequestURI()), http.StatusFound)
 		if first.Query().Get("code") == "" {
 			t.Fatalf("first callback: %s", first)
@@ -727,7 +727,9 @@ func TestSelfRegisteredClientsAlwaysAsk(t *testing.T) {
 // user its link and, once the user has signed in, approves the consent
 // screen or collects the code from the callback itself. Before the sign-in
 // secret, the id and the CSRF token of the login page were all it took: the
-// attacker exchanged the user's code for the user's tokens.
+// attacker exchanged the user's code for the user's tokens. The secret is
+// the user's browser's cookie; in a URL (where it once travelled) it counts
+// for nothing.
 func TestSignInBelongsToTheBrowser(t *testing.T) {
 	for _, consent := range []bool{true, false} {
 		t.Run(fmt.Sprintf("consent %v", consent), func(t *testing.T) {
@@ -739,12 +741,32 @@ func TestSignInBelongsToTheBrowser(t *testing.T) {
 
 			// The user opens the link and signs in.
 			next := location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
-			signin := next.Query().Get("signin")
+			signin := e.signInCookie(id)
 			if signin == "" {
-				t.Errorf("login answer carries no sign-in secret: %s", next)
+				t.Fatalf("the user's browser holds no sign-in secret after the login")
 			}
 
-			// The attacker knows id and csrf, not the secret.
+			// The attacker knows id and csrf, not the secret: its browser
+			// has no cookie, or a wrong one, or names the secret in the URL.
+			attacker := &http.Client{Transport: e.http.Transport, CheckRedirect: e.http.CheckRedirect}
+			send := func(method, u string, form url.Values, cookie string) *http.Response {
+				t.Helper()
+				var req *http.Request
+				if method == http.MethodPost {
+					req, _ = http.NewRequest(method, u, strings.NewReader(form.Encode()))
+					req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				} else {
+					req, _ = http.NewRequest(method, u, nil)
+				}
+				if cookie != "" {
+					req.AddCookie(&http.Cookie{Name: e.s.signInCookie(id), Value: cookie})
+				}
+				resp, err := attacker.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return resp
+			}
 			refused := func(what string, resp *http.Response) {
 				t.Helper()
 				b := body(t, resp)
@@ -753,10 +775,14 @@ func TestSignInBelongsToTheBrowser(t *testing.T) {
 				}
 			}
 			for _, sec := range []string{"", "wrong-" + signin} {
-				refused("consent page", e.get(e.srv.URL+"/oauth/consent?"+url.Values{"id": {id}, "signin": {sec}}.Encode()))
-				refused("consent approve", e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {sec}, "decision": {"approve"}}))
-				refused("callback", e.get(e.srv.URL+"/oauth/authorize/callback?"+url.Values{"id": {id}, "signin": {sec}}.Encode()))
+				refused("consent page", send(http.MethodGet, e.srv.URL+"/oauth/consent?"+url.Values{"id": {id}}.Encode(), nil, sec))
+				refused("consent approve", send(http.MethodPost, e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}}, sec))
+				refused("callback", send(http.MethodGet, e.srv.URL+"/oauth/authorize/callback?"+url.Values{"id": {id}}.Encode(), nil, sec))
 			}
+			inURL := url.Values{"id": {id}, "signin": {signin}}
+			refused("consent page, secret in the URL", send(http.MethodGet, e.srv.URL+"/oauth/consent?"+inURL.Encode(), nil, ""))
+			refused("consent approve, secret in the form", send(http.MethodPost, e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {signin}, "decision": {"approve"}}, ""))
+			refused("callback, secret in the URL", send(http.MethodGet, e.srv.URL+"/oauth/authorize/callback?"+inURL.Encode(), nil, ""))
 
 			// The user signs in between the callback's check and op's
 			// read: the record the code is saved on is checked again.
@@ -769,7 +795,7 @@ func TestSignInBelongsToTheBrowser(t *testing.T) {
 
 			// The user's browser finishes, and the code is the user's.
 			if next.Path == "/oauth/consent" {
-				next = location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {signin}, "decision": {"approve"}}), http.StatusSeeOther)
+				next = location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}}), http.StatusSeeOther)
 			}
 			back := location(t, e.get(e.srv.URL+next.RequestURI()), http.StatusFound)
 			if back.Query().Get("code") == "" {
@@ -777,5 +803,87 @@ func TestSignInBelongsToTheBrowser(t *testing.T) {
 			}
 			e.assertNoSecretsLogged(signin, csrf, asPassword, back.Query().Get("code"))
 		})
+	}
+}
+
+// signInCookie is the sign-in secret of authorization id that the user's
+// browser holds for the consent page ("" if none).
+func (e *asEnv) signInCookie(id string) string {
+	u, _ := url.Parse(e.srv.URL + "/oauth/consent")
+	for _, c := range e.http.Jar.Cookies(u) {
+		if c.Name == e.s.signInCookie(id) {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+// TestSignInSecretInACookie: the sign-in secret never appears in a URL
+// (where access logs, browser history and proxies' logs would keep it). It
+// is an HttpOnly, Secure (https issuer), SameSite=Lax cookie on the pages'
+// path, named after its authorization so that two sign-ins in one browser
+// keep theirs, living as long as the pending authorization, and dropped
+// when the authorization ends with a code or a refusal.
+func TestSignInSecretInACookie(t *testing.T) {
+	e := newAS(t, nil)
+	cfg := e.oauth2(asClientID, asRedirect)
+	// Two tabs of one browser sign in, one after the other.
+	var ids, csrfs [2]string
+	var nexts [2]*url.URL
+	for i := range 2 {
+		loginURL := location(t, e.get(cfg.AuthCodeURL(fmt.Sprint("st", i), oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
+		ids[i], csrfs[i] = hidden(t, body(t, e.get(e.srv.URL+loginURL.RequestURI())))
+		resp := e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {ids[i]}, "csrf": {csrfs[i]}, "username": {asUser}, "password": {asPassword}})
+		var set *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == "__Secure-codemode_signin_"+ids[i] {
+				set = c
+			}
+		}
+		nexts[i] = location(t, resp, http.StatusSeeOther)
+		if nexts[i].Path != "/oauth/consent" || nexts[i].RawQuery != "id="+url.QueryEscape(ids[i]) {
+			t.Errorf("login answer: %s, want the consent page with the id alone", nexts[i])
+		}
+		if set == nil {
+			t.Fatalf("login answer sets no sign-in cookie: %v", resp.Header["Set-Cookie"])
+		}
+		if !set.HttpOnly || !set.Secure || set.SameSite != http.SameSiteLaxMode || set.Path != "/oauth/" ||
+			set.MaxAge <= 0 || set.MaxAge > int(PendingTTL/time.Second) || set.Domain != "" {
+			t.Errorf("sign-in cookie %s", set)
+		}
+		if e.signInCookie(ids[i]) == "" {
+			t.Fatal("the browser does not send the sign-in cookie to the consent page")
+		}
+	}
+	// The first tab approves and gets its code, then the second denies.
+	page := body(t, e.get(e.srv.URL+nexts[0].RequestURI()))
+	if strings.Contains(page, "signin") {
+		t.Errorf("consent page carries the secret: %s", page)
+	}
+	callback := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {ids[0]}, "csrf": {csrfs[0]}, "decision": {"approve"}}), http.StatusSeeOther)
+	if callback.RawQuery != "id="+url.QueryEscape(ids[0]) {
+		t.Errorf("consent answer: %s, want the callback with the id alone", callback)
+	}
+	if back := location(t, e.get(e.srv.URL+callback.RequestURI()), http.StatusFound); back.Query().Get("code") == "" {
+		t.Fatalf("first tab: %s", back)
+	}
+	if e.signInCookie(ids[0]) != "" {
+		t.Error("the sign-in cookie outlives the code")
+	}
+	if e.signInCookie(ids[1]) == "" {
+		t.Fatal("the second tab's cookie went with the first's")
+	}
+	if back := location(t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {ids[1]}, "csrf": {csrfs[1]}, "decision": {"deny"}}), http.StatusFound); back.Query().Get("error") != "access_denied" {
+		t.Fatalf("second tab: %s", back)
+	}
+	if e.signInCookie(ids[1]) != "" {
+		t.Error("the sign-in cookie outlives the refusal")
+	}
+
+	// Over plain http (development) the cookie cannot be Secure, nor carry
+	// the __Secure- prefix.
+	dev := &Server{cfg: settings{issuer: "http://localhost:8080"}}
+	if got := dev.signInCookie("x"); got != "codemode_signin_x" || dev.secureCookies() {
+		t.Errorf("http issuer: cookie %q, secure %v", got, dev.secureCookies())
 	}
 }

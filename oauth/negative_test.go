@@ -494,8 +494,8 @@ func TestUnvouchedClientsErrorsArePages(t *testing.T) {
 		q.Set("redirect_uri", phishing)
 		loginURL := location(t, e.get(e.srv.URL+"/oauth/authorize?"+q.Encode()), http.StatusFound)
 		id, csrf := hidden(t, body(t, e.get(e.srv.URL+loginURL.RequestURI())))
-		next := location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
-		resp := e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {next.Query().Get("signin")}, "decision": {"deny"}})
+		location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+		resp := e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"deny"}})
 		page := body(t, resp)
 		m := regexp.MustCompile(`id="continue" href="([^"]*)"`).FindStringSubmatch(page)
 		if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Location") != "" || m == nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
@@ -50,7 +51,7 @@ ul.scopes li{margin:.3rem 0}.warn{border-left:4px solid #b36b00;padding-left:.6r
 <p>It will be sent back to <code id="redirect">{{.Redirect}}</code>{{if .RedirectHost}} on <strong id="redirect-host">{{.RedirectHost}}</strong>{{end}}.</p>
 {{if .LocalRedirects}}<p class="warn" id="local-warning">This application receives the answer on this computer ({{.RedirectHost}}): any program running here could use its name. Allow it only if you started it yourself just now.</p>{{end}}
 <form method="post" action="{{.Action}}" id="consent">
-<input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}"><input type="hidden" name="signin" value="{{.SignIn}}">
+<input type="hidden" name="id" value="{{.ID}}"><input type="hidden" name="csrf" value="{{.CSRF}}">
 <button type="submit" name="decision" value="approve" id="approve">Allow</button>
 <button type="submit" name="decision" value="deny" id="deny">Deny</button>
 </form>
@@ -64,9 +65,6 @@ ul.scopes li{margin:.3rem 0}.warn{border-left:4px solid #b36b00;padding-left:.6r
 
 type pageData struct {
 	Title, Client, Subject, Redirect, Error, ID, CSRF, Action, DemoUser string
-	// SignIn is the secret of the browser that signed in, posted back by
-	// the consent form.
-	SignIn string
 	// ClientHost is a metadata document's host (the name is unverified);
 	// RedirectHost the host the answer goes to; LocalRedirects warns that
 	// every redirect URI of the client is on this computer.
@@ -241,7 +239,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	a.Subject, a.AuthTime, a.LoggedIn = subject, s.now(), true
 	// The id of a pending authorization is no secret from whoever started
 	// it: that may be an attacker who sends the user the login link. The
-	// rest of the sign-in belongs to this browser only (its answer is the
+	// rest of the sign-in belongs to this browser only (its cookie is the
 	// one place the secret appears); a later login binds another.
 	signin := s.randomToken(32)
 	a.SignIn = digest(signin) // what the pending authorization keeps of it
@@ -266,13 +264,61 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if !a.Approved {
 		next = pathConsent
 	}
-	http.Redirect(w, r, next+"?"+url.Values{"id": {a.ID}, "signin": {signin}}.Encode(), http.StatusSeeOther)
+	s.setSignInCookie(w, a, signin)
+	http.Redirect(w, r, next+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
+}
+
+// signInCookiePath is the path of the sign-in cookies: that of the pages
+// that read them (/oauth/consent, /oauth/authorize/callback), not the site's.
+const signInCookiePath = "/oauth/"
+
+// signInCookie names the cookie holding the sign-in secret of the pending
+// authorization id: one per authorization, so that two sign-ins in one
+// browser (two tabs) keep theirs. Over https the name carries the
+// __Secure- prefix, which browsers accept only on a Secure cookie set over
+// https: a page on plain http cannot plant one.
+func (s *Server) signInCookie(id string) string {
+	if s.secureCookies() {
+		return "__Secure-codemode_signin_" + id
+	}
+	return "codemode_signin_" + id
+}
+
+func (s *Server) secureCookies() bool { return strings.HasPrefix(s.cfg.issuer, "https://") }
+
+// setSignInCookie hands the browser that signed in to a the secret, for
+// as long as a is pending. The secret stays out of every URL, so out of
+// access logs, browser history and proxies' logs.
+func (s *Server) setSignInCookie(w http.ResponseWriter, a *authRequest, secret string) {
+	maxAge := int(a.Expires.Sub(s.now()) / time.Second)
+	if maxAge < 1 {
+		maxAge = 1
+	}
+	http.SetCookie(w, &http.Cookie{Name: s.signInCookie(a.ID), Value: secret, Path: signInCookiePath, MaxAge: maxAge,
+		HttpOnly: true, Secure: s.secureCookies(), SameSite: http.SameSiteLaxMode})
+}
+
+// clearSignInCookie tells the browser to drop a's sign-in cookie: the
+// authorization ended.
+func (s *Server) clearSignInCookie(h http.Header, a *authRequest) {
+	c := &http.Cookie{Name: s.signInCookie(a.ID), Value: "", Path: signInCookiePath, MaxAge: -1,
+		HttpOnly: true, Secure: s.secureCookies(), SameSite: http.SameSiteLaxMode}
+	h.Add("Set-Cookie", c.String())
+}
+
+// presentedSignIn is the sign-in secret of a that r carries ("" if none).
+func (s *Server) presentedSignIn(r *http.Request, a *authRequest) string {
+	c, err := r.Cookie(s.signInCookie(a.ID))
+	if err != nil {
+		return ""
+	}
+	return c.Value
 }
 
 // signedInHere reports whether the request carries the sign-in secret of
-// the browser that signed in to this authorization.
-func (a *authRequest) signedInHere(r *http.Request) bool {
-	return a.signedInWith(r.Form.Get("signin"))
+// the browser that signed in to a.
+func (s *Server) signedInHere(r *http.Request, a *authRequest) bool {
+	return a.signedInWith(s.presentedSignIn(r, a))
 }
 
 func (a *authRequest) signedInWith(presented string) bool {
@@ -301,15 +347,50 @@ func (s *Server) callback(h http.Handler) http.HandlerFunc {
 			return
 		}
 		// An unknown, expired or unfinished authorization is op's to refuse.
-		if a, err := s.pending(r.Context(), r.Form.Get("id")); err == nil && a.LoggedIn && !a.signedInHere(r) {
+		a, err := s.pending(r.Context(), r.Form.Get("id"))
+		if err != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if a.LoggedIn && !s.signedInHere(r, a) {
 			s.notSignedInHere(w, a)
 			return
 		}
 		// The user may sign in between this read and op's: SaveAuthCode
 		// checks the secret again on the record it marks, the last read
 		// before a code exists.
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), signInKey{}, r.Form.Get("signin"))))
+		h.ServeHTTP(&endWriter{ResponseWriter: w, end: func(h http.Header) { s.clearSignInCookie(h, a) }},
+			r.WithContext(context.WithValue(r.Context(), signInKey{}, s.presentedSignIn(r, a))))
 	}
+}
+
+// endWriter calls end before op's callback sends the redirect that ends
+// the authorization with a code. An error redirect leaves the cookie: the
+// authorization may still be pending (a callback reached before consent
+// is refused, and the consent screen still works); it expires with it.
+type endWriter struct {
+	http.ResponseWriter
+	end   func(http.Header)
+	wrote bool
+}
+
+func (w *endWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 300 && code < 400 {
+		if u, err := url.Parse(w.Header().Get("Location")); err == nil {
+			if u.Query().Has("code") {
+				w.end(w.Header())
+			}
+		}
+	}
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *endWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // consent shows the requested scopes (GET) and records the decision (POST).
@@ -322,18 +403,19 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, pathLogin+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
 		return
 	}
-	if !a.signedInHere(r) {
+	if !s.signedInHere(r, a) {
 		s.notSignedInHere(w, a)
 		return
 	}
 	if r.Method == http.MethodGet {
 		s.render(w, http.StatusOK, "consent", pageData{Title: "Allow access", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost, SelfRegistered: a.SelfRegistered,
 			Subject: a.Subject, Scopes: visibleScopes(a.Scopes), Redirect: a.RedirectURI, RedirectHost: redirectHost(a.RedirectURI),
-			LocalRedirects: a.LocalRedirects, ID: a.ID, CSRF: a.CSRF, SignIn: r.Form.Get("signin"), Action: pathConsent, Resource: s.namedResource(a)})
+			LocalRedirects: a.LocalRedirects, ID: a.ID, CSRF: a.CSRF, Action: pathConsent, Resource: s.namedResource(a)})
 		return
 	}
 	if r.PostForm.Get("decision") != "approve" {
 		_ = s.store.Del(r.Context(), keyPending(a.ID))
+		s.clearSignInCookie(w.Header(), a)
 		s.log.Info("consent denied", logClientID(a.ClientID))
 		if a.SelfRegistered || a.ClientHost != "" {
 			// RFC 9700 section 4.11.2: a user who denies because the
@@ -352,7 +434,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
 		return
 	}
-	http.Redirect(w, r, pathCallback+"?"+url.Values{"id": {a.ID}, "signin": {r.Form.Get("signin")}}.Encode(), http.StatusSeeOther)
+	http.Redirect(w, r, pathCallback+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
 }
 
 // namedResource is the resource an authorization asks a token for, when

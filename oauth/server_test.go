@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
@@ -78,7 +79,7 @@ type asEnv struct {
 	srv   *httptest.Server
 	s     *Server
 	clock *fakeNow
-	http  *http.Client // does not follow redirects
+	http  *http.Client // the user's browser: keeps cookies, does not follow redirects
 	logs  *observer.ObservedLogs
 	slog  *lockedBuffer      // what op logs through slog's default logger
 	mount func(http.Handler) // replaces what the TLS server serves
@@ -155,6 +156,7 @@ func newAS(t testing.TB, mutate func(*ServerConfig)) *asEnv {
 	mu.Unlock()
 	c := srv.Client()
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.Jar, _ = cookiejar.New(nil) // the user's browser keeps the sign-in cookie
 	mount := func(hh http.Handler) {
 		mu.Lock()
 		h = hh
@@ -255,7 +257,7 @@ func (e *asEnv) signIn(authURL string) *url.URL {
 			e.t.Fatalf("consent page does not list the scope: %s", page)
 		}
 		id, csrf = hidden(e.t, page)
-		next = location(e.t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "signin": {next.Query().Get("signin")}, "decision": {"approve"}}), http.StatusSeeOther)
+		next = location(e.t, e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}}), http.StatusSeeOther)
 	}
 	if next.Path != "/oauth/authorize/callback" {
 		e.t.Fatalf("login led to %s, want the callback", next)

@@ -1,7 +1,7 @@
 // Shared helpers of the real-client checks: a tiny test runner and the
 // browser part of a sign-in (the login and consent forms, posted as a
 // browser posts them: form fields, the hidden id and CSRF token, an Origin
-// header, redirects followed one by one).
+// header, the cookies the server sets, redirects followed one by one).
 import assert from "node:assert/strict";
 
 let failures = 0;
@@ -43,17 +43,41 @@ export async function fetchManual(url, init = {}) {
 
 function hiddenFields(html) {
   const out = {};
-  for (const m of html.matchAll(/name="(id|csrf|signin)" value="([^"]*)"/g)) out[m[1]] = m[2];
+  for (const m of html.matchAll(/name="(id|csrf)" value="([^"]*)"/g)) out[m[1]] = m[2];
   if (!out.id || !out.csrf) throw new Error(`no id/csrf in page: ${html.slice(0, 500)}`);
   return out;
 }
 
-async function postForm(url, fields, origin) {
-  return fetchManual(url, {
+async function postForm(url, fields, origin, jar) {
+  return jar.fetch(url, {
     method: "POST",
     headers: { "Content-Type": "application/x-www-form-urlencoded", Origin: origin },
     body: new URLSearchParams(fields),
   });
+}
+
+// CookieJar is the cookie store of one browser talking to one origin: it
+// keeps what Set-Cookie says (a Max-Age of 0 or less drops the cookie) and
+// sends the cookies whose Path covers the request's path. The sign-in
+// secret of the login answer is such a cookie.
+class CookieJar {
+  cookies = new Map(); // name -> { value, path }
+  async fetch(url, init = {}) {
+    const path = new URL(url).pathname;
+    const sent = [...this.cookies].filter(([, c]) => path.startsWith(c.path)).map(([n, c]) => `${n}=${c.value}`);
+    const headers = { ...(init.headers ?? {}) };
+    if (sent.length) headers.Cookie = sent.join("; ");
+    const res = await fetchManual(url, { ...init, headers });
+    for (const line of res.headers.getSetCookie()) {
+      const [pair, ...attrs] = line.split(";").map((s) => s.trim());
+      const eq = pair.indexOf("=");
+      const name = pair.slice(0, eq);
+      const attr = (key) => attrs.find((a) => a.toLowerCase().startsWith(key + "="))?.slice(key.length + 1);
+      if (Number(attr("max-age") ?? "1") <= 0) this.cookies.delete(name);
+      else this.cookies.set(name, { value: pair.slice(eq + 1), path: attr("path") ?? "/" });
+    }
+    return res;
+  }
 }
 
 // signIn plays the browser for an authorization URL: it follows the
@@ -64,27 +88,32 @@ async function postForm(url, fields, origin) {
 // the consent page's HTML.
 export async function signIn(authorizationUrl, { username, password, onConsentPage } = {}) {
   const origin = new URL(authorizationUrl).origin;
-  let res = await fetchManual(authorizationUrl);
+  const jar = new CookieJar();
+  let res = await jar.fetch(authorizationUrl);
   assert.equal(res.status, 302, `authorize: ${res.status} ${await res.text()}`);
   let next = new URL(res.headers.get("location"), authorizationUrl);
   assert.equal(next.pathname, "/oauth/login", `authorize redirected to ${next}`);
-  res = await fetch(next);
+  res = await jar.fetch(next);
   assert.equal(res.status, 200);
   let page = await res.text();
-  res = await postForm(new URL("/oauth/login", origin), { ...hiddenFields(page), username, password }, origin);
+  res = await postForm(new URL("/oauth/login", origin), { ...hiddenFields(page), username, password }, origin, jar);
   assert.equal(res.status, 303, `login: ${res.status} ${await res.text()}`);
   next = new URL(res.headers.get("location"), origin);
+  // The sign-in secret is the browser's cookie, never in a URL.
+  assert.deepEqual([...next.searchParams.keys()], ["id"], `login answer ${next}`);
   if (next.pathname === "/oauth/consent") {
-    res = await fetch(next);
+    res = await jar.fetch(next);
     page = await res.text();
+    assert.equal(res.status, 200, `consent page: ${res.status} ${page}`);
     if (onConsentPage) await onConsentPage(page);
-    res = await postForm(new URL("/oauth/consent", origin), { ...hiddenFields(page), decision: "approve" }, origin);
+    res = await postForm(new URL("/oauth/consent", origin), { ...hiddenFields(page), decision: "approve" }, origin, jar);
     assert.equal(res.status, 303, `consent: ${res.status} ${await res.text()}`);
     next = new URL(res.headers.get("location"), origin);
   }
   assert.equal(next.pathname, "/oauth/authorize/callback", `sign-in led to ${next}`);
-  res = await fetchManual(next);
+  res = await jar.fetch(next);
   assert.equal(res.status, 302, `callback: ${res.status} ${await res.text()}`);
+  assert.equal(jar.cookies.size, 0, `cookies left after the code: ${[...jar.cookies.keys()]}`);
   return new URL(res.headers.get("location"));
 }
 

@@ -291,7 +291,7 @@ func (r *recorder) gateways() map[string]bool {
 	return m
 }
 
-var hiddenField = regexp.MustCompile(`name="(id|csrf|signin)" value="([^"]*)"`)
+var hiddenField = regexp.MustCompile(`name="(id|csrf)" value="([^"]*)"`)
 
 // signIn walks the MCP authorization path through the load balancer: 401,
 // protected resource metadata, authorization server metadata, dynamic
