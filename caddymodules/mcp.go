@@ -239,7 +239,7 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	mw := &mcpWriter{ResponseWriter: w}
 	defer mw.finish(h.logger, r, rid)
 	w = mw
-	if h.unsupportedVersion(w, r) {
+	if h.unsupportedVersion(w, r) || refuseBadID(w, r) {
 		return nil
 	}
 	modern, id := h.isModern(r)

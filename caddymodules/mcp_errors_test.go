@@ -252,3 +252,80 @@ func TestInitializeParamsProblem(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPRequestIDs: MCP ids are strings or integers. The go-sdk decodes a
+// numeric id as a float64 and answers with its int64 truncation: 1.5 came
+// back as 1 and 9007199254740993 as 9007199254740992, so the client could
+// not match the answer (and 1 may be another of its requests). Such a
+// request, and one whose id is no string or number at all, is refused with
+// 400 -32600 and id null by both revisions' handlers, in and out of a
+// session and in a batch; strings and integers up to 2^53-1 in magnitude
+// come back as sent.
+func TestMCPRequestIDs(t *testing.T) {
+	port := freePort(t)
+	startCaddy(t, mcpCaddyConfig(port, map[string]any{}))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	initialize := func(id, version string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	}
+	session := func(version string) map[string]string {
+		t.Helper()
+		status, sid, body := rawMCP(t, url, nil, initialize("1", version))
+		if status != 200 || sid == "" {
+			t.Fatalf("initialize %s: %d %s", version, status, body)
+		}
+		h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": version}
+		rawMCP(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		return h
+	}
+	inSession, batching := session("2025-06-18"), session("2025-03-26")
+	list := func(id string) string { return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list"}` }
+	modernList := func(id string) string {
+		return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/list","params":{` + modernMeta + `}}`
+	}
+	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+	type request struct {
+		name   string
+		header map[string]string
+		body   func(id string) string
+	}
+	requests := []request{
+		{"initialize", nil, func(id string) string { return initialize(id, "2025-06-18") }},
+		{"in a session", inSession, list},
+		{"2026-07-28", modern, modernList},
+		{"in a batch", batching, func(id string) string { return "[" + list(`"ok"`) + "," + list(id) + "]" }},
+	}
+	for _, id := range []string{"1.5", "-0.5", "1e300", "9007199254740993", "-9007199254740993", "true", "{}", "[1]"} {
+		for _, rq := range requests {
+			status, _, body := rawMCP(t, url, rq.header, rq.body(id))
+			if status != 400 || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, `"id":null`) {
+				t.Errorf("%s, id %s: %d %s", rq.name, id, status, body)
+			}
+		}
+	}
+	for _, id := range []string{`"a-1"`, "7", "-3", "0", "9007199254740991", "-9007199254740991"} {
+		for _, rq := range requests[1:3] {
+			status, _, body := rawMCP(t, url, rq.header, rq.body(id))
+			if status != 200 || !strings.Contains(body, `"id":`+id+`,`) || !strings.Contains(body, `"tools"`) {
+				t.Errorf("%s, id %s: %d %s", rq.name, id, status, body)
+			}
+		}
+	}
+	if status, _, body := rawMCP(t, url, nil, initialize("9007199254740991", "2025-06-18")); status != 200 || !strings.Contains(body, `"id":9007199254740991,`) {
+		t.Errorf("initialize, id 2^53-1: %d %s", status, body)
+	}
+}
+
+// TestBadRequestID: which ids come back from the go-sdk as sent.
+func TestBadRequestID(t *testing.T) {
+	for id, bad := range map[string]bool{
+		``: false, `null`: false, `"x"`: false, `""`: false, `7`: false, `-3`: false, `0`: false, `-0`: false,
+		`1.0`: false, `1e2`: false, `9007199254740991`: false, `-9007199254740991`: false, ` 5 `: false,
+		`1.5`: true, `1e-1`: true, `9007199254740992`: true, `-9007199254740993`: true, `1e300`: true, `1e400`: true,
+		`true`: true, `false`: true, `{}`: true, `[]`: true,
+	} {
+		if got := badRequestID(json.RawMessage(id)); got != bad {
+			t.Errorf("badRequestID(%s) = %v, want %v", id, got, bad)
+		}
+	}
+}

@@ -243,6 +243,10 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
 				}
 				break
 			}
+			if requestsWithBadID(msg) {
+				reply = rpcError(nil, rpcInvalidRequest, badIDMessage)
+				break
+			}
 			if id, problem := initializeProblem(msg); problem != "" {
 				reply = rpcError(id, rpcInvalidParams, "invalid params: initialize: "+problem)
 				break

@@ -97,6 +97,15 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantError(`{"jsonrpc":"2.0","id":2,"method":"tools/list"`, -32700, "null") // cut short
+	// Ids the go-sdk would answer as another id (1.5 as 1, 2^53+1 as
+	// 2^53) or could not (true): MCP ids are strings or integers.
+	for _, id := range []string{"1.5", "9007199254740993", "true"} {
+		wantError(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, -32600, "null")
+		wantError(`[{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}]`, -32600, "null")
+	}
+	if r := send(`{"jsonrpc":"2.0","id":9007199254740991,"method":"ping"}`); r.Error != nil || string(r.ID) != "9007199254740991" {
+		t.Fatalf("ping with id 2^53-1: %+v", r)
+	}
 	r = send(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)
 	if r.Error != nil || !strings.Contains(string(r.Result), `"meta:execute"`) {
 		t.Fatalf("tools/list: %+v", r)
