@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -326,6 +327,33 @@ func TestBadRequestID(t *testing.T) {
 	} {
 		if got := badRequestID(json.RawMessage(id)); got != bad {
 			t.Errorf("badRequestID(%s) = %v, want %v", id, got, bad)
+		}
+	}
+}
+
+// BenchmarkMCPPeekAndCheck measures what a POST pays before the go-sdk
+// reads it: the body read into memory (peekBody) and its id checked
+// (refuseBadID), for a small request and one carrying a 64 KiB script,
+// over the cost of making the request alone.
+func BenchmarkMCPPeekAndCheck(b *testing.B) {
+	for _, size := range []int{200, 64 << 10} {
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{` + modernMeta +
+			`,"name":"meta:execute","arguments":{"script":"` + strings.Repeat("a", size) + `"}}}`
+		for _, check := range []bool{false, true} {
+			name := fmt.Sprintf("script_%d/request_only", size)
+			if check {
+				name = fmt.Sprintf("script_%d/peek_and_check", size)
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+					r.Header.Set("Content-Type", "application/json")
+					if check && refuseBadID(nil, r) {
+						b.Fatal("refused")
+					}
+				}
+			})
 		}
 	}
 }
