@@ -323,6 +323,23 @@ func TestMCPSearchAndDescribeInvalidInput(t *testing.T) {
 	}
 }
 
+// TestMCPSearchQueryLengthInCharacters: a query's limit is the maxLength
+// meta:search's input schema advertises, 1000 characters (code points, as
+// JSON Schema counts them), not 1000 bytes: a query of 400 CJK characters
+// (1,200 bytes) was refused although its schema allowed it.
+func TestMCPSearchQueryLengthInCharacters(t *testing.T) {
+	f := newFixture(t, fixtureOptions{})
+	for _, q := range []string{strings.Repeat("中", 400), strings.Repeat("é", MaxQueryLength), strings.Repeat("🙂", MaxQueryLength)} {
+		if res := f.call(t, "meta:search", map[string]any{"queries": []string{q}}); res.IsError {
+			t.Errorf("a query of %d characters, %d bytes: %s", len([]rune(q)), len(q), text(res))
+		}
+	}
+	e := errorOf(t, f.call(t, "meta:search", map[string]any{"queries": []string{"x", strings.Repeat("é", MaxQueryLength+1)}}))
+	if e.Code != CodeValidationError || e.Field != "queries.1" {
+		t.Errorf("a query of 1001 characters: %+v", e)
+	}
+}
+
 func TestMCPDescribe(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	var out DescribeOutput

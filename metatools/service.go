@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -25,7 +26,7 @@ const (
 	DefaultTopK       = 10
 	MaxTopK           = 100
 	MaxQueries        = 20
-	MaxQueryLength    = 1000
+	MaxQueryLength    = 1000 // characters (code points), as meta:search's schema advertises
 	MaxDescribeNames  = 50
 	MaxScriptBytes    = 256 << 10
 	lowRelevanceScore = 0.15
@@ -289,8 +290,9 @@ func (s *Service) Search(ctx context.Context, in SearchInput) (res *SearchOutput
 		if strings.TrimSpace(q) == "" {
 			return nil, validationError(fmt.Sprintf("queries.%d", i), "query is empty")
 		}
-		if len(q) > MaxQueryLength {
-			return nil, validationError(fmt.Sprintf("queries.%d", i), fmt.Sprintf("query is longer than %d bytes", MaxQueryLength))
+		// Characters (code points), as the schema's maxLength counts them.
+		if len(q) > MaxQueryLength && utf8.RuneCountInString(q) > MaxQueryLength {
+			return nil, validationError(fmt.Sprintf("queries.%d", i), fmt.Sprintf("query is longer than %d characters", MaxQueryLength))
 		}
 	}
 	topK := DefaultTopK

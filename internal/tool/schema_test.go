@@ -99,3 +99,23 @@ func TestValidateCombinators(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateStringLengthsInCharacters: minLength and maxLength of a tool
+// input count characters (code points), as JSON Schema says, not bytes nor
+// UTF-16 units: this validator is the one of meta:invoke, of callTool in
+// scripts and of the broker's tools and catalog operations.
+func TestValidateStringLengthsInCharacters(t *testing.T) {
+	s, err := CompileSchema(json.RawMessage(`{"type":"object","properties":{"s":{"type":"string","minLength":2,"maxLength":3}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, ok := range map[string]bool{
+		`"ab"`: true, `"abc"`: true, `"éüö"`: true, `"中文字"`: true, `"🙂🙂🙂"`: true, `"\u00e9\u00fc"`: true,
+		`"a"`: false, `"é"`: false, `"🙂"`: false, `"abcd"`: false, `"éüöä"`: false, `"🙂🙂🙂🙂"`: false,
+	} {
+		_, verr := s.Validate(json.RawMessage(`{"s":`+in+`}`), nil)
+		if (verr == nil) != ok {
+			t.Errorf("%s: accepted %v, want %v (%v)", in, verr == nil, ok, verr)
+		}
+	}
+}
