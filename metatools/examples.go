@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/codemode-gateway/caddy-codemode/metatools/search"
 )
@@ -138,6 +139,9 @@ func maxOr(s map[string]any, def float64) float64 {
 	return def
 }
 
+// maxExampleString is the longest string exampleString pads to.
+const maxExampleString = 256
+
 func exampleString(name string, s map[string]any) string {
 	var v string
 	switch s["format"] {
@@ -166,13 +170,18 @@ func exampleString(name string, s map[string]any) string {
 			v = "example-" + strings.ToLower(strings.Trim(name, "_-"))
 		}
 	}
-	if m, ok := s["minLength"].(float64); ok {
-		for len(v) < int(m) {
-			v += "x"
+	// Lengths in characters (code points), as JSON Schema counts them: a
+	// name of other letters than ASCII ("größe") has fewer than bytes. An
+	// example is padded up to maxExampleString characters, no further: a
+	// schema's minLength of 1e9 made this loop for ever (the example, not
+	// valid then, is left out).
+	if m, ok := s["minLength"].(float64); ok && m <= maxExampleString {
+		if n := utf8.RuneCountInString(v); n < int(m) {
+			v += strings.Repeat("x", int(m)-n)
 		}
 	}
-	if m, ok := s["maxLength"].(float64); ok && len(v) > int(m) {
-		v = v[:int(m)]
+	if m, ok := s["maxLength"].(float64); ok && m >= 0 && utf8.RuneCountInString(v) > int(m) {
+		v = string([]rune(v)[:int(m)])
 	}
 	return v
 }

@@ -3,6 +3,7 @@ package metatools
 import (
 	"context"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestGeneratedExamplesCoverCatalog: generated example inputs must validate
@@ -41,5 +42,29 @@ func TestGeneratedExamplesCoverCatalog(t *testing.T) {
 	t.Logf("%d of %d catalog actions have generated usage examples", with, total)
 	if float64(with) < 0.95*float64(total) {
 		t.Errorf("only %d of %d actions have examples", with, total)
+	}
+}
+
+// TestExampleStringLengths: a generated string meets its schema's
+// minLength and maxLength in characters (code points), as JSON Schema
+// counts them, stays valid UTF-8, and a minLength past any sensible
+// example is not padded to.
+func TestExampleStringLengths(t *testing.T) {
+	for _, c := range []struct {
+		schema   map[string]any
+		min, max int
+	}{
+		{map[string]any{"minLength": 14.0}, 14, 1 << 30},
+		{map[string]any{"maxLength": 11.0}, 0, 11},
+		{map[string]any{"minLength": 3.0, "maxLength": 3.0}, 3, 3},
+	} {
+		v := exampleString("größe", c.schema)
+		if n := utf8.RuneCountInString(v); !utf8.ValidString(v) || n < c.min || n > c.max {
+			t.Errorf("%v: %q, %d characters", c.schema, v, n)
+		}
+	}
+	// Before, this padded one byte at a time towards 1e9: the test hung.
+	if v := exampleString("name", map[string]any{"minLength": 1e9}); len(v) > maxExampleString {
+		t.Errorf("minLength 1e9: padded to %d bytes", len(v))
 	}
 }
