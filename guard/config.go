@@ -411,17 +411,23 @@ func keyPartClean(s string) bool {
 	return true
 }
 
-// appendKeyPart appends EscapeKeyPart(s) to b.
+// appendKeyPart appends EscapeKeyPart(s) to b, the runs between the
+// escaped bytes copied whole.
 func appendKeyPart(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case ':':
-			b = append(b, "%3A"...)
-		case '%':
-			b = append(b, "%25"...)
-		default:
-			b = append(b, s[i])
+	for {
+		i := 0
+		for i < len(s) && s[i] != ':' && s[i] != '%' {
+			i++
 		}
+		b = append(b, s[:i]...)
+		if i == len(s) {
+			return b
+		}
+		if s[i] == ':' {
+			b = append(b, "%3A"...)
+		} else {
+			b = append(b, "%25"...)
+		}
+		s = s[i+1:]
 	}
-	return b
 }

@@ -296,11 +296,7 @@ func (p *PreparedRateLimit) checkMemory(mem *MemoryStorage, partition string, no
 // escaped, a colon and suffix.
 func appendKey(b []byte, prefix, partition, suffix string) []byte {
 	b = append(b, prefix...)
-	if keyPartClean(partition) {
-		b = append(b, partition...)
-	} else {
-		b = appendKeyPart(b, partition)
-	}
+	b = appendKeyPart(b, partition)
 	b = append(b, ':')
 	return append(b, suffix...)
 }
