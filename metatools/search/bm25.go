@@ -1037,6 +1037,12 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 					addRel(rl, domainWeight)
 				}
 			}
+			// "encrypt": encryption, "replicate": replication — a verb
+			// whose senses WordNet tags with no derived noun is related
+			// to its regular nominalization.
+			for _, n := range regularNominalizations(l) {
+				addRel(n, derivedWeight)
+			}
 			// "reassign", "unstar", "unarchive": the base verb is a
 			// derived form.
 			for _, prefix := range []string{"re", "un"} {

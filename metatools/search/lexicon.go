@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	_ "embed"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -299,3 +300,28 @@ func relatedWords(lemma string) []relWord { return lex().related[lemma] }
 
 // isVerb reports whether WordNet knows word as a verb lemma.
 func isVerb(word string) bool { return lex().pos[word]&posVerb != 0 }
+
+// regularNominalizations are the nouns a verb forms with -ion, -ation or
+// -ment ("encrypt": encryption, "validate": validation, "expire":
+// expiration) that WordNet knows, for a verb the table relates to no
+// derived word: WordNet's derivation pointers come only with the senses
+// its corpus tagged, and rare verbs have none.
+func regularNominalizations(verb string) []string {
+	l := lex()
+	if l.pos[verb]&posVerb == 0 || len(verb) < 4 {
+		return nil
+	}
+	for _, r := range l.related[verb] {
+		if r.derived {
+			return nil
+		}
+	}
+	stem := strings.TrimSuffix(verb, "e")
+	var out []string
+	for _, n := range []string{verb + "ion", verb + "ation", stem + "ion", stem + "ation", verb + "ment"} {
+		if l.pos[n]&posNoun != 0 && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -2117,3 +2117,31 @@ func TestListPathNotOne(t *testing.T) {
 		}
 	}
 }
+
+// TestRegularNominalization: a verb WordNet relates to no derived noun
+// meets its regular nominalization ("encrypt": encryption, a word the
+// table has only as a noun of its own), so "encrypt a bucket by default"
+// finds the bucket's encryption settings.
+func TestRegularNominalization(t *testing.T) {
+	for verb, want := range map[string]string{"encrypt": "encryption", "replicate": "replication"} {
+		if got := regularNominalizations(verb); !slices.Contains(got, want) {
+			t.Errorf("regularNominalizations(%q) = %v, want %s", verb, got, want)
+		}
+	}
+	if got := regularNominalizations("approve"); got != nil {
+		t.Errorf("regularNominalizations(approve) = %v: WordNet already derives approval", got)
+	}
+	docs := []Doc{
+		{Name: "s_PutBucketEncryption", AppID: "s", Description: "Sets the default encryption configuration of a bucket."},
+		{Name: "s_CopyObject", AppID: "s", Description: "Copies an object. You can encrypt the copy with a key you provide; by default it keeps the source's settings."},
+		{Name: "s_PutObject", AppID: "s", Description: "Adds an object to a bucket; it may be stored encrypted."},
+	}
+	ix := NewBM25(docs)
+	hits, err := ix.Rank(context.Background(), "encrypt everything in a bucket by default", 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "s_PutBucketEncryption" {
+		t.Errorf("encrypt a bucket by default: %v, want s_PutBucketEncryption first", hits)
+	}
+}
