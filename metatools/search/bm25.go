@@ -271,6 +271,10 @@ type BM25 struct {
 	byName  map[string][]int
 	paths   [][]string
 	methods []string
+	// queryKeys are the keys of the query part a path template carries
+	// after "?" or "#" ("/{Bucket}#versioning": versioning), which tell
+	// apart calls of one path.
+	queryKeys [][]string
 	// itemPath says whether a tool reads one thing of a collection: a GET
 	// whose path ends in a parameter, not named or summarised as a list.
 	itemPath []bool
@@ -407,7 +411,7 @@ func NewBM25(docs []Doc) *BM25 {
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
 		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
-		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n), itemPath: make([]bool, n), listPath: make([]bool, n)}
+		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n), queryKeys: make([][]string, n), itemPath: make([]bool, n), listPath: make([]bool, n)}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -470,7 +474,8 @@ func NewBM25(docs []Doc) *BM25 {
 		for _, k := range nameKeys(d.Name, local) {
 			ix.byName[k] = append(ix.byName[k], i)
 		}
-		ix.paths[i], ix.methods[i] = pathSegments(d.Path), strings.ToUpper(d.Method)
+		p, q := splitPathQuery(d.Path)
+		ix.paths[i], ix.methods[i], ix.queryKeys[i] = pathSegments(p), strings.ToUpper(d.Method), queryKeysOf(q)
 		if ps := ix.paths[i]; len(ps) > 0 && strings.HasPrefix(ps[len(ps)-1], "{") && (ix.methods[i] == "GET" || ix.methods[i] == "") && !slices.Contains(intents, IntentList) && !slices.Contains(intents, IntentSearch) {
 			ix.itemPath[i] = true
 		}

@@ -2,6 +2,7 @@ package search
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -55,7 +56,11 @@ func pathSegments(p string) []string {
 // ok is false for a word that is neither. relative also takes a path
 // without its leading slash ("repos/{owner}/{repo}/issues"): after an HTTP
 // method, or with a template's placeholder.
-func requestPath(w string, relative bool) (segs []string, ok bool) {
+//
+// keys are the keys of the path's query part ("?versioning",
+// "?uploadId=7"), and the root path "/" is a path after an HTTP method
+// ("GET /").
+func requestPath(w string, relative bool) (segs, keys []string, ok bool) {
 	if relative && !strings.HasPrefix(w, "/") && strings.Contains(w, "/") && !strings.Contains(w, "://") {
 		w = "/" + w
 	}
@@ -63,18 +68,43 @@ func requestPath(w string, relative bool) (segs []string, ok bool) {
 	case strings.HasPrefix(w, "http://") || strings.HasPrefix(w, "https://"):
 		u, err := url.Parse(w)
 		if err != nil || u.Path == "" {
-			return nil, false
+			return nil, nil, false
 		}
-		w = u.Path
+		w, keys = u.Path, queryKeysOf(u.RawQuery)
 	case strings.HasPrefix(w, "/") && len(w) > 1:
-		if i := strings.IndexAny(w, "?#"); i > 0 {
-			w = w[:i]
-		}
+		var q string
+		w, q = splitPathQuery(w)
+		keys = queryKeysOf(q)
+	case w == "/" && relative:
+		return nil, nil, true
 	default:
-		return nil, false
+		return nil, nil, false
 	}
 	segs = pathSegments(w)
-	return segs, len(segs) > 0
+	return segs, keys, len(segs) > 0
+}
+
+// splitPathQuery cuts a path at its query part: "/{Bucket}#versioning"
+// (how a catalog tells apart calls of one path) or "/pets?limit=2".
+func splitPathQuery(p string) (path, query string) {
+	if i := strings.IndexAny(p, "?#"); i > 0 {
+		return p[:i], p[i+1:]
+	}
+	return p, ""
+}
+
+// queryKeysOf are the keys of a query part, lowercased and sorted
+// ("uploadId=7&partNumber=1": partnumber, uploadid).
+func queryKeysOf(q string) []string {
+	var keys []string
+	for _, kv := range strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == '#' || r == '?' }) {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != "" && !slices.Contains(keys, strings.ToLower(k)) {
+			keys = append(keys, strings.ToLower(k))
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // segmentMatches reports whether a request's path segment q fits a
@@ -167,11 +197,11 @@ func (ix *BM25) namedDocs(query string) []namedDoc {
 		if i > 0 && requestMethods[strings.ToLower(spans[i-1])] {
 			method = strings.ToUpper(spans[i-1])
 		}
-		segs, ok := requestPath(w, method != "" || strings.Contains(w, "{"))
+		segs, keys, ok := requestPath(w, method != "" || strings.Contains(w, "{"))
 		if !ok {
 			continue
 		}
-		for skip := 0; skip <= 3 && skip < len(segs); skip++ {
+		for skip := 0; skip <= 3 && skip <= max(len(segs)-1, 0); skip++ {
 			found := false
 			for d, tmpl := range ix.paths {
 				ok, literals := pathMatch(tmpl, segs[skip:])
@@ -181,6 +211,12 @@ func (ix *BM25) namedDocs(query string) []namedDoc {
 				rank := literals * 2
 				if method == "" || ix.methods[d] == method {
 					rank += 1000
+				}
+				// Calls of one path told apart by their query part
+				// ("GET /{Bucket}?versioning", "GET /{Bucket}"): the one
+				// whose keys the request gives first.
+				if slices.Equal(ix.queryKeys[d], keys) {
+					rank += 100
 				}
 				seen[d], found = true, true
 				out = append(out, namedDoc{d, rank})

@@ -2145,3 +2145,33 @@ func TestRegularNominalization(t *testing.T) {
 		t.Errorf("encrypt a bucket by default: %v, want s_PutBucketEncryption first", hits)
 	}
 }
+
+// TestNamedCallQueryPart: calls of one path told apart by a query part
+// ("/{Bucket}#versioning", as the OpenAPI conversion of S3 writes them; "?"
+// in a real request) are found by it, the path without one by its absence;
+// "GET /" names the root.
+func TestNamedCallQueryPart(t *testing.T) {
+	docs := []Doc{
+		{Name: "s3:ListBuckets", AppID: "s3", Description: "Returns a list of all buckets owned by the authenticated sender", Path: "/", Method: "GET"},
+		{Name: "s3:ListObjects", AppID: "s3", Description: "Returns some or all of the objects in a bucket", Path: "/{Bucket}", Method: "GET"},
+		{Name: "s3:GetBucketVersioning", AppID: "s3", Description: "Returns the versioning state of a bucket", Path: "/{Bucket}#versioning", Method: "GET"},
+		{Name: "s3:GetBucketTagging", AppID: "s3", Description: "Returns the tag set associated with the bucket", Path: "/{Bucket}#tagging", Method: "GET"},
+		{Name: "s3:UploadPart", AppID: "s3", Description: "Uploads a part in a multipart upload", Path: "/{Bucket}/{Key}#partNumber&uploadId", Method: "PUT"},
+		{Name: "s3:PutObject", AppID: "s3", Description: "Adds an object to a bucket", Path: "/{Bucket}/{Key}", Method: "PUT"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"GET /":                    "s3:ListBuckets",
+		"GET /{Bucket}#versioning": "s3:GetBucketVersioning",
+		"GET /my-bucket?tagging":   "s3:GetBucketTagging",
+		"GET /{Bucket}":            "s3:ListObjects",
+		"PUT /{Bucket}/{Key}#partNumber&uploadId": "s3:UploadPart",
+		"PUT /b/k.txt?uploadId=7&partNumber=2":    "s3:UploadPart",
+		"PUT /{Bucket}/{Key}":                     "s3:PutObject",
+	} {
+		hits, _ := ix.Rank(context.Background(), q, 3, nil)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+}
