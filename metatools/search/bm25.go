@@ -1508,7 +1508,9 @@ func (ix *BM25) plan(query string) *queryPlan {
 	// configuration of one flag", "one audit log entry", "status of a
 	// particular run") asks for that thing, not for the list its verb
 	// ("show") or a plural would say.
-	if readOnly(qp.families) && oneThing(qtoks) {
+	// So does a read verb's singular noun with its number ("show me
+	// invoice 42").
+	if readOnly(qp.families) && (oneThing(qtoks) || len(qIntents) > 0 && numbered(qtoks)) {
 		qp.listing, qp.getting = false, true
 		delete(qp.qterms, titleIntent(IntentList))
 		if !slices.Contains(qIntents, IntentSearch) {
@@ -1885,6 +1887,31 @@ func oneThing(toks []string) bool {
 		}
 	}
 	return false
+}
+
+// numbered reports whether a number of toks names one thing (see
+// numberedThing) before any modifier.
+func numbered(toks []string) bool {
+	for i, t := range toks {
+		if modifierPrepositions[t] {
+			return false
+		}
+		if numberedThing(toks, i) {
+			return true
+		}
+	}
+	return false
+}
+
+// numberedThing reports whether toks[i] is a number that names one thing
+// by the singular noun before it: "invoice 42", "issue number 12" (not
+// "the last 5 builds", where a noun follows the number).
+func numberedThing(toks []string, i int) bool {
+	if i == 0 || strings.Trim(toks[i], "0123456789") != "" || i+1 < len(toks) && !stopwords[toks[i+1]] {
+		return false
+	}
+	prev := toks[i-1]
+	return !stopwords[prev] && lex().pos[prev]&posNoun != 0 && Lemmas(prev)[0] == prev
 }
 
 // loggedIn are the terms of being logged (or signed) in.

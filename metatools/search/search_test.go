@@ -2175,3 +2175,30 @@ func TestNamedCallQueryPart(t *testing.T) {
 		}
 	}
 }
+
+// TestNumberedThing: a read verb's singular noun followed by its number
+// ("show me invoice 42") asks for that one thing, though "show" lists; a
+// number before a noun ("the last 5 invoices") does not, nor does a
+// request to change the thing ("close issue number 12").
+func TestNumberedThing(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_list_invoices", AppID: "a", Description: "List invoices", Method: "GET", Path: "/invoices"},
+		{Name: "a_get_invoice", AppID: "a", Description: "Get an invoice", Method: "GET", Path: "/invoices/{id}", Required: 1, RequiredNames: []string{"id"}},
+		{Name: "a_download_invoices", AppID: "a", Description: "Download a list of invoices as a zip file", Method: "GET", Path: "/invoices/download"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{"show me invoice 42": "a_get_invoice", "show the last 5 invoices": "a_list_invoices"} {
+		hits, err := ix.Rank(context.Background(), q, 3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+	for q, want := range map[string]bool{"show me invoice 42": true, "issue number 12 in a repo": true, "the last 5 builds": false, "invoices 42": false, "pods in namespace 5": false} {
+		if got := numbered(Tokenize(q)); got != want {
+			t.Errorf("numbered(%q) = %v, want %v", q, got, want)
+		}
+	}
+}
