@@ -21,7 +21,7 @@ var domainRelated = map[string][]string{
 	"permission": {"access", "role", "scope"}, "access": {"permission"}, "credential": {"token", "key", "secret"},
 	"token": {"key", "credential"}, "password": {"credential"}, "avatar": {"photo", "image", "picture"},
 	"picture": {"photo", "avatar", "image"}, "photo": {"avatar", "picture", "image"}, "image": {"avatar", "photo"},
-	"customer": {"client"}, "client": {"customer"},
+	"customer": {"client", "contact"}, "client": {"customer", "contact"},
 	"card": {"payment", "source"}, "pay": {"payment"}, "payment": {"charge"}, "charge": {"payment"},
 	"bill": {"invoice"}, "invoice": {"bill"}, "discount": {"coupon", "promotion"}, "coupon": {"discount"},
 	"subscribe": {"subscription"}, "unsubscribe": {"subscription"}, "channel": {"conversation"},

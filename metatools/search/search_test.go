@@ -2202,3 +2202,24 @@ func TestNumberedThing(t *testing.T) {
 		}
 	}
 }
+
+// TestCustomerContact: invoicing and CRM APIs keep their customers as
+// contacts (persons, organizations); "add a private customer" finds the
+// contact's create.
+func TestCustomerContact(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_contacts_persons_create", AppID: "a", Description: "Create a person. Represent a private contact", Method: "POST", Path: "/contacts/persons"},
+		{Name: "a_payments_register", AppID: "a", Description: "Register a person and create them a payment mandate", Method: "POST", Path: "/payments/register"},
+		{Name: "a_coupon", AppID: "a", Description: "Add coupon", Method: "POST", Path: "/subscription/coupon"},
+	}
+	ix := NewBM25(docs)
+	for _, q := range []string{"add a private customer", "add a new client"} {
+		hits, err := ix.Rank(context.Background(), q, 3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) == 0 || docs[hits[0].Doc].Name != "a_contacts_persons_create" {
+			t.Errorf("%q: first %v, want a_contacts_persons_create", q, hits)
+		}
+	}
+}
