@@ -82,7 +82,8 @@ var domainPhrases = map[[2]string][]weighted{
 	{"work", "out"}:       {{"calculate", 1}, {"compute", 0.7}, {"estimate", 0.5}},
 	{"bring", "back"}:     {{"restore", 1}, {"undelete", 0.7}, {"recover", 0.7}},
 	{"at", "once"}:        {{"bulk", 0.7}, {"batch", 0.7}, {"multiple", 0.5}, {"collection", 0.5}},
-	{"how", "many"}:       {{"count", 0.5}, {"total", 0.35}, {"number", 0.3}},
+	{"how", "many"}:       {{"count", 0.5}, {"total", 0.35}, {"number", 0.3}, {"statistic", 0.3}},
+	{"how", "much"}:       {{"total", 0.5}, {"statistic", 0.3}},
 }
 
 // questionTerms are what a question word asks about: "who" asks for people.

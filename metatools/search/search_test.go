@@ -2223,3 +2223,41 @@ func TestCustomerContact(t *testing.T) {
 		}
 	}
 }
+
+// TestHowMuchStatistics: "how much" and "how many" ask for a number, which
+// APIs give as a total or as statistics ("Obtain statistics about
+// purchases"), not as the things themselves.
+func TestHowMuchStatistics(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_app_documents_purchases_list", AppID: "a", Description: "List purchases", Method: "GET", Path: "/purchases"},
+		{Name: "a_app_documents_purchases_statistics", AppID: "a", Description: "Obtain statistics about purchases", Method: "GET", Path: "/purchases/statistics"},
+		{Name: "a_app_documents_purchases_original", AppID: "a", Description: "Download the purchase as pdf", Method: "GET", Path: "/purchases/{id}/original"},
+		{Name: "a_app_documents_quotes_list", AppID: "a", Description: "List quotes", Method: "GET", Path: "/quotes"},
+		{Name: "a_app_documents_quotes_statistics", AppID: "a", Description: "Obtain statistics about quotes", Method: "GET", Path: "/quotes/statistics"},
+		{Name: "a_app_documents_quotes_get", AppID: "a", Description: "Get a quote", Method: "GET", Path: "/quotes/{id}"},
+		{Name: "a_app_documents_purchases_get", AppID: "a", Description: "Get a purchase", Method: "GET", Path: "/purchases/{id}"},
+		{Name: "a_app_documents_invoices_list", AppID: "a", Description: "List invoices", Method: "GET", Path: "/invoices"},
+		{Name: "a_app_documents_invoices_get", AppID: "a", Description: "Get an invoice", Method: "GET", Path: "/invoices/{id}"},
+		{Name: "a_app_documents_products_list", AppID: "a", Description: "List products", Method: "GET", Path: "/products"},
+		{Name: "a_app_documents_persons_list", AppID: "a", Description: "List persons", Method: "GET", Path: "/persons"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{"how much did I spend on purchases": "a_app_documents_purchases_statistics"} {
+		hits, err := ix.Rank(context.Background(), q, 3, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+	asks := false
+	for _, g := range ix.queryGroups("how many quotes did I send this quarter") {
+		for _, wt := range g.terms {
+			asks = asks || wt.term == "statistic"
+		}
+	}
+	if !asks {
+		t.Errorf("how many quotes: no statistic among %v", ix.queryGroups("how many quotes did I send this quarter"))
+	}
+}
