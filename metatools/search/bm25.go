@@ -476,10 +476,14 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		p, q := splitPathQuery(d.Path)
 		ix.paths[i], ix.methods[i], ix.queryKeys[i] = pathSegments(p), strings.ToUpper(d.Method), queryKeysOf(q)
-		if ps := ix.paths[i]; len(ps) > 0 && strings.HasPrefix(ps[len(ps)-1], "{") && (ix.methods[i] == "GET" || ix.methods[i] == "") && !slices.Contains(intents, IntentList) && !slices.Contains(intents, IntentSearch) {
+		// A query part names a sub-resource of what the path ends in
+		// ("GET /{Bucket}?tagging" reads the bucket's tags): the path ends
+		// in it, not in the parameter.
+		subresource := len(ix.queryKeys[i]) > 0
+		if ps := ix.paths[i]; len(ps) > 0 && strings.HasPrefix(ps[len(ps)-1], "{") && !subresource && (ix.methods[i] == "GET" || ix.methods[i] == "") && !slices.Contains(intents, IntentList) && !slices.Contains(intents, IntentSearch) {
 			ix.itemPath[i] = true
 		}
-		if ps := ix.paths[i]; len(ps) > 0 && !strings.HasPrefix(ps[len(ps)-1], "{") && ix.methods[i] == "GET" && (slices.Contains(intents, IntentList) || slices.Contains(intents, IntentSearch)) {
+		if ps := ix.paths[i]; len(ps) > 0 && (!strings.HasPrefix(ps[len(ps)-1], "{") || subresource) && ix.methods[i] == "GET" && (slices.Contains(intents, IntentList) || slices.Contains(intents, IntentSearch)) {
 			ix.listPath[i] = true
 		}
 		if app := strings.Join(Tokenize(d.AppID), ""); app != "" {

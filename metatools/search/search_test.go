@@ -2261,3 +2261,22 @@ func TestHowMuchStatistics(t *testing.T) {
 		t.Errorf("how many quotes: no statistic among %v", ix.queryGroups("how many quotes did I send this quarter"))
 	}
 }
+
+// TestQueryPartSubresource: a path's query part names a sub-resource of
+// what the path ends in ("GET /{Bucket}#tagging" reads the bucket's tag
+// set), so the path does not read one thing by its parameter, and a list
+// request does not demote it.
+func TestQueryPartSubresource(t *testing.T) {
+	docs := []Doc{
+		{Name: "s3:GetBucketTagging", AppID: "s3", Description: "Returns the tag set associated with the bucket", Path: "/{Bucket}#tagging", Method: "GET"},
+		{Name: "s3:GetObject", AppID: "s3", Description: "Retrieves objects", Path: "/{Bucket}/{Key}", Method: "GET"},
+		{Name: "s3:ListBucketMetricsConfigurations", AppID: "s3", Description: "Lists the metrics configurations for the bucket", Path: "/{Bucket}#metrics", Method: "GET"},
+	}
+	ix := NewBM25(docs)
+	if ix.itemPath[0] || !ix.itemPath[1] {
+		t.Errorf("itemPath = %v, want [false true false]", ix.itemPath)
+	}
+	if !ix.listPath[2] {
+		t.Errorf("listPath = %v: a list named so whose path ends in a query part lists", ix.listPath)
+	}
+}
