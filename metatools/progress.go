@@ -23,6 +23,21 @@ const DefaultProgressInterval = 250 * time.Millisecond
 // resetTimeoutOnProgress keeps a call alive that waits on one slow tool.
 const DefaultProgressHeartbeat = 10 * time.Second
 
+// progressSettle is how long the sender waits after a step before it
+// reports it, and progressGap the least time between the last
+// notification and the result. A client may take a notification and the
+// result that follows it in one read, and the TypeScript SDK handles a
+// response at once but a notification a moment later, by when the result
+// has retired the token: it reports "a progress notification for an
+// unknown token". A plan that ends within the settle sends no
+// notification for its last steps (the result reports them), and one that
+// ends just after a notification has its result held for the rest of the
+// gap (TestProgressNeverJustBeforeTheResult).
+const (
+	progressSettle = 25 * time.Millisecond
+	progressGap    = 25 * time.Millisecond
+)
+
 // maxProgressMessageRunes bounds a progress notification's message: a
 // status line, not a log transport.
 const maxProgressMessageRunes = 120
@@ -61,6 +76,9 @@ type planProgress struct {
 	done     chan struct{} // closed by stop, once
 	exit     chan struct{} // closed when the sender has returned
 	stopOnce sync.Once
+	settle   time.Duration // wait after a step before reporting it
+	gap      time.Duration // least time from the last notification to stop's return
+	lastSent time.Time     // the sender's; read by stop once exit is closed
 }
 
 // progressOf returns the progress reporter of a tools/call request, or nil
@@ -106,10 +124,16 @@ func startProgress(ctx context.Context, token any, interval, heartbeat time.Dura
 	if heartbeat == 0 {
 		heartbeat = DefaultProgressHeartbeat
 	}
-	p := &planProgress{token: token, send: send, interval: interval, heartbeat: heartbeat, tool: tool, start: time.Now(),
-		wake: make(chan struct{}, 1), done: make(chan struct{}), exit: make(chan struct{})}
+	p := newProgress(token, interval, heartbeat, tool, send)
 	go p.run(ctx)
 	return p
+}
+
+// newProgress is a reporter whose sender is not started yet.
+func newProgress(token any, interval, heartbeat time.Duration, tool string, send progressFunc) *planProgress {
+	return &planProgress{token: token, send: send, interval: interval, heartbeat: heartbeat, tool: tool, start: time.Now(),
+		wake: make(chan struct{}, 1), done: make(chan struct{}), exit: make(chan struct{}),
+		settle: min(progressSettle, interval), gap: progressGap}
 }
 
 // callStarted counts a tool call the plan started.
@@ -238,6 +262,18 @@ func (p *planProgress) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+		if !heartbeat && p.settle > 0 {
+			timer.Reset(p.settle)
+			select {
+			case <-timer.C:
+			case <-p.done:
+				timer.Stop()
+				return
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			}
+		}
 		p.mu.Lock()
 		steps := p.steps
 		var msg string
@@ -254,6 +290,7 @@ func (p *planProgress) run(ctx context.Context) {
 			// and each notification has more steps or one more heartbeat
 			// than the last one sent.
 			_ = p.send(ctx, &mcp.ProgressNotificationParams{ProgressToken: p.token, Progress: float64(steps + beats), Message: msg})
+			p.lastSent = time.Now()
 			sent = steps
 			if beatTimer != nil {
 				beatTimer.Reset(p.heartbeat) // a heartbeat period from now
@@ -273,14 +310,20 @@ func (p *planProgress) run(ctx context.Context) {
 }
 
 // stop ends the notifications and returns once the sender has stopped (a
-// notification being written is finished first): call it before the result
-// is sent.
+// notification being written is finished first) and the gap after the
+// last one has passed: call it before the result is sent.
 func (p *planProgress) stop() {
 	if p == nil {
 		return
 	}
 	p.stopOnce.Do(func() { close(p.done) })
 	<-p.exit
+	if p.lastSent.IsZero() {
+		return
+	}
+	if wait := p.gap - time.Since(p.lastSent); wait > 0 {
+		time.Sleep(wait)
+	}
 }
 
 // progressHost is a plan's host when its client asked for progress: it

@@ -527,3 +527,43 @@ func TestProgressHeartbeat(t *testing.T) {
 	}
 	time.Sleep(10 * time.Millisecond) // heartbeats would be due
 }
+
+// TestProgressNeverJustBeforeTheResult: a step is reported only after the
+// settle, so a plan that ends within it sends nothing more; and stop holds
+// the result until the gap after the last notification has passed, so
+// that a client does not read the two at once (the TypeScript SDK then
+// takes the notification for one of an unknown token).
+func TestProgressNeverJustBeforeTheResult(t *testing.T) {
+	t.Run("ends while settling", func(t *testing.T) {
+		var sent atomic.Int32
+		p := newProgress("t", time.Millisecond, -1, "", func(context.Context, *mcp.ProgressNotificationParams) error {
+			sent.Add(1)
+			return nil
+		})
+		p.settle = time.Hour
+		go p.run(context.Background())
+		p.callStarted()
+		p.callDone("crm:export", false)
+		time.Sleep(20 * time.Millisecond) // the sender has woken and is settling
+		p.stop()
+		if n := sent.Load(); n != 0 {
+			t.Errorf("%d notifications for a step the result follows within the settle, want 0", n)
+		}
+	})
+	t.Run("ends right after a notification", func(t *testing.T) {
+		sent := make(chan time.Time, 1)
+		p := newProgress("t", time.Millisecond, -1, "", func(context.Context, *mcp.ProgressNotificationParams) error {
+			sent <- time.Now()
+			return nil
+		})
+		p.settle, p.gap = 0, 200*time.Millisecond
+		go p.run(context.Background())
+		p.callStarted()
+		p.callDone("crm:export", false)
+		at := <-sent
+		p.stop()
+		if d := time.Since(at); d < p.gap {
+			t.Errorf("stop returned %v after the last notification, want at least %v", d, p.gap)
+		}
+	})
+}
