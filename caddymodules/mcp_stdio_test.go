@@ -45,6 +45,12 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	go func() {
 		done <- serveMCPStdio(context.Background(), raw, &checkedStdio{in: inR, out: outW, maxLine: 4096})
 	}()
+	// On a failure too, standard input ends, so that the session ends and
+	// lets the upstream's test server close (it waited for ever).
+	t.Cleanup(func() {
+		inW.Close()
+		go io.Copy(io.Discard, outR)
+	})
 	replies := bufio.NewScanner(outR)
 	replies.Buffer(nil, 8<<20)
 	type reply struct {
