@@ -343,27 +343,35 @@ const badIDMessage = "invalid request: an id is a string or an integer of at mos
 // 0.4 µs for a 0.6 KiB request, 3 µs for one with a 64 KiB script, where
 // the full decode of peekedBody.message takes 4.7 and 360 µs (a Go
 // benchmark of the three decodes, load 3), and the 2026-07-28 path had
-// no decode before the go-sdk's own.
+// no decode before the go-sdk's own. It reads the message as the go-sdk
+// does: keys match exactly ("ID" is not the id), and a "method" key makes
+// a request whatever its value ("" and null too).
 func requestsWithBadID(buf []byte) bool {
 	type request struct {
 		ID     json.RawMessage `json:"id"`
-		Method string          `json:"method"`
+		Method json.RawMessage `json:"method"`
 	}
 	t := bytes.TrimSpace(buf)
+	decode := func(into any) bool {
+		// The go-sdk's decoder's flag, without its copy of the body; what
+		// follows the first value is ignored, as by the go-sdk's decoder.
+		_, err := sdkjson.Parse(t, into, sdkjson.DontMatchCaseInsensitiveStructFields)
+		return err == nil
+	}
 	if len(t) > 0 && t[0] == '[' {
 		var batch []request
-		if sdkjson.Unmarshal(t, &batch) != nil {
+		if !decode(&batch) {
 			return false // the go-sdk answers what is not a batch of messages
 		}
 		for _, e := range batch {
-			if e.Method != "" && badRequestID(e.ID) {
+			if len(e.Method) > 0 && badRequestID(e.ID) {
 				return true
 			}
 		}
 		return false
 	}
 	var m request
-	return sdkjson.Unmarshal(t, &m) == nil && m.Method != "" && badRequestID(m.ID)
+	return decode(&m) && len(m.Method) > 0 && badRequestID(m.ID)
 }
 
 // refuseBadID answers a POST whose request, or a request of whose batch,

@@ -331,6 +331,29 @@ func TestBadRequestID(t *testing.T) {
 	}
 }
 
+// TestRequestsWithBadID: the id checked is the one the go-sdk reads. Its
+// JSON package matches keys exactly, so in {"id":1.5,"ID":1} the id is 1.5
+// (a case-insensitive decode took 1 and let the go-sdk answer 1), and any
+// "method" key makes a request, "" and null included.
+func TestRequestsWithBadID(t *testing.T) {
+	for body, bad := range map[string]bool{
+		`{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}`:          true,
+		`{"jsonrpc":"2.0","id":1.5,"ID":1,"method":"tools/list"}`:   true,
+		`{"jsonrpc":"2.0","id":1.5,"Id":1,"method":"tools/list"}`:   true,
+		`{"jsonrpc":"2.0","id":1.5,"method":""}`:                    true,
+		`{"jsonrpc":"2.0","id":1.5,"method":null}`:                  true,
+		`[{"jsonrpc":"2.0","id":1.5,"ID":1,"method":"tools/list"}]`: true,
+		`{"jsonrpc":"2.0","id":1,"ID":1.5,"method":"tools/list"}`:   false,
+		`{"jsonrpc":"2.0","id":1.5,"Method":"tools/list"}`:          false, // no method: a response
+		`{"jsonrpc":"2.0","id":1.5,"result":{}}`:                    false,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`:            false,
+	} {
+		if got := requestsWithBadID([]byte(body)); got != bad {
+			t.Errorf("requestsWithBadID(%s) = %v, want %v", body, got, bad)
+		}
+	}
+}
+
 // BenchmarkMCPPeekAndCheck measures what a POST pays before the go-sdk
 // reads it: the body read into memory (peekBody) and its id checked
 // (refuseBadID), for a small request and one carrying a 64 KiB script,

@@ -109,6 +109,9 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 		wantError(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, -32600, "null")
 		wantError(`[{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}]`, -32600, "null")
 	}
+	// The go-sdk matches keys exactly: its id here is 2.5 (answered as 2),
+	// not the "ID" 2.
+	wantError(`{"jsonrpc":"2.0","id":2.5,"ID":2,"method":"tools/list"}`, -32600, "null")
 	if r := send(`{"jsonrpc":"2.0","id":9007199254740991,"method":"ping"}`); r.Error != nil || string(r.ID) != "9007199254740991" {
 		t.Fatalf("ping with id 2^53-1: %+v", r)
 	}
