@@ -108,8 +108,14 @@ func exampleValue(name string, s map[string]any, depth int) any {
 	case "array":
 		items, _ := s["items"].(map[string]any)
 		n := 1
-		if m, ok := s["minItems"].(float64); ok && int(m) > n {
-			n = int(m)
+		// Up to maxExampleItems items, no more (as strings are padded up
+		// to maxExampleString): a minItems of 1e18 made make panic, one
+		// of 1e9 asked for 16 GB (the example, not valid then, is left out).
+		if m, ok := s["minItems"].(float64); ok && m > float64(n) {
+			n = int(min(m, maxExampleItems))
+		}
+		if depth > 4 {
+			n = min(n, 1) // nested arrays multiply (objects stop there too)
 		}
 		out := make([]any, n)
 		for i := range out {
@@ -139,8 +145,12 @@ func maxOr(s map[string]any, def float64) float64 {
 	return def
 }
 
-// maxExampleString is the longest string exampleString pads to.
-const maxExampleString = 256
+// maxExampleString is the longest string exampleString pads to, and
+// maxExampleItems the most items a generated array is given.
+const (
+	maxExampleString = 256
+	maxExampleItems  = 16
+)
 
 func exampleString(name string, s map[string]any) string {
 	var v string

@@ -68,3 +68,37 @@ func TestExampleStringLengths(t *testing.T) {
 		t.Errorf("minLength 1e9: padded to %d bytes", len(v))
 	}
 }
+
+// TestExampleArrayLengths: a generated array has its schema's minItems of
+// items up to maxExampleItems, no more: a minItems of 1e18 made the
+// generator panic (makeslice), and one of 1e9 asked for 16 GB. Arrays
+// nested past the depth where objects stop get one item each, so that
+// nested minItems do not multiply without end.
+func TestExampleArrayLengths(t *testing.T) {
+	str := map[string]any{"type": "string"}
+	for minItems, want := range map[float64]int{3: 3, maxExampleItems: maxExampleItems, 1e18: maxExampleItems} {
+		v, _ := exampleValue("xs", map[string]any{"type": "array", "minItems": minItems, "items": str}, 0).([]any)
+		if len(v) != want {
+			t.Errorf("minItems %g: %d items, want %d", minItems, len(v), want)
+		}
+	}
+	nested := str
+	for range 8 {
+		nested = map[string]any{"type": "array", "minItems": 2.0, "items": nested}
+	}
+	count := 0
+	var walk func(v any)
+	walk = func(v any) {
+		if a, ok := v.([]any); ok {
+			for _, e := range a {
+				walk(e)
+			}
+			return
+		}
+		count++
+	}
+	walk(exampleValue("xs", nested, 0))
+	if count != 1<<5 { // two items at depths 0 to 4, one below
+		t.Errorf("eight nested arrays of two: %d strings, want %d", count, 1<<5)
+	}
+}
