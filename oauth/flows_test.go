@@ -463,7 +463,14 @@ func TestLoginAndConsentPages(t *testing.T) {
 		if loc := resp.Header.Get("Location"); strings.Contains(loc, "code=") {
 			t.Fatalf("code issued without consent: %s", loc)
 		}
-		resp.Body.Close()
+		// op's refusal is an authorization response (RFC 9207 iss), and
+		// the authorization is still pending: the sign-in cookie stays.
+		if back := location(t, resp, http.StatusFound); back.Query().Get("error") == "" || back.Query().Get("iss") != e.s.Issuer() {
+			t.Errorf("callback before consent: %s", back)
+		}
+		if e.signInCookie(id) == "" {
+			t.Error("a refused callback dropped the sign-in cookie")
+		}
 	})
 	t.Run("consent denied", func(t *testing.T) {
 		id, csrf := start()

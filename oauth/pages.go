@@ -339,7 +339,8 @@ func (s *Server) notSignedInHere(w http.ResponseWriter, a *authRequest) {
 type signInKey struct{}
 
 // callback guards op's callback, which hands out the code: only the
-// browser that signed in (and consented) may collect it.
+// browser that signed in (and consented) may collect it. Its redirects
+// carry iss (issWriter).
 func (s *Server) callback(h http.Handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := r.ParseForm(); err != nil {
@@ -349,7 +350,7 @@ func (s *Server) callback(h http.Handler) http.HandlerFunc {
 		// An unknown, expired or unfinished authorization is op's to refuse.
 		a, err := s.pending(r.Context(), r.Form.Get("id"))
 		if err != nil {
-			h.ServeHTTP(w, r)
+			h.ServeHTTP(&issWriter{ResponseWriter: w, issuer: s.cfg.issuer}, r)
 			return
 		}
 		if a.LoggedIn && !s.signedInHere(r, a) {
@@ -358,39 +359,15 @@ func (s *Server) callback(h http.Handler) http.HandlerFunc {
 		}
 		// The user may sign in between this read and op's: SaveAuthCode
 		// checks the secret again on the record it marks, the last read
-		// before a code exists.
-		h.ServeHTTP(&endWriter{ResponseWriter: w, end: func(h http.Header) { s.clearSignInCookie(h, a) }},
+		// before a code exists. The redirect with the code ends the
+		// authorization, and the cookie with it; an error redirect leaves
+		// the cookie, as the authorization may still be pending (a
+		// callback reached before consent is refused, and the consent
+		// screen still works): it expires with it.
+		end := func(h http.Header) { s.clearSignInCookie(h, a) }
+		h.ServeHTTP(&issWriter{ResponseWriter: w, issuer: s.cfg.issuer, codeIssued: end},
 			r.WithContext(context.WithValue(r.Context(), signInKey{}, s.presentedSignIn(r, a))))
 	}
-}
-
-// endWriter calls end before op's callback sends the redirect that ends
-// the authorization with a code. An error redirect leaves the cookie: the
-// authorization may still be pending (a callback reached before consent
-// is refused, and the consent screen still works); it expires with it.
-type endWriter struct {
-	http.ResponseWriter
-	end   func(http.Header)
-	wrote bool
-}
-
-func (w *endWriter) WriteHeader(code int) {
-	if !w.wrote && code >= 300 && code < 400 {
-		if u, err := url.Parse(w.Header().Get("Location")); err == nil {
-			if u.Query().Has("code") {
-				w.end(w.Header())
-			}
-		}
-	}
-	w.wrote = true
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *endWriter) Write(b []byte) (int, error) {
-	if !w.wrote {
-		w.WriteHeader(http.StatusOK)
-	}
-	return w.ResponseWriter.Write(b)
 }
 
 // consent shows the requested scopes (GET) and records the decision (POST).

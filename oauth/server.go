@@ -319,7 +319,7 @@ func (s *Server) Paths() []string {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(pathAuthorize, s.authorize)
-	mux.Handle(pathCallback, s.callback(withIss(s.provider, s.cfg.issuer)))
+	mux.Handle(pathCallback, s.callback(s.provider))
 	mux.HandleFunc(pathToken, cors(s.token))
 	mux.HandleFunc(pathRevoke, cors(s.revoke))
 	if s.cfg.dcr {
@@ -333,20 +333,17 @@ func (s *Server) routes() http.Handler {
 	return mux
 }
 
-// withIss adds the RFC 9207 iss parameter to op's authorization responses,
-// which the server's own error redirects carry too: a client talking to
-// several authorization servers can tell which one answered (mix-up
-// attacks), and MCP SDKs check it when the metadata advertises it.
-func withIss(h http.Handler, issuer string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(&issWriter{ResponseWriter: w, issuer: issuer}, r)
-	})
-}
-
+// issWriter adds the RFC 9207 iss parameter to op's authorization
+// responses, which the server's own error redirects carry too: a client
+// talking to several authorization servers can tell which one answered
+// (mix-up attacks), and MCP SDKs check it when the metadata advertises it.
+// codeIssued, when set, is called with the header of the redirect that
+// hands out a code, before it is sent.
 type issWriter struct {
 	http.ResponseWriter
-	issuer string
-	wrote  bool
+	issuer     string
+	codeIssued func(http.Header)
+	wrote      bool
 }
 
 func (w *issWriter) WriteHeader(code int) {
@@ -357,6 +354,9 @@ func (w *issWriter) WriteHeader(code int) {
 				q.Set("iss", w.issuer)
 				u.RawQuery = q.Encode()
 				w.Header().Set("Location", u.String())
+			}
+			if w.codeIssued != nil && q.Has("code") {
+				w.codeIssued(w.Header())
 			}
 		}
 	}
