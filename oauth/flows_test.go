@@ -488,11 +488,21 @@ func TestLoginAndConsentPages(t *testing.T) {
 		if first.Query().Get("code") == "" {
 			t.Fatalf("first callback: %s", first)
 		}
+		// The same browser comes back (a reload, the back button): the
+		// code's redirect dropped its cookie, and op refuses a second
+		// code, by an error response to the client as before the cookie,
+		// not as a sign-in from another browser (403 and a warning).
+		warned := e.logs.FilterMessageSnippet("without the secret").Len()
 		resp := e.get(e.srv.URL + callback.RequestURI())
 		if loc := resp.Header.Get("Location"); strings.Contains(loc, "code=") {
 			t.Fatalf("second code for one authorization: %s", loc)
 		}
-		resp.Body.Close()
+		if second := location(t, resp, http.StatusFound); second.Query().Get("error") == "" || second.Query().Get("state") != "st" {
+			t.Errorf("second callback: %s", second)
+		}
+		if e.logs.FilterMessageSnippet("without the secret").Len() != warned {
+			t.Error("a second callback of the browser that signed in was logged as another browser's")
+		}
 	})
 	t.Run("pending authorization expires after 10 minutes", func(t *testing.T) {
 		id, csrf := start()

@@ -353,7 +353,10 @@ func (s *Server) callback(h http.Handler) http.HandlerFunc {
 			h.ServeHTTP(&issWriter{ResponseWriter: w, issuer: s.cfg.issuer}, r)
 			return
 		}
-		if a.LoggedIn && !s.signedInHere(r, a) {
+		// Once the code is issued (its redirect dropped the cookie) op
+		// refuses another: a reload of the callback is no sign-in from
+		// another browser.
+		if a.LoggedIn && !a.CodeIssued && !s.signedInHere(r, a) {
 			s.notSignedInHere(w, a)
 			return
 		}
