@@ -357,13 +357,15 @@ func TestManagerFixedKeys(t *testing.T) {
 // hold ':' (a tool "math:add", an IPv6 address, a value from a caller's
 // header), so "a" partitioned "b:x" and "a:b" partitioned "x" must not
 // count in one bucket: a caller choosing its partition could otherwise
-// spend another entity's limit. Checked for unprepared and prepared rate
+// spend another entity's limit (or, were only ':' escaped, choose "b%3Ax"
+// for "b:x"). Checked for unprepared and prepared rate
 // limits and semaphores, on the memory storage and on Redis.
 func TestStorageKeysKeepPartsApart(t *testing.T) {
 	byValue := PartitionKey{Func: func(pc PartitionKeyContext) string { return pc.UserID }}
 	pairs := [][2][2]string{ // {entity, partition} twice
 		{{"a", "b:x"}, {"a:b", "x"}},
 		{{"a", "b%3Ax"}, {"a:b", "x"}},
+		{{"a", "b%3Ax"}, {"a", "b:x"}}, // only with '%' escaped too
 		{{"a%3Ab", "x"}, {"a:b", "x"}},
 		{{"tool", "2001:db8::1"}, {"tool:2001", "db8::1"}},
 	}
