@@ -790,6 +790,10 @@ func TestSignInBelongsToTheBrowser(t *testing.T) {
 				if resp.StatusCode != http.StatusForbidden || strings.Contains(resp.Header.Get("Location"), "code=") {
 					t.Errorf("%s: %d %s %s", what, resp.StatusCode, resp.Header.Get("Location"), b)
 				}
+				// A user whose browser refuses cookies lands here too.
+				if !strings.Contains(b, "cookies") {
+					t.Errorf("%s: the page does not name cookies: %s", what, b)
+				}
 			}
 			for _, sec := range []string{"", "wrong-" + signin} {
 				refused("consent page", send(http.MethodGet, e.srv.URL+"/oauth/consent?"+url.Values{"id": {id}}.Encode(), nil, sec))

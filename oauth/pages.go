@@ -331,7 +331,7 @@ func (a *authRequest) signedInWith(presented string) bool {
 // notSignedInHere answers a step of a sign-in that another browser did.
 func (s *Server) notSignedInHere(w http.ResponseWriter, a *authRequest) {
 	s.log.Warn("sign-in step without the secret of the browser that signed in", logClientID(a.ClientID))
-	s.render(w, http.StatusForbidden, "error", pageData{Title: "Error", Error: "This sign-in was not completed in this browser. Start again from the application."})
+	s.render(w, http.StatusForbidden, "error", pageData{Title: "Error", Error: "This sign-in was not completed in this browser, or the browser does not keep this site's cookies. Start again from the application."})
 }
 
 // signInKey carries the sign-in secret a callback request presented to
