@@ -907,4 +907,9 @@ func TestSignInSecretInACookie(t *testing.T) {
 	if got := dev.signInCookie("x"); got != "codemode_signin_x" || dev.secureCookies() {
 		t.Errorf("http issuer: cookie %q, secure %v", got, dev.secureCookies())
 	}
+	// The configuration takes the scheme in any case.
+	upper := &Server{cfg: settings{issuer: "HTTPS://auth.example.test"}}
+	if got := upper.signInCookie("x"); got != "__Secure-codemode_signin_x" || !upper.secureCookies() {
+		t.Errorf("HTTPS issuer: cookie %q, secure %v", got, upper.secureCookies())
+	}
 }

@@ -284,7 +284,11 @@ func (s *Server) signInCookie(id string) string {
 	return "codemode_signin_" + id
 }
 
-func (s *Server) secureCookies() bool { return strings.HasPrefix(s.cfg.issuer, "https://") }
+// secureCookies reports whether the issuer is https (its scheme in any
+// case, as the configuration accepts it: "HTTPS://…" too).
+func (s *Server) secureCookies() bool {
+	return len(s.cfg.issuer) >= len("https://") && strings.EqualFold(s.cfg.issuer[:len("https://")], "https://")
+}
 
 // setSignInCookie hands the browser that signed in to a the secret, for
 // as long as a is pending. The secret stays out of every URL, so out of
