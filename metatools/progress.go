@@ -262,17 +262,8 @@ func (p *planProgress) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		if !heartbeat && p.settle > 0 {
-			timer.Reset(p.settle)
-			select {
-			case <-timer.C:
-			case <-p.done:
-				timer.Stop()
-				return
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			}
+		if !heartbeat && p.settle > 0 && !p.wait(ctx, timer, p.settle) {
+			return
 		}
 		p.mu.Lock()
 		steps := p.steps
@@ -296,17 +287,24 @@ func (p *planProgress) run(ctx context.Context) {
 				beatTimer.Reset(p.heartbeat) // a heartbeat period from now
 			}
 		}
-		timer.Reset(p.interval)
-		select {
-		case <-timer.C:
-		case <-p.done:
-			timer.Stop()
-			return
-		case <-ctx.Done():
-			timer.Stop()
+		if !p.wait(ctx, timer, p.interval) {
 			return
 		}
 	}
+}
+
+// wait runs timer for d and reports whether it ran out: false when the
+// reporter was stopped or ctx ended first.
+func (p *planProgress) wait(ctx context.Context, timer *time.Timer, d time.Duration) bool {
+	timer.Reset(d)
+	select {
+	case <-timer.C:
+		return true
+	case <-p.done:
+	case <-ctx.Done():
+	}
+	timer.Stop()
+	return false
 }
 
 // stop ends the notifications and returns once the sender has stopped (a
