@@ -76,6 +76,17 @@ func TestLexiconRelated(t *testing.T) {
 	}
 }
 
+// rankOf ranks query with r (k hits at most, no filter); an error fails
+// the test.
+func rankOf(t *testing.T, r Ranker, query string, k int) []Hit {
+	t.Helper()
+	hits, err := r.Rank(context.Background(), query, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hits
+}
+
 func sampleDocs() []Doc {
 	return []Doc{
 		{Name: "crm:createContact", AppID: "crm", Description: "Create a new contact", Params: "name email"},
@@ -318,10 +329,7 @@ func TestEmbeddingsRankAndCache(t *testing.T) {
 	client := &EmbeddingClient{URL: hs.URL + "/v1", Model: "m", APIKey: "k"}
 	cache := NewVectorCache()
 	e := NewEmbeddings(sampleDocs(), client, cache)
-	hits, err := e.Rank(context.Background(), "send email message", 2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, e, "send email message", 2)
 	if len(hits) == 0 || hits[0].Doc != 3 || hits[0].Score > 1 {
 		t.Fatalf("hits = %v", hits)
 	}
@@ -415,10 +423,7 @@ func (f fixedRanker) Rank(_ context.Context, _ string, k int, _ func(int) bool) 
 // ranking when the semantic one fails.
 func TestHybridFusion(t *testing.T) {
 	h := NewHybrid(fixedRanker{docs: []int{1, 2, 3}}, fixedRanker{docs: []int{2, 4, 1}}, nil)
-	hits, err := h.Rank(context.Background(), "q", 10, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, h, "q", 10)
 	var order []int
 	for _, x := range hits {
 		order = append(order, x.Doc)
@@ -433,7 +438,7 @@ func TestHybridFusion(t *testing.T) {
 	}
 	var reported error
 	down := NewHybrid(fixedRanker{docs: []int{1, 2}}, fixedRanker{err: ErrUnavailable}, func(err error) { reported = err })
-	hits, err = down.Rank(context.Background(), "q", 1, nil)
+	hits, err := down.Rank(context.Background(), "q", 1, nil)
 	if err != nil || len(hits) != 1 || hits[0].Doc != 1 || !errors.Is(reported, ErrUnavailable) {
 		t.Fatalf("fallback: %v %v reported %v", hits, err, reported)
 	}
@@ -1439,10 +1444,7 @@ func TestPathAction(t *testing.T) {
 			t.Errorf("%s: intents %v, want %v", docs[i].Name, got, intentFamily(want))
 		}
 	}
-	hits, err := ix.Rank(context.Background(), "find series matching some criteria", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "find series matching some criteria", 3)
 	if len(hits) == 0 || hits[0].Doc != 0 {
 		t.Errorf("find series matching some criteria: %v, want box_post_metadata_series_query first", hits)
 	}
@@ -1488,10 +1490,7 @@ func TestPathHead(t *testing.T) {
 			t.Errorf("%s: head %q, want %q", docs[i].Name, ix.heads[i], want)
 		}
 	}
-	hits, err := ix.Rank(context.Background(), "images imported in an import session", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "images imported in an import session", 3)
 	if len(hits) == 0 || hits[0].Doc != 1 {
 		t.Errorf("images imported in an import session: %v, want box_get_import_sessions_by_id_images first", hits)
 	}
@@ -1532,10 +1531,7 @@ func TestLogOutPhrase(t *testing.T) {
 	}
 	ix := NewBM25(docs)
 	for _, q := range []string{"log out", "sign out of my account", "log off"} {
-		hits, err := ix.Rank(context.Background(), q, 3, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		hits := rankOf(t, ix, q, 3)
 		if len(hits) == 0 || docs[hits[0].Doc].Name != "t_delete_session" {
 			t.Errorf("%q: first %v, want t_delete_session", q, hits)
 		}
@@ -1558,10 +1554,7 @@ func TestCreateNewNotRecent(t *testing.T) {
 		{Name: "t_get_devices", AppID: "t", Description: "Fetch a list of Devices", Method: "GET", Path: "/devices"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "latest GPS location of a car", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "latest GPS location of a car", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_get_positions" {
 		t.Errorf("first %v, want t_get_positions", hits)
 	}
@@ -1578,10 +1571,7 @@ func TestWhereQuestion(t *testing.T) {
 		{Name: "t_get_devices", AppID: "t", Description: "Fetch a list of Devices", Method: "GET", Path: "/devices"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "where are all my vehicles right now?", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "where are all my vehicles right now?", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_get_positions" {
 		t.Errorf("first %v, want t_get_positions", hits)
 	}
@@ -1597,10 +1587,7 @@ func TestTrackerDevice(t *testing.T) {
 		{Name: "t_post_devices", AppID: "t", Description: "Create a Device", Method: "POST", Path: "/devices"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "register a new GPS tracker", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "register a new GPS tracker", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_post_devices" {
 		t.Errorf("first %v, want t_post_devices", hits)
 	}
@@ -1617,10 +1604,7 @@ func TestOneThing(t *testing.T) {
 		{Name: "a_delete_connection", AppID: "a", Description: "Delete a connection", Method: "DELETE", Path: "/connections/{connection_id}", Required: 1, RequiredNames: []string{"connection_id"}},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "show one connection's details", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "show one connection's details", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_connection" {
 		t.Errorf("first %v, want a_get_connection", hits)
 	}
@@ -1645,10 +1629,7 @@ func TestActionVerbNotDelete(t *testing.T) {
 		{Name: "a_post_pool", AppID: "a", Description: "Create a pool", Method: "POST", Path: "/pools", FieldNames: "name slots description"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "resize a pool", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "resize a pool", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name == "a_delete_pool" {
 		t.Errorf("first %v, want no delete", hits)
 	}
@@ -1673,10 +1654,7 @@ func TestMarkAsState(t *testing.T) {
 	if !state {
 		t.Errorf("mark a DAG run as failed: no state term for failed")
 	}
-	hits, err := ix.Rank(context.Background(), "mark a DAG run as failed", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "mark a DAG run as failed", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_update_dag_run_state" {
 		t.Errorf("first %v, want a_update_dag_run_state", hits)
 	}
@@ -1692,10 +1670,7 @@ func TestWorkflowDAG(t *testing.T) {
 		{Name: "a_get_dags", AppID: "a", Description: "List DAGs", Method: "GET", Path: "/dags"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "list all workflows", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "list all workflows", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_dags" {
 		t.Errorf("first %v, want a_get_dags", hits)
 	}
@@ -1720,10 +1695,7 @@ func TestCheckVerifies(t *testing.T) {
 	if !test {
 		t.Errorf("check whether a connection works: test is no relative of check")
 	}
-	hits, err := ix.Rank(context.Background(), "check whether a connection works before saving it", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "check whether a connection works before saving it", 3)
 	if len(hits) < 3 || docs[hits[2].Doc].Name == "a_test_connection" {
 		t.Errorf("ranking %v: the test is last", hits)
 	}
@@ -1740,10 +1712,7 @@ func TestNotifyWhen(t *testing.T) {
 		{Name: "t_post_notifications", AppID: "t", Description: "Create a Notification", Method: "POST", Path: "/notifications", FieldNames: "type mail sms web always calendarId"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "email me when a vehicle leaves a geofence", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "email me when a vehicle leaves a geofence", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_post_notifications" {
 		t.Errorf("first %v, want t_post_notifications", hits)
 	}
@@ -1758,10 +1727,7 @@ func TestWhoLists(t *testing.T) {
 		{Name: "a_patch_user", AppID: "a", Description: "Update a user", Method: "PATCH", Path: "/users/{username}", Required: 1, RequiredNames: []string{"username"}},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "who has an account?", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "who has an account?", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_users" {
 		t.Errorf("first %v, want a_get_users", hits)
 	}
@@ -1784,10 +1750,7 @@ func TestAdjectiveNotObject(t *testing.T) {
 	if qp := ix.plan("full details of a DAG"); len(qp.object) != 0 {
 		t.Errorf("full details of a DAG: object %v, want none (full describes details)", qp.object)
 	}
-	hits, err := ix.Rank(context.Background(), "full details of a DAG", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "full details of a DAG", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_dag_details" {
 		t.Errorf("first %v, want a_get_dag_details", hits)
 	}
@@ -1811,17 +1774,11 @@ func TestLoggedInState(t *testing.T) {
 			}
 		}
 	}
-	hits, err := ix.Rank(context.Background(), "who am I logged in as?", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "who am I logged in as?", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "s_get_users_current" {
 		t.Errorf("first %v, want s_get_users_current", hits)
 	}
-	hits, err = ix.Rank(context.Background(), "log in", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits = rankOf(t, ix, "log in", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "s_post_users_login" {
 		t.Errorf("log in: first %v, want s_post_users_login", hits)
 	}
@@ -1845,10 +1802,7 @@ func TestNamePhrase(t *testing.T) {
 		{Name: "d_deletePost", AppID: "d", Description: "Delete a single post"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "force a user to sign out everywhere", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "force a user to sign out everywhere", 3)
 	// The delete still comes first (the request's intent is a delete);
 	// the log-out call must come next, before the silence.
 	if len(hits) < 2 || docs[hits[1].Doc].Name != "d_logOutUser" {
@@ -1916,10 +1870,7 @@ func TestBroaderWords(t *testing.T) {
 	}
 	ix := NewBM25(docs)
 	for q, want := range map[string]string{"show every truck": "f_get_vehicles", "which runs were successful?": "f_listGoodRuns"} {
-		hits, err := ix.Rank(context.Background(), q, 4, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		hits := rankOf(t, ix, q, 4)
 		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
 			t.Errorf("%q: first %v, want %s", q, hits, want)
 		}
@@ -1946,10 +1897,7 @@ func TestRelativesFromTheCatalogSide(t *testing.T) {
 		{Name: "t_get_reports_route", AppID: "t", Description: "Fetch a list of Positions of a Device within the time period, as its route"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "the path a device took", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "the path a device took", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "t_get_reports_route" {
 		t.Errorf("first %v, want t_get_reports_route", hits)
 	}
@@ -1969,10 +1917,7 @@ func TestAbsentWordHypernyms(t *testing.T) {
 		{Name: "f_getStats", AppID: "f", Description: "Get monthly statistics"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "topics this month", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "topics this month", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "f_listTopTopics" {
 		t.Errorf("first %v, want f_listTopTopics", hits)
 	}
@@ -1997,10 +1942,7 @@ func TestHowManyNotList(t *testing.T) {
 			t.Errorf("%q: listing %v, want %v", c.q, qp.listing, c.list)
 		}
 	}
-	hits, err := ix.Rank(context.Background(), "how many slots does a pool have?", 2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "how many slots does a pool have?", 2)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_pool" {
 		t.Errorf("first %v, want a_get_pool", hits)
 	}
@@ -2016,10 +1958,7 @@ func TestSomeoneMember(t *testing.T) {
 		{Name: "a_removeGroupMembers", AppID: "a", Description: "Remove members from a group"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "kick someone out of a group", 2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "kick someone out of a group", 2)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_removeGroupMembers" {
 		t.Errorf("first %v, want a_removeGroupMembers", hits)
 	}
@@ -2039,10 +1978,7 @@ func TestHeadInModifierOwnWords(t *testing.T) {
 		{Name: "asana_getTasksForProject", AppID: "asana", Description: "Get tasks from a project"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "list all tasks in a project", 2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "list all tasks in a project", 2)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "asana_getTasksForProject" {
 		t.Errorf("first %v, want asana_getTasksForProject", hits)
 	}
@@ -2061,10 +1997,7 @@ func TestItemPathNotList(t *testing.T) {
 		{Name: "ld_listUsers", AppID: "ld", Description: "List users by a flag", Method: "GET", Path: "/admin/users/list/{flag}", Required: 1},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "list the scheduled changes of a flag", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "list the scheduled changes of a flag", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "ld_fetchScheduledChange" {
 		t.Errorf("first %v, want ld_fetchScheduledChange", hits)
 	}
@@ -2084,10 +2017,7 @@ func TestPathWeight(t *testing.T) {
 		{Name: "tw_listMember", AppID: "tw", Description: "List members", Method: "GET", Path: "/Queues/{QueueSid}/Members"},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "list the members of a queue", 2, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "list the members of a queue", 2)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "tw_listMember" {
 		t.Errorf("first %v, want tw_listMember", hits)
 	}
@@ -2137,10 +2067,7 @@ func TestRegularNominalization(t *testing.T) {
 		{Name: "s_PutObject", AppID: "s", Description: "Adds an object to a bucket; it may be stored encrypted."},
 	}
 	ix := NewBM25(docs)
-	hits, err := ix.Rank(context.Background(), "encrypt everything in a bucket by default", 3, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hits := rankOf(t, ix, "encrypt everything in a bucket by default", 3)
 	if len(hits) == 0 || docs[hits[0].Doc].Name != "s_PutBucketEncryption" {
 		t.Errorf("encrypt a bucket by default: %v, want s_PutBucketEncryption first", hits)
 	}
@@ -2188,10 +2115,7 @@ func TestNumberedThing(t *testing.T) {
 	}
 	ix := NewBM25(docs)
 	for q, want := range map[string]string{"show me invoice 42": "a_get_invoice", "show the last 5 invoices": "a_list_invoices"} {
-		hits, err := ix.Rank(context.Background(), q, 3, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		hits := rankOf(t, ix, q, 3)
 		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
 			t.Errorf("%q: first %v, want %s", q, hits, want)
 		}
@@ -2214,10 +2138,7 @@ func TestCustomerContact(t *testing.T) {
 	}
 	ix := NewBM25(docs)
 	for _, q := range []string{"add a private customer", "add a new client"} {
-		hits, err := ix.Rank(context.Background(), q, 3, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		hits := rankOf(t, ix, q, 3)
 		if len(hits) == 0 || docs[hits[0].Doc].Name != "a_contacts_persons_create" {
 			t.Errorf("%q: first %v, want a_contacts_persons_create", q, hits)
 		}
@@ -2243,10 +2164,7 @@ func TestHowMuchStatistics(t *testing.T) {
 	}
 	ix := NewBM25(docs)
 	for q, want := range map[string]string{"how much did I spend on purchases": "a_app_documents_purchases_statistics"} {
-		hits, err := ix.Rank(context.Background(), q, 3, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		hits := rankOf(t, ix, q, 3)
 		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
 			t.Errorf("%q: first %v, want %s", q, hits, want)
 		}
