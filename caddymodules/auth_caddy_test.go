@@ -101,6 +101,16 @@ func startCaddy(t *testing.T, cfg []byte) {
 	})
 }
 
+// startCaddyfile adapts the Caddyfile src and starts it as startCaddy does.
+func startCaddyfile(t *testing.T, src string) {
+	t.Helper()
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startCaddy(t, cfg)
+}
+
 func loadErr(t *testing.T, cfg []byte) error {
 	t.Helper()
 	caddyMu.Lock()
@@ -511,11 +521,7 @@ func TestCaddyfileAuthRuns(t *testing.T) {
 	respond "public"
 }
 `, base)
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCaddy(t, cfg)
+	startCaddyfile(t, src)
 	resp, _ := get(t, base+"/mcp", "")
 	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp", scope="mcp"` {
 		t.Fatalf("/mcp: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
@@ -567,11 +573,7 @@ func TestCaddyScopeStepUp(t *testing.T) {
 	respond /mcp* "mcp for {http.auth.user.id}"
 }
 `, base, idp.srv.URL)
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCaddy(t, cfg)
+	startCaddyfile(t, src)
 	md := `resource_metadata="` + base + `/.well-known/oauth-protected-resource"`
 	withScope := func(scope string) string {
 		return idp.token(t, func(m map[string]any) { m["aud"] = base; m["scope"] = scope })
@@ -629,11 +631,7 @@ func TestCaddyAuthHandlerPlaceholders(t *testing.T) {
 	respond "public"
 }
 `, base)
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCaddy(t, cfg)
+	startCaddyfile(t, src)
 	md := base + "/.well-known/oauth-protected-resource/api"
 	if resp, _ := get(t, base+"/api/x", ""); resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="`+md+`"`) {
 		t.Fatalf("/api/x: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
@@ -652,7 +650,7 @@ func TestCaddyAuthHandlerPlaceholders(t *testing.T) {
 func TestCaddyAuthPreflight(t *testing.T) {
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(fmt.Sprintf(`{
+	startCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 	codemode {
@@ -668,11 +666,7 @@ func TestCaddyAuthPreflight(t *testing.T) {
 	codemode_auth /api*
 	respond "secret"
 }
-`, base)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCaddy(t, cfg)
+`, base))
 	const page = "http://page.example"
 	do := func(method string, hdr map[string]string) (*http.Response, string) {
 		t.Helper()
@@ -719,7 +713,7 @@ func TestCaddyAuthPreflight(t *testing.T) {
 func TestCaddyAuthPreflightPublic(t *testing.T) {
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(fmt.Sprintf(`{
+	startCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 	codemode {
@@ -736,11 +730,7 @@ func TestCaddyAuthPreflightPublic(t *testing.T) {
 	codemode_auth /api*
 	respond "next {method}"
 }
-`, base)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCaddy(t, cfg)
+`, base))
 	req, _ := http.NewRequest(http.MethodOptions, base+"/api/x", nil)
 	req.Header.Set("Origin", "http://page.example")
 	req.Header.Set("Access-Control-Request-Method", "DELETE")

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 )
 
 // TestStdioConfigKeepsThePKIApp: codemode-mcp-stdio runs the codemode app
@@ -75,11 +73,7 @@ func TestCaddyClientIDMetadataTrustPool(t *testing.T) {
 	respond /client.json `+"`"+`{"client_id": "%[2]s/client.json", "client_name": "Doc", "redirect_uris": ["http://127.0.0.1:3000/cb"]}`+"`"+` 200
 }
 `, base, docBase, t.TempDir())
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCaddy(t, cfg)
+	startCaddyfile(t, src)
 	authorize := func(clientID string) (int, string) {
 		q := url.Values{"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {"http://127.0.0.1:49999/cb"},
 			"state": {"s"}, "code_challenge": {"E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"}, "code_challenge_method": {"S256"}}

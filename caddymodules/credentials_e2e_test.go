@@ -24,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
@@ -171,11 +170,7 @@ func (g *credGateway) issuerURL() string {
 
 func (g *credGateway) start(t *testing.T) {
 	t.Helper()
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(g.caddyfile(t)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCaddy(t, cfg)
+	startCaddyfile(t, g.caddyfile(t))
 }
 
 var loginFields = regexp.MustCompile(`name="(id|csrf)" value="([^"]*)"`)
@@ -820,11 +815,7 @@ func TestCredentialsTransparentMode(t *testing.T) {
 	}
 }
 `, g.base, g.fake.URL, idpURL, g.key)
-	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startCaddy(t, cfg)
+	startCaddyfile(t, src)
 
 	// The agent signs in at the provider, for the gateway's audience.
 	conf := &oauth2.Config{ClientID: "agent", RedirectURL: "http://127.0.0.1:1/cb",
