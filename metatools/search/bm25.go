@@ -1882,25 +1882,25 @@ func readOnly(families map[Intent]bool) bool {
 // (or "particular", "specific", "single") before its modifier ("show one connection", "details of one event"; not
 // "pods in one namespace", "one of the users", "one another").
 func oneThing(toks []string) bool {
-	for i, t := range toks {
-		if modifierPrepositions[t] {
-			return false
-		}
-		if oneWords[t] && i+1 < len(toks) && !stopwords[toks[i+1]] && toks[i+1] != "another" {
-			return true
-		}
-	}
-	return false
+	return beforeModifier(toks, func(i int) bool {
+		return oneWords[toks[i]] && i+1 < len(toks) && !stopwords[toks[i+1]] && toks[i+1] != "another"
+	})
 }
 
 // numbered reports whether a number of toks names one thing (see
 // numberedThing) before any modifier.
 func numbered(toks []string) bool {
+	return beforeModifier(toks, func(i int) bool { return numberedThing(toks, i) })
+}
+
+// beforeModifier reports whether is holds for a word of toks before the
+// first preposition that opens a modifier.
+func beforeModifier(toks []string, is func(i int) bool) bool {
 	for i, t := range toks {
 		if modifierPrepositions[t] {
 			return false
 		}
-		if numberedThing(toks, i) {
+		if is(i) {
 			return true
 		}
 	}
