@@ -185,7 +185,9 @@ func (m *Metrics) started(d time.Duration, err error) {
 		return
 	}
 	if err != nil {
-		m.startFailures.Inc()
+		if !isDisposed(err) {
+			m.startFailures.Inc()
+		}
 		return
 	}
 	m.startDuration.Observe(d.Seconds())

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestUnknownToolReachesHost: a call of a tool the host does not know
@@ -141,5 +143,49 @@ func TestInProcessMetrics(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.scripts.WithLabelValues(EngineInProcess, "syntax_error", "syntax_error")); v != 1 {
 		t.Errorf("syntax errors %v", v)
+	}
+}
+
+// TestStartInterruptedByShutdown: a worker still starting when its pool
+// shuts down (every reload does this to the replaced pool) is neither a
+// start failure nor a warning; one that fails its handshake is both.
+func TestStartInterruptedByShutdown(t *testing.T) {
+	for _, shutdown := range []bool{true, false} {
+		m := NewMetrics()
+		core, logs := observer.New(zap.WarnLevel)
+		ft := newFakeTimers()
+		p, err := newWorkerPool(&PoolOptions{
+			RuntimePoolOptions: RuntimePoolOptions{MinSize: -1, MaxSize: 1},
+			Env:                []string{testWorkerEnv + "=silent"}, // never completes its handshake
+			StartupTimeout:     testStartupTimeout,
+			QueueTimeout:       testQueueTimeout,
+			Metrics:            m,
+			Logger:             zap.New(core),
+		}, func(p *workerPool) { p.newTimer = ft.newTimer })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := make(chan error, 1)
+		go func() {
+			_, err := p.Execute(context.Background(), Request{Code: "ok 1"}, newTestHost(nil))
+			ran <- err
+		}()
+		waitFor(t, "a worker starting", func() bool { return ft.pending(testStartupTimeout) > 0 })
+		if shutdown {
+			p.Close()
+		} else {
+			ft.fire(testStartupTimeout)
+		}
+		if err := <-ran; err == nil {
+			t.Fatalf("shutdown %v: the execution ran without a worker", shutdown)
+		}
+		p.Close()
+		failures, warned := testutil.ToFloat64(m.startFailures), logs.FilterMessage("sandbox worker failed to start").Len()
+		if shutdown && (failures != 0 || warned != 0) {
+			t.Errorf("a start the shutdown interrupted: %v start failures, %d warnings", failures, warned)
+		}
+		if !shutdown && (failures != 1 || warned != 1) {
+			t.Errorf("a start that timed out: %v start failures, %d warnings", failures, warned)
+		}
 	}
 }

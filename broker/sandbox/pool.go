@@ -499,6 +499,14 @@ func disposed() error {
 	return &Error{Code: CodePoolDisposed, Message: "the sandbox worker pool is shut down"}
 }
 
+// isDisposed reports the error of a start the pool's shutdown interrupted:
+// the worker was no longer wanted, which is neither a failure to count nor
+// one to warn of (every reload shuts a pool down, maybe mid-start).
+func isDisposed(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == CodePoolDisposed
+}
+
 func aborted(cause error) error {
 	return &Error{Code: CodeExecutionAborted, Message: fmt.Sprintf("execution aborted: %v", cause)}
 }
@@ -1024,7 +1032,9 @@ func (p *workerPool) spawnLocked() {
 		p.starting--
 		p.spawnErr = err
 		if err != nil {
-			p.log.Warn("sandbox worker failed to start", zap.Error(err))
+			if !isDisposed(err) {
+				p.log.Warn("sandbox worker failed to start", zap.Error(err))
+			}
 			// Nobody else will serve the queue: fail it rather than let it
 			// wait for the timeout.
 			if len(p.all)+p.starting == 0 {
