@@ -802,7 +802,9 @@ func TestCaddyServedResources(t *testing.T) {
 	startCaddy(t, adapt("", other))
 
 	jar, _ := cookiejar.New(nil) // the sign-in cookie
-	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// The test reloads Caddy and goes on asking: reloadClient's transport.
+	browser := &http.Client{Jar: jar, Transport: reloadClient.Transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	verifier := oauth2.GenerateVerifier()
 	conf := &oauth2.Config{ClientID: "cli", RedirectURL: redirect, Scopes: []string{"mcp"},
 		Endpoint: oauth2.Endpoint{AuthURL: base + "/oauth/authorize", TokenURL: base + "/oauth/token", AuthStyle: oauth2.AuthStyleInParams}}

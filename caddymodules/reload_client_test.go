@@ -19,8 +19,11 @@ import (
 // Shutdown()"). A connection the old server accepts in that window is read
 // and then dropped unanswered because the server is shutting down (net/http
 // checks this after reading the request and before running any handler),
-// and the client sees EOF or a reset. On a loaded machine the window is
-// wide enough to fail a test. A request that got any response, whatever its
+// and the client sees EOF or a reset. And Caddy binds each config's
+// listener anew with SO_REUSEPORT: a connection the kernel queued on the
+// old listener is reset when that closes, unanswered, even while it is
+// being dialled ("connect: connection reset by peer"; docs/reloads.md). On
+// a loaded machine these windows are wide enough to fail a test. A request that got any response, whatever its
 // status, is returned as is, so a server that answers wrongly still fails
 // the test; only "no answer at all" is retried, a bounded number of times.
 type unansweredRetry struct{ base *http.Transport }
