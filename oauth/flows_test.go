@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -912,4 +913,64 @@ func TestSignInSecretInACookie(t *testing.T) {
 	if got := upper.signInCookie("x"); got != "__Secure-codemode_signin_x" || !upper.secureCookies() {
 		t.Errorf("HTTPS issuer: cookie %q, secure %v", got, upper.secureCookies())
 	}
+}
+
+// TestOneCodePerAuthorization: callbacks racing for one authorization (a
+// double click, a reload, two gateways) get one code between them. The
+// check that no code was issued yet and the mark that one is were two
+// steps, and each callback that read the record before another marked it
+// issued a code of its own: two grants from one sign-in.
+func TestOneCodePerAuthorization(t *testing.T) {
+	for _, storage := range []string{"memory", "redis"} {
+		t.Run(storage, func(t *testing.T) {
+			noConsent := func(c *ServerConfig) { c.Consent.Enabled = false }
+			var e *asEnv
+			if storage == "redis" {
+				e, _, _ = newRedisAS(t, noConsent)
+			} else {
+				e = newAS(t, noConsent)
+			}
+			cfg := e.oauth2(asClientID, asRedirect)
+			// Rounds, each a fresh authorization: a round may happen to
+			// run its callbacks one after another.
+			for round := range 8 {
+				loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
+				id, csrf := hidden(t, body(t, e.get(e.srv.URL+loginURL.RequestURI())))
+				location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+				ctx := context.WithValue(context.Background(), signInKey{}, e.signInCookie(id))
+				if codes := raceCallbacks(ctx, e, id, 32); len(codes) != 1 {
+					t.Fatalf("round %d: 32 callbacks racing for one authorization saved codes %v, want one", round, codes)
+				} else if _, err := e.s.redeemCode(context.Background(), codes[0]); err != nil {
+					t.Fatalf("round %d: the one code saved: %v", round, err)
+				}
+			}
+		})
+	}
+}
+
+// raceCallbacks runs n SaveAuthCode calls for authorization id at once and
+// returns the codes saved.
+func raceCallbacks(ctx context.Context, e *asEnv, id string, n int) []string {
+	start := make(chan struct{})
+	saved := make(chan string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			code := fmt.Sprintf("code-%s-%d", id[:6], i)
+			if err := (opStorage{e.s}).SaveAuthCode(ctx, id, code); err == nil {
+				saved <- code
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(saved)
+	var codes []string
+	for c := range saved {
+		codes = append(codes, c)
+	}
+	return codes
 }

@@ -408,24 +408,31 @@ func (s *Server) randomToken(n int) string {
 
 // pending loads a live pending authorization.
 func (s *Server) pending(ctx context.Context, id string) (*authRequest, error) {
+	a, _, err := s.pendingRecord(ctx, id)
+	return a, err
+}
+
+// pendingRecord is pending with the stored record, for a change that must
+// not overwrite one made meanwhile (CompareAndSwap).
+func (s *Server) pendingRecord(ctx context.Context, id string) (*authRequest, []byte, error) {
 	if id == "" {
-		return nil, errors.New("authorization request unknown or expired")
+		return nil, nil, errors.New("authorization request unknown or expired")
 	}
 	b, err := s.store.Get(ctx, keyPending(id))
 	if errors.Is(err, errNotFound) {
-		return nil, errors.New("authorization request unknown or expired")
+		return nil, nil, errors.New("authorization request unknown or expired")
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a := new(authRequest)
 	if err := json.Unmarshal(b, a); err != nil {
-		return nil, fmt.Errorf("decoding pending authorization: %w", err)
+		return nil, nil, fmt.Errorf("decoding pending authorization: %w", err)
 	}
 	if !s.now().Before(a.Expires) {
-		return nil, errors.New("authorization request unknown or expired")
+		return nil, nil, errors.New("authorization request unknown or expired")
 	}
-	return a, nil
+	return a, b, nil
 }
 
 func (s *Server) savePending(ctx context.Context, a *authRequest) error {

@@ -271,14 +271,16 @@ func (s *Server) redeemCode(ctx context.Context, code string) (*authRequest, err
 }
 
 // SaveAuthCode stores the code for 60 seconds; a pending authorization
-// yields one code only.
+// yields one code only, however many callbacks race for it (on any number
+// of gateways): the record marks the code issued by compare-and-swap.
 func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
-	a, err := st.s.pending(ctx, id)
+	a, old, err := st.s.pendingRecord(ctx, id)
 	if err != nil {
 		return err
 	}
+	issued := errors.New("a code was already issued for this authorization")
 	if a.CodeIssued {
-		return errors.New("a code was already issued for this authorization")
+		return issued
 	}
 	if presented, _ := ctx.Value(signInKey{}).(string); !a.signedInWith(presented) {
 		return errors.New("the sign-in was not completed in this browser")
@@ -289,8 +291,16 @@ func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 	if floor := st.s.now().Add(CodeTTL); a.Expires.Before(floor) {
 		a.Expires = floor
 	}
-	if err := st.putJSON(ctx, keyPending(id), a, a.Expires.Sub(st.s.now())); err != nil {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("encoding pending authorization: %w", err)
+	}
+	swapped, err := st.s.store.CompareAndSwap(ctx, keyPending(id), old, b, a.Expires.Sub(st.s.now()))
+	if err != nil {
 		return err
+	}
+	if !swapped {
+		return issued // or changed meanwhile: a callback that lost the race
 	}
 	return st.putJSON(ctx, keyCode(code), codeRecord{RequestID: id, Expires: st.s.now().Add(CodeTTL)}, CodeTTL)
 }
