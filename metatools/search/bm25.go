@@ -832,6 +832,10 @@ func localName(name, appID string) string {
 type termGroup struct {
 	terms    []weighted
 	optional bool
+	// scope marks the group of the request's scope words ("my", "me"):
+	// it counts only for a tool that matches some other word of the
+	// request (see Rank).
+	scope bool
 	// verb marks the group of the request's opening verb.
 	verb bool
 	// at is 1 + the index of the query token the group comes from (0: none).
@@ -1142,7 +1146,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		groups = append(groups, termGroup{optional: true, terms: []weighted{{"notification", 0.6}, {"alert", 0.5}, {"subscription", 0.4}, {"webhook", 0.4}}})
 	}
 	if scope {
-		g := termGroup{optional: true}
+		g := termGroup{optional: true, scope: true}
 		for _, st := range scopeTerms {
 			g.add(st.term, st.w)
 		}
@@ -1218,6 +1222,18 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 	if len(qp.object) > 0 {
 		qp.objectHit = make([]bool, ix.n)
 	}
+	// A request's scope words ("my expenses", "a bill I received") tell
+	// apart the caller's things from anyone's among tools that match what
+	// it asks for; alone they would find "Get the current user" for
+	// anything the caller owns. A tool matches them only when it matches
+	// one of the request's words besides its opening verb too (when the
+	// request has any: "who am I" has none).
+	var content []bool
+	for _, g := range qp.groups {
+		if g.scope && slices.ContainsFunc(qp.groups, func(g termGroup) bool { return !g.optional && !g.verb }) {
+			content = make([]bool, ix.n)
+		}
+	}
 	for gi, g := range qp.groups {
 		gTouched = gTouched[:0]
 		for _, wt := range g.terms {
@@ -1235,6 +1251,13 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 		}
 		isObject := slices.Contains(qp.object, gi)
 		for _, d := range gTouched {
+			if content != nil {
+				if g.scope && !content[d] {
+					best[d] = 0
+					continue
+				}
+				content[d] = content[d] || !g.optional && !g.verb
+			}
 			if isObject && best[d] >= objectShare*qp.gUpper[gi] {
 				qp.objectHit[d] = true
 			}

@@ -2198,3 +2198,28 @@ func TestQueryPartSubresource(t *testing.T) {
 		t.Errorf("listPath = %v: a list named so whose path ends in a query part lists", ix.listPath)
 	}
 }
+
+// TestScopeNeedsContent: a request's scope words ("my", "I") tell the
+// caller's things apart among tools that match what it asks for; alone they
+// found "Get the current user" for anything the caller owns. A request made
+// of scope words only ("who am I") still finds it.
+func TestScopeNeedsContent(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_account_get", AppID: "a", Description: "Get the current user's account", Method: "GET", Path: "/account"},
+		{Name: "a_app_list", AppID: "a", Description: "List the apps", Method: "GET", Path: "/apps"},
+		{Name: "a_purchases_list", AppID: "a", Description: "List purchases", Params: "supplier_id", Method: "GET", Path: "/purchases"},
+		{Name: "a_repos_list", AppID: "a", Description: "List repositories of a user", Params: "username", Method: "GET", Path: "/users/{username}/repos"},
+		{Name: "a_my_repos_list", AppID: "a", Description: "List repositories of the authenticated user", Method: "GET", Path: "/user/repos"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"list my expenses from suppliers": "a_purchases_list",
+		"list my repositories":            "a_my_repos_list",
+		"who am I":                        "a_account_get",
+	} {
+		hits := rankOf(t, ix, q, 3)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+}
