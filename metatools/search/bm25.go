@@ -428,6 +428,12 @@ func NewBM25(docs []Doc) *BM25 {
 		if act := pathAction(local, d.Method, d.Path); act != "" {
 			intents = []Intent{intentWords[act]}
 		}
+		methodDeletes := len(intents) == 0 && strings.EqualFold(d.Method, "delete")
+		if methodDeletes {
+			// "Detach a file", "Unassign a driver": a verb no intent
+			// names, but the HTTP method says what the call does.
+			intents = []Intent{IntentDelete}
+		}
 		var intentTerms []string
 		for _, in := range intents {
 			intentTerms = append(intentTerms, intentTerm(intentFamily(in)))
@@ -494,6 +500,18 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.access[i] = d.Access
 		ix.deprecated[i] = d.Deprecated || saysDeprecated(local, summaries[i], bodies[i])
 		ix.titles[i] = titleTerms(local, summaries[i])
+		if methodDeletes {
+			// The summary's opening verb ("Detach") is the tool's verb, and
+			// the DELETE says it deletes: a request to remove covers it.
+			if toks := Tokenize(summaries[i]); len(toks) > 0 && isVerb(Lemmas(toks[0])[0]) {
+				v := Lemmas(toks[0])[0]
+				for k, slot := range ix.titles[i] {
+					if slot[0] == v {
+						ix.titles[i][k] = []string{titleIntent(IntentDelete), verbTerm(v)}
+					}
+				}
+			}
+		}
 		ix.heads[i] = nameHead(hname)
 		if w := nameHeadWord(hname); w != ix.heads[i] && strings.HasSuffix(w, "s") {
 			ix.pluralHead[i] = true

@@ -2223,3 +2223,50 @@ func TestScopeNeedsContent(t *testing.T) {
 		}
 	}
 }
+
+// TestMethodIntent: a DELETE whose name and summary have no intent word
+// ("Detach a file", "Unassign a driver") deletes, as its HTTP method says,
+// and its summary's verb is what a request to remove covers.
+func TestMethodIntent(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_invoices_attach", AppID: "a", Description: "Attach a file at an invoice", Method: "POST", Path: "/invoices/{id}/attach"},
+		{Name: "a_invoices_detach", AppID: "a", Description: "Detach a file at an invoice", Method: "DELETE", Path: "/invoices/{id}/attach"},
+		{Name: "a_products_attach", AppID: "a", Description: "Attach a file", Method: "POST", Path: "/products/{id}/attach"},
+		{Name: "a_products_detach", AppID: "a", Description: "Detach a file", Method: "DELETE", Path: "/products/{id}/attach"},
+		{Name: "a_quotes_attach", AppID: "a", Description: "Attach a file at a quote", Method: "POST", Path: "/quotes/{id}/attach"},
+		{Name: "a_quotes_detach", AppID: "a", Description: "Detach a file at a quote", Method: "DELETE", Path: "/quotes/{id}/attach"},
+		{Name: "a_invoices_get", AppID: "a", Description: "Get an invoice", Method: "GET", Path: "/invoices/{id}"},
+		{Name: "a_invoices_update", AppID: "a", Description: "Update an invoice", Method: "PUT", Path: "/invoices/{id}"},
+		{Name: "a_invoices_delete", AppID: "a", Description: "Delete an invoice", Method: "DELETE", Path: "/invoices/{id}"},
+		{Name: "a_files_list", AppID: "a", Description: "List files", Method: "GET", Path: "/files"},
+		{Name: "a_drivers_unassign", AppID: "a", Description: "Unassign a driver from a vehicle", Method: "DELETE", Path: "/vehicles/{id}/drivers"},
+		{Name: "a_drivers_assign", AppID: "a", Description: "Assign a driver to a vehicle", Method: "POST", Path: "/vehicles/{id}/drivers"},
+		{Name: "a_drivers_create", AppID: "a", Description: "Create a driver", Method: "POST", Path: "/drivers"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"remove a file from an invoice": "a_invoices_detach",
+		"remove the file of a quote":    "a_quotes_detach",
+		"delete a file from a product":  "a_products_detach",
+		"attach a file to an invoice":   "a_invoices_attach",
+	} {
+		hits := rankOf(t, ix, q, 3)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+	// Its summary's verb is its title's verb, a delete: a request to remove
+	// covers it as it covers "Delete an invoice".
+	if !slices.ContainsFunc(ix.titles[1], func(slot []string) bool { return slot[0] == titleIntent(IntentDelete) }) {
+		t.Errorf("Detach a file at an invoice: title %v has no deleting verb", ix.titles[1])
+	}
+	// A DELETE deletes: adding is not what it does.
+	hits := rankOf(t, ix, "add a driver to a vehicle", 3)
+	for _, h := range hits {
+		if n := docs[h.Doc].Name; n == "a_drivers_unassign" {
+			t.Errorf("add a driver to a vehicle: the DELETE unassign above the POST assign: %v", hits)
+		} else if n == "a_drivers_assign" {
+			break
+		}
+	}
+}
