@@ -1064,6 +1064,12 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 				if describes {
 					break
 				}
+				if in := intentWords[r]; in != IntentNone && isVerb(r) && len(intents) > 0 && !slices.ContainsFunc(intents, func(q Intent) bool { return intentFamily(q) == intentFamily(in) }) {
+					// "download a file", "delete a file": the file's
+					// relative "upload" is an act of its own, another
+					// than the one the request asks for.
+					continue
+				}
 				for _, rl := range Lemmas(r) {
 					addRel(rl, domainWeight)
 				}

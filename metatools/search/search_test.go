@@ -2270,3 +2270,40 @@ func TestMethodIntent(t *testing.T) {
 		}
 	}
 }
+
+// TestDomainRelativeOtherAct: a domain relative that is a verb of another
+// act than the request's stands for nothing it asks: "upload" is a file's
+// relative, but "download a file" or "list the files" does not ask for
+// uploads (multipart upload calls ranked above the object reads).
+func TestDomainRelativeOtherAct(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_UploadPart", AppID: "a", Description: "Uploads a part in a multipart upload.", Method: "PUT", Path: "/{Bucket}/{Key}?uploadId"},
+		{Name: "a_ListMultipartUploads", AppID: "a", Description: "Lists in-progress multipart uploads.", Method: "GET", Path: "/{Bucket}?uploads"},
+		{Name: "a_ListParts", AppID: "a", Description: "Lists the parts that have been uploaded for a specific multipart upload.", Method: "GET", Path: "/{Bucket}/{Key}?uploadId"},
+		{Name: "a_GetObject", AppID: "a", Description: "Retrieves an object and its content from a bucket.", Method: "GET", Path: "/{Bucket}/{Key}"},
+		{Name: "a_ListObjects", AppID: "a", Description: "Returns the objects in a bucket.", Method: "GET", Path: "/{Bucket}"},
+		{Name: "a_DeleteBucket", AppID: "a", Description: "Deletes a bucket.", Method: "DELETE", Path: "/{Bucket}"},
+		{Name: "a_CreateMultipartUpload", AppID: "a", Description: "Initiates a multipart upload.", Method: "POST", Path: "/{Bucket}/{Key}?uploads"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]bool{"download a file": false, "list the files": false, "delete a file": false, "store an audio file": true} {
+		upload := false
+		for _, g := range ix.queryGroups(q) {
+			for _, wt := range g.terms {
+				upload = upload || wt.term == "upload"
+			}
+		}
+		if upload != want {
+			t.Errorf("%q: upload among the relatives %v, want %v", q, upload, want)
+		}
+	}
+	for q, want := range map[string]string{
+		"download a file from a bucket": "a_GetObject",
+		"list the files in a bucket":    "a_ListObjects",
+	} {
+		hits := rankOf(t, ix, q, 3)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+}
