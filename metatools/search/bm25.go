@@ -1226,8 +1226,14 @@ func participle(toks []string, i int) bool {
 // ownClause reports whether toks[i] is the "I" of a relative clause after a
 // noun ("repos I starred", "the issues I created"): the caller's own
 // things, as "my" says. After a question word or an auxiliary ("which fields
-// do I need", "what can I do", "should I") it is no scope word.
+// do I need", "what can I do", "should I") it is no scope word, unless it
+// has: "what buckets do I have".
 func ownClause(toks []string, i int) bool {
+	if toks[i] == "i" && i+1 < len(toks) && toks[i+1] == "have" {
+		// "what buckets do I have", "which workspaces do I have access
+		// to": what the caller has is the caller's own.
+		return true
+	}
 	return toks[i] == "i" && i > 0 && !questionWords[toks[i-1]] && !stopwords[toks[i-1]]
 }
 

@@ -2307,3 +2307,19 @@ func TestDomainRelativeOtherAct(t *testing.T) {
 		}
 	}
 }
+
+// TestIHaveScope: what the caller has is the caller's own ("what buckets do
+// I have?"), as "my buckets" says, though the "I" follows an auxiliary.
+func TestIHaveScope(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_ListBucketInventoryConfigurations", AppID: "a", Description: "Returns a list of inventory configurations for the bucket.", Method: "GET", Path: "/{Bucket}?inventory"},
+		{Name: "a_ListBucketMetricsConfigurations", AppID: "a", Description: "Lists the metrics configurations for the bucket.", Method: "GET", Path: "/{Bucket}?metrics"},
+		{Name: "a_ListBuckets", AppID: "a", Description: "Returns a list of all buckets owned by the authenticated sender of the request.", Method: "GET", Path: "/"},
+		{Name: "a_ListObjects", AppID: "a", Description: "Returns some or all of the objects in a bucket.", Method: "GET", Path: "/{Bucket}"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "what buckets do I have?", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_ListBuckets" {
+		t.Errorf("what buckets do I have?: first %v, want a_ListBuckets", hits)
+	}
+}
