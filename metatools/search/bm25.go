@@ -943,13 +943,16 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		if i+1 < len(toks) {
 			a, b := Lemmas(t)[len(Lemmas(t))-1], toks[i+1]
 			if ph, ok := domainPhrases[[2]string{a, b}]; ok {
+				state := false
 				if b == "in" && strings.HasSuffix(t, "ed") && beBefore(toks, i) {
 					// "who am I logged in as", "which users are signed
 					// in": the state of being logged in is the current,
 					// authenticated user or session, not the act.
-					ph = loggedIn
+					ph, state = loggedIn, true
 				}
-				groups = append(groups, termGroup{terms: append([]weighted(nil), ph...)})
+				// The state of being logged in names the caller, as a
+				// scope word does.
+				groups = append(groups, termGroup{terms: append([]weighted(nil), ph...), scope: state})
 				skip[i], skip[i+1] = true, true
 				continue
 			}
@@ -1260,7 +1263,7 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 	// request has any: "who am I" has none).
 	var content []bool
 	for _, g := range qp.groups {
-		if g.scope && slices.ContainsFunc(qp.groups, func(g termGroup) bool { return !g.optional && !g.verb }) {
+		if g.scope && slices.ContainsFunc(qp.groups, func(g termGroup) bool { return !g.optional && !g.verb && !g.scope }) {
 			content = make([]bool, ix.n)
 		}
 	}
@@ -1286,7 +1289,7 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 					best[d] = 0
 					continue
 				}
-				content[d] = content[d] || !g.optional && !g.verb
+				content[d] = content[d] || !g.optional && !g.verb && !g.scope
 			}
 			if isObject && best[d] >= objectShare*qp.gUpper[gi] {
 				qp.objectHit[d] = true

@@ -2323,3 +2323,24 @@ func TestIHaveScope(t *testing.T) {
 		t.Errorf("what buckets do I have?: first %v, want a_ListBuckets", hits)
 	}
 }
+
+// TestLoggedInScope: "logged in" after a form of "be" names the caller as a
+// scope word does, so it is no word of the request a tool must match for
+// the scope words to count ("who am I logged in as?").
+func TestLoggedInScope(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_users_read", AppID: "a", Description: "Retrieve a user", Params: "user_id: the user's id, or me", Method: "GET", Path: "/users/{user_id}"},
+		{Name: "a_users_list", AppID: "a", Description: "List all users", Method: "GET", Path: "/users"},
+		{Name: "a_draft_institutions", AppID: "a", Description: "Retrieve the institutions of a draft. Once an authenticated user has marked their draft as affiliated with an institution, it is listed here", Method: "GET", Path: "/drafts/{draft_id}/institutions"},
+		{Name: "a_drafts_list", AppID: "a", Description: "List the drafts of a user", Method: "GET", Path: "/drafts"},
+		{Name: "a_nodes_list", AppID: "a", Description: "List the nodes of a user", Method: "GET", Path: "/nodes"},
+		{Name: "a_files_list", AppID: "a", Description: "List the files a user uploaded", Method: "GET", Path: "/files"},
+		{Name: "a_wikis_list", AppID: "a", Description: "List the wikis a user wrote", Method: "GET", Path: "/wikis"},
+		{Name: "a_logs_list", AppID: "a", Description: "List the logs of a user's actions", Method: "GET", Path: "/logs"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "who am I logged in as?", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_users_read" {
+		t.Errorf("who am I logged in as?: first %v, want a_users_read", hits)
+	}
+}
