@@ -1165,6 +1165,15 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			break
 		}
 	}
+	// "make my project public": the adjective is the state the request
+	// puts the thing in, as the word after "as" is.
+	if i := madeState(toks); i > 0 {
+		g := termGroup{optional: true}
+		for _, l := range Lemmas(toks[i]) {
+			g.add("="+l, stateWeight)
+		}
+		groups = append(groups, g)
+	}
 	// "email me when a vehicle leaves a geofence", "notify us when a build
 	// fails": a request to be told when something happens asks for a
 	// notification, an alert, a subscription or a webhook; the clause

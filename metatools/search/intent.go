@@ -63,6 +63,10 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 			}
 		}
 	}
+	if madeState(toks) > 0 {
+		// "make my project public": the thing exists; it is changed.
+		return []Intent{IntentUpdate}, map[int]bool{0: true}
+	}
 	for i, t := range toks {
 		if i+1 < len(toks) {
 			if in, ok := phrasalIntents[[2]string{t, toks[i+1]}]; ok {
@@ -302,3 +306,19 @@ func nominalization(w string) bool {
 // particle reports whether w can be an adverb or a preposition of a
 // phrasal verb ("up", "out", "off"): WordNet lists it as an adverb.
 func particle(w string) bool { return lex().pos[w]&posAdv != 0 }
+
+// madeState is the index of the adjective a request that opens with "make"
+// ends with, after the thing it makes so ("make my project public", "make a
+// file publicly readable"): a state the request puts an existing thing in,
+// as "mark … as" says. 0 when there is none ("make a new project", "make a
+// backup": a noun, or an adjective right after an article, is what is made).
+func madeState(toks []string) int {
+	n := len(toks)
+	if n < 3 || toks[0] != "make" || stopwords[toks[n-2]] || stopwords[toks[n-1]] {
+		return 0
+	}
+	if l := Lemmas(toks[n-1]); lex().pos[l[0]]&posAdj != 0 && lex().pos[l[0]]&posVerb == 0 {
+		return n - 1
+	}
+	return 0
+}

@@ -2344,3 +2344,26 @@ func TestLoggedInScope(t *testing.T) {
 		t.Errorf("who am I logged in as?: first %v, want a_users_read", hits)
 	}
 }
+
+// TestMadeState: "make my project public" puts an existing thing in a
+// state, as "mark … as public" would: it updates, and the adjective is the
+// state the update sets. "make a new project" still creates.
+func TestMadeState(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_registrations_create", AppID: "a", Description: "Create a registration", Method: "POST", Path: "/registrations"},
+		{Name: "a_registrations_forks_create", AppID: "a", Description: "Create a fork of a registration", Method: "POST", Path: "/registrations/{id}/forks"},
+		{Name: "a_registrations_update", AppID: "a", Description: "Update a registration", FieldNames: "public title", States: "public", Method: "PATCH", Path: "/registrations/{id}"},
+		{Name: "a_registrations_read", AppID: "a", Description: "Retrieve a registration", Method: "GET", Path: "/registrations/{id}"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"make a registration public":  "a_registrations_update",
+		"make my registration public": "a_registrations_update",
+		"make a new registration":     "a_registrations_create",
+	} {
+		hits := rankOf(t, ix, q, 3)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+}
