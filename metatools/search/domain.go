@@ -63,6 +63,7 @@ var domainRelated = map[string][]string{
 	"activate": {"enable", "active"}, "deactivate": {"disable", "inactive"}, "suspend": {"disable", "deactivate", "pause"},
 	"enable": {"activate"}, "disable": {"deactivate", "suspend"},
 	"active": {"status", "state"}, "inactive": {"status", "state"},
+	"collaborator": {"contributor"}, "contributor": {"collaborator"},
 	"check": {"verify", "validate", "test"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 }
 

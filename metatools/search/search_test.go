@@ -2367,3 +2367,19 @@ func TestMadeState(t *testing.T) {
 		}
 	}
 }
+
+// TestCollaboratorContributor: the people who work on a thing with its
+// owner are its collaborators to one API and its contributors to another;
+// WordNet relates neither to the other.
+func TestCollaboratorContributor(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_nodes_list", AppID: "a", Description: "List all projects", Method: "GET", Path: "/nodes"},
+		{Name: "a_nodes_contributors_list", AppID: "a", Description: "List all contributors", Method: "GET", Path: "/nodes/{node_id}/contributors"},
+		{Name: "a_users_list", AppID: "a", Description: "List all users", Method: "GET", Path: "/users"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "who are the collaborators on this project?", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_nodes_contributors_list" {
+		t.Errorf("first %v, want a_nodes_contributors_list", hits)
+	}
+}
