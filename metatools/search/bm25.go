@@ -1959,10 +1959,12 @@ func numbered(toks []string) bool {
 }
 
 // beforeModifier reports whether is holds for a word of toks before the
-// first preposition that opens a modifier.
+// first preposition that opens a modifier; one right after the opening
+// verb is the verb's own ("look at one log entry"), as for the request's
+// modifier (see plan).
 func beforeModifier(toks []string, is func(i int) bool) bool {
 	for i, t := range toks {
-		if modifierPrepositions[t] {
+		if modifierPrepositions[t] && i > 1 {
 			return false
 		}
 		if is(i) {

@@ -2383,3 +2383,22 @@ func TestCollaboratorContributor(t *testing.T) {
 		t.Errorf("first %v, want a_nodes_contributors_list", hits)
 	}
 }
+
+// TestOneThingAfterVerbParticle: a preposition right after the opening verb
+// is the verb's own ("look at one log entry"), so the "one" after it still
+// names the thing the request reads.
+func TestOneThingAfterVerbParticle(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_registrations_logs_list", AppID: "a", Description: "List all logs of a registration", Method: "GET", Path: "/registrations/{id}/logs"},
+		{Name: "a_nodes_logs_list", AppID: "a", Description: "List all logs of a node", Method: "GET", Path: "/nodes/{id}/logs"},
+		{Name: "a_logs_read", AppID: "a", Description: "Retrieve a log", Method: "GET", Path: "/logs/{log_id}"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "look at one log entry", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_logs_read" {
+		t.Errorf("first %v, want a_logs_read", hits)
+	}
+	if !oneThing(Tokenize("look at one log entry")) || oneThing(Tokenize("list pods in one namespace")) {
+		t.Errorf("oneThing: \"look at one log entry\" names one thing, \"list pods in one namespace\" does not")
+	}
+}
