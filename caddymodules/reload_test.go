@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
@@ -463,12 +464,24 @@ func TestReloadLeaks(t *testing.T) {
 
 	const reloads = 100
 	t0 := time.Now()
+	stalled := 0
 	for i := 1; i <= reloads; i++ {
-		if err := caddy.Load(cfgs[i%2], true); err != nil {
+		err := caddy.Load(cfgs[i%2], true)
+		// A worker whose start a stalled machine held past the startup
+		// timeout (10 s) fails the reload, and the running config stays:
+		// load it again, a few times at most. The failed reload must
+		// leak nothing either: the counts below include it.
+		if err != nil && strings.Contains(err.Error(), sandbox.CodeWorkerStartupFailed) && stalled < 3 {
+			stalled++
+			t.Logf("reload %d failed, loaded again: %v", i, err)
+			i--
+			continue
+		}
+		if err != nil {
 			t.Fatalf("reload %d: %v", i, err)
 		}
 	}
-	t.Logf("%d reloads in %v", reloads, time.Since(t0))
+	t.Logf("%d reloads in %v (%d loaded again after a stalled worker start)", reloads, time.Since(t0), stalled)
 	// An even number of reloads ends on config A again.
 	checkServes(t, base)
 	reloadClient.CloseIdleConnections()
