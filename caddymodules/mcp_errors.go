@@ -317,15 +317,18 @@ const maxSafeID = 1<<53 - 1
 // integers, and the go-sdk turns 1.5 into 1 and 2^53+1 into 2^53, so the
 // client could not match the answer (and 1 may be another of its calls).
 // A number with a zero fraction or an exponent (1.0, 1e2) is an integer
-// and comes back as the same number. Absent (a notification) and null
-// (which the go-sdk takes for a notification) are not its concern.
+// and comes back as the same number. Absent is a notification; null is
+// refused too: JSON-RPC makes {"id":null,"method":…} a request (to be
+// answered with id null) and MCP forbids a null id, while the go-sdk took
+// it for a notification and answered nothing, so a client waiting for the
+// answer waited for ever.
 func badRequestID(id json.RawMessage) bool {
 	id = bytes.TrimSpace(id)
 	if len(id) == 0 {
 		return false
 	}
 	switch c := id[0]; {
-	case c == '"', c == 'n':
+	case c == '"':
 		return false
 	case c == '-', c >= '0' && c <= '9':
 		v, err := strconv.ParseFloat(string(id), 64)
@@ -335,7 +338,7 @@ func badRequestID(id json.RawMessage) bool {
 }
 
 // badIDMessage is the answer to a request whose id badRequestID refuses.
-const badIDMessage = "invalid request: an id is a string or an integer of at most 2^53-1 in magnitude (MCP); another would come back changed"
+const badIDMessage = "invalid request: an id is a string or an integer of at most 2^53-1 in magnitude (MCP), never null; another would come back changed"
 
 // requestsWithBadID reports whether buf, a JSON-RPC message or batch,
 // holds a request (a method and an id) whose id badRequestID refuses. It

@@ -296,7 +296,18 @@ func TestMCPRequestIDs(t *testing.T) {
 		{"2026-07-28", modern, modernList},
 		{"in a batch", batching, func(id string) string { return "[" + list(`"ok"`) + "," + list(id) + "]" }},
 	}
-	for _, id := range []string{"1.5", "-0.5", "1e300", "9007199254740993", "-9007199254740993", "true", "{}", "[1]"} {
+	// null too: the go-sdk took such a message for a notification, so a
+	// method that is one (or that it does not know) got 202 and no answer.
+	requests = append(requests,
+		request{"a notification's method", inSession, func(id string) string {
+			return `{"jsonrpc":"2.0","id":` + id + `,"method":"notifications/initialized"}`
+		}},
+		request{"an unknown method", inSession, func(id string) string { return `{"jsonrpc":"2.0","id":` + id + `,"method":"tasks/list"}` }},
+		request{"2026-07-28, a notification's method", map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "notifications/cancelled"},
+			func(id string) string {
+				return `{"jsonrpc":"2.0","id":` + id + `,"method":"notifications/cancelled","params":{"requestId":"x"}}`
+			}})
+	for _, id := range []string{"1.5", "-0.5", "1e300", "9007199254740993", "-9007199254740993", "true", "{}", "[1]", "null", " null "} {
 		for _, rq := range requests {
 			status, _, body := rawMCP(t, url, rq.header, rq.body(id))
 			if status != 400 || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, `"id":null`) {
@@ -320,7 +331,7 @@ func TestMCPRequestIDs(t *testing.T) {
 // TestBadRequestID: which ids come back from the go-sdk as sent.
 func TestBadRequestID(t *testing.T) {
 	for id, bad := range map[string]bool{
-		``: false, `null`: false, `"x"`: false, `""`: false, `7`: false, `-3`: false, `0`: false, `-0`: false,
+		``: false, `null`: true, `"x"`: false, `""`: false, `7`: false, `-3`: false, `0`: false, `-0`: false,
 		`1.0`: false, `1e2`: false, `9007199254740991`: false, `-9007199254740991`: false, ` 5 `: false,
 		`1.5`: true, `1e-1`: true, `9007199254740992`: true, `-9007199254740993`: true, `1e300`: true, `1e400`: true,
 		`true`: true, `false`: true, `{}`: true, `[]`: true,
@@ -347,6 +358,13 @@ func TestRequestsWithBadID(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1.5,"Method":"tools/list"}`:          false, // no method: a response
 		`{"jsonrpc":"2.0","id":1.5,"result":{}}`:                    false,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`:            false,
+		// null: a request to answer with id null, which MCP forbids; the
+		// go-sdk took it for a notification. Without the key, one.
+		`{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`:  true,
+		`[{"jsonrpc":"2.0","id":null,"method":"tools/list"}]`:               true,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`:            false,
+		`{"jsonrpc":"2.0","ID":null,"method":"notifications/initialized"}`:  false,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`: false,
 	} {
 		if got := requestsWithBadID([]byte(body)); got != bad {
 			t.Errorf("requestsWithBadID(%s) = %v, want %v", body, got, bad)

@@ -105,13 +105,15 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	wantError(`{"jsonrpc":"2.0","id":2,"method":"tools/list"`, -32700, "null") // cut short
 	// Ids the go-sdk would answer as another id (1.5 as 1, 2^53+1 as
 	// 2^53) or could not (true): MCP ids are strings or integers.
-	for _, id := range []string{"1.5", "9007199254740993", "true"} {
+	// null too: the go-sdk took it for a notification and answered nothing.
+	for _, id := range []string{"1.5", "9007199254740993", "true", "null"} {
 		wantError(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}`, -32600, "null")
 		wantError(`[{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list"}]`, -32600, "null")
 	}
 	// The go-sdk matches keys exactly: its id here is 2.5 (answered as 2),
 	// not the "ID" 2.
 	wantError(`{"jsonrpc":"2.0","id":2.5,"ID":2,"method":"tools/list"}`, -32600, "null")
+	wantError(`{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`, -32600, "null")
 	if r := send(`{"jsonrpc":"2.0","id":9007199254740991,"method":"ping"}`); r.Error != nil || string(r.ID) != "9007199254740991" {
 		t.Fatalf("ping with id 2^53-1: %+v", r)
 	}
