@@ -357,6 +357,11 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 	if d != nil && sid != "" && r.Header.Get(mcpForwardedHeader) == "" && !d.holds(sid) && d.forward(w, r, sid) {
 		return
 	}
+	if sid != "" && r.Method == http.MethodPost && w.body != nil {
+		// Before the go-sdk reads it: a request it cancels is marked
+		// before its handler can answer (mcp_cancel.go).
+		defer mcpCalls.track(sid, w, h.logger)()
+	}
 	w.onHeader = func(status int, hdr http.Header) {
 		switch {
 		case sid == "" && status < 300 && hdr.Get("Mcp-Session-Id") != "":
@@ -530,6 +535,9 @@ type peekedBody struct {
 	// before the go-sdk and the answer's rewrite look at it several times.
 	msg          jsonrpcMessage
 	msgOK, drawn bool
+	// heads are buf's ids and methods, decoded once by readHeads.
+	heads                           []rpcHead
+	headsBatch, headsOK, headsDrawn bool
 }
 
 // message is the body's JSON-RPC message (false for anything else),

@@ -46,6 +46,11 @@ type mcpWriter struct {
 	// body is the request body when it was peeked before the go-sdk read
 	// it (the go-sdk replaces the request's Body), else nil.
 	body *peekedBody
+	// calls are the POST's requests while it is tracked (mcpCalls.track);
+	// dropped tells that an answer to a cancelled one was left out.
+	calls   []*rpcCall
+	dropped bool
+	logger  *zap.Logger
 }
 
 func (w *mcpWriter) WriteHeader(code int) {
@@ -64,6 +69,30 @@ func (w *mcpWriter) WriteHeader(code int) {
 }
 
 func (w *mcpWriter) Write(b []byte) (int, error) {
+	if len(w.calls) > 0 && !w.rewrite && w.anyCancelled() {
+		n := len(b)
+		if b = w.withoutCancelled(b); b == nil {
+			w.dropped = true
+			return n, nil
+		}
+		if _, err := w.write(b); err != nil {
+			return 0, err
+		}
+		return n, nil
+	}
+	return w.write(b)
+}
+
+func (w *mcpWriter) anyCancelled() bool {
+	for _, c := range w.calls {
+		if c.cancelled.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *mcpWriter) write(b []byte) (int, error) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -350,31 +379,19 @@ const badIDMessage = "invalid request: an id is a string or an integer of at mos
 // does: keys match exactly ("ID" is not the id), and a "method" key makes
 // a request whatever its value ("" and null too).
 func requestsWithBadID(buf []byte) bool {
-	type request struct {
-		ID     json.RawMessage `json:"id"`
-		Method json.RawMessage `json:"method"`
-	}
-	t := bytes.TrimSpace(buf)
-	decode := func(into any) bool {
-		// The go-sdk's decoder's flag, without its copy of the body; what
-		// follows the first value is ignored, as by the go-sdk's decoder.
-		_, err := sdkjson.Parse(t, into, sdkjson.DontMatchCaseInsensitiveStructFields)
-		return err == nil
-	}
-	if len(t) > 0 && t[0] == '[' {
-		var batch []request
-		if !decode(&batch) {
-			return false // the go-sdk answers what is not a batch of messages
+	heads, _, ok := readHeads(buf)
+	return ok && headsWithBadID(heads)
+}
+
+// headsWithBadID is requestsWithBadID of decoded messages; false for none
+// (the go-sdk answers what is not a message or a batch of them).
+func headsWithBadID(heads []rpcHead) bool {
+	for _, h := range heads {
+		if len(h.Method) > 0 && badRequestID(h.ID) {
+			return true
 		}
-		for _, e := range batch {
-			if len(e.Method) > 0 && badRequestID(e.ID) {
-				return true
-			}
-		}
-		return false
 	}
-	var m request
-	return decode(&m) && len(m.Method) > 0 && badRequestID(m.ID)
+	return false
 }
 
 // refuseBadID answers a POST whose request, or a request of whose batch,
@@ -385,11 +402,10 @@ func refuseBadID(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodPost || r.Body == nil || baseMediaType(r.Header.Get("Content-Type")) != "application/json" {
 		return false
 	}
-	buf, ok := peekBody(r)
-	if !ok {
+	if _, ok := peekBody(r); !ok {
 		return false
 	}
-	if !requestsWithBadID(buf) {
+	if heads, _, ok := r.Body.(*peekedBody).readHeads(); !ok || !headsWithBadID(heads) {
 		return false
 	}
 	writeJSONRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, badIDMessage, nil)

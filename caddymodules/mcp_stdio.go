@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 )
 
 func init() {
@@ -146,6 +147,9 @@ func serveMCPStdio(ctx context.Context, raw []byte, t mcp.Transport) error {
 	if srv == nil {
 		return errors.New("codemode app: the meta-tools are not provisioned")
 	}
+	if cs, ok := t.(*checkedStdio); ok && cs.logger == nil {
+		cs.logger = caddy.Log().Named("codemode.mcp")
+	}
 	if err := srv.Run(ctx, t); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("serving MCP on stdio: %w", err)
 	}
@@ -164,6 +168,8 @@ type checkedStdio struct {
 	// maxLine is the longest message line read; 0 is the go-sdk's own
 	// bound, mcp.DefaultMaxLineLength.
 	maxLine int
+	// logger gets the responses of cancelled requests left out (debug).
+	logger *zap.Logger
 }
 
 // Connect implements mcp.Transport: the go-sdk reads the lines that pass
@@ -176,12 +182,13 @@ func (t *checkedStdio) Connect(ctx context.Context) (mcp.Connection, error) {
 	if max <= 0 {
 		max = mcp.DefaultMaxLineLength
 	}
-	go checkLines(t.in, pw, out, max)
-	conn, err := (&mcp.IOTransport{Reader: pr, Writer: out}).Connect(ctx)
+	calls := newStdioCalls(t.logger)
+	go checkLines(t.in, pw, out, max, calls)
+	conn, err := (&mcp.IOTransport{Reader: pr, Writer: strippedWriter{out, calls}}).Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return codedErrors{conn}, nil
+	return codedErrors{conn, calls}, nil
 }
 
 // codedErrors gives every error response a JSON-RPC code. The go-sdk
@@ -190,10 +197,17 @@ func (t *checkedStdio) Connect(ctx context.Context) (mcp.Connection, error) {
 // ("method ... is invalid during session initialization") and a second
 // initialize are Invalid Requests (-32600, as the HTTP transport answers
 // them), anything else an
-// internal error (-32603) keeping its message.
-type codedErrors struct{ mcp.Connection }
+// internal error (-32603) keeping its message. It also leaves out the
+// response of a request the client cancelled (mcp_cancel.go).
+type codedErrors struct {
+	mcp.Connection
+	calls *stdioCalls
+}
 
 func (c codedErrors) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if r, ok := msg.(*jsonrpc.Response); ok && c.calls.answered(r.ID) {
+		return nil
+	}
 	if r, ok := msg.(*jsonrpc.Response); ok && r.Error != nil {
 		var wire *jsonrpc.Error
 		if !errors.As(r.Error, &wire) || wire.Code == 0 {
@@ -212,7 +226,8 @@ func (c codedErrors) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 // checkLines copies in's message lines to pass and answers the others on
 // out, until in ends (pass then ends too) or the session stops reading.
-func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
+// The requests it passes, and their cancellations, go to calls first.
+func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int, calls *stdioCalls) {
 	br := bufio.NewReaderSize(in, 64<<10)
 	var line []byte
 	tooLong := false
@@ -235,7 +250,8 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
 		default:
 			// A message is decoded here and again by the go-sdk; only a
 			// line that fails is scanned once more, for its error code.
-			if bad := invalidMessage(msg); bad != nil {
+			msgs, batch, bad := decodeLine(msg)
+			if bad != nil {
 				if !json.Valid(msg) {
 					reply = rpcError(nil, rpcParseError, "Parse error: the line is not JSON")
 				} else {
@@ -251,6 +267,7 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int) {
 				reply = rpcError(id, rpcInvalidParams, "invalid params: initialize: "+problem)
 				break
 			}
+			calls.read(msgs, batch)
 			if _, werr := pass.Write(append(msg, '\n')); werr != nil {
 				return // the session ended
 			}
@@ -289,23 +306,25 @@ func initializeProblem(msg []byte) (json.RawMessage, string) {
 	return m.ID, initializeParamsProblem(m.Params)
 }
 
-// invalidMessage is why msg is no JSON-RPC message or batch of messages
-// (not JSON included), or nil.
-func invalidMessage(msg []byte) error {
+// decodeLine decodes msg's JSON-RPC message or batch of messages, or
+// says why it is none (not JSON included).
+func decodeLine(msg []byte) (msgs []jsonrpc.Message, batch bool, err error) {
 	if msg[0] != '[' {
-		_, err := jsonrpc.DecodeMessage(msg)
-		return err
+		m, err := jsonrpc.DecodeMessage(msg)
+		return []jsonrpc.Message{m}, false, err
 	}
-	var batch []json.RawMessage
-	if err := json.Unmarshal(msg, &batch); err != nil || len(batch) == 0 {
-		return errors.New("empty batch")
+	var raws []json.RawMessage
+	if err := json.Unmarshal(msg, &raws); err != nil || len(raws) == 0 {
+		return nil, true, errors.New("empty batch")
 	}
-	for _, m := range batch {
-		if _, err := jsonrpc.DecodeMessage(m); err != nil {
-			return err
+	for _, raw := range raws {
+		m, err := jsonrpc.DecodeMessage(raw)
+		if err != nil {
+			return nil, true, err
 		}
+		msgs = append(msgs, m)
 	}
-	return nil
+	return msgs, true, nil
 }
 
 // requestID is msg's id when it is a string or a number, or nil.

@@ -8,6 +8,7 @@
 // each answer given after a delay) runs longer than the call's timeout; with
 // onprogress and resetTimeoutOnProgress the gateway's notifications/progress
 // keep the call alive, without resetTimeoutOnProgress the same call times out.
+// Then cancellation: a call cancelled through its AbortSignal gets no response.
 //
 //   MCP_URL=http://localhost:8080/mcp NAMING=spec CADDY=./caddy CONFIG=Caddyfile.example node mcp-sdk.mjs
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -127,6 +128,50 @@ async function exerciseProgress(makeTransport) {
   console.log(`     progress: ${ok.seen.length} notifications over ${ok.ms} ms, last ${JSON.stringify(ok.seen.at(-1))}`);
 }
 
+// cancellation cancels a plan waiting for the client's answer (client:prompt)
+// through the call's AbortSignal (the SDK sends notifications/cancelled):
+// the gateway stops the plan and sends no response for the call, which the
+// SDK would report through onerror as one for an unknown message id; the
+// session goes on. stopped tells whether the client saw the plan's own
+// request cancelled (over stdio; over HTTP that notification may come after
+// the call's stream has ended, with nowhere to go).
+async function cancellation(makeTransport, { stopped }) {
+  const client = new Client({ name: "ci-ts-sdk-cancel", version: "1.0.0" }, { capabilities: { elicitation: {} } });
+  let asked, aborted;
+  const askedP = new Promise((r) => (asked = r));
+  const abortedP = new Promise((r) => (aborted = r));
+  client.setRequestHandler(ElicitRequestSchema, (_req, extra) => new Promise((_resolve, reject) => {
+    asked();
+    extra.signal.addEventListener("abort", () => {
+      aborted();
+      reject(new Error("cancelled"));
+    });
+  }));
+  const errors = [];
+  client.onerror = (err) => errors.push(String(err));
+  await client.connect(makeTransport());
+  try {
+    const ac = new AbortController();
+    const call = client.callTool({ name: name("execute"), arguments: { script: 'return await callTool("client:prompt", {question: "wait"})' } },
+      undefined, { signal: ac.signal });
+    await askedP;
+    ac.abort("ci: cancelled");
+    await assert.rejects(call);
+    if (stopped) {
+      let timer;
+      await Promise.race([abortedP, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("the plan's client:prompt was not cancelled")), 10000)))]);
+      clearTimeout(timer);
+    }
+    // A response to the cancelled call would arrive now.
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.deepEqual(errors, [], "no response to the cancelled call (the SDK reports one for an unknown message ID)");
+    const { tools } = await client.listTools();
+    assert.equal(tools.length, 4);
+  } finally {
+    await client.close();
+  }
+}
+
 const url = process.env.MCP_URL;
 if (url) {
   await check(`TypeScript SDK over Streamable HTTP ${url} (naming ${naming})`, async () => {
@@ -140,6 +185,9 @@ if (url) {
   });
   await check(`TypeScript SDK over Streamable HTTP ${url}: notifications/progress of a long plan, resetTimeoutOnProgress`, async () => {
     await exerciseProgress(() => new StreamableHTTPClientTransport(new URL(url)));
+  });
+  await check(`TypeScript SDK over Streamable HTTP ${url}: a cancelled call (notifications/cancelled) gets no response`, async () => {
+    await cancellation(() => new StreamableHTTPClientTransport(new URL(url)), { stopped: false });
   });
 }
 
@@ -171,6 +219,14 @@ if (config) {
       env: { ...process.env },
       stderr: "ignore",
     }));
+  });
+  await check(`TypeScript SDK over stdio: a cancelled call (notifications/cancelled) is stopped and gets no response`, async () => {
+    await cancellation(() => new StdioClientTransport({
+      command: env("CADDY"),
+      args: ["codemode-mcp-stdio", "--config", config],
+      env: { ...process.env },
+      stderr: "ignore",
+    }), { stopped: true });
   });
 }
 

@@ -1,0 +1,400 @@
+package caddymodules
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdkjson "github.com/segmentio/encoding/json"
+	"go.uber.org/zap"
+)
+
+// A request its client cancelled (notifications/cancelled) gets no
+// response. The go-sdk stops the request's handler but still sends what
+// the handler returns as it unwinds (for meta:execute an EXECUTION_ABORTED
+// result); MCP says the receiver SHOULD NOT respond to a cancelled
+// request, and the TypeScript SDK reports such a response as one for an
+// unknown id. The gateway records the requests under way, marks one
+// cancelled when a cancellation the go-sdk acts on arrives (before the
+// go-sdk reads it, so the mark is there before the handler can answer),
+// and drops the response: over Streamable HTTP the request's POST ends
+// without it, over stdio nothing is written. initialize is never marked
+// (MCP forbids cancelling it). Revision 2026-07-28 over HTTP cancels by
+// closing the request's stream (PropagateRequestCancellation), which
+// leaves nobody to answer.
+
+const notificationCancelled = "notifications/cancelled"
+
+// rpcCall is a request under way.
+type rpcCall struct {
+	id jsonrpc.ID
+	// batch tells (stdio) that the request came in a batch, whose
+	// responses the go-sdk writes together.
+	batch bool
+	// reason is the cancellation's, written before cancelled is set.
+	reason    string
+	cancelled atomic.Bool
+}
+
+// cancelTarget is the request a notifications/cancelled with params
+// cancels as the go-sdk reads it: params decoded into its CancelledParams
+// with keys matched exactly, requestId a string or a number (truncated to
+// an integer, as the go-sdk does). False when the go-sdk cancels nothing.
+func cancelTarget(params json.RawMessage) (id jsonrpc.ID, reason string, ok bool) {
+	if len(params) == 0 {
+		return id, "", false
+	}
+	var p mcp.CancelledParams
+	dec := sdkjson.NewDecoder(bytes.NewReader(params))
+	dec.DontMatchCaseInsensitiveStructFields()
+	if dec.Decode(&p) != nil {
+		return id, "", false
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	return id, p.Reason, err == nil && id.IsValid()
+}
+
+// rpcHead is what the gateway reads of a message before the go-sdk does:
+// keys matched exactly, as the go-sdk matches them.
+type rpcHead struct {
+	ID     json.RawMessage `json:"id"`
+	Method json.RawMessage `json:"method"`
+}
+
+// readHeads decodes the id and method of buf's message, or of each
+// message of buf's batch; false when buf is neither.
+func readHeads(buf []byte) (heads []rpcHead, batch, ok bool) {
+	t := bytes.TrimSpace(buf)
+	decode := func(into any) bool {
+		// The go-sdk's decoder's flag, without its copy of the body; what
+		// follows the first value is ignored, as by the go-sdk's decoder.
+		_, err := sdkjson.Parse(t, into, sdkjson.DontMatchCaseInsensitiveStructFields)
+		return err == nil
+	}
+	if len(t) > 0 && t[0] == '[' {
+		return heads, true, decode(&heads)
+	}
+	var h rpcHead
+	if !decode(&h) {
+		return nil, false, false
+	}
+	return []rpcHead{h}, false, true
+}
+
+// call is the id of a request (a method and an id that is no null), as
+// the go-sdk makes it, and its method.
+func (h rpcHead) call() (id jsonrpc.ID, method string, isRequest bool) {
+	if len(h.Method) == 0 || sdkjson.Unmarshal(h.Method, &method) != nil {
+		return id, "", false
+	}
+	var v any
+	if len(h.ID) > 0 && sdkjson.Unmarshal(h.ID, &v) == nil {
+		id, _ = jsonrpc.MakeID(v)
+	}
+	return id, method, true
+}
+
+// paramsAt is the params of buf's message, or of the i-th message of its
+// batch.
+func paramsAt(buf []byte, i int, batch bool) json.RawMessage {
+	msg := buf
+	if batch {
+		var msgs []json.RawMessage
+		if sdkjson.Unmarshal(buf, &msgs) != nil || i >= len(msgs) {
+			return nil
+		}
+		msg = msgs[i]
+	}
+	var m struct {
+		Params json.RawMessage `json:"params"`
+	}
+	if _, err := sdkjson.Parse(bytes.TrimSpace(msg), &m, sdkjson.DontMatchCaseInsensitiveStructFields); err != nil {
+		return nil
+	}
+	return m.Params
+}
+
+// responseID is the id of raw when it is a JSON-RPC response.
+func responseID(raw []byte) (jsonrpc.ID, bool) {
+	var m struct {
+		ID     any             `json:"id"`
+		Method json.RawMessage `json:"method"`
+	}
+	if _, err := sdkjson.Parse(bytes.TrimSpace(raw), &m, sdkjson.DontMatchCaseInsensitiveStructFields); err != nil || len(m.Method) > 0 {
+		return jsonrpc.ID{}, false
+	}
+	id, err := jsonrpc.MakeID(m.ID)
+	return id, err == nil && id.IsValid()
+}
+
+// withoutResponses is data, one JSON-RPC message or a batch of them as
+// the go-sdk writes it, without the responses drop picks: data itself
+// when it keeps all, nil when it keeps none.
+func withoutResponses(data []byte, drop func(jsonrpc.ID) bool) []byte {
+	t := bytes.TrimSpace(data)
+	if len(t) == 0 || t[0] != '[' {
+		if id, ok := responseID(t); ok && drop(id) {
+			return nil
+		}
+		return data
+	}
+	var msgs []json.RawMessage
+	if sdkjson.Unmarshal(t, &msgs) != nil {
+		return data
+	}
+	kept := msgs[:0]
+	for _, m := range msgs {
+		if id, ok := responseID(m); !ok || !drop(id) {
+			kept = append(kept, m)
+		}
+	}
+	switch {
+	case len(kept) == len(msgs):
+		return data
+	case len(kept) == 0:
+		return nil
+	}
+	out := []byte{'['}
+	for i, m := range kept {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, m...)
+	}
+	return append(out, ']')
+}
+
+// sseData is the data of one SSE event as the go-sdk writes it (one
+// "data: " line), or nil.
+func sseData(event []byte) []byte {
+	i := bytes.Index(event, []byte("data: "))
+	if i < 0 || (i > 0 && event[i-1] != '\n') {
+		return nil
+	}
+	data := event[i+len("data: "):]
+	if j := bytes.IndexByte(data, '\n'); j >= 0 {
+		data = data[:j]
+	}
+	return data
+}
+
+// mcpCalls holds the requests under way in the go-sdk sessions of the
+// handshake revisions in this process, by session and id.
+var mcpCalls = &callTable{byKey: map[callKey]*rpcCall{}}
+
+type callKey struct {
+	session string
+	id      jsonrpc.ID
+}
+
+type callTable struct {
+	mu    sync.Mutex
+	byKey map[callKey]*rpcCall
+}
+
+// track records the requests of a POST of session sid (w.body, peeked)
+// and marks those its cancellations cancel, before the go-sdk reads it.
+// The returned func, called once the go-sdk has answered the POST,
+// forgets its requests, withdraws its marks when the go-sdk refused it
+// (then it cancelled nothing), and ends a POST whose every answer was
+// dropped as an SSE stream without events: a request needs an SSE stream
+// or a JSON answer, and an empty JSON body is no message.
+func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
+	heads, batch, ok := w.body.readHeads()
+	if !ok {
+		return func() {}
+	}
+	var own []callKey
+	var marked []*rpcCall
+	t.mu.Lock()
+	for i, h := range heads {
+		id, method, isRequest := h.call()
+		switch {
+		case !isRequest || method == "initialize":
+		case id.IsValid():
+			k := callKey{sid, id}
+			if t.byKey[k] == nil { // else the go-sdk refuses the duplicate
+				c := &rpcCall{id: id}
+				t.byKey[k] = c
+				own = append(own, k)
+				w.calls = append(w.calls, c)
+			}
+		case method == notificationCancelled:
+			target, reason, ok := cancelTarget(paramsAt(w.body.buf, i, batch))
+			if c := t.byKey[callKey{sid, target}]; ok && c != nil && !c.cancelled.Load() {
+				c.reason = reason
+				c.cancelled.Store(true)
+				marked = append(marked, c)
+			}
+		}
+	}
+	t.mu.Unlock()
+	if len(own) == 0 && len(marked) == 0 {
+		return func() {}
+	}
+	w.logger = logger
+	return func() {
+		t.mu.Lock()
+		for _, k := range own {
+			delete(t.byKey, k)
+		}
+		t.mu.Unlock()
+		if w.status >= 400 {
+			for _, c := range marked {
+				c.cancelled.Store(false)
+			}
+		}
+		if w.dropped && !w.wrote {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+		}
+	}
+}
+
+// readHeads is readHeads of the body, decoded once.
+func (pb *peekedBody) readHeads() ([]rpcHead, bool, bool) {
+	if !pb.headsDrawn {
+		pb.heads, pb.headsBatch, pb.headsOK = readHeads(pb.buf)
+		pb.headsDrawn = true
+	}
+	return pb.heads, pb.headsBatch, pb.headsOK
+}
+
+// cancelledCall is the POST's request id when its client cancelled it.
+func (w *mcpWriter) cancelledCall(id jsonrpc.ID) *rpcCall {
+	for _, c := range w.calls {
+		if c.id == id && c.cancelled.Load() {
+			return c
+		}
+	}
+	return nil
+}
+
+// withoutCancelled is b, an SSE event or a JSON answer of the POST,
+// without the responses to its cancelled requests (nil: nothing left).
+func (w *mcpWriter) withoutCancelled(b []byte) []byte {
+	drop := func(id jsonrpc.ID) bool {
+		c := w.cancelledCall(id)
+		if c != nil {
+			logCancelledResponse(w.logger, c)
+		}
+		return c != nil
+	}
+	if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+		data := sseData(b)
+		if id, ok := responseID(data); data != nil && ok && drop(id) {
+			return nil
+		}
+		return b
+	}
+	return withoutResponses(b, drop)
+}
+
+func logCancelledResponse(logger *zap.Logger, c *rpcCall) {
+	if ce := logger.Check(zap.DebugLevel, "MCP request cancelled by its client: its response is not sent"); ce != nil {
+		ce.Write(zap.Any("id", c.id.Raw()), zap.String("reason", c.reason))
+	}
+}
+
+// stdioCalls are the requests under way on a stdio session.
+type stdioCalls struct {
+	mu   sync.Mutex
+	byID map[jsonrpc.ID]*rpcCall
+	// strip holds cancelled requests of a batch: the go-sdk writes a
+	// batch's responses once all are there, so theirs goes to it and is
+	// taken out of the array on the way out.
+	strip  map[jsonrpc.ID]bool
+	logger *zap.Logger
+}
+
+func newStdioCalls(logger *zap.Logger) *stdioCalls {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &stdioCalls{byID: map[jsonrpc.ID]*rpcCall{}, strip: map[jsonrpc.ID]bool{}, logger: logger}
+}
+
+// read records the requests of a line the go-sdk is about to read and
+// marks those its cancellations cancel.
+func (s *stdioCalls) read(msgs []jsonrpc.Message, batch bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range msgs {
+		req, ok := m.(*jsonrpc.Request)
+		switch {
+		case !ok:
+		case req.Method == notificationCancelled:
+			// The go-sdk cancels on any message of this method.
+			target, reason, ok := cancelTarget(req.Params)
+			if c := s.byID[target]; ok && c != nil {
+				c.reason = reason
+				c.cancelled.Store(true)
+			}
+		case req.IsCall() && req.Method != "initialize" && s.byID[req.ID] == nil:
+			s.byID[req.ID] = &rpcCall{id: req.ID, batch: batch}
+		}
+	}
+}
+
+// answered forgets request id, answered now, and tells whether its
+// response is to be dropped here (a batch's is stripped later).
+func (s *stdioCalls) answered(id jsonrpc.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.byID[id]
+	delete(s.byID, id)
+	if c == nil || !c.cancelled.Load() {
+		return false
+	}
+	logCancelledResponse(s.logger, c)
+	if c.batch {
+		s.strip[id] = true
+		return false
+	}
+	return true
+}
+
+// strippedWriter writes the go-sdk's lines without the responses of
+// cancelled requests in a batch.
+type strippedWriter struct {
+	*lockedWriter
+	calls *stdioCalls
+}
+
+func (w strippedWriter) Write(p []byte) (int, error) {
+	s := w.calls
+	s.mu.Lock()
+	stripping := len(s.strip) > 0 && len(p) > 0 && p[0] == '['
+	var kept []byte
+	if stripping {
+		kept = withoutResponses(p, func(id jsonrpc.ID) bool {
+			if s.strip[id] {
+				delete(s.strip, id)
+				return true
+			}
+			return false
+		})
+	}
+	s.mu.Unlock()
+	switch {
+	case !stripping:
+		return w.lockedWriter.Write(p)
+	case kept == nil:
+		return len(p), nil
+	}
+	if !bytes.HasSuffix(kept, []byte("\n")) {
+		kept = append(kept, '\n')
+	}
+	if _, err := w.lockedWriter.Write(kept); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+var _ io.WriteCloser = strippedWriter{}

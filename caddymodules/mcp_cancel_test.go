@@ -1,0 +1,287 @@
+package caddymodules
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// waitUpstream is a real go-sdk MCP server over Streamable HTTP whose tool
+// "wait" reports on started when it runs and on stopped when its context
+// ends (the plan calling it was stopped); it never answers by itself.
+func waitUpstream(t *testing.T) (url string, started, stopped chan struct{}) {
+	t.Helper()
+	started, stopped = make(chan struct{}, 8), make(chan struct{}, 8)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "wait", Description: "Wait until cancelled"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]int, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			stopped <- struct{}{}
+			return nil, nil, ctx.Err()
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	return hs.URL, started, stopped
+}
+
+// waitFor fails the test when ch gets nothing within a while (a hang,
+// not a measure of speed).
+func waitFor[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no %s", what)
+	}
+	var zero T
+	return zero
+}
+
+// waitCall is a tools/call of meta:execute with id, whose plan calls the
+// upstream's wait tool.
+func waitCall(id string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"tools/call","params":{"name":"meta:execute","arguments":{"script":"return await callTool(\"calc:wait\", {})"}}}`
+}
+
+func cancelNote(id string) string {
+	return `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + id + `,"reason":"test"}}`
+}
+
+// TestMCPCancelledRequestGetsNoResponse: over Streamable HTTP, a request
+// of the handshake revisions that the client cancels with
+// notifications/cancelled is stopped (the plan's tool call sees its context
+// end) and answered by nothing: its POST's stream ends without a JSON-RPC
+// message, an SSE stream without events in the json_response mode too (the
+// go-sdk sent an error response, which the TypeScript SDK reports as one
+// for an unknown id). In a 2025-03-26 batch the other request is answered.
+// A cancellation of a request not under way changes nothing, and the
+// session goes on.
+func TestMCPCancelledRequestGetsNoResponse(t *testing.T) {
+	up, started, stopped := waitUpstream(t)
+	port := freePort(t)
+	meta := map[string]any{"upstreams": []any{map[string]any{"name": "calc", "url": up}}}
+	route := func(path string, handler map[string]any) any {
+		return map[string]any{"match": []any{map[string]any{"path": []string{path}}}, "handle": []any{handler}}
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"apps": map[string]any{
+			"codemode": map[string]any{"meta": meta},
+			"http": map[string]any{"servers": map[string]any{"test": map[string]any{
+				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
+				"automatic_https": map[string]any{"disable": true},
+				"routes": []any{
+					route("/mcp", map[string]any{"handler": "codemode_mcp"}),
+					route("/json", map[string]any{"handler": "codemode_mcp", "json_response": true}),
+				},
+			}}},
+		},
+	})
+	startCaddy(t, cfg)
+	type answer struct {
+		status      int
+		contentType string
+		body        string
+	}
+	for _, tc := range []struct {
+		version, path string
+		batch         bool
+	}{
+		{"2025-11-25", "/mcp", false}, {"2025-06-18", "/mcp", false}, {"2025-06-18", "/json", false},
+		{"2025-03-26", "/mcp", true}, {"2025-03-26", "/json", true},
+	} {
+		t.Run(tc.version+tc.path, func(t *testing.T) {
+			url := fmt.Sprintf("http://127.0.0.1:%d%s", port, tc.path)
+			status, sid, body := rawMCP(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+tc.version+
+				`","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+			if status != 200 || sid == "" {
+				t.Fatalf("initialize: %d %s", status, body)
+			}
+			h := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": tc.version}
+			rawMCP(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			call := waitCall("5")
+			if tc.batch {
+				call = "[" + call + `,{"jsonrpc":"2.0","id":"other","method":"tools/list"}]`
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(call))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				for k, v := range h {
+					req.Header.Set(k, v)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					answered <- answer{body: err.Error()}
+					return
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				answered <- answer{resp.StatusCode, resp.Header.Get("Content-Type"), string(b)}
+			}()
+			waitFor(t, started, "start of the plan's tool call")
+			if status, _, body := rawMCP(t, url, h, cancelNote("5")); status != http.StatusAccepted {
+				t.Fatalf("notifications/cancelled: %d %s", status, body)
+			}
+			waitFor(t, stopped, "stop of the plan's tool call after the cancellation")
+			a := waitFor(t, answered, "end of the cancelled request's POST")
+			if a.status != 200 || !strings.HasPrefix(a.contentType, "text/event-stream") && !(tc.batch && tc.path == "/json") {
+				t.Fatalf("cancelled request's POST: %d %s %.400q", a.status, a.contentType, a.body)
+			}
+			if strings.Contains(a.body, `"id":5`) {
+				t.Fatalf("the cancelled request was answered: %.400q", a.body)
+			}
+			switch {
+			case !tc.batch && a.body != "":
+				t.Fatalf("the cancelled request's stream carries %.400q", a.body)
+			case tc.batch && tc.path == "/json":
+				var batch []map[string]any
+				if err := json.Unmarshal([]byte(a.body), &batch); err != nil || len(batch) != 1 || batch[0]["id"] != "other" {
+					t.Fatalf("batch answer %s: %.400q", a.contentType, a.body)
+				}
+			case tc.batch && !strings.Contains(a.body, `"id":"other"`):
+				t.Fatalf("the batch's other request was not answered: %.400q", a.body)
+			}
+			// A cancellation of no request under way (one answered, one
+			// never sent) changes nothing. (MCP ids are never reused in a
+			// session: the go-sdk cancels asynchronously, so a request sent
+			// right after a cancellation of its id may be cancelled.)
+			for _, id := range []string{"5", `"never"`} {
+				if status, _, body := rawMCP(t, url, h, cancelNote(id)); status != http.StatusAccepted {
+					t.Fatalf("notifications/cancelled of request %s: %d %s", id, status, body)
+				}
+			}
+			status, _, body = rawMCP(t, url, h, `{"jsonrpc":"2.0","id":6,"method":"tools/list"}`)
+			if status != 200 || !strings.Contains(body, `"id":6`) || !strings.Contains(body, "meta:execute") {
+				t.Fatalf("tools/list after the cancellations: %d %s", status, body)
+			}
+		})
+	}
+}
+
+// TestMCPStdioCancelledRequestGetsNoResponse: over stdio, a request the
+// client cancels with notifications/cancelled is stopped and never
+// answered (the go-sdk wrote an error response for it); in a 2025-03-26
+// batch the other request is answered, in an array of its own.
+func TestMCPStdioCancelledRequestGetsNoResponse(t *testing.T) {
+	up, started, stopped := waitUpstream(t)
+	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(fmt.Sprintf(`{
+	admin off
+	codemode {
+		meta {
+			upstream calc {
+				url %s
+			}
+		}
+	}
+}
+`, up)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	for _, version := range []string{"2025-11-25", "2025-03-26"} {
+		t.Run(version, func(t *testing.T) {
+			inR, inW := io.Pipe()
+			outR, outW := io.Pipe()
+			done := make(chan error, 1)
+			core, logs := observer.New(zap.DebugLevel)
+			go func() {
+				done <- serveMCPStdio(context.Background(), raw, &checkedStdio{in: inR, out: outW, logger: zap.New(core)})
+			}()
+			lines := make(chan string, 64)
+			go func() {
+				defer close(lines)
+				sc := bufio.NewScanner(outR)
+				sc.Buffer(nil, 8<<20)
+				for sc.Scan() {
+					lines <- sc.Text()
+				}
+			}()
+			t.Cleanup(func() { inW.Close(); outW.Close() })
+			var all []string
+			next := func(what string) string {
+				t.Helper()
+				line, ok := <-lines
+				if !ok {
+					t.Fatalf("no %s: output ended", what)
+				}
+				all = append(all, line)
+				return line
+			}
+			send := func(line string) {
+				t.Helper()
+				if _, err := io.WriteString(inW, line+"\n"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+			if line := next("initialize answer"); !strings.Contains(line, `"protocolVersion":"`+version+`"`) {
+				t.Fatalf("initialize: %s", line)
+			}
+			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			batch := version == "2025-03-26"
+			if batch {
+				send(`[` + waitCall("5") + `,{"jsonrpc":"2.0","id":"slow","method":"ping"}]`)
+			} else {
+				send(waitCall("5"))
+			}
+			waitFor(t, started, "start of the plan's tool call")
+			send(cancelNote("5"))
+			waitFor(t, stopped, "stop of the plan's tool call after the cancellation")
+			// The go-sdk has answered the request by now: the answer was
+			// left out (or, without the fix, is on its way out).
+			dropped := make(chan struct{})
+			go func() {
+				defer close(dropped)
+				for end := time.Now().Add(20 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+					if logs.FilterMessageSnippet("its response is not sent").Len() > 0 {
+						return
+					}
+				}
+			}()
+			<-dropped
+			if logs.FilterMessageSnippet("its response is not sent").Len() == 0 {
+				t.Error("no response of the cancelled request was left out")
+			}
+			send(`{"jsonrpc":"2.0","id":6,"method":"ping"}`)
+			for line := next("ping answer"); !strings.Contains(line, `"id":6`); line = next("ping answer") {
+			}
+			inW.Close() // the session ends once every request is done
+			waitFor(t, done, "end of the session")
+			outW.Close()
+			for line := range lines {
+				all = append(all, line)
+			}
+			var answeredBatch bool
+			for _, line := range all {
+				if strings.Contains(line, `"id":5`) {
+					t.Errorf("the cancelled request was answered: %.400s", line)
+				}
+				if strings.Contains(line, `"id":"slow"`) {
+					answeredBatch = strings.HasPrefix(line, "[") && strings.Count(line, `"id"`) == 1
+				}
+			}
+			if batch && !answeredBatch {
+				t.Errorf("the batch's other request was not answered alone in an array: %.400q", all)
+			}
+		})
+	}
+}
