@@ -313,6 +313,11 @@ func TestMCPRequestIDs(t *testing.T) {
 			if status != 400 || !strings.Contains(body, `"code":-32600`) || !strings.Contains(body, `"id":null`) {
 				t.Errorf("%s, id %s: %d %s", rq.name, id, status, body)
 			}
+			// A batch is refused whole (decision): one error, not an
+			// array answering the batch's other request.
+			if rq.name == "in a batch" && (!strings.HasPrefix(body, "{") || strings.Contains(body, `"ok"`)) {
+				t.Errorf("%s, id %s: not refused whole: %s", rq.name, id, body)
+			}
 		}
 	}
 	for _, id := range []string{`"a-1"`, "7", "-3", "0", "9007199254740991", "-9007199254740991"} {

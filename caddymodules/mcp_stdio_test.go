@@ -114,6 +114,13 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	// not the "ID" 2.
 	wantError(`{"jsonrpc":"2.0","id":2.5,"ID":2,"method":"tools/list"}`, -32600, "null")
 	wantError(`{"jsonrpc":"2.0","id":null,"method":"notifications/initialized"}`, -32600, "null")
+	// A batch is refused whole (decision, as over HTTP): its one answer is
+	// the error, its other request is not run (the next answer is the
+	// next request's).
+	wantError(`[{"jsonrpc":"2.0","id":"ok","method":"ping"},{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}]`, -32600, "null")
+	if r := send(`{"jsonrpc":"2.0","id":77,"method":"ping"}`); r.Error != nil || string(r.ID) != "77" {
+		t.Fatalf("ping after a refused batch: %+v", r)
+	}
 	if r := send(`{"jsonrpc":"2.0","id":9007199254740991,"method":"ping"}`); r.Error != nil || string(r.ID) != "9007199254740991" {
 		t.Fatalf("ping with id 2^53-1: %+v", r)
 	}
