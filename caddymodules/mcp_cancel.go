@@ -336,7 +336,9 @@ func (s *stdioCalls) read(msgs []jsonrpc.Message, batch bool) {
 				c.reason = reason
 				c.cancelled.Store(true)
 			}
-		case req.IsCall() && req.Method != "initialize" && s.byID[req.ID] == nil:
+		case req.IsCall() && req.Method != "initialize":
+			// A fresh record: one the go-sdk never answered (a batch it
+			// refused) is not taken for this request.
 			s.byID[req.ID] = &rpcCall{id: req.ID, batch: batch}
 		}
 	}
