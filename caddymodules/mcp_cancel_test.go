@@ -176,9 +176,10 @@ func TestMCPCancelledRequestGetsNoResponse(t *testing.T) {
 }
 
 // TestMCPStdioCancelledRequestGetsNoResponse: over stdio, a request the
-// client cancels with notifications/cancelled is stopped and never
-// answered (the go-sdk wrote an error response for it); in a 2025-03-26
-// batch the other request is answered, in an array of its own.
+// client cancels with notifications/cancelled (revision 2026-07-28 too,
+// which cancels so over stdio) is stopped and never answered (the go-sdk
+// wrote what its handler returned); in a 2025-03-26 batch the other
+// request is answered, in an array of its own.
 func TestMCPStdioCancelledRequestGetsNoResponse(t *testing.T) {
 	up, started, stopped := waitUpstream(t)
 	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(fmt.Sprintf(`{
@@ -197,7 +198,7 @@ func TestMCPStdioCancelledRequestGetsNoResponse(t *testing.T) {
 	}
 	caddyMu.Lock()
 	defer caddyMu.Unlock()
-	for _, version := range []string{"2025-11-25", "2025-03-26"} {
+	for _, version := range []string{"2026-07-28", "2025-11-25", "2025-03-26"} {
 		t.Run(version, func(t *testing.T) {
 			inR, inW := io.Pipe()
 			outR, outW := io.Pipe()
@@ -232,16 +233,21 @@ func TestMCPStdioCancelledRequestGetsNoResponse(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-			if line := next("initialize answer"); !strings.Contains(line, `"protocolVersion":"`+version+`"`) {
-				t.Fatalf("initialize: %s", line)
-			}
-			send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 			batch := version == "2025-03-26"
-			if batch {
-				send(`[` + waitCall("5") + `,{"jsonrpc":"2.0","id":"slow","method":"ping"}]`)
-			} else {
-				send(waitCall("5"))
+			switch {
+			case version == "2026-07-28": // no handshake: the version in each request's _meta
+				send(strings.Replace(waitCall("5"), `"params":{`, `"params":{`+modernMeta+`,`, 1))
+			default:
+				send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"` + version + `","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+				if line := next("initialize answer"); !strings.Contains(line, `"protocolVersion":"`+version+`"`) {
+					t.Fatalf("initialize: %s", line)
+				}
+				send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+				if batch {
+					send(`[` + waitCall("5") + `,{"jsonrpc":"2.0","id":"slow","method":"ping"}]`)
+				} else {
+					send(waitCall("5"))
+				}
 			}
 			waitFor(t, started, "start of the plan's tool call")
 			send(cancelNote("5"))
@@ -261,7 +267,11 @@ func TestMCPStdioCancelledRequestGetsNoResponse(t *testing.T) {
 			if logs.FilterMessageSnippet("its response is not sent").Len() == 0 {
 				t.Error("no response of the cancelled request was left out")
 			}
-			send(`{"jsonrpc":"2.0","id":6,"method":"ping"}`)
+			if version == "2026-07-28" {
+				send(`{"jsonrpc":"2.0","id":6,"method":"ping","params":{` + modernMeta + `}}`)
+			} else {
+				send(`{"jsonrpc":"2.0","id":6,"method":"ping"}`)
+			}
 			for line := next("ping answer"); !strings.Contains(line, `"id":6`); line = next("ping answer") {
 			}
 			inW.Close() // the session ends once every request is done
