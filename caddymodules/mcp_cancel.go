@@ -100,17 +100,8 @@ func (h rpcHead) call() (id jsonrpc.ID, method string, isRequest bool) {
 	return id, method, true
 }
 
-// paramsAt is the params of buf's message, or of the i-th message of its
-// batch.
-func paramsAt(buf []byte, i int, batch bool) json.RawMessage {
-	msg := buf
-	if batch {
-		var msgs []json.RawMessage
-		if sdkjson.Unmarshal(buf, &msgs) != nil || i >= len(msgs) {
-			return nil
-		}
-		msg = msgs[i]
-	}
+// paramsOf is the params of msg, one JSON-RPC message.
+func paramsOf(msg []byte) json.RawMessage {
 	var m struct {
 		Params json.RawMessage `json:"params"`
 	}
@@ -210,28 +201,62 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 	if !ok {
 		return func() {}
 	}
-	var own []callKey
-	var marked []*rpcCall
-	t.mu.Lock()
+	// What each message asks, in order, read before the lock (which every
+	// POST of every session takes); a batch's messages are decoded once,
+	// when a cancellation needs its params (decoded per cancellation, a
+	// batch of n cancellations cost n² and held the lock all along).
+	type op struct {
+		id     jsonrpc.ID
+		cancel bool // id is the request a cancellation cancels
+		reason string
+	}
+	var ops []op
+	var msgs []json.RawMessage
+	msgsDrawn := false
 	for i, h := range heads {
 		id, method, isRequest := h.call()
 		switch {
 		case !isRequest || method == "initialize":
 		case id.IsValid():
-			k := callKey{sid, id}
-			if t.byKey[k] == nil { // else the go-sdk refuses the duplicate
-				c := &rpcCall{id: id}
-				t.byKey[k] = c
-				own = append(own, k)
-				w.calls = append(w.calls, c)
-			}
+			ops = append(ops, op{id: id})
 		case method == notificationCancelled:
-			target, reason, ok := cancelTarget(paramsAt(w.body.buf, i, batch))
-			if c := t.byKey[callKey{sid, target}]; ok && c != nil && !c.cancelled.Load() {
-				c.reason = reason
-				c.cancelled.Store(true)
-				marked = append(marked, c)
+			msg := w.body.buf
+			if batch {
+				if !msgsDrawn {
+					// As the go-sdk reads a batch: what follows it is ignored.
+					if _, err := sdkjson.Parse(bytes.TrimSpace(w.body.buf), &msgs, sdkjson.DontMatchCaseInsensitiveStructFields); err != nil {
+						msgs = nil
+					}
+					msgsDrawn = true
+				}
+				if i >= len(msgs) {
+					continue
+				}
+				msg = msgs[i]
 			}
+			if target, reason, ok := cancelTarget(paramsOf(msg)); ok {
+				ops = append(ops, op{id: target, cancel: true, reason: reason})
+			}
+		}
+	}
+	if len(ops) == 0 {
+		return func() {}
+	}
+	var own []callKey
+	var marked []*rpcCall
+	t.mu.Lock()
+	for _, o := range ops {
+		k := callKey{sid, o.id}
+		switch c := t.byKey[k]; {
+		case !o.cancel && c == nil: // else the go-sdk refuses the duplicate
+			c = &rpcCall{id: o.id}
+			t.byKey[k] = c
+			own = append(own, k)
+			w.calls = append(w.calls, c)
+		case o.cancel && c != nil && !c.cancelled.Load():
+			c.reason = o.reason
+			c.cancelled.Store(true)
+			marked = append(marked, c)
 		}
 	}
 	t.mu.Unlock()
