@@ -37,9 +37,32 @@ type rpcCall struct {
 	// batch tells (stdio) that the request came in a batch, whose
 	// responses the go-sdk writes together.
 	batch bool
-	// reason is the cancellation's, written before cancelled is set.
-	reason    string
-	cancelled atomic.Bool
+	// reason is the first cancellation's.
+	reason atomic.Pointer[string]
+	// marks counts the cancellations of the request the go-sdk may act
+	// on: one the go-sdk refused withdraws its own mark only, never that
+	// of another it acted on.
+	marks atomic.Int32
+	// post counts the cancelled requests of its POST (HTTP; nil over
+	// stdio), so that a POST's answers are looked at only when one is.
+	post *atomic.Int32
+}
+
+func (c *rpcCall) cancelled() bool { return c.marks.Load() > 0 }
+
+// mark records a cancellation of c.
+func (c *rpcCall) mark(reason string) {
+	c.reason.CompareAndSwap(nil, &reason)
+	if c.marks.Add(1) == 1 && c.post != nil {
+		c.post.Add(1)
+	}
+}
+
+// unmark withdraws a cancellation of c the go-sdk refused.
+func (c *rpcCall) unmark() {
+	if c.marks.Add(-1) == 0 && c.post != nil {
+		c.post.Add(-1)
+	}
 }
 
 // cancelTarget is the request a notifications/cancelled with params
@@ -249,13 +272,15 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		k := callKey{sid, o.id}
 		switch c := t.byKey[k]; {
 		case !o.cancel && c == nil: // else the go-sdk refuses the duplicate
-			c = &rpcCall{id: o.id}
+			c = &rpcCall{id: o.id, post: &w.cancelledCalls}
 			t.byKey[k] = c
 			own = append(own, k)
-			w.calls = append(w.calls, c)
-		case o.cancel && c != nil && !c.cancelled.Load():
-			c.reason = o.reason
-			c.cancelled.Store(true)
+			if w.calls == nil {
+				w.calls = map[jsonrpc.ID]*rpcCall{}
+			}
+			w.calls[o.id] = c
+		case o.cancel && c != nil:
+			c.mark(o.reason)
 			marked = append(marked, c)
 		}
 	}
@@ -272,7 +297,7 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		t.mu.Unlock()
 		if w.status >= 400 {
 			for _, c := range marked {
-				c.cancelled.Store(false)
+				c.unmark()
 			}
 		}
 		if w.dropped && !w.wrote {
@@ -293,10 +318,8 @@ func (pb *peekedBody) readHeads() ([]rpcHead, bool, bool) {
 
 // cancelledCall is the POST's request id when its client cancelled it.
 func (w *mcpWriter) cancelledCall(id jsonrpc.ID) *rpcCall {
-	for _, c := range w.calls {
-		if c.id == id && c.cancelled.Load() {
-			return c
-		}
+	if c := w.calls[id]; c != nil && c.cancelled() {
+		return c
 	}
 	return nil
 }
@@ -323,7 +346,11 @@ func (w *mcpWriter) withoutCancelled(b []byte) []byte {
 
 func logCancelledResponse(logger *zap.Logger, c *rpcCall) {
 	if ce := logger.Check(zap.DebugLevel, "MCP request cancelled by its client: its response is not sent"); ce != nil {
-		ce.Write(zap.Any("id", c.id.Raw()), zap.String("reason", c.reason))
+		var reason string
+		if r := c.reason.Load(); r != nil {
+			reason = *r
+		}
+		ce.Write(zap.Any("id", c.id.Raw()), zap.String("reason", reason))
 	}
 }
 
@@ -358,8 +385,7 @@ func (s *stdioCalls) read(msgs []jsonrpc.Message, batch bool) {
 			// The go-sdk cancels on any message of this method.
 			target, reason, ok := cancelTarget(req.Params)
 			if c := s.byID[target]; ok && c != nil {
-				c.reason = reason
-				c.cancelled.Store(true)
+				c.mark(reason)
 			}
 		case req.IsCall() && req.Method != "initialize":
 			// A fresh record: one the go-sdk never answered (a batch it
@@ -376,7 +402,7 @@ func (s *stdioCalls) answered(id jsonrpc.ID) bool {
 	defer s.mu.Unlock()
 	c := s.byID[id]
 	delete(s.byID, id)
-	if c == nil || !c.cancelled.Load() {
+	if c == nil || !c.cancelled() {
 		return false
 	}
 	logCancelledResponse(s.logger, c)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -319,7 +320,74 @@ func TestMCPCancellationBatchCostsLinear(t *testing.T) {
 	if large > 6*small {
 		t.Fatalf("a batch of 100 cancellations allocates %.0f times, one of 400 %.0f times: not linear", small, large)
 	}
-	if c := table.byKey[callKey{"s", under.calls[0].id}]; c == nil || !c.cancelled.Load() {
+	id, _ := jsonrpc.MakeID(float64(1))
+	if c := table.byKey[callKey{"s", id}]; c == nil || !c.cancelled() {
 		t.Fatal("the cancellations did not mark the request under way")
+	}
+}
+
+// BenchmarkMCPCancelledBatchAnswers: the answers of a 2025-03-26 batch of
+// 20,000 requests (pings: a 4 MiB batch holds some 90,000) of which one is
+// cancelled, written through the POST's writer as the go-sdk writes them
+// (one SSE event each).
+func BenchmarkMCPCancelledBatchAnswers(b *testing.B) {
+	const n = 20000
+	var batch strings.Builder
+	batch.WriteString("[")
+	events := make([][]byte, n)
+	for i := range n {
+		if i > 0 {
+			batch.WriteString(",")
+		}
+		fmt.Fprintf(&batch, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`, i)
+		events[i] = fmt.Appendf(nil, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{}}\n\n", i)
+	}
+	batch.WriteString("]")
+	table := &callTable{byKey: map[callKey]*rpcCall{}}
+	for b.Loop() {
+		w := &mcpWriter{ResponseWriter: httptest.NewRecorder(), body: &peekedBody{buf: []byte(batch.String()), ok: true}}
+		w.Header().Set("Content-Type", "text/event-stream")
+		done := table.track("s", w, zap.NewNop())
+		table.track("s", &mcpWriter{body: &peekedBody{buf: []byte(cancelNote(fmt.Sprint(n - 1))), ok: true}}, nil)()
+		for _, e := range events {
+			_, _ = w.Write(e)
+		}
+		done()
+	}
+}
+
+// TestMCPRefusedCancellationWithdrawsOnlyItsOwn: two cancellations of one
+// request, one in a POST the go-sdk refuses (its mark is withdrawn) and
+// one in a POST it accepts (it stops the request): the request stays
+// cancelled whatever their order. The accepted one, finding the request
+// marked already, left no mark of its own, and the refused one's
+// withdrawal cleared the request's: its EXECUTION_ABORTED result went out.
+func TestMCPRefusedCancellationWithdrawsOnlyItsOwn(t *testing.T) {
+	table := &callTable{byKey: map[callKey]*rpcCall{}}
+	under := &mcpWriter{body: &peekedBody{buf: []byte(waitCall("1")), ok: true}}
+	defer table.track("s", under, zap.NewNop())()
+	note := func() (*mcpWriter, func()) {
+		w := &mcpWriter{body: &peekedBody{buf: []byte(cancelNote("1")), ok: true}}
+		return w, table.track("s", w, zap.NewNop())
+	}
+	refused, refusedDone := note()
+	accepted, acceptedDone := note()
+	refused.status, accepted.status = http.StatusBadRequest, http.StatusAccepted
+	refusedDone()
+	acceptedDone()
+	id, _ := jsonrpc.MakeID(float64(1))
+	if under.cancelledCall(id) == nil || under.cancelledCalls.Load() != 1 {
+		t.Fatal("a refused cancellation withdrew the mark of one the go-sdk acted on")
+	}
+	// Alone, a refused cancellation leaves the request as it was.
+	other := &mcpWriter{body: &peekedBody{buf: []byte(waitCall("2")), ok: true}}
+	defer table.track("s", other, zap.NewNop())()
+	w := &mcpWriter{body: &peekedBody{buf: []byte(cancelNote("2")), ok: true}}
+	done := table.track("s", w, zap.NewNop())
+	w.status = http.StatusNotFound
+	done()
+	id2, _ := jsonrpc.MakeID(float64(2))
+	if other.cancelledCall(id2) != nil || other.cancelledCalls.Load() != 0 {
+		t.Fatal("a refused cancellation left its mark")
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdkjson "github.com/segmentio/encoding/json"
 	"go.uber.org/zap"
@@ -46,11 +48,13 @@ type mcpWriter struct {
 	// body is the request body when it was peeked before the go-sdk read
 	// it (the go-sdk replaces the request's Body), else nil.
 	body *peekedBody
-	// calls are the POST's requests while it is tracked (mcpCalls.track);
-	// dropped tells that an answer to a cancelled one was left out.
-	calls   []*rpcCall
-	dropped bool
-	logger  *zap.Logger
+	// calls are the POST's requests while it is tracked (mcpCalls.track),
+	// by id; cancelledCalls counts those cancelled; dropped tells that an
+	// answer to a cancelled one was left out.
+	calls          map[jsonrpc.ID]*rpcCall
+	cancelledCalls atomic.Int32
+	dropped        bool
+	logger         *zap.Logger
 }
 
 func (w *mcpWriter) WriteHeader(code int) {
@@ -69,7 +73,7 @@ func (w *mcpWriter) WriteHeader(code int) {
 }
 
 func (w *mcpWriter) Write(b []byte) (int, error) {
-	if len(w.calls) > 0 && !w.rewrite && w.anyCancelled() {
+	if w.cancelledCalls.Load() > 0 && !w.rewrite {
 		n := len(b)
 		if b = w.withoutCancelled(b); b == nil {
 			w.dropped = true
@@ -81,15 +85,6 @@ func (w *mcpWriter) Write(b []byte) (int, error) {
 		return n, nil
 	}
 	return w.write(b)
-}
-
-func (w *mcpWriter) anyCancelled() bool {
-	for _, c := range w.calls {
-		if c.cancelled.Load() {
-			return true
-		}
-	}
-	return false
 }
 
 func (w *mcpWriter) write(b []byte) (int, error) {
