@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -973,4 +975,82 @@ func raceCallbacks(ctx context.Context, e *asEnv, id string, n int) []string {
 		codes = append(codes, c)
 	}
 	return codes
+}
+
+// signedIn is a fresh authorization of e, signed in (no consent): its id
+// and the context a callback of the browser that signed in has.
+func signedIn(t *testing.T, e *asEnv) (string, context.Context) {
+	t.Helper()
+	cfg := e.oauth2(asClientID, asRedirect)
+	loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
+	id, csrf := hidden(t, body(t, e.get(e.srv.URL+loginURL.RequestURI())))
+	location(t, e.postForm(e.srv.URL+"/oauth/login", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}), http.StatusSeeOther)
+	return id, context.WithValue(context.Background(), signInKey{}, e.signInCookie(id))
+}
+
+// TestPendingWriteKeepsTheIssuedCode: a login or a consent that read the
+// pending authorization before a callback marked its code issued does not
+// write the record back without the mark (a failed login's password check
+// takes a while): then another callback of the browser issued a second
+// code.
+func TestPendingWriteKeepsTheIssuedCode(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.Consent.Enabled = false })
+	id, ctx := signedIn(t, e)
+	stale, err := e.s.pending(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (opStorage{e.s}).SaveAuthCode(ctx, id, "code-first"); err != nil {
+		t.Fatal(err)
+	}
+	stale.Failures++ // a wrong password, counted
+	if err := e.s.savePending(context.Background(), stale); !errors.Is(err, errCodeIssued) {
+		t.Fatalf("writing back a record read before the code was issued: %v, want errCodeIssued", err)
+	}
+	if err := (opStorage{e.s}).SaveAuthCode(ctx, id, "code-second"); err == nil {
+		t.Fatal("a second code was issued for one authorization")
+	}
+}
+
+// changingStore changes the pending authorization once, right after the
+// first read of it that follows arm: another writer between a callback's
+// read and its compare-and-swap.
+type changingStore struct {
+	kvStore
+	s     *Server
+	armed atomic.Bool
+}
+
+func (c *changingStore) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := c.kvStore.Get(ctx, key)
+	if strings.HasPrefix(key, "pending:") && c.armed.CompareAndSwap(true, false) {
+		a, perr := c.s.pending(ctx, strings.TrimPrefix(key, "pending:"))
+		if perr == nil {
+			a.Failures++ // a wrong password somewhere else
+			_ = c.s.savePending(ctx, a)
+		}
+	}
+	return b, err
+}
+
+// TestCallbackAfterAnotherChange: a callback whose record changed between
+// its read and its mark for another reason than a code (a failed login
+// counted) reads it again and issues its code; it was refused as if a code
+// had been issued.
+func TestCallbackAfterAnotherChange(t *testing.T) {
+	e := newAS(t, func(c *ServerConfig) { c.Consent.Enabled = false })
+	id, ctx := signedIn(t, e)
+	cs := &changingStore{kvStore: e.s.store, s: e.s}
+	e.s.store = cs
+	defer func() { e.s.store = cs.kvStore }()
+	cs.armed.Store(true)
+	if err := (opStorage{e.s}).SaveAuthCode(ctx, id, "code-once"); err != nil {
+		t.Fatalf("the callback after another change: %v", err)
+	}
+	if cs.armed.Load() {
+		t.Fatal("the record was not changed meanwhile")
+	}
+	if _, err := e.s.redeemCode(context.Background(), "code-once"); err != nil {
+		t.Fatal(err)
+	}
 }

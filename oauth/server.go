@@ -432,15 +432,50 @@ func (s *Server) pendingRecord(ctx context.Context, id string) (*authRequest, []
 	if !s.now().Before(a.Expires) {
 		return nil, nil, errors.New("authorization request unknown or expired")
 	}
+	a.raw = b
 	return a, b, nil
 }
 
+// errCodeIssued refuses a change to an authorization whose code was
+// issued: it yields one code only.
+var errCodeIssued = errors.New("a code was already issued for this authorization")
+
+// pendingTries bounds the compare-and-swap rounds of a change to a pending
+// authorization that others change meanwhile.
+const pendingTries = 8
+
+// savePending writes a, as read by pending and changed since (a login, a
+// consent). Whatever else changed the record meanwhile is overwritten,
+// as by a plain write, except a code issued meanwhile: a record read
+// before a callback marked it (a login's password check takes a while) is
+// not written back over the mark, which let another callback issue a
+// second code.
 func (s *Server) savePending(ctx context.Context, a *authRequest) error {
 	b, err := json.Marshal(a)
 	if err != nil {
 		return fmt.Errorf("encoding pending authorization: %w", err)
 	}
-	return s.store.Set(ctx, keyPending(a.ID), b, a.Expires.Sub(s.now()))
+	if a.raw == nil {
+		return s.store.Set(ctx, keyPending(a.ID), b, a.Expires.Sub(s.now()))
+	}
+	for range pendingTries {
+		swapped, err := s.store.CompareAndSwap(ctx, keyPending(a.ID), a.raw, b, a.Expires.Sub(s.now()))
+		if err != nil || swapped {
+			if swapped {
+				a.raw = b
+			}
+			return err
+		}
+		cur, raw, err := s.pendingRecord(ctx, a.ID)
+		if err != nil {
+			return err
+		}
+		if cur.CodeIssued && !a.CodeIssued {
+			return errCodeIssued
+		}
+		a.raw = raw
+	}
+	return errors.New("the authorization kept changing meanwhile")
 }
 
 // revokeSession ends a grant: its refresh tokens stop working at once, its

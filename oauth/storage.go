@@ -72,6 +72,9 @@ type authRequest struct {
 	// cannot approve or collect the code in the user's place.
 	SignIn  string    `json:"signin,omitempty"`
 	Expires time.Time `json:"expires"`
+	// raw is the record as read (pendingRecord), which a change replaces
+	// by compare-and-swap.
+	raw []byte
 
 	sid  string // session created for this request; set at token creation
 	code string // the code it was fetched by, to record the code as used
@@ -272,37 +275,40 @@ func (s *Server) redeemCode(ctx context.Context, code string) (*authRequest, err
 
 // SaveAuthCode stores the code for 60 seconds; a pending authorization
 // yields one code only, however many callbacks race for it (on any number
-// of gateways): the record marks the code issued by compare-and-swap.
+// of gateways): the record marks the code issued by compare-and-swap. A
+// record changed meanwhile otherwise (a failed login elsewhere counted)
+// is read again, not taken for a code issued.
 func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
-	a, old, err := st.s.pendingRecord(ctx, id)
-	if err != nil {
-		return err
+	for range pendingTries {
+		a, old, err := st.s.pendingRecord(ctx, id)
+		if err != nil {
+			return err
+		}
+		if a.CodeIssued {
+			return errCodeIssued
+		}
+		if presented, _ := ctx.Value(signInKey{}).(string); !a.signedInWith(presented) {
+			return errors.New("the sign-in was not completed in this browser")
+		}
+		a.CodeIssued = true
+		// The authorization must outlive its code, even when the login took
+		// nearly the whole ten minutes.
+		if floor := st.s.now().Add(CodeTTL); a.Expires.Before(floor) {
+			a.Expires = floor
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			return fmt.Errorf("encoding pending authorization: %w", err)
+		}
+		swapped, err := st.s.store.CompareAndSwap(ctx, keyPending(id), old, b, a.Expires.Sub(st.s.now()))
+		if err != nil {
+			return err
+		}
+		if swapped {
+			return st.putJSON(ctx, keyCode(code), codeRecord{RequestID: id, Expires: st.s.now().Add(CodeTTL)}, CodeTTL)
+		}
 	}
-	issued := errors.New("a code was already issued for this authorization")
-	if a.CodeIssued {
-		return issued
-	}
-	if presented, _ := ctx.Value(signInKey{}).(string); !a.signedInWith(presented) {
-		return errors.New("the sign-in was not completed in this browser")
-	}
-	a.CodeIssued = true
-	// The authorization must outlive its code, even when the login took
-	// nearly the whole ten minutes.
-	if floor := st.s.now().Add(CodeTTL); a.Expires.Before(floor) {
-		a.Expires = floor
-	}
-	b, err := json.Marshal(a)
-	if err != nil {
-		return fmt.Errorf("encoding pending authorization: %w", err)
-	}
-	swapped, err := st.s.store.CompareAndSwap(ctx, keyPending(id), old, b, a.Expires.Sub(st.s.now()))
-	if err != nil {
-		return err
-	}
-	if !swapped {
-		return issued // or changed meanwhile: a callback that lost the race
-	}
-	return st.putJSON(ctx, keyCode(code), codeRecord{RequestID: id, Expires: st.s.now().Add(CodeTTL)}, CodeTTL)
+	return errors.New("the authorization kept changing meanwhile")
 }
 
 func (st opStorage) DeleteAuthRequest(ctx context.Context, id string) error {
