@@ -190,7 +190,9 @@ func exampleString(name string, s map[string]any) string {
 			v += strings.Repeat("x", int(m)-n)
 		}
 	}
-	if m, ok := s["maxLength"].(float64); ok && m >= 0 && utf8.RuneCountInString(v) > int(m) {
+	// Compared as floats: int(m) of a maxLength past the int range (1e300)
+	// is negative, and slicing to it panicked.
+	if m, ok := s["maxLength"].(float64); ok && m >= 0 && float64(utf8.RuneCountInString(v)) > m {
 		v = string([]rune(v)[:int(m)])
 	}
 	return v

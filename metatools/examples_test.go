@@ -67,6 +67,13 @@ func TestExampleStringLengths(t *testing.T) {
 	if v := exampleString("name", map[string]any{"minLength": 1e9}); len(v) > maxExampleString {
 		t.Errorf("minLength 1e9: padded to %d bytes", len(v))
 	}
+	// Before, a maxLength past the int range made int(m) negative and the
+	// cut panicked (slice bounds out of range).
+	for _, m := range []float64{1e19, 1e300} {
+		if v := exampleString("name", map[string]any{"maxLength": m}); v != "example-name" {
+			t.Errorf("maxLength %g: %q", m, v)
+		}
+	}
 }
 
 // TestExampleArrayLengths: a generated array has its schema's minItems of
@@ -101,4 +108,30 @@ func TestExampleArrayLengths(t *testing.T) {
 	if count != 1<<5 { // two items at depths 0 to 4, one below
 		t.Errorf("eight nested arrays of two: %d strings, want %d", count, 1<<5)
 	}
+}
+
+// FuzzUsageExamples: a tool's input schema comes from a source the gateway
+// does not control (an OpenAPI document, an upstream MCP server); whatever
+// it holds, the example generator answers, without a panic or a loop.
+func FuzzUsageExamples(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"object","required":["id"],"properties":{"id":{"type":"string"}}}`,
+		`{"type":"object","required":["xs"],"properties":{"xs":{"type":"array","minItems":1e18,"items":{"type":"string","minLength":1e9}}}}`,
+		`{"type":"object","required":["n","s"],"properties":{"n":{"type":"integer","minimum":-1e308,"maximum":1e308},"s":{"maxLength":3}}}`,
+		`{"type":"object","required":["s"],"properties":{"s":{"type":"string","maxLength":18446744073709551615}}}`,
+		`{"type":"object","required":["o"],"properties":{"o":{"oneOf":[{"allOf":[{"type":"object","required":["a"],"properties":{"a":{"$ref":"#"}}}]}]}}}`,
+		`{"type":"object","required":["d"],"properties":{"d":{"type":["null","string"],"format":"date-time","pattern":"^[a-z]+$"}}}`,
+		`not json`,
+	} {
+		f.Add("svc:create_thing", []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, name string, schema []byte) {
+		tl := Tool{Name: name, InputSchema: schema}
+		sc := compileSchema(schema)
+		for _, full := range []bool{true, false} {
+			if n := len(usageExamples(tl, sc, full)); n > maxExamples {
+				t.Fatalf("%d examples", n)
+			}
+		}
+	})
 }
