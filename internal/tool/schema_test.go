@@ -119,3 +119,43 @@ func TestValidateStringLengthsInCharacters(t *testing.T) {
 		}
 	}
 }
+
+// FuzzSchemaValidate: a schema comes from a tool source (an OpenAPI
+// document, an upstream MCP server) and an input from a model's script;
+// neither may panic or hang the validator. A compiled schema either
+// accepts the input, answering a JSON object, or answers a
+// VALIDATION_ERROR that names the fields at fault.
+func FuzzSchemaValidate(f *testing.F) {
+	for _, c := range [][2]string{
+		{`{"type":"object","required":["a"],"properties":{"a":{"type":"string","default":"x"},"b":{"type":"object","properties":{"c":{"default":{"d":[1]}}}}}}`, `{"b":{}}`},
+		{`{"oneOf":[{"required":["a"]},{"required":["b"]}],"additionalProperties":false}`, `{"a":1,"b":2,"c":3}`},
+		{`{"$defs":{"n":{"type":"object","properties":{"next":{"$ref":"#/$defs/n"}}}},"$ref":"#/$defs/n"}`, `{"next":{"next":{"next":null}}}`},
+		{`{"properties":{"n":{"multipleOf":1e-300,"maximum":1e308}}}`, `{"n":1e308}`},
+		{`{"properties":{"s":{"pattern":"^(a+)+$","format":"email","minLength":1e18}}}`, `{"s":"aaaa!"}`},
+		{`{"$ref":"https://example.com/s.json"}`, `{}`},
+		{``, `null`},
+		{`true`, `[1]`},
+	} {
+		f.Add([]byte(c[0]), []byte(c[1]))
+	}
+	f.Fuzz(func(t *testing.T, schema, input []byte) {
+		s, err := CompileSchema(schema)
+		if err != nil {
+			return
+		}
+		for _, opts := range []*ValidateOptions{nil, {NoUnknown: true}} {
+			out, verr := s.Validate(input, opts)
+			if verr != nil {
+				// Field may be "": a property named "" is valid JSON.
+				if verr.Code != CodeValidationError || verr.Message == "" || len(verr.Fields) == 0 {
+					t.Fatalf("error %+v", verr)
+				}
+				continue
+			}
+			var obj map[string]any
+			if err := json.Unmarshal(out, &obj); err != nil || obj == nil {
+				t.Fatalf("accepted input answers %q (%v)", out, err)
+			}
+		}
+	})
+}
