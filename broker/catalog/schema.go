@@ -251,9 +251,14 @@ func withExtras(schema map[string]any, description string, deprecated bool) map[
 }
 
 // schemaType is the single JSON type a schema declares ("" when none or
-// several), looking through a one-element allOf.
+// several), looking through a one-element allOf, at most maxSchemaDepth of
+// them: a schema whose one allOf is a $ref to itself made this loop for
+// ever, and with it the catalog's refresh.
 func schemaType(ref *openapi3.SchemaRef) string {
-	for ref != nil && ref.Value != nil {
+	for range maxSchemaDepth + 1 {
+		if ref == nil || ref.Value == nil {
+			return ""
+		}
 		s := ref.Value
 		if s.Type != nil {
 			for _, t := range *s.Type {
