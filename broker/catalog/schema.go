@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -46,8 +47,10 @@ func newSchemaConverter() *schemaConverter {
 func stub(ref *openapi3.SchemaRef, why string) map[string]any {
 	s := ref.Value
 	m := map[string]any{}
-	if s.Type != nil && len(*s.Type) == 1 {
-		m["type"] = (*s.Type)[0]
+	if s.Type != nil {
+		if t := jsonTypes(s.Type.Slice()); len(t) == 1 {
+			m["type"] = t[0]
+		}
 	}
 	switch name := refName(ref.Ref); {
 	case name != "":
@@ -108,13 +111,15 @@ func (sc *schemaConverter) convert(ref *openapi3.SchemaRef, depth, refDepth int)
 
 	m := map[string]any{}
 	if s.Type != nil && len(*s.Type) > 0 {
-		types := s.Type.Slice()
-		if s.Nullable && !s.Type.Includes("null") {
-			types = append(append([]string(nil), types...), "null")
+		types := jsonTypes(s.Type.Slice())
+		if s.Nullable && len(types) > 0 && !slices.Contains(types, "null") {
+			types = append(types, "null")
 		}
-		if len(types) == 1 {
+		switch len(types) {
+		case 0:
+		case 1:
 			m["type"] = types[0]
-		} else {
+		default:
 			m["type"] = types
 		}
 	}
@@ -142,7 +147,9 @@ func (sc *schemaConverter) convert(ref *openapi3.SchemaRef, depth, refDepth int)
 	setBool(m, "uniqueItems", s.UniqueItems)
 	setFloat(m, "minimum", s.Min)
 	setFloat(m, "maximum", s.Max)
-	setFloat(m, "multipleOf", s.MultipleOf)
+	if s.MultipleOf != nil && *s.MultipleOf > 0 { // JSON Schema wants > 0
+		m["multipleOf"] = *s.MultipleOf
+	}
 	// OpenAPI 3.0's boolean exclusive bounds become 3.1 / JSON Schema numbers.
 	if s.ExclusiveMin.Value != nil {
 		m["exclusiveMinimum"] = *s.ExclusiveMin.Value
@@ -163,7 +170,7 @@ func (sc *schemaConverter) convert(ref *openapi3.SchemaRef, depth, refDepth int)
 	setUint(m, "minProperties", s.MinProps)
 	setUintPtr(m, "maxProperties", s.MaxProps)
 	if len(s.Required) > 0 {
-		m["required"] = s.Required
+		m["required"] = unique(s.Required) // JSON Schema wants no name twice
 	}
 	if s.Items != nil {
 		m["items"] = sub(s.Items)
@@ -274,6 +281,36 @@ func schemaType(ref *openapi3.SchemaRef) string {
 		ref = s.AllOf[0]
 	}
 	return ""
+}
+
+// jsonTypes keeps the JSON Schema type names of types, each once. A
+// document's other names ("A", "file") made the whole converted schema fail
+// to compile (the metaschema allows only these), so the action's input went
+// unvalidated; dropped, they leave that one schema without a type.
+func jsonTypes(types []string) []string {
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		switch t {
+		case "array", "boolean", "integer", "null", "number", "object", "string":
+			if !slices.Contains(out, t) {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// unique is names without repeats, in their order.
+func unique(names []string) []string {
+	seen := make(map[string]bool, len(names))
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func setString(m map[string]any, k, v string) {

@@ -89,6 +89,35 @@ func TestSelfReferencingAllOf(t *testing.T) {
 	}
 }
 
+// TestConvertedSchemaCompiles: keywords a document gets wrong for JSON
+// Schema (a type that is none of its names, a multipleOf of 0, a required
+// name twice) made the whole converted input schema fail to compile, so
+// the action's input went unvalidated (found by FuzzBuildOperations, which
+// keeps its input in testdata/fuzz). They are left out now; the rest of the
+// schema still validates.
+func TestConvertedSchemaCompiles(t *testing.T) {
+	doc := []byte(`{"openapi":"3.0.3","info":{"title":"t","version":"1"},"paths":{"/x":{"post":{"operationId":"x",
+		"parameters":[{"name":"a","in":"query","schema":{"oneOf":[{"type":"A"}]}},{"name":"m","in":"query","schema":{"type":"number","multipleOf":0}}],
+		"requestBody":{"content":{"application/json":{"schema":{"type":"object","required":["k","k"],"properties":{"k":{"type":["string","file","string"]}}}}}},
+		"responses":{"200":{"description":"ok"}}}}}}`)
+	s, err := newSourceState(Source{Name: "t", SpecURL: "https://example.test/openapi.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := buildOperations(s, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := ops[0].validator()
+	if v == nil {
+		_, err := tool.CompileSchema(ops[0].action.InputSchema)
+		t.Fatalf("input schema %s does not compile: %v", ops[0].action.InputSchema, err)
+	}
+	if _, verr := v.Validate([]byte(`{"m":"x","body":{"k":1}}`), nil); verr == nil || strings.Join(verr.Fields, ",") != "body.k,m" {
+		t.Errorf("wrong types accepted or misnamed: %v", verr)
+	}
+}
+
 // FuzzBuildOperations: an OpenAPI document comes from a URL an operator
 // points at, served by someone else. Whatever it holds (any JSON or YAML,
 // recursive or dangling $refs, Swagger 2.0), the catalog builds actions
