@@ -69,3 +69,33 @@ func TestCaddyfileAdapt(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCaddyfileAdapt: `caddy adapt`, `caddy run` and `caddy reload` read a
+// Caddyfile an operator wrote, typos and all; adapting any text through
+// this project's directives and `codemode` global options answers JSON or
+// an error, never a panic. Seeds are the inputs of the golden files.
+// `import` is left out: it reads other files, which a fuzz run must not.
+func FuzzCaddyfileAdapt(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "caddyfile", "*.caddyfiletest"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		input, _, _ := strings.Cut(string(raw), "\n----------\n")
+		f.Add(input)
+	}
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	f.Fuzz(func(t *testing.T, input string) {
+		if len(input) > 8<<10 || strings.Contains(input, "import") {
+			return
+		}
+		out, _, err := adapter.Adapt([]byte(input), map[string]any{"filename": "Caddyfile"})
+		if err == nil && !json.Valid(out) {
+			t.Fatalf("adapted to invalid JSON: %s", out)
+		}
+	})
+}

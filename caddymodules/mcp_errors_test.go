@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -402,4 +403,56 @@ func BenchmarkMCPPeekAndCheck(b *testing.B) {
 			})
 		}
 	}
+}
+
+// FuzzMCPPeek: every POST to /mcp is read by the checks that run before the
+// go-sdk (bad ids, the handshake's params, the revision in _meta); whatever
+// the body holds, they answer or pass it on without a panic, an answer is a
+// JSON-RPC error object, and a body passed on reaches the go-sdk as sent.
+func FuzzMCPPeek(f *testing.F) {
+	for _, b := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"roots":{"listChanged":"yes"}},"clientInfo":{"name":"c","version":"1"}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"capabilities":{"elicitation":[1]},"_meta":{"a":{"b":1}}}}`,
+		`[{"jsonrpc":"2.0","id":1.5,"method":"ping"},{"id":9007199254740993,"method":"x"}]`,
+		`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"meta:search"}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{}}`,
+		`{"id":1e400}`,
+		`{}`,
+		``,
+	} {
+		f.Add(b, "")
+		f.Add(b, "s1")
+	}
+	f.Fuzz(func(t *testing.T, body, sessionID string) {
+		for _, stateless := range []bool{false, true} {
+			h := &MCPHandler{Stateless: stateless}
+			r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(body))
+			r.Header.Set("Content-Type", "application/json")
+			if sessionID != "" && !strings.ContainsAny(sessionID, "\r\n\x00") {
+				r.Header.Set("Mcp-Session-Id", sessionID)
+			}
+			w := httptest.NewRecorder()
+			answered := refuseBadID(w, r)
+			if !answered {
+				h.isModern(r)
+				answered = !h.legacyPrecheck(w, r)
+			}
+			if answered {
+				var e struct {
+					Error *struct {
+						Code    int64  `json:"code"`
+						Message string `json:"message"`
+					} `json:"error"`
+				}
+				if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == nil || e.Error.Code == 0 || e.Error.Message == "" {
+					t.Fatalf("answer %d %q (%v)", w.Code, w.Body, err)
+				}
+				continue
+			}
+			got, err := io.ReadAll(r.Body)
+			if err != nil || string(got) != body {
+				t.Fatalf("the go-sdk would read %q (%v), not %q", got, err, body)
+			}
+		}
+	})
 }
