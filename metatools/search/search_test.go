@@ -2402,3 +2402,32 @@ func TestOneThingAfterVerbParticle(t *testing.T) {
 		t.Errorf("oneThing: \"look at one log entry\" names one thing, \"list pods in one namespace\" does not")
 	}
 }
+
+// FuzzBM25Rank: a query comes from any caller of meta:search, and a tool's
+// name, description and path from a tool source; whatever they hold, the
+// ranking answers at most k hits of known documents with scores in (0,1],
+// without a panic.
+func FuzzBM25Rank(f *testing.F) {
+	for _, c := range [][4]string{
+		{"add a person to the address book", "crm:createContact", "Create a new contact", "/contacts"},
+		{"GET /repos/{owner}/{repo}/issues", "gh:GET_repos_owner_repo_issues", "List issues.\nAll of them.", "/repos/{owner}/{repo}/issues"},
+		{"what buckets do I have? make größe public, one log entry", "s3:ListBuckets", "Returns a list of all buckets owned by the sender", "/"},
+		{"  \u00a0\u200b\ufffd ", "", "", "{}{}//"},
+		{"delete delete delete ' \" ` - _ . : / ? ! 日本語の検索", "x:_-.", "DELETE", "/{a}{b}/{"},
+	} {
+		f.Add(c[0], c[1], c[2], c[3])
+	}
+	f.Fuzz(func(t *testing.T, query, name, desc, path string) {
+		docs := append(sampleDocs(), Doc{Name: name, AppID: "x", Description: desc, Path: path, Method: "POST"})
+		ix := NewBM25(docs)
+		hits, err := ix.Rank(context.Background(), query, 5, nil)
+		if err != nil || len(hits) > 5 {
+			t.Fatalf("%d hits, %v", len(hits), err)
+		}
+		for _, h := range hits {
+			if h.Doc < 0 || h.Doc >= len(docs) || !(h.Score > 0 && h.Score <= 1) {
+				t.Fatalf("hit %+v", h)
+			}
+		}
+	})
+}
