@@ -1,6 +1,9 @@
 package search
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // phrasalIntents are two-word verbs whose intent is not their first word's:
 // "set up" creates (where "set" alone updates), "look up" reads (where
@@ -109,6 +112,9 @@ func ToolIntents(name, summary string) []Intent {
 			}
 		}
 		break
+	}
+	if len(out) > 0 && !method {
+		out = appendListedIntents(out, summary)
 	}
 	if len(out) == 0 || method {
 		for _, t := range Tokenize(summary) {
@@ -321,4 +327,37 @@ func madeState(toks []string) int {
 		return n - 1
 	}
 	return 0
+}
+
+// appendListedIntents adds to a tool's intents those of a summary that opens
+// with a list of verbs among which is the name's ("Creates, changes, or
+// deletes a resource record set" of ChangeResourceRecordSets, "Adds, edits,
+// or deletes tags"): one call does each of them.
+func appendListedIntents(out []Intent, summary string) []Intent {
+	var listed []Intent
+	named := false
+	for _, t := range Tokenize(summary) {
+		if t == "or" || t == "and" {
+			continue
+		}
+		in := intentWords[t]
+		if in == IntentNone {
+			in = intentWords[Lemmas(t)[0]]
+		}
+		if in == IntentNone {
+			break
+		}
+		named = named || in == out[0]
+		listed = append(listed, in)
+	}
+	if len(listed) < 2 || !named {
+		return out
+	}
+	for _, in := range listed {
+		// "Creates and returns a token": a call returns what it did.
+		if in != IntentGet && in != IntentList && !slices.Contains(out, in) {
+			out = append(out, in)
+		}
+	}
+	return out
 }

@@ -2431,3 +2431,32 @@ func FuzzBM25Rank(f *testing.F) {
 		}
 	})
 }
+
+// TestListedIntents: a call whose summary opens with a list of verbs among
+// which is its name's ("Creates, changes, or deletes a resource record set"
+// of ChangeResourceRecordSets) does each of them, so a request to delete a
+// record finds it; a read verb in the list ("Creates and returns") adds no
+// intent.
+func TestListedIntents(t *testing.T) {
+	got := ToolIntents("ChangeResourceRecordSets", "Creates, changes, or deletes a resource record set")
+	if !slices.Contains(got, IntentDelete) || !slices.Contains(got, IntentCreate) {
+		t.Errorf("ToolIntents of a change that creates, changes or deletes: %v", got)
+	}
+	if got := ToolIntents("CreateToken", "Creates and returns a token"); len(got) != 1 || got[0] != IntentCreate {
+		t.Errorf("ToolIntents of \"Creates and returns a token\": %v, want create alone", got)
+	}
+	if got := ToolIntents("ChangeOwner", "Deletes the old owner's grants"); len(got) != 1 || got[0] != IntentUpdate {
+		t.Errorf("ToolIntents of a change whose summary names another intent only: %v, want update alone", got)
+	}
+	docs := []Doc{
+		{Name: "a_ChangeResourceRecordSets", AppID: "a", Description: "Creates, changes, or deletes a resource record set, which contains authoritative DNS information for a domain name", Method: "POST", Path: "/hostedzone/{Id}/rrset"},
+		{Name: "a_DeleteHostedZone", AppID: "a", Description: "Deletes a hosted zone. You can delete a hosted zone only if it contains only the default SOA record and NS resource record sets", Method: "DELETE", Path: "/hostedzone/{Id}"},
+		{Name: "a_DeleteHealthCheck", AppID: "a", Description: "Deletes a health check, even if the health check is associated with one or more resource record sets", Method: "DELETE", Path: "/healthcheck/{Id}"},
+		{Name: "a_DeleteQueryLoggingConfig", AppID: "a", Description: "Deletes a configuration for DNS query logging", Method: "DELETE", Path: "/queryloggingconfig/{Id}"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "delete a DNS record", 4)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_ChangeResourceRecordSets" {
+		t.Errorf("first %v, want a_ChangeResourceRecordSets", hits)
+	}
+}
