@@ -205,7 +205,7 @@ const quotes = "\"'`“”‘’«»"
 // withoutValues.
 func hasValue(words []string) bool {
 	for _, w := range words {
-		if strings.ContainsAny(w, quotes+"0123456789=@/") || nameVerbs[strings.ToLower(w)] {
+		if strings.ContainsAny(w, quotes+"0123456789=@/") || nameVerbs[strings.ToLower(w)] || hostName(w) {
 			return true
 		}
 	}
@@ -294,6 +294,9 @@ func isValue(w string) bool {
 	}
 	if strings.Contains(w, "@") && strings.Contains(w, ".") || strings.Contains(w, "://") {
 		return true // an email address, a URL
+	}
+	if hostName(w) {
+		return true
 	}
 	return digits >= 3 || digits > 0 && punct && letters+digits > 2
 }
@@ -653,4 +656,33 @@ func (ix *BM25) mayNameApp(query string) bool {
 		}
 	}
 	return false
+}
+
+// hostName reports whether w is a domain or file name: words of letters,
+// digits and hyphens joined by dots, the last of two letters or more
+// ("example.com", "www.example.com", "package.json"); a sentence's own
+// punctuation after it does not count, and "e.g." is no name.
+func hostName(w string) bool {
+	w = strings.TrimRight(w, ".,;:!?)")
+	parts := strings.Split(w, ".")
+	if len(parts) < 2 || len(parts[0]) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" {
+			return false
+		}
+		for _, r := range p {
+			if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' {
+				return false
+			}
+		}
+	}
+	last := parts[len(parts)-1]
+	for _, r := range last {
+		if !unicode.IsLetter(r) {
+			return false
+		}
+	}
+	return len(last) >= 2
 }

@@ -2460,3 +2460,24 @@ func TestListedIntents(t *testing.T) {
 		t.Errorf("first %v, want a_ChangeResourceRecordSets", hits)
 	}
 }
+
+// TestHostNameValue: a domain name in a request ("for my domain
+// example.com") is a value the call takes, not words a tool must match: a
+// description that happens to say "such as example.com" is no better for it.
+func TestHostNameValue(t *testing.T) {
+	for w, want := range map[string]bool{"example.com": true, "www.example.com?": true, "package.json": true, "my-app.io,": true,
+		"e.g.": false, "repos.": false, "v1.2": false, "a.b": false, "end.": false} {
+		if hostName(w) != want {
+			t.Errorf("hostName(%q) = %v, want %v", w, !want, want)
+		}
+	}
+	docs := []Doc{
+		{Name: "a_CreateTrafficPolicy", AppID: "a", Description: "Creates a traffic policy, which you use to create multiple DNS resource record sets for one domain name (such as example.com)", Method: "POST", Path: "/trafficpolicy"},
+		{Name: "a_CreateHostedZone", AppID: "a", Description: "Creates a new public or private hosted zone. You create records in a public hosted zone to define how you want to route traffic on the internet for a domain", Method: "POST", Path: "/hostedzone"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "create a DNS zone for my domain example.com", 2)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_CreateHostedZone" {
+		t.Errorf("first %v, want a_CreateHostedZone", hits)
+	}
+}
