@@ -526,8 +526,12 @@ func NewBM25(docs []Doc) *BM25 {
 	}
 	// A name word WordNet does not know whose two halves the catalog uses
 	// as words ("Worklog": work, log) is also indexed as them.
+	aliases := catalogAliases(descs, locals)
 	for i, local := range locals {
 		all[i][fieldNameParts] = compoundTerms(local, vocab)
+		for _, t := range Terms(local) {
+			all[i][fieldNameParts] = append(all[i][fieldNameParts], aliases[t]...)
+		}
 		total[fieldNameParts] += float64(len(all[i][fieldNameParts]))
 	}
 	var avg [numFields]float64
@@ -2050,4 +2054,57 @@ func listOf(words []string) bool {
 		words = words[1:]
 	}
 	return len(words) >= 2 && (words[0] == "list" || words[0] == "lists") && words[1] == "of"
+}
+
+// aliasRe matches a word the catalog explains by others in parentheses right
+// after it: "a given node (project or component)", "an item (file or
+// folder)".
+var aliasRe = regexp.MustCompile(`(?i)\b([a-z]{3,}) \(([a-z]{3,}(?:(?:,? or |, )[a-z]{3,}){0,2})\)`)
+
+// catalogAliases are the words a catalog's own descriptions give for a
+// word of its tools' names ("Retrieves the details of a given node
+// (project or component)": node is a project or a component), as lemmas:
+// the catalog's vocabulary, which no general table can hold. The explained
+// word is a noun a tool's name has and no intent word, the words in
+// parentheses are nouns, and not an abbreviation in capitals.
+func catalogAliases(descs, locals []string) map[string][]string {
+	named := map[string]bool{}
+	for _, l := range locals {
+		for _, t := range Terms(l) {
+			named[t] = true
+		}
+	}
+	out := map[string][]string{}
+	for _, d := range descs {
+		if !strings.Contains(d, " (") {
+			continue
+		}
+		for _, m := range aliasRe.FindAllStringSubmatch(d, -1) {
+			w := Lemmas(strings.ToLower(m[1]))[0]
+			if !named[w] || stopwords[w] || intentWords[w] != IntentNone || lex().pos[w]&posNoun == 0 ||
+				strings.ToUpper(m[2]) == m[2] {
+				// "access control list (ACL)" spells out an abbreviation,
+				// "list (…)" is an act.
+				continue
+			}
+			var alts []string
+			for _, a := range strings.FieldsFunc(strings.ToLower(m[2]), func(r rune) bool { return r == ' ' || r == ',' }) {
+				if a == "or" {
+					continue
+				}
+				l := Lemmas(a)[0]
+				if stopwords[l] || l == w || intentWords[a] != IntentNone || lex().pos[l]&posNoun == 0 {
+					alts = nil
+					break
+				}
+				alts = append(alts, l)
+			}
+			for _, a := range alts {
+				if !slices.Contains(out[w], a) {
+					out[w] = append(out[w], a)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -2481,3 +2481,29 @@ func TestHostNameValue(t *testing.T) {
 		t.Errorf("first %v, want a_CreateHostedZone", hits)
 	}
 }
+
+// TestCatalogAliases: a catalog that explains a word of its names by others
+// in parentheses ("a given node (project or component)") has given its own
+// vocabulary, so a request that says project finds the node calls; an
+// abbreviation spelled out ("access control list (ACL)") and an act ("list
+// (…)") give no alias.
+func TestCatalogAliases(t *testing.T) {
+	got := catalogAliases([]string{
+		"Retrieves the details of a given node (project or component).",
+		"Returns the access control list (ACL) of a bucket.",
+		"Lists the (files, folders) of a folder.",
+	}, []string{"nodes_read", "GetBucketAcl", "list_folders"})
+	if !slices.Equal(got["node"], []string{"project", "component"}) || len(got) != 1 {
+		t.Errorf("catalogAliases = %v, want node: project, component only", got)
+	}
+	docs := []Doc{
+		{Name: "a_nodes_partial_update", AppID: "a", Description: "Update a node. Updates the title, description or category of a node", Method: "PATCH", Path: "/nodes/{node_id}"},
+		{Name: "a_nodes_read", AppID: "a", Description: "Retrieve a node. Retrieves the details of a given node (project or component).", Method: "GET", Path: "/nodes/{node_id}"},
+		{Name: "a_registrations_partial_update", AppID: "a", Description: "Update a registration. Updates a registration, the frozen copy of a project: its title or description", Method: "PATCH", Path: "/registrations/{registration_id}"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "rename a project", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_nodes_partial_update" {
+		t.Errorf("first %v, want a_nodes_partial_update", hits)
+	}
+}
