@@ -152,6 +152,9 @@ var (
 	actionVerbWeight = 0.7
 	// stateWeight is the weight of a leading verb's state term.
 	stateWeight = 1.0
+	// createsExisting is the factor of a call that only creates, for a
+	// request that names its thing by number.
+	createsExisting = 0.35
 	// intentWordWeight is the weight of the query's intent verb as a word.
 	intentWordWeight = 0.4
 	synonymWeight    = 0.3
@@ -1393,6 +1396,9 @@ type queryPlan struct {
 	families         map[Intent]bool
 	listing, getting bool
 	action, implicit bool
+	// existing says the request names its thing by number ("close issue
+	// number 12") and asks to create nothing: the thing exists.
+	existing bool
 	// prep are the terms of the request's words after its first
 	// preposition (nil without one), mainWords the lemmas of its words
 	// before it, without relatives: a tool's head named in the modifier is
@@ -1596,6 +1602,7 @@ func (ix *BM25) plan(query string) *queryPlan {
 	// "approve a pull request") wants to change something.
 	qp.action = len(qIntents) == 0 && imperative(qtoks)
 	qp.implicit = len(qIntents) == 0 && !qp.action
+	qp.existing = !qp.families[IntentCreate] && numbered(qtoks)
 	return qp
 }
 
@@ -1704,6 +1711,19 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		}
 		cov := covered / float64(len(title))
 		note("title", 1+titleCoverage*cov*cov)
+	}
+	if qp.existing && !qp.verbTerms[ix.heads[d]] && len(ix.families[d]) > 0 {
+		creates := true
+		for _, f := range ix.families[d] {
+			creates = creates && f == IntentCreate
+		}
+		if creates {
+			// "close issue number 12": issue 12 exists, so a call that
+			// only creates (an issue with a closed flag, a closed
+			// milestone) does not close it; one that creates what the
+			// request's verb names ("label issue 12": add a label) may.
+			note("creates-existing", createsExisting)
+		}
 	}
 	if fs := ix.families[d]; len(qp.families) > 0 && len(fs) > 0 {
 		match := false

@@ -2507,3 +2507,24 @@ func TestCatalogAliases(t *testing.T) {
 		t.Errorf("first %v, want a_nodes_partial_update", hits)
 	}
 }
+
+// TestNumberedExists: a request that names its thing by number ("close
+// issue number 12") asks about a thing that exists, so a call that only
+// creates (an issue that may be created closed) is not the answer; one that
+// creates what the request's verb names ("label issue 12") still may be.
+func TestNumberedExists(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_issueCreateIssue", AppID: "a", Description: "Create an issue. If using deadline only the date will be taken into account", Method: "POST", Path: "/repos/{owner}/{repo}/issues", States: "closed"},
+		{Name: "a_issueEditIssue", AppID: "a", Description: "Edit an issue. If using deadline only the date will be taken into account", Method: "PATCH", Path: "/repos/{owner}/{repo}/issues/{index}", Params: "state", FieldDocs: "the state of the issue: open or closed"},
+		{Name: "a_issueAddLabel", AppID: "a", Description: "Add a label to an issue", Method: "POST", Path: "/repos/{owner}/{repo}/issues/{index}/labels"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "close issue number 12", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_issueEditIssue" {
+		t.Errorf("close issue number 12: first %v, want a_issueEditIssue", hits)
+	}
+	hits = rankOf(t, ix, "label issue 12", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_issueAddLabel" {
+		t.Errorf("label issue 12: first %v, want a_issueAddLabel", hits)
+	}
+}
