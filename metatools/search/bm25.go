@@ -1609,8 +1609,18 @@ func (ix *BM25) plan(query string) *queryPlan {
 // countedNoun reports whether toks[i] is what "how many" counts ("how many
 // issues are in a version", "how many slots does a pool have"): English puts
 // it in the plural, but the question asks for a number, not for the things.
+// The counted thing may be a compound whose last noun is plural ("how many
+// health checks").
 func countedNoun(toks []string, i int) bool {
-	return i >= 2 && toks[i-2] == "how" && toks[i-1] == "many"
+	for k := i - 1; k >= 1 && k >= i-3; k-- {
+		if toks[k-1] == "how" && toks[k] == "many" {
+			return true
+		}
+		if stopwords[toks[k]] || lex().pos[toks[k]]&posNoun == 0 {
+			return false
+		}
+	}
+	return false
 }
 
 // plural reports whether a word is the plural of a noun: "jobs",

@@ -2528,3 +2528,23 @@ func TestNumberedExists(t *testing.T) {
 		t.Errorf("label issue 12: first %v, want a_issueAddLabel", hits)
 	}
 }
+
+// TestCountedCompound: what "how many" counts may be a compound whose last
+// noun is plural ("how many health checks"): the question asks for a number,
+// not for the list the plural would say.
+func TestCountedCompound(t *testing.T) {
+	toks := Tokenize("how many health checks are in my account")
+	if !countedNoun(toks, 3) || countedNoun(Tokenize("how many of the jobs"), 4) {
+		t.Errorf("countedNoun: \"health checks\" is counted, \"of the jobs\" is not")
+	}
+	docs := []Doc{
+		{Name: "a_ListHealthChecks", AppID: "a", Description: "Retrieve a list of the health checks that are associated with the current account.", Method: "GET", Path: "/healthcheck"},
+		{Name: "a_GetHealthCheckCount", AppID: "a", Description: "Retrieves the number of health checks that are associated with the current account.", Method: "GET", Path: "/healthcheckcount"},
+		{Name: "a_DeleteHealthCheck", AppID: "a", Description: "Deletes a health check.", Method: "DELETE", Path: "/healthcheck/{HealthCheckId}"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "how many health checks are in my account?", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_GetHealthCheckCount" {
+		t.Errorf("first %v, want a_GetHealthCheckCount", hits)
+	}
+}
