@@ -532,8 +532,10 @@ func NewBM25(docs []Doc) *BM25 {
 	aliases := catalogAliases(descs, locals)
 	for i, local := range locals {
 		all[i][fieldNameParts] = compoundTerms(local, vocab)
-		for _, t := range Terms(local) {
-			all[i][fieldNameParts] = append(all[i][fieldNameParts], aliases[t]...)
+		if len(aliases) > 0 {
+			for _, t := range Terms(local) {
+				all[i][fieldNameParts] = append(all[i][fieldNameParts], aliases[t]...)
+			}
 		}
 		total[fieldNameParts] += float64(len(all[i][fieldNameParts]))
 	}
@@ -2098,18 +2100,21 @@ var aliasRe = regexp.MustCompile(`(?i)\b([a-z]{3,}) \(([a-z]{3,}(?:(?:,? or |, )
 // word is a noun a tool's name has and no intent word, the words in
 // parentheses are nouns, and not an abbreviation in capitals.
 func catalogAliases(descs, locals []string) map[string][]string {
-	named := map[string]bool{}
-	for _, l := range locals {
-		for _, t := range Terms(l) {
-			named[t] = true
-		}
-	}
+	var named map[string]bool // the names' terms, made at the first match
 	out := map[string][]string{}
 	for _, d := range descs {
 		if !strings.Contains(d, " (") {
 			continue
 		}
 		for _, m := range aliasRe.FindAllStringSubmatch(d, -1) {
+			if named == nil {
+				named = map[string]bool{}
+				for _, l := range locals {
+					for _, t := range Terms(l) {
+						named[t] = true
+					}
+				}
+			}
 			w := Lemmas(strings.ToLower(m[1]))[0]
 			if !named[w] || stopwords[w] || intentWords[w] != IntentNone || lex().pos[w]&posNoun == 0 ||
 				strings.ToUpper(m[2]) == m[2] {

@@ -664,25 +664,26 @@ func (ix *BM25) mayNameApp(query string) bool {
 // punctuation after it does not count, and "e.g." is no name.
 func hostName(w string) bool {
 	w = strings.TrimRight(w, ".,;:!?)")
-	parts := strings.Split(w, ".")
-	if len(parts) < 2 || len(parts[0]) < 2 {
+	first := strings.IndexByte(w, '.')
+	last := strings.LastIndexByte(w, '.')
+	if first < 2 || last == len(w)-1 || len(w)-last-1 < 2 {
 		return false
 	}
-	for _, p := range parts {
-		if p == "" {
-			return false
-		}
-		for _, r := range p {
-			if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' {
-				return false
+	prevDot := false
+	for k, r := range w {
+		switch {
+		case r == '.':
+			if prevDot {
+				return false // an empty part
 			}
-		}
-	}
-	last := parts[len(parts)-1]
-	for _, r := range last {
-		if !unicode.IsLetter(r) {
+			prevDot = true
+			continue
+		case k > last && !unicode.IsLetter(r):
+			return false
+		case !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-':
 			return false
 		}
+		prevDot = false
 	}
-	return len(last) >= 2
+	return true
 }
