@@ -406,34 +406,28 @@ func (s *Server) randomToken(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// pending loads a live pending authorization.
+// pending loads a live pending authorization, with the stored record (raw)
+// that a change replaces by compare-and-swap.
 func (s *Server) pending(ctx context.Context, id string) (*authRequest, error) {
-	a, _, err := s.pendingRecord(ctx, id)
-	return a, err
-}
-
-// pendingRecord is pending with the stored record, for a change that must
-// not overwrite one made meanwhile (CompareAndSwap).
-func (s *Server) pendingRecord(ctx context.Context, id string) (*authRequest, []byte, error) {
 	if id == "" {
-		return nil, nil, errors.New("authorization request unknown or expired")
+		return nil, errors.New("authorization request unknown or expired")
 	}
 	b, err := s.store.Get(ctx, keyPending(id))
 	if errors.Is(err, errNotFound) {
-		return nil, nil, errors.New("authorization request unknown or expired")
+		return nil, errors.New("authorization request unknown or expired")
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	a := new(authRequest)
 	if err := json.Unmarshal(b, a); err != nil {
-		return nil, nil, fmt.Errorf("decoding pending authorization: %w", err)
+		return nil, fmt.Errorf("decoding pending authorization: %w", err)
 	}
 	if !s.now().Before(a.Expires) {
-		return nil, nil, errors.New("authorization request unknown or expired")
+		return nil, errors.New("authorization request unknown or expired")
 	}
 	a.raw = b
-	return a, b, nil
+	return a, nil
 }
 
 // errCodeIssued refuses a change to an authorization whose code was
@@ -466,14 +460,14 @@ func (s *Server) savePending(ctx context.Context, a *authRequest) error {
 			}
 			return err
 		}
-		cur, raw, err := s.pendingRecord(ctx, a.ID)
+		cur, err := s.pending(ctx, a.ID)
 		if err != nil {
 			return err
 		}
 		if cur.CodeIssued && !a.CodeIssued {
 			return errCodeIssued
 		}
-		a.raw = raw
+		a.raw = cur.raw
 	}
 	return errors.New("the authorization kept changing meanwhile")
 }

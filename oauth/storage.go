@@ -72,7 +72,7 @@ type authRequest struct {
 	// cannot approve or collect the code in the user's place.
 	SignIn  string    `json:"signin,omitempty"`
 	Expires time.Time `json:"expires"`
-	// raw is the record as read (pendingRecord), which a change replaces
+	// raw is the record as read (pending), which a change replaces
 	// by compare-and-swap.
 	raw []byte
 
@@ -280,7 +280,7 @@ func (s *Server) redeemCode(ctx context.Context, code string) (*authRequest, err
 // is read again, not taken for a code issued.
 func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 	for range pendingTries {
-		a, old, err := st.s.pendingRecord(ctx, id)
+		a, err := st.s.pending(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -300,7 +300,7 @@ func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 		if err != nil {
 			return fmt.Errorf("encoding pending authorization: %w", err)
 		}
-		swapped, err := st.s.store.CompareAndSwap(ctx, keyPending(id), old, b, a.Expires.Sub(st.s.now()))
+		swapped, err := st.s.store.CompareAndSwap(ctx, keyPending(id), a.raw, b, a.Expires.Sub(st.s.now()))
 		if err != nil {
 			return err
 		}
