@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // Bounds of one converted schema (an action's input, or its output). Deeper
@@ -170,7 +172,7 @@ func (sc *schemaConverter) convert(ref *openapi3.SchemaRef, depth, refDepth int)
 	setUint(m, "minProperties", s.MinProps)
 	setUintPtr(m, "maxProperties", s.MaxProps)
 	if len(s.Required) > 0 {
-		m["required"] = unique(s.Required) // JSON Schema wants no name twice
+		m["required"] = tool.Unique(s.Required) // JSON Schema wants no name twice
 	}
 	if s.Items != nil {
 		m["items"] = sub(s.Items)
@@ -295,19 +297,6 @@ func jsonTypes(types []string) []string {
 			if !slices.Contains(out, t) {
 				out = append(out, t)
 			}
-		}
-	}
-	return out
-}
-
-// unique is names without repeats, in their order.
-func unique(names []string) []string {
-	seen := make(map[string]bool, len(names))
-	out := make([]string, 0, len(names))
-	for _, n := range names {
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, n)
 		}
 	}
 	return out

@@ -181,7 +181,7 @@ func (f *faults) err() *Error {
 	}
 	// Missing properties keep the schema's order (its required list);
 	// unknown ones are sorted, wrong ones by path.
-	f.missing = dedupe(f.missing)
+	f.missing = Unique(f.missing)
 	slices.Sort(f.unknown)
 	f.unknown = slices.Compact(f.unknown)
 	slices.SortStableFunc(f.wrong, func(a, b fault) int { return strings.Compare(a.path, b.path) })
@@ -210,9 +210,11 @@ func (f *faults) err() *Error {
 	return &Error{Code: CodeValidationError, Message: msg, Field: fields[0], Fields: fields}
 }
 
-func dedupe(l []string) []string {
+// Unique is l without repeats, in their order, in a new slice (l may
+// belong to somebody else, as a parsed document's required names do).
+func Unique(l []string) []string {
 	seen := make(map[string]bool, len(l))
-	out := l[:0]
+	out := make([]string, 0, len(l))
 	for _, s := range l {
 		if !seen[s] {
 			seen[s] = true
