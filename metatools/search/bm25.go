@@ -1280,10 +1280,9 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 	// one of the request's words besides its opening verb too (when the
 	// request has any: "who am I" has none).
 	var content []bool
-	for _, g := range qp.groups {
-		if g.scope && slices.ContainsFunc(qp.groups, func(g termGroup) bool { return !g.optional && !g.verb && !g.scope }) {
-			content = make([]bool, ix.n)
-		}
+	if slices.ContainsFunc(qp.groups, func(g termGroup) bool { return g.scope }) &&
+		slices.ContainsFunc(qp.groups, func(g termGroup) bool { return !g.optional && !g.verb && !g.scope }) {
+		content = make([]bool, ix.n)
 	}
 	for gi, g := range qp.groups {
 		gTouched = gTouched[:0]
