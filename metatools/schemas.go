@@ -78,7 +78,7 @@ var (
         "signature": {"type": "string", "description": "TypeScript declaration of the tool's input and output."},
         "signatureComplete": {"type": "boolean", "description": "false when the signature had to cut the input's nesting (ask for detail full)."},
         "inputSchema": {"type": "object", "description": "detail full only."},
-        "outputSchema": {"type": ["object", "boolean", "null"], "description": "detail full only."},
+        "outputSchema": {"anyOf": [{"type": "object"}, {"type": "boolean"}, {"type": "null"}], "description": "detail full only."},
         "deprecated": {"type": "boolean"},
         "annotations": {"type": "object", "required": ["readOnlyHint"], "properties": {
           "title": {"type": "string"},
@@ -99,7 +99,8 @@ var (
   "required": ["status"],
   "properties": {
     "status": {"type": "string", "enum": ["ok", "syntax_error", "illegal_access", "runtime_error", "tool_error", "timeout"]},
-    "result": {"description": "The script's return value (status ok)."},
+    "result": {"anyOf": [{"type": "object"}, {"type": "array"}, {"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}],
+      "description": "The script's return value (status ok): any JSON value."},
     "logs": {"type": "array", "items": {"type": "string"}},
     "error": {"type": "object", "required": ["message"], "properties": {
       "code": {"type": "string"},

@@ -3,6 +3,7 @@ package metatools
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -177,6 +178,48 @@ func TestMetaToolSchemasPortable(t *testing.T) {
 		}
 		if c := compileSchema(raw); c.err != nil {
 			t.Errorf("%s: %v", name, c.err)
+		}
+		checkSchemaDialect(t, name, m)
+	}
+}
+
+// checkSchemaDialect walks a schema for what a client mapping tool schemas
+// onto a single-type dialect (Gemini's OpenAPI subset; MCP Inspector 2's
+// --strict reports both) cannot read: a type given as an array, and a
+// subschema with no keyword at all, which constrains nothing.
+func checkSchemaDialect(t *testing.T, path string, s map[string]any) {
+	t.Helper()
+	if _, ok := s["type"].([]any); ok {
+		t.Errorf("%s: type is an array %v (use anyOf of single types)", path, s["type"])
+	}
+	keyword := false
+	for k := range s {
+		if k != "description" && k != "title" && k != "default" && k != "examples" {
+			keyword = true
+		}
+	}
+	if !keyword {
+		t.Errorf("%s: no validation keyword (accepts any value)", path)
+	}
+	for _, k := range []string{"properties", "patternProperties"} {
+		props, _ := s[k].(map[string]any)
+		for name, sub := range props {
+			if sub, ok := sub.(map[string]any); ok {
+				checkSchemaDialect(t, path+"."+name, sub)
+			}
+		}
+	}
+	for _, k := range []string{"items", "additionalProperties", "not"} {
+		if sub, ok := s[k].(map[string]any); ok {
+			checkSchemaDialect(t, path+"."+k, sub)
+		}
+	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		subs, _ := s[k].([]any)
+		for i, sub := range subs {
+			if sub, ok := sub.(map[string]any); ok {
+				checkSchemaDialect(t, fmt.Sprintf("%s.%s[%d]", path, k, i), sub)
+			}
 		}
 	}
 }
