@@ -44,6 +44,11 @@ type Metrics struct {
 	streamedOf *telemetry.Series[prometheus.Counter]
 }
 
+// redisOperations are the values of redis_errors_total's operation label
+// (broker/store_metrics.go).
+var redisOperations = []string{"put_session", "get_session", "add_call", "pending_calls", "notify", "drop_call",
+	"close_calls", "resolve_call", "fetch_answer"}
+
 // NewMetrics returns the broker's metrics, registered nowhere yet.
 func NewMetrics() *Metrics {
 	m := &Metrics{
@@ -102,6 +107,18 @@ func NewMetrics() *Metrics {
 	outcomes := []string{StatusCompleted, string(sandbox.StatusSyntaxError), string(sandbox.StatusIllegalAccess),
 		string(sandbox.StatusRuntimeError), string(sandbox.StatusToolError), string(sandbox.StatusTimeout), "engine_error"}
 	m.finishedOf = telemetry.NewSeries(m.finished.WithLabelValues, outcomes...)
+	// The counters of fixed label sets are exported from the start at 0,
+	// so that increase(), rate() and alerts see their first event
+	// (Prometheus does not count a series' first sample as an increase).
+	for _, o := range outcomes {
+		m.finishedOf.Of(o)
+	}
+	for _, code := range []string{CodeSessionLimit, CodeShuttingDown, CodeStorageUnavailable} {
+		m.rejected.WithLabelValues(telemetry.Outcome(code))
+	}
+	for _, op := range redisOperations {
+		m.redisErrors.WithLabelValues(op)
+	}
 	m.durationOf = telemetry.NewSeries(m.duration.WithLabelValues, outcomes...)
 	m.streamedOf = telemetry.NewSeries(m.eventsStreamed.WithLabelValues, eventTypes...)
 	return m

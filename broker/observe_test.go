@@ -314,3 +314,19 @@ func TestServerErrorNamesItsRequest(t *testing.T) {
 		t.Fatalf("front end id replaced by %q", got)
 	}
 }
+
+// TestFixedLabelCountersExportedAtZero: the counters whose label values
+// are a fixed set are series from the start, so that Prometheus'
+// increase() and the alerting rules see the first event.
+func TestFixedLabelCountersExportedAtZero(t *testing.T) {
+	m := NewMetrics()
+	for name, want := range map[string]int{
+		"codemode_broker_executions_finished_total": 7,
+		"codemode_broker_sessions_rejected_total":   3,
+		"codemode_broker_redis_errors_total":        len(redisOperations),
+	} {
+		if n := testutil.CollectAndCount(m, name); n != want {
+			t.Errorf("%s: %d series before any event, want %d", name, n, want)
+		}
+	}
+}

@@ -85,6 +85,15 @@ func NewMetrics() *Metrics {
 		}, []string{"outcome"}),
 	}
 	m.all = telemetry.Collectors{m.decisions, m.storage, m.inUse, m.queueWait}
+	// The rules that use the storage backend export their storage failures
+	// from the start at 0, so that increase(), rate() and alerts see the
+	// first one (Prometheus does not count a series' first sample as an
+	// increase).
+	for _, rule := range []string{RuleRateLimit, RuleGlobalRateLimit, RuleConcurrency, RuleGlobalConcurrency} {
+		for _, mode := range []string{FailOpen, FailClosed} {
+			m.storage.WithLabelValues(rule, mode)
+		}
+	}
 	for i, rule := range rules {
 		m.decided[i] = telemetry.NewSeries(func(o ...string) prometheus.Counter {
 			return m.decisions.WithLabelValues(rule, o[0])

@@ -168,3 +168,12 @@ func TestMetricsPreparedLimits(t *testing.T) {
 		t.Fatalf("queue waits observed: %v %v, want 1", hm.GetHistogram().GetSampleCount(), err)
 	}
 }
+
+// TestStorageFailuresExportedAtZero: storage_unavailable_total has a series
+// per storage rule and failure mode from the start, so that Prometheus'
+// increase() and the alerting rules see the first failure.
+func TestStorageFailuresExportedAtZero(t *testing.T) {
+	if n := testutil.CollectAndCount(NewMetrics(), "codemode_guard_storage_unavailable_total"); n != 8 {
+		t.Errorf("%d storage_unavailable_total series before any failure, want 8", n)
+	}
+}

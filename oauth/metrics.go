@@ -53,6 +53,19 @@ func NewMetrics() *Metrics {
 		servers: map[*Server]uint64{},
 	}
 	m.all = telemetry.Collectors{m.issued, m.reuse, m.revoked, m.logins}
+	// Every label value is exported from the start at 0, so that
+	// increase(), rate() and alerts see the first event (Prometheus does
+	// not count a series' first sample as an increase).
+	for vec, values := range map[*prometheus.CounterVec][]string{
+		m.issued:  {"authorization_code", "refresh_token"},
+		m.reuse:   {"revoked", "grace"},
+		m.revoked: {"refresh_reuse", "code_reuse", "revoked"},
+		m.logins:  {"success", "demo", "failure", "locked_out"},
+	} {
+		for _, v := range values {
+			vec.WithLabelValues(v)
+		}
+	}
 	return m
 }
 

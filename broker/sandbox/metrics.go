@@ -92,6 +92,12 @@ func NewMetrics() *Metrics {
 		pools: map[*workerPool]struct{}{},
 	}
 	m.all = telemetry.Collectors{m.scripts, m.queueWait, m.deaths, m.startDuration, m.startFailures}
+	// Every cause is exported from the start at 0: Prometheus does not
+	// count a series' first sample as an increase, so the first crash
+	// would otherwise never show in increase() or fire an alert.
+	for _, cause := range []string{DeathMemory, DeathCrash, DeathProtocol, DeathTimeout, DeathAborted, DeathRecycle, DeathScaleDown, DeathShutdown} {
+		m.deaths.WithLabelValues(cause)
+	}
 	return m
 }
 
