@@ -266,6 +266,10 @@ type HealthReporter interface {
 type Error struct {
 	Code    string
 	Message string
+
+	// late marks a worker start that missed its handshake deadline with
+	// the process alive (a stalled machine, not a broken binary).
+	late bool
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

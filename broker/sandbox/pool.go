@@ -440,11 +440,20 @@ func newWorkerPool(opts *PoolOptions, setup func(*workerPool)) (*workerPool, err
 	if setup != nil {
 		setup(p)
 	}
-	// Start MinSize workers in parallel; any failure fails the pool.
+	// Start MinSize workers in parallel; any failure fails the pool. A
+	// worker that was alive but missed its handshake deadline gets a
+	// second start first: a host that stalls for seconds (a loaded
+	// machine, a paused VM) would otherwise fail the config being loaded,
+	// a reload included. A worker that exits or cannot be started would
+	// fail the same way again.
 	errs := make(chan error, o.MinSize)
 	for range o.MinSize {
 		go func() {
 			w, err := p.startWorker()
+			if se, ok := err.(*Error); ok && se.late {
+				p.log.Info("starting another worker after a missed handshake deadline", zap.Error(err))
+				w, err = p.startWorker()
+			}
 			if err == nil {
 				p.mu.Lock()
 				p.all[w] = struct{}{}

@@ -9,9 +9,12 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // fakeTimers replaces the pool's timers: a timer fires only when the test
@@ -275,9 +278,12 @@ func TestPoolStartupFailures(t *testing.T) {
 			ft := newFakeTimers()
 			c.opts.StartupTimeout = testStartupTimeout
 			if c.fire {
+				// A worker that misses its deadline gets a second start.
 				go func() {
-					waitFor(t, "the startup timer", func() bool { return ft.pending(testStartupTimeout) > 0 })
-					ft.fire(testStartupTimeout)
+					for range 2 {
+						waitFor(t, "the startup timer", func() bool { return ft.pending(testStartupTimeout) > 0 })
+						ft.fire(testStartupTimeout)
+					}
 				}()
 			}
 			p, err := newWorkerPool(&c.opts, func(p *workerPool) { p.newTimer = ft.newTimer })
@@ -300,6 +306,35 @@ func TestPoolStartupFailures(t *testing.T) {
 	defer p.Close()
 	_, err = p.Execute(context.Background(), Request{Code: "ok 1"}, newBlockingHost())
 	wantCode(t, err, CodeWorkerStartupFailed)
+}
+
+// TestPoolFirstStartOutlivesAStall: one of the pool's first workers that
+// misses its handshake deadline (a machine stalled for seconds) is started
+// again, so the pool, and the config that builds it, comes up; the missed
+// start is still a start failure.
+func TestPoolFirstStartOutlivesAStall(t *testing.T) {
+	ft := newFakeTimers()
+	m := NewMetrics()
+	var stalled atomic.Bool
+	p, err := newWorkerPool(&PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1}, StartupTimeout: testStartupTimeout, Metrics: m}, func(p *workerPool) {
+		p.newTimer = func(d time.Duration) (<-chan time.Time, func() bool) {
+			if stalled.CompareAndSwap(false, true) {
+				// The first start's deadline passes at once.
+				ch := make(chan time.Time, 1)
+				ch <- time.Now()
+				return ch, func() bool { return false }
+			}
+			return ft.newTimer(d)
+		}
+	})
+	if err != nil {
+		t.Fatalf("the pool did not outlive one missed handshake: %v", err)
+	}
+	defer p.Close()
+	wantOK(t, mustRun(t, p, "return 1", newTestHost(nil)), "1")
+	if v := testutil.ToFloat64(m.startFailures); v != 1 {
+		t.Errorf("%v start failures, want 1 (the missed handshake)", v)
+	}
 }
 
 func TestPoolCancel(t *testing.T) {

@@ -152,14 +152,16 @@ func (p *workerPool) startWorker() (_ *worker, err error) {
 		return nil, startupFailed("worker %d exited before its handshake (%s)%s", w.pid, w.deathCause(), w.stderrSummary())
 	case <-timeout:
 		w.killAndDrain(killNone)
-		return nil, startupFailed("worker %d did not complete its handshake within %v%s", w.pid, p.opts.StartupTimeout, w.stderrSummary())
+		err := startupFailed("worker %d did not complete its handshake within %v%s", w.pid, p.opts.StartupTimeout, w.stderrSummary())
+		err.late = true
+		return nil, err
 	case <-p.closing:
 		w.killAndDrain(killDisposed)
 		return nil, disposed()
 	}
 }
 
-func startupFailed(format string, args ...any) error {
+func startupFailed(format string, args ...any) *Error {
 	return &Error{Code: CodeWorkerStartupFailed, Message: fmt.Sprintf(format, args...)}
 }
 
