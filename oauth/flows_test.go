@@ -996,39 +996,45 @@ func signedIn(t *testing.T, e *asEnv) (string, context.Context) {
 func TestPendingWriteKeepsTheIssuedCode(t *testing.T) {
 	e := newAS(t, func(c *ServerConfig) { c.Consent.Enabled = false })
 	id, ctx := signedIn(t, e)
-	stale, err := e.s.pending(context.Background(), id)
+	cs := &changingStore{kvStore: e.s.store, change: func(context.Context) {
+		if err := (opStorage{e.s}).SaveAuthCode(ctx, id, "code-first"); err != nil {
+			t.Error(err)
+		}
+	}}
+	e.s.store = cs
+	defer func() { e.s.store = cs.kvStore }()
+	cs.armed.Store(true)
+	a, err := e.s.changePending(context.Background(), id, func(a *authRequest) error {
+		a.Failures++ // a wrong password, counted
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (opStorage{e.s}).SaveAuthCode(ctx, id, "code-first"); err != nil {
-		t.Fatal(err)
+	if cs.armed.Load() {
+		t.Fatal("the code was not issued meanwhile")
 	}
-	stale.Failures++ // a wrong password, counted
-	if err := e.s.savePending(context.Background(), stale); !errors.Is(err, errCodeIssued) {
-		t.Fatalf("writing back a record read before the code was issued: %v, want errCodeIssued", err)
+	if !a.CodeIssued || a.Failures != 1 {
+		t.Fatalf("a change whose first read came before the code was issued stored code issued %v, %d failures", a.CodeIssued, a.Failures)
 	}
-	if err := (opStorage{e.s}).SaveAuthCode(ctx, id, "code-second"); err == nil {
-		t.Fatal("a second code was issued for one authorization")
+	if err := (opStorage{e.s}).SaveAuthCode(ctx, id, "code-second"); !errors.Is(err, errCodeIssued) {
+		t.Fatalf("a second code for one authorization: %v, want errCodeIssued", err)
 	}
 }
 
-// changingStore changes the pending authorization once, right after the
-// first read of it that follows arm: another writer between a callback's
-// read and its compare-and-swap.
+// changingStore runs change once, right after the first read of a pending
+// authorization that follows arm: another writer between a reader's read
+// and its compare-and-swap.
 type changingStore struct {
 	kvStore
-	s     *Server
-	armed atomic.Bool
+	change func(ctx context.Context)
+	armed  atomic.Bool
 }
 
 func (c *changingStore) Get(ctx context.Context, key string) ([]byte, error) {
 	b, err := c.kvStore.Get(ctx, key)
 	if strings.HasPrefix(key, "pending:") && c.armed.CompareAndSwap(true, false) {
-		a, perr := c.s.pending(ctx, strings.TrimPrefix(key, "pending:"))
-		if perr == nil {
-			a.Failures++ // a wrong password somewhere else
-			_ = c.s.savePending(ctx, a)
-		}
+		c.change(ctx)
 	}
 	return b, err
 }
@@ -1040,7 +1046,12 @@ func (c *changingStore) Get(ctx context.Context, key string) ([]byte, error) {
 func TestCallbackAfterAnotherChange(t *testing.T) {
 	e := newAS(t, func(c *ServerConfig) { c.Consent.Enabled = false })
 	id, ctx := signedIn(t, e)
-	cs := &changingStore{kvStore: e.s.store, s: e.s}
+	cs := &changingStore{kvStore: e.s.store, change: func(ctx context.Context) {
+		_, _ = e.s.changePending(ctx, id, func(a *authRequest) error {
+			a.Failures++ // a wrong password somewhere else
+			return nil
+		})
+	}}
 	e.s.store = cs
 	defer func() { e.s.store = cs.kvStore }()
 	cs.armed.Store(true)

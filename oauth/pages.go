@@ -3,6 +3,7 @@ package oauth
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -191,6 +192,10 @@ func (s *Server) clientName(r *http.Request, id string) string {
 	return id
 }
 
+// errLockedOut refuses a login attempt on an authorization that took
+// MaxLoginFailures failed attempts.
+var errLockedOut = errors.New("too many failed logins")
+
 // login serves the login page (GET) and checks the credentials (POST).
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.formRequest(w, r)
@@ -203,14 +208,31 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusOK, "login", d)
 		return
 	}
+	ctx := r.Context()
 	var subject string
-	if r.PostForm.Get("demo") != "" {
+	demo := r.PostForm.Get("demo") != ""
+	if demo {
 		if !s.cfg.development {
 			s.render(w, http.StatusForbidden, "error", pageData{Title: "Error", Error: "The demo login works only in development mode."})
 			return
 		}
 		subject = DemoUser
 	} else {
+		// The attempt counts as a failure before its password is checked
+		// (and no more once it proved right): of any number of attempts
+		// sent at once, MaxLoginFailures are checked.
+		counted, err := s.changePending(ctx, a.ID, func(c *authRequest) error {
+			if c.Failures >= MaxLoginFailures {
+				return errLockedOut
+			}
+			c.Failures++
+			return nil
+		})
+		if err != nil {
+			s.loginRefused(w, r, a, err)
+			return
+		}
+		a = counted
 		name := r.PostForm.Get("username")
 		u, known := s.users[name]
 		hash := s.dummyHash
@@ -218,16 +240,12 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			hash = []byte(u.PasswordHash)
 		}
 		if bcrypt.CompareHashAndPassword(hash, []byte(r.PostForm.Get("password"))) != nil || !known {
-			a.Failures++
 			s.log.Info("login failed", logClientID(a.ClientID), zap.Int("failures", a.Failures))
 			if a.Failures >= MaxLoginFailures {
 				s.metrics.login("locked_out")
-				_ = s.store.Del(r.Context(), keyPending(a.ID))
+				_ = s.store.Del(ctx, keyPending(a.ID))
 				s.render(w, http.StatusUnauthorized, "error", pageData{Title: "Error", Error: "Too many failed attempts. Start again from the application."})
 				return
-			}
-			if err := s.savePending(r.Context(), a); err != nil {
-				s.log.Error("saving pending authorization", errField(err))
 			}
 			s.metrics.login("failure")
 			d.Error = "Wrong username or password."
@@ -236,36 +254,57 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		}
 		subject = u.Subject
 	}
-	a.Subject, a.AuthTime, a.LoggedIn = subject, s.now(), true
 	// The id of a pending authorization is no secret from whoever started
 	// it: that may be an attacker who sends the user the login link. The
 	// rest of the sign-in belongs to this browser only (its cookie is the
 	// one place the secret appears); a later login binds another.
 	signin := s.randomToken(32)
-	a.SignIn = digest(signin) // what the pending authorization keeps of it
-	// A metadata document's client always gets the consent screen: its
-	// name is its own claim, and the user must see where it comes from.
-	// So does a dynamically registered one: anyone can register "Claude"
-	// with a redirect URI of their own and send a user the authorization
-	// link; the consent screen is where the user sees where the answer goes.
-	a.Approved = !s.cfg.consentOn && a.ClientHost == "" && !a.SelfRegistered
-	if err := s.savePending(r.Context(), a); err != nil {
-		s.reqLog(r).Error("saving pending authorization", errField(err))
-		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
+	signedIn, err := s.changePending(ctx, a.ID, func(c *authRequest) error {
+		if !demo && c.Failures > 0 {
+			c.Failures-- // the attempt counted above proved right
+		}
+		c.Subject, c.AuthTime, c.LoggedIn = subject, s.now(), true
+		c.SignIn = digest(signin) // what the pending authorization keeps of it
+		// A metadata document's client always gets the consent screen:
+		// its name is its own claim, and the user must see where it comes
+		// from. So does a dynamically registered one: anyone can register
+		// "Claude" with a redirect URI of their own and send a user the
+		// authorization link; the consent screen is where the user sees
+		// where the answer goes.
+		c.Approved = !s.cfg.consentOn && c.ClientHost == "" && !c.SelfRegistered
+		return nil
+	})
+	if err != nil {
+		s.loginRefused(w, r, a, err)
 		return
 	}
-	if subject == DemoUser && r.PostForm.Get("demo") != "" {
+	next := pathCallback
+	if !signedIn.Approved {
+		next = pathConsent
+	}
+	if demo {
 		s.metrics.login("demo")
 	} else {
 		s.metrics.login("success")
 	}
 	s.log.Info("user signed in", logClientID(a.ClientID), zap.String("subject", subject))
-	next := pathCallback
-	if !a.Approved {
-		next = pathConsent
-	}
-	s.setSignInCookie(w, a, signin)
+	s.setSignInCookie(w, signedIn, signin)
 	http.Redirect(w, r, next+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
+}
+
+// loginRefused answers a login whose change to its pending authorization
+// failed: a is the authorization as the form found it.
+func (s *Server) loginRefused(w http.ResponseWriter, r *http.Request, a *authRequest, err error) {
+	switch {
+	case errors.Is(err, errLockedOut):
+		s.metrics.login("locked_out")
+		s.render(w, http.StatusUnauthorized, "error", pageData{Title: "Error", Error: "Too many failed attempts. Start again from the application."})
+	case errors.Is(err, errPendingUnknown):
+		s.render(w, http.StatusBadRequest, "error", pageData{Title: "Error", Error: "This sign-in request is unknown or has expired. Start again from the application."})
+	default:
+		s.reqLog(r).Error("saving pending authorization", errField(err))
+		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
+	}
 }
 
 // signInCookiePath is the path of the sign-in cookies: that of the pages
@@ -337,6 +376,10 @@ func (s *Server) notSignedInHere(w http.ResponseWriter, a *authRequest) {
 	s.log.Warn("sign-in step without the secret of the browser that signed in", logClientID(a.ClientID))
 	s.render(w, http.StatusForbidden, "error", pageData{Title: "Error", Error: "This sign-in was not completed in this browser, or the browser does not keep this site's cookies. Start again from the application."})
 }
+
+// errNotSignedInHere refuses a change that only the browser that signed
+// in may make.
+var errNotSignedInHere = errors.New("the sign-in was not completed in this browser")
 
 // signInKey carries the sign-in secret a callback request presented to
 // SaveAuthCode.
@@ -412,8 +455,25 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		redirectError(w, r, a.RedirectURI, a.State, "access_denied", "the user denied access", s.cfg.issuer)
 		return
 	}
-	a.Approved = true
-	if err := s.savePending(r.Context(), a); err != nil {
+	presented := s.presentedSignIn(r, a)
+	_, err := s.changePending(r.Context(), a.ID, func(c *authRequest) error {
+		if !c.signedInWith(presented) {
+			return errNotSignedInHere
+		}
+		if c.Approved {
+			return errNoChange
+		}
+		c.Approved = true
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNotSignedInHere):
+		s.notSignedInHere(w, a)
+		return
+	case errors.Is(err, errPendingUnknown):
+		s.render(w, http.StatusBadRequest, "error", pageData{Title: "Error", Error: "This sign-in request is unknown or has expired. Start again from the application."})
+		return
+	case err != nil:
 		s.reqLog(r).Error("saving pending authorization", errField(err))
 		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
 		return

@@ -410,11 +410,11 @@ func (s *Server) randomToken(n int) string {
 // that a change replaces by compare-and-swap.
 func (s *Server) pending(ctx context.Context, id string) (*authRequest, error) {
 	if id == "" {
-		return nil, errors.New("authorization request unknown or expired")
+		return nil, errPendingUnknown
 	}
 	b, err := s.store.Get(ctx, keyPending(id))
 	if errors.Is(err, errNotFound) {
-		return nil, errors.New("authorization request unknown or expired")
+		return nil, errPendingUnknown
 	}
 	if err != nil {
 		return nil, err
@@ -424,52 +424,66 @@ func (s *Server) pending(ctx context.Context, id string) (*authRequest, error) {
 		return nil, fmt.Errorf("decoding pending authorization: %w", err)
 	}
 	if !s.now().Before(a.Expires) {
-		return nil, errors.New("authorization request unknown or expired")
+		return nil, errPendingUnknown
 	}
 	a.raw = b
 	return a, nil
 }
+
+// errPendingUnknown is a pending authorization that does not exist (any
+// more).
+var errPendingUnknown = errors.New("authorization request unknown or expired")
 
 // errCodeIssued refuses a change to an authorization whose code was
 // issued: it yields one code only.
 var errCodeIssued = errors.New("a code was already issued for this authorization")
 
 // pendingTries bounds the compare-and-swap rounds of a change to a pending
-// authorization that others change meanwhile.
-const pendingTries = 8
+// authorization. Every round lost is a write by someone else, and the
+// writes one authorization sees are few: MaxLoginFailures counted
+// attempts, one login, one approval, one code, and what the browser that
+// signed in sends itself. The bound is far above them: no change fails for
+// want of rounds unless that browser hammers its own authorization.
+const pendingTries = 32
 
-// savePending writes a, as read by pending and changed since (a login, a
-// consent). Whatever else changed the record meanwhile is overwritten,
-// as by a plain write, except a code issued meanwhile: a record read
-// before a callback marked it (a login's password check takes a while) is
-// not written back over the mark, which let another callback issue a
-// second code.
-func (s *Server) savePending(ctx context.Context, a *authRequest) error {
-	b, err := json.Marshal(a)
-	if err != nil {
-		return fmt.Errorf("encoding pending authorization: %w", err)
-	}
-	if a.raw == nil {
-		return s.store.Set(ctx, keyPending(a.ID), b, a.Expires.Sub(s.now()))
-	}
+// errNoChange, returned by a change of changePending, leaves the record as
+// it is and is no error.
+var errNoChange = errors.New("nothing to change")
+
+// changePending changes the pending authorization id by compare-and-swap:
+// change sees the record as stored and changes its own fields; when
+// another writer (a login, a consent, a callback, on any gateway) stored
+// the record meanwhile, the record is read again and change applied to it
+// again. So no writer's field is lost however the writers interleave, and
+// whatever change checks (a code not issued yet, the browser that signed
+// in) holds on the record it writes. An error of change ends the change
+// with nothing written.
+func (s *Server) changePending(ctx context.Context, id string, change func(a *authRequest) error) (*authRequest, error) {
 	for range pendingTries {
-		swapped, err := s.store.CompareAndSwap(ctx, keyPending(a.ID), a.raw, b, a.Expires.Sub(s.now()))
-		if err != nil || swapped {
-			if swapped {
-				a.raw = b
-			}
-			return err
-		}
-		cur, err := s.pending(ctx, a.ID)
+		a, err := s.pending(ctx, id)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if cur.CodeIssued && !a.CodeIssued {
-			return errCodeIssued
+		old := a.raw
+		if err := change(a); errors.Is(err, errNoChange) {
+			return a, nil
+		} else if err != nil {
+			return nil, err
 		}
-		a.raw = cur.raw
+		b, err := json.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("encoding pending authorization: %w", err)
+		}
+		swapped, err := s.store.CompareAndSwap(ctx, keyPending(id), old, b, a.Expires.Sub(s.now()))
+		if err != nil {
+			return nil, err
+		}
+		if swapped {
+			a.raw = b
+			return a, nil
+		}
 	}
-	return errors.New("the authorization kept changing meanwhile")
+	return nil, errors.New("the authorization kept changing meanwhile")
 }
 
 // revokeSession ends a grant: its refresh tokens stop working at once, its

@@ -275,20 +275,17 @@ func (s *Server) redeemCode(ctx context.Context, code string) (*authRequest, err
 
 // SaveAuthCode stores the code for 60 seconds; a pending authorization
 // yields one code only, however many callbacks race for it (on any number
-// of gateways): the record marks the code issued by compare-and-swap. A
-// record changed meanwhile otherwise (a failed login elsewhere counted)
-// is read again, not taken for a code issued.
+// of gateways): the record marks the code issued by compare-and-swap, and a
+// record changed meanwhile otherwise (a failed login elsewhere counted) is
+// read again, not taken for a code issued.
 func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
-	for range pendingTries {
-		a, err := st.s.pending(ctx, id)
-		if err != nil {
-			return err
-		}
+	presented, _ := ctx.Value(signInKey{}).(string)
+	_, err := st.s.changePending(ctx, id, func(a *authRequest) error {
 		if a.CodeIssued {
 			return errCodeIssued
 		}
-		if presented, _ := ctx.Value(signInKey{}).(string); !a.signedInWith(presented) {
-			return errors.New("the sign-in was not completed in this browser")
+		if !a.signedInWith(presented) {
+			return errNotSignedInHere
 		}
 		a.CodeIssued = true
 		// The authorization must outlive its code, even when the login took
@@ -296,19 +293,12 @@ func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 		if floor := st.s.now().Add(CodeTTL); a.Expires.Before(floor) {
 			a.Expires = floor
 		}
-		b, err := json.Marshal(a)
-		if err != nil {
-			return fmt.Errorf("encoding pending authorization: %w", err)
-		}
-		swapped, err := st.s.store.CompareAndSwap(ctx, keyPending(id), a.raw, b, a.Expires.Sub(st.s.now()))
-		if err != nil {
-			return err
-		}
-		if swapped {
-			return st.putJSON(ctx, keyCode(code), codeRecord{RequestID: id, Expires: st.s.now().Add(CodeTTL)}, CodeTTL)
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	return errors.New("the authorization kept changing meanwhile")
+	return st.putJSON(ctx, keyCode(code), codeRecord{RequestID: id, Expires: st.s.now().Add(CodeTTL)}, CodeTTL)
 }
 
 func (st opStorage) DeleteAuthRequest(ctx context.Context, id string) error {

@@ -1,0 +1,244 @@
+package oauth
+
+import (
+	"context"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/oauth2"
+)
+
+// Tests of the pending authorization's writers: logins, consents and
+// callbacks change one record, at once on any number of gateways.
+
+const (
+	otherUser     = "bob"
+	unknownUser   = "nobody"
+	wrongPassword = "not the password"
+)
+
+var (
+	slowHashOnce sync.Once
+	slowHash     string
+)
+
+// pendingAS is an authorization server on the named storage with a second
+// user, bob, whose password is alice's, and a third whose hash costs 8:
+// the hash an unknown user's password is compared with costs as much, so a
+// wrong password keeps its request between its read and its write for
+// milliseconds, where others' writes fall.
+func pendingAS(t *testing.T, storage string, mutate func(*ServerConfig)) *asEnv {
+	t.Helper()
+	slowHashOnce.Do(func() {
+		h, err := bcrypt.GenerateFromPassword([]byte("carol's password"), 8)
+		if err != nil {
+			panic(err)
+		}
+		slowHash = string(h)
+	})
+	both := func(c *ServerConfig) {
+		c.Users = append(c.Users, User{Username: otherUser, PasswordHash: c.Users[0].PasswordHash}, User{Username: "carol", PasswordHash: slowHash})
+		if mutate != nil {
+			mutate(c)
+		}
+	}
+	if storage == "redis" {
+		e, _, _ := newRedisAS(t, both)
+		return e
+	}
+	return newAS(t, both)
+}
+
+// browserOf is another browser of e's user agent kind: its own cookies,
+// redirects not followed.
+func (e *asEnv) browserOf() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Transport: e.http.Transport, CheckRedirect: e.http.CheckRedirect, Jar: jar}
+}
+
+// started is a fresh authorization of the public client: its id and the
+// CSRF token of its login page.
+func (e *asEnv) started(t *testing.T, verifier string) (id, csrf string) {
+	t.Helper()
+	cfg := e.oauth2(asClientID, asRedirect)
+	loginURL := location(t, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(verifier))), http.StatusFound)
+	return hidden(t, body(t, e.get(e.srv.URL+loginURL.RequestURI())))
+}
+
+// answer is what a page said: its status, where it sent the browser, the
+// page itself.
+type answer struct {
+	status   int
+	location string
+	page     string
+}
+
+func postAs(t *testing.T, c *http.Client, u string, form url.Values) answer {
+	t.Helper()
+	resp, err := c.PostForm(u, form)
+	if err != nil {
+		t.Error(err)
+		return answer{}
+	}
+	a := answer{status: resp.StatusCode, location: resp.Header.Get("Location")}
+	a.page = body(t, resp)
+	return a
+}
+
+// together runs fs at once and waits for all of them.
+func together(fs ...func()) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, f := range fs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			f()
+		}()
+	}
+	close(start)
+	wg.Wait()
+}
+
+func loginForm(id, csrf, user, password string) url.Values {
+	return url.Values{"id": {id}, "csrf": {csrf}, "username": {user}, "password": {password}}
+}
+
+const wrongPage = "Wrong username or password."
+
+// TestPendingWritersKeepEachOthersFields: the writers of a pending
+// authorization each change their own fields, at once: wrong passwords
+// (the count of failures) while the user signs in (subject, sign-in
+// secret), then the user's consent (approval) while the user's browser
+// sends wrong passwords. Each read the record, changed its field and wrote
+// the whole record back, so the last write undid the others': a sign-in
+// lost, an approval lost, or failures uncounted (more guesses than
+// MaxLoginFailures).
+func TestPendingWritersKeepEachOthersFields(t *testing.T) {
+	for _, storage := range []string{"memory", "redis"} {
+		t.Run(storage, func(t *testing.T) {
+			e := pendingAS(t, storage, nil)
+			cfg := e.oauth2(asClientID, asRedirect)
+			// Rounds, each a fresh authorization: a round may happen to
+			// run its writers one after another.
+			for round := range 6 {
+				verifier := oauth2.GenerateVerifier()
+				id, csrf := e.started(t, verifier)
+				var login answer
+				answers := make([]answer, 2)
+				fs := []func(){func() { login = postAs(t, e.http, e.srv.URL+"/oauth/login", loginForm(id, csrf, asUser, asPassword)) }}
+				for i := range answers {
+					other := e.browserOf()
+					fs = append(fs, func() {
+						answers[i] = postAs(t, other, e.srv.URL+"/oauth/login", loginForm(id, csrf, unknownUser, wrongPassword))
+					})
+				}
+				together(fs...)
+				if login.status != http.StatusSeeOther || !strings.HasPrefix(login.location, "/oauth/consent") {
+					t.Fatalf("round %d: the user's login: %d %s %s", round, login.status, login.location, login.page)
+				}
+				failures := 0
+				for _, a := range answers {
+					if strings.Contains(a.page, wrongPage) {
+						failures++
+					}
+				}
+				a, err := e.s.pending(context.Background(), id)
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				signin := e.signInCookie(id)
+				if !a.LoggedIn || a.Subject != asUser || !a.signedInWith(signin) || a.Failures != failures {
+					t.Fatalf("round %d: after a login and %d wrong passwords answered at once the record holds logged in %v, subject %q, the user's secret %v, %d failures",
+						round, failures, a.LoggedIn, a.Subject, a.signedInWith(signin), a.Failures)
+				}
+
+				// The user approves while the same browser sends two
+				// wrong passwords.
+				var consent answer
+				fs = []func(){func() {
+					consent = postAs(t, e.http, e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}})
+				}}
+				for i := range answers {
+					fs = append(fs, func() {
+						answers[i] = postAs(t, e.http, e.srv.URL+"/oauth/login", loginForm(id, csrf, unknownUser, wrongPassword))
+					})
+				}
+				together(fs...)
+				if consent.status != http.StatusSeeOther || !strings.HasPrefix(consent.location, "/oauth/authorize/callback") {
+					t.Fatalf("round %d: the approval: %d %s %s", round, consent.status, consent.location, consent.page)
+				}
+				for _, x := range answers {
+					if !strings.Contains(x.page, wrongPage) {
+						t.Fatalf("round %d: a wrong password of the user's browser: %d %s", round, x.status, x.page)
+					}
+				}
+				if a, err = e.s.pending(context.Background(), id); err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				if !a.Approved || !a.LoggedIn || !a.signedInWith(signin) || a.Failures != failures+len(answers) {
+					t.Fatalf("round %d: after an approval and %d more wrong passwords the record holds approved %v, logged in %v, the user's secret %v, %d failures, want %d",
+						round, len(answers), a.Approved, a.LoggedIn, a.signedInWith(signin), a.Failures, failures+len(answers))
+				}
+
+				back := location(t, e.get(e.srv.URL+consent.location), http.StatusFound)
+				tok, err := cfg.Exchange(e.ctx(), back.Query().Get("code"), oauth2.VerifierOption(verifier))
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				if cl, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, ""); err != nil || cl.Subject != asUser {
+					t.Fatalf("round %d: the token: %v %v", round, cl, err)
+				}
+			}
+		})
+	}
+}
+
+// TestLoginFailuresCountedAtOnce: wrong passwords sent at once on one
+// authorization are each counted before their check, so no more than
+// MaxLoginFailures are checked and the last of them drops the
+// authorization. Counted after the check by a read and a write back, a
+// burst of guesses each read the same count and wrote it back plus one:
+// any number of guesses, and the authorization stayed.
+func TestLoginFailuresCountedAtOnce(t *testing.T) {
+	for _, storage := range []string{"memory", "redis"} {
+		t.Run(storage, func(t *testing.T) {
+			e := pendingAS(t, storage, nil)
+			id, csrf := e.started(t, oauth2.GenerateVerifier())
+			answers := make([]answer, 4*MaxLoginFailures)
+			var fs []func()
+			for i := range answers {
+				b := e.browserOf()
+				fs = append(fs, func() {
+					answers[i] = postAs(t, b, e.srv.URL+"/oauth/login", loginForm(id, csrf, unknownUser, wrongPassword))
+				})
+			}
+			together(fs...)
+			wrong, locked := 0, 0
+			for _, a := range answers {
+				switch {
+				case strings.Contains(a.page, wrongPage):
+					wrong++
+				case a.status == http.StatusUnauthorized && strings.Contains(a.page, "Too many failed attempts"),
+					a.status == http.StatusBadRequest && strings.Contains(a.page, "unknown or has expired"):
+					locked++
+				default:
+					t.Errorf("a wrong password answered %d %s", a.status, a.page)
+				}
+			}
+			if wrong != MaxLoginFailures-1 || locked != len(answers)-wrong {
+				t.Errorf("%d wrong passwords at once: %d answered as a wrong password, %d as too many; want %d and %d",
+					len(answers), wrong, locked, MaxLoginFailures-1, len(answers)-MaxLoginFailures+1)
+			}
+			if _, err := e.s.pending(context.Background(), id); err == nil {
+				t.Errorf("the authorization outlived %d wrong passwords", len(answers))
+			}
+		})
+	}
+}
