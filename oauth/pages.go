@@ -62,10 +62,12 @@ ul.scopes li{margin:.3rem 0}.warn{border-left:4px solid #b36b00;padding-left:.6r
 <p>The sign-in request of <strong id="client">{{.Client}}</strong>{{template "origin" .}} was refused: <span class="error" id="error">{{.Error}}</span></p>
 <p>Go back to the application at <strong id="redirect-host">{{.RedirectHost}}</strong> only if you started this sign-in yourself: <a id="continue" href="{{.Continue}}">return to the application</a>.</p>
 </body></html>{{end}}
-{{define "error"}}{{template "head" .}}<h1>Sign-in failed</h1><p class="error" id="error">{{.Error}}</p></body></html>{{end}}`))
+{{define "error"}}{{template "head" .}}<h1>Sign-in failed</h1><p class="error" id="error">{{.Error}}</p>{{if .Code}}<p>Code: <code id="code">{{.Code}}</code></p>{{end}}</body></html>{{end}}`))
 
 type pageData struct {
 	Title, Client, Subject, Redirect, Error, ID, CSRF, Action, DemoUser string
+	// Code is the stable code of an error page, when it has one.
+	Code string
 	// ClientHost is a metadata document's host (the name is unverified);
 	// RedirectHost the host the answer goes to; LocalRedirects warns that
 	// every redirect URI of the client is on this computer.
@@ -192,14 +194,42 @@ func (s *Server) clientName(r *http.Request, id string) string {
 	return id
 }
 
-// errLockedOut refuses a login attempt on an authorization that took
-// MaxLoginFailures failed attempts.
-var errLockedOut = errors.New("too many failed logins")
+// CodeAlreadySignedIn is the stable code of the 409 page that refuses a
+// login on an authorization already signed in: from another browser than
+// the one that signed in (whoever it names), as another user, or after the
+// code was issued.
+const CodeAlreadySignedIn = "ALREADY_SIGNED_IN"
+
+// Outcomes of a login's changes to its pending authorization.
+var (
+	errSignedIn  = errors.New("the authorization is signed in already")
+	errLockedOut = errors.New("too many failed logins")
+)
+
+// boundElsewhere reports whether a is closed to a login from the browser
+// that presents the sign-in secret presented: a signed in with another
+// browser, or a's code was issued.
+func (a *authRequest) boundElsewhere(presented string) bool {
+	return a.CodeIssued || a.LoggedIn && !a.signedInWith(presented)
+}
 
 // login serves the login page (GET) and checks the credentials (POST).
+//
+// An authorization is signed in once, by one user in one browser
+// (docs/oauth.md, decisions): a login in that browser as the same user
+// changes nothing and goes on where the first went; any other is refused
+// (409, ALREADY_SIGNED_IN) and the authorization stays as it was. A login
+// from another browser is refused before its password is checked, so it
+// learns nothing about the password and counts no failure against the
+// user's authorization.
 func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	a, ok := s.formRequest(w, r)
 	if !ok {
+		return
+	}
+	presented := s.presentedSignIn(r, a)
+	if a.boundElsewhere(presented) {
+		s.alreadySignedIn(w, r, a, "This sign-in was completed in another browser already. Finish it there, or start again from the application.")
 		return
 	}
 	d := pageData{Title: "Sign in", Client: s.clientDisplay(r, a), ClientHost: a.ClientHost, SelfRegistered: a.SelfRegistered, ID: a.ID, CSRF: a.CSRF, Action: pathLogin,
@@ -222,7 +252,10 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		// (and no more once it proved right): of any number of attempts
 		// sent at once, MaxLoginFailures are checked.
 		counted, err := s.changePending(ctx, a.ID, func(c *authRequest) error {
-			if c.Failures >= MaxLoginFailures {
+			switch {
+			case c.boundElsewhere(presented):
+				return errSignedIn
+			case c.Failures >= MaxLoginFailures:
 				return errLockedOut
 			}
 			c.Failures++
@@ -257,23 +290,39 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	// The id of a pending authorization is no secret from whoever started
 	// it: that may be an attacker who sends the user the login link. The
 	// rest of the sign-in belongs to this browser only (its cookie is the
-	// one place the secret appears); a later login binds another.
+	// one place the secret appears).
 	signin := s.randomToken(32)
+	var again, other bool
 	signedIn, err := s.changePending(ctx, a.ID, func(c *authRequest) error {
+		again, other = false, false
 		if !demo && c.Failures > 0 {
 			c.Failures-- // the attempt counted above proved right
 		}
-		c.Subject, c.AuthTime, c.LoggedIn = subject, s.now(), true
-		c.SignIn = digest(signin) // what the pending authorization keeps of it
-		// A metadata document's client always gets the consent screen:
-		// its name is its own claim, and the user must see where it comes
-		// from. So does a dynamically registered one: anyone can register
-		// "Claude" with a redirect URI of their own and send a user the
-		// authorization link; the consent screen is where the user sees
-		// where the answer goes.
-		c.Approved = !s.cfg.consentOn && c.ClientHost == "" && !c.SelfRegistered
+		switch {
+		case c.boundElsewhere(presented) || c.LoggedIn && c.Subject != subject:
+			other = true
+		case c.LoggedIn:
+			again = true
+		default:
+			c.Subject, c.AuthTime, c.LoggedIn = subject, s.now(), true
+			c.SignIn = digest(signin) // what the pending authorization keeps of it
+			// A metadata document's client always gets the consent screen:
+			// its name is its own claim, and the user must see where it
+			// comes from. So does a dynamically registered one: anyone can
+			// register "Claude" with a redirect URI of their own and send
+			// a user the authorization link; the consent screen is where
+			// the user sees where the answer goes.
+			c.Approved = !s.cfg.consentOn && c.ClientHost == "" && !c.SelfRegistered
+			return nil
+		}
+		if demo {
+			return errNoChange
+		}
 		return nil
 	})
+	if err == nil && other {
+		err = errSignedIn
+	}
 	if err != nil {
 		s.loginRefused(w, r, a, err)
 		return
@@ -281,6 +330,13 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	next := pathCallback
 	if !signedIn.Approved {
 		next = pathConsent
+	}
+	if again {
+		// The same user in the same browser: the browser holds the secret
+		// already, and goes on where its first login went.
+		s.log.Info("user signed in again", logClientID(a.ClientID), zap.String("subject", subject))
+		http.Redirect(w, r, next+"?id="+url.QueryEscape(a.ID), http.StatusSeeOther)
+		return
 	}
 	if demo {
 		s.metrics.login("demo")
@@ -296,6 +352,8 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 // failed: a is the authorization as the form found it.
 func (s *Server) loginRefused(w http.ResponseWriter, r *http.Request, a *authRequest, err error) {
 	switch {
+	case errors.Is(err, errSignedIn):
+		s.alreadySignedIn(w, r, a, "This sign-in is signed in already, in another browser or to another account. To use another account, start again from the application.")
 	case errors.Is(err, errLockedOut):
 		s.metrics.login("locked_out")
 		s.render(w, http.StatusUnauthorized, "error", pageData{Title: "Error", Error: "Too many failed attempts. Start again from the application."})
@@ -305,6 +363,16 @@ func (s *Server) loginRefused(w http.ResponseWriter, r *http.Request, a *authReq
 		s.reqLog(r).Error("saving pending authorization", errField(err))
 		s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "Please try again later."})
 	}
+}
+
+// alreadySignedIn refuses a login on an authorization that is signed in
+// already; the authorization stays as it was.
+func (s *Server) alreadySignedIn(w http.ResponseWriter, r *http.Request, a *authRequest, msg string) {
+	if r.Method == http.MethodPost {
+		s.metrics.login("refused")
+	}
+	s.log.Warn("login on an authorization signed in already", logClientID(a.ClientID), zap.String("code", CodeAlreadySignedIn))
+	s.render(w, http.StatusConflict, "error", pageData{Title: "Error", Error: msg, Code: CodeAlreadySignedIn})
 }
 
 // signInCookiePath is the path of the sign-in cookies: that of the pages

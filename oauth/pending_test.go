@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -241,4 +242,173 @@ func TestLoginFailuresCountedAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSecondLogin: an authorization is signed in once, by one user in one
+// browser. A second login in the browser that signed in, as the same
+// user, changes nothing; any other (another user, or a login from another
+// browser, even as the same user) is refused with 409 and the code
+// ALREADY_SIGNED_IN, and the authorization stays as it was: the first
+// browser finishes it and the token is the first user's. A second login
+// re-bound the authorization to whoever signed in last: the first browser
+// got 403, and a login after the code was issued turned the code into a
+// token for another account.
+func TestSecondLogin(t *testing.T) {
+	for _, tc := range []struct {
+		storage string
+		consent bool
+	}{{"memory", true}, {"memory", false}, {"redis", true}, {"redis", false}} {
+		t.Run(fmt.Sprintf("%s consent %v", tc.storage, tc.consent), func(t *testing.T) {
+			e := pendingAS(t, tc.storage, func(c *ServerConfig) { c.Consent.Enabled = tc.consent })
+			cfg := e.oauth2(asClientID, asRedirect)
+			verifier := oauth2.GenerateVerifier()
+			id, csrf := e.started(t, verifier)
+			login := postAs(t, e.http, e.srv.URL+"/oauth/login", loginForm(id, csrf, asUser, asPassword))
+			if login.status != http.StatusSeeOther {
+				t.Fatalf("login: %d %s", login.status, login.page)
+			}
+			first, err := e.s.pending(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			signin := e.signInCookie(id)
+			codeIssued := false
+			unchanged := func(what string) {
+				t.Helper()
+				a, err := e.s.pending(context.Background(), id)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if a.Subject != first.Subject || !a.AuthTime.Equal(first.AuthTime) || a.SignIn != first.SignIn || !a.LoggedIn {
+					t.Errorf("%s: the authorization changed: subject %q, auth time %v, secret changed %v", what, a.Subject, a.AuthTime, a.SignIn != first.SignIn)
+				}
+				if !codeIssued && e.signInCookie(id) != signin {
+					t.Errorf("%s: the user's browser's cookie changed", what)
+				}
+			}
+			refused := func(what string, a answer) {
+				t.Helper()
+				if a.status != http.StatusConflict || a.location != "" || !strings.Contains(a.page, `id="code">ALREADY_SIGNED_IN<`) {
+					t.Errorf("%s: %d %s %s", what, a.status, a.location, a.page)
+				}
+				unchanged(what)
+			}
+
+			// Another browser signs in, as another user or as the same.
+			other := e.browserOf()
+			refused("another browser, another user", postAs(t, other, e.srv.URL+"/oauth/login", loginForm(id, csrf, otherUser, asPassword)))
+			refused("another browser, the same user", postAs(t, other, e.srv.URL+"/oauth/login", loginForm(id, csrf, asUser, asPassword)))
+			// Its login page says so at once.
+			if resp := e.browserGet(t, other, e.srv.URL+"/oauth/login?id="+url.QueryEscape(id)); resp.status != http.StatusConflict || !strings.Contains(resp.page, "ALREADY_SIGNED_IN") {
+				t.Errorf("another browser's login page: %d %s", resp.status, resp.page)
+			}
+			// The browser that signed in, as another user.
+			refused("the same browser, another user", postAs(t, e.http, e.srv.URL+"/oauth/login", loginForm(id, csrf, otherUser, asPassword)))
+			// The same browser, the same user: the answer of the first
+			// login again, nothing changed.
+			again := postAs(t, e.http, e.srv.URL+"/oauth/login", loginForm(id, csrf, asUser, asPassword))
+			if again.status != http.StatusSeeOther || again.location != login.location {
+				t.Errorf("the same user again: %d %s, want 303 %s", again.status, again.location, login.location)
+			}
+			unchanged("the same user again")
+
+			next := login.location
+			if tc.consent {
+				consent := postAs(t, e.http, e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"approve"}})
+				if consent.status != http.StatusSeeOther {
+					t.Fatalf("consent: %d %s", consent.status, consent.page)
+				}
+				next = consent.location
+			}
+			back := location(t, e.get(e.srv.URL+next), http.StatusFound)
+			codeIssued = true // and the answer dropped the cookie
+			// Between the code and its exchange, another user signs in.
+			refused("after the code, another user", postAs(t, other, e.srv.URL+"/oauth/login", loginForm(id, csrf, otherUser, asPassword)))
+			tok, err := cfg.Exchange(e.ctx(), back.Query().Get("code"), oauth2.VerifierOption(verifier))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cl, err := e.s.VerifyAccessToken(context.Background(), tok.AccessToken, ""); err != nil || cl.Subject != asUser {
+				t.Fatalf("the token: %v %v", cl, err)
+			}
+		})
+	}
+}
+
+// TestFirstLoginWins: logins of two users from several browsers at once
+// on one authorization: one signs in, every other is refused, and the
+// authorization is the winner's. Each wrote the record in turn, so several
+// browsers were told they had signed in and the last write decided whose
+// the authorization was.
+func TestFirstLoginWins(t *testing.T) {
+	for _, storage := range []string{"memory", "redis"} {
+		t.Run(storage, func(t *testing.T) {
+			e := pendingAS(t, storage, func(c *ServerConfig) { c.Consent.Enabled = false })
+			for round := range 6 {
+				id, csrf := e.started(t, oauth2.GenerateVerifier())
+				browsers := make([]*http.Client, 6)
+				answers := make([]answer, len(browsers))
+				var fs []func()
+				for i := range browsers {
+					browsers[i] = e.browserOf()
+					user := []string{asUser, otherUser}[i%2]
+					fs = append(fs, func() {
+						answers[i] = postAs(t, browsers[i], e.srv.URL+"/oauth/login", loginForm(id, csrf, user, asPassword))
+					})
+				}
+				together(fs...)
+				winner := -1
+				for i, a := range answers {
+					switch a.status {
+					case http.StatusSeeOther:
+						if winner >= 0 {
+							t.Fatalf("round %d: browsers %d and %d both signed in", round, winner, i)
+						}
+						winner = i
+					case http.StatusConflict:
+					default:
+						t.Fatalf("round %d: browser %d: %d %s", round, i, a.status, a.page)
+					}
+				}
+				if winner < 0 {
+					t.Fatalf("round %d: nobody signed in", round)
+				}
+				a, err := e.s.pending(context.Background(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u, _ := url.Parse(e.srv.URL + "/oauth/")
+				var secret string
+				for _, c := range browsers[winner].Jar.Cookies(u) {
+					if c.Name == e.s.signInCookie(id) {
+						secret = c.Value
+					}
+				}
+				if want := []string{asUser, otherUser}[winner%2]; a.Subject != want || !a.signedInWith(secret) {
+					t.Fatalf("round %d: the authorization is %q's (the winner's secret %v), the winner is %q", round, a.Subject, a.signedInWith(secret), want)
+				}
+				back := location(t, e.browserDo(t, browsers[winner], e.srv.URL+answers[winner].location), http.StatusFound)
+				if back.Query().Get("code") == "" {
+					t.Fatalf("round %d: the winner's callback: %s", round, back)
+				}
+			}
+		})
+	}
+}
+
+func (e *asEnv) browserDo(t *testing.T, c *http.Client, u string) *http.Response {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func (e *asEnv) browserGet(t *testing.T, c *http.Client, u string) answer {
+	t.Helper()
+	resp := e.browserDo(t, c, u)
+	a := answer{status: resp.StatusCode, location: resp.Header.Get("Location")}
+	a.page = body(t, resp)
+	return a
 }
