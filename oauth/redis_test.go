@@ -309,6 +309,20 @@ func TestRegistrationCount(t *testing.T) {
 			if ok, _ := admit("e", t0.Add(2*time.Hour), t0.Add(4*time.Hour)); ok {
 				t.Fatal("e admitted past the cap")
 			}
+			// A used client's lifetime may be shorter than the unused
+			// one's (registered_client_ttl and the token lifetimes under
+			// 24 h): extend moves d earlier than every other entry, and its
+			// place frees then. The memory count kept the earliest expiry it
+			// had seen and refused until a's.
+			if err := r.extend(ctx, "d", t0.Add(135*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			if ok, free := admit("e", t0.Add(130*time.Minute), t0.Add(4*time.Hour)); ok || !free.Equal(t0.Add(135*time.Minute)) {
+				t.Fatalf("e before d's new expiry: %v, first place frees at %v, want d's new expiry", ok, free)
+			}
+			if ok, _ := admit("e", t0.Add(140*time.Minute), t0.Add(4*time.Hour)); !ok {
+				t.Fatal("e refused after d's shortened lifetime ended")
+			}
 		})
 	}
 }

@@ -29,8 +29,8 @@ type memoryRegistrations struct {
 	mu sync.Mutex
 	m  map[string]time.Time
 	// first is no later than every entry's expiry (the last sweep's
-	// earliest, or an earlier entry added since; extend only moves entries
-	// later): until then a full count has nothing to sweep.
+	// earliest, or an earlier one added or extended to since): until then
+	// a full count has nothing to sweep.
 	first time.Time
 }
 
@@ -72,6 +72,11 @@ func (r *memoryRegistrations) extend(_ context.Context, id string, exp time.Time
 	defer r.mu.Unlock()
 	if _, ok := r.m[id]; ok {
 		r.m[id] = exp
+		// A used client's lifetime may be shorter than an unused one's
+		// (registered_client_ttl and the token lifetimes under 24 h).
+		if exp.Before(r.first) {
+			r.first = exp
+		}
 	}
 	return nil
 }
