@@ -3,6 +3,8 @@ package oauth
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -162,3 +164,31 @@ func BenchmarkRegistrationCount(b *testing.B) {
 		}
 	}
 }
+
+func benchLogin(b *testing.B, mutate func(*ServerConfig)) {
+	e := newAS(b, mutate)
+	cfg := e.oauth2(asClientID, asRedirect)
+	var times []time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		loginURL := location(b, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
+		id, csrf := hidden(b, body(b, e.get(e.srv.URL+loginURL.RequestURI())))
+		form := url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}
+		b.StartTimer()
+		start := time.Now()
+		resp := e.postForm(e.srv.URL+"/oauth/login", form)
+		times = append(times, time.Since(start))
+		b.StopTimer()
+		if resp.StatusCode != http.StatusSeeOther {
+			b.Fatalf("login: %d", resp.StatusCode)
+		}
+		resp.Body.Close()
+		b.StartTimer()
+	}
+	reportMedian(b, times)
+}
+
+// BenchmarkLogin is POST /oauth/login with the right password (bcrypt at
+// its least cost, so the storage's share shows) over real HTTP.
+func BenchmarkLogin(b *testing.B)      { benchLogin(b, nil) }
+func BenchmarkLoginRedis(b *testing.B) { benchLogin(b, redisOpt(b)) }
