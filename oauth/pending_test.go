@@ -346,7 +346,9 @@ func TestFirstLoginWins(t *testing.T) {
 			e := pendingAS(t, storage, func(c *ServerConfig) { c.Consent.Enabled = false })
 			for round := range 6 {
 				id, csrf := e.started(t, oauth2.GenerateVerifier())
-				browsers := make([]*http.Client, 6)
+				// Fewer than MaxLoginFailures: each attempt counts until it
+				// proves right, and a burst of more is answered as too many.
+				browsers := make([]*http.Client, MaxLoginFailures-1)
 				answers := make([]answer, len(browsers))
 				var fs []func()
 				for i := range browsers {

@@ -275,9 +275,9 @@ func (s *Server) redeemCode(ctx context.Context, code string) (*authRequest, err
 
 // SaveAuthCode stores the code for 60 seconds; a pending authorization
 // yields one code only, however many callbacks race for it (on any number
-// of gateways): the record marks the code issued by compare-and-swap, and a
-// record changed meanwhile otherwise (a failed login elsewhere counted) is
-// read again, not taken for a code issued.
+// of gateways): the record marks the code issued by compare-and-swap. A
+// record changed meanwhile otherwise (a failed login elsewhere counted)
+// is read again, not taken for a code issued.
 func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 	presented, _ := ctx.Value(signInKey{}).(string)
 	_, err := st.s.changePending(ctx, id, func(a *authRequest) error {
