@@ -76,7 +76,7 @@ type authRequest struct {
 	// by compare-and-swap.
 	raw []byte
 
-	sid  string // session created for this request; set at token creation
+	sid  string // session of this request's grant, named when its code was redeemed
 	code string // the code it was fetched by, to record the code as used
 }
 
@@ -245,14 +245,18 @@ func (st opStorage) AuthRequestByCode(ctx context.Context, code string) (op.Auth
 // redeemCode consumes the code: whatever happens next (a wrong verifier, a
 // wrong redirect URI), the code cannot be used again. A code that is not
 // redeemable is errGrant.
+//
+// The code is used by whoever marks it used first (SET NX): the mark names
+// the grant its exchange is about to create, so that a replay, however
+// soon after, revokes that grant (OAuth 2.1 section 4.1.3). The code was
+// consumed by GETDEL and marked only once its grant was stored, and a
+// replay in between found neither and revoked nothing.
 func (s *Server) redeemCode(ctx context.Context, code string) (*authRequest, error) {
-	b, err := s.store.GetDel(ctx, keyCode(code))
+	b, err := s.store.Get(ctx, keyCode(code))
 	if errors.Is(err, errNotFound) {
 		// A code presented again after a successful exchange was stolen
-		// or replayed: the tokens it bought are revoked (OAuth 2.1 4.1.3).
-		if sid, err := s.store.Get(ctx, keyCodeUsed(code)); err == nil {
-			s.revokeSession(ctx, string(sid), revokedCodeReuse)
-		}
+		// or replayed: the tokens it bought are revoked.
+		s.codeReused(ctx, code)
 		return nil, grantErr("code unknown, used or expired")
 	}
 	if err != nil {
@@ -265,12 +269,56 @@ func (s *Server) redeemCode(ctx context.Context, code string) (*authRequest, err
 	if !s.now().Before(c.Expires) {
 		return nil, grantErr("code expired")
 	}
+	sid := s.randomToken(18)
+	first, err := s.store.SetNX(ctx, keyCodeUsed(code), []byte(sid), PendingTTL)
+	if err != nil {
+		return nil, err
+	}
+	if !first {
+		s.codeReused(ctx, code)
+		return nil, grantErr("code unknown, used or expired")
+	}
+	if err := s.store.Del(ctx, keyCode(code)); err != nil {
+		return nil, err
+	}
 	a, err := s.pending(ctx, c.RequestID)
 	if err != nil {
+		s.codeBoughtNothing(ctx, code, sid)
 		return nil, grantErr("the authorization of the code is gone")
 	}
-	a.code = code
+	a.code, a.sid = code, sid
 	return a, nil
+}
+
+// codeRevoked ends the mark of a used code whose grant a replay revoked.
+const codeRevoked = " revoked"
+
+// codeReused revokes the grant that code bought, if it bought one. Its
+// exchange may still be creating it: the mark, changed to say revoked,
+// makes that exchange give the grant up (newSession).
+func (s *Server) codeReused(ctx context.Context, code string) {
+	b, err := s.store.Get(ctx, keyCodeUsed(code))
+	if err != nil {
+		return
+	}
+	sid, revoked := strings.CutSuffix(string(b), codeRevoked)
+	if sid == "" {
+		return // its exchange was refused: no grant
+	}
+	if !revoked {
+		if _, err := s.store.CompareAndSwap(ctx, keyCodeUsed(code), b, []byte(sid+codeRevoked), PendingTTL); err != nil {
+			s.log.Error("marking a replayed code's grant revoked", errField(err))
+		}
+	}
+	s.revokeSession(ctx, sid, revokedCodeReuse)
+}
+
+// codeBoughtNothing clears the grant from the mark of a used code whose
+// exchange was refused, so that a replay of it revokes nothing.
+func (s *Server) codeBoughtNothing(ctx context.Context, code, sid string) {
+	if _, err := s.store.CompareAndSwap(ctx, keyCodeUsed(code), []byte(sid), []byte{}, PendingTTL); err != nil {
+		s.log.Warn("clearing a refused code's grant", errField(err))
+	}
 }
 
 // SaveAuthCode stores the code for 60 seconds; a pending authorization
@@ -305,24 +353,34 @@ func (st opStorage) DeleteAuthRequest(ctx context.Context, id string) error {
 	return st.s.store.Del(ctx, keyPending(id))
 }
 
-// newSession starts the grant a code exchange creates.
+// newSession starts the grant a code exchange creates, under the id the
+// code's mark names (redeemCode).
 func (st opStorage) newSession(ctx context.Context, a *authRequest, ttl time.Duration) (*session, error) {
 	now := st.s.now()
+	if a.sid == "" {
+		a.sid = st.s.randomToken(18)
+	}
 	ss := &session{
-		ID: st.s.randomToken(18), Subject: a.Subject, ClientID: a.ClientID, Scopes: a.Scopes,
+		ID: a.sid, Subject: a.Subject, ClientID: a.ClientID, Scopes: a.Scopes,
 		Audience: a.Audience, AuthTime: a.AuthTime, Created: now, Expires: now.Add(ttl),
 	}
 	if err := st.putJSON(ctx, keySession(ss.ID), ss, ttl); err != nil {
 		return nil, err
 	}
 	if a.code != "" {
-		// Remember which grant the code bought, for as long as a replay is
-		// plausible, so that a replay can revoke it.
-		if err := st.s.store.Set(ctx, keyCodeUsed(a.code), []byte(ss.ID), PendingTTL); err != nil {
+		// A replay of the code while this grant was being stored found no
+		// grant to revoke, and marked the code revoked: the grant is given
+		// up. The mark is read after the grant is stored, and a replay
+		// marks before it revokes, so one of the two sees the other.
+		b, err := st.s.store.Get(ctx, keyCodeUsed(a.code))
+		if err != nil && !errors.Is(err, errNotFound) {
 			return nil, err
 		}
+		if strings.HasSuffix(string(b), codeRevoked) {
+			st.s.revokeSession(ctx, ss.ID, revokedCodeReuse)
+			return nil, grantErr("the code was presented again during its exchange; the grant is revoked")
+		}
 	}
-	a.sid = ss.ID
 	return ss, nil
 }
 

@@ -174,19 +174,25 @@ func (s *Server) exchangeCode(ctx context.Context, c *client, f url.Values) (*is
 	if err != nil {
 		return nil, err
 	}
+	// A refused exchange buys no grant: a replay of its code has nothing
+	// to revoke.
+	refuse := func(err error) (*issued, error) {
+		s.codeBoughtNothing(ctx, code, a.sid)
+		return nil, err
+	}
 	switch {
 	case a.ClientID != c.ID:
-		return nil, grantErr("the code was issued to another client")
+		return refuse(grantErr("the code was issued to another client"))
 	case f.Get("redirect_uri") != a.RedirectURI:
-		return nil, grantErr("redirect_uri differs from the authorization request")
+		return refuse(grantErr("redirect_uri differs from the authorization request"))
 	case !a.Done():
-		return nil, grantErr("the authorization is not complete")
+		return refuse(grantErr("the authorization is not complete"))
 	case a.ChallengeMethod != oidc.CodeChallengeMethodS256 || !s256Matches(verifier, a.Challenge):
-		return nil, grantErr("code_verifier does not match the code_challenge")
+		return refuse(grantErr("code_verifier does not match the code_challenge"))
 	}
 	audience, err := s.tokenAudience(ctx, f["resource"], a.Audience)
 	if err != nil {
-		return nil, err
+		return refuse(err)
 	}
 	is := &issued{subject: a.Subject, clientID: c.ID, scopes: a.Scopes, granted: a.Scopes, audience: audience,
 		authTime: a.AuthTime, nonce: a.Nonce}
