@@ -60,7 +60,7 @@ func NewMetrics() *Metrics {
 		m.issued:  {"authorization_code", "refresh_token"},
 		m.reuse:   {"revoked", "grace"},
 		m.revoked: {"refresh_reuse", "code_reuse", "revoked"},
-		m.logins:  {"success", "demo", "failure", "locked_out"},
+		m.logins:  {"success", "demo", "failure", "locked_out", "refused"},
 	} {
 		for _, v := range values {
 			vec.WithLabelValues(v)

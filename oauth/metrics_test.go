@@ -81,7 +81,7 @@ func TestCountersExportedAtZero(t *testing.T) {
 		"codemode_oauth_tokens_issued_total":  2,
 		"codemode_oauth_refresh_reuse_total":  2,
 		"codemode_oauth_grants_revoked_total": 3,
-		"codemode_oauth_logins_total":         4,
+		"codemode_oauth_logins_total":         5,
 	} {
 		if n := testutil.CollectAndCount(m, name); n != want {
 			t.Errorf("%s: %d series before any event, want %d", name, n, want)
