@@ -904,6 +904,7 @@ func TestCaddyServedResources(t *testing.T) {
 	if err := caddy.Load(adapt(explicit, ""), true); err != nil {
 		t.Fatal(err)
 	}
+	untilReloaded(t, func() bool { return authorize("https://backend.example.test").Path == "/oauth/login" })
 	accepted(base, base+"/mcp", base+"/api", "https://backend.example.test")
 	refused(elsewhere, base+"/admin")
 	if app().AuthServer() != before {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -63,3 +64,24 @@ func unanswered(err error) bool {
 
 // reloadClient talks to a Caddy that tests reload; see unansweredRetry.
 var reloadClient = &http.Client{Transport: unansweredRetry{&http.Transport{DisableKeepAlives: true}}}
+
+// untilReloaded waits, after caddy.Load, until answeredByNew has held three
+// times in a row (at most 10 s): until then the outgoing config can still
+// accept a connection and answer it normally, as its server's Shutdown has
+// not run yet (see unansweredRetry), so a test that asks once right after a
+// reload may get the old config's answer.
+func untilReloaded(t *testing.T, answeredByNew func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for inARow := 0; inARow < 3; {
+		if answeredByNew() {
+			inARow++
+			continue
+		}
+		inARow = 0
+		if time.Now().After(deadline) {
+			t.Fatal("the reloaded config did not answer within 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
