@@ -275,9 +275,10 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		return fmt.Errorf("codemode meta: list_ttl must not be negative")
 	}
 	svc := metatools.NewService(index, opts)
-	a.meta.rt = &metaRuntime{index: index, service: svc, upstreams: ups, limiter: gm, unlisten: unlisten,
-		server: metatools.NewServer(svc, &metatools.ServerOptions{ProtocolVersions: cfg.ProtocolVersions,
-			ListTTL: time.Duration(cfg.ListTTL)})}
+	srv := metatools.NewServer(svc, &metatools.ServerOptions{ProtocolVersions: cfg.ProtocolVersions,
+		ListTTL: time.Duration(cfg.ListTTL)})
+	srv.AddReceivingMiddleware(stopCancelledCalls) // mcp_cancel.go
+	a.meta.rt = &metaRuntime{index: index, service: svc, upstreams: ups, limiter: gm, unlisten: unlisten, server: srv}
 	return nil
 }
 

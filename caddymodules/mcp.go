@@ -302,6 +302,9 @@ func (h *MCPHandler) unsupportedVersion(w http.ResponseWriter, r *http.Request) 
 // session a previous config opened through the adopting handler.
 func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 	if h.Stateless {
+		if r.Method == http.MethodPost {
+			r = withPostCalls(r, statelessPost) // its requests end with it
+		}
 		h.legacy.ServeHTTP(w, r)
 		return
 	}
@@ -319,6 +322,8 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 			old.ServeHTTP(w, r)
 			return
 		}
+		r, end := h.track(w, r, sid, true)
+		defer end()
 		h.serveAdopted(w, r, sid)
 		return
 	case route == mcpRouteOtherConfig:
@@ -357,10 +362,10 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 	if d != nil && sid != "" && r.Header.Get(mcpForwardedHeader) == "" && !d.holds(sid) && d.forward(w, r, sid) {
 		return
 	}
-	if sid != "" && r.Method == http.MethodPost && w.body != nil {
-		// Before the go-sdk reads it: a request it cancels is marked
-		// before its handler can answer (mcp_cancel.go).
-		defer mcpCalls.track(sid, w, h.logger)()
+	if sid != "" {
+		var end func()
+		r, end = h.track(w, r, sid, false)
+		defer end()
 	}
 	w.onHeader = func(status int, hdr http.Header) {
 		switch {
@@ -378,6 +383,27 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 	h.legacy.ServeHTTP(w, r)
 	if r.Method == http.MethodDelete && sid != "" && w.status < 300 {
 		h.forgetSession(sid)
+	}
+}
+
+// track records the requests of a POST of session sid for cancellation
+// before the go-sdk reads it (a request it cancels is marked before its
+// handler can answer, mcp_cancel.go), and returns r carrying what their
+// handlers look up (postCalls) and the func to call once the POST is
+// answered. temporary: a temporary go-sdk session serves it.
+func (h *MCPHandler) track(w *mcpWriter, r *http.Request, sid string, temporary bool) (*http.Request, func()) {
+	if r.Method != http.MethodPost || w.body == nil {
+		return r, func() {}
+	}
+	end := mcpCalls.track(sid, w, h.logger)
+	switch pc := w.post; {
+	case pc == nil && temporary:
+		return withPostCalls(r, statelessPost), end
+	case pc == nil:
+		return r, end
+	default:
+		pc.temporary = temporary
+		return withPostCalls(r, pc), end
 	}
 }
 
@@ -424,6 +450,10 @@ func (h *MCPHandler) serveAdopted(w *mcpWriter, r *http.Request, sid string) {
 // DELETE.
 func (h *MCPHandler) serveOtherConfig(w *mcpWriter, r *http.Request, sid string) {
 	owner, held := mcpSessions.holder(sid)
+	// Tracked as in this config: the request or its cancellation may come
+	// through the other config (mcpCalls is the process's).
+	r, end := h.track(w, r, sid, held == nil)
+	defer end()
 	switch {
 	case r.Method == http.MethodGet || (held == nil && r.Method != http.MethodDelete):
 		h.adopted.ServeHTTP(w, r)

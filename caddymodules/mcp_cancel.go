@@ -2,6 +2,7 @@ package caddymodules
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdkjson "github.com/segmentio/encoding/json"
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/metatools"
 )
 
 // A request its client cancelled (notifications/cancelled) gets no
@@ -33,7 +36,8 @@ const notificationCancelled = "notifications/cancelled"
 
 // rpcCall is a request under way.
 type rpcCall struct {
-	id jsonrpc.ID
+	id     jsonrpc.ID
+	method string
 	// batch tells (stdio) that the request came in a batch, whose
 	// responses the go-sdk writes together.
 	batch bool
@@ -46,6 +50,15 @@ type rpcCall struct {
 	// post counts the cancelled requests of its POST (HTTP; nil over
 	// stdio), so that a POST's answers are looked at only when one is.
 	post *atomic.Int32
+	// A request served by a temporary go-sdk session (stateless handler,
+	// adopted session) is out of reach of a cancellation, which arrives in
+	// another POST and so in another temporary session: the gateway stops
+	// it itself. cancelHandler ends its handler's context once the handler
+	// started (stopCancelledCalls); stopped tells that it is to end at
+	// once when it starts.
+	stopMu        sync.Mutex
+	cancelHandler context.CancelFunc
+	stopped       bool
 }
 
 func (c *rpcCall) cancelled() bool { return c.marks.Load() > 0 }
@@ -62,6 +75,87 @@ func (c *rpcCall) mark(reason string) {
 func (c *rpcCall) unmark() {
 	if c.marks.Add(-1) == 0 && c.post != nil {
 		c.post.Add(-1)
+	}
+}
+
+// stop ends c's handler: now when it runs, as it starts when it has not.
+func (c *rpcCall) stop() {
+	c.stopMu.Lock()
+	c.stopped = true
+	cancel := c.cancelHandler
+	c.stopMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// started records the end of c's handler's context, ending it at once when
+// c was stopped before its handler started.
+func (c *rpcCall) started(cancel context.CancelFunc) {
+	c.stopMu.Lock()
+	c.cancelHandler = cancel
+	stopped := c.stopped
+	c.stopMu.Unlock()
+	if stopped {
+		cancel()
+	}
+}
+
+// postCalls is what a meta-tool handler finds of its POST, in the POST's
+// context (metatools.RequestContextOf the request's header).
+type postCalls struct {
+	// temporary: the POST is served by a temporary go-sdk session, whose
+	// handlers nothing but the gateway can stop; they end with the POST
+	// (nobody could receive their answers after it).
+	temporary bool
+	// byMethod are the POST's requests by method, those of a method no
+	// other request of the POST has: a handler learns its method, not its
+	// request's id, so two requests of one method in a 2025-03-26 batch
+	// are not told apart (neither is stopped by the gateway).
+	byMethod map[string]*rpcCall
+}
+
+type postCallsKey struct{}
+
+// statelessPost is the postCalls of a POST of a stateless handler: no
+// session, so no request is recorded (see mcpCalls).
+var statelessPost = &postCalls{temporary: true}
+
+func withPostCalls(r *http.Request, pc *postCalls) *http.Request {
+	return r.WithContext(context.WithValue(r.Context(), postCallsKey{}, pc))
+}
+
+// stopCancelledCalls is the meta-tools server's receiving middleware that
+// lets the gateway stop a request: its handler's context ends when the
+// request is stopped (rpcCall.stop) and, in a temporary go-sdk session,
+// when its POST ends.
+func stopCancelledCalls(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		extra := req.GetExtra()
+		if extra == nil || extra.Header == nil || strings.HasPrefix(method, "notifications/") {
+			return next(ctx, method, req)
+		}
+		post, ok := metatools.RequestContextOf(extra.Header)
+		if !ok {
+			return next(ctx, method, req)
+		}
+		pc, _ := post.Value(postCallsKey{}).(*postCalls)
+		if pc == nil {
+			return next(ctx, method, req)
+		}
+		c := pc.byMethod[method]
+		if c == nil && !pc.temporary {
+			return next(ctx, method, req)
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if pc.temporary {
+			defer context.AfterFunc(post, cancel)()
+		}
+		if c != nil {
+			c.started(cancel)
+		}
+		return next(ctx, method, req)
 	}
 }
 
@@ -232,6 +326,7 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		id     jsonrpc.ID
 		cancel bool // id is the request a cancellation cancels
 		reason string
+		method string
 	}
 	var ops []op
 	var msgs []json.RawMessage
@@ -241,7 +336,7 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		switch {
 		case !isRequest || method == "initialize":
 		case id.IsValid():
-			ops = append(ops, op{id: id})
+			ops = append(ops, op{id: id, method: method})
 		case method == notificationCancelled:
 			msg := w.body.buf
 			if batch {
@@ -272,7 +367,7 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		k := callKey{sid, o.id}
 		switch c := t.byKey[k]; {
 		case !o.cancel && c == nil: // else the go-sdk refuses the duplicate
-			c = &rpcCall{id: o.id, post: &w.cancelledCalls}
+			c = &rpcCall{id: o.id, method: o.method, post: &w.cancelledCalls}
 			t.byKey[k] = c
 			own = append(own, k)
 			if w.calls == nil {
@@ -289,6 +384,23 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		return func() {}
 	}
 	w.logger = logger
+	// Stopped once the go-sdk accepts the POST (mcpWriter.WriteHeader): in
+	// a go-sdk session its canceller stopped them already, in a temporary
+	// one nothing else does.
+	w.stops = marked
+	if len(own) > 0 {
+		w.post = &postCalls{byMethod: make(map[string]*rpcCall, len(own))}
+		seen := make(map[string]bool, len(own))
+		for _, k := range own {
+			c := w.calls[k.id]
+			if seen[c.method] {
+				delete(w.post.byMethod, c.method)
+				continue
+			}
+			seen[c.method] = true
+			w.post.byMethod[c.method] = c
+		}
+	}
 	return func() {
 		t.mu.Lock()
 		for _, k := range own {
@@ -299,6 +411,8 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 			for _, c := range marked {
 				c.unmark()
 			}
+		} else {
+			w.stopCancelled() // a POST answered without a header of its own: 200
 		}
 		if w.dropped && !w.wrote {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -314,6 +428,15 @@ func (pb *peekedBody) readHeads() ([]rpcHead, bool, bool) {
 		pb.headsDrawn = true
 	}
 	return pb.heads, pb.headsBatch, pb.headsOK
+}
+
+// stopCancelled stops the requests the POST's cancellations cancel, once.
+func (w *mcpWriter) stopCancelled() {
+	stops := w.stops
+	w.stops = nil
+	for _, c := range stops {
+		c.stop()
+	}
 }
 
 // cancelledCall is the POST's request id when its client cancelled it.

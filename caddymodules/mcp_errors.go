@@ -55,6 +55,10 @@ type mcpWriter struct {
 	cancelledCalls atomic.Int32
 	dropped        bool
 	logger         *zap.Logger
+	// stops are the requests its cancellations cancel, stopped once the
+	// POST is accepted; post is what its requests' handlers find of it.
+	stops []*rpcCall
+	post  *postCalls
 }
 
 func (w *mcpWriter) WriteHeader(code int) {
@@ -62,6 +66,9 @@ func (w *mcpWriter) WriteHeader(code int) {
 		return
 	}
 	w.wrote, w.status = true, code
+	if code < 400 && w.stops != nil {
+		w.stopCancelled()
+	}
 	if w.onHeader != nil {
 		w.onHeader(code, w.Header())
 	}

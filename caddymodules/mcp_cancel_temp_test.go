@@ -1,0 +1,177 @@
+package caddymodules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// releasedUpstream is waitUpstream whose tool also ends when the test
+// does: a plan the gateway failed to stop fails the test instead of
+// holding its cleanup for ever.
+func releasedUpstream(t *testing.T) (url string, started, stopped chan struct{}) {
+	t.Helper()
+	started, stopped = make(chan struct{}, 8), make(chan struct{}, 8)
+	release := make(chan struct{})
+	srv := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "wait", Description: "Wait until cancelled"},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]int, error) {
+			started <- struct{}{}
+			select {
+			case <-ctx.Done():
+				stopped <- struct{}{}
+				return nil, nil, ctx.Err()
+			case <-release:
+				return nil, map[string]int{"released": 1}, nil
+			}
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	t.Cleanup(func() { close(release) }) // first
+	return hs.URL, started, stopped
+}
+
+// cancelConfig is a gateway on port whose meta-tools call the upstream at
+// up: codemode_mcp at /mcp (with handler's fields) and a stateless one at
+// /stateless, X-Forwarded-For trusted from loopback.
+func cancelConfig(port int, up string, handler map[string]any) []byte {
+	h := map[string]any{"handler": "codemode_mcp"}
+	for k, v := range handler {
+		h[k] = v
+	}
+	route := func(path string, handler map[string]any) any {
+		return map[string]any{"match": []any{map[string]any{"path": []string{path}}}, "handle": []any{handler}}
+	}
+	cfg, _ := json.Marshal(map[string]any{
+		"admin":   map[string]any{"disabled": true, "config": map[string]any{"persist": false}},
+		"logging": map[string]any{"logs": map[string]any{"default": map[string]any{"level": "ERROR"}}},
+		"apps": map[string]any{
+			"codemode": map[string]any{"meta": map[string]any{"upstreams": []any{map[string]any{"name": "calc", "url": up}}}},
+			"http": map[string]any{"servers": map[string]any{"test": map[string]any{
+				"listen":          []string{fmt.Sprintf("127.0.0.1:%d", port)},
+				"automatic_https": map[string]any{"disable": true},
+				"trusted_proxies": map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}},
+				"routes": []any{route("/mcp", h),
+					route("/stateless", map[string]any{"handler": "codemode_mcp", "stateless": true})},
+			}}},
+		},
+	})
+	return cfg
+}
+
+// postAsync posts msg with header on a connection of its own and reports
+// the answer (status, Content-Type, body) on the channel; ctx ends it.
+func postAsync(ctx context.Context, url string, header map[string]string, msg string) <-chan [3]string {
+	out := make(chan [3]string, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(msg))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		if err != nil {
+			out <- [3]string{"", "", err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		out <- [3]string{fmt.Sprint(resp.StatusCode), resp.Header.Get("Content-Type"), string(b)}
+	}()
+	return out
+}
+
+// cancelInFlight sends a plan as request id of the session in header,
+// cancels it from another POST once its tool call runs, and checks that the
+// plan is stopped and its POST ends without a response.
+func cancelInFlight(t *testing.T, url string, header map[string]string, started, stopped chan struct{}, id string) {
+	t.Helper()
+	answered := postAsync(context.Background(), url, header, waitCall(id))
+	waitFor(t, started, "start of the plan's tool call")
+	if status, _, body := rawMCP(t, url, header, cancelNote(id)); status != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled: %d %s", status, body)
+	}
+	waitFor(t, stopped, "stop of the plan's tool call after the cancellation")
+	a := waitFor(t, answered, "end of the cancelled request's POST")
+	if a[0] != "200" || !strings.HasPrefix(a[1], "text/event-stream") || a[2] != "" {
+		t.Fatalf("cancelled request's POST: %s %s %.400q, want 200, an SSE stream without events", a[0], a[1], a[2])
+	}
+}
+
+// TestMCPCancelInTemporarySessions: a request that a temporary go-sdk
+// session serves (a session adopted after a config reload; during a reload,
+// one the other config adopted) is cancelled by a notifications/cancelled
+// that comes in a POST of its own, so in another temporary session, which
+// the go-sdk ignores: the gateway stops the plan and leaves its answer out,
+// as in a go-sdk session. So too for a request the other config's go-sdk
+// session serves during a reload (it stopped the plan, and its answer was
+// sent). A stateless handler's request (no session, so a cancellation in
+// another POST names no request of the caller's own) is stopped when its
+// POST ends. Before, each plan ran on: its tool call never saw its context
+// end.
+func TestMCPCancelInTemporarySessions(t *testing.T) {
+	up, started, stopped := releasedUpstream(t)
+	net := nextMCPTestNet()
+	mcpTestClient = reloadClient
+	t.Cleanup(func() { mcpTestClient = http.DefaultClient })
+	port := freePort(t)
+	startCaddy(t, cancelConfig(port, up, nil))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	session := func(sid string) map[string]string {
+		return map[string]string{"X-Forwarded-For": net + "1", "Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	}
+
+	t.Run("adopted", func(t *testing.T) {
+		sid := mcpOpen(t, url, net+"1")
+		if err := caddy.Load(cancelConfig(port, up, map[string]any{"session_timeout": "20m"}), true); err != nil {
+			t.Fatal(err)
+		}
+		cancelInFlight(t, url, session(sid), started, stopped, "5")
+		if status, body := mcpPing(t, url, net+"1", sid); status != http.StatusOK || !strings.Contains(body, `"result"`) {
+			t.Fatalf("ping after the cancellation: %d %s", status, body)
+		}
+	})
+
+	// During a reload: the session is the other config's, whose go-sdk
+	// session holds it (held) or that adopted it already.
+	for _, held := range []bool{true, false} {
+		t.Run(fmt.Sprint("other_config_held_", held), func(t *testing.T) {
+			sid := mcpOpen(t, url, net+"1")
+			mcpSessions.mu.Lock()
+			rec := mcpSessions.byID[sid]
+			owner := rec.owner
+			rec.owner = &mcpSessionOwner{cfg: new(App)} // a config still running
+			if !held {
+				rec.server, rec.handler = nil, nil
+			}
+			mcpSessions.mu.Unlock()
+			t.Cleanup(func() {
+				mcpSessions.mu.Lock()
+				rec.owner = owner
+				mcpSessions.mu.Unlock()
+			})
+			if r := mcpSessions.route(sid, "ip:"+net+"1", owner); r != mcpRouteOtherConfig {
+				t.Fatalf("route %v, want %v", r, mcpRouteOtherConfig)
+			}
+			cancelInFlight(t, url, session(sid), started, stopped, `"x"`)
+		})
+	}
+
+	t.Run("stateless_post_ends", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		postAsync(ctx, fmt.Sprintf("http://127.0.0.1:%d/stateless", port), map[string]string{"Mcp-Protocol-Version": "2025-11-25"}, waitCall("1"))
+		waitFor(t, started, "start of the plan's tool call")
+		cancel() // the client goes away
+		waitFor(t, stopped, "stop of the plan's tool call after its POST ended")
+	})
+}
