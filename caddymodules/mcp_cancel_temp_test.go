@@ -7,11 +7,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
 // releasedUpstream is waitUpstream whose tool also ends when the test
@@ -174,4 +181,108 @@ func TestMCPCancelInTemporarySessions(t *testing.T) {
 		cancel() // the client goes away
 		waitFor(t, stopped, "stop of the plan's tool call after its POST ended")
 	})
+}
+
+// serveSecondGateway runs caddyfile in a process of its own (this test
+// binary, serveCaddyfileEnv) until the test ends, once url answers.
+func serveSecondGateway(t *testing.T, caddyfile, url string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serveCaddyfileEnv+"="+path)
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			return
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("second gateway exited: %v\n%s", err, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("second gateway did not answer: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestMCPCancelAcrossGateways: two gateway processes share the MCP
+// sessions through Redis (gateway_url). A session that one of them adopted
+// after a config reload is registered as its own, so a cancellation that
+// reaches the other gateway is forwarded to it like any request of the
+// session, and the plan running there is stopped and left unanswered. The
+// request and its cancellation meet in the process that holds the session;
+// nothing about a request under way is kept in Redis.
+func TestMCPCancelAcrossGateways(t *testing.T) {
+	mcpTestClient = reloadClient
+	t.Cleanup(func() { mcpTestClient = http.DefaultClient })
+	rdb, prefix := redistest.Client(t)
+	up, started, stopped := releasedUpstream(t)
+	ports := []int{freePort(t), freePort(t)}
+	caddyfile := func(port int, timeout string) string {
+		return fmt.Sprintf(`{
+	admin off
+	persist_config off
+	log {
+		level ERROR
+	}
+	codemode {
+		storage redis %[1]s {
+			key_prefix %[2]s
+		}
+		meta {
+			upstream calc {
+				url %[3]s
+			}
+		}
+	}
+}
+http://127.0.0.1:%[4]d {
+	codemode_mcp {
+		gateway_url http://127.0.0.1:%[4]d/mcp
+		session_timeout %[5]s
+	}
+}
+`, rdb.Options().Addr, prefix, up, port, timeout)
+	}
+	startCaddyfile(t, caddyfile(ports[0], "30m"))
+	urls := []string{fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[0]), fmt.Sprintf("http://127.0.0.1:%d/mcp", ports[1])}
+	serveSecondGateway(t, caddyfile(ports[1], "30m"), urls[1])
+	sid := mcpOpen(t, urls[0], "10.9.1.1")
+	loadCaddyfile(t, caddyfile(ports[0], "20m")) // the session is adopted by its next request
+	header := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	answered := postAsync(context.Background(), urls[0], header, waitCall("5"))
+	waitFor(t, started, "start of the plan's tool call")
+	if status, _, body := rawMCP(t, urls[1], header, cancelNote("5")); status != http.StatusAccepted {
+		t.Fatalf("notifications/cancelled through the other gateway: %d %s", status, body)
+	}
+	waitFor(t, stopped, "stop of the plan's tool call after the cancellation")
+	if a := waitFor(t, answered, "end of the cancelled request's POST"); a[0] != "200" || a[2] != "" {
+		t.Fatalf("cancelled request's POST: %s %s %.400q, want 200 without a response", a[0], a[1], a[2])
+	}
+	if status, _, body := rawMCP(t, urls[1], header, `{"jsonrpc":"2.0","id":6,"method":"ping"}`); status != http.StatusOK || !strings.Contains(body, `"id":6`) {
+		t.Fatalf("ping through the other gateway after the cancellation: %d %s", status, body)
+	}
 }
