@@ -19,6 +19,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
+	sdkjson "github.com/segmentio/encoding/json"
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
@@ -513,22 +514,31 @@ func (h *MCPHandler) isModern(r *http.Request) (bool, json.RawMessage) {
 // peekMessage reads the id and params._meta protocol version of the
 // JSON-RPC message in r's body and puts the body back as it was. A body
 // over the transport's limit or not a single JSON object yields nothing;
-// the MCP handler then answers it.
+// the MCP handler then answers it. Read as the go-sdk reads it (keys
+// matched exactly), without copying the id or decoding anything else:
+// the whole _meta was decoded into a map, in a second full decode of every
+// POST without the revision's header and a session (every initialize).
 func peekMessage(r *http.Request) (json.RawMessage, string) {
 	buf, ok := peekBody(r)
 	if !ok {
 		return nil, ""
 	}
+	t := bytes.TrimSpace(buf)
+	if len(t) == 0 || t[0] != '{' {
+		return nil, ""
+	}
 	var msg struct {
 		ID     json.RawMessage `json:"id"`
 		Params struct {
-			Meta map[string]any `json:"_meta"`
+			Meta struct {
+				Version any `json:"io.modelcontextprotocol/protocolVersion"`
+			} `json:"_meta"`
 		} `json:"params"`
 	}
-	if json.Unmarshal(buf, &msg) != nil {
+	if _, err := sdkjson.Parse(t, &msg, sdkjson.DontMatchCaseInsensitiveStructFields|sdkjson.DontCopyRawMessage); err != nil {
 		return nil, ""
 	}
-	v, _ := msg.Params.Meta[mcp.MetaKeyProtocolVersion].(string)
+	v, _ := msg.Params.Meta.Version.(string)
 	return msg.ID, v
 }
 

@@ -239,9 +239,9 @@ func initializeParamsProblem(params json.RawMessage) string {
 		if !ok {
 			continue
 		}
-		dec := sdkjson.NewDecoder(bytes.NewReader(raw))
-		dec.DontMatchCaseInsensitiveStructFields()
-		err := dec.Decode(f.into)
+		// Parse is the go-sdk decoder's Decode without the decoder, which
+		// allocated a 32 KiB buffer per field (96 KB per initialize).
+		_, err := sdkjson.Parse(raw, f.into, sdkjson.DontMatchCaseInsensitiveStructFields)
 		if err == nil {
 			continue
 		}
