@@ -1534,6 +1534,12 @@ func (ix *BM25) plan(query string) *queryPlan {
 			}
 		}
 	}
+	if len(qIntents) == 0 && ix.undoesCreate(qtoks, qp) {
+		// "unsubscribe from a tag": the verb undoes what a call creates
+		// (a subscription), so the request deletes it.
+		qIntents = []Intent{IntentDelete}
+		qp.families = map[Intent]bool{IntentDelete: true}
+	}
 	// Title coverage counts every intent word of the query ("which fields do
 	// I need to create an issue" covers "create"). A request to list covers
 	// a title that lists or searches, not one that gets one thing; a
@@ -1605,6 +1611,48 @@ func (ix *BM25) plan(query string) *queryPlan {
 	qp.implicit = len(qIntents) == 0 && !qp.action
 	qp.existing = !qp.families[IntentCreate] && numbered(qtoks)
 	return qp
+}
+
+// undoesCreate reports whether a request opens with a verb that "un"
+// makes of another ("unsubscribe", "unfollow") whose base or one of its
+// relatives names what some call of the catalog only creates (subscribe:
+// a subscription): undoing it deletes that thing. A base no call creates
+// ("unarchive", "unpause": no call makes an archive or a pause) is
+// undone by an edit, not a delete.
+func (ix *BM25) undoesCreate(toks []string, qp *queryPlan) bool {
+	if len(toks) == 0 {
+		return false
+	}
+	rest, ok := strings.CutPrefix(toks[0], "un")
+	if !ok || len(rest) < 3 || !isVerb(rest) {
+		return false
+	}
+	if _, known := lex().pos[toks[0]]; known {
+		return false
+	}
+	// The verb need not be followed by its object ("unsubscribe from a
+	// tag"), so its terms are its group's, not qp.verbTerms.
+	terms := map[string]bool{}
+	for _, g := range qp.groups {
+		if g.at == 1 {
+			for _, wt := range g.terms {
+				terms[wt.term] = true
+			}
+		}
+	}
+	for d, fs := range ix.families {
+		if len(fs) == 0 || !terms[ix.heads[d]] {
+			continue
+		}
+		creates := true
+		for _, f := range fs {
+			creates = creates && f == IntentCreate
+		}
+		if creates {
+			return true
+		}
+	}
+	return false
 }
 
 // countedNoun reports whether toks[i] is what "how many" counts ("how many

@@ -2548,3 +2548,23 @@ func TestCountedCompound(t *testing.T) {
 		t.Errorf("first %v, want a_GetHealthCheckCount", hits)
 	}
 }
+
+// TestUnVerbDeletes: a verb "un" makes of another ("unsubscribe") whose
+// base names what a call only creates (a subscription) deletes that thing;
+// one whose base no call creates ("unpause") is left alone.
+func TestUnVerbDeletes(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_list_subscriptions", AppID: "a", Description: "List all subscriptions", Method: "GET", Path: "/subscriptions"},
+		{Name: "a_add_subscription", AppID: "a", Description: "Add a subscription of a specific type", Method: "POST", Path: "/subscriptions"},
+		{Name: "a_delete_subscription", AppID: "a", Description: "Delete subscriptions of a specific type", Method: "DELETE", Path: "/subscriptions/{subscriptionId}"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "unsubscribe from a tag", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_delete_subscription" {
+		t.Errorf("unsubscribe from a tag: first %v, want a_delete_subscription", hits)
+	}
+	qp := ix.plan("unpause a subscription")
+	if qp.families[IntentDelete] {
+		t.Errorf("unpause: no call creates a pause, so the request deletes nothing")
+	}
+}
