@@ -992,6 +992,9 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 				groups = append(groups, g)
 			}
 		}
+		if g, ok := ix.acronym(toks, i); ok {
+			groups = append(groups, g)
+		}
 		if stopwords[t] || questionWords[t] && i == 0 || intentTok[i] && len(intentTok) > 1 || isNumber(t) {
 			// Stopwords, an opening question word, both words of a phrasal
 			// verb ("look up") and numbers ("issue 12") say nothing about
@@ -1611,6 +1614,51 @@ func (ix *BM25) plan(query string) *queryPlan {
 	qp.implicit = len(qIntents) == 0 && !qp.action
 	qp.existing = !qp.families[IntentCreate] && numbered(qtoks)
 	return qp
+}
+
+// acronym is the group of the acronym that the words from toks[i] on
+// spell out, when the catalog writes it and WordNet does not know it as a
+// word: "software bill of materials" is an SBOM, "access control list" an
+// ACL, "time to live" a TTL. Its letters are the first of each word, with
+// or without the function words between ("of", "to"); two words at least,
+// none an intent word, the first and the last no function word.
+func (ix *BM25) acronym(toks []string, i int) (termGroup, bool) {
+	if stopwords[toks[i]] || intentWords[toks[i]] != IntentNone || questionWords[toks[i]] {
+		return termGroup{}, false
+	}
+	var allBuf, contentBuf [6]byte
+	all, content := allBuf[:0], contentBuf[:0]
+	for j := i; j < len(toks) && j < i+len(allBuf); j++ {
+		t := toks[j]
+		if t == "" || intentWords[t] != IntentNone || isNumber(t) {
+			break
+		}
+		all = append(all, t[0])
+		if stopwords[t] {
+			continue
+		}
+		content = append(content, t[0])
+		if len(content) < 2 {
+			continue
+		}
+		for _, a := range [2][]byte{all, content} {
+			// (Indexing a map by string(a) does not allocate.)
+			if len(a) < 3 {
+				continue
+			}
+			if _, ok := ix.idf[string(a)]; !ok {
+				continue
+			}
+			if _, known := lex().pos[string(a)]; known {
+				continue
+			}
+			var g termGroup
+			g.add(string(a), 1)
+			g.optional = true
+			return g, true
+		}
+	}
+	return termGroup{}, false
 }
 
 // undoesCreate reports whether a request opens with a verb that "un"

@@ -2568,3 +2568,22 @@ func TestUnVerbDeletes(t *testing.T) {
 		t.Errorf("unpause: no call creates a pause, so the request deletes nothing")
 	}
 }
+
+// TestAcronymSpelledOut: a request that spells out an acronym the catalog
+// writes ("software bill of materials": sbom) meets it; initials WordNet
+// knows as a word are no acronym.
+func TestAcronymSpelledOut(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_get_image_sbom_native", AppID: "a", Description: "Get image sbom in the native format", Method: "GET", Path: "/images/{imageDigest}/sboms/native"},
+		{Name: "a_get_image_content_by_type_files", AppID: "a", Description: "Get the content of an image by type files", Method: "GET", Path: "/images/{imageDigest}/content/files"},
+		{Name: "a_get_image_content_by_type", AppID: "a", Description: "Get the content of an image by type", Method: "GET", Path: "/images/{imageDigest}/content/{ctype}"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "download the software bill of materials of an image", 3)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_get_image_sbom_native" {
+		t.Errorf("first %v, want a_get_image_sbom_native", hits)
+	}
+	if g, ok := ix.acronym(Tokenize("get the type of content"), 2); ok {
+		t.Errorf("type of content: acronym %v, want none", g)
+	}
+}
