@@ -1424,6 +1424,9 @@ type queryPlan struct {
 	words map[string]bool
 	// question marks a request that opens with a question word.
 	question bool
+	// plurals are the lemmas of the words the request writes in the
+	// plural (not what "how many" counts).
+	plurals map[string]bool
 	// part marks a request that adds or removes a part of what its
 	// modifier names (see partOf).
 	part bool
@@ -1439,9 +1442,15 @@ func (ix *BM25) plan(query string) *queryPlan {
 	query = ix.withoutTypos(query)
 	qp := &queryPlan{apps: apps, groups: ix.queryGroups(query), families: map[Intent]bool{}, qterms: map[string]bool{}, words: map[string]bool{}}
 	qtoks := ix.queryTokens(query)
-	for _, t := range qtoks {
+	for i, t := range qtoks {
 		for _, l := range Lemmas(t) {
 			qp.words[l] = true
+		}
+		if ix.plural(t) && !countedNoun(qtoks, i) {
+			if qp.plurals == nil {
+				qp.plurals = map[string]bool{}
+			}
+			qp.plurals[Lemmas(t)[0]] = true
 		}
 	}
 	unknownIDF := math.Log(1 + (float64(ix.n)+0.5)/0.5)
@@ -1856,7 +1865,10 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		// which a list request does not ask for.
 		note("item-path", itemPathFactor)
 	}
-	if qp.listing && ix.pluralHead[d] {
+	if (qp.listing || qp.plurals[ix.heads[d]]) && ix.pluralHead[d] {
+		// A list request asks for many things; so does a request to act
+		// on what it names in the plural ("clear out old events":
+		// delete_events, not delete_event).
 		note("plural-head", pluralHeadFactor)
 	}
 

@@ -2587,3 +2587,20 @@ func TestAcronymSpelledOut(t *testing.T) {
 		t.Errorf("type of content: acronym %v, want none", g)
 	}
 }
+
+// TestPluralHeadAnyIntent: a request that names its things in the plural
+// prefers the call whose name writes them in the plural, whatever it asks
+// to do ("clear out old events": delete_events).
+func TestPluralHeadAnyIntent(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_delete_event", AppID: "a", Description: "Delete Event", Method: "DELETE", Path: "/events/{eventId}"},
+		{Name: "a_delete_events", AppID: "a", Description: "Delete Events", Method: "DELETE", Path: "/events"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{"clear out old events": "a_delete_events", "delete an event": "a_delete_event"} {
+		hits := rankOf(t, ix, q, 2)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%s: first %v, want %s", q, hits, want)
+		}
+	}
+}
