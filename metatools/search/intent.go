@@ -80,6 +80,17 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 			if verbFirst {
 				continue
 			}
+			if in == IntentList {
+				// "show the details of an event", "show me the detail of
+				// a job": what is shown is one thing's details.
+				j := i + 1
+				for j < len(toks) && (determiners[toks[j]] || toks[j] == "me") {
+					j++
+				}
+				if j < len(toks) && (toks[j] == "details" || toks[j] == "detail") {
+					return []Intent{IntentGet}, map[int]bool{i: true, j: true}
+				}
+			}
 			return []Intent{in}, map[int]bool{i: true}
 		}
 	}

@@ -2604,3 +2604,13 @@ func TestPluralHeadAnyIntent(t *testing.T) {
 		}
 	}
 }
+
+// TestShowDetailsGets: "show" lists, but "show the details of an event"
+// asks for one thing's details.
+func TestShowDetailsGets(t *testing.T) {
+	for q, want := range map[string]Intent{"show the details of an event": IntentGet, "show me the detail of a job": IntentGet, "show the events": IntentList} {
+		if got := QueryIntents(q); len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %v, want %v", q, got, want)
+		}
+	}
+}
