@@ -2614,3 +2614,23 @@ func TestShowDetailsGets(t *testing.T) {
 		}
 	}
 }
+
+// TestAutomaticallyRule: what a request wants done "automatically" is
+// done by a rule, a timer or an automation the API keeps (Discourse
+// "automatically close a topic in 3 days": createTopicTimer).
+func TestAutomaticallyRule(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_createTopicTimer", AppID: "a", Description: "Create topic timer", Method: "POST", Path: "/t/{id}/timer.json"},
+		{Name: "a_create_analysis_archive_rule", AppID: "a", Method: "POST", Path: "/archives/rules"},
+	}
+	ix := NewBM25(docs)
+	found := map[string]bool{}
+	for _, g := range ix.queryGroups("automatically close a topic in 3 days") {
+		for _, wt := range g.terms {
+			found[wt.term] = true
+		}
+	}
+	if !found["timer"] || !found["rule"] {
+		t.Errorf("automatically: terms %v, want timer and rule among them", found)
+	}
+}
