@@ -64,6 +64,7 @@ var domainRelated = map[string][]string{
 	"enable": {"activate"}, "disable": {"deactivate", "suspend"},
 	"active": {"status", "state"}, "inactive": {"status", "state"},
 	"collaborator": {"contributor"}, "contributor": {"collaborator"},
+	"scan": {"analysis", "analyze"}, "cve": {"vulnerability"}, "vulnerability": {"cve"},
 	"automatically": {"rule", "timer", "automation"}, "automatic": {"rule", "timer", "automation"},
 	"check": {"verify", "validate", "test"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 }

@@ -2634,3 +2634,24 @@ func TestAutomaticallyRule(t *testing.T) {
 		t.Errorf("automatically: terms %v, want timer and rule among them", found)
 	}
 }
+
+// TestScanAnalysis: a security scan is what APIs call an analysis, and a
+// CVE a vulnerability.
+func TestScanAnalysis(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_add_image", AppID: "a", Description: "Submit a new image for analysis by the engine", Method: "POST", Path: "/images"},
+		{Name: "a_get_image_vulnerabilities", AppID: "a", Description: "Get vulnerabilities by type", Method: "GET", Path: "/images/{imageDigest}/vuln/{vtype}"},
+	}
+	ix := NewBM25(docs)
+	found := map[string]bool{}
+	for _, q := range []string{"scan a docker image", "list the CVEs of an image"} {
+		for _, g := range ix.queryGroups(q) {
+			for _, wt := range g.terms {
+				found[wt.term] = true
+			}
+		}
+	}
+	if !found["analysis"] || !found["vulnerability"] {
+		t.Errorf("terms %v, want analysis and vulnerability among them", found)
+	}
+}
