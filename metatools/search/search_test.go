@@ -2655,3 +2655,15 @@ func TestScanAnalysis(t *testing.T) {
 		t.Errorf("terms %v, want analysis and vulnerability among them", found)
 	}
 }
+
+// TestCancelDeletes: to cancel something is to delete it (a scheduled
+// change, an import in progress): LaunchDarkly "cancel a scheduled flag
+// change" finds the delete of the scheduled change, Anchore "cancel an
+// import" the DELETE that invalidates the import.
+func TestCancelDeletes(t *testing.T) {
+	for _, q := range []string{"cancel an import", "cancel a scheduled flag change"} {
+		if got := QueryIntents(q); len(got) != 1 || got[0] != IntentDelete {
+			t.Errorf("%s: %v, want delete", q, got)
+		}
+	}
+}

@@ -108,7 +108,7 @@ var intentWords = map[string]Intent{
 	"delete": IntentDelete, "remove": IntentDelete, "destroy": IntentDelete, "erase": IntentDelete,
 	"drop": IntentDelete, "del": IntentDelete, "deletes": IntentDelete, "removes": IntentDelete,
 	"purge": IntentDelete, "clear": IntentDelete, "revoke": IntentDelete, "unregister": IntentDelete,
-	"kill": IntentDelete, "terminate": IntentDelete, "discard": IntentDelete, "trash": IntentDelete,
+	"kill": IntentDelete, "cancel": IntentDelete, "terminate": IntentDelete, "discard": IntentDelete, "trash": IntentDelete,
 
 	"search": IntentSearch, "find": IntentSearch, "query": IntentSearch, "lookup": IntentSearch,
 	"filter": IntentSearch, "look": IntentSearch, "searches": IntentSearch, "locate": IntentSearch,
