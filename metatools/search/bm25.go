@@ -206,6 +206,9 @@ var (
 	// pluralHeadFactor scales, for a list request, a tool whose name
 	// writes its head in the plural (`getGoals` over `getGoal`).
 	pluralHeadFactor = 1.05
+	// oppositeSwitchFactor scales, for a request to turn something on
+	// or off, a tool whose name turns it the other way.
+	oppositeSwitchFactor = 0.8
 	// headInModifier scales a tool whose name's head noun only the
 	// request's modifier names ("a ticket in a project": createProject).
 	headInModifier = 0.7
@@ -255,6 +258,9 @@ type BM25 struct {
 	words map[string]bool
 	// heads are the lemmas of the thing each tool acts on (see nameHead).
 	heads []string
+	// switches says whether a tool's name opens with a verb that turns
+	// something on (1: enable, activate) or off (-1: disable, deactivate).
+	switches []int8
 	// pluralHead says whether the name writes its head in the plural
 	// (`getGoals`, `listPods`).
 	pluralHead []bool
@@ -413,7 +419,7 @@ func NewBM25(docs []Doc) *BM25 {
 	vocab := map[string]bool{} // every term of every field
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), switches: make([]int8, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
 		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n), queryKeys: make([][]string, n), itemPath: make([]bool, n), listPath: make([]bool, n)}
 	for i, d := range docs {
 		var body []string
@@ -516,6 +522,9 @@ func NewBM25(docs []Doc) *BM25 {
 			}
 		}
 		ix.heads[i] = nameHead(hname)
+		if toks := Tokenize(local); len(toks) > 0 {
+			ix.switches[i] = switchWords[toks[0]]
+		}
 		if w := nameHeadWord(hname); w != ix.heads[i] && strings.HasSuffix(w, "s") {
 			ix.pluralHead[i] = true
 		}
@@ -1424,6 +1433,9 @@ type queryPlan struct {
 	words map[string]bool
 	// question marks a request that opens with a question word.
 	question bool
+	// turn is 1 for a request to turn something on ("turn on DNSSEC
+	// signing"), -1 to turn it off, else 0.
+	turn int8
 	// plurals are the lemmas of the words the request writes in the
 	// plural (not what "how many" counts).
 	plurals map[string]bool
@@ -1469,7 +1481,29 @@ func (ix *BM25) plan(query string) *queryPlan {
 		}
 		qp.upper += gUpper
 	}
-	qIntents := QueryIntents(query)
+	itoks := Tokenize(query)
+	qIntents, intentToks := queryIntent(itoks)
+	if len(intentToks) == 2 {
+		// "turn on DNSSEC signing", "switch the alerts off".
+		var first, second string
+		for i := range itoks {
+			if intentToks[i] {
+				if first == "" {
+					first = itoks[i]
+				} else {
+					second = itoks[i]
+				}
+			}
+		}
+		if first == "turn" || first == "switch" {
+			switch second {
+			case "on":
+				qp.turn = 1
+			case "off":
+				qp.turn = -1
+			}
+		}
+	}
 	for _, in := range qIntents {
 		qp.families[intentFamily(in)] = true
 		qp.listing = qp.listing || in == IntentList
@@ -1670,6 +1704,11 @@ func (ix *BM25) acronym(toks []string, i int) (termGroup, bool) {
 	return termGroup{}, false
 }
 
+// switchWords are the verbs a name opens with that turn something on (1)
+// or off (-1).
+var switchWords = map[string]int8{"enable": 1, "enables": 1, "activate": 1, "activates": 1,
+	"disable": -1, "disables": -1, "deactivate": -1, "deactivates": -1}
+
 // undoesCreate reports whether a request opens with a verb that "un"
 // makes of another ("unsubscribe", "unfollow") whose base or one of its
 // relatives names what some call of the catalog only creates (subscribe:
@@ -1864,6 +1903,10 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		// The path says the call reads one thing ("/pools/{pool_name}"),
 		// which a list request does not ask for.
 		note("item-path", itemPathFactor)
+	}
+	if qp.turn != 0 && ix.switches[d] == -qp.turn {
+		// "turn on DNSSEC signing" does not disable it.
+		note("opposite-switch", oppositeSwitchFactor)
 	}
 	if (qp.listing || qp.plurals[ix.heads[d]]) && ix.pluralHead[d] {
 		// A list request asks for many things; so does a request to act

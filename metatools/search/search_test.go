@@ -2667,3 +2667,19 @@ func TestCancelDeletes(t *testing.T) {
 		}
 	}
 }
+
+// TestTurnOnOff: a request to turn something on does not ask for the call
+// that disables it, nor one to turn it off for the call that enables it.
+func TestTurnOnOff(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_DisableHostedZoneDNSSEC", AppID: "a", Description: "Disables DNSSEC signing in a specific hosted zone.", Method: "POST", Path: "/hostedzone/{Id}/disable-dnssec"},
+		{Name: "a_EnableHostedZoneDNSSEC", AppID: "a", Description: "Enables DNSSEC signing in a specific hosted zone.", Method: "POST", Path: "/hostedzone/{Id}/enable-dnssec"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{"turn on DNSSEC signing for a zone": "a_EnableHostedZoneDNSSEC", "turn DNSSEC signing off": "a_DisableHostedZoneDNSSEC"} {
+		hits := rankOf(t, ix, q, 2)
+		if len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%s: first %v, want %s", q, hits, want)
+		}
+	}
+}
