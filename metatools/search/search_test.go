@@ -2669,8 +2669,18 @@ func TestCancelDeletes(t *testing.T) {
 }
 
 // TestTurnOnOff: a request to turn something on does not ask for the call
-// that disables it, nor one to turn it off for the call that enables it.
+// that disables it, nor one to turn it off for the call that enables it;
+// nor does a request to detach or remove ask for the call that attaches or
+// associates.
 func TestTurnOnOff(t *testing.T) {
+	join := []Doc{
+		{Name: "a_AssociateVPCWithHostedZone", AppID: "a", Description: "Associates an Amazon VPC with a private hosted zone.", Method: "POST", Path: "/hostedzone/{Id}/associatevpc"},
+		{Name: "a_DisassociateVPCFromHostedZone", AppID: "a", Description: "Disassociates an Amazon Virtual Private Cloud (Amazon VPC) from an Amazon Route 53 private hosted zone. Note the following: You can't disassociate the last Amazon VPC from a private hosted zone.", Method: "POST", Path: "/hostedzone/{Id}/disassociatevpc"},
+	}
+	jix := NewBM25(join)
+	if hits := rankOf(t, jix, "detach a VPC from a private zone", 2); len(hits) == 0 || join[hits[0].Doc].Name != "a_DisassociateVPCFromHostedZone" {
+		t.Errorf("detach a VPC from a private zone: first %v, want a_DisassociateVPCFromHostedZone", hits)
+	}
 	docs := []Doc{
 		{Name: "a_DisableHostedZoneDNSSEC", AppID: "a", Description: "Disables DNSSEC signing in a specific hosted zone.", Method: "POST", Path: "/hostedzone/{Id}/disable-dnssec"},
 		{Name: "a_EnableHostedZoneDNSSEC", AppID: "a", Description: "Enables DNSSEC signing in a specific hosted zone.", Method: "POST", Path: "/hostedzone/{Id}/enable-dnssec"},
