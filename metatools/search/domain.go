@@ -87,6 +87,7 @@ var domainPhrases = map[[2]string][]weighted{
 	{"at", "once"}:        {{"bulk", 0.7}, {"batch", 0.7}, {"multiple", 0.5}, {"collection", 0.5}},
 	{"how", "many"}:       {{"count", 0.5}, {"total", 0.35}, {"number", 0.3}, {"statistic", 0.3}},
 	{"how", "much"}:       {{"total", 0.5}, {"statistic", 0.3}},
+	{"how", "long"}:       {{"length", 0.5}, {"duration", 0.5}},
 }
 
 // questionTerms are what a question word asks about: "who" asks for people.

@@ -2693,3 +2693,22 @@ func TestTurnOnOff(t *testing.T) {
 		}
 	}
 }
+
+// TestHowLong: "how long" asks for a length or a duration ("how long are
+// the analysis queues", "how long did the build take").
+func TestHowLong(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_get_service_detail", AppID: "a", Description: "System status. Get the system status including queue lengths", Method: "GET", Path: "/system"},
+		{Name: "a_get_run", AppID: "a", Description: "Get a run with its duration", Method: "GET", Path: "/runs/{id}"},
+	}
+	ix := NewBM25(docs)
+	found := map[string]bool{}
+	for _, g := range ix.queryGroups("how long are the analysis queues right now?") {
+		for _, wt := range g.terms {
+			found[wt.term] = true
+		}
+	}
+	if !found["length"] || !found["duration"] {
+		t.Errorf("how long: terms %v, want length and duration among them", found)
+	}
+}
