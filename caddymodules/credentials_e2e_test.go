@@ -14,13 +14,11 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -528,45 +526,7 @@ func brokerExecute(t *testing.T, base, token, code string) string {
 // see serveCaddyfileEnv) and waits until it answers.
 func startSecondGateway(t *testing.T, g2 *credGateway) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	if err := os.WriteFile(path, []byte(g2.caddyfile(t)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), serveCaddyfileEnv+"="+path)
-	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(g2.base + "/.well-known/oauth-protected-resource")
-		if err == nil {
-			resp.Body.Close()
-			return
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("second gateway exited: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("second gateway did not answer: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	serveSecondGateway(t, g2.caddyfile(t), g2.base+"/.well-known/oauth-protected-resource")
 }
 
 func signingKeyJWK(t *testing.T) string {
