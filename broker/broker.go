@@ -535,6 +535,9 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 		if ctxJSON, err = json.Marshal(opts.Context); err != nil {
 			return nil, newError(http.StatusBadRequest, CodeValidationError, "context is not JSON-serializable: "+err.Error())
 		}
+		if msg := sandbox.CheckContext(ctxJSON); msg != "" {
+			return nil, newError(http.StatusBadRequest, CodeValidationError, msg)
+		}
 	}
 
 	now := b.now()

@@ -188,6 +188,10 @@ func TestHTTPErrors(t *testing.T) {
 		{"maxSteps above the engine", "POST", "/execute", `{"code":"return 1","maxSteps":1e9}`, "", 400, CodeLimitExceeded},
 		{"fractional maxToolCalls", "POST", "/execute", `{"code":"return 1","maxToolCalls":1.5}`, "", 400, CodeValidationError},
 		{"bad filter", "POST", "/execute", `{"code":"return 1","filter":{"types":["nope"]}}`, "", 400, CodeValidationError},
+		// The sandbox takes a context nested 64 deep at most: a deeper one
+		// was a session that ended at once with the engine's
+		// MESSAGE_INVALID, the caller's mistake reported as the gateway's.
+		{"context nested too deep", "POST", "/execute", `{"code":"return 1","context":` + strings.Repeat(`{"a":`, 65) + "1" + strings.Repeat("}", 66), "", 400, CodeValidationError},
 		{"too large", "POST", "/execute", big, "", 413, CodePayloadTooLarge},
 		{"wrong content type", "POST", "/execute", `{"code":"return 1"}`, "text/plain", 415, CodeUnsupportedMediaType},
 	} {

@@ -680,6 +680,11 @@ func validateExecute(in *ExecuteInput, maxScript int) error {
 	if len(in.Context) > 0 && !isJSONObject(in.Context) {
 		return validationError("context", "must be a JSON object")
 	}
+	if len(in.Context) > 0 {
+		if msg := sandbox.CheckContext(in.Context); msg != "" {
+			return validationError("context", msg)
+		}
+	}
 	return nil
 }
 

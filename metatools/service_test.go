@@ -121,6 +121,29 @@ func TestExecuteEngineErrors(t *testing.T) {
 	}
 }
 
+// TestExecuteContextTooDeep: a context nested deeper than the sandbox
+// takes is the caller's mistake, VALIDATION_ERROR on context, not the
+// engine's MESSAGE_INVALID marked transient (a client told to retry it
+// would fail the same way each time).
+func TestExecuteContextTooDeep(t *testing.T) {
+	ix, _ := NewIndex([]ToolSource{registeredTools()}, nil)
+	ix.Reload(context.Background())
+	engine := sandbox.NewInProcess(nil)
+	defer engine.Close()
+	svc := NewService(ix, &Options{Engine: engine})
+	nest := func(n int) json.RawMessage {
+		return json.RawMessage(strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n))
+	}
+	_, err := svc.Execute(context.Background(), ExecuteInput{Script: "return 1", Context: nest(sandbox.MaxContextDepth + 1)})
+	if me, ok := err.(*Error); !ok || me.Code != CodeValidationError || me.Field != "context" || me.Transient || !strings.Contains(me.Message, "64 levels") {
+		t.Errorf("context nested %d deep: %#v", sandbox.MaxContextDepth+1, err)
+	}
+	res, err := svc.Execute(context.Background(), ExecuteInput{Script: "let d = 0; for (let c = metaContext; typeof c === 'object'; c = c.a) d++; return d", Context: nest(sandbox.MaxContextDepth)})
+	if err != nil || res.Status != sandbox.StatusOK || string(res.Result) != "64" {
+		t.Errorf("context nested %d deep: %v %+v", sandbox.MaxContextDepth, err, res)
+	}
+}
+
 // principalEngine records the principal of each script it runs.
 type principalEngine struct {
 	sandbox.Engine

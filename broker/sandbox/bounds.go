@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/json"
 	"fmt"
 	"unicode/utf8"
 )
@@ -29,7 +30,27 @@ const (
 	// beyond its tool-call budget (getTool and callTool of unknown names):
 	// each is a round trip and a cache entry outside the script's memory.
 	maxLookupsExtra = 256
+	// MaxContextDepth is the deepest nesting of Request.Context (the
+	// script's metaContext, which the prelude copies and freezes level by
+	// level).
+	MaxContextDepth = 64
 )
+
+// CheckContext reports why ctx may not be a script's context: not JSON,
+// or nested deeper than MaxContextDepth; "" means it may. Execute refuses
+// such a context with MESSAGE_INVALID, an engine error; the layers that
+// take a context from a caller (the broker's /execute, meta:execute) check
+// it first, so that a caller's mistake is refused as the caller's, not
+// reported as the engine's (which a client is told it may retry).
+func CheckContext(ctx json.RawMessage) string {
+	if !json.Valid(ctx) {
+		return "context is not valid JSON"
+	}
+	if msg := checkJSON(string(ctx), MaxContextDepth, 0); msg != "" {
+		return "context: " + msg
+	}
+	return ""
+}
 
 // checkJSON reports why text may not be parsed: nesting deeper than
 // maxDepth or more than maxValues values. It does not validate the syntax

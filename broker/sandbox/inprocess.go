@@ -607,11 +607,8 @@ func (x *execution) runPrelude() error {
 func (x *execution) setup(regexps bool) (settle, result, describe goja.Callable, objSource goja.Value, res *Result, err error) {
 	ctxJSON := "{}"
 	if len(x.req.Context) > 0 {
-		if !json.Valid(x.req.Context) {
-			return nil, nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context is not valid JSON"}
-		}
-		if msg := checkJSON(string(x.req.Context), 64, 0); msg != "" {
-			return nil, nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request context: " + msg}
+		if msg := CheckContext(x.req.Context); msg != "" {
+			return nil, nil, nil, nil, nil, &Error{Code: CodeMessageInvalid, Message: "request " + msg}
 		}
 		ctxJSON = string(x.req.Context)
 	}
