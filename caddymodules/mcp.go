@@ -117,6 +117,14 @@ const firstStatelessRevision = "2026-07-28"
 // mcpMaxBody is the go-sdk's default body limit, which both handlers apply.
 const mcpMaxBody = mcp.DefaultMaxRequestBodyBytes
 
+// mcpMaxDepth is the go-sdk's bound on a message's nesting: it refuses a
+// deeper message (-32700) before it decodes it. The checks before the
+// go-sdk decode with the go-sdk's JSON package, which recurses in Go once
+// per level and has no bound of its own, so they must not see such a
+// body: a POST of 4 MiB of "[" outgrew the 1 GB goroutine stack, a fatal
+// error that ended the gateway's process.
+const mcpMaxDepth = 1000
+
 // Provision finds the codemode app and builds the Streamable HTTP handlers.
 func (h *MCPHandler) Provision(ctx caddy.Context) error {
 	warnWriteTimeout(ctx, "codemode_mcp")
@@ -543,7 +551,8 @@ func peekMessage(r *http.Request) (json.RawMessage, string) {
 }
 
 // peekBody reads r's body and puts it back as it was; false when it is over
-// the transport's limit or unreadable (the MCP handler then answers it).
+// the transport's limit, nested deeper than mcpMaxDepth or unreadable (the
+// MCP handler then answers it).
 // Once read, the body is kept, so several peeks read it once.
 func peekBody(r *http.Request) ([]byte, bool) {
 	if pb, ok := r.Body.(*peekedBody); ok {
@@ -560,9 +569,44 @@ func peekBody(r *http.Request) ([]byte, bool) {
 	}
 	_, err := b.ReadFrom(io.LimitReader(r.Body, mcpMaxBody+1))
 	buf := b.Bytes()
-	ok := err == nil && int64(len(buf)) <= mcpMaxBody
+	ok := err == nil && int64(len(buf)) <= mcpMaxBody && !nestsDeeper(buf, mcpMaxDepth)
 	r.Body = &peekedBody{Reader: io.MultiReader(bytes.NewReader(buf), r.Body), Closer: r.Body, buf: buf, ok: ok}
 	return buf, ok
+}
+
+// nestsDeeper reports whether the JSON text buf nests arrays and objects
+// deeper than max, by the go-sdk's own rule (brackets counted outside
+// strings, whatever the syntax), so that what it passes the go-sdk's
+// decoder takes too.
+func nestsDeeper(buf []byte, max int) bool {
+	depth := 0
+	inString, escaped := false, false
+	for _, c := range buf {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '{', '[':
+			if depth++; depth > max {
+				return true
+			}
+		case '}', ']':
+			if depth > 0 {
+				depth--
+			}
+		}
+	}
+	return false
 }
 
 // peekedBody is a request body whose start was read by peekBody.

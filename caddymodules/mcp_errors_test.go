@@ -40,6 +40,11 @@ func TestMCPProtocolErrors(t *testing.T) {
 		{"GET without a session", "GET", ``, map[string]string{"Accept": "text/event-stream"}, 400, -32600},
 		{"text/plain body", "POST", `{}`, map[string]string{"Content-Type": "text/plain"}, 415, -32600},
 		{"body over 4 MiB", "POST", big, nil, 413, -32600},
+		// The checks before the go-sdk decoded these with no bound on the
+		// nesting: the stack outgrew its 1 GB limit and the process died.
+		{"an id nested 4 million deep", "POST", `{"jsonrpc":"2.0","method":"ping","id":` + strings.Repeat("[", 4<<20-64), nil, 400, -32700},
+		{"a batch nested 4 million deep", "POST", `[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + strings.Repeat("{\"a\":", 4<<20/5-64), nil, 400, -32700},
+		{"nested 1001 deep", "POST", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + "}}", nil, 400, -32700},
 		{"unknown protocol version header", "POST", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Mcp-Protocol-Version": "1999-01-01"}, 400, -32600},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
