@@ -99,6 +99,45 @@ func TestRedisSessionExpiry(t *testing.T) {
 	}
 }
 
+// TestRedisDeepResult: a session whose result nests as deep as the sandbox
+// allows (1,000 levels, a record Redis's cjson cannot decode) is finished
+// to every later answer, 409 SESSION_FINISHED; it was 503
+// STORAGE_UNAVAILABLE, and the store marked failing, for any caller who
+// could run a script.
+func TestRedisDeepResult(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	b, srv := newTestBroker(t, func(o *BrokerOptions) { o.Redis, o.KeyPrefix = rdb, prefix })
+	s := startExecute(t, srv.URL, map[string]any{"code": `
+await callTool("client:prompt", {question: "x?"});
+let a = 1; for (let i = 0; i < 1000; i++) a = [a];
+return a`}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var call ToolCallPayload
+	s.next().decode(t, &call)
+	url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
+	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": call.CallID, "result": 1}, nil); code != 200 {
+		t.Fatalf("answer: %d %s", code, body)
+	}
+	s.next() // tool_result
+	var res ResultPayload
+	s.next().decode(t, &res)
+	if !strings.HasPrefix(string(res.Result), strings.Repeat("[", 1000)+"1") {
+		t.Fatalf("result %.100s", res.Result)
+	}
+	code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": call.CallID, "result": 1}, nil)
+	if code != 409 || errorCode(t, body) != CodeSessionFinished {
+		t.Errorf("answer after the end: %d %s", code, body)
+	}
+	if ok, err, _ := b.StorageStatus(); !ok {
+		t.Errorf("store marked failing: %v", err)
+	}
+	got, err := b.GetSession(context.Background(), sess.ID)
+	if err != nil || got == nil || got.Status != StatusCompleted || !strings.HasPrefix(string(got.Result), strings.Repeat("[", 1000)) {
+		t.Errorf("GET: %v %v", got, err)
+	}
+}
+
 func contains(b []byte, s string) bool { return strings.Contains(string(b), s) }
 
 // TestRedisLostAnswerIsPolled answers a call without the pub/sub message

@@ -51,10 +51,16 @@ type redisStore struct {
 	once sync.Once
 }
 
+// A record cjson cannot decode is a finished session's: its result (the
+// only part of a record a script shapes) may nest as deep as the sandbox
+// allows, 1,000 levels, one more than cjson's bound with the record
+// around it. Such a record made every answer for the session an error
+// (503 STORAGE_UNAVAILABLE, the store marked failing) instead of 409.
 var resolveScript = redis.NewScript(`
 local rec = redis.call('GET', KEYS[1])
 if not rec then return 0 end
-local s = cjson.decode(rec)
+local ok, s = pcall(cjson.decode, rec)
+if not ok then return 3 end
 if s['status'] == 'error' and type(s['error']) == 'table' and s['error']['code'] == 'OWNER_LOST' then return 6 end
 if redis.call('HEXISTS', KEYS[2], 'closed') == 1 then return 3 end
 if s['status'] == 'completed' or s['status'] == 'error' then return 3 end
@@ -79,8 +85,8 @@ return 0
 var putScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur then
-	local st = cjson.decode(cur)['status']
-	if st == 'completed' or st == 'error' then return 0 end
+	local ok, s = pcall(cjson.decode, cur)
+	if not ok or s['status'] == 'completed' or s['status'] == 'error' then return 0 end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if ARGV[4] ~= '' then
