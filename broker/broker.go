@@ -144,6 +144,9 @@ func New(opts *BrokerOptions) (*Broker, error) {
 	if o.MaxStreamBytes <= 0 {
 		o.MaxStreamBytes = DefaultMaxStreamBytes
 	}
+	if o.MaxFinishedBytes <= 0 {
+		o.MaxFinishedBytes = DefaultMaxFinishedBytes
+	}
 	if o.ToolTimeout <= 0 {
 		o.ToolTimeout = DefaultToolTimeout
 	}
@@ -221,7 +224,7 @@ func New(opts *BrokerOptions) (*Broker, error) {
 		}
 		b.startKeepAlive()
 	} else {
-		b.store = newMemoryStore(o.Now, b.deliver)
+		b.store = newMemoryStore(o.Now, b.deliver, o.MaxFinishedBytes)
 		b.stopJanitor = make(chan struct{})
 		b.janitorDone = make(chan struct{})
 		go b.janitor()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"runtime"
 	"strings"
@@ -355,5 +356,38 @@ func TestNoGoroutineLeak(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestFinishedSessionsBounded: the finished sessions a memory store keeps
+// hold at most MaxFinishedBytes of results; past it the oldest records go,
+// as if expired, and the newest stay. Without the bound one caller running
+// scripts that return 1 MB each grew the gateway to 2 GB in 47 s, every
+// result kept for the session timeout.
+func TestFinishedSessionsBounded(t *testing.T) {
+	b, srv := newTestBroker(t, func(o *BrokerOptions) { o.MaxFinishedBytes = 3 << 20 })
+	var ids []string
+	for i := range 6 {
+		code, hdr, body := do(t, http.MethodPost, srv.URL+"/execute", map[string]any{"code": fmt.Sprintf(`return "x".repeat(1000000) + %d`, i)}, nil)
+		if code != 200 || !strings.Contains(string(body), `"type":"result"`) {
+			t.Fatalf("script %d: %d %.200s", i, code, body)
+		}
+		ids = append(ids, hdr.Get("X-Session-Id"))
+	}
+	for i, id := range ids {
+		code, _, body := do(t, http.MethodGet, srv.URL+"/sessions/"+id, nil, nil)
+		kept := i >= len(ids)-3 // 3 MiB holds three results of 1 MB, not four
+		if kept && (code != 200 || !strings.Contains(string(body), fmt.Sprintf(`x%d"`, i))) {
+			t.Errorf("session %d of %d: %d %.100s, want its result", i, len(ids), code, body)
+		}
+		if !kept && code != 404 {
+			t.Errorf("session %d of %d: %d, want 404 (removed past the bound)", i, len(ids), code)
+		}
+	}
+	m := b.store.(*memoryStore)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.finishedBytes > 3<<20 || len(m.sessions) != 3 {
+		t.Errorf("finishedBytes %d, %d records", m.finishedBytes, len(m.sessions))
 	}
 }

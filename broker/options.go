@@ -25,6 +25,7 @@ const (
 	DefaultOwnerTimeout          = 15 * time.Second
 	DefaultStorageTimeout        = 2 * time.Second
 	DefaultMaxStreamBytes        = 16 << 20
+	DefaultMaxFinishedBytes      = 256 << 20
 	DefaultToolTimeout           = 30 * time.Second
 	DefaultMaxAuthFailures       = 20
 )
@@ -101,6 +102,12 @@ type BrokerOptions struct {
 	// results, messages); past it the session ends with STREAM_LIMIT.
 	// Default 16 MiB.
 	MaxStreamBytes int64
+	// MaxFinishedBytes bounds the results, console logs and error texts of
+	// the finished sessions a memory store keeps until they expire; past
+	// it the oldest finished records are removed (a GET of one is 404, as
+	// after its expiry; the newest is always kept). Default 256 MiB. With
+	// Redis, Redis keeps them (its maxmemory applies).
+	MaxFinishedBytes int64
 	// ToolTimeout is the deadline of a tool call answered by Go or by the
 	// catalog when the guard sets none (a call the caller answers waits up
 	// to the execution's timeout). Default 30 s.

@@ -200,15 +200,38 @@ const answerPollInterval = time.Second
 type memoryStore struct {
 	now     func() time.Time
 	deliver func(*toolAnswer)
+	// maxFinished bounds finishedBytes (BrokerOptions.MaxFinishedBytes).
+	maxFinished int64
 
 	mu       sync.Mutex
 	sessions map[string]*memSession
+	// finishedBytes is what the finished records keep (finishedSize);
+	// finished holds their ids, oldest first, to remove them past
+	// maxFinished.
+	finishedBytes int64
+	finished      []string
 }
 
 type memSession struct {
 	s      *Session
 	calls  map[string]*memCall // nil until a caller-answered call
 	closed bool
+	// counted: the record is finished and size counts in finishedBytes.
+	counted bool
+	size    int64
+}
+
+// finishedSize is what a finished record keeps that its script or caller
+// shaped: the result, the console logs and the error's texts.
+func finishedSize(s *Session) int64 {
+	n := int64(len(s.Result))
+	for _, l := range s.Logs {
+		n += int64(len(l))
+	}
+	if s.Error != nil {
+		n += int64(len(s.Error.Message) + len(s.Error.Stack))
+	}
+	return n
 }
 
 type memCall struct {
@@ -216,19 +239,54 @@ type memCall struct {
 	answered bool
 }
 
-func newMemoryStore(now func() time.Time, deliver func(*toolAnswer)) *memoryStore {
-	return &memoryStore{now: now, deliver: deliver, sessions: make(map[string]*memSession)}
+func newMemoryStore(now func() time.Time, deliver func(*toolAnswer), maxFinished int64) *memoryStore {
+	return &memoryStore{now: now, deliver: deliver, maxFinished: maxFinished, sessions: make(map[string]*memSession)}
 }
 
+// put writes s. A finished record counts in finishedBytes; past
+// maxFinished the oldest finished records are removed, as if they had
+// expired, the newest always kept: each may keep a result of the
+// sandbox's MaxResultBytes for the session timeout, and one caller
+// running scripts that return 1 MB each grew the gateway to 2 GB in 47 s,
+// without a bound.
 func (m *memoryStore) put(_ context.Context, s *Session) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e, ok := m.sessions[s.ID]; ok {
-		e.s = s.clone()
+	e, ok := m.sessions[s.ID]
+	if !ok {
+		e = &memSession{}
+		m.sessions[s.ID] = e
+	}
+	e.s = s.clone()
+	if !s.finished() {
 		return nil
 	}
-	m.sessions[s.ID] = &memSession{s: s.clone()}
+	size := finishedSize(s)
+	if e.counted {
+		m.finishedBytes += size - e.size
+	} else {
+		m.finishedBytes += size
+		m.finished = append(m.finished, s.ID)
+		e.counted = true
+	}
+	e.size = size
+	for m.finishedBytes > m.maxFinished && len(m.finished) > 1 {
+		id := m.finished[0]
+		m.finished[0] = ""
+		m.finished = m.finished[1:]
+		if old, ok := m.sessions[id]; ok {
+			m.remove(id, old)
+		}
+	}
 	return nil
+}
+
+// remove deletes record id; the caller holds m.mu.
+func (m *memoryStore) remove(id string, e *memSession) {
+	delete(m.sessions, id)
+	if e.counted {
+		m.finishedBytes -= e.size
+	}
 }
 
 func (m *memoryStore) get(_ context.Context, id string) (*Session, error) {
@@ -239,7 +297,7 @@ func (m *memoryStore) get(_ context.Context, id string) (*Session, error) {
 		return nil, nil
 	}
 	if e.s.ExpiresAt <= m.now().UnixMilli() {
-		delete(m.sessions, id)
+		m.remove(id, e)
 		return nil, nil
 	}
 	return e.s.clone(), nil
@@ -353,9 +411,17 @@ func (m *memoryStore) sweep(now int64) {
 	defer m.mu.Unlock()
 	for id, e := range m.sessions {
 		if e.s.ExpiresAt <= now {
-			delete(m.sessions, id)
+			m.remove(id, e)
 		}
 	}
+	// The ids of records gone (expired, removed) leave the queue too.
+	kept := make([]string, 0, len(m.finished))
+	for _, id := range m.finished {
+		if e, ok := m.sessions[id]; ok && e.counted {
+			kept = append(kept, id)
+		}
+	}
+	m.finished = kept
 }
 
 func (m *memoryStore) len() int {

@@ -56,6 +56,11 @@ type BrokerConfig struct {
 	// MaxStreamBytes bounds what one session streams, in bytes; past it
 	// the session ends with STREAM_LIMIT. Default 16 MiB.
 	MaxStreamBytes int64 `json:"max_stream_bytes,omitempty"`
+	// MaxFinishedBytes bounds the results, logs and error texts of the
+	// finished sessions kept in memory until they expire, in bytes; past
+	// it the oldest are removed. Default 256 MiB (with Redis, Redis keeps
+	// them).
+	MaxFinishedBytes int64 `json:"max_finished_bytes,omitempty"`
 	// ToolTimeout is the deadline of a tool call answered by Go or the
 	// catalog when throttle sets none. Default 30s.
 	ToolTimeout caddy.Duration `json:"tool_timeout,omitempty"`
@@ -292,6 +297,7 @@ func (a *App) validateBroker() error {
 		{"storage_timeout", int64(c.StorageTimeout)}, {"max_concurrent_sessions", int64(c.MaxConcurrentSessions)},
 		{"max_sessions_per_principal", int64(c.MaxSessionsPerPrincipal)}, {"max_tool_calls", int64(c.MaxToolCalls)},
 		{"max_stream_bytes", c.MaxStreamBytes}, {"max_body_size", c.MaxBodySize},
+		{"max_finished_bytes", c.MaxFinishedBytes},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("codemode broker: %s must not be negative", f.name)
@@ -418,6 +424,7 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		DefaultMaxToolCalls:     cfg.MaxToolCalls,
 		MaxSessionsPerPrincipal: cfg.MaxSessionsPerPrincipal,
 		MaxStreamBytes:          cfg.MaxStreamBytes,
+		MaxFinishedBytes:        cfg.MaxFinishedBytes,
 		ToolTimeout:             time.Duration(cfg.ToolTimeout),
 		MaxAuthFailures:         cfg.MaxAuthFailures,
 		MaxBodyBytes:            cfg.MaxBodySize,
@@ -610,6 +617,7 @@ func (a *App) stopBroker() error { return nil }
 //		max_tool_calls    <n>               # default and most a request may ask; 100
 //		max_sessions_per_principal <n>      # default max_sessions / 4
 //		max_stream_size   <size>            # per session; default 16MiB
+//		max_finished_size <size>            # finished sessions' results kept; default 256MiB
 //		tool_timeout      <duration>        # a Go or catalog tool's deadline; default 30s
 //		max_auth_failures <n>               # per client address and minute; default 20; -1 none
 //		max_body_size     <size>            # default 1MiB
@@ -652,6 +660,8 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 			err = parseIntArg(d, &c.MaxSessionsPerPrincipal)
 		case "max_stream_size":
 			err = parseSizeArg(d, &c.MaxStreamBytes)
+		case "max_finished_size":
+			err = parseSizeArg(d, &c.MaxFinishedBytes)
 		case "max_auth_failures":
 			var s string
 			if err = oneArg(d, &s); err == nil {
