@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -785,12 +786,42 @@ func (b *Broker) Health(ctx context.Context) HealthResponse {
 func (h *httpHandler) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.b.opts.StorageTimeout)
 	defer cancel()
-	hr := h.b.Health(ctx)
+	hr := maskHealth(h.b.Health(ctx))
 	status := http.StatusOK
 	if hr.Storage.Status != "ok" && hr.Storage.FailureMode == StorageFailClosed {
 		status = http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, hr)
+}
+
+// healthMask is what /health hides of its texts. Anyone may read it (a load
+// balancer's check has no credentials, and it answers before
+// authentication), so they say what fails, not where: addresses, URLs,
+// file paths and KEY=value pairs are masked as the sanitization policy
+// masks them in script errors ("dial tcp [host]: connect: connection
+// refused"). The log keeps them whole; Broker.Health does too.
+var healthMask = sandbox.Sanitization{RemoveHosts: true, RemoveFilePaths: true, RemoveEnvValues: true}
+
+// maskHealth applies healthMask to hr's texts.
+func maskHealth(hr HealthResponse) HealthResponse {
+	hr.Reasons = slices.Clone(hr.Reasons)
+	for i, r := range hr.Reasons {
+		hr.Reasons[i] = healthMask.Text(r)
+	}
+	hr.Storage.Error = healthMask.Text(hr.Storage.Error)
+	hr.Catalog = slices.Clone(hr.Catalog)
+	for i := range hr.Catalog {
+		hr.Catalog[i].Error = healthMask.Text(hr.Catalog[i].Error)
+	}
+	if hr.Workers != nil {
+		w := *hr.Workers
+		w.Problems = slices.Clone(w.Problems)
+		for i, p := range w.Problems {
+			w.Problems[i] = healthMask.Text(p)
+		}
+		hr.Workers = &w
+	}
+	return hr
 }
 
 // emptyCatalogVersion is the version of a catalog with no sources.

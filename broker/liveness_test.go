@@ -271,6 +271,11 @@ func TestHealthCatalogAndWorkers(t *testing.T) {
 		hr.Workers == nil || len(hr.Catalog) != 1 || hr.Storage.Kind != "memory" {
 		t.Fatalf("/health: %d %s", code, body)
 	}
+	// Anyone may read /health: its texts name no address (the source's URL
+	// and its dial error's host:port were there for any caller to read).
+	if contains(body, "127.0.0.1") || !contains(body, "[url]") && !contains(body, "[host]") {
+		t.Errorf("/health shows an address: %s", body)
+	}
 }
 
 // sickEngine is an engine that reports a problem.
