@@ -575,10 +575,10 @@ func peekBody(r *http.Request) ([]byte, bool) {
 }
 
 // nestsDeeper reports whether the JSON text buf nests arrays and objects
-// deeper than max, by the go-sdk's own rule (brackets counted outside
+// deeper than limit, by the go-sdk's own rule (brackets counted outside
 // strings, whatever the syntax), so that what it passes the go-sdk's
 // decoder takes too.
-func nestsDeeper(buf []byte, max int) bool {
+func nestsDeeper(buf []byte, limit int) bool {
 	depth := 0
 	inString, escaped := false, false
 	for _, c := range buf {
@@ -597,7 +597,7 @@ func nestsDeeper(buf []byte, max int) bool {
 		case '"':
 			inString = true
 		case '{', '[':
-			if depth++; depth > max {
+			if depth++; depth > limit {
 				return true
 			}
 		case '}', ']':
