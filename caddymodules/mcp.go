@@ -577,25 +577,33 @@ func peekBody(r *http.Request) ([]byte, bool) {
 // nestsDeeper reports whether the JSON text buf nests arrays and objects
 // deeper than limit, by the go-sdk's own rule (brackets counted outside
 // strings, whatever the syntax), so that what it passes the go-sdk's
-// decoder takes too.
+// decoder takes too. Most messages have fewer opening brackets than the
+// limit, which a count at memory speed tells; the others are scanned,
+// strings skipped to their closing quote.
 func nestsDeeper(buf []byte, limit int) bool {
+	if bytes.Count(buf, []byte{'['})+bytes.Count(buf, []byte{'{'}) <= limit {
+		return false
+	}
 	depth := 0
-	inString, escaped := false, false
-	for _, c := range buf {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
+	for i := 0; i < len(buf); i++ {
+		switch buf[i] {
 		case '"':
-			inString = true
+			// The string ends at the next quote after an even run of
+			// backslashes (an odd one escapes it).
+			for {
+				j := bytes.IndexByte(buf[i+1:], '"')
+				if j < 0 {
+					return false
+				}
+				i += 1 + j
+				k := i - 1
+				for buf[k] == '\\' {
+					k--
+				}
+				if (i-1-k)%2 == 0 {
+					break
+				}
+			}
 		case '{', '[':
 			if depth++; depth > limit {
 				return true

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -460,4 +461,47 @@ func FuzzMCPPeek(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestNestsDeeperIsTheGoSDKsRule: nestsDeeper, which skips strings and
+// counts brackets first, answers as the go-sdk's own depth check (brackets
+// counted outside strings, one character at a time), so a body the checks
+// before the go-sdk decode is one the go-sdk decodes too.
+func TestNestsDeeperIsTheGoSDKsRule(t *testing.T) {
+	sdkRule := func(data []byte, limit int) bool {
+		depth, inString, escaped := 0, false, false
+		for _, b := range data {
+			switch {
+			case inString && escaped:
+				escaped = false
+			case inString && b == '\\':
+				escaped = true
+			case inString && b == '"':
+				inString = false
+			case inString:
+			case b == '"':
+				inString = true
+			case b == '{' || b == '[':
+				if depth++; depth > limit {
+					return true
+				}
+			case (b == '}' || b == ']') && depth > 0:
+				depth--
+			}
+		}
+		return false
+	}
+	alphabet := []byte(`[]{}"\a `)
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 50000 {
+		b := make([]byte, r.IntN(40))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		for _, limit := range []int{0, 1, 2, 5} {
+			if got := nestsDeeper(b, limit); got != sdkRule(b, limit) {
+				t.Fatalf("nestsDeeper(%q, %d) = %v, the go-sdk's rule says %v", b, limit, got, !got)
+			}
+		}
+	}
 }
