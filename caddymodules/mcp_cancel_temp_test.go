@@ -75,7 +75,9 @@ func cancelConfig(port int, up string, handler map[string]any) []byte {
 }
 
 // postAsync posts msg with header on a connection of its own and reports
-// the answer (status, Content-Type, body) on the channel; ctx ends it.
+// the answer (status, Content-Type, body) on the channel; ctx ends it. It
+// goes through reloadClient: right after a reload the outgoing server may
+// accept the connection and drop it unanswered, and the POST is sent again.
 func postAsync(ctx context.Context, url string, header map[string]string, msg string) <-chan [3]string {
 	out := make(chan [3]string, 1)
 	go func() {
@@ -85,7 +87,7 @@ func postAsync(ctx context.Context, url string, header map[string]string, msg st
 		for k, v := range header {
 			req.Header.Set(k, v)
 		}
-		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+		resp, err := reloadClient.Do(req)
 		if err != nil {
 			out <- [3]string{"", "", err.Error()}
 			return
