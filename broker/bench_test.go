@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+	"github.com/redis/go-redis/v9"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -102,4 +105,41 @@ func BenchmarkHTTPExecuteOverhead(b *testing.B) {
 			b.Fatalf("status %d: %s", w.Code, w.Body)
 		}
 	}
+}
+
+// roundTrips counts the commands and pipelines a go-redis client sends.
+type roundTrips struct{ n atomic.Int64 }
+
+func (*roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+}
+
+// BenchmarkRedisExecute runs `return 1+1` through Execute with sessions in
+// a real Redis and an engine that answers at once: the store's cost per
+// session (create, finish, close its calls, announce the change), in
+// allocations and Redis round trips (the heartbeat's included).
+func BenchmarkRedisExecute(b *testing.B) {
+	rdb, prefix := redistest.Client(b)
+	rt := &roundTrips{}
+	rdb.AddHook(rt)
+	br, err := New(&BrokerOptions{Engine: constEngine{}, Redis: rdb, KeyPrefix: prefix})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer br.Close(context.Background())
+	b.ReportAllocs()
+	rt.n.Store(0)
+	b.ResetTimer()
+	for b.Loop() {
+		for _, err := range br.Execute(context.Background(), "return 1+1", ExecuteOptions{}) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(rt.n.Load())/float64(b.N), "roundtrips/op")
 }
