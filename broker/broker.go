@@ -214,7 +214,7 @@ func New(opts *BrokerOptions) (*Broker, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		b.owner = newID()
-		rs, err := newRedisStore(ctx, o.Redis, o.KeyPrefix, b.owner, o.OwnerTimeout, o.StorageTimeout, o.Now, b.deliver, o.Logger)
+		rs, err := newRedisStore(ctx, o.Redis, o.KeyPrefix, b.owner, o.OwnerTimeout, o.StorageTimeout, o.MaxFinishedBytes, o.Now, b.deliver, o.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("broker: %w", err)
 		}

@@ -103,10 +103,11 @@ type BrokerOptions struct {
 	// Default 16 MiB.
 	MaxStreamBytes int64
 	// MaxFinishedBytes bounds the results, console logs and error texts of
-	// the finished sessions a memory store keeps until they expire; past
-	// it the oldest finished records are removed (a GET of one is 404, as
-	// after its expiry; the newest is always kept). Default 256 MiB. With
-	// Redis, Redis keeps them (its maxmemory applies).
+	// the finished sessions the store keeps until they expire; past it the
+	// oldest finished records are removed (a GET of one is 404, as after
+	// its expiry; the newest is always kept). With Redis the bound is
+	// shared by every broker on the key prefix (set it alike on all of
+	// them: each finish trims to its own). Default 256 MiB.
 	MaxFinishedBytes int64
 	// ToolTimeout is the deadline of a tool call answered by Go or by the
 	// catalog when the guard sets none (a call the caller answers waits up

@@ -2,12 +2,15 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestTwoGatewaysOneRedis runs a session on gateway A and answers its tool
@@ -164,5 +167,115 @@ func TestRedisLostAnswerIsPolled(t *testing.T) {
 	evs[len(evs)-1].decode(t, &res)
 	if string(res.Result) != `"polled"` {
 		t.Errorf("events %s, result %s", types(evs), res.Result)
+	}
+}
+
+// finishedIndex reads the Redis store's finished index: its ids oldest
+// first, the stored total and the sum of the stored sizes.
+func finishedIndex(t *testing.T, rdb *redis.Client, prefix string) (ids []string, total, sum int64) {
+	t.Helper()
+	ctx := context.Background()
+	ids = rdb.ZRange(ctx, prefix+"finished", 0, -1).Val()
+	for k, v := range rdb.HGetAll(ctx, prefix+"finished:size").Val() {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if k == "total" {
+			total = n
+		} else {
+			sum += n
+		}
+	}
+	for _, k := range []string{"finished", "finished:exp", "finished:size"} {
+		if ttl := rdb.PTTL(ctx, prefix+k).Val(); ttl <= 0 {
+			t.Errorf("%s: PTTL %v, want an expiry", k, ttl)
+		}
+	}
+	return ids, total, sum
+}
+
+// TestRedisFinishedSessionsBounded: two gateways on one Redis prefix keep
+// at most MaxFinishedBytes of finished results between them; past it the
+// oldest records go, whichever gateway ran them, and read as expired ones
+// (404 as for an unknown id, their keys gone). Without the bound one caller
+// returning 1 MB strings filled the shared Redis until the results expired.
+func TestRedisFinishedSessionsBounded(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	shared := func(o *BrokerOptions) { o.Redis, o.KeyPrefix, o.MaxFinishedBytes = rdb, prefix, 3<<20 }
+	_, a := newTestBroker(t, shared)
+	_, b := newTestBroker(t, shared)
+	gws := []string{a.URL, b.URL}
+	var ids []string
+	for i := range 6 {
+		code, hdr, body := do(t, http.MethodPost, gws[i%2]+"/execute", map[string]any{"code": fmt.Sprintf(`return "x".repeat(1000000) + %d`, i)}, nil)
+		if code != 200 || !strings.Contains(string(body), `"type":"result"`) {
+			t.Fatalf("script %d: %d %.200s", i, code, body)
+		}
+		ids = append(ids, hdr.Get("X-Session-Id"))
+	}
+	unknownCode, _, unknown := do(t, http.MethodGet, a.URL+"/sessions/"+newID(), nil, nil)
+	ctx := context.Background()
+	for i, id := range ids {
+		gw := gws[(i+1)%2] // read through the gateway that did not run it
+		code, _, body := do(t, http.MethodGet, gw+"/sessions/"+id, nil, nil)
+		if i >= len(ids)-3 { // 3 MiB holds three results of 1 MB, not four
+			if code != 200 || !strings.Contains(string(body), fmt.Sprintf(`x%d"`, i)) {
+				t.Errorf("session %d of %d: %d %.100s, want its result", i, len(ids), code, body)
+			}
+			continue
+		}
+		if code != unknownCode || errorCode(t, body) != errorCode(t, unknown) {
+			t.Errorf("session %d of %d: %d %s, want %d %s as for an expired session", i, len(ids), code, body, unknownCode, unknown)
+		}
+		code, _, body = do(t, http.MethodPost, gw+"/sessions/"+id+"/tool-result", map[string]any{"callId": "1", "result": 1}, nil)
+		if code != 404 || errorCode(t, body) != errorCode(t, unknown) {
+			t.Errorf("answer to trimmed session %d: %d %s", i, code, body)
+		}
+		if n := rdb.Exists(ctx, prefix+"session:"+id, prefix+"calls:"+id).Val(); n != 0 {
+			t.Errorf("session %d: %d keys left", i, n)
+		}
+	}
+	kept, total, sum := finishedIndex(t, rdb, prefix)
+	if len(kept) != 3 || kept[0] != ids[3] || kept[2] != ids[5] || total != sum || total > 3<<20 {
+		t.Errorf("index %v (want %v), total %d, sizes %d", kept, ids[3:], total, sum)
+	}
+}
+
+// TestRedisFinishedIndexHeals: records gone from Redis without the index
+// (expired by Redis, deleted by a reader's clock, lost in a restart) leave
+// it at a later finish instead of counting against the bound, which made a
+// live record trimmed in their place; and a total made wrong from outside
+// (an evicted or edited key) is rebuilt once its records expire.
+func TestRedisFinishedIndexHeals(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	clock := &fakeClock{t: time.Now()}
+	_, srv := newTestBroker(t, func(o *BrokerOptions) {
+		o.Redis, o.KeyPrefix, o.MaxFinishedBytes, o.Now, o.SessionTimeout = rdb, prefix, 3<<20, clock.Now, time.Minute
+	})
+	ctx := context.Background()
+	run := func(i int) string {
+		code, hdr, body := do(t, http.MethodPost, srv.URL+"/execute", map[string]any{"code": fmt.Sprintf(`return "x".repeat(1000000) + %d`, i)}, nil)
+		if code != 200 {
+			t.Fatalf("script %d: %d %.200s", i, code, body)
+		}
+		return hdr.Get("X-Session-Id")
+	}
+	ids := []string{run(0), run(1), run(2)}
+	// The records of sessions 1 and 2 vanish, the index still counts them.
+	rdb.Del(ctx, prefix+"session:"+ids[1], prefix+"session:"+ids[2])
+	ids = append(ids, run(3))
+	if code, _, body := do(t, http.MethodGet, srv.URL+"/sessions/"+ids[0], nil, nil); code != 200 || !contains(body, `x0"`) {
+		t.Errorf("live session 0 trimmed for records already gone: %d %.100s", code, body)
+	}
+	kept, total, sum := finishedIndex(t, rdb, prefix)
+	if len(kept) != 2 || kept[0] != ids[0] || kept[1] != ids[3] || total != sum || total != 2*1000003 {
+		t.Errorf("index %v, total %d, sizes %d; want [%s %s], 2000006", kept, total, sum, ids[0], ids[3])
+	}
+
+	// A total wrong by 1 GiB heals once the records it counts expired.
+	rdb.HIncrBy(ctx, prefix+"finished:size", "total", 1<<30)
+	clock.Add(time.Minute)
+	last := run(4)
+	kept, total, sum = finishedIndex(t, rdb, prefix)
+	if len(kept) != 1 || kept[0] != last || total != sum || total != 1000003 {
+		t.Errorf("after expiry: index %v, total %d, sizes %d; want [%s], 1000003", kept, total, sum, last)
 	}
 }

@@ -25,6 +25,16 @@ import (
 //	                      the owner timeout)
 //	{prefix}owners        set of the brokers that run, or ran, sessions
 //	{prefix}owned:{owner} set of the sessions a broker runs
+//	{prefix}finished      sorted set of the finished sessions counted against
+//	                      max_finished_size, by finish time (Redis's clock, µs)
+//	{prefix}finished:exp  the same ids by expiresAt (ms)
+//	{prefix}finished:size hash: id -> what the record keeps (finishedSize),
+//	                      "total" -> their sum
+//
+// The three finished keys change only in putScript, with the record, so
+// the total is always the sum of the sizes; they expire with the
+// longest-lived record they count, and a record gone without them (expired
+// by Redis, deleted by a reader's clock) leaves them at a later finish.
 //
 // A result posted to any broker is checked, marked answered and stored by
 // one Lua script, which also publishes it; the broker running the session
@@ -45,6 +55,12 @@ type redisStore struct {
 	now      func() time.Time
 	deliver  func(*toolAnswer)
 	logger   *zap.Logger
+
+	// maxFinished bounds the sizes of the finished records all brokers on
+	// prefix keep (BrokerOptions.MaxFinishedBytes); finKeys are the index's
+	// keys, KEYS[3:6] of putScript.
+	maxFinished int64
+	finKeys     [3]string
 
 	ps   *redis.PubSub
 	done chan struct{}
@@ -82,6 +98,18 @@ return 0
 // putScript writes a session unless its record is finished: 1 written,
 // 0 kept (the session had ended). A running session joins its owner's set,
 // a finished one leaves it.
+//
+// A finished record is counted in the finished index (KEYS[3] by finish
+// time, KEYS[4] by expiry, KEYS[5] sizes and their total) and the oldest
+// finished records past ARGV[9] bytes are deleted as expiry would, the
+// newest always kept: each may keep a result of the sandbox's
+// max_result_bytes for the session timeout, and one caller could fill the
+// shared Redis (its maxmemory reached, OAuth tokens and guard counters
+// too). Before that, up to 64 records expired by the gateway's clock
+// (ARGV[8]) leave the index (the index is reset when that empties it), and
+// before trimming, those of the oldest 4 whose record is gone: an entry
+// without a record counts until its expiry at the latest, and none at the
+// head of the queue makes a live record trimmed in its place.
 var putScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if cur then
@@ -91,6 +119,42 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if ARGV[4] ~= '' then
 	if ARGV[3] == '1' then redis.call('SREM', KEYS[2], ARGV[5]) else redis.call('SADD', KEYS[2], ARGV[5]) end
+end
+if ARGV[3] ~= '1' then return 1 end
+local fin, exp, size, id, p = KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[10]
+local function drop(d)
+	local n = tonumber(redis.call('HGET', size, d) or 0)
+	redis.call('HDEL', size, d)
+	redis.call('HINCRBY', size, 'total', -n)
+	redis.call('ZREM', fin, d)
+	redis.call('ZREM', exp, d)
+	redis.call('DEL', p .. 'session:' .. d, p .. 'calls:' .. d)
+end
+local gone = redis.call('ZRANGEBYSCORE', exp, '-inf', ARGV[8], 'LIMIT', 0, 64)
+for _, d in ipairs(gone) do
+	if d ~= id then drop(d) end
+end
+if #gone > 0 and redis.call('ZCARD', fin) == 0 then redis.call('DEL', exp, size) end
+local old = tonumber(redis.call('HGET', size, id) or 0)
+redis.call('HSET', size, id, ARGV[6])
+local total = redis.call('HINCRBY', size, 'total', tonumber(ARGV[6]) - old)
+local t = redis.call('TIME')
+redis.call('ZADD', fin, t[1] .. string.format('%06d', tonumber(t[2])), id)
+redis.call('ZADD', exp, ARGV[7], id)
+local max = tonumber(ARGV[9])
+if total > max then
+	for _, d in ipairs(redis.call('ZRANGE', fin, 0, 3)) do
+		if d ~= id and redis.call('EXISTS', p .. 'session:' .. d) == 0 then drop(d) end
+	end
+	total = tonumber(redis.call('HGET', size, 'total'))
+end
+while total > max and redis.call('ZCARD', fin) > 1 do
+	drop(redis.call('ZRANGE', fin, 0, 0)[1])
+	total = tonumber(redis.call('HGET', size, 'total'))
+end
+local ttl = tonumber(ARGV[2])
+for _, k in ipairs({fin, exp, size}) do
+	if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
 end
 return 1
 `)
@@ -116,8 +180,9 @@ redis.call('SADD', KEYS[2], ARGV[1])
 return existed
 `)
 
-func newRedisStore(ctx context.Context, rdb redis.UniversalClient, prefix, self string, ownerTTL, timeout time.Duration, now func() time.Time, deliver func(*toolAnswer), logger *zap.Logger) (*redisStore, error) {
-	r := &redisStore{rdb: rdb, prefix: prefix, self: self, ownerTTL: ownerTTL, timeout: timeout, now: now, deliver: deliver, logger: logger, done: make(chan struct{})}
+func newRedisStore(ctx context.Context, rdb redis.UniversalClient, prefix, self string, ownerTTL, timeout time.Duration, maxFinished int64, now func() time.Time, deliver func(*toolAnswer), logger *zap.Logger) (*redisStore, error) {
+	r := &redisStore{rdb: rdb, prefix: prefix, self: self, ownerTTL: ownerTTL, timeout: timeout, maxFinished: maxFinished, now: now, deliver: deliver, logger: logger, done: make(chan struct{})}
+	r.finKeys = [3]string{prefix + "finished", prefix + "finished:exp", prefix + "finished:size"}
 	r.ps = rdb.Subscribe(ctx, r.channel())
 	// Wait for the subscription so no answer published after New returns is missed.
 	if _, err := r.ps.Receive(ctx); err != nil {
@@ -172,12 +237,15 @@ func (r *redisStore) put(ctx context.Context, s *Session) error {
 	if err != nil {
 		return err
 	}
-	finished := "0"
+	var n int
 	if s.finished() {
-		finished = "1"
+		n, err = putScript.Run(ctx, r.rdb, []string{r.sessionKey(s.ID), r.ownedKey(s.Owner), r.finKeys[0], r.finKeys[1], r.finKeys[2]},
+			b, r.ttl(s).Milliseconds(), "1", s.Owner, s.ID,
+			finishedSize(s), s.ExpiresAt, r.now().UnixMilli(), r.maxFinished, r.prefix).Int()
+	} else {
+		n, err = putScript.Run(ctx, r.rdb, []string{r.sessionKey(s.ID), r.ownedKey(s.Owner)},
+			b, r.ttl(s).Milliseconds(), "0", s.Owner, s.ID).Int()
 	}
-	n, err := putScript.Run(ctx, r.rdb, []string{r.sessionKey(s.ID), r.ownedKey(s.Owner)},
-		b, r.ttl(s).Milliseconds(), finished, s.Owner, s.ID).Int()
 	if err != nil {
 		return fmt.Errorf("storing session %s: %w", s.ID, err)
 	}

@@ -57,9 +57,9 @@ type BrokerConfig struct {
 	// the session ends with STREAM_LIMIT. Default 16 MiB.
 	MaxStreamBytes int64 `json:"max_stream_bytes,omitempty"`
 	// MaxFinishedBytes bounds the results, logs and error texts of the
-	// finished sessions kept in memory until they expire, in bytes; past
-	// it the oldest are removed. Default 256 MiB (with Redis, Redis keeps
-	// them).
+	// finished sessions kept until they expire, in bytes; past it the
+	// oldest are removed. With Redis, one bound for every gateway on the
+	// storage's key_prefix. Default 256 MiB.
 	MaxFinishedBytes int64 `json:"max_finished_bytes,omitempty"`
 	// ToolTimeout is the deadline of a tool call answered by Go or the
 	// catalog when throttle sets none. Default 30s.
