@@ -66,7 +66,7 @@ var domainRelated = map[string][]string{
 	"collaborator": {"contributor"}, "contributor": {"collaborator"},
 	"scan": {"analysis", "analyze"}, "cve": {"vulnerability"}, "vulnerability": {"cve"},
 	"automatically": {"rule", "timer", "automation"}, "automatic": {"rule", "timer", "automation"},
-	"check": {"verify", "validate", "test"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
+	"check": {"verify", "validate", "test"}, "validate": {"check"}, "verify": {"check"}, "spec": {"specification"}, "specification": {"spec"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

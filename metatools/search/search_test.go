@@ -2713,3 +2713,34 @@ func TestHowLong(t *testing.T) {
 		t.Errorf("how long: terms %v, want length and not long", found)
 	}
 }
+
+// TestSpecAndValidate: "spec" is short for specification (as "config" is
+// for configuration), and to validate or verify something is to check it:
+// Airbyte "get the spec of a source connector" finds
+// getSourceDefinitionSpecification ("Get specification for a
+// SourceDefinition"), "validate the new settings of a source" reaches the
+// call that checks a source's connection.
+func TestSpecAndValidate(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_getSource", AppID: "a", Description: "Get source", Method: "POST", Path: "/v1/sources/get"},
+		{Name: "a_getSourceDefinition", AppID: "a", Description: "Get source", Method: "POST", Path: "/v1/source_definitions/get"},
+		{Name: "a_getSourceDefinitionSpecification", AppID: "a", Description: "Get specification for a SourceDefinition.", Method: "POST", Path: "/v1/source_definition_specifications/get"},
+		{Name: "a_checkConnectionToSource", AppID: "a", Description: "Check connection to the source", Method: "POST", Path: "/v1/sources/check_connection"},
+	}
+	ix := NewBM25(docs)
+	hits, _ := ix.Rank(context.Background(), "get the spec of a source connector", 4, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "a_getSourceDefinitionSpecification" {
+		t.Errorf("spec: top %v, want a_getSourceDefinitionSpecification", hits)
+	}
+	for _, q := range []string{"validate a source", "verify a source"} {
+		found := false
+		for _, g := range ix.queryGroups(q) {
+			for _, wt := range g.terms {
+				found = found || wt.term == "check"
+			}
+		}
+		if !found {
+			t.Errorf("%s: no term check", q)
+		}
+	}
+}
