@@ -66,7 +66,7 @@ var domainRelated = map[string][]string{
 	"collaborator": {"contributor"}, "contributor": {"collaborator"},
 	"scan": {"analysis", "analyze"}, "cve": {"vulnerability"}, "vulnerability": {"cve"},
 	"automatically": {"rule", "timer", "automation"}, "automatic": {"rule", "timer", "automation"},
-	"check": {"verify", "validate", "test"}, "validate": {"check"}, "verify": {"check"}, "spec": {"specification"}, "specification": {"spec"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
+	"check": {"verify", "validate", "test"}, "validate": {"check"}, "verify": {"check"}, "test": {"check"}, "spec": {"specification"}, "specification": {"spec"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words
@@ -83,6 +83,7 @@ var domainPhrases = map[[2]string][]weighted{
 	{"time", "zone"}:      {{"timezone", 1}},
 	{"e", "mail"}:         {{"email", 1}},
 	{"work", "out"}:       {{"calculate", 1}, {"compute", 0.7}, {"estimate", 0.5}},
+	{"take", "away"}:      {{"revoke", 1}, {"remove", 0.7}},
 	{"bring", "back"}:     {{"restore", 1}, {"undelete", 0.7}, {"recover", 0.7}},
 	{"at", "once"}:        {{"bulk", 0.7}, {"batch", 0.7}, {"multiple", 0.5}, {"collection", 0.5}},
 	{"how", "many"}:       {{"count", 0.5}, {"total", 0.35}, {"number", 0.3}, {"statistic", 0.3}},

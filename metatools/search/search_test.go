@@ -2752,3 +2752,27 @@ func TestSpecAndValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeAwayAndTest: "take away" a grant revokes it, and to test
+// something is to check it (as to validate or verify it is): Airbyte
+// "take away a workspace's access to a private destination connector" 3 ->
+// 1 (revokeDestinationDefinitionFromWorkspace over the grant), "test
+// whether the credentials of a destination work" 8 -> 1 (the call that
+// checks the connection to the destination).
+func TestTakeAwayAndTest(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "x_grantDefinition", AppID: "x", Description: "grant a private definition to a given workspace"},
+		{Name: "x_revokeDefinition", AppID: "x", Description: "revoke a grant to a private definition from a given workspace"},
+		{Name: "x_checkConnectionToDestination", AppID: "x", Description: "Check connection to the destination"},
+		{Name: "x_tryNotification", AppID: "x", Description: "Try sending a notification"},
+	})
+	// (WordNet relates test to check, at a related word's weight only.)
+	for _, c := range []struct{ q, term string }{
+		{"take away a workspace's access to a definition", "revoke"},
+		{"test whether the credentials of a destination work", "check"},
+	} {
+		if w := queryWeight(ix, c.q, c.term); w < domainWeight {
+			t.Errorf("%q has term %q at %.2f, want %.2f", c.q, c.term, w, domainWeight)
+		}
+	}
+}
