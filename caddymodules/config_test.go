@@ -26,7 +26,7 @@ import (
 
 // goldenInputs returns the Caddyfile of every golden file that adapts, by
 // file name, plus the repository's Caddyfile.example.
-func goldenInputs(t *testing.T) map[string]string {
+func goldenInputs(t testing.TB) map[string]string {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", "caddyfile", "*.caddyfiletest"))
 	if err != nil || len(files) == 0 {
@@ -54,7 +54,7 @@ func goldenInputs(t *testing.T) map[string]string {
 // exampleCaddyfiles returns every Caddyfile of the repository outside the
 // golden files (Caddyfile.example, docs/*.Caddyfile, the CI's), by path.
 // Their environment placeholders get plausible values, set for the test.
-func exampleCaddyfiles(t *testing.T) map[string]string {
+func exampleCaddyfiles(t testing.TB) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	placeholder := regexp.MustCompile(`\{\$([A-Z0-9_]+)(:[^}]*)?\}`)
