@@ -297,18 +297,30 @@ func TestReloadAnswersRequestBeingRead(t *testing.T) {
 		{"tools/list 2026-07-28", "Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n",
 			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + modernMeta + `}}`, `"meta:search"`},
 	} {
-		conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-		fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"+
-			"Accept: application/json, text/event-stream\r\nContent-Length: %d\r\nExpect: 100-continue\r\n%s\r\n", port, len(c.body), c.header)
-		br := bufio.NewReader(conn)
-		line, err := br.ReadString('\n')
-		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
-			t.Fatalf("%s: %q %v, want 100 Continue", c.name, line, err)
+		// The connection after the previous case's reload may be queued on
+		// the outgoing config's listener and reset when it closes (see
+		// unansweredRetry): nothing was sent but headers, so dial again.
+		var conn net.Conn
+		var br *bufio.Reader
+		for attempt := 1; ; attempt++ {
+			var err error
+			conn, err = net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+			fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"+
+				"Accept: application/json, text/event-stream\r\nContent-Length: %d\r\nExpect: 100-continue\r\n%s\r\n", port, len(c.body), c.header)
+			br = bufio.NewReader(conn)
+			line, err := br.ReadString('\n')
+			if err != nil && unanswered(err) && attempt < 10 {
+				continue
+			}
+			if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+				t.Fatalf("%s: %q %v, want 100 Continue", c.name, line, err)
+			}
+			break
 		}
 		if _, err := br.ReadString('\n'); err != nil { // the blank line ending the 100
 			t.Fatal(err)
