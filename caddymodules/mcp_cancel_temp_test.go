@@ -21,10 +21,12 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
-// releasedUpstream is waitUpstream whose tool also ends when the test
-// does: a plan the gateway failed to stop fails the test instead of
-// holding its cleanup for ever.
-func releasedUpstream(t *testing.T) (url string, started, stopped chan struct{}) {
+// waitUpstream is a real go-sdk MCP server over Streamable HTTP whose tool
+// "wait" reports on started when it runs and on stopped when its context
+// ends (the plan calling it was stopped); it never answers by itself, but
+// it ends when the test does: a plan the gateway failed to stop fails the
+// test instead of holding its cleanup for ever.
+func waitUpstream(t *testing.T) (url string, started, stopped chan struct{}) {
 	t.Helper()
 	started, stopped = make(chan struct{}, 8), make(chan struct{}, 8)
 	release := make(chan struct{})
@@ -128,7 +130,7 @@ func cancelInFlight(t *testing.T, url string, header map[string]string, started,
 // POST ends. Before, each plan ran on: its tool call never saw its context
 // end.
 func TestMCPCancelInTemporarySessions(t *testing.T) {
-	up, started, stopped := releasedUpstream(t)
+	up, started, stopped := waitUpstream(t)
 	net := nextMCPTestNet()
 	mcpTestClient = reloadClient
 	t.Cleanup(func() { mcpTestClient = http.DefaultClient })
@@ -241,7 +243,7 @@ func TestMCPCancelAcrossGateways(t *testing.T) {
 	mcpTestClient = reloadClient
 	t.Cleanup(func() { mcpTestClient = http.DefaultClient })
 	rdb, prefix := redistest.Client(t)
-	up, started, stopped := releasedUpstream(t)
+	up, started, stopped := waitUpstream(t)
 	ports := []int{freePort(t), freePort(t)}
 	caddyfile := func(port int, timeout string) string {
 		return fmt.Sprintf(`{

@@ -14,29 +14,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
-
-// waitUpstream is a real go-sdk MCP server over Streamable HTTP whose tool
-// "wait" reports on started when it runs and on stopped when its context
-// ends (the plan calling it was stopped); it never answers by itself.
-func waitUpstream(t *testing.T) (url string, started, stopped chan struct{}) {
-	t.Helper()
-	started, stopped = make(chan struct{}, 8), make(chan struct{}, 8)
-	srv := mcp.NewServer(&mcp.Implementation{Name: "upstream", Version: "v1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "wait", Description: "Wait until cancelled"},
-		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, map[string]int, error) {
-			started <- struct{}{}
-			<-ctx.Done()
-			stopped <- struct{}{}
-			return nil, nil, ctx.Err()
-		})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
-	t.Cleanup(hs.Close)
-	return hs.URL, started, stopped
-}
 
 // waitFor fails the test when ch gets nothing within a while (a hang,
 // not a measure of speed).
