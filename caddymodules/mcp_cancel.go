@@ -168,9 +168,9 @@ func cancelTarget(params json.RawMessage) (id jsonrpc.ID, reason string, ok bool
 		return id, "", false
 	}
 	var p mcp.CancelledParams
-	dec := sdkjson.NewDecoder(bytes.NewReader(params))
-	dec.DontMatchCaseInsensitiveStructFields()
-	if dec.Decode(&p) != nil {
+	// The go-sdk decoder's flag without the decoder (a 32 KiB buffer per
+	// cancellation), as readHeads reads.
+	if _, err := sdkjson.Parse(bytes.TrimSpace(params), &p, sdkjson.DontMatchCaseInsensitiveStructFields); err != nil {
 		return id, "", false
 	}
 	id, err := jsonrpc.MakeID(p.RequestID)

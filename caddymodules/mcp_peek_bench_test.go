@@ -37,3 +37,15 @@ func BenchmarkMCPHeaderlessPOST(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMCPCancelTarget: reading the request a notifications/cancelled
+// names, once per cancellation before the go-sdk reads it.
+func BenchmarkMCPCancelTarget(b *testing.B) {
+	params := []byte(`{"requestId":42,"reason":"user aborted"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok := cancelTarget(params); !ok {
+			b.Fatal("no target")
+		}
+	}
+}
