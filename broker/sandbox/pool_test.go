@@ -272,6 +272,7 @@ func TestPoolStartupFailures(t *testing.T) {
 		{"exits", PoolOptions{Env: []string{testWorkerEnv + "=exit"}}, false, "refusing to start"},
 		{"garbage", PoolOptions{Env: []string{testWorkerEnv + "=garbage"}}, false, "exited before its handshake"},
 		{"silent", PoolOptions{Env: []string{testWorkerEnv + "=silent"}}, true, "did not complete its handshake"},
+		{"another build", PoolOptions{Env: []string{testWorkerEnv + "=otherbuild"}}, false, `the worker program is another build ("v0.1.0 goja v0 prelude 000000000000") than the gateway`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -34,7 +34,7 @@ import (
 // The parent holds a script's next result until the script may run again
 // (a CPU slot is free), so a waiting script runs nothing without the
 // parent's leave: the result is the leave.
-const protocolVersion = 2
+const protocolVersion = 3
 
 // Message types.
 const (
@@ -70,13 +70,16 @@ type wireMsg struct {
 	Call uint64 `json:"call,omitempty"`
 
 	// init and ready.
-	V    int          `json:"v,omitempty"`
-	Init *wireInit    `json:"init,omitempty"`
-	PID  int          `json:"pid,omitempty"`
-	Exec *wireExec    `json:"exec,omitempty"`
-	Done *wireDone    `json:"done,omitempty"`
-	Tool *ToolInfo    `json:"tool,omitempty"`
-	Err  *wireToolErr `json:"err,omitempty"`
+	V    int       `json:"v,omitempty"`
+	Init *wireInit `json:"init,omitempty"`
+	PID  int       `json:"pid,omitempty"`
+	// Build is the worker's buildIdentity (ready): the pool refuses a
+	// worker program of another build.
+	Build string       `json:"build,omitempty"`
+	Exec  *wireExec    `json:"exec,omitempty"`
+	Done  *wireDone    `json:"done,omitempty"`
+	Tool  *ToolInfo    `json:"tool,omitempty"`
+	Err   *wireToolErr `json:"err,omitempty"`
 
 	// call, lookup: the tool; call: its input and the engine's call ID.
 	Name   string          `json:"name,omitempty"`
@@ -380,6 +383,9 @@ func validateFromWorker(m *wireMsg) error {
 	case msgReady:
 		if m.V != protocolVersion {
 			return invalidf("ready: protocol version %d, want %d", m.V, protocolVersion)
+		}
+		if b := buildIdentity(); !sameBuild(b, m.Build) {
+			return invalidf("ready: the worker program is another build (%.120q) than the gateway (%q): build it from the same version", m.Build, b)
 		}
 	case msgCall:
 		if m.ID == 0 || m.Call == 0 {

@@ -16,7 +16,7 @@ func TestFrameRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	fw := &frameWriter{w: &buf, max: 1 << 16}
 	in := []*wireMsg{
-		{T: msgReady, V: protocolVersion, PID: 42},
+		{T: msgReady, V: protocolVersion, PID: 42, Build: buildIdentity()},
 		{T: msgCall, ID: 1, Call: 1, Name: "echo", Input: json.RawMessage(`{"a":[1,2]}`)},
 		{T: msgDone, ID: 1, Done: &wireDone{Result: &Result{Status: StatusOK, Result: json.RawMessage(`2`)}}},
 	}
@@ -86,6 +86,8 @@ func TestValidateFromWorker(t *testing.T) {
 	bad := []*wireMsg{
 		{T: "surprise"},
 		{T: msgReady, V: 99},
+		{T: msgReady, V: protocolVersion}, // no build
+		{T: msgReady, V: protocolVersion, Build: "v9.9.9 goja v0 prelude 000000000000"}, // another build
 		{T: msgCall, ID: 1, Call: 1, Name: "", Input: json.RawMessage(`{}`)},
 		{T: msgCall, ID: 1, Call: 1, Name: strings.Repeat("n", maxToolNameBytes+1), Input: json.RawMessage(`{}`)},
 		{T: msgCall, ID: 1, Name: "echo", Input: json.RawMessage(`{}`)},
@@ -110,7 +112,7 @@ func TestValidateFromWorker(t *testing.T) {
 		}
 	}
 	good := []*wireMsg{
-		{T: msgReady, V: protocolVersion},
+		{T: msgReady, V: protocolVersion, Build: buildIdentity()},
 		{T: msgCall, ID: 1, Call: 1, Name: "echo", Input: json.RawMessage(`null`)},
 		{T: msgLookup, ID: 1, Call: 2, Name: "echo"},
 		{T: msgLog, ID: 1, Level: "warn", Message: ""},

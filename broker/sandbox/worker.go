@@ -329,6 +329,12 @@ func (w *worker) brokeProtocol() bool {
 func (w *worker) deathCause() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var pe *protocolError
+	if errors.As(w.readErr, &pe) {
+		// The pool killed it for what it sent: that is the cause, not
+		// the kill.
+		return w.readErr.Error()
+	}
 	if w.state != nil {
 		return w.state.String()
 	}

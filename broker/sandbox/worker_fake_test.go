@@ -24,6 +24,8 @@ const testWorkerEnv = "SANDBOX_TEST_WORKER"
 //	exit     exits at once with status 3
 //	silent   reads its configuration and never answers
 //	garbage  writes text instead of frames
+//	otherbuild  a real worker that says it is another build (a
+//	         standalone codemode-worker of another version)
 func runTestWorker(mode string) int {
 	switch mode {
 	case "fake":
@@ -36,6 +38,9 @@ func runTestWorker(mode string) int {
 			return 1
 		}
 		return 0
+	case "otherbuild":
+		buildIdentity = func() string { return "v0.1.0 goja v0 prelude 000000000000" }
+		return ServeWorkerStdio()
 	case "exit":
 		fmt.Fprintln(os.Stderr, "refusing to start")
 		return 3

@@ -160,7 +160,7 @@ func ServeWorker(in io.Reader, out io.Writer) error {
 		s.executors.stop()
 		engine.Close()
 	}()
-	if err := s.out.write(&wireMsg{T: msgReady, V: protocolVersion, PID: os.Getpid()}); err != nil {
+	if err := s.out.write(&wireMsg{T: msgReady, V: protocolVersion, PID: os.Getpid(), Build: buildIdentity()}); err != nil {
 		return fmt.Errorf("sending ready: %w", err)
 	}
 	// The pool starts workers with GOGC=off (see workerEnv), so that the
