@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,30 +24,50 @@ import (
 // caddyBinary builds ./cmd/caddy once per test binary (seconds with a warm
 // build cache); TestMain removes it (removeCaddyBinary). CODEMODE_CADDY_BINARY
 // names a prebuilt binary instead, so that two builds can be compared
-// interleaved with one test binary (docs/figures.md#worker-start-up).
+// interleaved with one test binary (docs/figures.md#worker-start-up), or
+// the release build checked.
 var caddyBinary = sync.OnceValues(func() (string, error) {
 	if bin := os.Getenv("CODEMODE_CADDY_BINARY"); bin != "" {
 		return bin, nil
 	}
-	dir, err := os.MkdirTemp("", "codemode-caddy-")
+	return buildProgram("./cmd/caddy")
+})
+
+// workerBinary builds ./cmd/codemode-worker, the standalone sandbox worker,
+// once per test binary.
+var workerBinary = sync.OnceValues(func() (string, error) {
+	return buildProgram("./cmd/codemode-worker")
+})
+
+// buildProgram builds the command pkg of this module into a temporary
+// directory that removeCaddyBinary removes.
+func buildProgram(pkg string) (string, error) {
+	dir, err := os.MkdirTemp("", "codemode-build-")
 	if err != nil {
 		return "", err
 	}
-	caddyBinaryDir.Store(&dir)
-	bin := filepath.Join(dir, "caddy")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/caddy")
+	builtDirs.Lock()
+	builtDirs.dirs = append(builtDirs.dirs, dir)
+	builtDirs.Unlock()
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v: %s", err, out)
+		return "", fmt.Errorf("go build %s: %v: %s", pkg, err, out)
 	}
 	return bin, nil
-})
+}
 
-var caddyBinaryDir atomic.Pointer[string]
+var builtDirs struct {
+	sync.Mutex
+	dirs []string
+}
 
 func removeCaddyBinary() {
-	if dir := caddyBinaryDir.Load(); dir != nil {
-		_ = os.RemoveAll(*dir)
+	builtDirs.Lock()
+	defer builtDirs.Unlock()
+	for _, dir := range builtDirs.dirs {
+		_ = os.RemoveAll(dir)
 	}
 }
 
@@ -116,7 +135,8 @@ func TestWorkerInitTrace(t *testing.T) {
 // start it reports the fastest start and the median CPU time the worker
 // used until then (all its threads, from /proc): on a machine shared with
 // other jobs the wall time measures the machine as much as the worker, the
-// CPU time much less.
+// CPU time much less. The standalone_ variants start ./cmd/codemode-worker,
+// the worker without Caddy, instead.
 //
 //	go test -run '^$' -bench WorkerStart -benchtime 50x ./caddymodules/
 func BenchmarkWorkerStart(b *testing.B) {
@@ -124,45 +144,58 @@ func BenchmarkWorkerStart(b *testing.B) {
 	if err != nil {
 		b.Fatalf("building ./cmd/caddy: %v", err)
 	}
-	for _, firstScript := range []bool{false, true} {
-		name := "ready"
-		if firstScript {
-			name = "first_script"
-		}
-		b.Run(name, func(b *testing.B) {
-			fastest := time.Duration(1 << 62)
-			var cpu []time.Duration
-			for b.Loop() {
-				t0 := time.Now()
-				p, err := sandbox.NewWorkerPool(&sandbox.PoolOptions{
-					RuntimePoolOptions: sandbox.RuntimePoolOptions{MinSize: 1, MaxSize: 1},
-					Command:            []string{bin, sandbox.WorkerCommandName},
-					SpareWorkers:       -1,
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if firstScript {
-					res, err := p.Execute(context.Background(), sandbox.Request{Code: "return 1 + 1"}, noTools{})
-					if err != nil || res.Status != sandbox.StatusOK {
-						b.Fatalf("first script: %+v %v", res, err)
-					}
-				}
-				fastest = min(fastest, time.Since(t0))
-				b.StopTimer()
-				if kids := childPIDs(); len(kids) == 1 {
-					cpu = append(cpu, processCPU(kids[0]))
-				}
-				_ = p.Close()
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(fastest)/1e6, "fastest-ms")
-			if len(cpu) > 0 {
-				slices.Sort(cpu)
-				b.ReportMetric(float64(cpu[len(cpu)/2])/1e6, "cpu-ms")
-			}
-		})
+	standalone, err := workerBinary()
+	if err != nil {
+		b.Fatalf("building ./cmd/codemode-worker: %v", err)
 	}
+	for _, program := range [][]string{{bin, sandbox.WorkerCommandName}, {standalone}} {
+		for _, firstScript := range []bool{false, true} {
+			name := "ready"
+			if firstScript {
+				name = "first_script"
+			}
+			if len(program) == 1 {
+				name = "standalone_" + name
+			}
+			benchmarkWorkerStart(b, name, program, firstScript)
+		}
+	}
+}
+
+func benchmarkWorkerStart(b *testing.B, name string, command []string, firstScript bool) {
+	b.Run(name, func(b *testing.B) {
+		fastest := time.Duration(1 << 62)
+		var cpu []time.Duration
+		for b.Loop() {
+			t0 := time.Now()
+			p, err := sandbox.NewWorkerPool(&sandbox.PoolOptions{
+				RuntimePoolOptions: sandbox.RuntimePoolOptions{MinSize: 1, MaxSize: 1},
+				Command:            command,
+				SpareWorkers:       -1,
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if firstScript {
+				res, err := p.Execute(context.Background(), sandbox.Request{Code: "return 1 + 1"}, noTools{})
+				if err != nil || res.Status != sandbox.StatusOK {
+					b.Fatalf("first script: %+v %v", res, err)
+				}
+			}
+			fastest = min(fastest, time.Since(t0))
+			b.StopTimer()
+			if kids := childPIDs(os.Getpid()); len(kids) == 1 {
+				cpu = append(cpu, processCPU(kids[0]))
+			}
+			_ = p.Close()
+			b.StartTimer()
+		}
+		b.ReportMetric(float64(fastest)/1e6, "fastest-ms")
+		if len(cpu) > 0 {
+			slices.Sort(cpu)
+			b.ReportMetric(float64(cpu[len(cpu)/2])/1e6, "cpu-ms")
+		}
+	})
 }
 
 // noTools is a Host without tools.
@@ -173,8 +206,8 @@ func (noTools) CallTool(context.Context, sandbox.ToolCall) (json.RawMessage, err
 	return nil, errors.New("no tools")
 }
 
-// childPIDs lists the processes whose parent is this process.
-func childPIDs() []int {
+// childPIDs lists the processes whose parent is ppid.
+func childPIDs(ppid int) []int {
 	entries, _ := os.ReadDir("/proc")
 	var kids []int
 	for _, e := range entries {
@@ -188,7 +221,7 @@ func childPIDs() []int {
 		}
 		// pid (comm) state ppid ...
 		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
 			kids = append(kids, pid)
 		}
 	}
