@@ -49,25 +49,7 @@ http://localhost:%d {
 	codemode_mcp /mcp
 }
 `, admin, port)
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
-	// `caddy run` autosaves its config under the user's config directory.
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = io.Discard, &logs
-	exited := startCmd(t, cmd)
-	eventually(t, "gateway answering", func() (bool, string) {
-		resp, err := http.Get(base + "/broker/health")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, resp.Status
-	})
+	cmd, exited, logs := runCaddy(t, bin, caddyfile, base)
 
 	// An MCP session of 2025-06-18 with its GET stream open, as the SDKs
 	// keep one.
@@ -165,6 +147,34 @@ http://localhost:%d {
 	case <-time.After(10 * time.Second):
 		t.Error("the MCP GET stream is still open after caddy exited")
 	}
+}
+
+// runCaddy runs bin as `caddy run` of caddyfile until the test ends (its
+// config and data directories in the test's), and waits until
+// base/broker/health answers. logs gets what it prints on stderr; exited,
+// cmd.Wait's result (see startCmd).
+func runCaddy(t *testing.T, bin, caddyfile, base string) (cmd *exec.Cmd, exited chan error, logs *strings.Builder) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
+	// `caddy run` autosaves its config under the user's config directory.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home)
+	logs = new(strings.Builder)
+	cmd.Stdout, cmd.Stderr = io.Discard, logs
+	exited = startCmd(t, cmd)
+	eventually(t, "gateway answering", func() (bool, string) {
+		resp, err := http.Get(base + "/broker/health")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+	return cmd, exited, logs
 }
 
 // startCmd starts cmd and kills it when the test ends. The channel gets

@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,24 +50,7 @@ http://127.0.0.1:%d {
 	}
 }
 `, admin, strconv.Quote(worker), port)
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	if err := os.WriteFile(path, []byte(caddyfile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+home, "XDG_DATA_HOME="+home)
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = io.Discard, &logs
-	startCmd(t, cmd)
-	eventually(t, "gateway answering", func() (bool, string) {
-		resp, err := http.Get(base + "/broker/health")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, resp.Status
-	})
+	cmd, _, logs := runCaddy(t, bin, caddyfile, base)
 
 	resp, err := http.Post(base+"/broker/execute", "application/json",
 		strings.NewReader(`{"code":"const { sum } = await callTool(\"math:add\", { a: 2, b: 3 }); return sum"}`))
