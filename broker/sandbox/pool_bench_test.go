@@ -218,6 +218,14 @@ func BenchmarkWorkerProtocolCall(b *testing.B) {
 	benchWorkerScript(b, p, newBlockingHost(), "calls echo 100", 100, "median-ns/call")
 }
 
+// BenchmarkWorkerProtocolCall100KB: 10 sequential tool calls from a
+// scripted worker without goja, each sending 100 KB of input that the
+// tool returns as its result: the protocol's cost for large frames.
+func BenchmarkWorkerProtocolCall100KB(b *testing.B) {
+	p, _ := newFakePool(b, PoolOptions{})
+	benchWorkerScript(b, p, newBlockingHost(), "bigcalls echo 10 100000", 10, "median-ns/call")
+}
+
 // BenchmarkWorkerProtocolExec: one execution round trip of a scripted
 // worker without goja.
 func BenchmarkWorkerProtocolExec(b *testing.B) {

@@ -86,6 +86,8 @@ func (r *rawOut) msg(m *wireMsg) {
 //	ok JSON          return JSON
 //	pid              return the worker's process ID
 //	calls TOOL N     N awaited calls of TOOL with input {"i":k}; return N
+//	bigcalls TOOL N SIZE  N awaited calls of TOOL, each input a JSON
+//	                 string of SIZE bytes; return N
 //	par TOOL N       N concurrent calls of TOOL; return N
 //	lookup TOOL      return LookupTool's info, or null
 //	log N            N console entries (streamed when the host is a LogHost)
@@ -138,6 +140,15 @@ func (e *fakeEngine) Execute(ctx context.Context, req Request, host Host) (*Resu
 	case "calls":
 		for i := range n {
 			if _, err := host.CallTool(ctx, ToolCall{ID: strconv.Itoa(i), Name: arg(1), Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
+				return toolFailure(arg(1), err), nil
+			}
+		}
+		return ok(n)
+	case "bigcalls":
+		size, _ := strconv.Atoi(arg(3))
+		input := json.RawMessage(`"` + strings.Repeat("x", max(size-2, 0)) + `"`)
+		for i := range n {
+			if _, err := host.CallTool(ctx, ToolCall{ID: strconv.Itoa(i), Name: arg(1), Input: input}); err != nil {
 				return toolFailure(arg(1), err), nil
 			}
 		}
