@@ -943,7 +943,8 @@ func (x *execution) lookup(name string) (ToolInfo, bool) {
 // context ends first (the run is over then). The host may hold the calls
 // a stretch of JavaScript starts until the script waits (ParkHost.Parked)
 // or flushCalls, which the engine calls when a stretch ends and the
-// script goes on without waiting.
+// script goes on without waiting. The call's input is one JSON value
+// (the engine checked it), which the host need not check again.
 type callStarter interface {
 	startCall(ctx context.Context, call ToolCall, done func(json.RawMessage, error))
 	flushCalls()

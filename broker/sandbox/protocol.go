@@ -100,6 +100,13 @@ type wireMsg struct {
 	// log.
 	Level   string `json:"level,omitempty"`
 	Message string `json:"message,omitempty"`
+
+	// checked: Input (call) or Data (result) is known to be one JSON
+	// value, scanned by whoever made the message (decodeCallFast, the
+	// engine's call, the host's result in callTool), so encoding and
+	// validation do not scan it again (json.Valid takes some 350 µs for
+	// 100 KB). Never set from the wire.
+	checked bool
 }
 
 // wireInit configures a worker once, before its first execution.
@@ -403,7 +410,7 @@ func validateFromWorker(m *wireMsg) error {
 		if len(m.Input) == 0 {
 			return invalidf("call: missing input")
 		}
-		if !json.Valid(m.Input) {
+		if !m.checked && !json.Valid(m.Input) {
 			return invalidf("call: input is not JSON")
 		}
 	case msgLookup:

@@ -33,7 +33,7 @@ func appendFast(b []byte, m *wireMsg) (_ []byte, ok bool) {
 		if m.Err != nil || m.Data != nil || m.Seen != 0 {
 			return b, false
 		}
-		if !m.Oversize && (len(m.Input) == 0 || !json.Valid(m.Input)) {
+		if !m.Oversize && (len(m.Input) == 0 || !m.checked && !json.Valid(m.Input)) {
 			return b, false // encoding/json reports what is wrong
 		}
 		if m.Oversize && len(m.Input) != 0 {
@@ -62,7 +62,7 @@ func appendFast(b []byte, m *wireMsg) (_ []byte, ok bool) {
 		return append(b, '}'), true
 	case msgResult:
 		if m.Err != nil || m.Name != "" || m.CallID != "" || m.Input != nil || m.Oversize || m.Seen != 0 ||
-			len(m.Data) == 0 || !json.Valid(m.Data) {
+			len(m.Data) == 0 || !m.checked && !json.Valid(m.Data) {
 			return b, false
 		}
 		b = appendHead(b, `{"t":"result"`, m.ID, m.Call)
@@ -198,7 +198,7 @@ func decodeCallFast(body []byte) (_ *wireMsg, ok bool) {
 		return nil, false // more keys after input, say
 	}
 	return &wireMsg{T: msgCall, ID: id, Call: call, Name: string(name), CallID: string(callID),
-		Input: append(json.RawMessage(nil), input...)}, true
+		Input: append(json.RawMessage(nil), input...), checked: true}, true
 }
 
 func cutPrefix(b []byte, prefix string) ([]byte, bool) {

@@ -187,6 +187,7 @@ func TestDecodeCallFast(t *testing.T) {
 			t.Fatalf("appendFast refused %+v", m)
 		}
 		got, ok := decodeCallFast(body)
+		m.checked = true // decodeCallFast scanned the input
 		if !ok || !reflect.DeepEqual(got, m) {
 			t.Fatalf("decodeCallFast(%s) = %+v, %v; want %+v", body, got, ok, m)
 		}
@@ -227,6 +228,12 @@ func checkCallFast(t *testing.T, body []byte, m *wireMsg, ok bool) {
 	if err := json.Unmarshal(body, want); err != nil {
 		t.Fatalf("decodeCallFast took %q, which encoding/json refuses: %v", body, err)
 	}
+	// The input is marked as scanned, and it is JSON: validateFromWorker
+	// and the encoders trust the mark.
+	if !m.checked || !json.Valid(m.Input) {
+		t.Fatalf("decodeCallFast(%q): input %q marked checked %v", body, m.Input, m.checked)
+	}
+	want.checked = true
 	if !reflect.DeepEqual(m, want) {
 		t.Fatalf("decodeCallFast(%q) = %+v, encoding/json %+v", body, m, want)
 	}

@@ -713,6 +713,7 @@ func (w *worker) callTool(st *execState, m *wireMsg) {
 				data = json.RawMessage("null")
 			}
 			reply.Data = data
+			reply.checked = true // safeCall scanned it
 			// The frame of a result is its data plus a small envelope.
 			if len(data)+256 > w.p.opts.MaxMessageBytes {
 				reply.Data = nil

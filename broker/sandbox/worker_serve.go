@@ -570,7 +570,9 @@ func (h *proxyHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessag
 func (h *proxyHost) startCall(_ context.Context, call ToolCall, done func(json.RawMessage, error)) {
 	queue := h.started
 	h.started = true
-	err := h.s.request(h.se, h.callMsg(call), queue, func(reply *wireMsg) {
+	m := h.callMsg(call)
+	m.checked = true // the engine's call scanned the input (callStarter)
+	err := h.s.request(h.se, m, queue, func(reply *wireMsg) {
 		if reply != nil { // nil: the execution ended, no one waits
 			done(callOutcome(reply))
 		}
