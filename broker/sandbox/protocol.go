@@ -209,53 +209,56 @@ var queueDelay = 200 * time.Microsecond
 // maxQueuedBytes flushes a queue that grew this large at once.
 const maxQueuedBytes = 64 << 10
 
-// encode encodes m's body (appendLocked adds the length prefix); a message
-// larger than the limit is refused with MESSAGE_TOO_LARGE.
+// encode encodes m as a whole frame: the length prefix, then the body
+// (the usual frames are encoded after the prefix in the same buffer, so
+// that write sends them as they are). A message larger than the limit is
+// refused with MESSAGE_TOO_LARGE.
 func (fw *frameWriter) encode(m *wireMsg) ([]byte, error) {
-	body, ok := appendFast(make([]byte, 0, 64+len(m.Name)+len(m.CallID)+len(m.Input)+len(m.Data)), m)
+	frame, ok := appendFast(make([]byte, frameHeader, frameHeader+64+len(m.Name)+len(m.CallID)+len(m.Input)+len(m.Data)), m)
 	if !ok {
-		var err error
-		if body, err = json.Marshal(m); err != nil {
+		body, err := json.Marshal(m)
+		if err != nil {
 			return nil, fmt.Errorf("encoding %s message: %w", m.T, err)
 		}
+		frame = append(make([]byte, frameHeader, frameHeader+len(body)), body...)
 	}
-	if len(body) > fw.max {
-		return nil, &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("%s message of %d bytes exceeds the limit of %d bytes", m.T, len(body), fw.max)}
+	if n := len(frame) - frameHeader; n > fw.max {
+		return nil, &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("%s message of %d bytes exceeds the limit of %d bytes", m.T, n, fw.max)}
 	}
-	return body, nil
-}
-
-// appendLocked appends one frame to the buffer.
-func (fw *frameWriter) appendLocked(body []byte) {
-	var hdr [frameHeader]byte
-	binary.BigEndian.PutUint32(hdr[:], uint32(len(body)))
-	fw.buf = append(append(fw.buf, hdr[:]...), body...)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-frameHeader))
+	return frame, nil
 }
 
 // write encodes m and writes it as one frame, after the frames queued
 // before it. A message larger than the limit is refused with
 // MESSAGE_TOO_LARGE and nothing is written (queued frames stay queued).
+// With nothing queued the frame is written from its own buffer: a large
+// result or input is not copied again into the writer's.
 func (fw *frameWriter) write(m *wireMsg) error {
-	body, err := fw.encode(m)
+	frame, err := fw.encode(m)
 	if err != nil {
 		return err
 	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	fw.appendLocked(body)
+	if fw.queued == 0 {
+		_, err := fw.w.Write(frame)
+		return err
+	}
+	fw.buf = append(fw.buf, frame...)
 	return fw.flushLocked()
 }
 
 // queue encodes m and queues it for the next write (see frameWriter). Only
 // encoding errors are returned; a failed write shows as the stream ending.
 func (fw *frameWriter) queue(m *wireMsg) error {
-	body, err := fw.encode(m)
+	frame, err := fw.encode(m)
 	if err != nil {
 		return err
 	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	fw.appendLocked(body)
+	fw.buf = append(fw.buf, frame...)
 	fw.queued++
 	if len(fw.buf) >= maxQueuedBytes {
 		_ = fw.flushLocked()

@@ -41,13 +41,11 @@ func inputUnderTest(t *testing.T, max int) (wi *workerInput, w *os.File, served 
 func resultFrame(t *testing.T, call uint64, data string) []byte {
 	t.Helper()
 	fw := &frameWriter{max: 1 << 30}
-	body, err := fw.encode(&wireMsg{T: msgResult, ID: 1, Call: call, Data: []byte(data)})
+	frame, err := fw.encode(&wireMsg{T: msgResult, ID: 1, Call: call, Data: []byte(data)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var hdr [frameHeader]byte
-	binary.BigEndian.PutUint32(hdr[:], uint32(len(body)))
-	return append(hdr[:], body...)
+	return frame
 }
 
 // TestWorkerInputServesEveryFrameOnce writes frames in odd pieces (split

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -464,11 +463,10 @@ func TestWorkerExitsWhenStdinCloses(t *testing.T) {
 		{name: "spinning, a frame cut short", cut: true, to: func(t *testing.T, bw *bareWorker) {
 			spinOwning(t, bw)
 			fw := &frameWriter{max: 1 << 20}
-			body, err := fw.encode(&wireMsg{T: msgResult, ID: 1, Call: 9, Data: json.RawMessage(`"cut short"`)})
+			frame, err := fw.encode(&wireMsg{T: msgResult, ID: 1, Call: 9, Data: json.RawMessage(`"cut short"`)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			frame := append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
 			if _, err := bw.in.Write(frame[:len(frame)/2]); err != nil {
 				t.Fatal(err)
 			}
