@@ -345,10 +345,13 @@ func (fr *frameReader) read() (*wireMsg, error) {
 		}
 		return nil, err
 	}
-	m, err := fr.decode(body)
-	if cap(fr.buf) > 64<<10 {
+	// A buffer larger than 64 KiB is this frame's alone and is dropped
+	// after it (not to pin one huge frame): the message may keep it.
+	own := cap(fr.buf) > 64<<10
+	if own {
 		fr.buf = nil
 	}
+	m, err := fr.decodeBody(body, own)
 	return m, err
 }
 
@@ -366,7 +369,11 @@ func frameLength(hdr []byte, max int) (int, error) {
 }
 
 // decode decodes a frame's body; the message does not alias body.
-func (fr *frameReader) decode(body []byte) (*wireMsg, error) {
+func (fr *frameReader) decode(body []byte) (*wireMsg, error) { return fr.decodeBody(body, false) }
+
+// decodeBody is decode; with own (body is no one else's, ever), a call's
+// input is kept in body rather than copied (a large input's copy).
+func (fr *frameReader) decodeBody(body []byte, own bool) (*wireMsg, error) {
 	m, ok := (*wireMsg)(nil), false
 	switch {
 	case fr.fastResults:
@@ -374,7 +381,7 @@ func (fr *frameReader) decode(body []byte) (*wireMsg, error) {
 			m, ok = decodeExecFast(body)
 		}
 	case fr.fastCalls:
-		m, ok = decodeCallFast(body)
+		m, ok = decodeCall(body, own)
 	}
 	if !ok {
 		m = new(wireMsg)

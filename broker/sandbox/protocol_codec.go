@@ -173,7 +173,11 @@ func cutUint(b []byte) (n uint64, rest []byte, ok bool) {
 // other body, which the caller decodes with encoding/json. The parent uses
 // it on what a worker sends (FuzzDecodeCallFast holds it to that). Strings
 // and input are copied (the body's buffer is reused).
-func decodeCallFast(body []byte) (_ *wireMsg, ok bool) {
+func decodeCallFast(body []byte) (_ *wireMsg, ok bool) { return decodeCall(body, false) }
+
+// decodeCall is decodeCallFast; with inPlace the input is not copied but
+// kept in body, which the caller gives up.
+func decodeCall(body []byte, inPlace bool) (_ *wireMsg, ok bool) {
 	id, call, rest, ok := cutIDs(body, `{"t":"call","id":`)
 	if !ok {
 		return nil, false
@@ -197,8 +201,11 @@ func decodeCallFast(body []byte) (_ *wireMsg, ok bool) {
 	if isJSONSpace(input[0]) || isJSONSpace(input[len(input)-1]) || !json.Valid(input) {
 		return nil, false // more keys after input, say
 	}
+	if !inPlace {
+		input = append([]byte(nil), input...)
+	}
 	return &wireMsg{T: msgCall, ID: id, Call: call, Name: string(name), CallID: string(callID),
-		Input: append(json.RawMessage(nil), input...), checked: true}, true
+		Input: input, checked: true}, true
 }
 
 func cutPrefix(b []byte, prefix string) ([]byte, bool) {

@@ -53,6 +53,42 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// TestFrameReaderLargeCalls: the parent's reader keeps a large call's
+// input in the frame's own buffer (decodeCall in place) and reads the
+// next frames into another, so a decoded input never changes under its
+// message: calls larger than the reader's retained buffer, then smaller
+// ones, then large ones again, all read back as sent.
+func TestFrameReaderLargeCalls(t *testing.T) {
+	var buf bytes.Buffer
+	fw := &frameWriter{w: &buf, max: 1 << 20}
+	var sent []*wireMsg
+	for i, size := range []int{100 << 10, 10, 70 << 10, 200 << 10, 5, 64 << 10, 300 << 10} {
+		m := &wireMsg{T: msgCall, ID: 1, Call: uint64(i + 1), Name: "echo",
+			Input: json.RawMessage(`"` + strings.Repeat(string(rune('a'+i)), size) + `"`)}
+		if err := fw.write(m); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, m)
+	}
+	fr := &frameReader{r: &buf, max: 1 << 20, fastCalls: true}
+	var got []*wireMsg
+	for range sent {
+		m, err := fr.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := validateFromWorker(m); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m)
+	}
+	for i, m := range got {
+		if m.Call != sent[i].Call || !bytes.Equal(m.Input, sent[i].Input) {
+			t.Fatalf("call %d: input of %d bytes read back as %d bytes starting %.20q", sent[i].Call, len(sent[i].Input), len(m.Input), m.Input)
+		}
+	}
+}
+
 func TestFrameReaderRejects(t *testing.T) {
 	frame := func(n uint32, body string) []byte {
 		b := binary.BigEndian.AppendUint32(nil, n)

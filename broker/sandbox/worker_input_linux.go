@@ -78,8 +78,11 @@ type workerInput struct {
 	// frame decoder, and the first error, which ends the serve loop.
 	buf  []byte
 	r, w int
-	fr   frameReader
-	err  error
+	// small is the buffer of inputBufferBytes, kept while buf is a larger
+	// one made for a large frame.
+	small []byte
+	fr    frameReader
+	err   error
 }
 
 const inputBufferBytes = 64 << 10
@@ -125,6 +128,7 @@ func newWorkerInput(in io.Reader, buffered *bufio.Reader, max int, serve func(*w
 	}
 	wi := &workerInput{raw: raw, ep: ep, events: os.NewFile(uintptr(ep), "epoll"), name: p.f.Name(), serve: serve, period: inputWatchPeriod,
 		buf: make([]byte, inputBufferBytes), fr: frameReader{max: max, fastResults: true}}
+	wi.small = wi.buf
 	_ = p.f.Close()
 	wi.watch = time.AfterFunc(time.Hour, wi.look)
 	wi.watch.Stop()
@@ -419,9 +423,7 @@ func (wi *workerInput) next() (*wireMsg, error) {
 	wi.r += frameHeader + n
 	if wi.r == wi.w {
 		wi.r, wi.w = 0, 0
-		if len(wi.buf) > inputBufferBytes {
-			wi.buf = make([]byte, inputBufferBytes) // do not pin one huge frame
-		}
+		wi.buf = wi.small // do not pin one huge frame
 	}
 	return m, err
 }

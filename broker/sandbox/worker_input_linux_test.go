@@ -103,6 +103,28 @@ func TestWorkerInputServesEveryFrameOnce(t *testing.T) {
 	}
 }
 
+// TestWorkerInputKeepsItsBuffer: a frame larger than the input's buffer
+// gets a buffer of its own, and once it is read the input goes back to
+// its first buffer (not a new one per large frame).
+func TestWorkerInputKeepsItsBuffer(t *testing.T) {
+	wi, w, served, done := inputUnderTest(t, 1<<20)
+	first := &wi.small[0]
+	for i := uint64(1); i <= 3; i++ {
+		if _, err := w.Write(resultFrame(t, i, `"`+strings.Repeat("y", 200<<10)+`"`)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("frame %d never dispatched", i)
+		}
+	}
+	closeExpectEOF(t, w, done)
+	if len(wi.buf) != inputBufferBytes || &wi.buf[0] != first {
+		t.Fatalf("after large frames the input reads into a buffer of %d bytes, not its first one", len(wi.buf))
+	}
+}
+
 // TestWorkerInputErrorFoundByScript: a frame over the limit that a polling
 // script reads ends the serve loop (which waits in the poller) with the
 // protocol error, and nothing after it is dispatched.
