@@ -209,56 +209,81 @@ var queueDelay = 200 * time.Microsecond
 // maxQueuedBytes flushes a queue that grew this large at once.
 const maxQueuedBytes = 64 << 10
 
-// encode encodes m as a whole frame: the length prefix, then the body
-// (the usual frames are encoded after the prefix in the same buffer, so
-// that write sends them as they are). A message larger than the limit is
-// refused with MESSAGE_TOO_LARGE.
+// encode encodes m as a whole frame: the length prefix, then the body.
+// A message larger than the limit is refused with MESSAGE_TOO_LARGE.
 func (fw *frameWriter) encode(m *wireMsg) ([]byte, error) {
-	frame, ok := appendFast(make([]byte, frameHeader, frameHeader+64+len(m.Name)+len(m.CallID)+len(m.Input)+len(m.Data)), m)
-	if !ok {
-		body, err := json.Marshal(m)
-		if err != nil {
-			return nil, fmt.Errorf("encoding %s message: %w", m.T, err)
+	b, framed, err := fw.encodeMsg(m)
+	if err != nil || framed {
+		return b, err
+	}
+	return appendFrame(nil, b), nil
+}
+
+// encodeMsg encodes m: the frames of tool calls (appendFast's) whole, in
+// one buffer after their length prefix (framed), so that write sends them
+// as they are; the others as their body alone (json.Marshal's).
+func (fw *frameWriter) encodeMsg(m *wireMsg) (b []byte, framed bool, err error) {
+	b, framed = appendFast(make([]byte, frameHeader, frameHeader+64+len(m.Name)+len(m.CallID)+len(m.Input)+len(m.Data)), m)
+	if !framed {
+		if b, err = json.Marshal(m); err != nil {
+			return nil, false, fmt.Errorf("encoding %s message: %w", m.T, err)
 		}
-		frame = append(make([]byte, frameHeader, frameHeader+len(body)), body...)
 	}
-	if n := len(frame) - frameHeader; n > fw.max {
-		return nil, &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("%s message of %d bytes exceeds the limit of %d bytes", m.T, n, fw.max)}
+	n := len(b)
+	if framed {
+		n -= frameHeader
+		binary.BigEndian.PutUint32(b, uint32(n))
 	}
-	binary.BigEndian.PutUint32(frame, uint32(len(frame)-frameHeader))
-	return frame, nil
+	if n > fw.max {
+		return nil, false, &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("%s message of %d bytes exceeds the limit of %d bytes", m.T, n, fw.max)}
+	}
+	return b, framed, nil
+}
+
+// appendFrame appends body to b as one frame.
+func appendFrame(b, body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(b, uint32(len(body))), body...)
+}
+
+// appendLocked appends what encodeMsg made to the buffer.
+func (fw *frameWriter) appendLocked(b []byte, framed bool) {
+	if framed {
+		fw.buf = append(fw.buf, b...)
+	} else {
+		fw.buf = appendFrame(fw.buf, b)
+	}
 }
 
 // write encodes m and writes it as one frame, after the frames queued
 // before it. A message larger than the limit is refused with
 // MESSAGE_TOO_LARGE and nothing is written (queued frames stay queued).
-// With nothing queued the frame is written from its own buffer: a large
-// result or input is not copied again into the writer's.
+// A tool call's frame is written from the buffer it was encoded in when
+// nothing is queued: a large result or input is not copied again.
 func (fw *frameWriter) write(m *wireMsg) error {
-	frame, err := fw.encode(m)
+	b, framed, err := fw.encodeMsg(m)
 	if err != nil {
 		return err
 	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	if fw.queued == 0 {
-		_, err := fw.w.Write(frame)
+	if framed && fw.queued == 0 {
+		_, err := fw.w.Write(b)
 		return err
 	}
-	fw.buf = append(fw.buf, frame...)
+	fw.appendLocked(b, framed)
 	return fw.flushLocked()
 }
 
 // queue encodes m and queues it for the next write (see frameWriter). Only
 // encoding errors are returned; a failed write shows as the stream ending.
 func (fw *frameWriter) queue(m *wireMsg) error {
-	frame, err := fw.encode(m)
+	b, framed, err := fw.encodeMsg(m)
 	if err != nil {
 		return err
 	}
 	fw.mu.Lock()
 	defer fw.mu.Unlock()
-	fw.buf = append(fw.buf, frame...)
+	fw.appendLocked(b, framed)
 	fw.queued++
 	if len(fw.buf) >= maxQueuedBytes {
 		_ = fw.flushLocked()
