@@ -139,6 +139,7 @@ func attackCases() []attackCase {
 		{name: "sync infinite loop", code: `while (true) {}`, want: runtimeOnly, codes: execCd, contains: "step limit"},
 		{name: "loop step limit cannot be caught", code: `for (;;) { try { while (true) {} } catch (e) {} finally { continue } }`, want: runtimeOnly, contains: "step limit"},
 		{name: "do-while loop", code: `do {} while (true)`, want: runtimeOnly, contains: "step limit"},
+		{name: "counted loop the validator rewrites", code: `for (let i = 0; i >= 0; i++) { if (i < 0) break }`, want: runtimeOnly, contains: "step limit"},
 		{name: "for-of over endless generator", code: `function* g(){ let i = 0; while (true) yield i++ } for (const x of g()) {}`, want: runtimeOnly, contains: "step limit"},
 		{name: "async infinite loop", code: `while (true) { await null }`, want: runtimeOnly, contains: "step limit"},
 		{name: "async loop awaiting tools", code: `for (;;) { try { await callTool("echo", {}) } catch (e) {} }`, want: runtimeOnly, contains: "tool call limit"},

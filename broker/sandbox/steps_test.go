@@ -38,6 +38,15 @@ func TestStepCountExact(t *testing.T) {
 		{`async function f() { await null } await f(); return 1`, 1},
 		{`const f = async () => { for (let i = 0; i < 3; i++) await null }; await Promise.all([f(), f()]); return 1`, 2 + 2*3},
 		{`[1, 2, 3].map(x => x); return 1`, 3},
+		// Loops the validator rewrites (loops.go) count the same: one step
+		// per iteration, none for a test that fails at once.
+		{`for (let i = 0; i < 0; i++) {} return 1`, 0},
+		{`for (let i = 0; i < 10; i++) { if (i == 4) break } return 1`, 5},
+		{`for (var i = 0; i < 10; i++) {} return 1`, 10},
+		{`let i = 0; while (i < 10) { i++; if (i % 2) continue } return 1`, 10},
+		{`let i = 0; while (i < 0) {} return 1`, 0},
+		{`L: for (let i = 0; i < 3; i++) { for (let j = 0; j < 3; j++) if (j == 1) break L } return 1`, 1 + 2},
+		{`let n = 0; L: while (n < 3) { n++; for (;;) continue L } return 1`, 3 + 3},
 		// Native callbacks are counted by the prelude's wrapper (in Go),
 		// JavaScript ones by the plan's counter: both feed one count.
 		{`[1, 2, 3].map(Math.abs); [4, 5].forEach(x => x); return 1`, 5},
@@ -87,6 +96,14 @@ func TestStepCounterCannotBeBypassed(t *testing.T) {
 		`[1].map(function again() { for (;;) {} })`,
 		`for (;;) [0].forEach(Math.abs)`,
 		`class C { static { for (;;) {} } }`,
+		// Loops the validator rewrites into do-while loops (loops.go).
+		`for (let i = 0; i >= 0; i++) {}`,
+		`for (let i = 0; i >= 0; i++) { if (i < 0) break }`,
+		`for (var i = 0; i >= 0; i++) { [].map(x => x) }`,
+		`let i = 0; while (i >= 0) i++`,
+		`L: while (true) { continue L }`,
+		`a: b: for (let i = 0; i >= 0; i++) { if (i < 0) break a }`,
+		`for (let i = 0; i >= 0; i++) { continue }`,
 	}
 	engine := NewInProcess(&Options{Limits: Limits{MaxSteps: limit, MaxCallDepth: 50, Timeout: 20 * time.Second}})
 	for _, code := range rejected {

@@ -711,6 +711,13 @@ type validator struct {
 	named uint32
 	// bigOps are the operators rewritten when the plan can make BigInts.
 	bigOps bigOps
+	// closures counts the functions, arrows and classes walked so far and
+	// continues the continue statements: a loop rewrite (rewriteFor) looks
+	// at how they grew while its loop was walked.
+	closures, continues int
+	// rewritten is the block that replaces the loop statement just walked
+	// (see rewriteFor); stmtAt puts it in the loop's place.
+	rewritten *loopRewrite
 }
 
 // enter descends one level of the syntax tree; it reports false (and
@@ -759,7 +766,7 @@ func stepStmt(idx file.Idx) ast.Statement {
 
 // countBody prefixes a loop body with a step.
 func (v *validator) countBody(body ast.Statement, idx file.Idx) ast.Statement {
-	v.stmt(body)
+	v.stmtAt(&body)
 	return &ast.BlockStatement{LeftBrace: idx, List: []ast.Statement{stepStmt(idx), body}, RightBrace: idx}
 }
 
@@ -788,11 +795,24 @@ func (v *validator) property(name string, idx file.Idx) {
 }
 
 func (v *validator) stmts(list []ast.Statement) {
-	for _, s := range list {
+	for i := range list {
 		if v.fail != nil {
 			return
 		}
-		v.stmt(s)
+		v.stmtAt(&list[i])
+	}
+}
+
+// stmtAt walks the statement at *p and, when it was a loop the validator
+// rewrote, puts the rewrite in its place.
+func (v *validator) stmtAt(p *ast.Statement) {
+	loop := *p
+	v.stmt(loop)
+	if r := v.rewritten; r != nil {
+		v.rewritten = nil
+		if r.loop == loop && v.fail == nil {
+			*p = r.block
+		}
 	}
 }
 
@@ -819,9 +839,12 @@ func (v *validator) stmt(s ast.Statement) {
 		v.class(s.Class)
 	case *ast.IfStatement:
 		v.expr(s.Test)
-		v.stmt(s.Consequent)
-		v.stmt(s.Alternate)
+		v.stmtAt(&s.Consequent)
+		if s.Alternate != nil {
+			v.stmtAt(&s.Alternate)
+		}
 	case *ast.ForStatement:
+		closures, continues := v.closures, v.continues
 		switch in := s.Initializer.(type) {
 		case *ast.ForLoopInitializerExpression:
 			v.expr(in.Expression)
@@ -833,6 +856,7 @@ func (v *validator) stmt(s ast.Statement) {
 		v.expr(s.Test)
 		v.expr(s.Update)
 		s.Body = v.countBody(s.Body, s.For)
+		v.rewriteFor(s, v.closures == closures, v.continues == continues)
 	case *ast.ForInStatement:
 		v.forInto(s.Into)
 		v.expr(s.Source)
@@ -844,11 +868,19 @@ func (v *validator) stmt(s ast.Statement) {
 	case *ast.WhileStatement:
 		v.expr(s.Test)
 		s.Body = v.countBody(s.Body, s.While)
+		v.rewriteWhile(s)
 	case *ast.DoWhileStatement:
 		s.Body = v.countBody(s.Body, s.Do)
 		v.expr(s.Test)
 	case *ast.LabelledStatement:
 		v.stmt(s.Statement)
+		if r := v.rewritten; r != nil && r.loop == s.Statement {
+			// The label stays on the loop (a continue may name it); the
+			// block replaces the labelled statement.
+			s.Statement = *r.slot
+			*r.slot = s
+			r.loop = s
+		}
 	case *ast.ReturnStatement:
 		v.expr(s.Argument)
 	case *ast.ThrowStatement:
@@ -875,7 +907,11 @@ func (v *validator) stmt(s ast.Statement) {
 		v.reject(KindIllegalSyntax, "with statements are not allowed in the sandbox", s.With)
 	case *ast.DebuggerStatement:
 		v.reject(KindIllegalSyntax, "debugger statements are not allowed in the sandbox", s.Debugger)
-	case *ast.BranchStatement, *ast.EmptyStatement:
+	case *ast.BranchStatement:
+		if s.Token == token.CONTINUE {
+			v.continues++
+		}
+	case *ast.EmptyStatement:
 	case *ast.BadStatement:
 		v.reject(KindIllegalSyntax, "unparsable statement", s.From)
 	default:
@@ -958,6 +994,7 @@ func (v *validator) function(f *ast.FunctionLiteral) {
 	if f == nil {
 		return
 	}
+	v.closures++
 	if f.Generator {
 		v.generators = true
 	}
@@ -975,6 +1012,7 @@ func (v *validator) class(c *ast.ClassLiteral) {
 	if c == nil {
 		return
 	}
+	v.closures++
 	if c.Name != nil {
 		v.ident(c.Name)
 	}
@@ -1117,6 +1155,7 @@ func (v *validator) expr(e ast.Expression) {
 	case *ast.FunctionLiteral:
 		v.function(e)
 	case *ast.ArrowFunctionLiteral:
+		v.closures++
 		v.params(e.ParameterList)
 		switch b := e.Body.(type) {
 		case *ast.BlockStatement:
