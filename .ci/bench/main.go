@@ -110,6 +110,8 @@ var figures = []figure{
 		Pkg: "./broker/sandbox", Bench: "BenchmarkLoop1e6", Metric: "median-ns/op"},
 	{ID: "sandbox.D.loop_1e6_bare", What: "sandbox D: the same loop in bare goja (no sandbox), median", Goal: "baseline", Unit: "ms", Scale: 1e-6,
 		Pkg: "./broker/sandbox", Bench: "BenchmarkLoop1e6BareGoja", Metric: "median-ns/op"},
+	{ID: "sandbox.D.loop_1e6_worker", What: "sandbox D: the same loop through a worker (the default engine), step limit on, median", Goal: "stated", Unit: "ms", Scale: 1e-6,
+		Pkg: "./broker/sandbox", Bench: "BenchmarkWorkerLoop1e6", Metric: "median-ns/op"},
 	{ID: "sandbox.E.in_flight_8", What: "sandbox E: `return 1+1` at 8 in flight, 4 workers", Goal: "stated", Unit: "exec/s",
 		Pkg: "./broker/sandbox", Bench: "BenchmarkWorkerInFlight8", Metric: "exec/s"},
 	{ID: "sandbox.F.rss_growth_1000", What: "sandbox F: worker RSS growth over 1,000 runs", Goal: "stated", Unit: "MB",

@@ -22,9 +22,15 @@ import (
 
 func benchPool(b *testing.B, size int) *workerPool {
 	b.Helper()
+	return benchPoolWith(b, size, &Options{Limits: Limits{MaxToolCalls: 1000}})
+}
+
+// benchPoolWith is benchPool with the workers' engine options.
+func benchPoolWith(b *testing.B, size int, engine *Options) *workerPool {
+	b.Helper()
 	opts := PoolOptions{
 		RuntimePoolOptions: RuntimePoolOptions{MinSize: size, MaxSize: size},
-		Engine:             &Options{Limits: Limits{MaxToolCalls: 1000}},
+		Engine:             engine,
 	}
 	if cmd := os.Getenv("CODEMODE_WORKER_CMD"); cmd != "" {
 		opts.Command = strings.Fields(cmd)
@@ -109,6 +115,13 @@ func workersCPU(e Engine) time.Duration {
 // (goal: median under 0.5 ms).
 func BenchmarkWorkerTrivialScript(b *testing.B) {
 	benchWorkerScript(b, benchPool(b, 1), newTestHost(nil), `return 1+1`, 0, "")
+}
+
+// BenchmarkWorkerLoop1e6: BenchmarkLoop1e6 through a worker, the default
+// engine (same preset and step limit); a worker paces its collector
+// (worker_gc.go), which the in-process engine leaves to its host process.
+func BenchmarkWorkerLoop1e6(b *testing.B) {
+	benchWorkerScript(b, benchPoolWith(b, 1, &Options{Preset: PresetExperimental}), newTestHost(nil), loop1e6, 0, "")
 }
 
 // BenchmarkWorkerTrivialScriptIdle: `return 1+1` arriving at an idle worker
