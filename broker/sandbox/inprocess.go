@@ -811,12 +811,18 @@ func planStack(stack string) string {
 // --- native hooks (run on the VM goroutine) ---------------------------------
 
 // step counts one step (a loop iteration, a function call, a callback of a
-// built-in); the step past MaxSteps interrupts the run.
+// built-in); the step past MaxSteps interrupts the run. It is small enough
+// to inline into stepCounter.Get, which runs once per loop iteration.
 func (x *execution) step() {
 	x.steps++
 	if x.steps > x.limits.MaxSteps && x.limits.MaxSteps > 0 {
-		x.interrupt(runtimeResult("RangeError", fmt.Sprintf("step limit of %d loop iterations and function calls exceeded", x.limits.MaxSteps), ""))
+		x.stepLimit()
 	}
+}
+
+// stepLimit interrupts the run at the step past MaxSteps.
+func (x *execution) stepLimit() {
+	x.interrupt(runtimeResult("RangeError", fmt.Sprintf("step limit of %d loop iterations and function calls exceeded", x.limits.MaxSteps), ""))
 }
 
 // stepFunc is the prelude's step: a native function for the steps the
