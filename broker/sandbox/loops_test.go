@@ -57,6 +57,14 @@ var loopCases = []string{
 	`let s = 0; for (let i = 0; i < 3n ** 1n; i++) s += i; return s`,
 	`try { for (let i = 0; i < undefinedName; i++) {} } catch (e) { return e.name }`,
 	`let s = 0; for (let i = 0; i < 3; i++) { let i = 10; s += i } return s`,
+	`let s = 0; switch (1) { case 1: for (let i = 0; i < 3; i++) s += i }; return s`,
+	`let s = 0, k = 0; do for (let i = 0; i < 3; i++) s += i; while (++k < 2); return s`,
+	`let s = 0; try { for (let i = 0; i < 3; i++) { if (i == 2) throw i; s += i } } catch (e) { s += 10 * e } return s`,
+	`let s = 0; for (let i = 0; i < 3; i++) L: { if (i == 1) break L; s += i } return s`,
+	`const fs = []; for (var i = 0, f = () => i; i < 3; i++) fs.push(f()); return [fs, f()]`,
+	`const o = {a: 1, b: 2}; let n = 0; while ("a" in o) { n++; delete o.a } return n`,
+	`const o = {a: 1}; let n = 0; while (delete o.a && n < 3) n++; return n`,
+	`let s = 0; for (let i = 0; i < 3; i++) ; return s`,
 }
 
 // TestLoopRewritesKeepSemantics runs each plan in the sandbox and the same
