@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -471,6 +474,12 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		if err != nil {
 			return nil, fmt.Errorf("codemode broker: %w", err)
 		}
+		for _, src := range sources {
+			if err := checkSpecFile(src); err != nil {
+				cat.Close()
+				return nil, fmt.Errorf("codemode broker: %w", err)
+			}
+		}
 		sb.cat = cat
 		opts.Catalog = cat
 	}
@@ -483,6 +492,40 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		return nil, fmt.Errorf("codemode broker: %w", err)
 	}
 	return sb, nil
+}
+
+// checkSpecFile fails the config load when a source's document is a local
+// file that cannot be read now. The catalog would load without it (and
+// retry every 10 s): its actions would be missing without an error, from a
+// typo in the path or a process started in another directory (an MCP
+// client's stdio server starts where the client runs). An http(s) source
+// is fetched after the load, since its server may be this Caddy.
+func checkSpecFile(src catalog.Source) error {
+	p := catalog.LocalFile(src.SpecURL)
+	if p == "" {
+		return nil
+	}
+	where := ""
+	if !filepath.IsAbs(p) {
+		wd, _ := os.Getwd()
+		where = fmt.Sprintf(" (a relative path is read from the working directory, %s)", wd)
+	}
+	f, err := os.Open(p)
+	if err == nil {
+		var fi os.FileInfo
+		if fi, err = f.Stat(); err == nil && fi.IsDir() {
+			err = errors.New("is a directory")
+		}
+		f.Close()
+	}
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("openapi source %q: spec file %s: %w%s", src.Name, p, err, where)
+	}
+	return nil
 }
 
 // closeOwned closes the catalog and releases the dependencies.

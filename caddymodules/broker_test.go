@@ -434,3 +434,66 @@ http://127.0.0.1:%d {
 		}
 	}
 }
+
+// TestBrokerSpecFileMissingFailsLoad: an openapi source whose document is a
+// local file that cannot be read fails the config load, naming the source,
+// the path and, for a relative path, the working directory it was read
+// from. Before, the load succeeded and the source's actions were missing
+// with only a warning in the log (a typo in the path, or a stdio server an
+// MCP client started in another directory).
+func TestBrokerSpecFileMissingFailsLoad(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "todo.json")
+	if err := os.WriteFile(spec, []byte(`{"openapi":"3.0.3","info":{"title":"t","version":"1"},"paths":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	for _, tc := range []struct {
+		spec string
+		want string // "" means the load succeeds
+	}{
+		{spec, ""},
+		{"file://" + filepath.ToSlash(spec), ""},
+		{filepath.Join(dir, "todos.json"), `openapi source "todo": spec file ` + filepath.Join(dir, "todos.json") + `: no such file or directory`},
+		{"file://" + filepath.ToSlash(filepath.Join(dir, "todos.json")), "no such file or directory"},
+		{"todos-walk15.yaml", `openapi source "todo": spec file todos-walk15.yaml: no such file or directory (a relative path is read from the working directory, ` + wd + ")"},
+		{dir, "is a directory"},
+		{"http://127.0.0.1:1/openapi.json", ""}, // fetched after the load
+	} {
+		src := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		sandbox {
+			engine inprocess
+			trusted_callers
+		}
+		broker {
+			openapi todo %s
+			poll_interval -1s
+		}
+	}
+}
+http://127.0.0.1:0 {
+	codemode_broker
+}
+`, tc.spec)
+		cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+		if err != nil {
+			t.Fatalf("%s: adapt: %v", tc.spec, err)
+		}
+		var c caddy.Config
+		if err := caddy.StrictUnmarshalJSON(cfg, &c); err != nil {
+			t.Fatal(err)
+		}
+		caddyMu.Lock()
+		err = caddy.Validate(&c)
+		caddyMu.Unlock()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.spec, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: error %v, want %q", tc.spec, err, tc.want)
+		}
+	}
+}

@@ -21,6 +21,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
@@ -284,6 +285,11 @@ func localize(v any, redisAddr, prefix, idpURL string) {
 			v["provider_url"], v["development"] = idpURL, true
 			delete(v, "jwks_url")
 		}
+		// A spec file must exist at load (file:///srv/petstore.json does
+		// not here): the demo document stands in.
+		if spec, ok := v["spec_url"].(string); ok && catalog.LocalFile(spec) != "" {
+			v["spec_url"] = demoSpecFile
+		}
 		for _, x := range v {
 			localize(x, redisAddr, prefix, idpURL)
 		}
@@ -293,6 +299,10 @@ func localize(v any, redisAddr, prefix, idpURL string) {
 		}
 	}
 }
+
+// demoSpecFile is Caddyfile.example's demo OpenAPI document, by absolute
+// path.
+var demoSpecFile, _ = filepath.Abs(filepath.Join("testdata", "demo", "openapi.json"))
 
 // cheapHash is a bcrypt hash at the least cost.
 var cheapHash = func() string {

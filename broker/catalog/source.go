@@ -85,6 +85,20 @@ func newSourceState(src Source) (*sourceState, error) {
 	return s, nil
 }
 
+// LocalFile returns the path of the local file a spec URL names (a file:
+// URL or a plain path, relative to the working directory), or "" for an
+// http(s) URL or a spec URL New refuses. A file source that does not exist
+// yet is no error for New (Start reports it and retries it); a caller that
+// wants it at hand when it starts, as the Caddy config load does, checks
+// the path itself.
+func LocalFile(specURL string) string {
+	s, err := newSourceState(Source{SpecURL: specURL})
+	if err != nil {
+		return ""
+	}
+	return s.filePath
+}
+
 func (s *sourceState) state() sourceSnapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
