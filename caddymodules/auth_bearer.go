@@ -131,6 +131,16 @@ func (b *BearerAuth) Provision(ctx caddy.Context) error {
 	}
 	// Our authorization server issues tokens for what its routes protect.
 	if app.auth.cfg.Mode == AuthModeOrchestrated {
+		// A scope the server does not offer is in no token: every request
+		// would get 403, and the client's sign-in for it invalid_scope.
+		if srv := app.auth.shared.server; srv != nil {
+			offered := srv.Metadata(false).ScopesSupported
+			for _, sc := range b.Scopes {
+				if !slices.Contains(offered, sc) {
+					return fmt.Errorf("codemode_bearer: scope %q is not offered by the authorization server (auth scopes: %s), so no token can hold it: add it to the auth block's scopes", sc, strings.Join(resourceScopes(offered), " "))
+				}
+			}
+		}
 		for _, r := range []struct{ what, v string }{{"resource", resource}, {"audience", b.audience}} {
 			if err := app.auth.served.declare(r.what, r.v); err != nil {
 				return fmt.Errorf("codemode_bearer: %w", err)

@@ -916,3 +916,57 @@ func isRetrieveError(err error, code string) bool {
 	var re *oauth2.RetrieveError
 	return errors.As(err, &re) && re.ErrorCode == code
 }
+
+// TestCaddyAuthScopeNotOffered: in orchestrated mode a codemode_auth route
+// that requires a scope the authorization server does not offer fails the
+// load, naming the scope and the ones offered. Before, the load went
+// through and every request got 403 insufficient_scope, every sign-in for
+// the scope invalid_scope. In transparent mode the provider decides
+// (TestCaddyScopeStepUp).
+func TestCaddyAuthScopeNotOffered(t *testing.T) {
+	port := freePort(t)
+	cfg := func(authScopes, routeScopes string) []byte {
+		src := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			development
+			issuer http://127.0.0.1:%d
+			%s
+			refresh {
+				enabled
+			}
+		}
+	}
+}
+http://127.0.0.1:%[1]d {
+	bind 127.0.0.1
+	codemode_oauth
+	codemode_auth /admin* {
+		scopes %[3]s
+	}
+	respond "ok"
+}
+`, port, authScopes, routeScopes)
+		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	err := loadErr(t, cfg("", "mcp admin"))
+	want := `codemode_bearer: scope "admin" is not offered by the authorization server (auth scopes: mcp), so no token can hold it: add it to the auth block's scopes`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	for _, tc := range []struct{ auth, route string }{
+		{"", "mcp"},
+		{"scopes mcp admin", "mcp admin"},
+		{"", "offline_access"}, // offered: refresh is on
+	} {
+		if err := loadErr(t, cfg(tc.auth, tc.route)); err != nil {
+			t.Errorf("auth %q, route %q: %v", tc.auth, tc.route, err)
+		}
+	}
+}
