@@ -567,11 +567,27 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 		h.writeError(w, r, err)
 		return
 	}
-	run, err := h.b.start(r.Context(), req.Code, opts)
+	// The run ends with the request, but with a cause that says why: the
+	// server cancels a request's context with a bare "context canceled"
+	// when its client leaves. A deadline (codemode_guard's timeout) stays.
+	rctx := context.WithoutCancel(r.Context())
+	if d, ok := r.Context().Deadline(); ok {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithDeadline(rctx, d)
+		defer cancel()
+	}
+	run, err := h.b.start(rctx, req.Code, opts)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
+	defer context.AfterFunc(r.Context(), func() {
+		cause := context.Cause(r.Context())
+		if errors.Is(cause, context.Canceled) {
+			cause = errCallerLeft
+		}
+		run.abortRun(cause)
+	})()
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
 )
 
@@ -140,6 +141,53 @@ return {a, b};`}, nil)
 	code, _, body = do(t, http.MethodPost, resultURL, map[string]any{"callId": call2.CallID, "result": 1}, nil)
 	if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
 		t.Errorf("answer after finish: %d %s", code, body)
+	}
+}
+
+// TestHTTPCallerLeaves: a caller that closes the /execute response ends its
+// session EXECUTION_ABORTED with a message saying so; it said "execution
+// aborted: context canceled". A codemode_guard timeout (a deadline on the
+// request) still ends it as a deadline.
+func TestHTTPCallerLeaves(t *testing.T) {
+	_, srv := newTestBroker(t, nil)
+	finished := func(id string) Session {
+		t.Helper()
+		for {
+			code, _, body := do(t, http.MethodGet, srv.URL+"/sessions/"+id, nil, nil)
+			var sess Session
+			if err := json.Unmarshal(body, &sess); code != http.StatusOK || err != nil {
+				t.Fatalf("GET session: %d %s", code, body)
+			}
+			if sess.Status == StatusError || sess.Status == StatusCompleted {
+				return sess
+			}
+			time.Sleep(5 * time.Millisecond) // waiting for the state, not for a clock
+		}
+	}
+	s := startExecute(t, srv.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	s.next() // the call waits for the caller, who leaves
+	s.resp.Body.Close()
+	got := finished(sess.ID)
+	want := "execution aborted: the caller closed the event stream before the session finished"
+	if got.Error == nil || got.Error.Code != sandbox.CodeExecutionAborted || got.Error.Message != want {
+		t.Fatalf("session %+v, want EXECUTION_ABORTED %q", got.Error, want)
+	}
+
+	// A deadline on the request (codemode_guard's timeout) is a deadline.
+	h, _ := newTestBroker(t, nil)
+	timed := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 50*time.Millisecond)
+		defer cancel()
+		h.Handler().ServeHTTP(w, r.WithContext(ctx))
+	}))
+	defer timed.Close()
+	evs := startExecute(t, timed.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`}, nil).rest()
+	var p ErrorPayload
+	evs[len(evs)-1].decode(t, &p)
+	if p.Error.Code != sandbox.CodeExecutionAborted || !strings.Contains(p.Error.Message, "deadline exceeded") {
+		t.Fatalf("last event %+v", p)
 	}
 }
 

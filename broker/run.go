@@ -131,6 +131,7 @@ func (r *run) stream(yield func(StreamEvent, error) bool) {
 // detach stops delivery and aborts the execution if it still runs.
 func (r *run) detach() {
 	r.stopOnce.Do(func() { close(r.stop) })
+	r.abortRun(errCallerLeft)
 	r.cancel()
 }
 
@@ -196,6 +197,11 @@ func (r *run) finish(res *sandbox.Result, err error) {
 		// The store holds the session as lost: whatever the script did,
 		// report what every other gateway reports.
 		err = &sandbox.Error{Code: CodeOwnerLost, Message: "the session was declared lost while this gateway could not reach the session store"}
+	} else if (err != nil || res.Status != sandbox.StatusOK) && context.Cause(r.ctx) == errCallerLeft {
+		// Whatever the engine made of the abort (the tool call in flight
+		// failed, the script stopped), the caller left; the engine's
+		// message would say "context canceled".
+		err = &sandbox.Error{Code: sandbox.CodeExecutionAborted, Message: "execution aborted: " + errCallerLeft.Error()}
 	} else if (err != nil || res.Status != sandbox.StatusOK) && context.Cause(r.ctx) == errExecutionTimeout {
 		// Whatever the engine made of our deadline (an abort, a failed tool
 		// call), it is the execution's timeout.
@@ -521,6 +527,10 @@ var errStreamLimit = errors.New("the session streamed more than its limit")
 
 // errShuttingDown is the cause of a run Close aborted when its drain ended.
 var errShuttingDown = errors.New("the broker closed before the session finished")
+
+// errCallerLeft is the cause of a run whose caller stopped reading its
+// events (closed the /execute response, or stopped an Execute iteration).
+var errCallerLeft = errors.New("the caller closed the event stream before the session finished")
 
 // eventSize estimates what an event adds to the stream: its payloads and
 // texts, plus a fixed envelope.
