@@ -459,8 +459,14 @@ func (c *AuthConfig) applyDefaults(getenv func(string) string) error {
 	for i := range c.Users {
 		u := &c.Users[i]
 		u.Username = repl.ReplaceKnown(u.Username, "")
-		u.PasswordHash = repl.ReplaceKnown(u.PasswordHash, "")
+		raw := u.PasswordHash
+		u.PasswordHash = repl.ReplaceKnown(raw, "")
 		u.Subject = repl.ReplaceKnown(u.Subject, "")
+		if raw != "" && u.PasswordHash == "" {
+			// The server would say "users[0]: username and password_hash
+			// are required", naming neither the user nor the variable.
+			return fmt.Errorf("user %q: password hash %s is empty (an unset environment variable or an empty file?)", u.Username, raw)
+		}
 	}
 	if c.Mode == "" {
 		c.Mode = AuthModeOrchestrated

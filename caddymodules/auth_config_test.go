@@ -106,6 +106,23 @@ func TestAuthUserPlaceholders(t *testing.T) {
 	}
 }
 
+// TestAuthUserPlaceholderUnset: a user whose hash placeholder resolves to
+// nothing (an unset variable, as production.Caddyfile's `user alice
+// {env.ALICE_HASH}` on a host without it) fails the load naming the user
+// and the placeholder; it said "users[0]: username and password_hash are
+// required".
+func TestAuthUserPlaceholderUnset(t *testing.T) {
+	t.Setenv("CODEMODE_TEST_UNSET_HASH", "")
+	c := &AuthConfig{ServerConfig: oauth.ServerConfig{Issuer: "http://localhost:8080", Development: true, Users: []oauth.User{
+		{Username: "alice", PasswordHash: "{env.CODEMODE_TEST_UNSET_HASH}"},
+	}}}
+	err := c.applyDefaults(envOf(nil))
+	want := `user "alice": password hash {env.CODEMODE_TEST_UNSET_HASH} is empty (an unset environment variable or an empty file?)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+}
+
 func TestAuthConfigValidate(t *testing.T) {
 	cases := []struct {
 		cfg  AuthConfig
