@@ -652,11 +652,11 @@ func syntaxResult(code string, err error) *Result {
 	switch e := err.(type) {
 	case parser.ErrorList:
 		if len(e) > 0 {
-			msg = e[0].Message
+			msg = endOfInput(code, e[0].Position.Line, e[0].Position.Column, e[0].Message)
 			loc = planLocation(code, e[0].Position.Line, e[0].Position.Column)
 		}
 	case *parser.Error:
-		msg = e.Message
+		msg = endOfInput(code, e.Position.Line, e.Position.Column, e.Message)
 		loc = planLocation(code, e.Position.Line, e.Position.Column)
 	case *goja.CompilerSyntaxError:
 		msg = e.Message
@@ -673,6 +673,19 @@ func syntaxResult(code string, err error) *Result {
 	}
 	msg = strings.TrimPrefix(msg, planFileName+": ")
 	return &Result{Status: StatusSyntaxError, Error: &ScriptError{Code: CodeSyntaxError, Message: msg, Location: loc}}
+}
+
+// endOfInput names a parse error at the wrapper's first token after the
+// plan (the brace closing its function body: the plan left a parenthesis,
+// bracket or expression open) as the end of the plan: the parser's
+// "Unexpected token }" named a token the plan's author never wrote. Errors
+// further on (a plan that closes its function body itself) keep the
+// parser's message.
+func endOfInput(code string, line, col int, msg string) string {
+	if line == strings.Count(code, "\n")+2 && col == 1 && strings.HasPrefix(msg, "Unexpected token") {
+		return "Unexpected end of input"
+	}
+	return msg
 }
 
 // planLocation converts a position in the wrapped source to the plan's
