@@ -580,24 +580,74 @@ func TestCaddyScopeStepUp(t *testing.T) {
 	}
 	one, two := withScope("mcp offline_access"), withScope("mcp admin")
 
-	resp, _ := get(t, base+"/admin/x", "")
+	// Every refusal says why in the body too, with a stable code, for a
+	// client without OAuth support or a person with curl.
+	refusal := func(what, body, code string) {
+		t.Helper()
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Code != code || e.Error.Message == "" {
+			t.Errorf("%s: body %q, want the code %s", what, body, code)
+		}
+	}
+	resp, body := get(t, base+"/admin/x", "")
 	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != `Bearer `+md+`, scope="mcp admin"` {
 		t.Fatalf("no token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("no token: Content-Type %q", ct)
+	}
+	refusal("no token", body, "UNAUTHORIZED")
 	if resp, body := get(t, base+"/mcp", one); resp.StatusCode != 200 || body != "mcp for user-7" {
 		t.Fatalf("one scope at /mcp: %d %q", resp.StatusCode, body)
 	}
-	resp, body := get(t, base+"/admin/x", one)
+	resp, body = get(t, base+"/admin/x", one)
 	want := `Bearer ` + md + `, error="insufficient_scope", scope="mcp admin", error_description="the token lacks scope admin"`
 	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("WWW-Authenticate") != want {
 		t.Fatalf("one scope at /admin: %d %q %q, want 403 %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, want)
 	}
+	refusal("one scope at /admin", body, "INSUFFICIENT_SCOPE")
 	if resp, body := get(t, base+"/admin/x", two); resp.StatusCode != 200 || body != "admin for user-7 (mcp admin)" {
 		t.Fatalf("two scopes at /admin: %d %q", resp.StatusCode, body)
 	}
-	resp, _ = get(t, base+"/admin/x", "garbage")
+	resp, body = get(t, base+"/admin/x", "garbage")
 	if resp.StatusCode != 401 || !strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="invalid_token"`) {
 		t.Fatalf("bad token: %d %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	refusal("bad token", body, "UNAUTHORIZED")
+}
+
+// TestCaddyAuthRefusalErrorRoutes: with handle_errors routes, codemode_auth
+// leaves the refusal's body to them (as the guard does), with its status,
+// its challenge and its code in {http.vars.codemode_auth_code}.
+func TestCaddyAuthRefusalErrorRoutes(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	startCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			development
+			issuer %[1]s
+		}
+	}
+}
+
+%[1]s {
+	bind 127.0.0.1
+	codemode_oauth
+	codemode_auth /mcp*
+	respond "through"
+	handle_errors {
+		respond "refused: {http.error.status_code} {http.vars.codemode_auth_code}"
+	}
+}
+`, base))
+	resp, body := get(t, base+"/mcp", "")
+	if resp.StatusCode != 401 || body != "refused: 401 UNAUTHORIZED" || !strings.Contains(resp.Header.Get("WWW-Authenticate"), "resource_metadata=") {
+		t.Fatalf("no token: %d %q %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
 	}
 }
 

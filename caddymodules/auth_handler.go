@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 )
@@ -70,11 +71,11 @@ func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 	}
 	switch {
 	case err != nil:
-		return caddyhttp.Error(http.StatusUnauthorized, err)
+		return h.refuse(w, r, http.StatusUnauthorized, broker.CodeUnauthorized, "the token could not be verified now", err)
 	case status == http.StatusForbidden:
-		return caddyhttp.Error(status, errors.New("insufficient scope"))
+		return h.refuse(w, r, status, CodeInsufficientScope, "the token lacks a scope this route needs (WWW-Authenticate names the scopes to ask for)", nil)
 	case status != 0:
-		return caddyhttp.Error(status, errors.New("not authenticated"))
+		return h.refuse(w, r, status, broker.CodeUnauthorized, "a valid bearer token is required (WWW-Authenticate names the resource metadata)", nil)
 	}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	repl.Set("http.auth.user.id", user.ID)
@@ -82,6 +83,32 @@ func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		repl.Set("http.auth.user."+k, v)
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// CodeInsufficientScope is the code of a 403 of codemode_auth: a valid
+// token without a scope the route requires.
+const CodeInsufficientScope = "INSUFFICIENT_SCOPE"
+
+// refuse answers a request the handler does not let through, as the
+// guard does: with handle_errors routes on the server it returns a
+// caddyhttp.Error for them (the code in {http.vars.codemode_auth_code}),
+// else it writes the JSON body {"error":{"code","message"}}, so that a
+// client without OAuth support (or a person with curl) reads why; the
+// status and WWW-Authenticate challenge are the same either way. cause is
+// a server-side failure, logged.
+func (h *AuthHandler) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string, cause error) error {
+	caddyhttp.SetVar(r.Context(), "codemode_auth_code", code)
+	if hasErrorRoutes(r) {
+		if cause == nil {
+			cause = errors.New(msg)
+		}
+		return caddyhttp.Error(status, cause)
+	}
+	if cause != nil {
+		h.logger.Error("bearer token could not be verified", zap.String("remote", remoteHost(r)), zap.Error(cause))
+	}
+	writeErrorBody(w, status, code, msg)
+	return nil
 }
 
 // Interface guards

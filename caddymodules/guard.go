@@ -577,15 +577,31 @@ func (g *Guard) deny(w http.ResponseWriter, r *http.Request, err error) error {
 	} else if c := g.logger.Check(zap.DebugLevel, "request denied by guard"); c != nil {
 		c.Write(zap.String("code", ge.Code), zap.String("client_ip", ge.ClientIP), zap.String("entity", ge.EntityName))
 	}
-	herr := caddyhttp.Error(ge.StatusCode, ge)
-	if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil && srv.Errors != nil && len(srv.Errors.Routes) > 0 {
-		return herr // handle_errors writes the response
+	if hasErrorRoutes(r) {
+		return caddyhttp.Error(ge.StatusCode, ge) // handle_errors writes the response
 	}
+	writeErrorBody(w, ge.StatusCode, ge.Code, ge.Message)
+	return nil
+}
+
+// hasErrorRoutes reports whether r's server has handle_errors routes: a
+// refusal is then theirs to answer (a caddyhttp.Error), else the handler
+// writes its JSON body (returning an error there would make Caddy write
+// the status a second time with an empty body). Error routes inside a JSON
+// subroute are not seen.
+func hasErrorRoutes(r *http.Request) bool {
+	srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	return ok && srv != nil && srv.Errors != nil && len(srv.Errors.Routes) > 0
+}
+
+// writeErrorBody answers status with the body {"error":{"code","message"}}
+// of every refusal of this module's handlers.
+func writeErrorBody(w http.ResponseWriter, status int, code, message string) {
+	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(ge.StatusCode)
-	_ = json.NewEncoder(w).Encode(guardErrorBody{Error: guardErrorDetail{Code: ge.Code, Message: ge.Message}})
-	return nil
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(guardErrorBody{Error: guardErrorDetail{Code: code, Message: message}})
 }
 
 type guardErrorBody struct {
