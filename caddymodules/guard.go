@@ -105,7 +105,10 @@ type Guard struct {
 	needSession bool
 	needUser    bool
 	needRepl    bool // a partition needs the request's replacer
-	logger      *zap.Logger
+	// admitFunc is g.admit: called as a function value, its receiver is
+	// not an argument, so ServeHTTP reserves spill space for three words.
+	admitFunc func(http.ResponseWriter, *http.Request) (*guardHold, bool, error)
+	logger    *zap.Logger
 }
 
 // GuardRateLimit is a named rate limit of the handler.
@@ -241,6 +244,7 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		g.sems[i].sem = m.PrepareSemaphore(g.sems[i].entity, g.sems[i].cfg).WithTimeout(time.Duration(g.Timeout).Milliseconds())
 	}
 	g.manager, g.storeKey = m, key
+	g.admitFunc = g.admit
 	return nil
 }
 
@@ -350,49 +354,64 @@ func (g *Guard) Cleanup() error {
 
 // ServeHTTP applies the guard and, when it allows, calls next.
 //
-// Its own frame stays small (little but its arguments): the rest of the
-// route runs on top of it, and on a bare route Caddy's deepest calls
-// (writing the response: the write deadline's timer, a span refill of the
-// allocator) come within a few hundred bytes of the connection
-// goroutine's 8 KB stack. Past it, the goroutine copies its stack to a
-// larger one again after each GC shrank it. So the checks, with their
-// larger frames, are in admit, which returns before next runs, and the
-// semaphore tickets are held in a pooled guardHold, not in this frame.
+// Its own frame stays small (72 bytes) and it calls next's function
+// directly: the rest of the route runs on top of it, and on a bare route
+// Caddy's deepest calls (writing the response: a span refill of the
+// allocator under the header's snapshot, the write deadline's timer) come
+// within a few dozen bytes of the connection goroutine's 8 KB stack. Past
+// it, the goroutine copies its stack to a larger one again after each GC
+// shrank it. So the checks, with their larger frames, are in admit, which
+// returns before next runs; the semaphore tickets are held in a pooled
+// guardHold, whose release is a func value (deferred without a closure on
+// this frame); and every call here takes at most three words of
+// arguments, for which the frame reserves spill space (admit is called
+// through admitFunc, which takes its receiver out of the arguments).
 func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if len(g.sems) == 0 {
-		if ok, err := g.admit(w, r, nil); !ok {
-			return err
-		}
-		if g.Timeout <= 0 {
-			return next.ServeHTTP(w, r)
-		}
-		return g.serveWithTimeout(w, r, next)
-	}
-	// Concurrency slots are held until the request is served, released
-	// even when the request was cancelled (a fresh context). A ticket
-	// that took nothing releases nothing.
-	h := g.hold()
-	defer h.release()
-	if ok, err := g.admit(w, r, h.tickets); !ok {
+	h, ok, err := g.admitFunc(w, r)
+	if !ok {
 		return err
 	}
-	if g.Timeout <= 0 {
-		return next.ServeHTTP(w, r)
+	if h != nil {
+		// Concurrency slots are held until the request is served,
+		// released even when the request was cancelled (a fresh context)
+		// or next panicked. A ticket that took nothing releases nothing.
+		defer h.done()
 	}
-	return g.serveWithTimeout(w, r, next)
+	if g.Timeout > 0 {
+		return g.serveWithTimeout(&timeoutWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, next: next}, r)
+	}
+	f, ok := next.(caddyhttp.HandlerFunc)
+	if !ok {
+		f = handlerFunc(next)
+	}
+	// What Caddy's compiled routes give a middleware is a HandlerFunc:
+	// calling the function is all its ServeHTTP does, without that
+	// method's 40-byte frame between this one and the rest of the route.
+	return f(w, r)
 }
+
+// handlerFunc is h's ServeHTTP as a function (it allocates: not for the
+// handlers of Caddy's routes, which are functions already).
+//
+//go:noinline
+func handlerFunc(h caddyhttp.Handler) caddyhttp.HandlerFunc { return h.ServeHTTP }
 
 // guardHold holds the semaphore tickets of a request being served.
 type guardHold struct {
 	held    [2]guard.SemaphoreTicket // room for the usual one or two limits
 	tickets []guard.SemaphoreTicket  // one per concurrency limit
+	done    func()                   // h.release, made once per guardHold
 }
 
-var guardHolds = sync.Pool{New: func() any { return new(guardHold) }}
+var guardHolds sync.Pool // of *guardHold
 
 // hold returns a guardHold with a zero ticket for each concurrency limit.
 func (g *Guard) hold() *guardHold {
-	h := guardHolds.Get().(*guardHold)
+	h, _ := guardHolds.Get().(*guardHold)
+	if h == nil {
+		h = new(guardHold)
+		h.done = h.release
+	}
 	if n := len(g.sems); n <= len(h.held) {
 		h.tickets = h.held[:n:n]
 	} else {
@@ -411,11 +430,30 @@ func (h *guardHold) release() {
 	guardHolds.Put(h)
 }
 
-// admit runs the IP filter, the rate limits and the concurrency limits,
-// taking a slot of each concurrency limit into tickets. It reports whether
-// the request may go on; when not, the denial has been answered and err is
-// what ServeHTTP returns.
-func (g *Guard) admit(w http.ResponseWriter, r *http.Request, tickets []guard.SemaphoreTicket) (bool, error) {
+// admit runs the IP filter, the rate limits and the concurrency limits. It
+// reports whether the request may go on, with the slots it took of the
+// concurrency limits (nil when the handler has none); when not, the
+// denial has been answered, no slot is held and err is what ServeHTTP
+// returns.
+func (g *Guard) admit(w http.ResponseWriter, r *http.Request) (h *guardHold, ok bool, err error) {
+	if len(g.sems) == 0 {
+		ok, err = g.check(w, r, nil)
+		return nil, ok, err
+	}
+	h = g.hold()
+	defer func() {
+		if !ok { // denied, or a check panicked: give back what was taken
+			h.release()
+			h = nil
+		}
+	}()
+	ok, err = g.check(w, r, h)
+	return h, ok, err
+}
+
+// check is admit's checks, taking a slot of each concurrency limit into
+// h's tickets.
+func (g *Guard) check(w http.ResponseWriter, r *http.Request, h *guardHold) (bool, error) {
 	ctx := r.Context()
 	ip, addr := g.clientIP(r)
 	if res := g.manager.CheckIpFilterAddr(ip, addr); res != nil && !res.Allowed {
@@ -466,7 +504,7 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, tickets []guard.Se
 
 	for i := range g.sems {
 		s := &g.sems[i]
-		if err := s.sem.AcquireAt(ctx, partitionValue(s.cfg.PartitionBy, s.tmpl, repl, pc), now, &tickets[i]); err != nil {
+		if err := s.sem.AcquireAt(ctx, partitionValue(s.cfg.PartitionBy, s.tmpl, repl, pc), now, &h.tickets[i]); err != nil {
 			var ge *guard.GuardError
 			if errors.As(err, &ge) && ge.EntityName != "" {
 				name := g.displayName(ge.EntityName)
@@ -481,14 +519,15 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request, tickets []guard.Se
 
 var errRequestTimeout = errors.New("codemode_guard: request timeout")
 
-// serveWithTimeout runs next with a deadline. It does not start a
-// goroutine: next sees its context cancelled at the deadline, and when it
-// returns without having started a response the guard answers 408.
-func (g *Guard) serveWithTimeout(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+// serveWithTimeout runs tw's next with a deadline, writing to tw. It does
+// not start a goroutine: next sees its context cancelled at the deadline,
+// and when it returns without having started a response the guard answers
+// 408.
+func (g *Guard) serveWithTimeout(tw *timeoutWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeoutCause(r.Context(), time.Duration(g.Timeout), errRequestTimeout)
 	defer cancel()
-	tw := &timeoutWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}}
-	err := next.ServeHTTP(tw, r.WithContext(ctx))
+	w := tw.ResponseWriter
+	err := tw.next.ServeHTTP(tw, r.WithContext(ctx))
 	if context.Cause(ctx) == errRequestTimeout && !tw.started {
 		ms := time.Duration(g.Timeout).Milliseconds()
 		te := guard.NewExecutionTimeoutError(r.URL.Path, ms)
@@ -499,9 +538,12 @@ func (g *Guard) serveWithTimeout(w http.ResponseWriter, r *http.Request, next ca
 	return err
 }
 
-// timeoutWriter notes whether a response was started.
+// timeoutWriter notes whether a response was started; it carries the
+// handler it is given to (so that ServeHTTP calls serveWithTimeout with
+// fewer arguments).
 type timeoutWriter struct {
 	caddyhttp.ResponseWriterWrapper
+	next    caddyhttp.Handler
 	started bool
 }
 

@@ -173,3 +173,29 @@ func TestGuardReloadWhileHeld(t *testing.T) {
 		}
 	}
 }
+
+// servedCount is a next handler that is not a caddyhttp.HandlerFunc.
+type servedCount struct{ n int }
+
+func (s *servedCount) ServeHTTP(http.ResponseWriter, *http.Request) error {
+	s.n++
+	return nil
+}
+
+// TestGuardNextNotHandlerFunc: ServeHTTP calls a Caddy route's next (a
+// HandlerFunc) as a function; any other caddyhttp.Handler is served too,
+// and its slot comes back.
+func TestGuardNextNotHandlerFunc(t *testing.T) {
+	g := &Guard{Zone: "nexttype", Concurrency: []GuardConcurrency{{Concurrency: Concurrency{MaxConcurrent: 1}}}}
+	provisionGuard(t, g)
+	next := new(servedCount)
+	for i := range 3 {
+		w := httptest.NewRecorder()
+		if err := g.ServeHTTP(w, guardRequest("s"), next); err != nil || w.Code != 200 {
+			t.Fatalf("request %d: %d %v", i, w.Code, err)
+		}
+	}
+	if next.n != 3 {
+		t.Fatalf("next served %d of 3 requests", next.n)
+	}
+}
