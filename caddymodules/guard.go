@@ -380,18 +380,22 @@ func (g *Guard) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if g.Timeout > 0 {
 		return g.serveWithTimeout(&timeoutWriter{ResponseWriterWrapper: caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, next: next}, r)
 	}
-	f, ok := next.(caddyhttp.HandlerFunc)
-	if !ok {
-		f = handlerFunc(next)
+	return asHandlerFunc(next)(w, r)
+}
+
+// asHandlerFunc is h as a function. What Caddy's compiled routes give a
+// middleware is a HandlerFunc already: calling the function is all its
+// ServeHTTP does, without that method's 40-byte frame between the guard's
+// and the rest of the route.
+func asHandlerFunc(h caddyhttp.Handler) caddyhttp.HandlerFunc {
+	if f, ok := h.(caddyhttp.HandlerFunc); ok {
+		return f
 	}
-	// What Caddy's compiled routes give a middleware is a HandlerFunc:
-	// calling the function is all its ServeHTTP does, without that
-	// method's 40-byte frame between this one and the rest of the route.
-	return f(w, r)
+	return handlerFunc(h)
 }
 
 // handlerFunc is h's ServeHTTP as a function (it allocates: not for the
-// handlers of Caddy's routes, which are functions already).
+// handlers of Caddy's routes).
 //
 //go:noinline
 func handlerFunc(h caddyhttp.Handler) caddyhttp.HandlerFunc { return h.ServeHTTP }
@@ -526,16 +530,24 @@ var errRequestTimeout = errors.New("codemode_guard: request timeout")
 func (g *Guard) serveWithTimeout(tw *timeoutWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeoutCause(r.Context(), time.Duration(g.Timeout), errRequestTimeout)
 	defer cancel()
-	w := tw.ResponseWriter
-	err := tw.next.ServeHTTP(tw, r.WithContext(ctx))
+	err := asHandlerFunc(tw.next)(tw, r.WithContext(ctx))
 	if context.Cause(ctx) == errRequestTimeout && !tw.started {
-		ms := time.Duration(g.Timeout).Milliseconds()
-		te := guard.NewExecutionTimeoutError(r.URL.Path, ms)
-		g.manager.ObserveTimeout(te)
-		return g.deny(w, r, te)
+		return g.timedOut(tw.ResponseWriter, r)
 	}
 	g.manager.ObserveTimeout(nil)
 	return err
+}
+
+// timedOut answers a request whose timeout passed before next started a
+// response (apart from serveWithTimeout, whose frame is under the rest of
+// the route).
+//
+//go:noinline
+func (g *Guard) timedOut(w http.ResponseWriter, r *http.Request) error {
+	ms := time.Duration(g.Timeout).Milliseconds()
+	te := guard.NewExecutionTimeoutError(r.URL.Path, ms)
+	g.manager.ObserveTimeout(te)
+	return g.deny(w, r, te)
 }
 
 // timeoutWriter notes whether a response was started; it carries the
