@@ -67,6 +67,7 @@ var domainRelated = map[string][]string{
 	"scan": {"analysis", "analyze"}, "cve": {"vulnerability"}, "vulnerability": {"cve"},
 	"automatically": {"rule", "timer", "automation"}, "automatic": {"rule", "timer", "automation"},
 	"check": {"verify", "validate", "test"}, "validate": {"check"}, "verify": {"check"}, "test": {"check"}, "spec": {"specification"}, "specification": {"spec"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
+	"vendor": {"supplier", "provider"}, "supplier": {"vendor", "provider"}, "provider": {"vendor", "supplier"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -2776,3 +2776,22 @@ func TestTakeAwayAndTest(t *testing.T) {
 		}
 	}
 }
+
+// TestVendorSupplierProvider: a vendor, a supplier and a provider are one
+// party of a purchase, named otherwise by each API (XTRF's vendors are
+// `/providers`): "list all vendors" finds the providers' list, "get the
+// details of a vendor invoice" the provider invoice.
+func TestVendorSupplierProvider(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "x_getAllIds_5", AppID: "x", Description: "Returns providers' internal identifiers.", Method: "GET", Path: "/providers/ids"},
+		{Name: "x_getById_3", AppID: "x", Description: "Returns provider invoice details.", Method: "GET", Path: "/accounting/providers/invoices/{invoiceId}"},
+		{Name: "x_listSuppliers", AppID: "x", Description: "List suppliers", Method: "GET", Path: "/suppliers"},
+	})
+	for _, c := range []struct{ q, term string }{
+		{"list all vendors", "provider"}, {"list all vendors", "supplier"}, {"remove a supplier", "vendor"},
+	} {
+		if w := queryWeight(ix, c.q, c.term); w < domainWeight {
+			t.Errorf("%q has term %q at %.2f, want %.2f", c.q, c.term, w, domainWeight)
+		}
+	}
+}
