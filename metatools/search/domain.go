@@ -67,6 +67,7 @@ var domainRelated = map[string][]string{
 	"scan": {"analysis", "analyze"}, "cve": {"vulnerability"}, "vulnerability": {"cve"},
 	"automatically": {"rule", "timer", "automation"}, "automatic": {"rule", "timer", "automation"},
 	"check": {"verify", "validate", "test"}, "validate": {"check"}, "verify": {"check"}, "test": {"check"}, "spec": {"specification"}, "specification": {"spec"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
+	"mark":   {"status", "state"},
 	"vendor": {"supplier", "provider"}, "supplier": {"vendor", "provider"}, "provider": {"vendor", "supplier"},
 }
 
@@ -90,6 +91,8 @@ var domainPhrases = map[[2]string][]weighted{
 	{"how", "many"}:       {{"count", 0.5}, {"total", 0.35}, {"number", 0.3}, {"statistic", 0.3}},
 	{"how", "much"}:       {{"total", 0.5}, {"statistic", 0.3}},
 	{"how", "long"}:       {{"length", 0.5}, {"duration", 0.5}},
+	{"how", "far"}:        {{"progress", 0.5}, {"status", 0.3}},
+	{"who", "can"}:        {{"permission", 0.5}, {"access", 0.4}},
 }
 
 // questionTerms are what a question word asks about: "who" asks for people.

@@ -2795,3 +2795,28 @@ func TestVendorSupplierProvider(t *testing.T) {
 		}
 	}
 }
+
+// TestHowFarWhoCan: "how far along" asks for a progress, "who can" for
+// permissions or access, phrases as "how many" and "how long" are (XTRF
+// "how far along is a task?": getProgress, "who can see a saved view?":
+// the view's permissions).
+func TestHowFarWhoCan(t *testing.T) {
+	docs := []Doc{
+		{Name: "x_getProgress", AppID: "x", Description: "Returns progress of a given task.", Method: "GET", Path: "/tasks/{taskId}/progress"},
+		{Name: "x_getPermissions", AppID: "x", Description: "Returns view's permissions.", Method: "GET", Path: "/browser/views/{viewId}/permissions"},
+		{Name: "x_getTaskFiles", AppID: "x", Description: "Returns lists of files of a given task.", Method: "GET", Path: "/tasks/{taskId}/files"},
+		{Name: "x_get", AppID: "x", Description: "Returns all view's information.", Method: "GET", Path: "/browser/views/{viewId}"},
+		{Name: "x_getViewsBrief", AppID: "x", Description: "Returns views' brief.", Method: "GET", Path: "/browser/views/for/{className}"},
+	}
+	for q, want := range map[string]string{"how far along is a task?": "x_getProgress", "who can see a saved view?": "x_getPermissions"} {
+		// (How far is told apart among the task's calls.)
+		ds := docs
+		if want == "x_getProgress" {
+			ds = docs[:3]
+		}
+		hits, _ := NewBM25(ds).Rank(context.Background(), q, 3, nil)
+		if len(hits) == 0 || ds[hits[0].Doc].Name != want {
+			t.Errorf("%s: first %v, want %s", q, hits, want)
+		}
+	}
+}
