@@ -2820,3 +2820,22 @@ func TestHowFarWhoCan(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookSubscription: an API's webhooks are its subscriptions to
+// events (XTRF `POST /subscription` "Subscribe to event", `DELETE
+// /subscription/{id}` "Unsubscribe from event"): "stop getting webhook
+// calls" reads subscription too (in XTRF's catalog the unsubscribe then
+// comes first).
+func TestWebhookSubscription(t *testing.T) {
+	docs := []Doc{
+		{Name: "x_unsubscribe", AppID: "x", Description: "Unsubscribe from event", Method: "DELETE", Path: "/subscription/{subscriptionId}"},
+		{Name: "x_areHooksSupported", AppID: "x", Description: "This method can be used to determine if hooks are supported.", Method: "GET", Path: "/subscription/supports"},
+		{Name: "x_stopSharing", AppID: "x", Description: "Stops sharing selected files with a job in a project.", Method: "PUT", Path: "/v2/jobs/{jobId}/files/stopSharing"},
+		{Name: "x_delete", AppID: "x", Description: "Removes a view.", Method: "DELETE", Path: "/browser/views/{viewId}"},
+	}
+	// (On these four calls alone the hooks' call stays first: it names
+	// hooks, the unsubscribe does not.)
+	if w := queryWeight(NewBM25(docs), "stop getting webhook calls", "subscription"); w < 0.3 {
+		t.Errorf("stop getting webhook calls: term subscription at %.2f, want at least 0.3", w)
+	}
+}
