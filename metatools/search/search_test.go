@@ -2839,3 +2839,18 @@ func TestWebhookSubscription(t *testing.T) {
 		t.Errorf("stop getting webhook calls: term subscription at %.2f, want at least 0.3", w)
 	}
 }
+
+// TestEstimateQuote: an estimate is what sales APIs call a quote (XTRF
+// "create an estimate for a new client request": create_7, "Creates a new
+// Smart Quote").
+func TestEstimateQuote(t *testing.T) {
+	docs := []Doc{
+		{Name: "x_create_7", AppID: "x", Description: "Creates a new Smart Quote.", Method: "POST", Path: "/v2/quotes"},
+		{Name: "x_create_3", AppID: "x", Description: "Creates a new client.", Method: "POST", Path: "/customers"},
+		{Name: "x_create_6", AppID: "x", Description: "Creates a new Smart Project.", Method: "POST", Path: "/v2/projects"},
+	}
+	hits, _ := NewBM25(docs).Rank(context.Background(), "create an estimate for a new request", 3, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "x_create_7" {
+		t.Errorf("create an estimate: first %v, want x_create_7", hits)
+	}
+}
