@@ -67,7 +67,6 @@ var domainRelated = map[string][]string{
 	"scan": {"analysis", "analyze"}, "cve": {"vulnerability"}, "vulnerability": {"cve"},
 	"automatically": {"rule", "timer", "automation"}, "automatic": {"rule", "timer", "automation"},
 	"check": {"verify", "validate", "test"}, "validate": {"check"}, "verify": {"check"}, "test": {"check"}, "spec": {"specification"}, "specification": {"spec"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
-	"mark":     {"status", "state"},
 	"estimate": {"quote"}, "quote": {"estimate"},
 	"vendor": {"supplier", "provider"}, "supplier": {"vendor", "provider"}, "provider": {"vendor", "supplier"},
 }
