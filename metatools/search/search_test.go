@@ -2854,3 +2854,33 @@ func TestEstimateQuote(t *testing.T) {
 		t.Errorf("create an estimate: first %v, want x_create_7", hits)
 	}
 }
+
+// TestListHeadUnnamed: a list request does not ask for a call whose name
+// acts on a thing the request names nowhere (Airbyte "list all
+// workspaces": listWorkspaces, "List all workspaces registered in the
+// current Airbyte deployment", not listSourcesForWorkspace, "List sources
+// for workspace", whose shorter title the request covers more of).
+func TestListHeadUnnamed(t *testing.T) {
+	docs := []Doc{
+		{Name: "x_listSourcesForWorkspace", AppID: "x", Description: "List sources for workspace", Method: "POST", Path: "/v1/sources/list"},
+		{Name: "x_listDestinationsForWorkspace", AppID: "x", Description: "List configured destinations for a workspace", Method: "POST", Path: "/v1/destinations/list"},
+		{Name: "x_listWorkspaces", AppID: "x", Description: "List all workspaces registered in the current Airbyte deployment", Method: "POST", Path: "/v1/workspaces/list"},
+	}
+	ix := NewBM25(docs)
+	// (On these three calls alone listWorkspaces comes first either way;
+	// in Airbyte's 102 it was fifth.)
+	if got := ix.Explain("list all workspaces", 0); !strings.Contains(got, "head-unnamed") {
+		t.Errorf("list all workspaces, listSourcesForWorkspace: %s, want head-unnamed", got)
+	}
+	if got := ix.Explain("list all workspaces", 2); strings.Contains(got, "head-unnamed") {
+		t.Errorf("list all workspaces, listWorkspaces: %s", got)
+	}
+	// A question is left alone: it may name what it asks about otherwise;
+	// so is a request read as a list that opens with a verb no intent
+	// names ("undo payments matched to invoice").
+	for _, q := range []string{"which workspaces are there?", "undo workspaces"} {
+		if got := ix.Explain(q, 0); strings.Contains(got, "head-unnamed") {
+			t.Errorf("%s: %s", q, got)
+		}
+	}
+}
