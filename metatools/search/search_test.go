@@ -2884,3 +2884,18 @@ func TestListHeadUnnamed(t *testing.T) {
 		}
 	}
 }
+
+// TestPhoneContact: a phone number is kept in a contact's details (XTRF
+// "get the phone number of a vendor": getContact_3, "Returns contact of a
+// given provider").
+func TestPhoneContact(t *testing.T) {
+	docs := []Doc{
+		{Name: "x_getContact_3", AppID: "x", Description: "Returns contact of a given provider.", Method: "GET", Path: "/providers/{providerId}/contact"},
+		{Name: "x_getCompetencies", AppID: "x", Description: "Returns competencies of a given provider.", Method: "GET", Path: "/providers/{providerId}/competencies"},
+		{Name: "x_getAddress_1", AppID: "x", Description: "Returns address of a given provider.", Method: "GET", Path: "/providers/{providerId}/address"},
+	}
+	hits, _ := NewBM25(docs).Rank(context.Background(), "get the phone number of a vendor", 3, nil)
+	if len(hits) == 0 || docs[hits[0].Doc].Name != "x_getContact_3" {
+		t.Errorf("phone number: first %v, want x_getContact_3", hits)
+	}
+}
