@@ -277,6 +277,11 @@ type BM25 struct {
 	pluralHead []bool
 	// headSet holds every tool's head.
 	headSet map[string]bool
+	// headIdx numbers each tool's head among headNames, -1 for none or a
+	// generic one: a request checks each distinct head once, not each
+	// tool's (see queryPlan.headNamed).
+	headIdx   []int32
+	headNames []string
 	// headFields are, per head, the nested field names (terms) of the
 	// tools that update it: the parts of the thing an edit can set.
 	headFields map[string]map[string]bool
@@ -430,8 +435,9 @@ func NewBM25(docs []Doc) *BM25 {
 	vocab := map[string]bool{} // every term of every field
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), switches: make([]int8, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), switches: make([]int8, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headIdx: make([]int32, n), headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
 		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n), queryKeys: make([][]string, n), itemPath: make([]bool, n), listPath: make([]bool, n)}
+	headNums := map[string]int32{}
 	for i, d := range docs {
 		var body []string
 		for _, s := range bodies[i] {
@@ -543,6 +549,16 @@ func NewBM25(docs []Doc) *BM25 {
 			ix.pluralHead[i] = true
 		}
 		ix.headSet[ix.heads[i]] = true
+		ix.headIdx[i] = -1
+		if h := ix.heads[i]; h != "" && !genericHeads[h] {
+			k, ok := headNums[h]
+			if !ok {
+				k = int32(len(ix.headNames))
+				headNums[h] = k
+				ix.headNames = append(ix.headNames, h)
+			}
+			ix.headIdx[i] = k
+		}
 		for _, t := range Tokenize(local + " " + summaries[i]) {
 			ix.words[t] = true
 		}
@@ -1463,6 +1479,9 @@ type queryPlan struct {
 	// verbOpen marks a request read as a list that opens with a verb no
 	// intent names.
 	verbOpen bool
+	// headNamed says, for a list request that is not a question (nil
+	// otherwise), which of the index's heads (headNames) the request names.
+	headNamed []bool
 }
 
 // plan analyses a query: its term groups, the score they could reach, its
@@ -1680,6 +1699,12 @@ func (ix *BM25) plan(query string) *queryPlan {
 	qp.action = len(qIntents) == 0 && imperative(qtoks)
 	qp.implicit = len(qIntents) == 0 && !qp.action
 	qp.existing = !qp.families[IntentCreate] && numbered(qtoks)
+	if qp.listing && !qp.question && !qp.verbOpen {
+		qp.headNamed = make([]bool, len(ix.headNames))
+		for k, h := range ix.headNames {
+			qp.headNamed[k] = qp.qterms[h]
+		}
+	}
 	return qp
 }
 
@@ -1952,7 +1977,7 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		// "open a ticket in a project" does not create the project.
 		note("head-in-modifier", headInModifier)
 	}
-	if h := ix.heads[d]; qp.listing && !qp.question && !qp.verbOpen && h != "" && !genericHeads[h] && !qp.qterms[h] {
+	if k := ix.headIdx[d]; qp.headNamed != nil && k >= 0 && !qp.headNamed[k] {
 		// The request lists things the tool's name does not act on: the
 		// workspace is named in its title only as whose sources it lists.
 		note("head-unnamed", headUnnamed)
