@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/oauth2"
 )
 
@@ -526,5 +528,54 @@ func TestRefreshTokensFollowTheGrantType(t *testing.T) {
 		if _, c := jwtParts(t, tok.AccessToken); c["scope"] != "mcp" {
 			t.Errorf("%v: access token scope %q", tc.scopes, c["scope"])
 		}
+	}
+}
+
+// TestRepeatedScopesStoredOnce: a scope named thousands of times is stored
+// once. "openid openid ..." passed every check, and the pending
+// authorization kept the request's whole 16 KiB (15x a plain one) for ten
+// minutes; a refresh's repeated scope went whole into the new token.
+func TestRepeatedScopesStoredOnce(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			var e *asEnv
+			var stored func(id string) int64
+			if store == "redis" {
+				var rc *redis.Client
+				var prefix string
+				e, rc, prefix = newRedisAS(t, nil)
+				stored = func(id string) int64 { return rc.StrLen(context.Background(), prefix+keyPending(id)).Val() }
+			} else {
+				e = newAS(t, nil)
+			}
+			q := authQuery(oauth2.GenerateVerifier())
+			q.Set("scope", strings.TrimSpace(strings.Repeat("mcp openid mcp ", 1000)))
+			loc := location(t, e.postForm(e.srv.URL+"/oauth/authorize", q), http.StatusFound)
+			if loc.Path != "/oauth/login" {
+				t.Fatalf("authorize of %d bytes redirected to %s", len(q.Encode()), loc)
+			}
+			a, err := e.s.pending(e.ctx(), loc.Query().Get("id"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(a.Scopes, []string{"mcp", "openid"}) {
+				t.Fatalf("stored %d scopes %q..., want [mcp openid]", len(a.Scopes), a.Scopes[:min(4, len(a.Scopes))])
+			}
+			if stored != nil {
+				if n := stored(a.ID); n == 0 || n > 2048 {
+					t.Fatalf("the pending authorization is %d bytes in Redis", n)
+				}
+			}
+
+			tok := e.token(e.oauth2(asClientID, asRedirect))
+			status, _, out := e.postToken(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok.RefreshToken},
+				"client_id": {asClientID}, "scope": {strings.TrimSpace(strings.Repeat("mcp ", 3000))}}, "", "")
+			if status != http.StatusOK || out["scope"] != "mcp" {
+				t.Fatalf("refresh with a repeated scope: %d scope %.60q", status, out["scope"])
+			}
+			if at, _ := out["access_token"].(string); len(at) > 2048 {
+				t.Fatalf("the refreshed access token is %d bytes", len(at))
+			}
+		})
 	}
 }

@@ -640,7 +640,10 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		fail("invalid_request", "response_mode must be query")
 		return
 	}
-	scopes := strings.Fields(q.Get("scope"))
+	// A scope is named once in what is stored: "openid openid ..." passed
+	// every check below and stored the request's whole 16 KiB with the
+	// pending authorization, and later with its grant.
+	scopes := uniqueFields(q.Get("scope"))
 	if len(scopes) == 0 {
 		scopes = slices.Clone(c.AllowedScope)
 	}
@@ -690,6 +693,21 @@ func oidcScope(sc string) bool {
 		return true
 	}
 	return false
+}
+
+// uniqueFields is strings.Fields without repeats, in first-seen order: a
+// scope parameter names a set (RFC 6749 section 3.3).
+func uniqueFields(s string) []string {
+	f := strings.Fields(s)
+	seen := make(map[string]bool, len(f))
+	out := f[:0]
+	for _, x := range f {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 func validChallenge(c string) bool {

@@ -238,7 +238,7 @@ func (s *Server) refreshGrant(ctx context.Context, c *client, f url.Values) (*is
 	if f.Has("scope") {
 		// RFC 6749 section 6: a subset of the grant's scopes, which narrows
 		// the new access token only.
-		want := strings.Fields(f.Get("scope"))
+		want := uniqueFields(f.Get("scope"))
 		for _, sc := range want {
 			if !slices.Contains(rr.rec.Scopes, sc) {
 				return nil, &requestError{"invalid_scope", "scope " + sc + " was not granted"}
