@@ -45,7 +45,7 @@ func NewMetrics() *Metrics {
 		}, []string{"reason"}),
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "codemode", Subsystem: "oauth", Name: "logins_total",
-			Help: "Login form submissions, by outcome (success, demo, failure, locked_out, refused: the authorization was signed in already).",
+			Help: "Login form submissions, by outcome (success, demo, failure, locked_out, refused: the authorization was signed in already, busy: no password check came free in time).",
 		}, []string{"outcome"}),
 		keyAge: prometheus.NewDesc("codemode_oauth_signing_key_age_seconds",
 			"Time since the signing key in use took over: the start of the current rotation period, or, without rotation, since the server started.",

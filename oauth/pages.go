@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -194,6 +195,52 @@ func (s *Server) clientName(r *http.Request, id string) string {
 	return id
 }
 
+// CodeLoginBusy is the stable code of the 503 page (with Retry-After) that
+// answers a login while MaxPasswordChecks comparisons run for longer than
+// PasswordCheckWait. A bcrypt comparison takes tens of milliseconds of CPU,
+// and logins from many addresses (each within the endpoints' rate limit)
+// ran as many at once as were sent: 200 addresses guessing made every other
+// request of the gateway wait.
+const CodeLoginBusy = "LOGIN_BUSY"
+
+// PasswordCheckWait is how long a login waits for a password check to
+// finish before it is answered with CodeLoginBusy.
+const PasswordCheckWait = 5 * time.Second
+
+// MaxPasswordChecks is how many password comparisons run at once: half the
+// CPUs Go uses, at least one, so that the other half serves everything else.
+func MaxPasswordChecks() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
+// acquirePasswordCheck waits up to s.passwordWait for a password check of
+// its own; false if none came free, or the request ended.
+func (s *Server) acquirePasswordCheck(ctx context.Context) bool {
+	select {
+	case s.passwordChecks <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(s.passwordWait)
+	defer t.Stop()
+	select {
+	case s.passwordChecks <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+func (s *Server) releasePasswordCheck() { <-s.passwordChecks }
+
+// loginBusy refuses a login that found no password check free; its
+// attempt was taken off the authorization's failures.
+func (s *Server) loginBusy(w http.ResponseWriter, a *authRequest) {
+	s.metrics.login("busy")
+	s.log.Info("login refused: every password check is taken", logClientID(a.ClientID), zap.String("code", CodeLoginBusy))
+	w.Header().Set("Retry-After", "1")
+	s.render(w, http.StatusServiceUnavailable, "error", pageData{Title: "Error", Error: "The server is busy checking other sign-ins. Try again in a moment.", Code: CodeLoginBusy})
+}
+
 // CodeAlreadySignedIn is the stable code of the 409 page that refuses a
 // login on an authorization already signed in: from another browser than
 // the one that signed in (whoever it names), as another user, or after the
@@ -266,13 +313,27 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a = counted
+		if !s.acquirePasswordCheck(ctx) {
+			// Not checked, so not counted (a locked out attempt was
+			// refused above without waiting).
+			_, _ = s.changePending(ctx, a.ID, func(c *authRequest) error {
+				if c.Failures > 0 {
+					c.Failures--
+				}
+				return nil
+			})
+			s.loginBusy(w, a)
+			return
+		}
 		name := r.PostForm.Get("username")
 		u, known := s.users[name]
 		hash := s.dummyHash
 		if known {
 			hash = []byte(u.PasswordHash)
 		}
-		if bcrypt.CompareHashAndPassword(hash, []byte(r.PostForm.Get("password"))) != nil || !known {
+		wrong := s.comparePassword(hash, []byte(r.PostForm.Get("password"))) != nil || !known
+		s.releasePasswordCheck()
+		if wrong {
 			s.log.Info("login failed", logClientID(a.ClientID), zap.Int("failures", a.Failures))
 			if a.Failures >= MaxLoginFailures {
 				s.metrics.login("locked_out")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
@@ -211,6 +212,7 @@ func TestLoginFailuresCountedAtOnce(t *testing.T) {
 	for _, storage := range []string{"memory", "redis"} {
 		t.Run(storage, func(t *testing.T) {
 			e := pendingAS(t, storage, nil)
+			e.s.passwordWait = time.Minute // the checked ones queue (TestPasswordChecksBounded)
 			id, csrf := e.started(t, oauth2.GenerateVerifier())
 			answers := make([]answer, 4*MaxLoginFailures)
 			var fs []func()

@@ -21,6 +21,7 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 	"go.uber.org/zap"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/codemode-gateway/caddy-codemode/internal/kv"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
@@ -61,6 +62,13 @@ type Server struct {
 	metrics   *Metrics
 	started   time.Time
 	revoked   revocationListeners
+
+	// passwordChecks holds a token per password comparison running
+	// (MaxPasswordChecks); passwordWait is how long a login waits for one
+	// (PasswordCheckWait). comparePassword is bcrypt's comparison.
+	passwordChecks  chan struct{}
+	passwordWait    time.Duration
+	comparePassword func(hash, password []byte) error
 }
 
 // NewServer validates cfg and builds the server. The caller must Close it.
@@ -117,6 +125,9 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 	if len(cfg.Users) > 0 {
 		s.dummyHash = newDummyHash(cfg.Users)
 	}
+	s.passwordChecks = make(chan struct{}, MaxPasswordChecks())
+	s.passwordWait = PasswordCheckWait
+	s.comparePassword = bcrypt.CompareHashAndPassword
 	s.clients = make(map[string]*client, len(cfg.Clients))
 	for _, cc := range cfg.Clients {
 		c := &client{ID: cc.ID, Name: cc.Name, URIs: cc.RedirectURIs, Grants: s.grantTypes(),
