@@ -283,3 +283,52 @@ func TestExampleCaddyfilesProvision(t *testing.T) {
 		})
 	}
 }
+
+// TestExampleCaddyfilesBoundSlowClients holds the Caddyfiles a user starts
+// from (Caddyfile.example, docs/production.Caddyfile) to read timeouts on
+// every server: Caddy's defaults cut a body that stalls, not one that
+// trickles a byte at a time, so without read_body one client holds a
+// connection and a handler's goroutine for as long as it likes. No write
+// timeout: MCP and broker answers stream as long as a session runs.
+func TestExampleCaddyfilesBoundSlowClients(t *testing.T) {
+	files := exampleCaddyfiles(t)
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	for _, name := range []string{"Caddyfile.example", "docs/production.Caddyfile"} {
+		t.Run(name, func(t *testing.T) {
+			src, ok := files[name]
+			if !ok {
+				t.Fatalf("%s not found", name)
+			}
+			out, _, err := adapter.Adapt([]byte(src), map[string]any{"filename": name})
+			if err != nil {
+				t.Fatalf("adapt: %v", err)
+			}
+			var cfg struct {
+				Apps struct {
+					HTTP struct {
+						Servers map[string]struct {
+							ReadTimeout       caddy.Duration `json:"read_timeout"`
+							ReadHeaderTimeout caddy.Duration `json:"read_header_timeout"`
+							WriteTimeout      caddy.Duration `json:"write_timeout"`
+						} `json:"servers"`
+					} `json:"http"`
+				} `json:"apps"`
+			}
+			if err := json.Unmarshal(out, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			if len(cfg.Apps.HTTP.Servers) == 0 {
+				t.Fatal("no HTTP server")
+			}
+			for srv, s := range cfg.Apps.HTTP.Servers {
+				if s.ReadTimeout <= 0 || s.ReadHeaderTimeout <= 0 {
+					t.Errorf("server %s: read_timeout %v, read_header_timeout %v; want both set (servers { timeouts { read_header; read_body } })",
+						srv, time.Duration(s.ReadTimeout), time.Duration(s.ReadHeaderTimeout))
+				}
+				if s.WriteTimeout != 0 {
+					t.Errorf("server %s: write_timeout %v would cut streamed answers", srv, time.Duration(s.WriteTimeout))
+				}
+			}
+		})
+	}
+}
