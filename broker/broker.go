@@ -111,6 +111,38 @@ func (b *Broker) forgetPrincipalLocked(principal string) {
 	}
 }
 
+// redisStartTimeout bounds New's subscription and first heartbeat with
+// Redis: a Redis that does not answer fails New with STORAGE_UNAVAILABLE
+// after that long at most, whatever the client's timeouts.
+const redisStartTimeout = 10 * time.Second
+
+// startRedisStore runs start until ctx ends: go-redis applies a context's
+// deadline to dialing only, and a Redis that accepts a connection and never
+// answers holds a read for the client's own timeout, of any length (closing
+// the client ends it). A store that starts after ctx ended is closed.
+func startRedisStore(ctx context.Context, start func() (*redisStore, error)) (*redisStore, error) {
+	type started struct {
+		rs  *redisStore
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		rs, err := start()
+		done <- started{rs, err}
+	}()
+	select {
+	case s := <-done:
+		return s.rs, s.err
+	case <-ctx.Done():
+		go func() {
+			if s := <-done; s.err == nil {
+				_ = s.rs.close()
+			}
+		}()
+		return nil, fmt.Errorf("no answer within %v: %w", redisStartTimeout, ctx.Err())
+	}
+}
+
 // New returns a broker. opts.Engine is required; the zero values of the
 // other fields mean their documented defaults.
 func New(opts *BrokerOptions) (*Broker, error) {
@@ -211,12 +243,17 @@ func New(opts *BrokerOptions) (*Broker, error) {
 	b.engine.Store(&engineBox{o.Engine})
 	b.guard.Store(o.Guard)
 	if o.Redis != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), redisStartTimeout)
 		defer cancel()
 		b.owner = newID()
-		rs, err := newRedisStore(ctx, o.Redis, o.KeyPrefix, b.owner, o.OwnerTimeout, o.StorageTimeout, o.MaxFinishedBytes, o.Now, b.deliver, o.Logger)
+		rs, err := startRedisStore(ctx, func() (*redisStore, error) {
+			return newRedisStore(ctx, o.Redis, o.KeyPrefix, b.owner, o.OwnerTimeout, o.StorageTimeout, o.MaxFinishedBytes, o.Now, b.deliver, o.Logger)
+		})
 		if err != nil {
-			return nil, fmt.Errorf("broker: %w", err)
+			// A config load fails with the code the broker's requests get
+			// while Redis is down.
+			return nil, fmt.Errorf("broker: %w", &Error{Code: CodeStorageUnavailable, Status: http.StatusServiceUnavailable,
+				Message: "the session store (Redis) failed at start", Err: err})
 		}
 		b.store = rs
 		if o.Metrics != nil {

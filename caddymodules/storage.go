@@ -214,13 +214,8 @@ func (r *RedisStorage) Provision(ctx caddy.Context) error {
 			return nil, nil, err
 		}
 		opts.ClientName = redisClientName(key, redisClients.Add(1))
+		pingAtStart(opts, logger)
 		c := redis.NewClient(opts)
-		pctx, cancel := context.WithTimeout(context.Background(), 2*time.Duration(r.DialTimeout))
-		defer cancel()
-		if err := c.Ping(pctx).Err(); err != nil {
-			logger.Warn("redis is unreachable at start; areas using it apply their failure behaviour until it answers",
-				zap.String("address", r.Address), zap.Error(err))
-		}
 		return c, c.Close, nil
 	})
 	if err != nil {
@@ -228,6 +223,39 @@ func (r *RedisStorage) Provision(ctx caddy.Context) error {
 	}
 	r.key, r.client = key, client
 	return nil
+}
+
+// redisStartPingLimit bounds the ping a new client sends at start, whatever
+// dial_timeout says: the ping only decides a warning, and it holds the
+// config load (a reload's admin request included) while it waits.
+const redisStartPingLimit = 5 * time.Second
+
+// pingAtStart pings Redis once with a client of its own, whose dial, read
+// and write timeouts are twice dial_timeout at most redisStartPingLimit
+// (go-redis bounds a read by the client's timeout, not by a context), and
+// warns with the code STORAGE_UNAVAILABLE when Redis does not answer: the
+// areas using it apply their failure behaviour until it does. It reports
+// whether Redis answered.
+func pingAtStart(opts *redis.Options, logger *zap.Logger) bool {
+	wait := min(2*opts.DialTimeout, redisStartPingLimit)
+	o := *opts
+	o.DialTimeout, o.ReadTimeout, o.WriteTimeout = min(o.DialTimeout, wait), wait, wait
+	o.PoolSize, o.MinIdleConns, o.MaxRetries = 1, 0, -1
+	c := redis.NewClient(&o)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	err := c.Ping(ctx).Err()
+	if err == nil {
+		return true
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		err = fmt.Errorf("no answer within %v: %w", wait, err)
+	}
+	logger.Warn("redis is unreachable at start; areas using it apply their failure behaviour until it answers",
+		zap.String("code", guard.CodeStorageUnavailable), zap.String("address", o.Addr), zap.Duration("waited", wait), zap.Error(err))
+	return false
 }
 
 // redisClients counts the clients this process built.

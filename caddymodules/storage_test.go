@@ -8,14 +8,22 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestRedisStoragePlaceholders: every string of the redis storage takes
@@ -62,5 +70,133 @@ func TestRedisStorageUnsetAddress(t *testing.T) {
 	err := r.Provision(ctx)
 	if err == nil || !strings.Contains(err.Error(), "is empty once its placeholders are resolved") {
 		t.Fatalf("provision: %v", err)
+	}
+}
+
+// silentRedis is a listener that accepts connections and never answers, a
+// Redis behind a stalled proxy or a paused process; closed at the end.
+func silentRedis(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestRedisStorageStartUnanswered: a config load meeting a Redis that does
+// not answer. With dial_timeout and timeout of an hour, the storage's start
+// ping held the load for the client's timeout (an hour here; the ping's
+// context bounded its dial only); it waits at most redisStartPingLimit and
+// the load goes on, the areas applying their failure behaviour. A broker
+// cannot start without its subscription: it waited for that too (the
+// context bounded its dial only); its load now fails after at most
+// redisStartTimeout with STORAGE_UNAVAILABLE, the code its requests get
+// while Redis is down.
+func TestRedisStorageStartUnanswered(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, tc := range []struct {
+		name, addr, areas, site, wantErr string
+	}{
+		{"silent, broker", silentRedis(t), "broker {\n\t\t\tdemo_tools\n\t\t}", "handle_path /broker/* {\n\t\tcodemode_broker\n\t}", "STORAGE_UNAVAILABLE"},
+		{"closed port, broker", closed, "broker {\n\t\t\tdemo_tools\n\t\t}", "handle_path /broker/* {\n\t\tcodemode_broker\n\t}", "STORAGE_UNAVAILABLE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := fmt.Sprintf(`{
+	admin off
+	codemode {
+		storage redis %s {
+			dial_timeout 1h
+			timeout 1h
+		}
+		%s
+	}
+}
+http://127.0.0.1:0 {
+	%s
+}
+`, tc.addr, tc.areas, tc.site)
+			raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), map[string]any{"filename": "Caddyfile"})
+			if err != nil {
+				t.Fatalf("adapt: %v", err)
+			}
+			var cfg caddy.Config
+			if err := caddy.StrictUnmarshalJSON(raw, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			caddyMu.Lock()
+			defer caddyMu.Unlock()
+			// Not validateAndRelease: the broker's abandoned subscription
+			// holds its connection until the client's timeout (an hour) or
+			// the silent server closes it, at the test's end.
+			done := make(chan error, 1)
+			go func() { done <- caddy.Validate(&cfg) }()
+			select {
+			case err = <-done:
+			case <-time.After(2 * time.Minute):
+				t.Fatal("the load did not end in 2 minutes")
+			}
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("load: %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestRedisStartPingWarns: the start ping's warning carries the stable code
+// and how long it waited, for a closed port and for a Redis that never
+// answers (whose ping waited for the client's read timeout, an hour here).
+func TestRedisStartPingWarns(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for name, addr := range map[string]string{"closed port": closed, "silent": silentRedis(t)} {
+		t.Run(name, func(t *testing.T) {
+			core, logs := observer.New(zapcore.WarnLevel)
+			opts := &redis.Options{Addr: addr, DialTimeout: time.Hour, ReadTimeout: time.Hour, WriteTimeout: time.Hour, MaxRetries: 1}
+			if pingAtStart(opts, zap.New(core)) {
+				t.Fatal("ping answered")
+			}
+			entries := logs.All()
+			if len(entries) != 1 {
+				t.Fatalf("%d warnings, want 1", len(entries))
+			}
+			f := entries[0].ContextMap()
+			if f["code"] != "STORAGE_UNAVAILABLE" || f["waited"] != redisStartPingLimit {
+				t.Fatalf("warning fields %v", f)
+			}
+			if name == "silent" && !strings.Contains(fmt.Sprint(f["error"]), "no answer within 5s") {
+				t.Fatalf("error %v", f["error"])
+			}
+		})
 	}
 }
