@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/cookiejar"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 )
@@ -415,4 +417,42 @@ func (e *asEnv) browserGet(t *testing.T, c *http.Client, u string) answer {
 	a := answer{status: resp.StatusCode, location: resp.Header.Get("Location")}
 	a.page = body(t, resp)
 	return a
+}
+
+// TestPendingExpiredDuringChange: a pending authorization that expires
+// while a change is applied to it (a login whose password check outlasts
+// the record's last moments) is refused as unknown. The swap was written
+// with the time left, zero or less, which both stores read as no time to
+// live: the record stayed in Redis for ever.
+func TestPendingExpiredDuringChange(t *testing.T) {
+	for _, storage := range []string{"memory", "redis"} {
+		t.Run(storage, func(t *testing.T) {
+			var e *asEnv
+			var rc *redis.Client
+			if storage == "redis" {
+				e, rc, _ = newRedisAS(t, nil)
+			} else {
+				e = newAS(t, nil)
+			}
+			id, _ := e.started(t, "verifier-of-an-expiring-authorization-0123456789")
+			_, err := e.s.changePending(context.Background(), id, func(a *authRequest) error {
+				e.clock.Add(PendingTTL)
+				a.Failures++
+				return nil
+			})
+			if !errors.Is(err, errPendingUnknown) {
+				t.Fatalf("change of an expired authorization: %v, want %v", err, errPendingUnknown)
+			}
+			if rc == nil {
+				return
+			}
+			keys := keysWith(t, rc, "*pending:"+id)
+			if len(keys) != 1 {
+				t.Fatalf("pending keys %v", keys)
+			}
+			if ttl := ttlOf(t, rc, keys[0]); ttl <= 0 {
+				t.Fatalf("pending record's time to live %v", ttl)
+			}
+		})
+	}
 }

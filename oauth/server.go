@@ -485,7 +485,13 @@ func (s *Server) changePending(ctx context.Context, id string, change func(a *au
 		if err != nil {
 			return nil, fmt.Errorf("encoding pending authorization: %w", err)
 		}
-		swapped, err := s.store.CompareAndSwap(ctx, keyPending(id), old, b, a.Expires.Sub(s.now()))
+		// The record expired during change (a slow login): a swap without a
+		// time to live would keep it forever, as both stores read 0 as none.
+		ttl := a.Expires.Sub(s.now())
+		if ttl <= 0 {
+			return nil, errPendingUnknown
+		}
+		swapped, err := s.store.CompareAndSwap(ctx, keyPending(id), old, b, ttl)
 		if err != nil {
 			return nil, err
 		}

@@ -307,7 +307,11 @@ func (s *Redis) CompareAndSwap(ctx context.Context, key string, old, val []byte,
 	if val == nil {
 		op = "del"
 	}
-	n, err := casScript.Run(ctx, s.c, []string{s.prefix + key}, old, val, op, ttl.Milliseconds()).Int()
+	ms := ttl.Milliseconds()
+	if ttl > 0 && ms == 0 {
+		ms = 1 // under a millisecond is still a time to live, as go-redis's SET rounds it
+	}
+	n, err := casScript.Run(ctx, s.c, []string{s.prefix + key}, old, val, op, ms).Int()
 	return n == 1, s.fail("compare and swap", err)
 }
 

@@ -163,3 +163,23 @@ func TestMemoryExpiresByClock(t *testing.T) {
 		t.Fatal("a key without ttl expired")
 	}
 }
+
+// TestRedisSwapKeepsAShortTTL: a compare-and-swap with under a millisecond
+// to live keeps a time to live (a millisecond, as go-redis's SET rounds
+// it); ttl.Milliseconds() was 0, which the script reads as none, and the
+// key stayed for ever.
+func TestRedisSwapKeepsAShortTTL(t *testing.T) {
+	rc, prefix := redistest.Client(t)
+	st := NewRedis(rc, prefix, nil)
+	ctx := context.Background()
+	if err := st.Set(ctx, "short", []byte("a"), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st.CompareAndSwap(ctx, "short", []byte("a"), []byte("b"), 500*time.Microsecond); !ok || err != nil {
+		t.Fatalf("swap: %v %v", ok, err)
+	}
+	// -1: no time to live; -2: gone (expired, as it should).
+	if ttl, err := rc.PTTL(ctx, prefix+"short").Result(); err != nil || ttl == -1 {
+		t.Fatalf("time to live after the swap: %v %v", ttl, err)
+	}
+}
