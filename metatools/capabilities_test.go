@@ -2,9 +2,11 @@ package metatools
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -41,6 +43,32 @@ func TestDeclaredCapabilitiesMatchHandlers(t *testing.T) {
 			if _, err := f.session.Complete(ctx, &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "x"},
 				Argument: mcp.CompleteParamsArgument{Name: "a", Value: "b"}}); err == nil {
 				t.Error("completion/complete answered without the capability")
+			}
+		})
+	}
+}
+
+// TestSetLevelChecksTheLevel: logging/setLevel takes one of the eight levels
+// MCP names (RFC 5424's severities) and answers any other with -32602
+// invalid params, over HTTP to the go-sdk client. The go-sdk stored any
+// string as the session's level.
+func TestSetLevelChecksTheLevel(t *testing.T) {
+	for _, version := range []string{"2025-06-18", "2025-11-25"} {
+		t.Run(version, func(t *testing.T) {
+			f := newFixture(t, fixtureOptions{protocolVersion: version})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for _, level := range []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"} {
+				if err := f.session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+					t.Errorf("setLevel %q: %v", level, err)
+				}
+			}
+			for _, level := range []mcp.LoggingLevel{"verbose", "", "INFO", "warn"} {
+				err := f.session.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level})
+				var we *jsonrpc.Error
+				if !errors.As(err, &we) || we.Code != jsonrpc.CodeInvalidParams {
+					t.Errorf("setLevel %q: %v, want -32602", level, err)
+				}
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
@@ -160,6 +161,11 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 	}, s.observe(MetaInvoke, s.invokeHandler()))
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "logging/setLevel" {
+				if err := checkLogLevel(req); err != nil {
+					return nil, err
+				}
+			}
 			res, err := next(ctx, method, req)
 			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
 				if lt.Meta == nil {
@@ -171,6 +177,26 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		}
 	})
 	return srv
+}
+
+// logLevels are the levels of logging/setLevel, MCP's LoggingLevel (the
+// severities of RFC 5424).
+var logLevels = []mcp.LoggingLevel{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// checkLogLevel answers a logging/setLevel naming no level of MCP's with
+// -32602 invalid params; the go-sdk stores any string as the session's
+// level.
+func checkLogLevel(req mcp.Request) error {
+	p, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
+	if p == nil || !slices.Contains(logLevels, p.Level) {
+		var level mcp.LoggingLevel
+		if p != nil {
+			level = p.Level
+		}
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+			Message: fmt.Sprintf("invalid params: unknown logging level %q (want debug, info, notice, warning, error, critical, alert or emergency)", clip(string(level), 64))}
+	}
+	return nil
 }
 
 // serverCapabilities are the capabilities the server declares (initialize,
