@@ -41,6 +41,11 @@ type rpcCall struct {
 	// batch tells (stdio) that the request came in a batch, whose
 	// responses the go-sdk writes together.
 	batch bool
+	// index is the request's place in its batch; params, its params
+	// without _meta in canonical JSON, only when another request of the
+	// batch has its method (postCalls.shared).
+	index  int
+	params []byte
 	// reason is the first cancellation's.
 	reason atomic.Pointer[string]
 	// marks counts the cancellations of the request the go-sdk may act
@@ -110,9 +115,66 @@ type postCalls struct {
 	temporary bool
 	// byMethod are the POST's requests by method, those of a method no
 	// other request of the POST has: a handler learns its method, not its
-	// request's id, so two requests of one method in a 2025-03-26 batch
-	// are not told apart (neither is stopped by the gateway).
+	// request's id.
 	byMethod map[string]*rpcCall
+	// shared are the requests of a 2025-03-26 batch whose method another
+	// request of the batch has, by method: a handler's request is the one
+	// whose params are its own. Two of one method with the same params
+	// are not told apart, and the gateway stops neither (the go-sdk of a
+	// held session does, by id).
+	shared map[string][]*rpcCall
+}
+
+func (pc *postCalls) addShared(c *rpcCall) {
+	if pc.shared == nil {
+		pc.shared = map[string][]*rpcCall{}
+	}
+	pc.shared[c.method] = append(pc.shared[c.method], c)
+}
+
+// ofParams is the request of method among shared whose params are the
+// handler's, nil when none or several are.
+func (pc *postCalls) ofParams(method string, params mcp.Params) *rpcCall {
+	calls := pc.shared[method]
+	if len(calls) == 0 || params == nil {
+		return nil
+	}
+	b, err := json.Marshal(params)
+	if err != nil {
+		return nil
+	}
+	own := canonicalParams(b)
+	var found *rpcCall
+	for _, c := range calls {
+		if c.params != nil && bytes.Equal(c.params, own) {
+			if found != nil {
+				return nil
+			}
+			found = c
+		}
+	}
+	return found
+}
+
+// canonicalParams is params, a JSON object, without its _meta (the go-sdk
+// may add to it) in canonical form (keys sorted, no spaces, numbers as
+// written), or nil.
+func canonicalParams(params json.RawMessage) []byte {
+	if len(params) == 0 {
+		return nil
+	}
+	var m map[string]any
+	d := json.NewDecoder(bytes.NewReader(params))
+	d.UseNumber()
+	if d.Decode(&m) != nil {
+		return nil
+	}
+	delete(m, "_meta")
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 type postCallsKey struct{}
@@ -144,6 +206,9 @@ func stopCancelledCalls(next mcp.MethodHandler) mcp.MethodHandler {
 			return next(ctx, method, req)
 		}
 		c := pc.byMethod[method]
+		if c == nil && pc.shared != nil {
+			c = pc.ofParams(method, req.GetParams())
+		}
 		if c == nil && !pc.temporary {
 			return next(ctx, method, req)
 		}
@@ -327,6 +392,7 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		cancel bool // id is the request a cancellation cancels
 		reason string
 		method string
+		index  int // in the batch
 	}
 	var ops []op
 	var msgs []json.RawMessage
@@ -336,7 +402,7 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		switch {
 		case !isRequest || method == "initialize":
 		case id.IsValid():
-			ops = append(ops, op{id: id, method: method})
+			ops = append(ops, op{id: id, method: method, index: i})
 		case method == notificationCancelled:
 			msg := w.body.buf
 			if batch {
@@ -367,7 +433,7 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		k := callKey{sid, o.id}
 		switch c := t.byKey[k]; {
 		case !o.cancel && c == nil: // else the go-sdk refuses the duplicate
-			c = &rpcCall{id: o.id, method: o.method, post: &w.cancelledCalls}
+			c = &rpcCall{id: o.id, method: o.method, post: &w.cancelledCalls, index: o.index}
 			t.byKey[k] = c
 			own = append(own, k)
 			if w.calls == nil {
@@ -394,11 +460,31 @@ func (t *callTable) track(sid string, w *mcpWriter, logger *zap.Logger) func() {
 		for _, k := range own {
 			c := w.calls[k.id]
 			if seen[c.method] {
-				delete(w.post.byMethod, c.method)
+				if first := w.post.byMethod[c.method]; first != nil {
+					delete(w.post.byMethod, c.method)
+					w.post.addShared(first)
+				}
+				w.post.addShared(c)
 				continue
 			}
 			seen[c.method] = true
 			w.post.byMethod[c.method] = c
+		}
+		if len(w.post.shared) > 0 {
+			// Requests of one method in a 2025-03-26 batch: told apart by
+			// their params, the one thing of its request a handler sees.
+			if !msgsDrawn {
+				if _, err := sdkjson.Parse(bytes.TrimSpace(w.body.buf), &msgs, sdkjson.DontMatchCaseInsensitiveStructFields); err != nil {
+					msgs = nil
+				}
+			}
+			for _, calls := range w.post.shared {
+				for _, c := range calls {
+					if c.index < len(msgs) {
+						c.params = canonicalParams(paramsOf(msgs[c.index]))
+					}
+				}
+			}
 		}
 	}
 	return func() {

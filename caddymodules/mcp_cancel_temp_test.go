@@ -152,6 +152,35 @@ func TestMCPCancelInTemporarySessions(t *testing.T) {
 		}
 	})
 
+	// A 2025-03-26 batch of two tools/call in an adopted session: the
+	// cancelled one is told from the other by its params. Before, neither
+	// was stopped: the cancelled plan ran on and held the batch's POST open
+	// (its answer left out) until it ended by itself.
+	t.Run("adopted_batch_of_one_method", func(t *testing.T) {
+		h := map[string]string{"X-Forwarded-For": net + "1", "Mcp-Protocol-Version": "2025-03-26"}
+		status, sid, body := rawMCP(t, url, h, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26",`+
+			`"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+		if status != http.StatusOK || sid == "" {
+			t.Fatalf("initialize: %d %s", status, body)
+		}
+		h["Mcp-Session-Id"] = sid
+		rawMCP(t, url, h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		if err := caddy.Load(cancelConfig(port, up, map[string]any{"session_timeout": "21m"}), true); err != nil {
+			t.Fatal(err)
+		}
+		other := `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"meta:execute","arguments":{"script":"return 6"}}}`
+		answered := postAsync(context.Background(), url, h, "["+waitCall("5")+","+other+"]")
+		waitFor(t, started, "start of the plan's tool call")
+		if status, _, body := rawMCP(t, url, h, cancelNote("5")); status != http.StatusAccepted {
+			t.Fatalf("notifications/cancelled: %d %s", status, body)
+		}
+		waitFor(t, stopped, "stop of the cancelled plan's tool call")
+		a := waitFor(t, answered, "end of the batch's POST")
+		if a[0] != "200" || strings.Contains(a[2], `"id":5`) || !strings.Contains(a[2], `"id":6`) {
+			t.Fatalf("batch's POST: %s %s %.600q, want 200 with the answer to 6 only", a[0], a[1], a[2])
+		}
+	})
+
 	// During a reload: the session is the other config's, whose go-sdk
 	// session holds it (held) or that adopted it already.
 	for _, held := range []bool{true, false} {
