@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -311,7 +312,11 @@ func (h *MCPHandler) unsupportedVersion(w http.ResponseWriter, r *http.Request) 
 // session a previous config opened through the adopting handler.
 func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 	if h.Stateless {
-		if r.Method == http.MethodPost {
+		if scope := statelessCancelScope(r); scope != "" {
+			var end func()
+			r, end = h.track(w, r, scope, true)
+			defer end()
+		} else if r.Method == http.MethodPost {
 			r = withPostCalls(r, statelessPost) // its requests end with it
 		}
 		h.legacy.ServeHTTP(w, r)
@@ -393,6 +398,27 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 	if r.Method == http.MethodDelete && sid != "" && w.status < 300 {
 		h.forgetSession(sid)
 	}
+}
+
+// statelessCancelScope is what scopes a stateless POST's requests and
+// cancellations in place of a session: its credentials (the Authorization
+// header, digested), "" without. A notifications/cancelled in another POST
+// stops a request only when both carry the same credentials, which only
+// their holder can send: the TypeScript SDK cancels a call so and keeps
+// its POST open, so without a scope the plan ran to its end. Two clients
+// sharing one token and numbering their requests alike could stop each
+// other's; anonymous requests stay out of reach (every client numbers its
+// requests from 0 or 1), and end with their POST.
+func statelessCancelScope(r *http.Request) string {
+	if r.Method != http.MethodPost {
+		return ""
+	}
+	auth := r.Header.Get("Authorization")
+	if auth == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(auth))
+	return "stateless:" + hex.EncodeToString(sum[:])
 }
 
 // track records the requests of a POST of session sid for cancellation

@@ -206,6 +206,41 @@ func TestMCPCancelInTemporarySessions(t *testing.T) {
 		})
 	}
 
+	// The TypeScript SDK cancels a call with notifications/cancelled in a
+	// POST of its own and keeps the call's POST open: a stateless request
+	// is stopped by a cancellation carrying its credentials, and its POST
+	// ends without the answer. One carrying other credentials, or none,
+	// names no request of its sender's. Before, the plan ran to its end.
+	t.Run("stateless_cancelled_with_its_credentials", func(t *testing.T) {
+		stateless := fmt.Sprintf("http://127.0.0.1:%d/stateless", port)
+		mine := map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Authorization": "Bearer mine"}
+		answered := postAsync(context.Background(), stateless, mine, waitCall("1"))
+		waitFor(t, started, "start of the plan's tool call")
+		for _, other := range []map[string]string{
+			{"Mcp-Protocol-Version": "2025-11-25"},
+			{"Mcp-Protocol-Version": "2025-11-25", "Authorization": "Bearer someone else's"},
+		} {
+			if status, _, body := rawMCP(t, stateless, other, cancelNote("1")); status != http.StatusAccepted {
+				t.Fatalf("notifications/cancelled: %d %s", status, body)
+			}
+		}
+		select {
+		case <-stopped:
+			t.Fatal("a cancellation with other credentials stopped the plan")
+		case <-answered:
+			t.Fatal("a cancellation with other credentials ended the POST")
+		default:
+		}
+		if status, _, body := rawMCP(t, stateless, mine, cancelNote("1")); status != http.StatusAccepted {
+			t.Fatalf("notifications/cancelled: %d %s", status, body)
+		}
+		waitFor(t, stopped, "stop of the plan's tool call after the cancellation")
+		a := waitFor(t, answered, "end of the cancelled request's POST")
+		if a[0] != "200" || a[2] != "" {
+			t.Fatalf("cancelled request's POST: %s %s %.400q, want 200 without a response", a[0], a[1], a[2])
+		}
+	})
+
 	t.Run("stateless_post_ends", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
