@@ -86,6 +86,46 @@ func abuseCases() []abuseCase {
 		{name: "result of deep nesting", code: `let a = {}; for (let i = 0; i < 5000; i++) a = {a}; return a`, check: wantError(StatusRuntimeError, CodeExecutionError, "nests deeper than the limit of 1000")},
 		{name: "object spread of a huge string", code: `const s = "x".repeat(3e6); return Object.keys({...s}).length`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string")},
 		{name: "object rest of a huge string", code: `const s = "x".repeat(3e6); const {a, ...r} = s; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string")},
+		{name: "object rest patterns split out by the validator keep their meaning", code: `const out = [];
+			for (let {a, ...r} = {a: 1, b: 2}; ;) { out.push(r); break }
+			for (const {a, ...r} of [{a: 1, c: 3}]) out.push(r);
+			for (var {length, ...r} in {ab: 1}) out.push(r);
+			let q, w; for ([{...q}, w] of [[{d: 4}, 5]]) out.push(q, w);
+			out.push((({a, ...r}, [{...t}] = [{e: 5}]) => [a, r, t])({a: 1, f: 6}));
+			function f(x, {g, ...r} = {g: 7, h: 8}, ...[{...t}]) { var r; return [x, r, t] }
+			out.push(f(1, undefined, {i: 9}));
+			class K { m({...r}) { return this.k + r.j } }; K.prototype.k = 10; out.push(new K().m({j: 1}));
+			try { throw {m: 1, n: 2} } catch ({m, ...r}) { out.push(r) }
+			const {a: {b, ...r2}, c: [{...s}] = [{o: 1}], ...rest} = {a: {b: 1, p: 2}, z: 3};
+			out.push(r2, s, rest);
+			let u, y; const got = ({a: {...u}, b: [y, {...u.inner}]} = {a: {k: 1}, b: [2, {l: 3}]}); out.push(u, y, got.b[0]);
+			return out`,
+			check: wantResult(`[{"b":2},{"c":3},{"0":"a","1":"b"},{"d":4},5,[1,{"f":6},{"e":5}],[1,{"h":8},{"i":9}],11,{"n":2},{"p":2},{"o":1},{"z":3},{"k":1,"inner":{"l":3}},2,2]`)},
+		{name: "object rest of a huge string in a for head", code: `const s = "x".repeat(5000); for (let {...r} = s; ;) break; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a var for head", code: `const s = "x".repeat(5000); for (var {a, ...r} = s; ;) break; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a for-of head", code: `const s = "x".repeat(5000); for (const {...r} of [s]) break; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a for-in head", code: `const s = "x".repeat(5000); const o = {}; o[s] = 1; for (const {...r} in o) break; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a var for-of head", code: `const s = "x".repeat(5000); for (var {...r} of [s]) break; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in an assigning for-of head", code: `const s = "x".repeat(5000); let r; for ({...r} of [s]) break; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a nested assigning for-of head", code: `const s = "x".repeat(5000); let r; for ([{...r}] of [[s]]) break; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in an arrow parameter", code: `const s = "x".repeat(5000); (({...r}) => r)(s); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in an arrow parameter with an expression body", code: `const s = "x".repeat(5000); const f = ({a, ...r}) => 1; f(s); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a function parameter", code: `const s = "x".repeat(5000); function f({...r}) { return r } f(s); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a second parameter", code: `const s = "x".repeat(5000); function f(x, {...r}) { return r } f(1, s); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a method parameter", code: `const s = "x".repeat(5000); const o = {m({...r}) { return r }}; o.m(s); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a class method parameter", code: `const s = "x".repeat(5000); class K { m({...r}) { return r } } new K().m(s); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a default-valued parameter", code: `const s = "x".repeat(5000); function f({...r} = s) { return r } f(); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a rest parameter", code: `const s = "x".repeat(5000); function f(...[{...r}]) { return r } f(s); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a catch parameter", code: `const s = "x".repeat(5000); try { throw s } catch ({...r}) {}; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested in an object pattern", code: `const s = "x".repeat(5000); let {a: {...r}} = {a: s}; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested in an array pattern", code: `const s = "x".repeat(5000); let [{...r}] = [s]; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested with a default", code: `const s = "x".repeat(5000); const {a: {...r} = s} = {}; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested twice", code: `const s = "x".repeat(5000); const [{a: [{...r}]}] = [{a: [s]}]; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested in an object assignment", code: `const s = "x".repeat(5000); let r; ({a: {...r}} = {a: s}); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested in an array assignment", code: `const s = "x".repeat(5000); let r; [{...r}] = [s]; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested in a parameter", code: `const s = "x".repeat(5000); (({a: {...r}}) => r)({a: s}); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested in a catch parameter", code: `const s = "x".repeat(5000); try { throw [s] } catch ([{...r}]) {}; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested in a for-of head", code: `const s = "x".repeat(5000); for (const [{...r}] of [[s]]) break; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
 		// --- CPU: steps and built-ins bounded by the run's time -------------
 		{name: "catastrophic regexp in a loop", code: `for (;;) /(?=(a+)+b)/.test("a".repeat(28))`, check: wantError(StatusTimeout, CodeTimeout, "time limit"), limits: Limits{Timeout: 2 * time.Second}},
 		{name: "native callbacks count steps", code: `const a = new Array(200000).fill(0); a.map(Math.random); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "step limit")},

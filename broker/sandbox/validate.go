@@ -598,6 +598,8 @@ func compilePlan(code string, l Limits) (*compiledPlan, *Result) {
 		}}
 	}
 	v := &validator{file: prog.File, maxDepth: astDepthFactor * l.MaxNestingDepth}
+	inner := prog.Body[0].(*ast.ExpressionStatement).Expression.(*ast.FunctionLiteral).Body.List[0].(*ast.ReturnStatement).Argument.(*ast.FunctionLiteral)
+	v.vars = &inner.DeclarationList
 	v.stmts(body.List)
 	if v.fail != nil {
 		return nil, v.fail
@@ -731,6 +733,13 @@ type validator struct {
 	// rewritten is the block that replaces the loop statement just walked
 	// (see rewriteFor); stmtAt puts it in the loop's place.
 	rewritten *loopRewrite
+	// vars is the var declaration list of the function being walked: a
+	// var pattern split by splitRest declares its names there.
+	vars *[]*ast.VariableDeclaration
+	// temps counts the temporaries splitRest made.
+	temps int
+	// defaults are the default values of binding patterns (markDefaults).
+	defaults map[*ast.AssignExpression]bool
 }
 
 // enter descends one level of the syntax tree; it reports false (and
@@ -843,9 +852,9 @@ func (v *validator) stmt(s ast.Statement) {
 	case *ast.ExpressionStatement:
 		v.expr(s.Expression)
 	case *ast.VariableStatement:
-		v.declarations(s.List)
+		v.declarations(&s.List, true)
 	case *ast.LexicalDeclaration:
-		v.declarations(s.List)
+		v.declarations(&s.List, false)
 	case *ast.FunctionDeclaration:
 		v.function(s.Function)
 	case *ast.ClassDeclaration:
@@ -862,9 +871,9 @@ func (v *validator) stmt(s ast.Statement) {
 		case *ast.ForLoopInitializerExpression:
 			v.expr(in.Expression)
 		case *ast.ForLoopInitializerVarDeclList:
-			v.bindings(in.List)
+			v.declarations(&in.List, true)
 		case *ast.ForLoopInitializerLexicalDecl:
-			v.bindings(in.LexicalDeclaration.List)
+			v.declarations(&in.LexicalDeclaration.List, false)
 		}
 		v.expr(s.Test)
 		v.expr(s.Update)
@@ -874,10 +883,12 @@ func (v *validator) stmt(s ast.Statement) {
 		v.forInto(s.Into)
 		v.expr(s.Source)
 		s.Body = v.countBody(s.Body, s.For)
+		s.Into, s.Body = v.forIntoRest(s.Into, s.Body, s.For)
 	case *ast.ForOfStatement:
 		v.forInto(s.Into)
 		v.expr(s.Source)
 		s.Body = v.countBody(s.Body, s.For)
+		s.Into, s.Body = v.forIntoRest(s.Into, s.Body, s.For)
 	case *ast.WhileStatement:
 		v.expr(s.Test)
 		s.Body = v.countBody(s.Body, s.While)
@@ -903,6 +914,11 @@ func (v *validator) stmt(s ast.Statement) {
 		if s.Catch != nil {
 			v.target(s.Catch.Parameter)
 			v.stmt(s.Catch.Body)
+			var e ast.Expression = s.Catch.Parameter
+			if parts := v.splitChild(&e, nil); len(parts) > 0 {
+				s.Catch.Parameter = e.(ast.BindingTarget)
+				s.Catch.Body.List = append([]ast.Statement{&ast.LexicalDeclaration{Idx: s.Catch.Catch, Token: token.LET, List: restBindings(parts)}}, s.Catch.Body.List...)
+			}
 		}
 		if s.Finally != nil {
 			v.stmt(s.Finally)
@@ -957,14 +973,229 @@ func (v *validator) binding(b *ast.Binding) {
 	v.expr(b.Initializer)
 }
 
-// declarations validates the bindings of a var, let or const statement:
-// an object rest pattern gets its source checked (objectSource).
-func (v *validator) declarations(list []*ast.Binding) {
-	for _, b := range list {
+// declarations validates the bindings of a var, let or const statement or
+// a for loop's head: an object rest pattern at the top gets its source
+// checked (objectSource), and one nested deeper is split out (splitRest)
+// into a binding of its own after the one it was in.
+func (v *validator) declarations(list *[]*ast.Binding, isVar bool) {
+	var out []*ast.Binding
+	for _, b := range *list {
 		v.binding(b)
-		if b != nil && b.Initializer != nil && hasObjectRest(b.Target) {
+		if b == nil || b.Initializer == nil {
+			out = append(out, b)
+			continue
+		}
+		if hasObjectRest(b.Target) {
 			b.Initializer = objectSource(b.Initializer)
 		}
+		parts := v.splitRest(b.Target, false, nil)
+		out = append(out, b)
+		if len(parts) > 0 {
+			out = append(out, v.declareRest(parts, isVar)...)
+		}
+	}
+	*list = out
+}
+
+// A restPart is an object pattern with a rest element that splitRest took
+// out of a binding or assignment pattern: temp took its place there, and
+// the pattern is destructured from the checked temp right after.
+type restPart struct {
+	pattern ast.Expression
+	temp    *ast.Identifier
+}
+
+// splitRest replaces each object pattern with a rest element nested in the
+// pattern t (and t itself when top) by a fresh temporary, and returns them
+// outermost first. Only a declaration or an assignment at the top checks
+// the source it copies; everywhere else (parameters, catch and for-in/of
+// heads, nested patterns) the copy would be unchecked.
+func (v *validator) splitRest(t ast.Expression, top bool, parts []restPart) []restPart {
+	switch p := t.(type) {
+	case *ast.ObjectPattern:
+		if p.Rest != nil && top {
+			v.temps++
+			parts = append(parts, restPart{pattern: p, temp: &ast.Identifier{Name: unistring.String(fmt.Sprintf("%srest%d", reservedPrefix, v.temps)), Idx: p.Idx0()}})
+		}
+		for _, prop := range p.Properties {
+			if k, ok := prop.(*ast.PropertyKeyed); ok {
+				parts = v.splitChild(&k.Value, parts)
+			}
+		}
+	case *ast.ArrayPattern:
+		for i := range p.Elements {
+			parts = v.splitChild(&p.Elements[i], parts)
+		}
+		parts = v.splitChild(&p.Rest, parts)
+	case *ast.Binding: // a default value in a binding pattern
+		var e ast.Expression = p.Target
+		parts = v.splitChild(&e, parts)
+		p.Target = e.(ast.BindingTarget)
+	case *ast.AssignExpression: // a default value in an assignment pattern
+		parts = v.splitChild(&p.Left, parts)
+	}
+	return parts
+}
+
+// splitChild splits the pattern at *e, replacing it by its temporary.
+func (v *validator) splitChild(e *ast.Expression, parts []restPart) []restPart {
+	if *e == nil {
+		return parts
+	}
+	n := len(parts)
+	parts = v.splitRest(*e, true, parts)
+	if len(parts) > n && parts[n].pattern == *e {
+		*e = parts[n].temp
+	}
+	return parts
+}
+
+// restBindings destructures each split pattern from its checked temporary.
+func restBindings(parts []restPart) []*ast.Binding {
+	list := make([]*ast.Binding, len(parts))
+	for i, p := range parts {
+		list[i] = &ast.Binding{Target: p.pattern.(ast.BindingTarget), Initializer: objectSource(p.temp)}
+	}
+	return list
+}
+
+// declareRest returns the bindings of split patterns; var ones also go to
+// the function's hoisted declarations, which goja binds names from.
+func (v *validator) declareRest(parts []restPart, isVar bool) []*ast.Binding {
+	list := restBindings(parts)
+	if isVar && v.vars != nil {
+		*v.vars = append(*v.vars, &ast.VariableDeclaration{Var: parts[0].temp.Idx, List: list})
+	}
+	return list
+}
+
+// forIntoRest moves an object rest pattern of a for-in/of head into the
+// body: the head binds a temporary, the body starts with the pattern's
+// checked destructuring and goes on with the loop's own (walked) body in a
+// block of its own.
+func (v *validator) forIntoRest(into ast.ForInto, body ast.Statement, idx file.Idx) (ast.ForInto, ast.Statement) {
+	var first ast.Statement
+	switch in := into.(type) {
+	case *ast.ForIntoVar:
+		var e ast.Expression = in.Binding.Target
+		if parts := v.splitChild(&e, nil); len(parts) > 0 {
+			in.Binding.Target = e.(ast.BindingTarget)
+			first = &ast.VariableStatement{Var: idx, List: v.declareRest(parts, true)}
+			if v.vars != nil {
+				*v.vars = append(*v.vars, &ast.VariableDeclaration{Var: idx, List: []*ast.Binding{{Target: in.Binding.Target}}})
+			}
+		}
+	case *ast.ForDeclaration:
+		var e ast.Expression = in.Target
+		if parts := v.splitChild(&e, nil); len(parts) > 0 {
+			in.Target = e.(ast.BindingTarget)
+			tok := token.LET
+			if in.IsConst {
+				tok = token.CONST
+			}
+			first = &ast.LexicalDeclaration{Idx: idx, Token: tok, List: restBindings(parts)}
+		}
+	case *ast.ForIntoExpression:
+		if hasObjectRestIn(in.Expression) {
+			v.temps++
+			temp := &ast.Identifier{Name: unistring.String(fmt.Sprintf("%srest%d", reservedPrefix, v.temps)), Idx: idx}
+			assign := &ast.AssignExpression{Operator: token.ASSIGN, Left: in.Expression, Right: temp}
+			v.assignRest(assign)
+			into = &ast.ForDeclaration{Idx: idx, Target: temp}
+			first = &ast.ExpressionStatement{Expression: assign}
+		}
+	}
+	if first == nil {
+		return into, body
+	}
+	return into, &ast.BlockStatement{LeftBrace: idx, List: []ast.Statement{first, body}, RightBrace: idx}
+}
+
+// hasObjectRestIn reports an object rest pattern anywhere in the pattern t.
+func hasObjectRestIn(t ast.Expression) bool {
+	switch p := t.(type) {
+	case *ast.ObjectPattern:
+		if p.Rest != nil {
+			return true
+		}
+		for _, prop := range p.Properties {
+			if k, ok := prop.(*ast.PropertyKeyed); ok && hasObjectRestIn(k.Value) {
+				return true
+			}
+		}
+	case *ast.ArrayPattern:
+		for _, e := range p.Elements {
+			if hasObjectRestIn(e) {
+				return true
+			}
+		}
+		return hasObjectRestIn(p.Rest)
+	case *ast.AssignExpression:
+		return hasObjectRestIn(p.Left)
+	}
+	return false
+}
+
+// assignRest checks what the pattern of an assignment copies: the source
+// of a rest at the top, and for one nested deeper, the value assigned to
+// it, by assigning that value to a setter (a target of an assignment
+// pattern may be any reference) that destructures it from __cm$obj's
+// check. e has been walked; what assignRest adds is not.
+func (v *validator) assignRest(e *ast.AssignExpression) {
+	if e.Operator != token.ASSIGN || v.defaults[e] {
+		return
+	}
+	if hasObjectRest(e.Left) {
+		e.Right = objectSource(e.Right)
+	}
+	v.sinkRest(e.Left)
+}
+
+// sinkRest replaces each object rest pattern nested in the assignment
+// pattern t by `__cm$obj.sink((x) => {P = __cm$obj(x)}).v`.
+func (v *validator) sinkRest(t ast.Expression) {
+	var child func(e *ast.Expression)
+	child = func(e *ast.Expression) {
+		if *e == nil {
+			return
+		}
+		v.sinkRest(*e)
+		if hasObjectRest(*e) {
+			*e = v.sink(*e)
+		}
+	}
+	switch p := t.(type) {
+	case *ast.ObjectPattern:
+		for _, prop := range p.Properties {
+			if k, ok := prop.(*ast.PropertyKeyed); ok {
+				child(&k.Value)
+			}
+		}
+	case *ast.ArrayPattern:
+		for i := range p.Elements {
+			child(&p.Elements[i])
+		}
+		child(&p.Rest)
+	case *ast.AssignExpression:
+		child(&p.Left)
+	}
+}
+
+func (v *validator) sink(p ast.Expression) ast.Expression {
+	idx := p.Idx0()
+	v.temps++
+	x := &ast.Identifier{Name: unistring.String(fmt.Sprintf("%srest%d", reservedPrefix, v.temps)), Idx: idx}
+	fn := &ast.ArrowFunctionLiteral{Start: idx,
+		ParameterList: &ast.ParameterList{Opening: idx, List: []*ast.Binding{{Target: x}}, Closing: idx},
+		Body:          &ast.ExpressionBody{Expression: &ast.AssignExpression{Operator: token.ASSIGN, Left: p, Right: objectSource(x)}},
+	}
+	return &ast.DotExpression{
+		Left: &ast.CallExpression{
+			Callee:          &ast.DotExpression{Left: &ast.Identifier{Name: unistring.String(spreadName), Idx: idx}, Identifier: ast.Identifier{Name: "sink", Idx: idx}},
+			ArgumentList:    []ast.Expression{fn},
+			LeftParenthesis: idx, RightParenthesis: idx,
+		},
+		Identifier: ast.Identifier{Name: "v", Idx: idx},
 	}
 }
 
@@ -992,15 +1223,61 @@ func (v *validator) target(t ast.Expression) {
 	if t == nil {
 		return
 	}
+	v.markDefaults(t)
 	v.expr(t)
 }
 
-func (v *validator) params(p *ast.ParameterList) {
+// markDefaults notes the default values of the binding pattern t: they are
+// assignment expressions in goja's tree, but not assignments (assignRest
+// leaves them to splitRest).
+func (v *validator) markDefaults(t ast.Expression) {
+	switch p := t.(type) {
+	case *ast.ObjectPattern:
+		for _, prop := range p.Properties {
+			if k, ok := prop.(*ast.PropertyKeyed); ok {
+				v.markDefaults(k.Value)
+			}
+		}
+	case *ast.ArrayPattern:
+		for _, e := range p.Elements {
+			v.markDefaults(e)
+		}
+		v.markDefaults(p.Rest)
+	case *ast.AssignExpression:
+		if v.defaults == nil {
+			v.defaults = make(map[*ast.AssignExpression]bool)
+		}
+		v.defaults[p] = true
+		v.markDefaults(p.Left)
+	case *ast.Binding:
+		v.markDefaults(p.Target)
+	}
+}
+
+// params validates a parameter list and returns the object rest patterns
+// it split out (splitRest), which the body destructures first.
+func (v *validator) params(p *ast.ParameterList) []restPart {
 	if p == nil {
-		return
+		return nil
 	}
 	v.bindings(p.List)
 	v.expr(p.Rest)
+	var parts []restPart
+	for _, b := range p.List {
+		var e ast.Expression = b.Target
+		parts = v.splitChild(&e, parts)
+		b.Target = e.(ast.BindingTarget)
+	}
+	return v.splitChild(&p.Rest, parts)
+}
+
+// restPrologue is the statement that destructures split parameters: a var
+// statement, as a body may redeclare a parameter with var.
+func (v *validator) restPrologue(parts []restPart, idx file.Idx) []ast.Statement {
+	if len(parts) == 0 {
+		return nil
+	}
+	return []ast.Statement{&ast.VariableStatement{Var: idx, List: v.declareRest(parts, true)}}
 }
 
 func (v *validator) function(f *ast.FunctionLiteral) {
@@ -1014,10 +1291,13 @@ func (v *validator) function(f *ast.FunctionLiteral) {
 	if f.Name != nil {
 		v.ident(f.Name)
 	}
-	v.params(f.ParameterList)
+	vars := v.vars
+	v.vars = &f.DeclarationList
+	defer func() { v.vars = vars }()
+	parts := v.params(f.ParameterList)
 	if f.Body != nil {
 		v.stmts(f.Body.List)
-		f.Body.List = append([]ast.Statement{stepStmt(f.Body.LeftBrace)}, f.Body.List...)
+		f.Body.List = append(append([]ast.Statement{stepStmt(f.Body.LeftBrace)}, v.restPrologue(parts, f.Body.LeftBrace)...), f.Body.List...)
 	}
 }
 
@@ -1040,7 +1320,10 @@ func (v *validator) class(c *ast.ClassLiteral) {
 			v.function(el.Body)
 		case *ast.ClassStaticBlock:
 			if el.Block != nil {
+				vars := v.vars
+				v.vars = &el.DeclarationList
 				v.stmts(el.Block.List)
+				v.vars = vars
 				el.Block.List = append([]ast.Statement{stepStmt(el.Static)}, el.Block.List...)
 			}
 		}
@@ -1129,9 +1412,7 @@ func (v *validator) expr(e ast.Expression) {
 		v.expr(e.Left)
 		v.expr(e.Right)
 		v.bigOps.note(e)
-		if e.Operator == token.ASSIGN && hasObjectRest(e.Left) {
-			e.Right = objectSource(e.Right)
-		}
+		v.assignRest(e)
 	case *ast.BinaryExpression:
 		v.expr(e.Left)
 		v.expr(e.Right)
@@ -1169,15 +1450,23 @@ func (v *validator) expr(e ast.Expression) {
 		v.function(e)
 	case *ast.ArrowFunctionLiteral:
 		v.closures++
-		v.params(e.ParameterList)
+		vars := v.vars
+		v.vars = &e.DeclarationList
+		parts := v.params(e.ParameterList)
 		switch b := e.Body.(type) {
 		case *ast.BlockStatement:
 			v.stmts(b.List)
-			b.List = append([]ast.Statement{stepStmt(b.LeftBrace)}, b.List...)
+			b.List = append(append([]ast.Statement{stepStmt(b.LeftBrace)}, v.restPrologue(parts, b.LeftBrace)...), b.List...)
 		case *ast.ExpressionBody:
 			v.expr(b.Expression)
+			if len(parts) > 0 {
+				e.Body = &ast.BlockStatement{LeftBrace: e.Start, List: append(append([]ast.Statement{stepStmt(e.Start)}, v.restPrologue(parts, e.Start)...),
+					&ast.ReturnStatement{Return: e.Start, Argument: b.Expression}), RightBrace: e.Start}
+				break
+			}
 			b.Expression = &ast.SequenceExpression{Sequence: []ast.Expression{stepCall(e.Start), b.Expression}}
 		}
+		v.vars = vars
 	case *ast.ClassLiteral:
 		v.class(e)
 	case *ast.TemplateLiteral:

@@ -1161,6 +1161,10 @@ return function setup(nat) {
 		}
 		return v;
 	}
+	// objSource.sink(f) is an assignment target for an object rest pattern
+	// nested in an assignment pattern: the validator puts
+	// __cm$obj.sink((x) => (pattern = __cm$obj(x))).v in its place.
+	objSource.sink = function (f) { return {set v(x) { f(x); }}; };
 	// configure brings the request's limits and context; once only, and
 	// before any plan code runs (the Go side calls it right after setup or
 	// after taking a runtime set up in advance).
