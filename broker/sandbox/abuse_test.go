@@ -92,7 +92,7 @@ func abuseCases() []abuseCase {
 			for (var {length, ...r} in {ab: 1}) out.push(r);
 			let q, w; for ([{...q}, w] of [[{d: 4}, 5]]) out.push(q, w);
 			out.push((({a, ...r}, [{...t}] = [{e: 5}]) => [a, r, t])({a: 1, f: 6}));
-			function f(x, {g, ...r} = {g: 7, h: 8}, ...[{...t}]) { var r; return [x, r, t] }
+			function f(x, {g, ...r} = {g: 7, h: 8}, ...[{...t}]) { return [x, r, t] }
 			out.push(f(1, undefined, {i: 9}));
 			class K { m({...r}) { return this.k + r.j } }; K.prototype.k = 10; out.push(new K().m({j: 1}));
 			try { throw {m: 1, n: 2} } catch ({m, ...r}) { out.push(r) }
@@ -120,6 +120,10 @@ func abuseCases() []abuseCase {
 		{name: "object rest of a huge string nested in an object pattern", code: `const s = "x".repeat(5000); let {a: {...r}} = {a: s}; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
 		{name: "object rest of a huge string nested in an array pattern", code: `const s = "x".repeat(5000); let [{...r}] = [s]; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
 		{name: "object rest of a huge string nested with a default", code: `const s = "x".repeat(5000); const {a: {...r} = s} = {}; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested with an unused default", code: `const s = "x".repeat(5000); const {a: {...r} = 1} = {a: s}; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string nested with a default in an assignment", code: `const s = "x".repeat(5000); let r; ({a: {...r} = 1} = {a: s}); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a generator's parameter", code: `const s = "x".repeat(5000); function* g({...r}) { yield 1 } g(s).next(); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
+		{name: "object rest of a huge string in a setter's parameter", code: `const s = "x".repeat(5000); const o = {set x({...r}) {}}; o.x = s; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
 		{name: "object rest of a huge string nested twice", code: `const s = "x".repeat(5000); const [{a: [{...r}]}] = [{a: [s]}]; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
 		{name: "object rest of a huge string nested in an object assignment", code: `const s = "x".repeat(5000); let r; ({a: {...r}} = {a: s}); return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
 		{name: "object rest of a huge string nested in an array assignment", code: `const s = "x".repeat(5000); let r; [{...r}] = [s]; return 1`, check: wantError(StatusRuntimeError, CodeExecutionError, "object spread of a string"), limits: Limits{MemoryBytes: 64000}},
