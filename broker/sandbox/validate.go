@@ -740,6 +740,9 @@ type validator struct {
 	temps int
 	// defaults are the default values of binding patterns (markDefaults).
 	defaults map[*ast.AssignExpression]bool
+	// suspends counts the await and yield expressions walked so far: an
+	// assignment pattern with one cannot be moved into a setter (sinkRest).
+	suspends int
 }
 
 // enter descends one level of the syntax tree; it reports false (and
@@ -880,15 +883,15 @@ func (v *validator) stmt(s ast.Statement) {
 		s.Body = v.countBody(s.Body, s.For)
 		v.rewriteFor(s, v.closures == closures, v.continues == continues)
 	case *ast.ForInStatement:
-		v.forInto(s.Into)
+		suspending := v.forInto(s.Into)
 		v.expr(s.Source)
 		s.Body = v.countBody(s.Body, s.For)
-		s.Into, s.Body = v.forIntoRest(s.Into, s.Body, s.For)
+		s.Into, s.Body = v.forIntoRest(s.Into, s.Body, s.For, suspending)
 	case *ast.ForOfStatement:
-		v.forInto(s.Into)
+		suspending := v.forInto(s.Into)
 		v.expr(s.Source)
 		s.Body = v.countBody(s.Body, s.For)
-		s.Into, s.Body = v.forIntoRest(s.Into, s.Body, s.For)
+		s.Into, s.Body = v.forIntoRest(s.Into, s.Body, s.For, suspending)
 	case *ast.WhileStatement:
 		v.expr(s.Test)
 		s.Body = v.countBody(s.Body, s.While)
@@ -948,7 +951,9 @@ func (v *validator) stmt(s ast.Statement) {
 	}
 }
 
-func (v *validator) forInto(into ast.ForInto) {
+// forInto walks a for-in/of head and reports await or yield in it.
+func (v *validator) forInto(into ast.ForInto) bool {
+	suspends := v.suspends
 	switch in := into.(type) {
 	case *ast.ForIntoVar:
 		v.binding(in.Binding)
@@ -957,6 +962,7 @@ func (v *validator) forInto(into ast.ForInto) {
 	case *ast.ForIntoExpression:
 		v.expr(in.Expression)
 	}
+	return v.suspends != suspends
 }
 
 func (v *validator) bindings(list []*ast.Binding) {
@@ -1073,7 +1079,7 @@ func (v *validator) declareRest(parts []restPart, isVar bool) []*ast.Binding {
 // body: the head binds a temporary, the body starts with the pattern's
 // checked destructuring and goes on with the loop's own (walked) body in a
 // block of its own.
-func (v *validator) forIntoRest(into ast.ForInto, body ast.Statement, idx file.Idx) (ast.ForInto, ast.Statement) {
+func (v *validator) forIntoRest(into ast.ForInto, body ast.Statement, idx file.Idx, suspending bool) (ast.ForInto, ast.Statement) {
 	var first ast.Statement
 	switch in := into.(type) {
 	case *ast.ForIntoVar:
@@ -1100,7 +1106,7 @@ func (v *validator) forIntoRest(into ast.ForInto, body ast.Statement, idx file.I
 			v.temps++
 			temp := &ast.Identifier{Name: unistring.String(fmt.Sprintf("%srest%d", reservedPrefix, v.temps)), Idx: idx}
 			assign := &ast.AssignExpression{Operator: token.ASSIGN, Left: in.Expression, Right: temp}
-			v.assignRest(assign)
+			v.assignRest(assign, suspending)
 			into = &ast.ForDeclaration{Idx: idx, Target: temp}
 			first = &ast.ExpressionStatement{Expression: assign}
 		}
@@ -1140,27 +1146,33 @@ func hasObjectRestIn(t ast.Expression) bool {
 // of a rest at the top, and for one nested deeper, the value assigned to
 // it, by assigning that value to a setter (a target of an assignment
 // pattern may be any reference) that destructures it from __cm$obj's
-// check. e has been walked; what assignRest adds is not.
-func (v *validator) assignRest(e *ast.AssignExpression) {
+// check. e has been walked; what assignRest adds is not. A setter cannot
+// await or yield: a pattern with await or yield in it (suspending) and a
+// nested object rest is refused.
+func (v *validator) assignRest(e *ast.AssignExpression, suspending bool) {
 	if e.Operator != token.ASSIGN || v.defaults[e] {
 		return
 	}
 	if hasObjectRest(e.Left) {
 		e.Right = objectSource(e.Right)
 	}
-	v.sinkRest(e.Left)
+	v.sinkRest(e.Left, suspending)
 }
 
 // sinkRest replaces each object rest pattern nested in the assignment
 // pattern t by `__cm$obj.sink((x) => {P = __cm$obj(x)}).v`.
-func (v *validator) sinkRest(t ast.Expression) {
+func (v *validator) sinkRest(t ast.Expression, suspending bool) {
 	var child func(e *ast.Expression)
 	child = func(e *ast.Expression) {
 		if *e == nil {
 			return
 		}
-		v.sinkRest(*e)
+		v.sinkRest(*e, suspending)
 		if hasObjectRest(*e) {
+			if suspending {
+				v.reject(KindIllegalSyntax, "an assignment pattern with await or yield in it cannot have an object rest pattern nested in it in the sandbox: assign the nested value first, then destructure it", (*e).Idx0())
+				return
+			}
 			*e = v.sink(*e)
 		}
 	}
@@ -1409,10 +1421,12 @@ func (v *validator) expr(e ast.Expression) {
 	case *ast.SpreadElement:
 		v.expr(e.Expression)
 	case *ast.AssignExpression:
+		suspends := v.suspends
 		v.expr(e.Left)
+		suspending := v.suspends != suspends
 		v.expr(e.Right)
 		v.bigOps.note(e)
-		v.assignRest(e)
+		v.assignRest(e, suspending)
 	case *ast.BinaryExpression:
 		v.expr(e.Left)
 		v.expr(e.Right)
@@ -1473,8 +1487,10 @@ func (v *validator) expr(e ast.Expression) {
 		v.expr(e.Tag)
 		v.exprs(e.Expressions)
 	case *ast.AwaitExpression:
+		v.suspends++
 		v.expr(e.Argument)
 	case *ast.YieldExpression:
+		v.suspends++
 		v.expr(e.Argument)
 	case *ast.Binding:
 		v.binding(e)
