@@ -616,6 +616,14 @@ return {tool, sig: d.signature, gsig: g.signature, desc: found[0].description, s
 	if res.Status != sandbox.StatusToolError || res.Error.Code != "VALIDATION_ERROR" || !strings.Contains(res.Error.Message, "topK") {
 		t.Fatalf("bad topK: %s %+v", res.Status, res.Error)
 	}
+
+	// A tool's validation error names each field once in the message a
+	// plan catches ("email: input of crm:createContact: email: ..." before).
+	structured(t, f.call(t, "meta:execute", map[string]any{"script": `try { await callTool("crm:createContact", {name: "Ada", email: 5}) } catch (e) { return e.message }`}), &res)
+	var msg string
+	if err := json.Unmarshal(res.Result, &msg); err != nil || !strings.HasPrefix(msg, "input of crm:createContact: ") || strings.Count(msg, "email") != 1 {
+		t.Fatalf("validation message in a plan: %s %s", res.Status, res.Result)
+	}
 }
 
 // limitsHidden is an engine that does not tell its limits (no

@@ -910,13 +910,19 @@ func (h *host) DescribeTool(_ context.Context, name string) (json.RawMessage, er
 func toolErrorOf(err error) error {
 	var me *Error
 	if errors.As(err, &me) {
-		msg := me.Message
-		if me.Field != "" {
-			msg = me.Field + ": " + msg
-		}
-		return &sandbox.ToolError{Code: me.Code, Message: msg}
+		return &sandbox.ToolError{Code: me.Code, Message: scriptMessage(me)}
 	}
 	return err
+}
+
+// scriptMessage is the message a script sees: the field the error names
+// and its message, the field once (a validation message names every field
+// itself: "input of t: id: got string, want integer").
+func scriptMessage(e *Error) string {
+	if e.Field == "" || strings.HasPrefix(e.Message, e.Field+": ") || strings.Contains(e.Message, ": "+e.Field+": ") {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
 }
 
 func (h *host) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMessage, error) {
@@ -938,11 +944,7 @@ func (h *host) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMes
 		h.s.emit(ev)
 	}
 	if err != nil {
-		msg := err.Message
-		if err.Field != "" {
-			msg = err.Field + ": " + msg
-		}
-		return nil, &sandbox.ToolError{Code: err.Code, Message: msg}
+		return nil, &sandbox.ToolError{Code: err.Code, Message: scriptMessage(err)}
 	}
 	return out, nil
 }
