@@ -41,7 +41,7 @@ const (
 // In orchestrated mode the gateway is the OAuth 2.1 authorization server
 // (package oauth): issuer, token_storage, local, refresh, consent and the
 // fields of oauth.ServerConfig apply (allow_default_public, dcr_enabled,
-// max_registered_clients, development, users, clients, scopes, resources,
+// max_registered_clients, max_pending_authorizations, development, users, clients, scopes, resources,
 // redact); resources
 // defaults here to the issuer, resource and the resources the
 // configuration's codemode_oauth and codemode_auth handlers name. In

@@ -45,6 +45,7 @@ import (
 //		dcr_enabled [true|false]
 //		registered_client_ttl <duration>
 //		max_registered_clients <n>
+//		max_pending_authorizations <n>
 //		client_id_metadata [true|false] {
 //			max_document_bytes <n>
 //			fetch_timeout <duration>
@@ -125,6 +126,8 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 			err = durationArg(d, &cfg.RegisteredClientTTL)
 		case "max_registered_clients":
 			err = intArg(d, &cfg.MaxRegisteredClients)
+		case "max_pending_authorizations":
+			err = intArg(d, &cfg.MaxPendingAuthorizations)
 		case "client_id_metadata":
 			err = parseClientIDMetadata(d, cfg)
 		case "user":

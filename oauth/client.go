@@ -354,6 +354,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if err == nil && !ok {
 		// Not the caller's fault, nor its rate: the server is full until
 		// a registration expires.
+		s.metrics.full("max_registered_clients")
 		s.reqLog(r).Warn("registration refused: max_registered_clients reached", logInt("max_registered_clients", s.cfg.maxClients))
 		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(free.Sub(now).Seconds())))))
 		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the server holds as many registered clients as it may; try again later")

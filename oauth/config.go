@@ -68,6 +68,14 @@ type ServerConfig struct {
 	// 80 MiB.
 	MaxRegisteredClients int `json:"max_registered_clients,omitempty"`
 
+	// MaxPendingAuthorizations bounds how many authorization requests wait
+	// for their user at once (on every instance sharing the storage): each
+	// is kept PendingTTL (10 minutes) until it completes, is denied or
+	// expires, and past the bound /oauth/authorize answers 503
+	// temporarily_unavailable until one ends. Default 10000; with a pending
+	// authorization stored in at most about 5 KiB, about 50 MiB.
+	MaxPendingAuthorizations int `json:"max_pending_authorizations,omitempty"`
+
 	// Development allows an http issuer, generates a signing key when none
 	// is supplied, lets clients use http redirect URIs that are not
 	// loopback, and enables the demo login. Default false. Never in
@@ -258,6 +266,8 @@ const (
 	UnusedClientTTL = 24 * time.Hour
 	// DefaultMaxRegisteredClients is MaxRegisteredClients' default.
 	DefaultMaxRegisteredClients = 10000
+	// DefaultMaxPendingAuthorizations is MaxPendingAuthorizations' default.
+	DefaultMaxPendingAuthorizations = 10000
 	// MaxRegisteredClientBytes bounds one registration as stored (its
 	// JSON record): ten redirect URIs of MaxRedirectURILength would be
 	// 20 KiB, and no client needs that.
@@ -316,6 +326,7 @@ type settings struct {
 	reuseGrace    time.Duration
 	clientTTL     time.Duration
 	maxClients    int
+	maxPending    int
 	documents     bool
 	rotation      time.Duration
 	maxKeys       int
@@ -356,6 +367,13 @@ func (cfg *ServerConfig) settings() (settings, error) {
 	s.maxClients = cfg.MaxRegisteredClients
 	if s.maxClients == 0 {
 		s.maxClients = DefaultMaxRegisteredClients
+	}
+	if cfg.MaxPendingAuthorizations < 0 {
+		return s, fmt.Errorf("max_pending_authorizations must not be negative")
+	}
+	s.maxPending = cfg.MaxPendingAuthorizations
+	if s.maxPending == 0 {
+		s.maxPending = DefaultMaxPendingAuthorizations
 	}
 	if r.AccessTokenTTL < 0 || r.RefreshTokenTTL < 0 || r.SkewSeconds < 0 || r.ReuseGraceSeconds < 0 {
 		return s, fmt.Errorf("refresh: lifetimes, skew and grace must not be negative")

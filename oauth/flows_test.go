@@ -600,6 +600,7 @@ func TestConfigErrors(t *testing.T) {
 		"resource not http(s)":   func(c *ServerConfig) { c.Resources = []string{"urn:example:mcp"} },
 		"resource with fragment": func(c *ServerConfig) { c.Resources = []string{"https://gw.example.test/mcp#f"} },
 		"negative client cap":    func(c *ServerConfig) { c.MaxRegisteredClients = -1 },
+		"negative pending cap":   func(c *ServerConfig) { c.MaxPendingAuthorizations = -1 },
 	}
 	for name, edit := range cases {
 		t.Run(name, func(t *testing.T) {

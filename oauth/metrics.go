@@ -20,6 +20,7 @@ type Metrics struct {
 	reuse   *prometheus.CounterVec
 	revoked *prometheus.CounterVec
 	logins  *prometheus.CounterVec
+	fulls   *prometheus.CounterVec
 	all     telemetry.Collectors
 	keyAge  *prometheus.Desc
 
@@ -47,12 +48,16 @@ func NewMetrics() *Metrics {
 			Namespace: "codemode", Subsystem: "oauth", Name: "logins_total",
 			Help: "Login form submissions, by outcome (success, demo, failure, locked_out, refused: the authorization was signed in already, busy: no password check came free in time).",
 		}, []string{"outcome"}),
+		fulls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "codemode", Subsystem: "oauth", Name: "refused_full_total",
+			Help: "Requests answered 503 temporarily_unavailable because the server holds as many as it may, by limit (max_registered_clients: a registration; max_pending_authorizations: an authorization request).",
+		}, []string{"limit"}),
 		keyAge: prometheus.NewDesc("codemode_oauth_signing_key_age_seconds",
 			"Time since the signing key in use took over: the start of the current rotation period, or, without rotation, since the server started.",
 			nil, nil),
 		servers: map[*Server]uint64{},
 	}
-	m.all = telemetry.Collectors{m.issued, m.reuse, m.revoked, m.logins}
+	m.all = telemetry.Collectors{m.issued, m.reuse, m.revoked, m.logins, m.fulls}
 	// Every label value is exported from the start at 0, so that
 	// increase(), rate() and alerts see the first event (Prometheus does
 	// not count a series' first sample as an increase).
@@ -61,6 +66,7 @@ func NewMetrics() *Metrics {
 		m.reuse:   {"revoked", "grace"},
 		m.revoked: {"refresh_reuse", "code_reuse", "revoked"},
 		m.logins:  {"success", "demo", "failure", "locked_out", "refused"},
+		m.fulls:   {"max_registered_clients", "max_pending_authorizations"},
 	} {
 		for _, v := range values {
 			vec.WithLabelValues(v)
@@ -143,5 +149,11 @@ func (m *Metrics) grantRevoked(reason string) {
 func (m *Metrics) login(outcome string) {
 	if m != nil {
 		m.logins.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *Metrics) full(limit string) {
+	if m != nil {
+		m.fulls.WithLabelValues(limit).Inc()
 	}
 }

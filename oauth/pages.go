@@ -337,7 +337,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 			s.log.Info("login failed", logClientID(a.ClientID), zap.Int("failures", a.Failures))
 			if a.Failures >= MaxLoginFailures {
 				s.metrics.login("locked_out")
-				_ = s.store.Del(ctx, keyPending(a.ID))
+				_ = opStorage{s}.DeleteAuthRequest(ctx, a.ID)
 				s.render(w, http.StatusUnauthorized, "error", pageData{Title: "Error", Error: "Too many failed attempts. Start again from the application."})
 				return
 			}
@@ -570,7 +570,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.PostForm.Get("decision") != "approve" {
-		_ = s.store.Del(r.Context(), keyPending(a.ID))
+		_ = opStorage{s}.DeleteAuthRequest(r.Context(), a.ID)
 		s.clearSignInCookie(w.Header(), a)
 		s.log.Info("consent denied", logClientID(a.ClientID))
 		if a.SelfRegistered || a.ClientHost != "" {

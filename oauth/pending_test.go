@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
@@ -453,6 +455,93 @@ func TestPendingExpiredDuringChange(t *testing.T) {
 			if ttl := ttlOf(t, rc, keys[0]); ttl <= 0 {
 				t.Fatalf("pending record's time to live %v", ttl)
 			}
+		})
+	}
+}
+
+// Pending authorizations are bounded: at most MaxPendingAuthorizations
+// wait for their user at once, counted on both storages (and across
+// instances on one Redis); past it /oauth/authorize answers 503
+// temporarily_unavailable, never a redirect, and a pending authorization
+// that expires, is redeemed or denied frees its place. Before, a stranger
+// with many addresses kept ten minutes of authorization requests each,
+// without bound, in the gateway's memory or the Redis.
+func TestPendingAuthorizationsCapped(t *testing.T) {
+	const max = 3
+	for _, storage := range []string{"memory", "redis"} {
+		t.Run(storage, func(t *testing.T) {
+			capped := func(c *ServerConfig) { c.MaxPendingAuthorizations = max }
+			var e *asEnv
+			var other func() *asEnv
+			if storage == "redis" {
+				var rc *redis.Client
+				var prefix string
+				e, rc, prefix = newRedisAS(t, capped)
+				other = func() *asEnv {
+					return newAS(t, func(c *ServerConfig) {
+						capped(c)
+						c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: prefix}
+					})
+				}
+			} else {
+				e = newAS(t, capped)
+			}
+			cfg := e.oauth2(asClientID, asRedirect)
+			authorize := func(e *asEnv) *http.Response {
+				t.Helper()
+				return e.get(e.oauth2(asClientID, asRedirect).AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+			}
+			started := func(what string) {
+				t.Helper()
+				if u := location(t, authorize(e), http.StatusFound); u.Path != "/oauth/login" {
+					t.Fatalf("%s: sent to %s, want the login page", what, u)
+				}
+			}
+			full := func(e *asEnv, what string) {
+				t.Helper()
+				resp := authorize(e)
+				out := body(t, resp)
+				if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(out, `"error":"temporarily_unavailable"`) {
+					t.Fatalf("%s: %d %s %.80s, want 503 temporarily_unavailable", what, resp.StatusCode, resp.Header.Get("Location"), out)
+				}
+				// Retry-After says when the first pending authorization expires.
+				if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); ra < 1 || ra > int(PendingTTL/time.Second) {
+					t.Fatalf("%s: Retry-After %q", what, resp.Header.Get("Retry-After"))
+				}
+			}
+			// A stranger's flood takes every place; the next request, the
+			// bystander's, is refused, on every instance.
+			for i := range max {
+				started(fmt.Sprintf("flood %d", i))
+			}
+			full(e, "the bystander's during the flood")
+			if other != nil {
+				full(other(), "the bystander's at another instance on the same Redis")
+			}
+			if n := testutil.ToFloat64(e.s.metrics.fulls.WithLabelValues("max_pending_authorizations")); n != 1 {
+				t.Fatalf("refusals counted: %v, want 1", n)
+			}
+			// The flood expires; the bystander signs in, and its redeemed
+			// authorization frees its place: the flood again takes all of
+			// them, no more.
+			e.clock.Add(PendingTTL + time.Second)
+			e.token(cfg)
+			for i := range max {
+				started(fmt.Sprintf("second flood %d", i))
+			}
+			full(e, "past the cap again")
+			// A denied authorization frees its place too.
+			e.clock.Add(PendingTTL + time.Second)
+			for i := range max - 1 {
+				started(fmt.Sprintf("third flood %d", i))
+			}
+			id, csrf := e.started(t, oauth2.GenerateVerifier())
+			next := location(t, e.postForm(e.srv.URL+"/oauth/login", loginForm(id, csrf, asUser, asPassword)), http.StatusSeeOther)
+			id, csrf = hidden(t, body(t, e.get(e.srv.URL+next.RequestURI())))
+			resp := e.postForm(e.srv.URL+"/oauth/consent", url.Values{"id": {id}, "csrf": {csrf}, "decision": {"deny"}})
+			resp.Body.Close()
+			started("after a denial")
+			full(e, "past the cap after the denial")
 		})
 	}
 }

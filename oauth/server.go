@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +51,7 @@ type Server struct {
 	rand     io.Reader
 	store    kvStore
 	regs     registrations // the live registered clients, counted
+	pendings registrations // the live pending authorizations, counted
 	keys     *keyRing
 	provider *op.Provider
 	users    map[string]User
@@ -149,9 +152,9 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 
 	switch cfg.TokenStorage.Type {
 	case "redis":
-		s.store, s.regs = newRedisStore(cfg.TokenStorage, st.keyPrefix)
+		s.store, s.regs, s.pendings = newRedisStore(cfg.TokenStorage, st.keyPrefix)
 	default:
-		s.store, s.regs = kv.NewMemory(s.now, st.keyPrefix), newMemoryRegistrations()
+		s.store, s.regs, s.pendings = kv.NewMemory(s.now, st.keyPrefix), newMemoryRegistrations(), newMemoryRegistrations()
 		s.log.Warn("oauth token storage is in memory: for one instance only, and every session is lost on restart")
 	}
 	if st.documents {
@@ -556,6 +559,11 @@ type authorizeExtraKey struct{}
 type authorizeExtra struct {
 	audience []string
 	client   *client
+	// id and expires are the pending authorization's, counted before op
+	// creates it (created) under max_pending_authorizations.
+	id      string
+	expires time.Time
+	created bool
 }
 
 // authorize enforces what op leaves open, then hands over to op: a known
@@ -698,8 +706,32 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 	q.Del("id_token_hint")
 	r.Form = q
 	r.URL.RawQuery = q.Encode()
-	r = r.WithContext(context.WithValue(r.Context(), authorizeExtraKey{}, &authorizeExtra{audience: audience, client: c}))
+	// The pending authorization takes its place in the count before op
+	// stores it: past max_pending_authorizations, answered here and never
+	// by redirect, like a full registration. A place op does not use (a
+	// request op refused) is freed at once.
+	now := s.now()
+	extra := &authorizeExtra{audience: audience, client: c, id: s.randomToken(24), expires: now.Add(PendingTTL)}
+	ok, free, err := s.pendings.admit(r.Context(), extra.id, now, extra.expires, s.cfg.maxPending)
+	if err != nil {
+		s.reqLog(r).Error("authorization request failed", errField(err))
+		writeStorageUnavailable(w)
+		return
+	}
+	if !ok {
+		s.metrics.full("max_pending_authorizations")
+		s.reqLog(r).Warn("authorization request refused: max_pending_authorizations reached", logInt("max_pending_authorizations", s.cfg.maxPending))
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(free.Sub(now).Seconds())))))
+		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the server holds as many pending authorizations as it may; try again later")
+		return
+	}
+	r = r.WithContext(context.WithValue(r.Context(), authorizeExtraKey{}, extra))
 	s.provider.ServeHTTP(w, r)
+	if !extra.created {
+		if err := s.pendings.forget(context.WithoutCancel(r.Context()), extra.id); err != nil {
+			s.reqLog(r).Warn("freeing an unused pending authorization's place", errField(err))
+		}
+	}
 }
 
 // oidcScope reports the OpenID scopes generic clients send by habit; they

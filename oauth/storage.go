@@ -34,6 +34,10 @@ func keyClient(clientID string) string { return "client:" + clientID }
 // Redis (redisRegistrations).
 const keyRegistrations = "clients"
 
+// keyPendings is the sorted set that counts pending authorizations on
+// Redis (a redisRegistrations of their ids).
+const keyPendings = "pendings"
+
 func digest(s string) string {
 	h := sha256.Sum256([]byte(s))
 	return base64.RawURLEncoding.EncodeToString(h[:])
@@ -208,7 +212,7 @@ func (st opStorage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest
 		return nil, errors.New("authorize request did not pass the server's checks")
 	}
 	a := &authRequest{
-		ID:              s.randomToken(24),
+		ID:              extra.id,
 		ClientID:        req.ClientID,
 		RedirectURI:     req.RedirectURI,
 		State:           req.State,
@@ -224,11 +228,12 @@ func (st opStorage) CreateAuthRequest(ctx context.Context, req *oidc.AuthRequest
 		SelfRegistered:  extra.client.selfRegistered(),
 		LocalRedirects:  (extra.client.document || extra.client.selfRegistered()) && extra.client.onlyLocalRedirects(),
 		CSRF:            s.randomToken(24),
-		Expires:         s.now().Add(PendingTTL),
+		Expires:         extra.expires,
 	}
 	if err := st.putJSON(ctx, keyPending(a.ID), a, PendingTTL); err != nil {
 		return nil, err
 	}
+	extra.created = true
 	return a, nil
 }
 
@@ -328,7 +333,7 @@ func (s *Server) codeBoughtNothing(ctx context.Context, code, sid string) {
 // is read again, not taken for a code issued.
 func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 	presented, _ := ctx.Value(signInKey{}).(string)
-	_, err := st.s.changePending(ctx, id, func(a *authRequest) error {
+	a, err := st.s.changePending(ctx, id, func(a *authRequest) error {
 		if a.CodeIssued {
 			return errCodeIssued
 		}
@@ -346,11 +351,21 @@ func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 	if err != nil {
 		return err
 	}
+	// Its place in the count lives as long as the record (a place freed a
+	// minute early at worst, if this fails).
+	if err := st.s.pendings.extend(ctx, id, a.Expires); err != nil {
+		st.s.log.Warn("extending a pending authorization's place", errField(err))
+	}
 	return st.putJSON(ctx, keyCode(code), codeRecord{RequestID: id, Expires: st.s.now().Add(CodeTTL)}, CodeTTL)
 }
 
+// DeleteAuthRequest ends a pending authorization (redeemed, denied, locked
+// out) and frees its place in the count.
 func (st opStorage) DeleteAuthRequest(ctx context.Context, id string) error {
-	return st.s.store.Del(ctx, keyPending(id))
+	if err := st.s.store.Del(ctx, keyPending(id)); err != nil {
+		return err
+	}
+	return st.s.pendings.forget(ctx, id)
 }
 
 // newSession starts the grant a code exchange creates, under the id the

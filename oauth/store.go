@@ -35,10 +35,11 @@ func (s ownedRedis) Close() error { return s.c.Close() }
 
 // newRedisStore returns a store on cfg.Client (the caller's) or on a client
 // dialled from cfg (closed with the store), every key under prefix, and
-// the count of registered clients in the same Redis.
-func newRedisStore(cfg TokenStorageConfig, prefix string) (kvStore, registrations) {
+// the counts of registered clients and of pending authorizations in the
+// same Redis.
+func newRedisStore(cfg TokenStorageConfig, prefix string) (kvStore, registrations, registrations) {
 	if cfg.Client != nil {
-		return kv.NewRedis(cfg.Client, prefix, storageErr), redisRegistrations{cfg.Client, prefix + keyRegistrations}
+		return kv.NewRedis(cfg.Client, prefix, storageErr), redisRegistrations{cfg.Client, prefix + keyRegistrations}, redisRegistrations{cfg.Client, prefix + keyPendings}
 	}
 	host, port := cfg.Host, cfg.Port
 	if host == "" {
@@ -52,5 +53,5 @@ func newRedisStore(cfg TokenStorageConfig, prefix string) (kvStore, registration
 		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
 	}
 	c := redis.NewClient(opts)
-	return ownedRedis{kv.NewRedis(c, prefix, storageErr), c}, redisRegistrations{c, prefix + keyRegistrations}
+	return ownedRedis{kv.NewRedis(c, prefix, storageErr), c}, redisRegistrations{c, prefix + keyRegistrations}, redisRegistrations{c, prefix + keyPendings}
 }
