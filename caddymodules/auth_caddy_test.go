@@ -1020,3 +1020,48 @@ http://127.0.0.1:%[1]d {
 		}
 	}
 }
+
+// TestCaddyfilePendingAuthorizationsCap: max_pending_authorizations in the
+// auth block bounds the authorization requests that wait for their user;
+// past it /oauth/authorize answers 503 temporarily_unavailable, not a
+// redirect.
+func TestCaddyfilePendingAuthorizationsCap(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	startCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			development
+			issuer %[1]s
+			max_pending_authorizations 1
+			client cli {
+				redirect_uri http://127.0.0.1:1/cb
+			}
+		}
+	}
+}
+
+%[1]s {
+	bind 127.0.0.1
+	codemode_oauth
+}
+`, base))
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	authorize := base + "/oauth/authorize?" + url.Values{
+		"response_type": {"code"}, "client_id": {"cli"}, "redirect_uri": {"http://127.0.0.1:1/cb"}, "state": {"s"},
+		"code_challenge": {strings.Repeat("a", 43)}, "code_challenge_method": {"S256"},
+	}.Encode()
+	for i, want := range []int{http.StatusFound, http.StatusServiceUnavailable} {
+		resp, err := c.Get(authorize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusServiceUnavailable && !strings.Contains(string(b), `"error":"temporarily_unavailable"`)) {
+			t.Fatalf("authorization request %d: %d %s %.100s, want %d", i+1, resp.StatusCode, resp.Header.Get("Location"), b, want)
+		}
+	}
+}
