@@ -545,3 +545,33 @@ func TestPendingAuthorizationsCapped(t *testing.T) {
 		})
 	}
 }
+
+// A code issued in the last minute of its authorization's ten keeps the
+// authorization, and its place in the count, for the code's minute: the
+// place is not freed while the record still lives.
+func TestPendingPlaceOutlivesItsCode(t *testing.T) {
+	for _, storage := range []string{"memory", "redis"} {
+		t.Run(storage, func(t *testing.T) {
+			e := pendingAS(t, storage, func(c *ServerConfig) { c.MaxPendingAuthorizations = 1; c.Consent.Enabled = false })
+			v := oauth2.GenerateVerifier()
+			id, csrf := e.started(t, v)
+			e.clock.Add(PendingTTL - time.Second)
+			next := location(t, e.postForm(e.srv.URL+"/oauth/login", loginForm(id, csrf, asUser, asPassword)), http.StatusSeeOther)
+			back := location(t, e.get(e.srv.URL+next.RequestURI()), http.StatusFound)
+			e.clock.Add(30 * time.Second) // past the ten minutes, within the code's
+			cfg := e.oauth2(asClientID, asRedirect)
+			authorize := func() *http.Response {
+				return e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier())))
+			}
+			if resp := authorize(); resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("another request while the code's authorization lives: %d, want 503", resp.StatusCode)
+			} else {
+				resp.Body.Close()
+			}
+			if _, err := cfg.Exchange(e.ctx(), back.Query().Get("code"), oauth2.VerifierOption(v)); err != nil {
+				t.Fatal(err)
+			}
+			location(t, authorize(), http.StatusFound)
+		})
+	}
+}

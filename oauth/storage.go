@@ -333,7 +333,9 @@ func (s *Server) codeBoughtNothing(ctx context.Context, code, sid string) {
 // is read again, not taken for a code issued.
 func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 	presented, _ := ctx.Value(signInKey{}).(string)
+	var extended bool
 	a, err := st.s.changePending(ctx, id, func(a *authRequest) error {
+		extended = false
 		if a.CodeIssued {
 			return errCodeIssued
 		}
@@ -344,17 +346,19 @@ func (st opStorage) SaveAuthCode(ctx context.Context, id, code string) error {
 		// The authorization must outlive its code, even when the login took
 		// nearly the whole ten minutes.
 		if floor := st.s.now().Add(CodeTTL); a.Expires.Before(floor) {
-			a.Expires = floor
+			a.Expires, extended = floor, true
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	// Its place in the count lives as long as the record (a place freed a
-	// minute early at worst, if this fails).
-	if err := st.s.pendings.extend(ctx, id, a.Expires); err != nil {
-		st.s.log.Warn("extending a pending authorization's place", errField(err))
+	// Its place in the count lives as long as the record (a place freed
+	// up to a minute early, if this fails).
+	if extended {
+		if err := st.s.pendings.extend(ctx, id, a.Expires); err != nil {
+			st.s.log.Warn("extending a pending authorization's place", errField(err))
+		}
 	}
 	return st.putJSON(ctx, keyCode(code), codeRecord{RequestID: id, Expires: st.s.now().Add(CodeTTL)}, CodeTTL)
 }
