@@ -133,7 +133,7 @@ func BenchmarkRegistrationCount(b *testing.B) {
 		{"memory", func(*testing.B) registrations { return newMemoryRegistrations() }},
 		{"redis", func(b *testing.B) registrations {
 			rc, prefix := redistest.Client(b)
-			return redisRegistrations{rc, prefix + keyRegistrations}
+			return redisRegistrations{rc, prefix + keyRegistrations, "registered clients"}
 		}},
 	} {
 		for _, full := range []bool{true, false} {

@@ -262,7 +262,7 @@ func TestRegistrationCount(t *testing.T) {
 	t0 := time.Now().Truncate(time.Millisecond)
 	for name, r := range map[string]registrations{
 		"memory": newMemoryRegistrations(),
-		"redis":  redisRegistrations{rc, prefix + keyRegistrations},
+		"redis":  redisRegistrations{rc, prefix + keyRegistrations, "registered clients"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			admit := func(id string, now, exp time.Time) (bool, time.Time) {
@@ -324,5 +324,19 @@ func TestRegistrationCount(t *testing.T) {
 				t.Fatal("e refused after d's shortened lifetime ended")
 			}
 		})
+	}
+}
+
+// TestRedisCountsNameWhatTheyCount: a failure of the pending
+// authorizations' count says so, not "registered clients" (the two counts
+// share their code).
+func TestRedisCountsNameWhatTheyCount(t *testing.T) {
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer rc.Close()
+	for _, what := range []string{"registered clients", "pending authorizations"} {
+		_, _, err := redisRegistrations{rc, "t:", what}.admit(context.Background(), "id", time.Now(), time.Now().Add(time.Minute), 10)
+		if err == nil || !strings.Contains(err.Error(), "counting "+what) {
+			t.Errorf("%s: %v", what, err)
+		}
 	}
 }

@@ -92,8 +92,9 @@ func (r *memoryRegistrations) forget(_ context.Context, id string) error {
 // scored by their expiry (Unix milliseconds), shared by every instance on
 // the Redis.
 type redisRegistrations struct {
-	c   redis.UniversalClient
-	key string
+	c    redis.UniversalClient
+	key  string
+	what string // what is counted, for errors: "registered clients"
 }
 
 // admitScript is admit in one step, so two instances cannot both take
@@ -110,10 +111,10 @@ return {1, 0}`)
 func (r redisRegistrations) admit(ctx context.Context, id string, now, exp time.Time, max int) (bool, time.Time, error) {
 	res, err := admitScript.Run(ctx, r.c, []string{r.key}, now.UnixMilli(), max, exp.UnixMilli(), id).Int64Slice()
 	if err != nil {
-		return false, time.Time{}, storageErr("counting registered clients", err)
+		return false, time.Time{}, storageErr("counting "+r.what, err)
 	}
 	if len(res) != 2 {
-		return false, time.Time{}, storageErr("counting registered clients", redis.Nil)
+		return false, time.Time{}, storageErr("counting "+r.what, redis.Nil)
 	}
 	if res[0] == 1 {
 		return true, time.Time{}, nil

@@ -39,7 +39,7 @@ func (s ownedRedis) Close() error { return s.c.Close() }
 // same Redis.
 func newRedisStore(cfg TokenStorageConfig, prefix string) (kvStore, registrations, registrations) {
 	if cfg.Client != nil {
-		return kv.NewRedis(cfg.Client, prefix, storageErr), redisRegistrations{cfg.Client, prefix + keyRegistrations}, redisRegistrations{cfg.Client, prefix + keyPendings}
+		return kv.NewRedis(cfg.Client, prefix, storageErr), redisRegistrations{cfg.Client, prefix + keyRegistrations, "registered clients"}, redisRegistrations{cfg.Client, prefix + keyPendings, "pending authorizations"}
 	}
 	host, port := cfg.Host, cfg.Port
 	if host == "" {
@@ -53,5 +53,5 @@ func newRedisStore(cfg TokenStorageConfig, prefix string) (kvStore, registration
 		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
 	}
 	c := redis.NewClient(opts)
-	return ownedRedis{kv.NewRedis(c, prefix, storageErr), c}, redisRegistrations{c, prefix + keyRegistrations}, redisRegistrations{c, prefix + keyPendings}
+	return ownedRedis{kv.NewRedis(c, prefix, storageErr), c}, redisRegistrations{c, prefix + keyRegistrations, "registered clients"}, redisRegistrations{c, prefix + keyPendings, "pending authorizations"}
 }
