@@ -65,7 +65,7 @@ func NewMetrics() *Metrics {
 		m.issued:  {"authorization_code", "refresh_token"},
 		m.reuse:   {"revoked", "grace"},
 		m.revoked: {"refresh_reuse", "code_reuse", "revoked"},
-		m.logins:  {"success", "demo", "failure", "locked_out", "refused"},
+		m.logins:  {"success", "demo", "failure", "locked_out", "refused", "busy"},
 		m.fulls:   {"max_registered_clients", "max_pending_authorizations"},
 	} {
 		for _, v := range values {

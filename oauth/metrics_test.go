@@ -74,14 +74,16 @@ codemode_oauth_signing_key_age_seconds 90
 
 // TestCountersExportedAtZero: every label value of the OAuth counters is a
 // series from the start, so that Prometheus' increase() and the alerting
-// rules (a replayed refresh token, lockouts) see the first event.
+// rules (a replayed refresh token, lockouts, a full server) see the first
+// event.
 func TestCountersExportedAtZero(t *testing.T) {
 	m := NewMetrics()
 	for name, want := range map[string]int{
 		"codemode_oauth_tokens_issued_total":  2,
 		"codemode_oauth_refresh_reuse_total":  2,
 		"codemode_oauth_grants_revoked_total": 3,
-		"codemode_oauth_logins_total":         5,
+		"codemode_oauth_logins_total":         6,
+		"codemode_oauth_refused_full_total":   2,
 	} {
 		if n := testutil.CollectAndCount(m, name); n != want {
 			t.Errorf("%s: %d series before any event, want %d", name, n, want)

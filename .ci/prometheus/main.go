@@ -481,7 +481,7 @@ func (h *harness) alerts(ctx context.Context, gateway int) {
 			}
 		}
 	}
-	h.check("every alerting rule loaded and evaluates", err == nil && n == 11 && len(bad) == 0, fmt.Sprintf("%d rules, %v, %v", n, bad, err))
+	h.check("every alerting rule loaded and evaluates", err == nil && n == 12 && len(bad) == 0, fmt.Sprintf("%d rules, %v, %v", n, bad, err))
 	h.check("no alert is pending or firing on a healthy gateway", len(active) == 0, strings.Join(active, "; "))
 
 	pid, err := workerPID(gateway)
