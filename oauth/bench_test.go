@@ -166,28 +166,42 @@ func BenchmarkRegistrationCount(b *testing.B) {
 }
 
 func benchLogin(b *testing.B, mutate func(*ServerConfig)) {
-	// Every iteration leaves its authorization pending: no cap refuses
-	// a long run.
+	e, cfg := benchAS(b, mutate)
+	timeRequests(b, http.StatusSeeOther, func() func() *http.Response {
+		loginURL := location(b, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
+		id, csrf := hidden(b, body(b, e.get(e.srv.URL+loginURL.RequestURI())))
+		form := url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}
+		return func() *http.Response { return e.postForm(e.srv.URL+"/oauth/login", form) }
+	})
+}
+
+// benchAS is the server of a login or authorization benchmark: every
+// iteration leaves its authorization pending, so no cap refuses a long
+// run.
+func benchAS(b *testing.B, mutate func(*ServerConfig)) (*asEnv, *oauth2.Config) {
 	e := newAS(b, func(c *ServerConfig) {
 		c.MaxPendingAuthorizations = 1 << 30
 		if mutate != nil {
 			mutate(c)
 		}
 	})
-	cfg := e.oauth2(asClientID, asRedirect)
+	return e, e.oauth2(asClientID, asRedirect)
+}
+
+// timeRequests times, per iteration, the request that prepare (untimed)
+// returns, which must answer want, and reports the median.
+func timeRequests(b *testing.B, want int, prepare func() func() *http.Response) {
 	var times []time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		loginURL := location(b, e.get(cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))), http.StatusFound)
-		id, csrf := hidden(b, body(b, e.get(e.srv.URL+loginURL.RequestURI())))
-		form := url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}
+		do := prepare()
 		b.StartTimer()
 		start := time.Now()
-		resp := e.postForm(e.srv.URL+"/oauth/login", form)
+		resp := do()
 		times = append(times, time.Since(start))
 		b.StopTimer()
-		if resp.StatusCode != http.StatusSeeOther {
-			b.Fatalf("login: %d", resp.StatusCode)
+		if resp.StatusCode != want {
+			b.Fatalf("%d, want %d", resp.StatusCode, want)
 		}
 		resp.Body.Close()
 		b.StartTimer()
@@ -201,29 +215,11 @@ func BenchmarkLogin(b *testing.B)      { benchLogin(b, nil) }
 func BenchmarkLoginRedis(b *testing.B) { benchLogin(b, redisOpt(b)) }
 
 func benchAuthorize(b *testing.B, mutate func(*ServerConfig)) {
-	e := newAS(b, func(c *ServerConfig) {
-		c.MaxPendingAuthorizations = 1 << 30 // every iteration's authorization stays pending
-		if mutate != nil {
-			mutate(c)
-		}
-	})
-	cfg := e.oauth2(asClientID, asRedirect)
-	var times []time.Duration
-	for b.Loop() {
-		b.StopTimer()
+	e, cfg := benchAS(b, mutate)
+	timeRequests(b, http.StatusFound, func() func() *http.Response {
 		u := cfg.AuthCodeURL("st", oauth2.S256ChallengeOption(oauth2.GenerateVerifier()))
-		b.StartTimer()
-		start := time.Now()
-		resp := e.get(u)
-		times = append(times, time.Since(start))
-		b.StopTimer()
-		if resp.StatusCode != http.StatusFound {
-			b.Fatalf("authorize: %d", resp.StatusCode)
-		}
-		resp.Body.Close()
-		b.StartTimer()
-	}
-	reportMedian(b, times)
+		return func() *http.Response { return e.get(u) }
+	})
 }
 
 // BenchmarkAuthorize is GET /oauth/authorize answered with the redirect to

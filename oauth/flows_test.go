@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"golang.org/x/oauth2"
@@ -240,21 +239,7 @@ func TestRegisteredClientsCapped(t *testing.T) {
 	for _, storage := range []string{"memory", "redis"} {
 		t.Run(storage, func(t *testing.T) {
 			capped := func(c *ServerConfig) { c.DCREnabled = true; c.MaxRegisteredClients = 3 }
-			var e *asEnv
-			var other func() *asEnv
-			if storage == "redis" {
-				var rc *redis.Client
-				var prefix string
-				e, rc, prefix = newRedisAS(t, capped)
-				other = func() *asEnv {
-					return newAS(t, func(c *ServerConfig) {
-						capped(c)
-						c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: prefix}
-					})
-				}
-			} else {
-				e = newAS(t, capped)
-			}
+			e, other := newCappedAS(t, storage, capped)
 			used := admitted(t, e, "first")
 			admitted(t, e, "second")
 			admitted(t, e, "third")

@@ -471,21 +471,7 @@ func TestPendingAuthorizationsCapped(t *testing.T) {
 	for _, storage := range []string{"memory", "redis"} {
 		t.Run(storage, func(t *testing.T) {
 			capped := func(c *ServerConfig) { c.MaxPendingAuthorizations = max }
-			var e *asEnv
-			var other func() *asEnv
-			if storage == "redis" {
-				var rc *redis.Client
-				var prefix string
-				e, rc, prefix = newRedisAS(t, capped)
-				other = func() *asEnv {
-					return newAS(t, func(c *ServerConfig) {
-						capped(c)
-						c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: prefix}
-					})
-				}
-			} else {
-				e = newAS(t, capped)
-			}
+			e, other := newCappedAS(t, storage, capped)
 			cfg := e.oauth2(asClientID, asRedirect)
 			authorize := func(e *asEnv) *http.Response {
 				t.Helper()

@@ -26,6 +26,23 @@ func newRedisAS(t *testing.T, mutate func(*ServerConfig)) (*asEnv, *redis.Client
 	return e, rc, prefix
 }
 
+// newCappedAS is a server of storage "memory" or "redis" configured by
+// capped; with Redis, other starts a second instance on the same Redis
+// (nil in memory, where instances share nothing).
+func newCappedAS(t *testing.T, storage string, capped func(*ServerConfig)) (e *asEnv, other func() *asEnv) {
+	t.Helper()
+	if storage != "redis" {
+		return newAS(t, capped), nil
+	}
+	e, rc, prefix := newRedisAS(t, capped)
+	return e, func() *asEnv {
+		return newAS(t, func(c *ServerConfig) {
+			capped(c)
+			c.TokenStorage = TokenStorageConfig{Type: "redis", Client: rc, KeyPrefix: prefix}
+		})
+	}
+}
+
 func keysWith(t *testing.T, rc *redis.Client, pattern string) []string {
 	t.Helper()
 	keys, err := rc.Keys(context.Background(), pattern).Result()
