@@ -9,13 +9,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/goroutinetest"
 )
 
 // documentedErrors are the (status, code) pairs of docs/broker.md's
@@ -250,22 +250,7 @@ func (fb *fuzzBroker) iterate(t *testing.T, exec []byte, ct, id string, result [
 // script (sandbox.maxIdleRunners), a bounded reserve, not a leak. It also
 // returns the stacks it counted.
 func goroutines() (int, string) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var kept []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "sandbox.(*runners).serve") {
-			kept = append(kept, g)
-		}
-	}
-	return len(kept), strings.Join(kept, "\n\n")
+	return goroutinetest.Count("sandbox.(*runners).serve")
 }
 
 func isPrintable(s string) bool {

@@ -19,6 +19,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
+	"github.com/codemode-gateway/caddy-codemode/internal/goroutinetest"
 )
 
 // provisionEnv is what the provisioning tests give a config: a Redis and an
@@ -127,22 +128,7 @@ func currentProvisionState(t *testing.T) provisionState {
 // once some config needed them (certmagic's certificate cache, the
 // process-wide telemetry), and returns the stacks it counted.
 func countGoroutines() (int, string) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	var kept []string
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !slices.ContainsFunc(processGoroutines, func(s string) bool { return strings.Contains(g, s) }) {
-			kept = append(kept, g)
-		}
-	}
-	return len(kept), strings.Join(kept, "\n\n")
+	return goroutinetest.Count(processGoroutines...)
 }
 
 // processGoroutines are functions of goroutines that live as long as the
