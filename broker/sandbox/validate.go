@@ -1020,8 +1020,7 @@ func (v *validator) splitRest(t ast.Expression, top bool, parts []restPart) []re
 	switch p := t.(type) {
 	case *ast.ObjectPattern:
 		if p.Rest != nil && top {
-			v.temps++
-			parts = append(parts, restPart{pattern: p, temp: &ast.Identifier{Name: unistring.String(fmt.Sprintf("%srest%d", reservedPrefix, v.temps)), Idx: p.Idx0()}})
+			parts = append(parts, restPart{pattern: p, temp: v.newTemp(p.Idx0())})
 		}
 		for _, prop := range p.Properties {
 			if k, ok := prop.(*ast.PropertyKeyed); ok {
@@ -1103,8 +1102,7 @@ func (v *validator) forIntoRest(into ast.ForInto, body ast.Statement, idx file.I
 		}
 	case *ast.ForIntoExpression:
 		if hasObjectRestIn(in.Expression) {
-			v.temps++
-			temp := &ast.Identifier{Name: unistring.String(fmt.Sprintf("%srest%d", reservedPrefix, v.temps)), Idx: idx}
+			temp := v.newTemp(idx)
 			assign := &ast.AssignExpression{Operator: token.ASSIGN, Left: in.Expression, Right: temp}
 			v.assignRest(assign, suspending)
 			into = &ast.ForDeclaration{Idx: idx, Target: temp}
@@ -1193,10 +1191,15 @@ func (v *validator) sinkRest(t ast.Expression, suspending bool) {
 	}
 }
 
+// newTemp is a new temporary of splitRest's (a name the plan cannot write).
+func (v *validator) newTemp(idx file.Idx) *ast.Identifier {
+	v.temps++
+	return &ast.Identifier{Name: unistring.String(fmt.Sprintf("%srest%d", reservedPrefix, v.temps)), Idx: idx}
+}
+
 func (v *validator) sink(p ast.Expression) ast.Expression {
 	idx := p.Idx0()
-	v.temps++
-	x := &ast.Identifier{Name: unistring.String(fmt.Sprintf("%srest%d", reservedPrefix, v.temps)), Idx: idx}
+	x := v.newTemp(idx)
 	fn := &ast.ArrowFunctionLiteral{Start: idx,
 		ParameterList: &ast.ParameterList{Opening: idx, List: []*ast.Binding{{Target: x}}, Closing: idx},
 		Body:          &ast.ExpressionBody{Expression: &ast.AssignExpression{Operator: token.ASSIGN, Left: p, Right: objectSource(x)}},
