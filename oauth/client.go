@@ -354,10 +354,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	if err == nil && !ok {
 		// Not the caller's fault, nor its rate: the server is full until
 		// a registration expires.
-		s.metrics.full("max_registered_clients")
-		s.reqLog(r).Warn("registration refused: max_registered_clients reached", logInt("max_registered_clients", s.cfg.maxClients))
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(free.Sub(now).Seconds())))))
-		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the server holds as many registered clients as it may; try again later")
+		s.refuseFull(w, r, "registration", "max_registered_clients", s.cfg.maxClients, "registered clients", free.Sub(now))
 		return
 	}
 	if err == nil {
@@ -384,4 +381,16 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("client registered", logClientID(c.ID), logInt("redirect_uris", len(c.URIs)))
 	writeJSON(w, http.StatusCreated, resp)
+}
+
+// refuseFull answers a request the server cannot take because it holds as
+// many of what as limit allows (max_registered_clients,
+// max_pending_authorizations): 503 temporarily_unavailable, never a
+// redirect, with Retry-After until the first place frees; counted and
+// logged under limit.
+func (s *Server) refuseFull(w http.ResponseWriter, r *http.Request, request, limit string, n int, what string, untilFree time.Duration) {
+	s.metrics.full(limit)
+	s.reqLog(r).Warn(request+" refused: "+limit+" reached", logInt(limit, n))
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(untilFree.Seconds())))))
+	writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the server holds as many "+what+" as it may; try again later")
 }

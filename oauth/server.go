@@ -10,11 +10,9 @@ import (
 	"fmt"
 	"html/template"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -719,10 +717,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !ok {
-		s.metrics.full("max_pending_authorizations")
-		s.reqLog(r).Warn("authorization request refused: max_pending_authorizations reached", logInt("max_pending_authorizations", s.cfg.maxPending))
-		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(free.Sub(now).Seconds())))))
-		writeOAuthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "the server holds as many pending authorizations as it may; try again later")
+		s.refuseFull(w, r, "authorization request", "max_pending_authorizations", s.cfg.maxPending, "pending authorizations", free.Sub(now))
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), authorizeExtraKey{}, extra))
