@@ -463,6 +463,11 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 				Timeout: time.Duration(s.Timeout), MaxResponseBytes: s.MaxResponseSize,
 				Headers: replaceMap(repl, s.Headers), SpecHeaders: replaceMap(repl, s.SpecHeaders),
 			}
+			// A local document that cannot be read fails the load (see
+			// checkSpecFile); a malformed URL is New's to refuse.
+			if err := checkSpecFile(src); err != nil {
+				return nil, fmt.Errorf("codemode broker: %w", err)
+			}
 			sources = append(sources, src)
 		}
 		copts := &catalog.Options{PollInterval: time.Duration(cfg.PollInterval), Logger: logger.Named("catalog"),
@@ -473,12 +478,6 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		cat, err := catalog.New(sources, copts)
 		if err != nil {
 			return nil, fmt.Errorf("codemode broker: %w", err)
-		}
-		for _, src := range sources {
-			if err := checkSpecFile(src); err != nil {
-				cat.Close()
-				return nil, fmt.Errorf("codemode broker: %w", err)
-			}
 		}
 		sb.cat = cat
 		opts.Catalog = cat
