@@ -291,4 +291,26 @@ func TestDashboardNamesExportedSeries(t *testing.T) {
 			t.Errorf("no panel reads a codemode_%s_ series", area)
 		}
 	}
+	// Every series the gateway exports has a panel: a new counter without
+	// one is seen only by whoever reads /metrics by hand. An info series is
+	// for joins, not for a panel of its own.
+	notPanelled := map[string]bool{"codemode_catalog_source_info": true}
+	for n := range exported {
+		base := n
+		for _, s := range []string{"_bucket", "_sum", "_count"} {
+			if b, ok := strings.CutSuffix(n, s); ok && exported[b] {
+				base = b
+			}
+		}
+		if base != n || notPanelled[n] {
+			continue
+		}
+		read := used[n]
+		for _, s := range []string{"_bucket", "_sum", "_count"} {
+			read = read || used[n+s]
+		}
+		if !read {
+			t.Errorf("no panel reads %s", n)
+		}
+	}
 }
