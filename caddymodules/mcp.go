@@ -402,23 +402,42 @@ func (h *MCPHandler) serveLegacy(w *mcpWriter, r *http.Request, client string) {
 
 // statelessCancelScope is what scopes a stateless POST's requests and
 // cancellations in place of a session: its credentials (the Authorization
-// header, digested), "" without. A notifications/cancelled in another POST
-// stops a request only when both carry the same credentials, which only
-// their holder can send: the TypeScript SDK cancels a call so and keeps
-// its POST open, so without a scope the plan ran to its end. Two clients
-// sharing one token and numbering their requests alike could stop each
-// other's; anonymous requests stay out of reach (every client numbers its
-// requests from 0 or 1), and end with their POST.
+// header, digested) when an authentication handler before this one
+// accepted them ({http.auth.user.id} set, not anonymous), "" otherwise. A
+// notifications/cancelled in another POST stops a request only when both
+// carry the same verified credentials, which only their holder can send:
+// the TypeScript SDK cancels a call so and keeps its POST open, so without
+// a scope the plan ran to its end. An Authorization header nothing
+// verified is no credential: on a public route any caller sends any value,
+// and clients without a token send the same few ("Bearer undefined",
+// "Bearer null", "Bearer "), so anonymous callers shared a scope and one
+// could stop the other's plans by cancelling ids 0, 1, 2... Two clients
+// sharing one token and numbering their requests alike can still stop
+// each other's; anonymous requests stay out of reach (every client numbers
+// its requests from 0 or 1), and end with their POST.
 func statelessCancelScope(r *http.Request) string {
 	if r.Method != http.MethodPost {
 		return ""
 	}
 	auth := r.Header.Get("Authorization")
-	if auth == "" {
+	if auth == "" || !authenticated(r) {
 		return ""
 	}
 	sum := sha256.Sum256([]byte(auth))
 	return "stateless:" + hex.EncodeToString(sum[:])
+}
+
+// authenticated reports whether an authentication handler that ran before
+// this one (codemode_auth, Caddy's authentication with any provider)
+// accepted a user for r, not anonymous access.
+func authenticated(r *http.Request) bool {
+	repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return false
+	}
+	id, _ := repl.GetString("http.auth.user.id")
+	anon, _ := repl.GetString("http.auth.user.anonymous")
+	return id != "" && anon != "true"
 }
 
 // track records the requests of a POST of session sid for cancellation

@@ -2,6 +2,7 @@ package caddymodules
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
@@ -49,8 +51,10 @@ func waitUpstream(t *testing.T) (url string, started, stopped chan struct{}) {
 }
 
 // cancelConfig is a gateway on port whose meta-tools call the upstream at
-// up: codemode_mcp at /mcp (with handler's fields) and a stateless one at
-// /stateless, X-Forwarded-For trusted from loopback.
+// up: codemode_mcp at /mcp (with handler's fields), a stateless one at
+// /stateless open to anyone and one at /stateless-basic behind Caddy's
+// basic authentication (users alice and bob, basicPasswords),
+// X-Forwarded-For trusted from loopback.
 func cancelConfig(port int, up string, handler map[string]any) []byte {
 	h := map[string]any{"handler": "codemode_mcp"}
 	for k, v := range handler {
@@ -69,11 +73,33 @@ func cancelConfig(port int, up string, handler map[string]any) []byte {
 				"automatic_https": map[string]any{"disable": true},
 				"trusted_proxies": map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}},
 				"routes": []any{route("/mcp", h),
-					route("/stateless", map[string]any{"handler": "codemode_mcp", "stateless": true})},
+					route("/stateless", map[string]any{"handler": "codemode_mcp", "stateless": true}),
+					map[string]any{"match": []any{map[string]any{"path": []string{"/stateless-basic"}}}, "handle": []any{
+						map[string]any{"handler": "authentication", "providers": map[string]any{"http_basic": map[string]any{
+							"hash":     map[string]any{"algorithm": "bcrypt"},
+							"accounts": []any{basicAccount("alice"), basicAccount("bob")}}}},
+						map[string]any{"handler": "codemode_mcp", "stateless": true}}}},
 			}}},
 		},
 	})
 	return cfg
+}
+
+// basicPasswords are the passwords of cancelConfig's basic authentication.
+var basicPasswords = map[string]string{"alice": "alice-password", "bob": "bob-password"}
+
+// basicAuth is the Authorization header of user at cancelConfig's basic
+// authentication.
+func basicAuth(user string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+basicPasswords[user]))
+}
+
+func basicAccount(user string) map[string]any {
+	h, err := bcrypt.GenerateFromPassword([]byte(basicPasswords[user]), bcrypt.MinCost)
+	if err != nil {
+		panic(err)
+	}
+	return map[string]any{"username": user, "password": string(h)}
 }
 
 // postAsync posts msg with header on a connection of its own and reports
@@ -208,20 +234,28 @@ func TestMCPCancelInTemporarySessions(t *testing.T) {
 
 	// The TypeScript SDK cancels a call with notifications/cancelled in a
 	// POST of its own and keeps the call's POST open: a stateless request
-	// is stopped by a cancellation carrying its credentials, and its POST
-	// ends without the answer. One carrying other credentials, or none,
-	// names no request of its sender's. Before, the plan ran to its end.
+	// is stopped by a cancellation carrying its credentials, verified by an
+	// authentication handler, and its POST ends without the answer. One
+	// carrying another user's credentials, a wrong password or none names
+	// no request of its sender's. Before, the plan ran to its end.
 	t.Run("stateless_cancelled_with_its_credentials", func(t *testing.T) {
-		stateless := fmt.Sprintf("http://127.0.0.1:%d/stateless", port)
-		mine := map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Authorization": "Bearer mine"}
+		stateless := fmt.Sprintf("http://127.0.0.1:%d/stateless-basic", port)
+		mine := map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Authorization": basicAuth("alice")}
 		answered := postAsync(context.Background(), stateless, mine, waitCall("1"))
 		waitFor(t, started, "start of the plan's tool call")
 		for _, other := range []map[string]string{
-			{"Mcp-Protocol-Version": "2025-11-25"},
-			{"Mcp-Protocol-Version": "2025-11-25", "Authorization": "Bearer someone else's"},
+			{"Mcp-Protocol-Version": "2025-11-25", "Authorization": basicAuth("bob")},
 		} {
 			if status, _, body := rawMCP(t, stateless, other, cancelNote("1")); status != http.StatusAccepted {
 				t.Fatalf("notifications/cancelled: %d %s", status, body)
+			}
+		}
+		for _, other := range []map[string]string{
+			{"Mcp-Protocol-Version": "2025-11-25"},
+			{"Mcp-Protocol-Version": "2025-11-25", "Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("alice:wrong"))},
+		} {
+			if status, _, body := rawMCP(t, stateless, other, cancelNote("1")); status != http.StatusUnauthorized {
+				t.Fatalf("notifications/cancelled without alice's credentials: %d %s, want 401", status, body)
 			}
 		}
 		select {
@@ -240,6 +274,41 @@ func TestMCPCancelInTemporarySessions(t *testing.T) {
 			t.Fatalf("cancelled request's POST: %s %s %.400q, want 200 without a response", a[0], a[1], a[2])
 		}
 	})
+
+	// On a route nothing authenticates, an Authorization header is no
+	// credential: anonymous clients send the same few values ("Bearer
+	// undefined", "Bearer null") or whatever a hostile caller picks. A
+	// caller cancelling request 1 with the header of another anonymous
+	// caller stops nothing. Before, the unverified header was the scope,
+	// and the plan was stopped.
+	for _, junk := range []string{"Bearer undefined", "Bearer null", "Bearer "} {
+		t.Run("stateless_anonymous_header_"+strings.ReplaceAll(strings.TrimSpace(junk), " ", "_"), func(t *testing.T) {
+			stateless := fmt.Sprintf("http://127.0.0.1:%d/stateless", port)
+			h := map[string]string{"Mcp-Protocol-Version": "2025-11-25", "Authorization": junk}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			answered := postAsync(ctx, stateless, h, waitCall("1"))
+			waitFor(t, started, "start of the victim's plan's tool call")
+			if status, _, body := rawMCP(t, stateless, h, cancelNote("1")); status != http.StatusAccepted {
+				t.Fatalf("notifications/cancelled: %d %s", status, body)
+			}
+			// The victim's POST is still open and its plan still runs: a
+			// ping through the gateway is answered after the cancellation was
+			// handled, and neither the plan nor the POST has ended.
+			if status, _, body := rawMCP(t, stateless, h, `{"jsonrpc":"2.0","id":2,"method":"ping"}`); status != http.StatusOK {
+				t.Fatalf("ping: %d %s", status, body)
+			}
+			select {
+			case <-stopped:
+				t.Fatal("another anonymous caller's cancellation stopped the plan")
+			case a := <-answered:
+				t.Fatalf("another anonymous caller's cancellation ended the POST: %v", a)
+			default:
+			}
+			cancel() // the victim goes away: its plan ends with its POST
+			waitFor(t, stopped, "stop of the plan's tool call after its POST ended")
+		})
+	}
 
 	t.Run("stateless_post_ends", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
