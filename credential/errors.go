@@ -19,6 +19,38 @@ const (
 	CodeCredentialUnavailable = "CREDENTIAL_UNAVAILABLE"
 )
 
+// Stable codes of the connections page's refusals, shown on the error page
+// in <code id="code">: what a caller sent that the page does not take.
+const (
+	// CodeAPIKeyInvalid: a pasted API key that is empty, longer than 4096
+	// bytes, not UTF-8, or has a character that is not printable (a control
+	// character, a line break, an invisible format character such as a
+	// zero-width space, a byte order mark or a bidirectional override, a
+	// space other than U+0020). The key is not stored.
+	CodeAPIKeyInvalid = "API_KEY_INVALID"
+	// CodeFormInvalid: a form post that cannot be read: over 16 KiB, a
+	// malformed body or query, or a name or value that is not UTF-8.
+	CodeFormInvalid = "FORM_INVALID"
+	// CodeCrossSite: a form post whose Origin is not the page's own
+	// ("null" included).
+	CodeCrossSite = "CROSS_SITE_REQUEST"
+	// CodeCSRFInvalid: a form post without the page session's CSRF token.
+	CodeCSRFInvalid = "CSRF_INVALID"
+	// CodePageSignInRequired: a form post without a page session (it ended,
+	// or the browser never signed in).
+	CodePageSignInRequired = "PAGE_SIGN_IN_REQUIRED"
+	// CodeStateInvalid: a sign-in or connection answer without a state, or
+	// with one that is unknown, expired or already used.
+	CodeStateInvalid = "STATE_INVALID"
+	// CodeOtherBrowser: a sign-in or connection answer opened in a browser
+	// other than the one that started it.
+	CodeOtherBrowser = "OTHER_BROWSER"
+	// CodeIssuerMismatch: an upstream's answer whose iss names another
+	// authorization server, or has none although the server's metadata
+	// says it sends one (RFC 9207).
+	CodeIssuerMismatch = "ISSUER_MISMATCH"
+)
+
 // Error is a failed credential lookup. Its message never contains a
 // credential.
 type Error struct {

@@ -639,6 +639,10 @@ func (m *Manager) PutAPIKey(ctx context.Context, o Owner, service, key string) e
 	if !ok || st.spec.Kind != KindAPIKey {
 		return fmt.Errorf("credential: %q does not take an API key", service)
 	}
+	if !validAPIKey(key) {
+		return &Error{Code: CodeAPIKeyInvalid, Service: service,
+			Message: "an API key is 1 to 4096 bytes of UTF-8, every character printable (no line break or invisible character)"}
+	}
 	if err := m.vault.Put(ctx, o.Key(), service, &Record{Kind: KindAPIKey, APIKey: key, ConnectedAt: m.now()}); err != nil {
 		return err
 	}

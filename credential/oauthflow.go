@@ -27,6 +27,10 @@ type asMetadata struct {
 	TokenEndpoint                 string   `json:"token_endpoint"`
 	RevocationEndpoint            string   `json:"revocation_endpoint,omitempty"`
 	CodeChallengeMethodsSupported []string `json:"code_challenge_methods_supported,omitempty"`
+	// IssParameterSupported: the server names itself in every
+	// authorization response (RFC 9207), so an answer without iss is not
+	// its own.
+	IssParameterSupported bool `json:"authorization_response_iss_parameter_supported,omitempty"`
 }
 
 // endpoints returns the upstream's authorization, token and revocation
@@ -76,6 +80,7 @@ func merge(conf, meta asMetadata) asMetadata {
 	}
 	conf.Issuer = meta.Issuer
 	conf.CodeChallengeMethodsSupported = meta.CodeChallengeMethodsSupported
+	conf.IssParameterSupported = meta.IssParameterSupported
 	return conf
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"golang.org/x/oauth2"
@@ -61,6 +62,8 @@ type pendingConnect struct {
 	Service  string `json:"service"`
 	Verifier string `json:"verifier"`
 	Issuer   string `json:"issuer,omitempty"`
+	// RequireIss: the issuer's metadata says it sends iss (RFC 9207).
+	RequireIss bool `json:"require_iss,omitempty"`
 }
 
 func hashOf(s string) string {
@@ -262,12 +265,12 @@ func (m *Manager) signInCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state := q.Get("state")
 	if state == "" {
-		m.page(w, r, http.StatusBadRequest, pageData{Error: "The sign-in answer has no state."})
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "The sign-in answer has no state.", Code: CodeStateInvalid})
 		return
 	}
 	b, err := m.store.GetDel(r.Context(), "signin:"+hashOf(state))
 	if errors.Is(err, ErrNotFound) {
-		m.page(w, r, http.StatusBadRequest, pageData{Error: "This sign-in is unknown or expired; open the connections page again."})
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "This sign-in is unknown or expired; open the connections page again.", Code: CodeStateInvalid})
 		return
 	}
 	if err != nil {
@@ -279,7 +282,7 @@ func (m *Manager) signInCallback(w http.ResponseWriter, r *http.Request) {
 	c, cerr := r.Cookie(m.cookieName("_signin"))
 	if cerr != nil || subtle.ConstantTimeCompare([]byte(hashOf(c.Value)), []byte(p.Binding)) != 1 {
 		// A sign-in answer that another browser started: login CSRF.
-		m.page(w, r, http.StatusForbidden, pageData{Error: "This sign-in was started in another browser."})
+		m.page(w, r, http.StatusForbidden, pageData{Error: "This sign-in was started in another browser.", Code: CodeOtherBrowser})
 		return
 	}
 	m.setCookie(w, "_signin", "", -1)
@@ -311,12 +314,12 @@ func (m *Manager) signInCallback(w http.ResponseWriter, r *http.Request) {
 // session's CSRF token.
 func (m *Manager) checkPost(w http.ResponseWriter, r *http.Request) (*browserSession, string, bool) {
 	if o := r.Header.Get("Origin"); o != "" && !strings.EqualFold(o, m.connect.Scheme+"://"+m.connect.Host) {
-		m.page(w, r, http.StatusForbidden, pageData{Error: "Cross-site request refused."})
+		m.page(w, r, http.StatusForbidden, pageData{Error: "Cross-site request refused.", Code: CodeCrossSite})
 		return nil, "", false
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := r.ParseForm(); err != nil {
-		m.page(w, r, http.StatusBadRequest, pageData{Error: "The form could not be read."})
+	if err := r.ParseForm(); err != nil || !validForm(r.Form) {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "The form could not be read.", Code: CodeFormInvalid})
 		return nil, "", false
 	}
 	s, h, err := m.session(r)
@@ -325,11 +328,11 @@ func (m *Manager) checkPost(w http.ResponseWriter, r *http.Request) (*browserSes
 		return nil, "", false
 	}
 	if s == nil {
-		m.page(w, r, http.StatusUnauthorized, pageData{Error: "Your sign-in on this page ended; open the connections page again."})
+		m.page(w, r, http.StatusUnauthorized, pageData{Error: "Your sign-in on this page ended; open the connections page again.", Code: CodePageSignInRequired})
 		return nil, "", false
 	}
 	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(s.CSRF)) != 1 {
-		m.page(w, r, http.StatusForbidden, pageData{Error: "The form is stale or forged; open the connections page again."})
+		m.page(w, r, http.StatusForbidden, pageData{Error: "The form is stale or forged; open the connections page again.", Code: CodeCSRFInvalid})
 		return nil, "", false
 	}
 	return s, h, true
@@ -351,7 +354,8 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 		return
 	}
 	state, verifier := m.randomToken(), oauth2.GenerateVerifier()
-	p, _ := json.Marshal(pendingConnect{Session: h, Service: st.spec.Service, Verifier: verifier, Issuer: meta.Issuer})
+	p, _ := json.Marshal(pendingConnect{Session: h, Service: st.spec.Service, Verifier: verifier, Issuer: meta.Issuer,
+		RequireIss: meta.Issuer != "" && meta.IssParameterSupported})
 	if err := m.store.Set(r.Context(), "connect:"+hashOf(state), p, pendingTTL); err != nil {
 		m.fail(w, r, "starting the connection", err)
 		return
@@ -378,7 +382,7 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state := q.Get("state")
 	if state == "" {
-		m.page(w, r, http.StatusBadRequest, pageData{Error: "The answer has no state."})
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "The answer has no state.", Code: CodeStateInvalid})
 		return
 	}
 	s, h, err := m.session(r)
@@ -389,7 +393,7 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request) {
 	key := "connect:" + hashOf(state)
 	b, err := m.store.Get(r.Context(), key)
 	if errors.Is(err, ErrNotFound) {
-		m.page(w, r, http.StatusBadRequest, pageData{Error: "This connection is unknown or expired; start again from the connections page."})
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "This connection is unknown or expired; start again from the connections page.", Code: CodeStateInvalid})
 		return
 	}
 	if err != nil {
@@ -402,11 +406,11 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request) {
 	// to another browser (someone else's account, or a forged link) is
 	// refused and does not consume the pending connection.
 	if s == nil || subtle.ConstantTimeCompare([]byte(h), []byte(p.Session)) != 1 {
-		m.page(w, r, http.StatusForbidden, pageData{Error: "This connection was started in another browser session."})
+		m.page(w, r, http.StatusForbidden, pageData{Error: "This connection was started in another browser session.", Code: CodeOtherBrowser})
 		return
 	}
 	if _, err := m.store.GetDel(r.Context(), key); err != nil {
-		m.page(w, r, http.StatusBadRequest, pageData{Error: "This connection was already finished."})
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "This connection was already finished.", Code: CodeStateInvalid})
 		return
 	}
 	st, ok := m.specs[p.Service]
@@ -419,9 +423,12 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// RFC 9207: an authorization server that names itself must be the one
-	// the connection started at (mix-up defence).
-	if iss := q.Get("iss"); iss != "" && p.Issuer != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(p.Issuer, "/") {
-		m.page(w, r, http.StatusForbidden, pageData{Error: "The answer came from another authorization server."})
+	// the connection started at (mix-up defence), and one whose metadata
+	// says it names itself must (section 2.4: a client MUST refuse such a
+	// server's answer without iss; it was taken before).
+	iss := q.Get("iss")
+	if (iss == "" && p.RequireIss) || (iss != "" && p.Issuer != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(p.Issuer, "/")) {
+		m.page(w, r, http.StatusForbidden, pageData{Error: "The answer came from another authorization server.", Code: CodeIssuerMismatch})
 		return
 	}
 	meta, err := m.endpoints(r.Context(), st)
@@ -459,8 +466,8 @@ func (m *Manager) saveAPIKey(w http.ResponseWriter, r *http.Request, st *specSta
 		return
 	}
 	key := strings.TrimSpace(r.PostForm.Get("api_key"))
-	if key == "" || len(key) > maxAPIKey || strings.ContainsFunc(key, unicode.IsControl) {
-		m.page(w, r, http.StatusBadRequest, pageData{Error: "Paste the key as one line of at most 4096 characters."})
+	if !validAPIKey(key) {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "Paste the key as one line of at most 4096 characters, without invisible characters.", Code: CodeAPIKeyInvalid})
 		return
 	}
 	if err := m.PutAPIKey(r.Context(), s.owner(), st.spec.Service, key); err != nil {
@@ -496,6 +503,36 @@ func (m *Manager) signOut(w http.ResponseWriter, r *http.Request) {
 	m.page(w, r, http.StatusOK, pageData{Notice: "You are signed out of the connections page. Your connections stay."})
 }
 
+// validAPIKey reports whether key (trimmed) can be stored as given and sent
+// as it was pasted: 1 to maxAPIKey bytes of UTF-8, every character
+// printable (unicode.IsPrint: no control character or line break, no
+// invisible format character such as U+200B, U+FEFF or a bidirectional
+// override, no space but U+0020). The vault stores records as JSON, which
+// turned a byte that is not UTF-8 into U+FFFD: the key sent was not the
+// key pasted. An invisible character pasted with a key made every call
+// fail at the upstream with 401, with nothing on the page to show why.
+func validAPIKey(key string) bool {
+	if key == "" || len(key) > maxAPIKey || !utf8.ValidString(key) {
+		return false
+	}
+	return !strings.ContainsFunc(key, func(r rune) bool { return !unicode.IsPrint(r) })
+}
+
+// validForm reports whether every name and value of a form is UTF-8.
+func validForm(form url.Values) bool {
+	for k, vs := range form {
+		if !utf8.ValidString(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // oauthCode keeps an error code from a query string to the characters
 // RFC 6749 allows, so nothing else is echoed into the page.
 func oauthCode(s string) string {
@@ -514,6 +551,8 @@ func (m *Manager) fail(w http.ResponseWriter, r *http.Request, what string, err 
 }
 
 type pageData struct {
+	// Code is the stable code of a refusal (errors.go).
+	Code        string
 	Subject     string
 	CSRF        string
 	Base        string
@@ -557,7 +596,7 @@ form{display:inline}input[type=password]{width:14rem}small{color:#666}
 </style></head><body>
 <h1>Connections</h1>
 {{if .Notice}}<p class="notice" id="notice">{{.Notice}}</p>{{end}}
-{{if .Error}}<p class="error" id="error">{{.Error}}</p>{{end}}
+{{if .Error}}<p class="error" id="error">{{.Error}}</p>{{if .Code}}<p>Code: <code id="code">{{.Code}}</code></p>{{end}}{{end}}
 {{if .Subject}}
 <p>Signed in as <strong id="subject">{{.Subject}}</strong>. Plans you run through the gateway call these services as you.</p>
 <table><thead><tr><th>Service</th><th>Status</th><th></th></tr></thead><tbody>

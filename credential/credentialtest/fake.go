@@ -155,6 +155,7 @@ func (f *Fake) metadata(w http.ResponseWriter, _ *http.Request) {
 		"issuer": f.URL, "authorization_endpoint": f.URL + "/authorize", "token_endpoint": f.URL + "/token",
 		"revocation_endpoint": f.URL + "/revoke", "code_challenge_methods_supported": []string{"S256"},
 		"response_types_supported": []string{"code"}, "grant_types_supported": []string{"authorization_code", "refresh_token"},
+		"authorization_response_iss_parameter_supported": true,
 	})
 }
 
@@ -199,6 +200,9 @@ func (f *Fake) authorize(w http.ResponseWriter, r *http.Request) {
 		resource: q.Get("resource"), expires: time.Now().Add(time.Minute)}
 	f.mu.Unlock()
 	v := url.Values{"code": {cd}, "state": {q.Get("state")}, "iss": {f.URL}}
+	if q.Get("no_iss") != "" { // a mix-up attacker's answer, or a server that lost it
+		v.Del("iss")
+	}
 	http.Redirect(w, r, q.Get("redirect_uri")+"?"+v.Encode(), http.StatusFound)
 }
 
