@@ -48,13 +48,22 @@ type browserSession struct {
 
 func (s *browserSession) owner() Owner { return Owner{Issuer: s.Issuer, Subject: s.Subject} }
 
-// pendingSignIn is a sign-in started at the authorization server.
+// pendingSignIn is a sign-in started at the authorization server. It is
+// kept in the browser that started it, sealed with the vault key in the
+// sign-in cookie, not in the storage: starting a sign-in is the answer to
+// any anonymous GET of the page, and a record per request let a stranger
+// with many addresses grow the storage without bound (344 bytes on Redis
+// for 10 minutes each).
 type pendingSignIn struct {
-	Binding  string `json:"binding"` // hash of the browser's sign-in cookie
-	Verifier string `json:"verifier"`
-	Nonce    string `json:"nonce"`
-	Next     string `json:"next"`
+	State    string    `json:"state"` // hash of the state sent to the server
+	Verifier string    `json:"verifier"`
+	Nonce    string    `json:"nonce"`
+	Next     string    `json:"next"`
+	Expires  time.Time `json:"exp"`
 }
+
+// signInAAD binds a sealed pending sign-in to its use.
+var signInAAD = []byte("codemode connections: pending sign-in")
 
 // pendingConnect is a connection started at an upstream.
 type pendingConnect struct {
@@ -245,10 +254,11 @@ func (m *Manager) list(w http.ResponseWriter, r *http.Request, focus string) {
 }
 
 func (m *Manager) startSignIn(w http.ResponseWriter, r *http.Request, next string) {
-	binding, state, nonce := m.randomToken(), m.randomToken(), m.randomToken()
+	state, nonce := m.randomToken(), m.randomToken()
 	verifier := oauth2.GenerateVerifier()
-	p, _ := json.Marshal(pendingSignIn{Binding: hashOf(binding), Verifier: verifier, Nonce: nonce, Next: next})
-	if err := m.store.Set(r.Context(), "signin:"+hashOf(state), p, pendingTTL); err != nil {
+	p, _ := json.Marshal(pendingSignIn{State: hashOf(state), Verifier: verifier, Nonce: nonce, Next: next, Expires: m.now().Add(pendingTTL)})
+	sealed, err := m.vault.keys.seal(m.rand, p, signInAAD)
+	if err != nil {
 		m.fail(w, r, "starting the sign-in", err)
 		return
 	}
@@ -257,8 +267,30 @@ func (m *Manager) startSignIn(w http.ResponseWriter, r *http.Request, next strin
 		m.fail(w, r, "starting the sign-in", err)
 		return
 	}
-	m.setCookie(w, "_signin", binding, pendingTTL)
+	m.setCookie(w, "_signin", base64.RawURLEncoding.EncodeToString(sealed), pendingTTL)
 	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// pendingSignInOf opens the browser's sign-in cookie; nil when it has none
+// the key opens.
+func (m *Manager) pendingSignInOf(r *http.Request) *pendingSignIn {
+	c, err := r.Cookie(m.cookieName("_signin"))
+	if err != nil {
+		return nil
+	}
+	sealed, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil {
+		return nil
+	}
+	plain, _, err := m.vault.keys.open(sealed, signInAAD)
+	if err != nil {
+		return nil
+	}
+	var p pendingSignIn
+	if json.Unmarshal(plain, &p) != nil {
+		return nil
+	}
+	return &p
 }
 
 func (m *Manager) signInCallback(w http.ResponseWriter, r *http.Request) {
@@ -268,24 +300,18 @@ func (m *Manager) signInCallback(w http.ResponseWriter, r *http.Request) {
 		m.page(w, r, http.StatusBadRequest, pageData{Error: "The sign-in answer has no state.", Code: CodeStateInvalid})
 		return
 	}
-	b, err := m.store.GetDel(r.Context(), "signin:"+hashOf(state))
-	if errors.Is(err, ErrNotFound) {
-		m.page(w, r, http.StatusBadRequest, pageData{Error: "This sign-in is unknown or expired; open the connections page again.", Code: CodeStateInvalid})
-		return
-	}
-	if err != nil {
-		m.fail(w, r, "finishing the sign-in", err)
-		return
-	}
-	var p pendingSignIn
-	_ = json.Unmarshal(b, &p)
-	c, cerr := r.Cookie(m.cookieName("_signin"))
-	if cerr != nil || subtle.ConstantTimeCompare([]byte(hashOf(c.Value)), []byte(p.Binding)) != 1 {
-		// A sign-in answer that another browser started: login CSRF.
-		m.page(w, r, http.StatusForbidden, pageData{Error: "This sign-in was started in another browser.", Code: CodeOtherBrowser})
+	p := m.pendingSignInOf(r)
+	if p == nil || subtle.ConstantTimeCompare([]byte(hashOf(state)), []byte(p.State)) != 1 {
+		// A sign-in answer that another browser started (login CSRF), or
+		// one this browser finished already (its cookie is gone).
+		m.page(w, r, http.StatusForbidden, pageData{Error: "This sign-in was started in another browser, or is over; open the connections page again.", Code: CodeOtherBrowser})
 		return
 	}
 	m.setCookie(w, "_signin", "", -1)
+	if !m.now().Before(p.Expires) {
+		m.page(w, r, http.StatusBadRequest, pageData{Error: "This sign-in is unknown or expired; open the connections page again.", Code: CodeStateInvalid})
+		return
+	}
 	if e := q.Get("error"); e != "" {
 		m.page(w, r, http.StatusForbidden, pageData{Error: "Sign-in was refused (" + oauthCode(e) + ")."})
 		return

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // refusedWith reports whether a page is the refusal with code.
@@ -205,5 +206,94 @@ func TestConnectAnswerRefusals(t *testing.T) {
 				t.Fatalf("log line %q has a secret", line)
 			}
 		}
+	}
+}
+
+// TestPageSignInStoresNothing: the page's answer to an anonymous GET
+// (the start of its sign-in) stores nothing: the pending sign-in travels
+// sealed in the browser's cookie. Before the sixteenth pass each such GET
+// stored a record for 10 minutes (on Redis 344 bytes), so a stranger with
+// many addresses grew the storage without bound at the rate limit's pace.
+// The cookie binds the answer to its browser as the record did: a
+// tampered, foreign, replayed or expired one is refused.
+func TestPageSignInStoresNothing(t *testing.T) {
+	h := newHarness(t, nil, nil, nil)
+	keys := func() int {
+		n := 0
+		if err := h.store.Scan(context.Background(), "", func(string) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := keys()
+	for range 200 {
+		resp, err := noRedirect(http.DefaultClient).Get(h.gw.URL + "/connections")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("anonymous GET: %d", resp.StatusCode)
+		}
+	}
+	if after := keys(); after != before {
+		t.Fatalf("200 anonymous GETs stored %d keys", after-before)
+	}
+
+	// The answer of a sign-in, opened in the browser that started it.
+	start := func(c *http.Client) string {
+		t.Helper()
+		signin := location(t, noRedirect(c), http.MethodGet, h.gw.URL+"/connections/keyed", nil)
+		return location(t, noRedirect(c), http.MethodGet, signin, nil)
+	}
+	alice := h.browser(t, "alice", "")
+	back := start(alice)
+	// A tampered cookie (one byte of its sealed value changed), and the
+	// cookie of another browser's sign-in, do not open this answer.
+	u, _ := url.Parse(h.gw.URL)
+	var signinCookie *http.Cookie
+	for _, c := range alice.Jar.Cookies(&url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/connections/signin/callback"}) {
+		if c.Name == "codemode_connections_signin" {
+			signinCookie = c
+		}
+	}
+	if signinCookie == nil {
+		t.Fatal("no sign-in cookie")
+	}
+	for name, value := range map[string]string{
+		"tampered": signinCookie.Value[:20] + string(signinCookie.Value[20]^1) + signinCookie.Value[21:],
+		"garbage":  "x",
+	} {
+		req, _ := http.NewRequest(http.MethodGet, back, nil)
+		req.AddCookie(&http.Cookie{Name: signinCookie.Name, Value: value})
+		resp, err := noRedirect(http.DefaultClient).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !refusedWith(string(b), CodeOtherBrowser) {
+			t.Fatalf("%s cookie: %d\n%s", name, resp.StatusCode, b)
+		}
+	}
+	mallory := h.browser(t, "mallory", "")
+	start(mallory) // mallory's own sign-in cookie, for another state
+	if status, _, body := open(t, mallory, back); status != http.StatusForbidden || !refusedWith(body, CodeOtherBrowser) {
+		t.Fatalf("alice's answer in mallory's browser: %d\n%s", status, body)
+	}
+	status, final, body := open(t, alice, back)
+	if status != http.StatusOK || !strings.HasSuffix(final, "/connections/keyed") || !strings.Contains(body, `id="subject">alice<`) {
+		t.Fatalf("alice's answer: %d %s\n%s", status, final, body)
+	}
+	if status, _, body := open(t, alice, back); status != http.StatusForbidden || !refusedWith(body, CodeOtherBrowser) {
+		t.Fatalf("replayed answer: %d\n%s", status, body)
+	}
+	// An answer after the ten minutes: the browser kept its cookie (a
+	// clock that differs from the gateway's), the sealed expiry decides.
+	bob := h.browser(t, "bob", "")
+	back = start(bob)
+	h.clock.add(pendingTTL + time.Second)
+	if status, _, body := open(t, bob, back); status != http.StatusBadRequest || !refusedWith(body, CodeStateInvalid) {
+		t.Fatalf("expired sign-in: %d\n%s", status, body)
 	}
 }
