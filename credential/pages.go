@@ -232,10 +232,13 @@ func (m *Manager) list(w http.ResponseWriter, r *http.Request, focus string) {
 	d := pageData{Subject: s.Subject, CSRF: s.CSRF, Focus: focus, Base: strings.TrimSuffix(m.basePath(), "/")}
 	q := r.URL.Query()
 	for _, c := range conns {
-		if q.Get("connected") == c.Service {
+		// The notice after a connect or disconnect says what is true: a
+		// link naming a service in ?disconnected= showed "... is
+		// disconnected." above a connection that was not.
+		if q.Get("connected") == c.Service && c.Connected {
 			d.Notice = c.Title + " is connected."
 		}
-		if q.Get("disconnected") == c.Service {
+		if q.Get("disconnected") == c.Service && !c.Connected {
 			d.Notice = c.Title + " is disconnected."
 		}
 		row := row{Connection: c, Focus: c.Service == focus}

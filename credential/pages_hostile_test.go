@@ -297,3 +297,29 @@ func TestPageSignInStoresNothing(t *testing.T) {
 		t.Fatalf("expired sign-in: %d\n%s", status, body)
 	}
 }
+
+// TestPageNoticeIsTrue: the notice that follows a connect or a disconnect
+// (?connected=, ?disconnected=) is shown only when it is true: a link that
+// names a connected service in ?disconnected= (or the reverse) showed
+// "... is disconnected." above a live connection.
+func TestPageNoticeIsTrue(t *testing.T) {
+	h := newHarness(t, nil, nil, nil)
+	alice := h.browser(t, "alice", "gh-alice")
+	h.connect(t, alice)
+	for q, want := range map[string]string{
+		"?disconnected=forge": "",
+		"?connected=keyed":    "",
+		"?connected=forge":    "Fake Forge is connected.",
+		"?disconnected=keyed": "keyed is disconnected.",
+	} {
+		_, _, body := open(t, alice, h.gw.URL+"/connections"+q)
+		got := ""
+		if i := strings.Index(body, `id="notice">`); i >= 0 {
+			got = body[i+len(`id="notice">`):]
+			got = got[:strings.Index(got, "<")]
+		}
+		if got != want {
+			t.Errorf("%s: notice %q, want %q", q, got, want)
+		}
+	}
+}
