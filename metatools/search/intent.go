@@ -66,6 +66,15 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 			}
 		}
 	}
+	// "record a payment", "fix the memo on an entry": verbs that name an
+	// intent only as the request's first word (a DNS record, a fix), and
+	// on an object: "record that we received new stock" says what
+	// happened, its clause the act.
+	if len(toks) > 1 && !clauseOpeners[toks[1]] {
+		if in, ok := openingIntents[toks[0]]; ok {
+			return []Intent{in}, map[int]bool{0: true}
+		}
+	}
 	if madeState(toks) > 0 {
 		// "make my project public": the thing exists; it is changed.
 		return []Intent{IntentUpdate}, map[int]bool{0: true}
@@ -167,6 +176,15 @@ func methodYields(local, summary string) string {
 	}
 	return ""
 }
+
+// openingIntents are verbs whose intent holds only when they open the
+// request: elsewhere "record" and "fix" are nouns ("a DNS record", "the
+// fix version of an issue"), so they are no intent words.
+var openingIntents = map[string]Intent{"record": IntentCreate, "fix": IntentUpdate, "correct": IntentUpdate, "amend": IntentUpdate}
+
+// clauseOpeners open a clause after a verb ("record that …", "fix what
+// …").
+var clauseOpeners = map[string]bool{"that": true, "what": true, "how": true, "when": true, "whether": true, "if": true}
 
 // ceaseVerbs end the activity their gerund names.
 var ceaseVerbs = map[string]bool{"stop": true, "quit": true, "cease": true}

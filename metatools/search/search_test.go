@@ -2899,3 +2899,32 @@ func TestPhoneContact(t *testing.T) {
 		t.Errorf("phone number: first %v, want x_getContact_3", hits)
 	}
 }
+
+// TestOpeningIntents: "record" and "fix" name an intent only as the
+// request's opening verb on an object; elsewhere they are nouns ("a DNS
+// record"), and "record that …" says what happened, not the act.
+func TestOpeningIntents(t *testing.T) {
+	for q, want := range map[string]Intent{
+		"record a payment a customer made": IntentCreate, "record a bill from a vendor": IntentCreate,
+		"fix the memo on a journal entry": IntentUpdate, "correct a typo in a comment": IntentUpdate,
+		"list the records of a zone": IntentList,
+	} {
+		if got := QueryIntents(q); len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %v, want %s", q, got, want)
+		}
+	}
+	for _, q := range []string{"record that we received new stock", "DNS record for a domain"} {
+		if got := QueryIntents(q); len(got) != 0 {
+			t.Errorf("%s: %v, want no intent", q, got)
+		}
+	}
+	docs := []Doc{
+		{Name: "a_billsUpdate", AppID: "a", Description: "Update Bill", Method: "PATCH", Path: "/accounting/bills/{id}",
+			FieldNames: "notes", FieldDocs: "Notes kept on the record."},
+		{Name: "a_billsAdd", AppID: "a", Description: "Create Bill", Method: "POST", Path: "/accounting/bills"},
+	}
+	ix := NewBM25(docs)
+	if hits := rankOf(t, ix, "record a bill from a vendor", 2); len(hits) == 0 || docs[hits[0].Doc].Name != "a_billsAdd" {
+		t.Errorf("record a bill from a vendor: first %v, want a_billsAdd", hits)
+	}
+}
