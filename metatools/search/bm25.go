@@ -1092,6 +1092,9 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		// of a thing, not an act on it; the domain's relatives of the act
 		// ("run": exec) do not apply.
 		describes := participle(toks, i)
+		// "the details of an invoice" asks for all of it: WordNet's
+		// detail is a part (item, point), which met "Get Invoice Item".
+		whole := slices.Contains(lemmas, "detail")
 		addRel := func(term string, w float64) {
 			if idf, ok := ix.idf[term]; ok && capIDF > 0 && idf > capIDF {
 				w *= capIDF / idf
@@ -1106,6 +1109,9 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 		}
 		for _, l := range domainKeys {
 			for _, r := range relatedWords(l) {
+				if whole {
+					break
+				}
 				w := synonymWeight
 				if r.derived {
 					w = derivedWeight
@@ -1142,7 +1148,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 				}
 			}
 		}
-		if ix.unmatched(g) {
+		if ix.unmatched(g) && !whole {
 			// No tool has the word or one of its relatives: a catalog
 			// word that WordNet relates to it from its own side stands
 			// in ("path": route).
@@ -1152,7 +1158,7 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 				}
 			}
 		}
-		if unmatched := ix.unmatched(g); unmatched || ownIDF == 0 {
+		if unmatched := ix.unmatched(g); (unmatched || ownIDF == 0) && !whole {
 			// Nothing the word or its relatives are is in the catalog: a
 			// broader word stands in for it, weakly ("odometer": meter,
 			// "yesterday": period, "successful": success), a distant

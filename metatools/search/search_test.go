@@ -2928,3 +2928,21 @@ func TestOpeningIntents(t *testing.T) {
 		t.Errorf("record a bill from a vendor: first %v, want a_billsAdd", hits)
 	}
 }
+
+// TestDetailsAskForAll: "the details of an invoice" asks for the whole
+// invoice; WordNet's detail (item, point: a part) does not meet the call of
+// an invoice's items.
+func TestDetailsAskForAll(t *testing.T) {
+	var docs []Doc
+	for _, r := range [][2]string{{"invoiceItems", "Invoice Item"}, {"invoices", "Invoice"}, {"bills", "Bill"}, {"customers", "Customer"}, {"payments", "Payment"}} {
+		path := "/accounting/" + strings.ToLower(strings.ReplaceAll(r[1], " ", "-")) + "s"
+		docs = append(docs,
+			Doc{Name: "a_" + r[0] + "One", AppID: "a", Description: "Get " + r[1], Method: "GET", Path: path + "/{id}"},
+			Doc{Name: "a_" + r[0] + "All", AppID: "a", Description: "List " + r[1] + "s", Method: "GET", Path: path},
+			Doc{Name: "a_" + r[0] + "Add", AppID: "a", Description: "Create " + r[1], Method: "POST", Path: path})
+	}
+	ix := NewBM25(docs)
+	if hits := rankOf(t, ix, "get the details of an invoice", 3); len(hits) == 0 || docs[hits[0].Doc].Name != "a_invoicesOne" {
+		t.Errorf("get the details of an invoice: first %v, want a_invoicesOne", hits)
+	}
+}
