@@ -2946,3 +2946,24 @@ func TestDetailsAskForAll(t *testing.T) {
 		t.Errorf("get the details of an invoice: first %v, want a_invoicesOne", hits)
 	}
 }
+
+// TestLedgerWords: a PO is a purchase order, a credit memo a credit note,
+// a product an item (an invoice's, a catalog's), and an organization may
+// be called a company (twentieth pass, Apideck's accounting ledger).
+func TestLedgerWords(t *testing.T) {
+	ix := NewBM25([]Doc{
+		{Name: "a_purchaseOrdersOne", AppID: "a", Description: "Get Purchase Order", Method: "GET", Path: "/accounting/purchase-orders/{id}"},
+		{Name: "a_creditNotesAdd", AppID: "a", Description: "Create Credit Note", Method: "POST", Path: "/accounting/credit-notes"},
+		{Name: "a_invoiceItemsAll", AppID: "a", Description: "List Invoice Items", Method: "GET", Path: "/accounting/invoice-items"},
+		{Name: "a_companyInfoOne", AppID: "a", Description: "Get company info", Method: "GET", Path: "/accounting/company-info"},
+		{Name: "a_journalEntriesAdd", AppID: "a", Description: "Create Journal Entry", Method: "POST", Path: "/accounting/journal-entries", FieldNames: "memo"},
+	})
+	for _, c := range []struct{ q, term string }{
+		{"get a PO", "purchase"}, {"issue a credit memo", "note"}, {"list the products we sell", "item"},
+		{"get our organization's details", "company"},
+	} {
+		if w := queryWeight(ix, c.q, c.term); w == 0 {
+			t.Errorf("%q lacks term %q", c.q, c.term)
+		}
+	}
+}
