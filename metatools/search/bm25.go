@@ -1691,7 +1691,9 @@ func (ix *BM25) plan(query string) *queryPlan {
 	// ("show") or a plural would say.
 	// So does a read verb's singular noun with its number ("show me
 	// invoice 42").
-	if readOnly(qp.families) && (oneThing(qtoks) || len(qIntents) > 0 && numbered(qtoks)) {
+	// So does a read of what one thing has that no call acts on ("find a
+	// customer's billing address": the customer).
+	if readOnly(qp.families) && (oneThing(qtoks) || len(qIntents) > 0 && numbered(qtoks) || len(qIntents) > 0 && !question && ix.possessedField(qtoks)) {
 		qp.listing, qp.getting = false, true
 		delete(qp.qterms, titleIntent(IntentList))
 		if !slices.Contains(qIntents, IntentSearch) {
@@ -2182,6 +2184,40 @@ func otherCreateWord(toks []string, i int) bool {
 	}
 	return false
 }
+
+// possessedField reports whether a request names, before its modifier, what
+// one thing has ("a customer's billing address", "the vendor's phone
+// number") where no tool acts on what is had: the request is about that one
+// thing. Not "a user's repos", which a call lists.
+func (ix *BM25) possessedField(toks []string) bool {
+	end := len(toks)
+	for i, t := range toks {
+		if (modifierPrepositions[t] || t == "when") && i > 1 {
+			end = i
+			break
+		}
+	}
+	for i := 2; i+1 < end; i++ {
+		if toks[i] == "s" && singularDeterminers[toks[i-2]] && !contractions[toks[i-1]] && !stopwords[toks[i-1]] {
+			// What is had ends at the next function word ("a
+			// project's files as a zip": files).
+			j := i + 1
+			for j < end && !stopwords[toks[j]] {
+				j++
+			}
+			return j > i+1 && !ix.namesHead(toks[j-1:j])
+		}
+	}
+	return false
+}
+
+// singularDeterminers open a noun phrase about one thing.
+var singularDeterminers = map[string]bool{"a": true, "an": true, "the": true, "this": true, "that": true, "one": true}
+
+// contractions are the words whose "'s" is "is", "has" or "us": "what's",
+// "it's", "let's".
+var contractions = map[string]bool{"what": true, "it": true, "that": true, "there": true, "here": true, "who": true,
+	"where": true, "how": true, "when": true, "let": true, "he": true, "she": true, "which": true}
 
 // oneWords name one thing of a kind.
 var oneWords = map[string]bool{"one": true, "particular": true, "specific": true, "single": true}

@@ -2967,3 +2967,28 @@ func TestLedgerWords(t *testing.T) {
 		}
 	}
 }
+
+// TestPossessedField: a read of what one thing has that no call acts on
+// ("find a customer's billing address") is about that one thing, so the
+// call that gets one customer comes before the list; what a call acts on
+// ("a customer's invoices") keeps the list.
+func TestPossessedField(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_customersAll", AppID: "a", Description: "List Customers", Method: "GET", Path: "/accounting/customers"},
+		{Name: "a_customersOne", AppID: "a", Description: "Get Customer", Method: "GET", Path: "/accounting/customers/{id}", Required: 1, RequiredNames: []string{"id"}},
+		{Name: "a_billsAll", AppID: "a", Description: "List Bills", Method: "GET", Path: "/accounting/bills"},
+		{Name: "a_invoicesAll", AppID: "a", Description: "List Invoices", Method: "GET", Path: "/accounting/invoices"},
+	}
+	ix := NewBM25(docs)
+	if hits := rankOf(t, ix, "find a customer's billing address", 3); len(hits) == 0 || docs[hits[0].Doc].Name != "a_customersOne" {
+		t.Errorf("find a customer's billing address: first %v, want a_customersOne", hits)
+	}
+	for q, want := range map[string]bool{
+		"find a customer's billing address": true, "get the vendor's phone number for an order": true,
+		"find a customer's invoices": false, "what's the customer address": false, "find customers' addresses": false,
+	} {
+		if got := ix.possessedField(Tokenize(q)); got != want {
+			t.Errorf("possessedField(%q) = %v, want %v", q, got, want)
+		}
+	}
+}
