@@ -2198,7 +2198,8 @@ func (ix *BM25) possessedField(toks []string) bool {
 		}
 	}
 	for i := 2; i+1 < end; i++ {
-		if toks[i] == "s" && singularDeterminers[toks[i-2]] && !contractions[toks[i-1]] && !stopwords[toks[i-1]] {
+		// ("customers' addresses" has no "s" of its own: many things.)
+		if toks[i] == "s" && !contractions[toks[i-1]] && !stopwords[toks[i-1]] && !questionWords[toks[i-1]] {
 			// What is had ends at the next function word ("a
 			// project's files as a zip": files).
 			j := i + 1
@@ -2210,9 +2211,6 @@ func (ix *BM25) possessedField(toks []string) bool {
 	}
 	return false
 }
-
-// singularDeterminers open a noun phrase about one thing.
-var singularDeterminers = map[string]bool{"a": true, "an": true, "the": true, "this": true, "that": true, "one": true}
 
 // contractions are the words whose "'s" is "is", "has" or "us": "what's",
 // "it's", "let's".
