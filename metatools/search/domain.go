@@ -40,7 +40,7 @@ var domainRelated = map[string][]string{
 	"job": {"task", "run"}, "task": {"job"}, "pipeline": {"workflow", "dag"}, "workflow": {"pipeline", "dag"}, "dag": {"workflow", "pipeline"},
 	"deploy": {"deployment"}, "hook": {"webhook"}, "webhook": {"hook", "subscription"}, "notification": {"alert"},
 	"alert": {"notification"}, "notify": {"notification"}, "email": {"mail", "send", "notify"},
-	"mail": {"email"}, "text": {"message", "sms"}, "sms": {"message"}, "file": {"content", "upload"},
+	"mail": {"email"}, "text": {"message", "sms"}, "sms": {"message"}, "file": {"content", "upload", "object"},
 	"content": {"file"}, "download": {"content", "file"}, "upload": {"file"}, "attachment": {"file"},
 	"label": {"tag"}, "tag": {"label"}, "category": {"tag", "label"}, "group": {"team"}, "team": {"group"},
 	"id": {"identifier"}, "identifier": {"id"}, "count": {"total", "number"}, "total": {"count"},

@@ -2992,3 +2992,20 @@ func TestPossessedField(t *testing.T) {
 		}
 	}
 }
+
+// TestFileObject: object storage calls a file an object ("download a file
+// from a bucket": GetObject).
+func TestFileObject(t *testing.T) {
+	docs := []Doc{
+		{Name: "s_GetObject", AppID: "s", Description: "Retrieves objects from Amazon S3.", Method: "GET", Path: "/{Bucket}/{Key}"},
+		{Name: "s_GetBucketPolicy", AppID: "s", Description: "Returns the policy of a specified bucket.", Method: "GET", Path: "/{Bucket}#policy"},
+		{Name: "s_PutBucketLogging", AppID: "s", Description: "Set the logging parameters for a bucket.", Method: "PUT", Path: "/{Bucket}#logging"},
+	}
+	ix := NewBM25(docs)
+	if w := queryWeight(ix, "download a file from a bucket", "object"); w == 0 {
+		t.Errorf("download a file from a bucket lacks term object")
+	}
+	if hits := rankOf(t, ix, "download a file from a bucket", 3); len(hits) == 0 || docs[hits[0].Doc].Name != "s_GetObject" {
+		t.Errorf("download a file from a bucket: first %v, want s_GetObject", hits)
+	}
+}
