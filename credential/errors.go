@@ -17,6 +17,16 @@ const (
 	// refreshed right now (storage or the upstream's authorization server
 	// unreachable). Transient.
 	CodeCredentialUnavailable = "CREDENTIAL_UNAVAILABLE"
+	// CodeEndpointRefused: an upstream's authorization server, token,
+	// authorization or revocation endpoint breaks the gateway's rule for
+	// where a client secret, a code or a refresh token may go: a
+	// configured URL over plain http outside loopback and development, or
+	// a discovered one over plain http from metadata read over https, or
+	// on an internal address when the configured server is not internal.
+	// Not transient: the configuration or the upstream's metadata must
+	// change. A load error when configured; at discovery the call, the
+	// connection or its refresh fails and nothing is sent there.
+	CodeEndpointRefused = "UPSTREAM_ENDPOINT_REFUSED"
 )
 
 // Stable codes of the connections page's refusals, shown on the error page
@@ -49,6 +59,13 @@ const (
 	// authorization server, or has none although the server's metadata
 	// says it sends one (RFC 9207).
 	CodeIssuerMismatch = "ISSUER_MISMATCH"
+	// CodeRedirectURIMismatch: an upstream's answer that arrived at a
+	// redirect URI other than the one its connection was started with:
+	// another service's (the mix-up attack of RFC 9700 section 4.4, where
+	// a hostile authorization server sends the browser with its state on
+	// to another service's server), or the shared one for a service that
+	// has its own.
+	CodeRedirectURIMismatch = "REDIRECT_URI_MISMATCH"
 )
 
 // Error is a failed credential lookup. Its message never contains a

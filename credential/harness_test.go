@@ -80,6 +80,13 @@ func newHarness(t testing.TB, store Store, keys *Keyring, fake *credentialtest.F
 		fake = credentialtest.New()
 		t.Cleanup(fake.Close)
 	}
+	return newHarnessWith(t, store, keys, fake, forgeSpecs(fake), nil)
+}
+
+// newHarnessWith is newHarness with the specs and the client the manager
+// talks to upstreams with (nil: the default).
+func newHarnessWith(t testing.TB, store Store, keys *Keyring, fake *credentialtest.Fake, specs []Spec, client *http.Client) *harness {
+	t.Helper()
 	if store == nil {
 		store = NewMemoryStore(nil)
 	}
@@ -92,8 +99,8 @@ func newHarness(t testing.TB, store Store, keys *Keyring, fake *credentialtest.F
 	mux := http.NewServeMux()
 	h.gw = httptest.NewServer(mux)
 	t.Cleanup(h.gw.Close)
-	m, err := NewManager(forgeSpecs(fake), &Options{Store: store, Keys: keys, ConnectURL: h.gw.URL + "/connections",
-		SignIn: testSignIn{base: h.gw.URL}, Logger: zap.New(core), Now: h.clock.now})
+	m, err := NewManager(specs, &Options{Store: store, Keys: keys, ConnectURL: h.gw.URL + "/connections",
+		SignIn: testSignIn{base: h.gw.URL}, Logger: zap.New(core), Now: h.clock.now, HTTPClient: client})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,11 @@ type Options struct {
 	SessionTTL time.Duration
 	// Logger receives operational logs (never a credential). Nil: none.
 	Logger *zap.Logger
+	// Development lets configured authorization servers, endpoints and
+	// MCP servers use plain http on any address (outside it, only on a
+	// loopback address): the token request carries the client secret and
+	// the user's code or refresh token.
+	Development bool
 	// Now and Rand are the clock and randomness; tests inject them.
 	Now  func() time.Time
 	Rand io.Reader
@@ -145,6 +150,9 @@ func NewManager(specs []Spec, opts *Options) (*Manager, error) {
 		if _, dup := m.specs[s.Service]; dup {
 			return nil, fmt.Errorf("credential: service %q is configured twice", s.Service)
 		}
+		if err := checkConfiguredURLs(s, o.Development); err != nil {
+			return nil, err
+		}
 		if s.OAuth != nil {
 			o := *s.OAuth
 			o.Scopes = append([]string(nil), o.Scopes...)
@@ -155,6 +163,42 @@ func NewManager(specs []Spec, opts *Options) (*Manager, error) {
 	}
 	m.vault = NewVault(o.Store, o.Keys, o.Rand, o.ConnectionTTL)
 	return m, nil
+}
+
+// checkConfiguredURLs applies the rule of endpoints.go to the URLs a spec
+// configures, and checks that a shared redirect URI can be told apart.
+func checkConfiguredURLs(s Spec, development bool) error {
+	o := s.OAuth
+	if o == nil {
+		return nil
+	}
+	for _, c := range []struct{ what, u string }{{"authorization_server", o.AuthorizationServer},
+		{"authorization_endpoint", o.AuthorizationEndpoint}, {"token_endpoint", o.TokenEndpoint},
+		{"revocation_endpoint", o.RevocationEndpoint}} {
+		if c.u == "" {
+			continue
+		}
+		if err := configuredURL(s.Service, c.what, c.u, development); err != nil {
+			return err
+		}
+	}
+	if resourceRoot(s) {
+		if err := configuredURL(s.Service, "the MCP server", s.Resource, development); err != nil {
+			return err
+		}
+	}
+	if o.SharedCallback && o.AuthorizationServer == "" && !resourceRoot(s) {
+		return fmt.Errorf("credential %q: callback shared needs an authorization server that names itself (iss, RFC 9207), "+
+			"so authorization_server or discovery from the MCP server; with only the endpoints configured the service needs its own redirect URI", s.Service)
+	}
+	return nil
+}
+
+// resourceRoot reports whether the spec's authorization server is found
+// through its MCP server's protected resource metadata (RFC 9728).
+func resourceRoot(s Spec) bool {
+	o := s.OAuth
+	return o != nil && o.AuthorizationServer == "" && (o.AuthorizationEndpoint == "" || o.TokenEndpoint == "") && s.Resource != ""
 }
 
 // Vault is the manager's vault (for key rotation and tests).
@@ -480,6 +524,9 @@ func (m *Manager) refreshLocked(ctx context.Context, owner string, st *specState
 		m.log.Warn("refreshing a connection: authorization server metadata unavailable", zap.String("service", svc), zap.Error(err))
 		if !m.expired(cur) {
 			return cur, nil
+		}
+		if ErrorCode(err) == CodeEndpointRefused {
+			return nil, err // the refresh token is not sent there; retrying will not help
 		}
 		return nil, unavailable(svc, err)
 	}

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // metadataTTL is how long discovered authorization server metadata is
@@ -41,6 +43,7 @@ func (m *Manager) endpoints(ctx context.Context, st *specState) (asMetadata, err
 	o := st.spec.OAuth
 	conf := asMetadata{AuthorizationEndpoint: o.AuthorizationEndpoint, TokenEndpoint: o.TokenEndpoint, RevocationEndpoint: o.RevocationEndpoint}
 	if conf.AuthorizationEndpoint != "" && conf.TokenEndpoint != "" && (conf.RevocationEndpoint != "" || o.AuthorizationServer == "") {
+		conf.Issuer = o.AuthorizationServer // what an iss in an answer must name
 		return conf, nil
 	}
 	st.mu.Lock()
@@ -51,21 +54,60 @@ func (m *Manager) endpoints(ctx context.Context, st *specState) (asMetadata, err
 	}
 	st.mu.Unlock()
 
-	issuer := o.AuthorizationServer
-	if issuer == "" {
-		var err error
-		if issuer, err = m.protectedResourceAS(ctx, st.spec.Resource); err != nil {
-			return asMetadata{}, err
-		}
-	}
-	meta, err := m.discover(ctx, issuer)
+	meta, err := m.discoverFor(ctx, st)
 	if err != nil {
+		if ErrorCode(err) == CodeEndpointRefused {
+			// An operator's problem (or an upstream's attack): say so
+			// wherever the discovery was for.
+			m.log.Warn("upstream endpoint refused", zap.String("code", CodeEndpointRefused),
+				zap.String("service", st.spec.Service), zap.Error(err))
+		}
 		return asMetadata{}, err
 	}
 	st.mu.Lock()
 	st.meta, st.metaAt = meta, m.now()
 	st.mu.Unlock()
 	return merge(conf, meta), nil
+}
+
+// discoverFor finds the spec's authorization server metadata and checks
+// every URL in it that merge will use against the rule of endpoints.go.
+func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, error) {
+	o, svc := st.spec.OAuth, st.spec.Service
+	issuer := o.AuthorizationServer
+	if issuer == "" {
+		resource, err := url.Parse(st.spec.Resource)
+		if err != nil || resource.Host == "" {
+			return asMetadata{}, fmt.Errorf("resource %q is not a URL", st.spec.Resource)
+		}
+		if issuer, err = m.protectedResourceAS(ctx, st.spec.Resource); err != nil {
+			return asMetadata{}, err
+		}
+		if err := discoveredURL(svc, "authorization server", issuer, resource); err != nil {
+			return asMetadata{}, err
+		}
+	}
+	from, err := url.Parse(strings.TrimSuffix(issuer, "/"))
+	if err != nil || from.Host == "" {
+		return asMetadata{}, fmt.Errorf("authorization server %q is not a URL", issuer)
+	}
+	meta, err := m.discover(ctx, issuer)
+	if err != nil {
+		return asMetadata{}, err
+	}
+	for _, c := range []struct{ what, conf, found string }{
+		{"authorization_endpoint", o.AuthorizationEndpoint, meta.AuthorizationEndpoint},
+		{"token_endpoint", o.TokenEndpoint, meta.TokenEndpoint},
+		{"revocation_endpoint", o.RevocationEndpoint, meta.RevocationEndpoint},
+	} {
+		if c.conf != "" || c.found == "" {
+			continue // configured ones win and were checked at load
+		}
+		if err := discoveredURL(svc, c.what, c.found, from); err != nil {
+			return asMetadata{}, err
+		}
+	}
+	return meta, nil
 }
 
 func merge(conf, meta asMetadata) asMetadata {
@@ -129,6 +171,10 @@ func (m *Manager) protectedResourceAS(ctx context.Context, resource string) (str
 	path := strings.TrimSuffix(u.Path, "/")
 	if err := m.getJSON(ctx, u.Scheme+"://"+u.Host+"/.well-known/oauth-protected-resource"+path, &doc); err != nil {
 		return "", fmt.Errorf("reading the protected resource metadata of %s: %w", resource, err)
+	}
+	// RFC 9728 section 3.3: the document must be the resource's own.
+	if strings.TrimSuffix(doc.Resource, "/") != strings.TrimSuffix(resource, "/") {
+		return "", fmt.Errorf("the protected resource metadata of %s names resource %q", resource, doc.Resource)
 	}
 	if len(doc.AuthorizationServers) == 0 {
 		return "", fmt.Errorf("the protected resource metadata of %s names no authorization server", resource)

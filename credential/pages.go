@@ -73,6 +73,10 @@ type pendingConnect struct {
 	Issuer   string `json:"issuer,omitempty"`
 	// RequireIss: the issuer's metadata says it sends iss (RFC 9207).
 	RequireIss bool `json:"require_iss,omitempty"`
+	// Redirect is the redirect URI the connection was started with, the
+	// only one its answer is taken at; "" (a connection started before the
+	// sixteenth pass) means the shared one.
+	Redirect string `json:"redirect,omitempty"`
 }
 
 func hashOf(s string) string {
@@ -111,12 +115,33 @@ func (m *Manager) basePath() string {
 
 func (m *Manager) pageURL(rel string) string { return m.connect.String() + rel }
 
+// RedirectURI is the redirect URI the gateway sends to service's
+// authorization server, the one to register there: the service's own
+// <connect URL>/callback/<service>, or the shared <connect URL>/callback
+// when its OAuthClient.SharedCallback is set. "" without a connect URL or
+// for a service that does not connect with OAuth.
+func (m *Manager) RedirectURI(service string) string {
+	st, ok := m.specs[service]
+	if !ok || m.connect == nil || st.spec.OAuth == nil {
+		return ""
+	}
+	return m.redirectURI(st)
+}
+
+func (m *Manager) redirectURI(st *specState) string {
+	if st.spec.OAuth.SharedCallback {
+		return m.pageURL("/callback")
+	}
+	return m.pageURL("/callback/" + url.PathEscape(st.spec.Service))
+}
+
 // Handler serves the connections pages below the connect URL's path:
 //
 //	GET  {base}[/{service}]           the user's connections (signs in first)
 //	GET  {base}/signin/callback       end of the sign-in
 //	POST {base}/{service}/connect     start an OAuth connection (form, CSRF)
-//	GET  {base}/callback              end of an OAuth connection
+//	GET  {base}/callback/{service}    end of an OAuth connection
+//	GET  {base}/callback              the same, for services that share it
 //	POST {base}/{service}/api_key     store a pasted key (form, CSRF)
 //	POST {base}/{service}/disconnect  revoke and forget (form, CSRF)
 //	POST {base}/signout               end the page's sign-in
@@ -151,7 +176,9 @@ func (m *Manager) serve(w http.ResponseWriter, r *http.Request) {
 	case len(parts) == 2 && parts[0] == "signin" && parts[1] == "callback" && r.Method == http.MethodGet:
 		m.signInCallback(w, r)
 	case len(parts) == 1 && parts[0] == "callback" && r.Method == http.MethodGet:
-		m.connectCallback(w, r)
+		m.connectCallback(w, r, m.pageURL("/callback"))
+	case len(parts) == 2 && parts[0] == "callback" && r.Method == http.MethodGet:
+		m.connectCallback(w, r, m.pageURL("/callback/"+url.PathEscape(parts[1])))
 	case len(parts) == 1 && parts[0] == "signout" && r.Method == http.MethodPost:
 		m.signOut(w, r)
 	case len(parts) <= 1 && r.Method == http.MethodGet:
@@ -378,19 +405,18 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 	}
 	meta, err := m.endpoints(r.Context(), st)
 	if err != nil {
-		m.log.Warn("connections page: upstream authorization server unavailable", zap.String("service", st.spec.Service), zap.Error(err))
-		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in is unavailable right now; try again later."})
+		m.upstreamUnavailable(w, r, st, err)
 		return
 	}
-	state, verifier := m.randomToken(), oauth2.GenerateVerifier()
+	state, verifier, redirect := m.randomToken(), oauth2.GenerateVerifier(), m.redirectURI(st)
 	p, _ := json.Marshal(pendingConnect{Session: h, Service: st.spec.Service, Verifier: verifier, Issuer: meta.Issuer,
-		RequireIss: meta.Issuer != "" && meta.IssParameterSupported})
+		RequireIss: meta.Issuer != "" && meta.IssParameterSupported, Redirect: redirect})
 	if err := m.store.Set(r.Context(), "connect:"+hashOf(state), p, pendingTTL); err != nil {
 		m.fail(w, r, "starting the connection", err)
 		return
 	}
 	o := st.spec.OAuth
-	v := url.Values{"response_type": {"code"}, "client_id": {o.ClientID}, "redirect_uri": {m.pageURL("/callback")},
+	v := url.Values{"response_type": {"code"}, "client_id": {o.ClientID}, "redirect_uri": {redirect},
 		"state": {state}, "code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)}, "code_challenge_method": {"S256"}}
 	if len(o.Scopes) > 0 {
 		v.Set("scope", strings.Join(o.Scopes, " "))
@@ -407,7 +433,23 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 	http.Redirect(w, r, target, http.StatusSeeOther)
 }
 
-func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request) {
+// upstreamUnavailable answers a page whose upstream's endpoints cannot be
+// had: its server is down, or what it names breaks the rule for where a
+// client secret and a code may go (UPSTREAM_ENDPOINT_REFUSED, logged by
+// endpoints).
+func (m *Manager) upstreamUnavailable(w http.ResponseWriter, r *http.Request, st *specState, err error) {
+	if ErrorCode(err) == CodeEndpointRefused {
+		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in points somewhere this gateway does not send credentials; tell the gateway's operator.",
+			Code: CodeEndpointRefused})
+		return
+	}
+	m.log.Warn("connections page: upstream authorization server unavailable", zap.String("service", st.spec.Service), zap.Error(err))
+	m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in is unavailable right now; try again later."})
+}
+
+// connectCallback takes an upstream's answer that arrived at redirect, the
+// redirect URI of the path it was sent to.
+func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request, redirect string) {
 	q := r.URL.Query()
 	state := q.Get("state")
 	if state == "" {
@@ -447,6 +489,22 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request) {
 		m.page(w, r, http.StatusNotFound, pageData{Error: "This gateway has no connection by that name."})
 		return
 	}
+	// Each service has its own redirect URI (RFC 9700 section 4.4.2): an
+	// answer for this connection that arrives at another service's came
+	// from another authorization server, which a hostile server of this
+	// service sent the browser to with the state it was given (mix-up).
+	// Its code is not sent anywhere.
+	started := p.Redirect
+	if started == "" {
+		started = m.pageURL("/callback")
+	}
+	if redirect != started {
+		m.log.Warn("connections page: an answer arrived at another redirect URI (mix-up?)", zap.String("code", CodeRedirectURIMismatch),
+			zap.String("service", st.spec.Service), zap.String("arrived_at", r.URL.Path))
+		m.page(w, r, http.StatusForbidden, pageData{Error: "The answer for " + st.spec.title() + " came back by another service's way; start again from the connections page.",
+			Code: CodeRedirectURIMismatch})
+		return
+	}
 	if e := q.Get("error"); e != "" {
 		m.page(w, r, http.StatusForbidden, pageData{Error: st.spec.title() + " did not grant access (" + oauthCode(e) + ")."})
 		return
@@ -455,17 +513,20 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request) {
 	// the connection started at (mix-up defence), and one whose metadata
 	// says it names itself must (section 2.4: a client MUST refuse such a
 	// server's answer without iss; it was taken before).
+	// At the redirect URI several services share, iss is the only way to
+	// tell their servers apart: an answer there needs one.
 	iss := q.Get("iss")
-	if (iss == "" && p.RequireIss) || (iss != "" && p.Issuer != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(p.Issuer, "/")) {
+	shared := started == m.pageURL("/callback")
+	if (iss == "" && (p.RequireIss || shared)) || (shared && p.Issuer == "") || (iss != "" && p.Issuer != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(p.Issuer, "/")) {
 		m.page(w, r, http.StatusForbidden, pageData{Error: "The answer came from another authorization server.", Code: CodeIssuerMismatch})
 		return
 	}
 	meta, err := m.endpoints(r.Context(), st)
 	if err != nil {
-		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in is unavailable right now; try again later."})
+		m.upstreamUnavailable(w, r, st, err)
 		return
 	}
-	form := url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")}, "redirect_uri": {m.pageURL("/callback")},
+	form := url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")}, "redirect_uri": {started},
 		"code_verifier": {p.Verifier}}
 	if res := m.resource(st); res != "" {
 		form.Set("resource", res)

@@ -71,7 +71,7 @@ func TestPagesRefuseForgery(t *testing.T) {
 		t.Fatalf("connect went to %s", authz)
 	}
 	q, _ := url.Parse(authz)
-	if q.Query().Get("redirect_uri") != h.gw.URL+"/connections/callback" || q.Query().Get("code_challenge_method") != "S256" {
+	if q.Query().Get("redirect_uri") != h.gw.URL+"/connections/callback/forge" || q.Query().Get("code_challenge_method") != "S256" {
 		t.Fatalf("authorization request: %s", authz)
 	}
 	callback := location(t, na, http.MethodGet, authz, nil)

@@ -92,6 +92,14 @@ type OAuthClient struct {
 	// Resource is sent as the RFC 8707 resource indicator (MCP servers
 	// need it); default the MCP server's URL, none for OpenAPI sources.
 	Resource string
+	// SharedCallback sends the redirect URI all services shared until the
+	// sixteenth pass, <connect URL>/callback, instead of the service's own
+	// <connect URL>/callback/<service>. An answer there is taken only with
+	// an iss naming the server the connection started at (RFC 9207): with
+	// one redirect URI for several servers, iss is the only defence
+	// against mix-up (RFC 9700 section 4.4). For upstreams where the old
+	// URI is registered and cannot change yet, and whose server sends iss.
+	SharedCallback bool
 }
 
 // reservedServices are path segments of the connections pages.

@@ -41,6 +41,9 @@ type Fake struct {
 	refreshes int
 	revoked   []string
 	redirects []string
+	// meta and resourceMeta replace keys of the metadata documents.
+	meta, resourceMeta map[string]any
+	tokenRequests      int
 }
 
 // Seen is one credential the API or MCP server received.
@@ -61,8 +64,22 @@ type grantToken struct {
 	used            bool
 }
 
-// New starts a fake upstream.
+// New starts a fake upstream over http.
 func New() *Fake {
+	f := newFake()
+	f.Start()
+	return f
+}
+
+// NewTLS starts a fake upstream over https, with httptest's certificate
+// (valid for 127.0.0.1 and example.com; f.Client() trusts it).
+func NewTLS() *Fake {
+	f := newFake()
+	f.StartTLS()
+	return f
+}
+
+func newFake() *Fake {
 	f := &Fake{ClientID: "gateway-client", ClientSecret: "gateway-secret", tokenTTL: time.Hour,
 		codes: map[string]code{}, access: map[string]grantToken{}, refresh: map[string]grantToken{}, families: map[string]bool{},
 		APIKeys: map[string]string{}}
@@ -77,8 +94,55 @@ func New() *Fake {
 	mux.HandleFunc("GET /api/whoami", f.whoami)
 	mux.HandleFunc("GET /api/key/whoami", f.keyWhoami)
 	mux.Handle("/mcp", f.mcpHandler())
-	f.Server = httptest.NewServer(mux)
+	f.Server = httptest.NewUnstartedServer(mux)
 	return f
+}
+
+// SetMetadata sets key of the authorization server metadata document
+// (RFC 8414) to value; nil removes it. The default document names the
+// fake's own URL for every endpoint.
+func (f *Fake) SetMetadata(key string, value any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.meta == nil {
+		f.meta = map[string]any{}
+	}
+	f.meta[key] = value
+}
+
+// SetResourceMetadata sets key of the MCP server's protected resource
+// metadata document (RFC 9728) to value; nil removes it.
+func (f *Fake) SetResourceMetadata(key string, value any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.resourceMeta == nil {
+		f.resourceMeta = map[string]any{}
+	}
+	f.resourceMeta[key] = value
+}
+
+// TokenRequests counts the requests the token endpoint received.
+func (f *Fake) TokenRequests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokenRequests
+}
+
+func (f *Fake) override(doc map[string]any, resource bool) map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	with := f.meta
+	if resource {
+		with = f.resourceMeta
+	}
+	for k, v := range with {
+		if v == nil {
+			delete(doc, k)
+		} else {
+			doc[k] = v
+		}
+	}
+	return doc
 }
 
 // SetTokenTTL sets the lifetime of access tokens issued from now on.
@@ -151,16 +215,16 @@ func random(prefix string) string {
 }
 
 func (f *Fake) metadata(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
+	writeJSON(w, http.StatusOK, f.override(map[string]any{
 		"issuer": f.URL, "authorization_endpoint": f.URL + "/authorize", "token_endpoint": f.URL + "/token",
 		"revocation_endpoint": f.URL + "/revoke", "code_challenge_methods_supported": []string{"S256"},
 		"response_types_supported": []string{"code"}, "grant_types_supported": []string{"authorization_code", "refresh_token"},
 		"authorization_response_iss_parameter_supported": true,
-	})
+	}, false))
 }
 
 func (f *Fake) resourceMetadata(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"resource": f.URL + "/mcp", "authorization_servers": []string{f.URL}})
+	writeJSON(w, http.StatusOK, f.override(map[string]any{"resource": f.URL + "/mcp", "authorization_servers": []string{f.URL}}, true))
 }
 
 // login signs a browser in at the fake (a cookie naming the account), as
@@ -199,7 +263,13 @@ func (f *Fake) authorize(w http.ResponseWriter, r *http.Request) {
 	f.codes[cd] = code{account: c.Value, challenge: q.Get("code_challenge"), redirect: q.Get("redirect_uri"), clientID: q.Get("client_id"),
 		resource: q.Get("resource"), expires: time.Now().Add(time.Minute)}
 	f.mu.Unlock()
-	v := url.Values{"code": {cd}, "state": {q.Get("state")}, "iss": {f.URL}}
+	f.mu.Lock()
+	iss, ok := f.meta["issuer"].(string) // the issuer it says it is
+	f.mu.Unlock()
+	if !ok {
+		iss = f.URL
+	}
+	v := url.Values{"code": {cd}, "state": {q.Get("state")}, "iss": {iss}}
 	if q.Get("no_iss") != "" { // a mix-up attacker's answer, or a server that lost it
 		v.Del("iss")
 	}
@@ -226,6 +296,9 @@ func (f *Fake) issue(account, family string) map[string]any {
 }
 
 func (f *Fake) token(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.tokenRequests++
+	f.mu.Unlock()
 	if err := r.ParseForm(); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_request"})
 		return

@@ -1,0 +1,212 @@
+package credential
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/credential/credentialtest"
+)
+
+// publicUpstream is the fake upstream over https as if it were
+// https://example.com on the internet: the client dials its listener for
+// example.com (httptest's certificate names it), everything else as usual.
+func publicUpstream(t *testing.T) (*credentialtest.Fake, *http.Client) {
+	t.Helper()
+	f := credentialtest.NewTLS()
+	t.Cleanup(f.Close)
+	tr := f.Client().Transport.(*http.Transport).Clone()
+	addr := f.Listener.Addr().String()
+	tr.DialContext = func(ctx context.Context, network, a string) (net.Conn, error) {
+		if a == "example.com:443" {
+			a = addr
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, a)
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	const pub = "https://example.com"
+	f.SetMetadata("issuer", pub)
+	f.SetMetadata("authorization_endpoint", pub+"/authorize")
+	f.SetMetadata("token_endpoint", pub+"/token")
+	f.SetMetadata("revocation_endpoint", pub+"/revoke")
+	f.SetResourceMetadata("resource", pub+"/mcp")
+	f.SetResourceMetadata("authorization_servers", []string{pub})
+	return f, &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// publicBrowser is a browser signed in at the test gateway as user and, at
+// the public upstream, as account.
+func publicBrowser(t *testing.T, h *harness, client *http.Client, user, account string) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar, Transport: client.Transport, Timeout: 10 * time.Second}
+	for _, u := range []string{h.gw.URL + "/test-login?user=" + user, "https://example.com/login?account=" + account} {
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	return c
+}
+
+// TestConfiguredEndpointsNeedHTTPS: a configured authorization server,
+// endpoint or discovering MCP server over plain http is refused at load
+// outside loopback and development, with UPSTREAM_ENDPOINT_REFUSED.
+func TestConfiguredEndpointsNeedHTTPS(t *testing.T) {
+	oauth := func(o OAuthClient, resource string) Spec {
+		o.ClientID = "c"
+		return Spec{Service: "svc", Mode: ModeUser, Kind: KindOAuth, OAuth: &o, Resource: resource}
+	}
+	cases := []struct {
+		name    string
+		spec    Spec
+		refused bool // outside development
+	}{
+		{"https server", oauth(OAuthClient{AuthorizationServer: "https://as.example.com"}, ""), false},
+		{"http server", oauth(OAuthClient{AuthorizationServer: "http://as.example.com"}, ""), true},
+		{"http server on loopback", oauth(OAuthClient{AuthorizationServer: "http://127.0.0.1:9"}, ""), false},
+		{"http server on localhost", oauth(OAuthClient{AuthorizationServer: "http://localhost:9"}, ""), false},
+		{"http server on ::1", oauth(OAuthClient{AuthorizationServer: "http://[::1]:9"}, ""), false},
+		{"http server on a private address", oauth(OAuthClient{AuthorizationServer: "http://10.0.0.1"}, ""), true},
+		{"http token endpoint", oauth(OAuthClient{AuthorizationEndpoint: "https://as.example.com/a", TokenEndpoint: "http://as.example.com/t"}, ""), true},
+		{"http authorization endpoint", oauth(OAuthClient{AuthorizationEndpoint: "http://as.example.com/a", TokenEndpoint: "https://as.example.com/t"}, ""), true},
+		{"http revocation endpoint", oauth(OAuthClient{AuthorizationServer: "https://as.example.com", RevocationEndpoint: "http://as.example.com/r"}, ""), true},
+		{"http MCP server discovered from", oauth(OAuthClient{}, "http://mcp.example.com/mcp"), true},
+		{"http MCP server, server configured", oauth(OAuthClient{AuthorizationServer: "https://as.example.com"}, "http://mcp.example.com/mcp"), false},
+	}
+	for _, c := range cases {
+		for _, dev := range []bool{false, true} {
+			_, err := NewManager([]Spec{c.spec}, &Options{Store: NewMemoryStore(nil), Keys: keyring(t, newKey(t)), Development: dev})
+			want := c.refused && !dev
+			if got := ErrorCode(err) == CodeEndpointRefused; got != want || (!want && err != nil) {
+				t.Errorf("%s (development %v): %v, want refused %v", c.name, dev, err, want)
+			}
+			if want && !strings.Contains(err.Error(), "must be https") {
+				t.Errorf("%s: unclear error %q", c.name, err)
+			}
+		}
+	}
+	// A shared redirect URI needs a server that names itself.
+	_, err := NewManager([]Spec{oauth(OAuthClient{AuthorizationEndpoint: "https://as.example.com/a", TokenEndpoint: "https://as.example.com/t", SharedCallback: true}, "")},
+		&Options{Store: NewMemoryStore(nil), Keys: keyring(t, newKey(t))})
+	if err == nil || !strings.Contains(err.Error(), "callback shared") {
+		t.Errorf("shared callback without an issuer: %v", err)
+	}
+}
+
+// TestDiscoveredEndpointsRefused: metadata read from a public https server
+// cannot send the token request (client secret, code, refresh token) over
+// plain http or to an internal address; the connect page refuses with
+// UPSTREAM_ENDPOINT_REFUSED, logs it, and nothing is sent there. The
+// fake upstream is reached over real sockets as https://example.com.
+func TestDiscoveredEndpointsRefused(t *testing.T) {
+	fake, client := publicUpstream(t)
+	fakeAddr := fake.Listener.Addr().String() // reachable: without the rule the request would go
+	asSpec := func(f *credentialtest.Fake) []Spec {
+		return []Spec{{Service: "forge", Title: "Fake Forge", Mode: ModeUser, Kind: KindOAuth,
+			OAuth: &OAuthClient{AuthorizationServer: "https://example.com", ClientID: f.ClientID, ClientSecret: f.ClientSecret}}}
+	}
+	mcpSpec := func(f *credentialtest.Fake) []Spec {
+		return []Spec{{Service: "tracker", Mode: ModeUser, Kind: KindOAuth, Resource: "https://example.com/mcp",
+			OAuth: &OAuthClient{ClientID: f.ClientID, ClientSecret: f.ClientSecret}}}
+	}
+	cases := []struct {
+		name    string
+		specs   func(*credentialtest.Fake) []Spec
+		service string
+		doc     string // "as" or "resource"
+		key     string
+		value   any
+	}{
+		{"downgraded token endpoint", asSpec, "forge", "as", "token_endpoint", "http://example.com/token"},
+		{"token endpoint on loopback", asSpec, "forge", "as", "token_endpoint", "https://" + fakeAddr + "/token"},
+		{"token endpoint on a private address", asSpec, "forge", "as", "token_endpoint", "https://10.0.0.7/token"},
+		{"token endpoint on localhost", asSpec, "forge", "as", "token_endpoint", "https://localhost/token"},
+		{"token endpoint on a mapped loopback", asSpec, "forge", "as", "token_endpoint", "https://[::ffff:127.0.0.1]/token"},
+		{"authorization endpoint on ::1", asSpec, "forge", "as", "authorization_endpoint", "https://[::1]/authorize"},
+		{"authorization endpoint not http", asSpec, "forge", "as", "authorization_endpoint", "javascript:alert(1)"},
+		{"revocation endpoint on link-local", asSpec, "forge", "as", "revocation_endpoint", "https://169.254.169.254/revoke"},
+		{"downgraded authorization server (RFC 9728)", mcpSpec, "tracker", "resource", "authorization_servers", []string{"http://example.com"}},
+		{"internal authorization server (RFC 9728)", mcpSpec, "tracker", "resource", "authorization_servers", []string{"https://192.168.1.5"}},
+		{"downgraded token endpoint via RFC 9728", mcpSpec, "tracker", "as", "token_endpoint", "http://example.com/token"},
+	}
+	check := func(t *testing.T, specs func(*credentialtest.Fake) []Spec, service string) (int, string, *harness) {
+		t.Helper()
+		h := newHarnessWith(t, nil, nil, fake, specs(fake), client)
+		c := publicBrowser(t, h, client, "alice", "a")
+		csrf := h.csrf(t, c)
+		status, _, body := post(t, noRedirect(c), h.gw.URL+"/connections/"+service+"/connect", url.Values{"csrf": {csrf}}, nil)
+		return status, body, h
+	}
+	// The control: the same documents, all https on example.com, are taken.
+	for _, spec := range []func(*credentialtest.Fake) []Spec{asSpec, mcpSpec} {
+		h := newHarnessWith(t, nil, nil, fake, spec(fake), client)
+		svc := h.m.order[0]
+		c := publicBrowser(t, h, client, "alice", "a")
+		csrf := h.csrf(t, c)
+		authz := location(t, noRedirect(c), http.MethodPost, h.gw.URL+"/connections/"+svc+"/connect", url.Values{"csrf": {csrf}})
+		if !strings.HasPrefix(authz, "https://example.com/authorize?") {
+			t.Fatalf("%s: connect went to %s", svc, authz)
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			set := fake.SetMetadata
+			if c.doc == "resource" {
+				set = fake.SetResourceMetadata
+			}
+			old := map[string]any{"token_endpoint": "https://example.com/token", "authorization_endpoint": "https://example.com/authorize",
+				"revocation_endpoint": "https://example.com/revoke", "authorization_servers": []string{"https://example.com"}}[c.key]
+			set(c.key, c.value)
+			defer set(c.key, old)
+			status, body, h := check(t, c.specs, c.service)
+			if status != http.StatusBadGateway || !refusedWith(body, CodeEndpointRefused) {
+				t.Fatalf("connect: %d\n%s", status, body)
+			}
+			logged := h.logs.FilterMessage("upstream endpoint refused").All()
+			if len(logged) == 0 || logged[0].ContextMap()["code"] != CodeEndpointRefused || logged[0].ContextMap()["service"] != c.service {
+				t.Fatalf("not logged: %v", h.logs.All())
+			}
+		})
+	}
+	if n := fake.TokenRequests(); n != 0 {
+		t.Errorf("the token endpoint was called %d times", n)
+	}
+}
+
+// TestRefreshRefusedWhenMetadataTurns: a connection made while the
+// metadata was sound is not refreshed once the metadata names a plain http
+// token endpoint: the refresh token is not sent, and the call fails with
+// UPSTREAM_ENDPOINT_REFUSED (not transient).
+func TestRefreshRefusedWhenMetadataTurns(t *testing.T) {
+	fake, client := publicUpstream(t)
+	h := newHarnessWith(t, nil, nil, fake, []Spec{{Service: "forge", Title: "Fake Forge", Mode: ModeUser, Kind: KindOAuth,
+		OAuth: &OAuthClient{AuthorizationServer: "https://example.com", ClientID: fake.ClientID, ClientSecret: fake.ClientSecret}}}, client)
+	alice := publicBrowser(t, h, client, "alice", "alice-at-forge")
+	h.connect(t, alice)
+	sent := fake.TokenRequests()
+	if sent != 1 {
+		t.Fatalf("token requests after connecting: %d", sent)
+	}
+	fake.SetMetadata("token_endpoint", "http://example.com/token")
+	h.clock.add(2 * time.Hour) // past the access token's expiry and the metadata's cache
+	req, _ := http.NewRequest(http.MethodGet, "https://example.com/api/whoami", nil)
+	_, err := h.m.Authorize(as("alice"), "forge", req)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Code != CodeEndpointRefused || ce.Transient {
+		t.Fatalf("refresh: %v", err)
+	}
+	if n := fake.TokenRequests(); n != sent {
+		t.Errorf("the refresh went out: %d token requests", n)
+	}
+	if req.Header.Get("Authorization") != "" {
+		t.Errorf("request authorized anyway")
+	}
+}
