@@ -118,6 +118,14 @@ type CredentialOAuth struct {
 	// Resource is sent as the RFC 8707 resource indicator. Default: the
 	// URL of an MCP upstream; none for an OpenAPI source.
 	Resource string `json:"resource,omitempty"`
+	// Callback is the redirect URI the gateway sends: "service" (the
+	// default), the service's own <connect_url>/callback/<name>; or
+	// "shared", <connect_url>/callback as before the sixteenth pass, for
+	// an upstream where only that one is registered. An answer at the
+	// shared URI is taken only with an iss (RFC 9207) naming the server,
+	// so "shared" needs a server that sends iss and an authorization_server
+	// (or an MCP upstream's discovery) to compare it with.
+	Callback string `json:"callback,omitempty"`
 }
 
 // CredentialAPIKey is a key users paste into the connections page.
@@ -210,6 +218,13 @@ func (c *SourceCredential) spec(service, resource string, repl *caddy.Replacer) 
 			ClientSecret:          repl.ReplaceAll(o.ClientSecret, ""),
 			Scopes:                o.Scopes,
 			Resource:              repl.ReplaceAll(o.Resource, ""),
+		}
+		switch o.Callback {
+		case "", "service":
+		case "shared":
+			s.OAuth.SharedCallback = true
+		default:
+			return s, fmt.Errorf("credential: oauth callback %q must be service or shared", o.Callback)
 		}
 		if resource != "" && s.OAuth.Resource == "" {
 			s.OAuth.Resource = resource
@@ -316,9 +331,10 @@ func (a *App) provisionCredentials(ctx caddy.Context) error {
 	keyCfg := cfg
 	keyCfg.StorageRaw = nil
 	key, err := componentKey("credentials", struct {
-		Config CredentialsConfig
-		Specs  []credential.Spec
-	}{keyCfg, specs}, storeKey, a.auth.poolKey)
+		Config      CredentialsConfig
+		Specs       []credential.Spec
+		Development bool
+	}{keyCfg, specs, auth.Development}, storeKey, a.auth.poolKey)
 	if err != nil {
 		return fmt.Errorf("codemode credentials: %w", err)
 	}
@@ -410,13 +426,21 @@ func (a *App) buildCredentials(specs []credential.Spec, cfg CredentialsConfig, k
 		return nil, err
 	}
 	mgr, err := credential.NewManager(specs, &credential.Options{
-		Store: store, Keys: keys, ConnectURL: cfg.ConnectURL, SignIn: signIn, Logger: logger,
+		Store: store, Keys: keys, ConnectURL: cfg.ConnectURL, SignIn: signIn, Logger: logger, Development: a.auth.cfg.Development,
 		ConnectionTTL: time.Duration(cfg.ConnectionTTL), RefreshBefore: time.Duration(cfg.RefreshBefore), SessionTTL: time.Duration(cfg.SessionTTL),
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.mgr = mgr
+	for _, sp := range specs {
+		if sp.Kind == credential.KindOAuth {
+			// What the operator registers at each upstream (it changed in
+			// the sixteenth pass: one redirect URI per service).
+			logger.Info("connections: the redirect URI to register at the upstream", zap.String("service", sp.Service),
+				zap.String("redirect_uri", mgr.RedirectURI(sp.Service)))
+		}
+	}
 	if srv := a.auth.shared.server; srv != nil {
 		issuer := srv.Issuer()
 		remove := srv.OnSessionRevoked(func(ctx context.Context, ev oauth.SessionRevoked) {
@@ -584,6 +608,14 @@ func parseSourceCredential(d *caddyfile.Dispenser) (*SourceCredential, error) {
 					dst = &o.ClientSecret
 				case "resource":
 					dst = &o.Resource
+				case "callback":
+					if err := oneArg(d, &o.Callback); err != nil {
+						return nil, err
+					}
+					if o.Callback != "service" && o.Callback != "shared" {
+						return nil, d.Errf("oauth callback %q: want service or shared", o.Callback)
+					}
+					continue
 				case "scopes":
 					o.Scopes = d.RemainingArgs()
 					if len(o.Scopes) == 0 {

@@ -86,7 +86,16 @@ func TestDocsGitHubCaddyfile(t *testing.T) {
 		"CODEMODE_VAULT_KEY": base64.StdEncoding.EncodeToString(vaultKey)} {
 		t.Setenv(k, v)
 	}
+	// The token endpoint over plain http is refused at load (outside
+	// development): it would carry the client secret and the users' codes.
+	oauthCfg := source["credential"].(map[string]any)["oauth"].(map[string]any)
+	oauthCfg["token_endpoint"] = "http://github.com/login/oauth/access_token"
 	raw, _ := json.Marshal(app)
+	if _, _, err := loadApp(raw); err == nil || !strings.Contains(err.Error(), credential.CodeEndpointRefused) {
+		t.Fatalf("a plain http token endpoint: %v", err)
+	}
+	oauthCfg["token_endpoint"] = "https://github.com/login/oauth/access_token"
+	raw, _ = json.Marshal(app)
 	a, unload, err := loadApp(raw)
 	if err != nil {
 		t.Fatalf("the docs' Caddyfile does not provision: %v\n%s", err, raw)
@@ -98,6 +107,11 @@ func TestDocsGitHubCaddyfile(t *testing.T) {
 	}
 	if s, ok := mgr.Spec("github"); !ok || s.Mode != credential.ModeUser || s.OAuth == nil || s.OAuth.ClientID != "Iv1.docs" {
 		t.Fatalf("github spec: %+v", s)
+	}
+	// The redirect URI to register at GitHub is the service's own (GitHub
+	// takes it where the registered callback URL is its parent).
+	if got := mgr.RedirectURI("github"); got != "https://gw.example.com/connections/callback/github" {
+		t.Fatalf("github's redirect URI: %q", got)
 	}
 	req, _ := http.NewRequest(http.MethodGet, "https://api.github.com/user/repos", nil)
 	ctx := identity.With(context.Background(), &identity.Identity{Issuer: "https://gw.example.com", Subject: "alice"})
