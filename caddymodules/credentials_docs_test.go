@@ -108,8 +108,8 @@ func TestDocsGitHubCaddyfile(t *testing.T) {
 	if s, ok := mgr.Spec("github"); !ok || s.Mode != credential.ModeUser || s.OAuth == nil || s.OAuth.ClientID != "Iv1.docs" {
 		t.Fatalf("github spec: %+v", s)
 	}
-	// The redirect URI to register at GitHub is the service's own (GitHub
-	// takes it where the registered callback URL is its parent).
+	// The redirect URI to register at GitHub is the service's own, as the
+	// example's comment says.
 	if got := mgr.RedirectURI("github"); got != "https://gw.example.com/connections/callback/github" {
 		t.Fatalf("github's redirect URI: %q", got)
 	}
