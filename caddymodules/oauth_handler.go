@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -101,6 +102,23 @@ func (h *OAuthHandler) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("codemode_oauth: %w", err)
 		}
 		docs = append(docs, m)
+	}
+	// The paths it must see as sent: every resource's metadata and, in
+	// orchestrated mode, the authorization server's.
+	var paths []string
+	for _, r := range resources {
+		if u, err := url.Parse(oauth.MetadataURL(r)); err == nil {
+			paths = append(paths, u.Path)
+		}
+	}
+	if len(paths) == 0 {
+		paths = append(paths, oauth.ProtectedResourcePath)
+	}
+	if app.auth.shared.handler != nil {
+		paths = append(paths, "/.well-known/oauth-authorization-server", "/.well-known/jwks.json", "/oauth/authorize", "/oauth/token")
+	}
+	if err := checkOAuthPlacement(ctx, paths); err != nil {
+		return fmt.Errorf("codemode_oauth: %w", err)
 	}
 	h.served = app.auth.served
 	h.metadata = oauth.MetadataHandler(docs...)

@@ -1,0 +1,148 @@
+package caddymodules
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/rewrite"
+)
+
+// checkOAuthPlacement fails the load of a codemode_oauth that the requests
+// it serves cannot reach as they were sent: inside `handle_path /gw/*` (or a
+// handle or route with another path, or after a rewrite that strips a path
+// prefix). The issuer has no path, so the authorization server's endpoints
+// and the RFC 9728 metadata are at the site's root; under handle_path the
+// handler saw only /gw/..., stripped to /..., and every URL it published
+// named paths no request of the root reached. Before, such a config loaded
+// and sign-in failed with the site's 404s.
+//
+// It runs in Provision, when the routes that enclose the handler are known:
+// the server being provisioned is in the context (caddyhttp.ServerCtxKey)
+// and each enclosing subroute is in ctx.Modules(). Routes are provisioned
+// in order, so in each list the routes before the handler's own have their
+// handlers (and their rewrites are known), and the handler's own route is
+// the first whose handlers are still raw. Only path matchers and prefix
+// stripping are simulated; other matchers (host, header, ...) are assumed
+// to match, so a config is refused only when no request for path can
+// reach the handler with that path.
+func checkOAuthPlacement(ctx caddy.Context, paths []string) error {
+	var lists []caddyhttp.RouteList
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+		lists = append(lists, srv.Routes)
+	}
+	mods := ctx.Modules()
+	for _, m := range mods[:max(len(mods)-1, 0)] {
+		if sr, ok := m.(*caddyhttp.Subroute); ok {
+			lists = append(lists, sr.Routes)
+		}
+	}
+	for _, p := range paths {
+		seen := p
+		for k, routes := range lists {
+			i := currentRoute(routes)
+			if i < 0 {
+				continue // not provisioned from this list (e.g. an error route)
+			}
+			for _, rt := range routes[:i] {
+				if !pathMatches(rt.MatcherSets, seen) {
+					continue
+				}
+				for _, h := range rt.Handlers {
+					if rw, ok := h.(*rewrite.Rewrite); ok {
+						seen = stripPathPrefix(seen, rw.StripPathPrefix)
+					}
+				}
+			}
+			if !pathMatches(routes[i].MatcherSets, seen) {
+				return fmt.Errorf("a request for %s never reaches it: it is inside a handle_path, handle or route that matches "+
+					"other paths; the issuer has no path, so the authorization server's endpoints and the RFC 9728 metadata "+
+					"are at the site's root: put codemode_oauth at the site's top level", p)
+			}
+			// The Caddyfile puts a directive without a matcher in the
+			// route of the one before it, as it does `uri strip_prefix`
+			// and the handler after it: those before the handler (or the
+			// subroute holding it) in its own route are still JSON.
+			self := "codemode_oauth"
+			if k < len(lists)-1 {
+				self = "subroute"
+			}
+			for _, raw := range routes[i].HandlersRaw {
+				var h struct {
+					Handler         string `json:"handler"`
+					StripPathPrefix string `json:"strip_path_prefix"`
+				}
+				if json.Unmarshal(raw, &h) != nil || h.Handler == self {
+					break
+				}
+				if h.Handler == "rewrite" {
+					seen = stripPathPrefix(seen, h.StripPathPrefix)
+				}
+			}
+		}
+		if seen != p {
+			return fmt.Errorf("a request for %s reaches it as %s, after a rewrite that strips a path prefix (handle_path, "+
+				"uri strip_prefix); the issuer has no path, so the authorization server's endpoints and the RFC 9728 "+
+				"metadata are at the site's root: put codemode_oauth at the site's top level, before any rewrite", p, seen)
+		}
+	}
+	return nil
+}
+
+// currentRoute is the index of the route being provisioned in routes: the
+// first whose handlers are loading (raw JSON still there, none loaded),
+// or -1.
+func currentRoute(routes caddyhttp.RouteList) int {
+	for i, rt := range routes {
+		if len(rt.HandlersRaw) > 0 && len(rt.Handlers) == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// pathMatches reports whether a request for path can match sets, judging
+// by the path matchers alone.
+func pathMatches(sets caddyhttp.MatcherSets, path string) bool {
+	if len(sets) == 0 {
+		return true
+	}
+	r := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path}, Header: http.Header{}}
+	c := context.WithValue(context.Background(), caddy.ReplacerCtxKey, caddy.NewReplacer())
+	c = context.WithValue(c, caddyhttp.VarsCtxKey, map[string]any{})
+	r = r.WithContext(c)
+	for _, set := range sets {
+		ok := true
+		for _, m := range set {
+			switch pm := m.(type) {
+			case caddyhttp.MatchPath:
+				ok = ok && pm.Match(r)
+			case *caddyhttp.MatchPath:
+				ok = ok && pm.Match(r)
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// stripPathPrefix is path after a rewrite's strip_path_prefix (as the
+// rewrite handler does it: case-insensitively, the result with a leading
+// slash).
+func stripPathPrefix(path, prefix string) string {
+	if prefix == "" {
+		return path
+	}
+	prefix = "/" + strings.TrimPrefix(prefix, "/")
+	if len(path) < len(prefix) || !strings.EqualFold(path[:len(prefix)], prefix) {
+		return path
+	}
+	return "/" + strings.TrimLeft(path[len(prefix):], "/")
+}

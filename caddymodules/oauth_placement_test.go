@@ -1,0 +1,88 @@
+package caddymodules
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+)
+
+// TestOAuthPlacement: a codemode_oauth that the requests it serves cannot
+// reach as sent fails the load, naming a path it would not see: under
+// handle_path (which strips the prefix, so the issuer's URLs, at the site's
+// root, named paths that never reached it), under handle or route with a
+// path, or with a matcher of its own that excludes its endpoints. Before,
+// each of these loaded and sign-in failed with the site's 404s. The forms
+// that reach it (the site's top level, after a prefix strip that other paths
+// pass unchanged, a matcher that covers its paths in transparent mode) load.
+func TestOAuthPlacement(t *testing.T) {
+	idp := newFakeIDP(t)
+	orchestrated := func(port int) string {
+		return fmt.Sprintf(`development
+			issuer http://127.0.0.1:%d
+			resource http://127.0.0.1:%[1]d/gw/mcp
+			user demo %s`, port, cheapHash)
+	}
+	transparent := func(port int) string {
+		return fmt.Sprintf(`mode transparent
+			development
+			provider_url %s
+			expected_audience http://127.0.0.1:%d/gw/mcp
+			resource http://127.0.0.1:%[2]d/gw/mcp`, idp.srv.URL, port)
+	}
+	for _, tc := range []struct {
+		name string
+		auth func(port int) string
+		site string // %s is the site's address
+		want string // "" means the load succeeds
+	}{
+		{"top level", orchestrated, "http://%s {\n\tcodemode_oauth\n\thandle_path /gw/* {\n\t\tcodemode_auth /mcp\n\t\trespond 200\n\t}\n}", ""},
+		{"top level, no host", orchestrated, "http://:%s {\n\tcodemode_oauth\n}", ""},
+		{"handle_path", orchestrated, "http://%s {\n\thandle_path /gw/* {\n\t\tcodemode_oauth\n\t}\n}",
+			"codemode_oauth: a request for /.well-known/oauth-protected-resource/gw/mcp never reaches it: it is inside a handle_path, handle or route"},
+		{"handle_path, no host", orchestrated, "http://:%s {\n\thandle_path /gw/* {\n\t\tcodemode_oauth\n\t}\n}",
+			"a request for /.well-known/oauth-protected-resource/gw/mcp never reaches it"},
+		{"handle_path, transparent", transparent, "http://%s {\n\thandle_path /gw/* {\n\t\tcodemode_oauth\n\t}\n}",
+			"a request for /.well-known/oauth-protected-resource/gw/mcp never reaches it"},
+		{"nested handle", orchestrated, "http://%s {\n\thandle /gw/* {\n\t\troute {\n\t\t\tcodemode_oauth\n\t\t}\n\t}\n}",
+			"never reaches it"},
+		{"handle_path of its own paths", orchestrated, "http://%s {\n\thandle_path /oauth/* {\n\t\tcodemode_oauth\n\t}\n\tcodemode_oauth\n}",
+			"a request for /.well-known/oauth-protected-resource/gw/mcp never reaches it"},
+		{"strip of the root", orchestrated, "http://%s {\n\troute {\n\t\turi strip_prefix /.well-known\n\t\tcodemode_oauth\n\t}\n}",
+			"codemode_oauth: a request for /.well-known/oauth-protected-resource/gw/mcp reaches it as /oauth-protected-resource/gw/mcp, after a rewrite that strips a path prefix"},
+		{"strip of another prefix", orchestrated, "http://%s {\n\troute {\n\t\turi strip_prefix /gw\n\t\tcodemode_oauth\n\t}\n}", ""},
+		{"matcher of its own, orchestrated", orchestrated, "http://%s {\n\tcodemode_oauth /.well-known/*\n}",
+			"a request for /oauth/authorize never reaches it"},
+		{"matcher of its own, transparent", transparent, "http://%s {\n\tcodemode_oauth /.well-known/*\n}", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			addr := fmt.Sprintf("127.0.0.1:%d", port)
+			if strings.HasPrefix(tc.site, "http://:") {
+				addr = fmt.Sprint(port)
+			}
+			src := fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			%s
+		}
+	}
+}
+`, tc.auth(port)) + strings.Replace(fmt.Sprintf(tc.site, addr), "{\n", "{\n\tbind 127.0.0.1\n", 1) + "\n"
+			cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+			if err != nil {
+				t.Fatalf("adapt: %v\n%s", err, src)
+			}
+			err = loadErr(t, cfg)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("load: %v\n%s", err, src)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("load: %v, want %q\n%s", err, tc.want, src)
+			}
+		})
+	}
+}
