@@ -42,7 +42,11 @@ func (b *BearerAuth) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := blockOptions{}
 	for d.NextBlock(0) {
+		if err := seen.once(d); err != nil {
+			return err
+		}
 		var err error
 		switch d.Val() {
 		case "resource":

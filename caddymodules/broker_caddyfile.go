@@ -42,7 +42,11 @@ func (h *BrokerHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := blockOptions{}
 	for d.NextBlock(0) {
+		if err := seen.once(d, "allowed_origins"); err != nil {
+			return err
+		}
 		switch d.Val() {
 		case "prefix":
 			if !d.NextArg() {
@@ -70,7 +74,11 @@ func (h *BrokerHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				rl.Window = caddy.Duration(w)
 			}
+			inner := blockOptions{}
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				if err := inner.once(d); err != nil {
+					return err
+				}
 				switch d.Val() {
 				case "key":
 					if !d.NextArg() {
@@ -90,7 +98,11 @@ func (h *BrokerHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+			inner := blockOptions{}
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				if err := inner.once(d); err != nil {
+					return err
+				}
 				sub := d.Val()
 				var s string
 				if !d.AllArgs(&s) {

@@ -54,7 +54,11 @@ func (g *Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := blockOptions{}
 	for d.NextBlock(0) {
+		if err := seen.once(d, "rate_limit", "concurrency"); err != nil {
+			return err
+		}
 		sub := d.Val()
 		var err error
 		switch sub {
@@ -210,7 +214,11 @@ func parseGuardIPFilter(d *caddyfile.Dispenser) (*GuardIPFilter, error) {
 		return nil, d.ArgErr()
 	}
 	f := &GuardIPFilter{}
+	seen := blockOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "allow", "deny"); err != nil {
+			return nil, err
+		}
 		opt := d.Val()
 		switch opt {
 		case "allow", "deny":

@@ -37,7 +37,11 @@ func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := blockOptions{}
 	for d.NextBlock(0) {
+		if err := seen.once(d, "allowed_origins"); err != nil {
+			return err
+		}
 		switch d.Val() {
 		case "stateless":
 			if d.NextArg() {

@@ -33,7 +33,11 @@ func (h *OAuthHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := blockOptions{}
 	for d.NextBlock(0) {
+		if err := seen.once(d, "resource", "resources"); err != nil {
+			return err
+		}
 		switch d.Val() {
 		case "resource", "resources":
 			args := d.RemainingArgs()

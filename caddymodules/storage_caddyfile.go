@@ -85,7 +85,11 @@ func (r *RedisStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if r.Address != "" {
 		host, port, _ = net.SplitHostPort(r.Address)
 	}
+	seen := blockOptions{}
 	for d.NextBlock(0) {
+		if err := seen.once(d); err != nil {
+			return err
+		}
 		opt := d.Val()
 		var err error
 		switch opt {
@@ -127,7 +131,11 @@ func (r *RedisStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+			inner := blockOptions{}
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				if err := inner.once(d); err != nil {
+					return err
+				}
 				switch d.Val() {
 				case "server_name":
 					err = oneArg(d, &r.TLS.ServerName)
