@@ -47,7 +47,9 @@ type BrokerOptions struct {
 	// Redis, when set, keeps sessions and caller-answered calls in Redis so
 	// that every broker sharing it (and KeyPrefix) serves the same sessions.
 	// Nil means in-memory state for this broker only. The broker does not
-	// close the client.
+	// close the client. StorageTimeout bounds a read only on a client with
+	// ContextTimeoutEnabled (go-redis applies a context's deadline to the
+	// dial and the pool wait otherwise, and a read waits for ReadTimeout).
 	Redis redis.UniversalClient
 	// KeyPrefix prefixes every Redis key and the pub/sub channel. Default
 	// "codemode:broker:".

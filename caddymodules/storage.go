@@ -269,13 +269,17 @@ func redisClientName(key string, n int64) string {
 }
 
 // options are the client options; go-redis retries once and fails fast, so
-// the failure mode answers while Redis is down.
+// the failure mode answers while Redis is down. A caller's context deadline
+// bounds a read and a write too (ContextTimeoutEnabled), not only the dial
+// and the wait for a connection: without it, the broker's storage_timeout
+// did not bound a read from a Redis that stopped answering, which waited
+// for timeout however short storage_timeout was.
 func (r *RedisStorage) options() (*redis.Options, error) {
 	timeout := time.Duration(r.Timeout)
 	o := &redis.Options{
 		Addr: r.Address, Username: r.Username, Password: r.Password, DB: r.DB, PoolSize: r.PoolSize,
 		DialTimeout: time.Duration(r.DialTimeout), ReadTimeout: timeout, WriteTimeout: timeout,
-		PoolTimeout: 2 * timeout, MaxRetries: 1, DialerRetries: 1,
+		PoolTimeout: 2 * timeout, MaxRetries: 1, DialerRetries: 1, ContextTimeoutEnabled: true,
 	}
 	if t := r.TLS; t != nil {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}

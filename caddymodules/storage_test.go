@@ -9,8 +9,10 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +26,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
 // TestRedisStoragePlaceholders: every string of the redis storage takes
@@ -198,5 +202,71 @@ func TestRedisStartPingWarns(t *testing.T) {
 				t.Fatalf("error %v", f["error"])
 			}
 		})
+	}
+}
+
+// TestBrokerStorageTimeoutBoundsReads: the broker's storage_timeout bounds
+// a read from a Redis that has stopped answering (a private redis-server
+// under CLIENT PAUSE), whatever the storage's own timeout: the request
+// gets 503 STORAGE_UNAVAILABLE. go-redis applies a context's deadline to a
+// read only with ContextTimeoutEnabled, which the client did not set: the
+// read waited for the storage's timeout (a minute here), and the request
+// for the pause to end. The HTTP client's 20 s is a backstop, not the bound.
+func TestBrokerStorageTimeoutBoundsReads(t *testing.T) {
+	srv := redistest.Start(t)
+	port := freePort(t)
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	loadCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		storage redis %s {
+			timeout 1m
+			key_prefix %s
+		}
+		sandbox {
+			engine inprocess
+			trusted_callers
+		}
+		broker {
+			demo_tools
+			storage_timeout 300ms
+		}
+	}
+}
+http://127.0.0.1:%d {
+	bind 127.0.0.1
+	handle_path /broker/* {
+		codemode_broker
+	}
+}
+`, srv.Addr, redistest.Prefix(t), port))
+	defer func() { _ = caddy.Stop() }()
+	defer srv.Stop() // first: a paused server answers no one, not even the broker closing
+
+	c := &http.Client{Timeout: 20 * time.Second}
+	url := fmt.Sprintf("http://127.0.0.1:%d/broker/sessions/nonexistent", port)
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("before the pause: %s", resp.Status)
+	}
+	pause := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer pause.Close()
+	if err := pause.Do(context.Background(), "CLIENT", "PAUSE", 60000, "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = c.Get(url)
+	if err != nil {
+		t.Fatalf("while Redis is paused: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"STORAGE_UNAVAILABLE"`) {
+		t.Fatalf("while Redis is paused: %s %s", resp.Status, body)
 	}
 }

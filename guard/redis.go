@@ -126,6 +126,8 @@ func NewRedisStorage(cfg StorageConfig, keyPrefix string, opts *RedisStorageOpti
 			Addr: net.JoinHostPort(host, strconv.Itoa(port)), Password: cfg.Password, DB: cfg.DB,
 			DialTimeout: 2 * timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 			PoolTimeout: 2 * timeout, MaxRetries: 1,
+			// A caller's context deadline bounds reads and writes too.
+			ContextTimeoutEnabled: true,
 			// Fail fast while Redis is down: the failure mode answers instead.
 			DialerRetries: 1,
 		}
