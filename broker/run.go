@@ -181,7 +181,8 @@ func (r *run) execute() {
 // reads the result and then asks GET /sessions/{id} sees the final status.
 func (r *run) finish(res *sandbox.Result, err error) {
 	b := r.b
-	dur := float64(b.now().Sub(r.begun).Microseconds()) / 1000
+	elapsed := b.now().Sub(r.begun)
+	dur := float64(elapsed.Microseconds()) / 1000
 	calls := int(r.calls.Load())
 	var final StreamEvent
 	var sessErr error
@@ -275,12 +276,12 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	r.endSpan(outcome, calls, final)
 	if outcome == StatusCompleted {
 		if ce := r.log.Check(zap.DebugLevel, "session completed"); ce != nil {
-			ce.Write(zap.Int("tool_calls", calls), zap.Float64("duration_ms", dur))
+			ce.Write(zap.Int("tool_calls", calls), zap.Duration("duration", elapsed))
 		}
 	} else if ce := r.log.Check(zap.DebugLevel, "session failed"); ce != nil {
 		p := final.Payload.(*ErrorPayload)
 		ce.Write(zap.String("status", outcome), zap.String("code", p.Error.Code),
-			zap.Int("tool_calls", calls), zap.Float64("duration_ms", dur))
+			zap.Int("tool_calls", calls), zap.Duration("duration", elapsed))
 	}
 	// The caller's context may be gone; the record must still be written
 	// (within a bound when the store is remote).

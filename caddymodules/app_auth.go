@@ -601,13 +601,13 @@ func (c *AuthConfig) warn(l *zap.Logger, store Storage) {
 	if local.KeyRotationDays == 0 {
 		w(3, "signing keys are not rotated (local.key_rotation); 30 to 90 days is recommended")
 	} else if local.KeyRotationDays < 30 || local.KeyRotationDays > 90 {
-		w(3, "key_rotation outside the recommended 30 to 90 days", zap.Int("key_rotation_days", local.KeyRotationDays))
+		w(3, "key_rotation outside the recommended 30 to 90 days", zap.Duration("key_rotation", time.Duration(local.KeyRotationDays)*24*time.Hour))
 	}
 	if refresh.RotateRefreshToken != nil && !*refresh.RotateRefreshToken {
 		w(5, "rotate_refresh_token is false")
 	}
 	if refresh.ReuseGraceSeconds > 0 {
-		w(5, "refresh token reuse grace is on: the previous refresh token of a chain can be redeemed once more within the grace, by the client or by whoever took it", zap.Int("reuse_grace_seconds", refresh.ReuseGraceSeconds))
+		w(5, "refresh token reuse grace is on: the previous refresh token of a chain can be redeemed once more within the grace, by the client or by whoever took it", zap.Duration("reuse_grace", time.Duration(refresh.ReuseGraceSeconds)*time.Second))
 	}
 	if c.DCREnabled {
 		w(7, "dcr_enabled is true: anyone can register a client")

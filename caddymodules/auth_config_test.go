@@ -182,6 +182,30 @@ func TestAuthConfigWarnings(t *testing.T) {
 		}
 	}
 
+	// Durations are logged as durations, rendered in the log's
+	// duration_format (Caddy's default: seconds), as every other duration
+	// field: key_rotation was an int of days, reuse_grace one of seconds.
+	core, logs = observer.New(zapcore.WarnLevel)
+	c = &AuthConfig{ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"},
+		Local:   &AuthLocal{KeyRotation: caddy.Duration(10 * 24 * time.Hour)},
+		Refresh: &AuthRefresh{ReuseGrace: caddy.Duration(30 * time.Second)},
+	}
+	if err := c.applyDefaults(envOf(nil)); err != nil {
+		t.Fatal(err)
+	}
+	c.warn(zap.New(core), nil)
+	durations := map[string]any{}
+	for _, e := range logs.All() {
+		for _, f := range e.Context {
+			if f.Key == "key_rotation" || f.Key == "reuse_grace" || strings.HasSuffix(f.Key, "_days") || strings.HasSuffix(f.Key, "_seconds") {
+				durations[f.Key] = e.ContextMap()[f.Key]
+			}
+		}
+	}
+	if len(durations) != 2 || durations["key_rotation"] != 10*24*time.Hour || durations["reuse_grace"] != 30*time.Second {
+		t.Errorf("duration fields %v, want key_rotation 240h and reuse_grace 30s as time.Duration", durations)
+	}
+
 	// A production-shaped config warns about nothing.
 	core, logs = observer.New(zapcore.WarnLevel)
 	c = &AuthConfig{ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"},

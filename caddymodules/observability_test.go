@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -312,5 +314,41 @@ func TestDashboardNamesExportedSeries(t *testing.T) {
 		if !read {
 			t.Errorf("no panel reads %s", n)
 		}
+	}
+}
+
+// TestLogDurationFields: every log field that is a length of time is a
+// zap.Duration, rendered in the log's duration_format (Caddy's default is
+// seconds; `format json { duration_format string }` gives "1m30s"), never a
+// number whose unit only its name tells (key_rotation_days,
+// reuse_grace_seconds and the broker's duration_ms were, beside
+// write_timeout and access_token_ttl as durations).
+func TestLogDurationFields(t *testing.T) {
+	numeric := regexp.MustCompile(`zap\.(Int|Int32|Int64|Uint|Uint32|Uint64|Float32|Float64)\("([a-z_]*_(ms|millis|seconds|secs|sec|s|ns|us|minutes|mins|hours|days))"`)
+	var found []string
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".") && d.Name() != "..") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range numeric.FindAllSubmatch(src, -1) {
+			found = append(found, path+": "+string(m[0]))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) > 0 {
+		t.Errorf("durations logged as numbers (use zap.Duration):\n%s", strings.Join(found, "\n"))
 	}
 }
