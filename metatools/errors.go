@@ -1,6 +1,9 @@
 package metatools
 
-import "github.com/codemode-gateway/caddy-codemode/internal/tool"
+import (
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
+)
 
 // Error codes of the meta-tools beyond the sandbox's script codes.
 const (
@@ -39,6 +42,17 @@ func Transient(code string) bool {
 		return false
 	}
 	return true
+}
+
+// transientError is Transient of e's code, and for an upstream's answer
+// (UPSTREAM_ERROR with its status) whether that status may pass: a 404 is
+// not, a 503 is (tool.StatusTransient). Every UPSTREAM_ERROR was transient,
+// and a client retried a 404 or a 403.
+func transientError(e *Error) bool {
+	if e.Code == catalog.CodeUpstreamError && e.Status != 0 {
+		return tool.StatusTransient(e.Status)
+	}
+	return Transient(e.Code)
 }
 
 func newError(code, msg string) *Error {

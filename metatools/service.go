@@ -795,7 +795,7 @@ func (s *Service) callTool(ctx context.Context, name string, input json.RawMessa
 		var me *Error
 		if errors.As(err, &me) {
 			c := *me
-			c.Transient = Transient(c.Code)
+			c.Transient = transientError(&c)
 			return nil, &c
 		}
 		var te *sandbox.ToolError

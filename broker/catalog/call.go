@@ -100,9 +100,10 @@ func (c *Catalog) Call(ctx context.Context, name string, input json.RawMessage) 
 	ctype := resp.Header.Get("Content-Type")
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		e := &Error{
-			Code:    CodeUpstreamError,
-			Message: fmt.Sprintf("%s %s answered %s", op.action.Method, op.action.Path, resp.Status),
-			Status:  resp.StatusCode,
+			Code:      CodeUpstreamError,
+			Message:   fmt.Sprintf("%s %s answered %s", op.action.Method, op.action.Path, resp.Status),
+			Status:    resp.StatusCode,
+			Transient: tool.StatusTransient(resp.StatusCode),
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
 			if isJSONBody(ctype, body) {

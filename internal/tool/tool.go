@@ -102,6 +102,24 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
+// StatusTransient reports whether an upstream's answer with HTTP status
+// (a catalog UPSTREAM_ERROR's) may pass if the same call is made again:
+// 408, 425, 429 and the 5xx statuses, except those that state a lasting
+// property of the server (501 Not Implemented, 505 HTTP Version Not
+// Supported, 506 Variant Also Negotiates, 508 Loop Detected, 510 Not
+// Extended, 511 Network Authentication Required). Every other status (a
+// 404, a 401, a 3xx not followed) answers the request itself: the same
+// call gets it again.
+func StatusTransient(status int) bool {
+	switch status {
+	case 408, 425, 429:
+		return true
+	case 501, 505, 506, 508, 510, 511:
+		return false
+	}
+	return status >= 500 && status <= 599
+}
+
 // Invalid is a VALIDATION_ERROR about field.
 func Invalid(field, msg string) *Error {
 	return &Error{Code: CodeValidationError, Message: msg, Field: field, Fields: []string{field}}

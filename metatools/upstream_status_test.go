@@ -1,0 +1,70 @@
+package metatools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
+)
+
+// TestInvokeUpstreamStatusTransient: a tool of an OpenAPI source whose
+// upstream answers outside 2xx fails with UPSTREAM_ERROR, its status, and
+// transient only when the same call may succeed later (408, 425, 429, most
+// 5xx; tool.StatusTransient). Every UPSTREAM_ERROR was transient: a client
+// told to retry a 404 or a 403 retried it.
+func TestInvokeUpstreamStatusTransient(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/openapi.json" {
+			fmt.Fprintf(w, `{"openapi":"3.0.3","info":{"title":"s","version":"1"},"servers":[{"url":%q}],
+				"paths":{"/status/{code}":{"get":{"operationId":"answer","parameters":[{"name":"code","in":"path","required":true,"schema":{"type":"string"}}],
+				"responses":{"200":{"description":"ok"}}}}}}`, "http://"+r.Host)
+			return
+		}
+		code, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/status/"))
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"status":%d}`, code)
+	}))
+	defer hs.Close()
+	cat, err := catalog.New([]catalog.Source{{Name: "s", SpecURL: hs.URL + "/openapi.json"}}, &catalog.Options{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	ix, err := NewIndex([]ToolSource{&CatalogSource{C: cat}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Reload(context.Background())
+	s := NewService(ix, nil)
+	var name string
+	for _, a := range cat.Response().Actions {
+		name = a.Name
+	}
+	for _, tc := range []struct {
+		status    int
+		transient bool
+	}{
+		{300, false}, {304, false}, {400, false}, {401, false}, {403, false}, {404, false}, {409, false}, {410, false},
+		{422, false}, {408, true}, {425, true}, {429, true}, {500, true}, {501, false}, {502, true}, {503, true},
+		{504, true}, {505, false}, {511, false},
+	} {
+		_, e := s.CallTool(context.Background(), name, json.RawMessage(fmt.Sprintf(`{"code":"%d"}`, tc.status)))
+		if e == nil || e.Code != catalog.CodeUpstreamError || e.Status != tc.status || e.Transient != tc.transient {
+			t.Errorf("upstream %d: %#v, want UPSTREAM_ERROR with its status, transient %v", tc.status, e, tc.transient)
+		}
+	}
+}
