@@ -46,6 +46,13 @@ type Broker struct {
 	// perPrincipal counts the runs of each principal (guarded by mu).
 	perPrincipal map[string]int
 	closing      bool
+	// aborted ends when Close's drain is over (the runs left aborted, or
+	// none left): the event streams still open then have until streamsEnd
+	// (see endStreams), however far their write deadline is.
+	aborted      context.Context
+	abortStreams context.CancelFunc
+	endOnce      sync.Once
+	streamsEnd   time.Time
 	wg           sync.WaitGroup // one per run
 	total        atomic.Int64
 
@@ -239,6 +246,7 @@ func New(opts *BrokerOptions) (*Broker, error) {
 		perPrincipal: make(map[string]int),
 		answerPoll:   answerPollInterval,
 	}
+	b.aborted, b.abortStreams = context.WithCancel(context.Background())
 	b.listeners.logger = o.Logger
 	b.engine.Store(&engineBox{o.Engine})
 	b.guard.Store(o.Guard)
@@ -751,6 +759,7 @@ func (b *Broker) close(ctx context.Context) error {
 	select {
 	case <-drained:
 	case <-ctx.Done():
+		b.endStreams(time.Now())
 		b.mu.Lock()
 		n := len(b.runs)
 		for _, r := range b.runs {
@@ -765,6 +774,13 @@ func (b *Broker) close(ctx context.Context) error {
 			b.logger.Error("sessions did not stop after abort")
 		}
 	}
+	// Drained: a stream still writing has a slow client, or one that
+	// stopped reading; it may write until the drain's deadline.
+	end := time.Now()
+	if d, ok := ctx.Deadline(); ok && d.After(end) {
+		end = d
+	}
+	b.endStreams(end)
 	b.mu.Lock()
 	srv := b.server
 	b.mu.Unlock()
@@ -783,6 +799,19 @@ func (b *Broker) close(ctx context.Context) error {
 	}
 	b.closeGuard()
 	return err
+}
+
+// endStreams gives the event streams still open until at plus
+// abortWriteGrace to write their last event (their final one, when at is
+// when their session was aborted): a client that stopped reading held its
+// stream, its handler and its session's run up to streamWriteTimeout past
+// the drain, and with them the server's shutdown (Caddy's exit waits for
+// open requests). The first call decides.
+func (b *Broker) endStreams(at time.Time) {
+	b.endOnce.Do(func() {
+		b.streamsEnd = at.Add(abortWriteGrace)
+		b.abortStreams()
+	})
 }
 
 func (b *Broker) closeGuard() {

@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
@@ -542,6 +543,56 @@ func jsonKind(t reflect.Type) string {
 // streamWriteTimeout bounds the write of one stream event to the client.
 const streamWriteTimeout = 30 * time.Second
 
+// abortWriteGrace is what a stream still open when Close aborts its
+// session has left to send its final event (Broker.endStreams).
+const abortWriteGrace = time.Second
+
+// streamDeadline is the write deadline of one event stream: moved to
+// streamWriteTimeout ahead as events go out (at most once a second), and
+// capped once the broker ends its streams (limit, from another goroutine).
+type streamDeadline struct {
+	rc     *http.ResponseController
+	mu     sync.Mutex
+	at     time.Time // the deadline set, zero for none
+	capped time.Time // the latest deadline allowed, zero for none
+	done   bool      // the stream ended: its connection may serve others
+}
+
+// extend gives the next event streamWriteTimeout, unless the deadline set
+// is within a second of that already.
+func (d *streamDeadline) extend(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.at.Sub(now) >= streamWriteTimeout-time.Second || !d.capped.IsZero() {
+		return
+	}
+	d.at = now.Add(streamWriteTimeout)
+	_ = d.rc.SetWriteDeadline(d.at)
+}
+
+// limit brings the deadline to at, if later, and keeps it there.
+func (d *streamDeadline) limit(at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done {
+		return
+	}
+	d.capped = at
+	if d.at.IsZero() || d.at.After(at) {
+		d.at = at
+		_ = d.rc.SetWriteDeadline(at)
+	}
+}
+
+// clear removes the deadline for good (the connection may serve other
+// requests): a limit that comes later is ignored.
+func (d *streamDeadline) clear() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.done, d.at = true, time.Time{}
+	_ = d.rc.SetWriteDeadline(time.Time{})
+}
+
 type executeRequest struct {
 	Code         string         `json:"code"`
 	Timeout      *float64       `json:"timeout"`
@@ -605,7 +656,10 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	// it, and the server sends it with the end of the response in one write.
 	defer run.detach()
 	enc := json.NewEncoder(w)
-	var deadline time.Time
+	deadline := &streamDeadline{rc: rc}
+	defer deadline.clear()
+	stopCap := context.AfterFunc(h.b.aborted, func() { deadline.limit(h.b.streamsEnd) })
+	defer stopCap()
 	var hold *time.Timer // set while what was written waits for the next event
 	if len(run.events) == 0 {
 		hold = time.NewTimer(h.sessionHold)
@@ -634,11 +688,9 @@ events:
 		// A client that stops reading must not hold the session (and its
 		// goroutines) forever: each event gets streamWriteTimeout to go out
 		// (less at most a second: events that follow one another within a
-		// second share a deadline instead of moving it each time).
-		if now := time.Now(); deadline.Sub(now) < streamWriteTimeout-time.Second {
-			deadline = now.Add(streamWriteTimeout)
-			_ = rc.SetWriteDeadline(deadline)
-		}
+		// second share a deadline instead of moving it each time), or
+		// abortWriteGrace once Close has aborted the session.
+		deadline.extend(time.Now())
 		if err := enc.Encode(ev); err != nil {
 			break
 		}
@@ -656,7 +708,6 @@ events:
 	if hold != nil {
 		hold.Stop()
 	}
-	_ = rc.SetWriteDeadline(time.Time{})
 }
 
 // sessionEventHold is how long the session event of /execute waits for the

@@ -1,0 +1,74 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCloseEndsStreamOfClientThatStopsReading: a client that stops reading
+// its /execute stream (a real socket, its buffers full) does not hold the
+// stream past Close's drain: the aborted session's stream gets
+// abortWriteGrace for its final event, then its write fails and its handler
+// returns. It held the handler, the socket and the session's run for up to
+// streamWriteTimeout (30 s) after the drain, and with them an exit that
+// docs/broker.md bounds by drain_timeout (Caddy waits for open requests).
+// The test's 15 s is a backstop under streamWriteTimeout, not the bound.
+func TestCloseEndsStreamOfClientThatStopsReading(t *testing.T) {
+	big := strings.Repeat("x", 256<<10)
+	opts := &BrokerOptions{Engine: testEngine(), Tools: NewToolRegistry(), MaxStreamBytes: 1 << 30}
+	opts.Tools.Register(ToolDefinition{Name: "test:big", Description: "a big result",
+		Handler: func(context.Context, map[string]any, *ExecutionContext) (any, error) { return big, nil }})
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlerDone := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.Handler().ServeHTTP(w, r)
+		if r.URL.Path == "/execute" {
+			close(handlerDone)
+		}
+	}))
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	// 90 results of 256 KiB (23 MB) fill the socket's buffers many times
+	// over: the client never reads.
+	body, _ := json.Marshal(map[string]any{"code": `for (let i = 0; i < 90; i++) await callTool("test:big", {}); return 1`})
+	if _, err := fmt.Fprintf(conn, "POST /execute HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	// The stream is stuck once the run's event queue is full behind the
+	// blocked write; until then the session runs.
+	waitUntil(t, "the stream to block on the client", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, r := range b.runs {
+			return len(r.events) == cap(r.events)
+		}
+		return false
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := b.Close(ctx); err == nil || !strings.Contains(err.Error(), "aborted 1 running sessions") {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-handlerDone:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the stream of a client that stopped reading outlived the drain")
+	}
+}
