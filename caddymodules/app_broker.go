@@ -687,7 +687,11 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
+	seen := blockOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "openapi"); err != nil {
+			return nil, err
+		}
 		var err error
 		switch d.Val() {
 		case "session_timeout":
@@ -845,7 +849,11 @@ func parseOpenAPISource(d *caddyfile.Dispenser) (OpenAPISourceConfig, error) {
 		return s, d.Err("openapi: want <name> <spec_url>")
 	}
 	s.Name, s.SpecURL = args[0], args[1]
+	seen := blockOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "header", "spec_header"); err != nil {
+			return s, err
+		}
 		switch d.Val() {
 		case "base_url":
 			if !d.NextArg() {

@@ -558,7 +558,11 @@ func parseSourceCredential(d *caddyfile.Dispenser) (*SourceCredential, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
+	seen := blockOptions{}
 	for n := d.Nesting(); d.NextBlock(n); {
+		if err := seen.once(d); err != nil {
+			return nil, err
+		}
 		switch d.Val() {
 		case "title":
 			args := d.RemainingArgs()
@@ -580,7 +584,11 @@ func parseSourceCredential(d *caddyfile.Dispenser) (*SourceCredential, error) {
 			}
 		case "api_key":
 			c.APIKey = &CredentialAPIKey{Hint: strings.Join(d.RemainingArgs(), " ")}
+			seen := blockOptions{}
 			for m := d.Nesting(); d.NextBlock(m); {
+				if err := seen.once(d); err != nil {
+					return nil, err
+				}
 				if d.Val() != "hint" {
 					return nil, d.Errf("unrecognized api_key subdirective %q", d.Val())
 				}
@@ -591,7 +599,11 @@ func parseSourceCredential(d *caddyfile.Dispenser) (*SourceCredential, error) {
 				return nil, d.ArgErr()
 			}
 			o := new(CredentialOAuth)
+			seen := blockOptions{}
 			for m := d.Nesting(); d.NextBlock(m); {
+				if err := seen.once(d); err != nil {
+					return nil, err
+				}
 				var dst *string
 				switch d.Val() {
 				case "authorization_server":
@@ -660,7 +672,11 @@ func parseCredentials(d *caddyfile.Dispenser) (*CredentialsConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
+	seen := blockOptions{}
 	for n := d.Nesting(); d.NextBlock(n); {
+		if err := seen.once(d, "previous_key", "previous_keys"); err != nil {
+			return nil, err
+		}
 		switch d.Val() {
 		case "key":
 			if err := oneArg(d, &c.Key); err != nil {

@@ -471,7 +471,11 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
+	seen := blockOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "upstream", "rate_limit", "protocol_versions"); err != nil {
+			return nil, err
+		}
 		switch d.Val() {
 		case "naming":
 			if !d.NextArg() {
@@ -505,7 +509,11 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 			if d.NextArg() {
 				return nil, d.ArgErr()
 			}
+			seen := blockOptions{}
 			for n := d.Nesting(); d.NextBlock(n); {
+				if err := seen.once(d); err != nil {
+					return nil, err
+				}
 				var dst *bool
 				switch d.Val() {
 				case "remove_stack_traces":
@@ -619,7 +627,11 @@ func parseMetaEmbedding(d *caddyfile.Dispenser) (json.RawMessage, error) {
 	}
 	strategy, given := SearchStrategyTFIDF, ""
 	var e SearchEmbeddings
+	seen := blockOptions{}
 	for n := d.Nesting(); d.NextBlock(n); {
+		if err := seen.once(d); err != nil {
+			return nil, err
+		}
 		if d.Val() != "strategy" {
 			if err := e.unmarshalOption(d); err != nil {
 				return nil, err
@@ -655,7 +667,11 @@ func parseMetaUpstream(d *caddyfile.Dispenser) (*MetaUpstream, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
+	seen := blockOptions{}
 	for n := d.Nesting(); d.NextBlock(n); {
+		if err := seen.once(d, "header", "env"); err != nil {
+			return nil, err
+		}
 		switch d.Val() {
 		case "url":
 			if !d.NextArg() {

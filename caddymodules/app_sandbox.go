@@ -131,7 +131,11 @@ func parseSandbox(d *caddyfile.Dispenser) (json.RawMessage, error) {
 	var pool *SandboxPool
 	trusted := false
 	c := new(SandboxLimits)
+	seen := blockOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d); err != nil {
+			return nil, err
+		}
 		sub := d.Val()
 		var err error
 		switch sub {
@@ -218,7 +222,11 @@ func parseSandboxPool(d *caddyfile.Dispenser) (*SandboxPool, error) {
 		return nil, d.ArgErr()
 	}
 	p := new(SandboxPool)
+	seen := blockOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d); err != nil {
+			return nil, err
+		}
 		sub := d.Val()
 		var err error
 		switch sub {
@@ -304,7 +312,11 @@ func parseSandboxSanitization(d *caddyfile.Dispenser) (*SandboxSanitization, err
 		return nil, d.ArgErr()
 	}
 	s := new(SandboxSanitization)
+	seen := blockOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d); err != nil {
+			return nil, err
+		}
 		switch d.Val() {
 		case "remove_stack_traces":
 			s.RemoveStackTraces = true

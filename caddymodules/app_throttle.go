@@ -219,7 +219,11 @@ func parseThrottle(d *caddyfile.Dispenser) (*ThrottleConfig, error) {
 		return nil, d.ArgErr()
 	}
 	c := new(ThrottleConfig)
+	seen := blockOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d); err != nil {
+			return nil, err
+		}
 		sub := d.Val()
 		var err error
 		switch sub {

@@ -76,7 +76,11 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 	if d.NextArg() {
 		return nil, d.ArgErr()
 	}
+	seen := blockOptions{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if err := seen.once(d, "resources", "user", "client", "local", "refresh", "logging"); err != nil {
+			return nil, err
+		}
 		var err error
 		switch d.Val() {
 		case "mode":
@@ -237,7 +241,11 @@ func parseLocal(d *caddyfile.Dispenser, l *AuthLocal) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := blockOptions{}
 	for n := d.Nesting(); d.NextBlock(n); {
+		if err := seen.once(d); err != nil {
+			return err
+		}
 		var err error
 		switch d.Val() {
 		case "sign_key":
@@ -264,7 +272,11 @@ func parseRefresh(d *caddyfile.Dispenser, r *AuthRefresh) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := blockOptions{}
 	for n := d.Nesting(); d.NextBlock(n); {
+		if err := seen.once(d); err != nil {
+			return err
+		}
 		var err error
 		switch d.Val() {
 		case "enabled":
@@ -303,7 +315,11 @@ func parseClientIDMetadata(d *caddyfile.Dispenser, cfg *AuthConfig) error {
 		}
 		m.Enabled = b
 	}
+	seen := blockOptions{}
 	for n := d.Nesting(); d.NextBlock(n); {
+		if err := seen.once(d, "allow_private_host"); err != nil {
+			return err
+		}
 		var err error
 		switch d.Val() {
 		case "max_document_bytes":
@@ -351,7 +367,11 @@ func parseClient(d *caddyfile.Dispenser) (oauth.ClientConfig, error) {
 	if err := oneArg(d, &c.ID); err != nil {
 		return c, err
 	}
+	seen := blockOptions{}
 	for n := d.Nesting(); d.NextBlock(n); {
+		if err := seen.once(d, "redirect_uri", "redirect_uris"); err != nil {
+			return oauth.ClientConfig{}, err
+		}
 		var err error
 		switch d.Val() {
 		case "secret":

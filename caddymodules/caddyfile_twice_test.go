@@ -86,6 +86,51 @@ func TestCaddyfileOptionGivenTwice(t *testing.T) {
 		})
 	}
 
+	// The codemode global option's blocks: each block's options, nested
+	// blocks included.
+	for _, tc := range []struct {
+		first, second string
+		block         string // %s is the two lines
+	}{
+		{"mode orchestrated", "mode transparent", "auth {\n%s\n\t\t}"},
+		{"issuer https://a.example", "issuer https://b.example", "auth {\n%s\n\t\t}"},
+		{"consent", "consent", "auth {\n%s\n\t\t}"},
+		{"max_keys 2", "max_keys 3", "auth {\n\t\t\tlocal {\n%s\n\t\t\t}\n\t\t}"},
+		{"skew 1s", "skew 2s", "auth {\n\t\t\trefresh {\n%s\n\t\t\t}\n\t\t}"},
+		{"fetch_timeout 1s", "fetch_timeout 2s", "auth {\n\t\t\tclient_id_metadata {\n%s\n\t\t\t}\n\t\t}"},
+		{"secret a", "secret b", "auth {\n\t\t\tclient c {\n%s\n\t\t\t}\n\t\t}"},
+		{"key_prefix a:", "key_prefix b:", "throttle {\n%s\n\t\t}"},
+		{"default_timeout 1s", "default_timeout 2s", "throttle {\n%s\n\t\t}"},
+		{"engine worker", "engine worker", "sandbox {\n%s\n\t\t}"},
+		{"max 2", "max 3", "sandbox {\n\t\t\tpool {\n%s\n\t\t\t}\n\t\t}"},
+		{"remove_hosts", "remove_hosts", "sandbox {\n\t\t\tsanitization {\n%s\n\t\t\t}\n\t\t}"},
+		{"session_timeout 1m", "session_timeout 2m", "broker {\n%s\n\t\t}"},
+		{"max_response_size 1MB", "max_response_size 2MB", "broker {\n\t\t\topenapi a http://127.0.0.1:1/a.json {\n%s\n\t\t\t}\n\t\t}"},
+		{"title A", "title B", "broker {\n\t\t\topenapi a http://127.0.0.1:1/a.json {\n\t\t\t\tcredential user {\n%s\n\t\t\t\t}\n\t\t\t}\n\t\t}"},
+		{"client_id a", "client_id b", "broker {\n\t\t\topenapi a http://127.0.0.1:1/a.json {\n\t\t\t\tcredential user {\n\t\t\t\t\toauth {\n%s\n\t\t\t\t\t}\n\t\t\t\t}\n\t\t\t}\n\t\t}"},
+		{"list_ttl 1m", "list_ttl 2m", "meta {\n%s\n\t\t}"},
+		{"url http://127.0.0.1:1/a", "url http://127.0.0.1:1/b", "meta {\n\t\t\tupstream u {\n%s\n\t\t\t}\n\t\t}"},
+		{"remove_hosts", "remove_hosts", "meta {\n\t\t\tsanitization {\n%s\n\t\t\t}\n\t\t}"},
+		{"connect_url https://a.example/connections", "connect_url https://b.example/connections", "credentials {\n%s\n\t\t}"},
+		{"session_ttl 1h", "session_ttl 2h", "credentials {\n%s\n\t\t}"},
+	} {
+		name := strings.Fields(tc.first)[0]
+		t.Run("codemode/"+strings.Fields(tc.block)[0]+"/"+name, func(t *testing.T) {
+			src := "{\n\tcodemode {\n\t\t" + fmt.Sprintf(tc.block, "\t\t\t"+tc.first+"\n\t\t\t"+tc.second) + "\n\t}\n}\n"
+			var at []int
+			for i, l := range strings.Split(src, "\n") {
+				if f := strings.Fields(l); len(f) > 0 && f[0] == name {
+					at = append(at, i+1)
+				}
+			}
+			_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), map[string]any{"filename": "Caddyfile"})
+			want := fmt.Sprintf("%s: given twice (first on line %d); write it once, at Caddyfile:%d", name, at[0], at[1])
+			if len(at) != 2 || err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("adapt: %v\nwant %q\n%s", err, want, src)
+			}
+		})
+	}
+
 	// The options that add up.
 	for _, tc := range []struct {
 		directive, lines string
@@ -96,8 +141,16 @@ func TestCaddyfileOptionGivenTwice(t *testing.T) {
 		{"codemode_broker", "allowed_origins https://a.example\n\t\tallowed_origins https://b.example", []string{`"allowed_origins":["https://a.example","https://b.example"]`}},
 		{"codemode_guard", "rate_limit a 1 1m\n\t\trate_limit b 2 1m\n\t\tconcurrency c 1\n\t\tconcurrency d 2", []string{`"name":"a"`, `"name":"b"`, `"name":"c"`, `"name":"d"`}},
 		{"codemode_guard", "ip_filter {\n\t\t\tallow 10.0.0.0/8\n\t\t\tallow 192.168.0.0/16\n\t\t\tdeny 10.6.0.0/16\n\t\t\tdeny 10.7.0.0/16\n\t\t}", []string{`"allow":["10.0.0.0/8","192.168.0.0/16"]`, `"deny":["10.6.0.0/16","10.7.0.0/16"]`}},
+		{"codemode", "auth {\n\t\t\tuser a " + cheapHash + "\n\t\t\tuser b " + cheapHash + "\n\t\t\tresources https://a.example/mcp\n\t\t\tresources https://b.example/mcp\n\t\t}",
+			[]string{`"username":"a"`, `"username":"b"`, `"resources":["https://a.example/mcp","https://b.example/mcp"]`}},
+		{"codemode", "broker {\n\t\t\topenapi a http://127.0.0.1:1/a.json {\n\t\t\t\theader X-A 1\n\t\t\t\theader X-B 2\n\t\t\t}\n\t\t\topenapi b http://127.0.0.1:1/b.json\n\t\t}",
+			[]string{`"X-A":"1"`, `"X-B":"2"`, `"name":"b"`}},
+		{"codemode", "credentials {\n\t\t\tkey k\n\t\t\tprevious_key p1\n\t\t\tprevious_key p2\n\t\t}", []string{`"previous_keys":["p1","p2"]`}},
 	} {
 		src := ":8080 {\n\t" + tc.directive + " {\n\t\t" + tc.lines + "\n\t}\n}\n"
+		if tc.directive == "codemode" {
+			src = "{\n\tcodemode {\n\t\t" + tc.lines + "\n\t}\n}\n"
+		}
 		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
 		if err != nil {
 			t.Errorf("%s: adapt: %v\n%s", tc.directive, err, src)

@@ -165,7 +165,11 @@ func (e *SearchEmbeddings) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	seen := blockOptions{}
 	for d.NextBlock(0) {
+		if err := seen.once(d); err != nil {
+			return err
+		}
 		if err := e.unmarshalOption(d); err != nil {
 			return err
 		}
