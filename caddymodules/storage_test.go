@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,5 +269,76 @@ http://127.0.0.1:%d {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"STORAGE_UNAVAILABLE"`) {
 		t.Fatalf("while Redis is paused: %s %s", resp.Status, body)
+	}
+}
+
+// TestRedisStartSubscriptionReleased: a broker whose Redis accepts
+// connections and never answers fails its load after redisStartTimeout
+// (10 s), and the subscription it gave up on lets go of its connection
+// then, not at the client's timeout (an hour here): go-redis bounded the
+// connection's HELLO by the client's read timeout, not by the start's
+// context, until the client honoured context deadlines
+// (ContextTimeoutEnabled). The 40 s wait is a backstop, not the bound.
+func TestRedisStartSubscriptionReleased(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepted, open atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			open.Add(1)
+			go func() {
+				defer open.Add(-1)
+				defer c.Close()
+				_, _ = io.Copy(io.Discard, c) // until the client closes it
+			}()
+		}
+	}()
+	src := fmt.Sprintf(`{
+	admin off
+	codemode {
+		storage redis %s {
+			dial_timeout 1h
+			timeout 1h
+		}
+		broker {
+			demo_tools
+		}
+	}
+}
+http://127.0.0.1:0 {
+	handle_path /broker/* {
+		codemode_broker
+	}
+}
+`, ln.Addr())
+	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), map[string]any{"filename": "Caddyfile"})
+	if err != nil {
+		t.Fatalf("adapt: %v", err)
+	}
+	var cfg caddy.Config
+	if err := caddy.StrictUnmarshalJSON(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	caddyMu.Lock()
+	err = caddy.Validate(&cfg)
+	caddyMu.Unlock()
+	if err == nil || !strings.Contains(err.Error(), "STORAGE_UNAVAILABLE") {
+		t.Fatalf("load: %v, want STORAGE_UNAVAILABLE", err)
+	}
+	if accepted.Load() == 0 {
+		t.Fatal("no connection reached the silent Redis")
+	}
+	for deadline := time.Now().Add(40 * time.Second); open.Load() > 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d connections to the silent Redis still open 40 s after the failed load", open.Load(), accepted.Load())
+		}
 	}
 }
