@@ -34,11 +34,13 @@ const (
 type Error = tool.Error
 
 // Transient reports whether an error code denotes a failure that may pass on
-// retry. NOT_FOUND, VALIDATION_ERROR and SELF_REFERENCE_BLOCKED never do.
+// retry. NOT_FOUND, VALIDATION_ERROR and SELF_REFERENCE_BLOCKED never do,
+// nor does a catalog's NO_BASE_URL (its configuration) or
+// RESPONSE_TOO_LARGE (the same request gets the same answer).
 func Transient(code string) bool {
 	switch code {
 	case CodeNotFound, CodeValidationError, CodeSelfReferenceBlocked, tool.CodeToolNotFound, "ACCESS_DENIED",
-		CodeToolNotCallable, CodeInvalidRequestState:
+		CodeToolNotCallable, CodeInvalidRequestState, catalog.CodeNoBaseURL, catalog.CodeResponseTooLarge:
 		return false
 	}
 	return true

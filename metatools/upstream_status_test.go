@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -65,6 +66,57 @@ func TestInvokeUpstreamStatusTransient(t *testing.T) {
 		_, e := s.CallTool(context.Background(), name, json.RawMessage(fmt.Sprintf(`{"code":"%d"}`, tc.status)))
 		if e == nil || e.Code != catalog.CodeUpstreamError || e.Status != tc.status || e.Transient != tc.transient {
 			t.Errorf("upstream %d: %#v, want UPSTREAM_ERROR with its status, transient %v", tc.status, e, tc.transient)
+		}
+	}
+}
+
+// TestCatalogFaultsNotTransient: a call of a service without a usable base
+// URL (its configuration) and one whose answer exceeds the source's cap (the
+// same request gets the same answer) fail as not transient; both were marked
+// transient, and a client retried what could not pass.
+func TestCatalogFaultsNotTransient(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"items":["a long enough answer"]}`)
+	}))
+	defer hs.Close()
+	doc := func(server string) string {
+		return `{"openapi":"3.0.3","info":{"title":"s","version":"1"},"servers":[{"url":"` + server + `"}],
+			"paths":{"/items":{"get":{"operationId":"list","responses":{"200":{"description":"ok"}}}}}}`
+	}
+	dir := t.TempDir()
+	relative, absolute := dir+"/relative.json", dir+"/absolute.json"
+	if err := os.WriteFile(relative, []byte(doc("/api")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(absolute, []byte(doc(hs.URL)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.New([]catalog.Source{
+		{Name: "nobase", SpecURL: relative},
+		{Name: "capped", SpecURL: absolute, MaxResponseBytes: 8},
+		{Name: "fine", SpecURL: absolute},
+	}, &catalog.Options{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	ix, err := NewIndex([]ToolSource{&CatalogSource{C: cat}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Reload(context.Background())
+	s := NewService(ix, nil)
+	if _, e := s.CallTool(context.Background(), "fine_list", nil); e != nil {
+		t.Fatalf("fine_list: %#v", e)
+	}
+	for name, code := range map[string]string{"nobase_list": catalog.CodeNoBaseURL, "capped_list": catalog.CodeResponseTooLarge} {
+		_, e := s.CallTool(context.Background(), name, nil)
+		if e == nil || e.Code != code || e.Transient {
+			t.Errorf("%s: %#v, want %s, not transient", name, e, code)
 		}
 	}
 }

@@ -48,7 +48,10 @@ func newRedisStore(cfg TokenStorageConfig, prefix string) (kvStore, registration
 	if port == 0 {
 		port = 6379
 	}
-	opts := &redis.Options{Addr: net.JoinHostPort(host, strconv.Itoa(port)), Password: cfg.Password}
+	// A caller's deadline bounds a read too, as on the caddymodules and
+	// guard clients: without ContextTimeoutEnabled go-redis keeps to its own
+	// 3 s read timeout whatever the request's context says.
+	opts := &redis.Options{Addr: net.JoinHostPort(host, strconv.Itoa(port)), Password: cfg.Password, ContextTimeoutEnabled: true}
 	if cfg.TLS {
 		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/oauth2"
 )
 
@@ -44,5 +45,21 @@ func TestRefreshNarrowsScopeOfAccessTokenOnly(t *testing.T) {
 	// Widening beyond the grant is refused.
 	if out, status := refreshWith(tok3.RefreshToken, "mcp admin"); status != http.StatusBadRequest || out["error"] != "invalid_scope" {
 		t.Fatalf("widening: %d %v", status, out)
+	}
+}
+
+// TestOwnRedisClientHonoursDeadlines: the client the server dials itself
+// (no Client given) applies a caller's context deadline to reads and
+// writes, as the gateway's other Redis clients do; it did not.
+func TestOwnRedisClientHonoursDeadlines(t *testing.T) {
+	s, _, _ := newRedisStore(TokenStorageConfig{Host: "127.0.0.1", Port: 1}, "t:")
+	o, ok := s.(ownedRedis)
+	if !ok {
+		t.Fatalf("store %T, want ownedRedis", s)
+	}
+	defer o.Close()
+	c, ok := o.c.(*redis.Client)
+	if !ok || !c.Options().ContextTimeoutEnabled {
+		t.Fatalf("client %T: ContextTimeoutEnabled not set", o.c)
 	}
 }
