@@ -10,6 +10,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // gateHost has tools that block until the test opens their gate, and a
@@ -247,9 +251,14 @@ func hostingWorker(t *testing.T, p Engine, n int) int {
 // TestWorkerLostByWaitingScripts: a worker killed while it hosts waiting
 // scripts ends them with WORKER_LOST (the blast radius), and the pool
 // serves on. With one worker at most, two principals share it (placement
-// mixes principals only at MaxWorkers).
+// mixes principals only at MaxWorkers). The death is counted
+// (worker_deaths_total{cause="crash"}) and logged once, not once per
+// script: before, a worker killed while no script of it was running was
+// neither counted nor logged (found by kill -9 of a gateway's worker).
 func TestWorkerLostByWaitingScripts(t *testing.T) {
-	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}, MaxWorkers: 1})
+	m := NewMetrics()
+	core, logs := observer.New(zap.WarnLevel)
+	p := newRealPool(t, PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}, MaxWorkers: 1, Metrics: m, Logger: zap.New(core)})
 	h := newGateHost()
 	w1 := execAsync(p, "a", `return await callTool("wait", {gate: "x"})`, h)
 	w2 := execAsync(p, "b", `return await callTool("wait", {gate: "x"})`, h)
@@ -272,6 +281,12 @@ func TestWorkerLostByWaitingScripts(t *testing.T) {
 		}
 	}
 	wantOK(t, mustRun(t, p, "return 1", h), "1")
+	if v := testutil.ToFloat64(m.deaths.WithLabelValues(DeathCrash)); v != 1 {
+		t.Errorf("worker_deaths_total{cause=crash} = %v, want 1", v)
+	}
+	if n := logs.FilterMessage("sandbox worker died while its scripts waited for tool results").FilterField(zap.Int("pid", pid)).Len(); n != 1 {
+		t.Errorf("%d warnings naming the killed worker, want 1: %v", n, logs.All())
+	}
 }
 
 // TestWorkerOutlivesStopSignals: the signals that ask a gateway to stop

@@ -77,7 +77,17 @@ type worker struct {
 
 // ended counts the worker's death under cause; only the first call counts.
 func (w *worker) ended(cause string) {
-	w.endOnce.Do(func() { w.p.opts.Metrics.died(cause) })
+	w.endedAs(cause)
+}
+
+// endedAs is ended, reporting whether this call recorded the death (the
+// first to do so).
+func (w *worker) endedAs(cause string) (first bool) {
+	w.endOnce.Do(func() {
+		first = true
+		w.p.opts.Metrics.died(cause)
+	})
+	return first
 }
 
 // selfExe is this process's own image (Linux): see runningExecutable.
@@ -835,6 +845,12 @@ func (w *worker) deathResult(st *execState, log *zap.Logger) *Result {
 				how = state.String()
 			}
 			msg = fmt.Sprintf("the sandbox worker hosting this script died (%s) while this script was waiting for a tool result; it may be run again", how)
+			// Counted and logged once per worker (endOnce), whichever of
+			// its waiting scripts sees the death first; a death a script
+			// caused is counted by that script's own deathResult.
+			if w.endedAs(DeathCrash) {
+				log.Warn("sandbox worker died while its scripts waited for tool results", zap.Int("pid", w.pid), zap.String("exit", how), zap.String("stderr", w.stderr.String()))
+			}
 		}
 		return failure(StatusRuntimeError, CodeWorkerLost, "WorkerLostError", msg)
 	}
