@@ -335,12 +335,7 @@ func (w *WorkerEngine) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, nil, err
 		}
-		timeout := eo.Limits.Timeout
-		if timeout == 0 {
-			l, _ := sandbox.Preset(eo.Preset)
-			timeout = l.Timeout
-		}
-		return e, func() error { return drainEngine(e, timeout+2*time.Second) }, nil
+		return e, func() error { return drainEngine(e) }, nil
 	})
 	if err != nil {
 		return fmt.Errorf("codemode.engines.worker: %w", err)
@@ -404,12 +399,15 @@ func (p *InProcessEngine) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// drainEngine lets running scripts finish, up to drain, then closes e.
-func drainEngine(e sandbox.Engine, drain time.Duration) error {
+// drainEngine lets running scripts finish, each up to its own time limit
+// (the pool bounds the wait by the latest of them), then closes e. It was
+// the sandbox's timeout + 2 s: a meta:execute plan of an older MCP
+// revision waiting for its client's elicitation answer, whose limit is the
+// broker's execution timeout (30 s by default), ended POOL_DISPOSED 5.5 s
+// after a reload that changed the sandbox block.
+func drainEngine(e sandbox.Engine) error {
 	if sh, ok := e.(interface{ Shutdown(context.Context) error }); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), drain)
-		defer cancel()
-		return sh.Shutdown(ctx)
+		return sh.Shutdown(context.Background())
 	}
 	return e.Close()
 }

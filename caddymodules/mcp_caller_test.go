@@ -131,3 +131,77 @@ http://127.0.0.1:%d {
 		t.Fatalf("meta:execute across the reload: %s", text)
 	}
 }
+
+// TestPlanOutlivesSandboxReload: a meta:execute plan of an older revision
+// waits for its client's elicitation answer while a reload replaces the
+// sandbox block (so the worker pool it runs on). The plan's limit is the
+// broker's execution timeout, not the sandbox's: it is answered after the
+// old pool's former drain (the sandbox's timeout + 2 s, here 3 s) and must
+// still return its result. Before, it ended POOL_DISPOSED ("the sandbox
+// worker pool is shut down") 3 s after the reload (5.5 s with the secure
+// preset: found with `caddy reload` under an MCP client waiting on its SSE
+// stream).
+func TestPlanOutlivesSandboxReload(t *testing.T) {
+	port := freePort(t)
+	config := func(poolMax int) string {
+		return fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		sandbox {
+			timeout 1s
+			pool {
+				min 1
+				max %d
+			}
+		}
+		broker {
+			demo_tools
+			execution_timeout 20s
+		}
+	}
+}
+
+http://127.0.0.1:%d {
+	codemode_mcp /mcp
+}
+`, poolMax, port)
+	}
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	loadCaddyfile(t, config(2))
+	defer func() { _ = caddy.Stop() }()
+	reloaded := make(chan struct{})
+	opts := &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		loadCaddyfile(t, config(3)) // a new pool; the plan's one drains
+		close(reloaded)
+		select { // past the old pool's former drain of 1 s + 2 s
+		case <-time.After(4 * time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "Ada"}}, nil
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	tr := &mcp.StreamableClientTransport{Endpoint: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), HTTPClient: reloadClient}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx, tr,
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{
+		"script": `return "got " + await callTool("client:prompt", {question: "name?"})`}})
+	if err != nil {
+		t.Fatalf("meta:execute across the reload: %v", err)
+	}
+	select {
+	case <-reloaded:
+	default:
+		t.Fatal("the plan never asked its client")
+	}
+	if text := resultText(res); !strings.Contains(text, `"status":"ok"`) || !strings.Contains(text, "got Ada") {
+		t.Fatalf("meta:execute across a reload replacing its pool: %s", text)
+	}
+}

@@ -335,9 +335,14 @@ type workerPool struct {
 	runners runners
 	watch   inlineWatch
 
-	mu         sync.Mutex
-	closed     bool
-	draining   bool // Shutdown: no new executions
+	mu       sync.Mutex
+	closed   bool
+	draining bool // Shutdown: no new executions
+	// lastEnd is the latest time an execution admitted so far may still
+	// be running: its queue wait, its own time limit (a request may raise
+	// the wall-clock timeout: plans that wait for their caller) and the
+	// watchdog's grace. Shutdown waits no longer.
+	lastEnd    time.Time
 	all        map[*worker]struct{}
 	starting   int
 	running    int // CPU slots held
@@ -533,6 +538,9 @@ func (p *workerPool) Execute(ctx context.Context, req Request, host Host) (res *
 		return nil, disposed()
 	}
 	p.execs.Add(1)
+	if end := time.Now().Add(p.opts.QueueTimeout + LowerLimits(p.limits, req.Limits).Timeout + p.opts.WatchdogGrace); end.After(p.lastEnd) {
+		p.lastEnd = end
+	}
 	p.mu.Unlock()
 	defer p.execs.Done()
 
@@ -1195,10 +1203,17 @@ func (p *workerPool) Close() error {
 }
 
 // Shutdown refuses new executions (POOL_DISPOSED), lets the executions in
-// flight and in the queue finish until ctx ends, then closes the pool.
+// flight and in the queue finish until ctx ends or the last of them reaches
+// its own time limit (each one's watchdog ends it by then; a second past it
+// is the bound should one not), then closes the pool. A reload that
+// replaces the pool passes no deadline: a plan that waits for its caller
+// (meta:execute over an MCP session, whose limit is the broker's
+// execution timeout) keeps what it was promised when it started.
 func (p *workerPool) Shutdown(ctx context.Context) error {
 	p.mu.Lock()
 	p.draining = true
+	ctx, cancel := context.WithDeadline(ctx, p.lastEnd.Add(time.Second))
+	defer cancel()
 	p.mu.Unlock()
 	drained := make(chan struct{})
 	go func() {

@@ -647,3 +647,38 @@ func TestPoolShutdownDrains(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPoolShutdownWaitsForItsExecutionsLimits: Shutdown bounds its wait by
+// the latest time an admitted execution may run, its own limit included: a
+// request may raise the wall-clock timeout above the pool's (a plan
+// waiting for its caller), and a reload replacing the pool must not cut it
+// at the pool's timeout. Within that bound the execution finishes with its
+// own result.
+func TestPoolShutdownWaitsForItsExecutionsLimits(t *testing.T) {
+	p, _ := newFakePool(t, PoolOptions{QueueTimeout: time.Second, WatchdogGrace: time.Second})
+	h := newBlockingHost()
+	inflight := make(chan *Result)
+	go func() {
+		res, _ := p.Execute(context.Background(), Request{Code: "calls block 1", Limits: Limits{Timeout: 10 * time.Minute}}, h)
+		inflight <- res
+	}()
+	<-h.started
+	p.mu.Lock()
+	limit := p.lastEnd
+	p.mu.Unlock()
+	if want := time.Now().Add(10 * time.Minute); limit.Before(want) || limit.After(want.Add(time.Minute)) {
+		t.Fatalf("latest limit in %v, want the execution's own 10 min + queue wait + grace", time.Until(limit))
+	}
+	shut := make(chan error)
+	go func() { shut <- p.Shutdown(context.Background()) }()
+	waitFor(t, "draining", func() bool {
+		_, err := p.Execute(context.Background(), Request{Code: "ok 1"}, h)
+		var e *Error
+		return errors.As(err, &e) && e.Code == CodePoolDisposed
+	})
+	close(h.release)
+	wantOK(t, <-inflight, "1")
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}
