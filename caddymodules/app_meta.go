@@ -241,6 +241,17 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("codemode meta: %w", err)
 	}
+	// The broker's tools are in the index before any request: Caddy starts
+	// its apps in no fixed order, so this config's servers may answer
+	// before startMeta lists every source (after connecting the upstreams,
+	// up to connect_timeout). Before, a meta:execute sent right after the
+	// process started or a reload got TOOL_NOT_FOUND for the broker's tools
+	// and meta:search found nothing.
+	if len(sources) > len(ups) {
+		if err := index.ReloadSource(context.Background(), 0); err != nil {
+			logger.Warn("meta-tools: listing the broker's tools failed", zap.Error(err))
+		}
+	}
 
 	tm := processTelemetry()
 	opts := &metatools.Options{Engine: a.Engine(), Naming: naming, Logger: logger, Sessions: plans,

@@ -49,3 +49,24 @@ func TestMetaUpstreamNamesUnique(t *testing.T) {
 		t.Fatalf("two upstreams named calc: %v", err)
 	}
 }
+
+// TestMetaIndexFilledAtProvision: the broker's tools are in the meta-tools'
+// index once the app is provisioned, before its Start. Caddy starts its
+// apps in map order, so the http app may serve this config's requests
+// before the codemode app's Start has listed the tool sources: a
+// meta:execute sent right after `caddy run` or a reload got TOOL_NOT_FOUND
+// for client:prompt (found by restarting a killed gateway under a client;
+// 2 of 3 runs of TestExitWithWaitingPlan before the fix).
+func TestMetaIndexFilledAtProvision(t *testing.T) {
+	quietCaddy(t)
+	app, unload, err := loadApp([]byte(`{"broker":{"demo_tools":true},"meta":{}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unload()
+	for _, name := range []string{"client:prompt", "math:add"} {
+		if _, ok := app.meta.rt.index.Lookup(name); !ok {
+			t.Errorf("%s is not in the index of a provisioned, not started, app", name)
+		}
+	}
+}

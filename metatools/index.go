@@ -158,6 +158,21 @@ func (ix *Index) Reload(ctx context.Context) error {
 	return first
 }
 
+// ReloadSource lists source i again and rebuilds the index. A front end
+// that starts its remote sources later (MCP upstreams) fills the index with
+// its local ones (the broker's tools) this way before it serves a request.
+func (ix *Index) ReloadSource(ctx context.Context, i int) error {
+	ix.mu.Lock()
+	tools, err := ix.sources[i].Tools(ctx)
+	if err != nil {
+		ix.mu.Unlock()
+		return fmt.Errorf("listing tools of source %d: %w", i, err)
+	}
+	ix.lists[i] = tools
+	ix.rebuildLocked()
+	return nil
+}
+
 func (ix *Index) reloadSource(ctx context.Context, i int) {
 	ix.mu.Lock()
 	tools, err := ix.sources[i].Tools(ctx)
