@@ -2,6 +2,7 @@ package caddymodules
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 )
@@ -191,4 +194,93 @@ func startCmd(t *testing.T, cmd *exec.Cmd) chan error {
 		<-exited
 	})
 	return exited
+}
+
+// TestExitWithWaitingPlan: a meta:execute plan of an older MCP revision
+// runs inside its tools/call request (not as a broker session) and waits
+// for its client's elicitation answer, which never comes. SIGTERM must end
+// it drain_timeout after the exit began, answered with EXECUTION_ABORTED
+// naming the stop, and the process must exit: Caddy's servers wait for
+// every open request. Before, the plan held the exit for its execution
+// timeout (here 5 minutes; 30 s by default), found by SIGTERM of a
+// gateway under an MCP client that had not answered yet.
+func TestExitWithWaitingPlan(t *testing.T) {
+	bin, err := caddyBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, admin := freePort(t), freePort(t)
+	base := fmt.Sprintf("http://localhost:%d", port)
+	caddyfile := fmt.Sprintf(`{
+	admin localhost:%d
+	codemode {
+		broker {
+			demo_tools
+			drain_timeout 1s
+			execution_timeout 5m
+		}
+	}
+}
+
+http://localhost:%d {
+	bind 127.0.0.1
+	handle_path /broker/* {
+		codemode_broker
+	}
+	codemode_mcp /mcp
+}
+`, admin, port)
+	cmd, exited, logs := runCaddy(t, bin, caddyfile, base)
+
+	asked := make(chan struct{})
+	opts := &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		close(asked)
+		<-ctx.Done() // a person who never answers
+		return nil, ctx.Err()
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, opts).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: &http.Client{Transport: &http.Transport{}}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	type answer struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	called := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{
+			"script": `return await callTool("client:prompt", {question: "name?"})`}})
+		called <- answer{res, err}
+	}()
+	select {
+	case <-asked:
+	case a := <-called:
+		t.Fatalf("the plan ended before asking its client: %v %s", a.err, resultText(a.res))
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// A hang never passes however long we wait; a minute is far more than
+	// the 1 s drain on a loaded machine, and far less than the plan's 5 min.
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if err != nil {
+			t.Errorf("caddy exited with %v\n%s", err, logs.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("caddy did not exit within a minute of SIGTERM while a plan waited for its client\n%s", logs.String())
+	}
+	a := <-called
+	if a.err != nil {
+		t.Fatalf("meta:execute: %v, want its answer before the exit", a.err)
+	}
+	if text := resultText(a.res); !a.res.IsError || !strings.Contains(text, "EXECUTION_ABORTED") || !strings.Contains(text, "stopping") {
+		t.Errorf("meta:execute at the exit: %s, want EXECUTION_ABORTED naming the stop", text)
+	}
 }

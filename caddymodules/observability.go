@@ -224,8 +224,10 @@ func withRequestID(w http.ResponseWriter, r *http.Request) *http.Request {
 
 // mcpRequestContext is the meta-tools' RequestContextFunc: the trace span,
 // request id and authenticated user of the HTTP request that carried the
-// call (metatools.HTTPHandler hands its context over).
+// call (metatools.HTTPHandler hands its context over), bounded by the
+// process's exit (untilPlansExit).
 func mcpRequestContext(ctx context.Context, h http.Header) context.Context {
+	ctx = untilPlansExit(ctx)
 	rctx, ok := metatools.RequestContextOf(h)
 	if !ok {
 		return ctx
