@@ -248,11 +248,42 @@ func hostAddr(remoteAddr string) (string, netip.Addr) {
 	// canonically, so host is its text; the port is not looked at (the
 	// general path below falls back to the host when it is not a number).
 	if i := strings.LastIndexByte(remoteAddr, ':'); i > 0 && strings.IndexByte(remoteAddr[:i], ':') < 0 {
-		if a, err := netip.ParseAddr(remoteAddr[:i]); err == nil && a.Is4() {
+		if a, ok := parseIPv4(remoteAddr[:i]); ok {
 			return remoteAddr[:i], a
 		}
 	}
 	return hostAddrParsed(remoteAddr)
+}
+
+// parseIPv4 parses s if it is an IPv4 address in dotted-decimal form as
+// netip.ParseAddr accepts it (four fields of 0 to 255 without leading
+// zeros), in a third of netip's instructions; anything else is not ok, and
+// callers fall back to the general parser.
+func parseIPv4(s string) (netip.Addr, bool) {
+	var a [4]byte
+	field, n, digits := 0, 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case '0' <= c && c <= '9':
+			if digits == 1 && n == 0 { // a leading zero
+				return netip.Addr{}, false
+			}
+			if n = n*10 + int(c-'0'); n > 255 {
+				return netip.Addr{}, false
+			}
+			digits++
+		case c == '.' && digits > 0 && field < 3:
+			a[field] = byte(n)
+			field, n, digits = field+1, 0, 0
+		default:
+			return netip.Addr{}, false
+		}
+	}
+	if field != 3 || digits == 0 {
+		return netip.Addr{}, false
+	}
+	a[3] = byte(n)
+	return netip.AddrFrom4(a), true
 }
 
 // hostAddrParsed is hostAddr for any form of address.

@@ -250,3 +250,20 @@ func FuzzClientIPFromXFF(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseIPv4: the IPv4 parser of the client address's fast path accepts
+// exactly the dotted-decimal IPv4 addresses netip.ParseAddr accepts, with
+// the same address.
+func FuzzParseIPv4(f *testing.F) {
+	for _, s := range []string{"127.0.0.1", "0.0.0.0", "255.255.255.255", "256.0.0.1", "1.2.3", "1.2.3.4.5", "01.2.3.4",
+		"1.02.3.4", "1.2.3.0", "1..3.4", ".1.2.3", "1.2.3.", "1.2.3.4 ", "1.2.3.04", "1000.2.3.4", "::1", "::ffff:1.2.3.4", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseIPv4(s)
+		want, err := netip.ParseAddr(s)
+		if wantOK := err == nil && want.Is4(); ok != wantOK || (ok && got != want) {
+			t.Fatalf("parseIPv4(%q) = %v, %v; netip.ParseAddr gives %v, %v", s, got, ok, want, err)
+		}
+	})
+}
