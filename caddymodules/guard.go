@@ -686,10 +686,11 @@ func (g *Guard) setRateLimitHeaders(h http.Header, rl *guardRate, res guard.Rate
 	if !res.Allowed {
 		reset = res.RetryAfterMs
 	}
-	// This runs on every request: one allocation holds both values and the
-	// RateLimit text, the keys are set in their canonical form directly,
-	// and each value slice has cap == len, so that a later Add copies it.
-	f := new(rateLimitFields)
+	// This runs on every request: the values and the RateLimit text are
+	// written into a rateLimitFields taken from a slab (no allocation of
+	// its own), the keys are set in their canonical form directly, and
+	// each value slice has cap == len, so that a later Add copies it.
+	f := newRateLimitFields()
 	b := append(f.text[:0], rl.item...)
 	b = strconv.AppendInt(b, min(res.Remaining, sfMaxInteger), 10)
 	b = append(b, ";t="...)
@@ -712,6 +713,35 @@ func (g *Guard) setRateLimitHeaders(h http.Header, rl *guardRate, res guard.Rate
 type rateLimitFields struct {
 	values [2]string
 	text   [32]byte // 64 bytes in all: room for a short name and a 13-digit r
+}
+
+// rateLimitSlab hands out the rateLimitFields of many responses from one
+// allocation. Each is given out once: the response's header map keeps
+// pointing into it after the guard returned (Caddy's snapshot at
+// WriteHeader, its logs), and the slab is freed when none does.
+type rateLimitSlab struct {
+	fields [rateLimitSlabLen]rateLimitFields
+	next   int
+}
+
+// rateLimitSlabLen fills a 2,048-byte size class: 31 × 64 bytes and next.
+const rateLimitSlabLen = 31
+
+// rateLimitSlabs holds slabs with room left, one per processor as a rule.
+var rateLimitSlabs sync.Pool // of *rateLimitSlab
+
+// newRateLimitFields returns zeroed rateLimitFields that no other response
+// uses.
+func newRateLimitFields() *rateLimitFields {
+	s, _ := rateLimitSlabs.Get().(*rateLimitSlab)
+	if s == nil {
+		s = new(rateLimitSlab)
+	}
+	f := &s.fields[s.next]
+	if s.next++; s.next < len(s.fields) {
+		rateLimitSlabs.Put(s)
+	}
+	return f
 }
 
 // rateLimitPolicy is one quota policy item: `"<name>";q=<max>;w=<seconds>`.

@@ -2,6 +2,7 @@ package caddymodules
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -176,4 +177,44 @@ func oneValue(h http.Header, key, want string) bool {
 		return len(v) == 0
 	}
 	return len(v) == 1 && v[0] == want
+}
+
+// TestGuardRateLimitFieldsKeptPerResponse: the values of 100 responses in
+// a row (more than a slab of rateLimitFields holds) are each their own:
+// every response still says its own remaining quota after the others.
+func TestGuardRateLimitFieldsKeptPerResponse(t *testing.T) {
+	serve := guardRecorder(t, &Guard{RateLimits: []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 1000, Window: caddy.Duration(time.Minute)}}}})
+	var kept []http.Header
+	for range 100 {
+		kept = append(kept, serve().Header())
+	}
+	for i, h := range kept {
+		if want := fmt.Sprintf(`"global";r=%d;t=60`, 999-i); !oneValue(h, "RateLimit", want) || !oneValue(h, "RateLimit-Policy", `"global";q=1000;w=60`) {
+			t.Fatalf("response %d: RateLimit %q, RateLimit-Policy %q; want %q", i, h.Values("RateLimit"), h.Values("RateLimit-Policy"), want)
+		}
+	}
+}
+
+// guardRecorder provisions g with the clock frozen at a multiple of 3600 s;
+// the function it returns serves one request from 192.0.2.1 through it.
+func guardRecorder(t *testing.T, g *Guard) func() *httptest.ResponseRecorder {
+	freezeGuardClock(t)
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	if err := g.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Cleanup() })
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return nil })
+	return func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		req.RemoteAddr = "192.0.2.1:40000"
+		c := context.WithValue(req.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer())
+		c = context.WithValue(c, caddyhttp.VarsCtxKey, map[string]any{})
+		w := httptest.NewRecorder()
+		if err := g.ServeHTTP(w, req.WithContext(c), next); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
 }
