@@ -25,7 +25,6 @@ type memoryShard struct {
 	windows map[string]*memoryWindow // pointers: a check updates its window in place (one lookup)
 	sems    map[string]*memorySem
 	waiters map[string]map[chan struct{}]struct{}
-	slots   uint64 // the last number given to a numbered slot of this shard
 }
 
 type memoryWindow struct {
@@ -38,14 +37,40 @@ type memoryWindow struct {
 // acquireNumbered (the prepared semaphores' path: no ticket text to make
 // and hash). Both count against the same limit.
 type memorySem struct {
-	sh       *memoryShard
-	key      string
-	tickets  map[string]int64 // UUID -> expiresAtMs
-	numbered map[uint64]int64 // slot number -> expiresAtMs
-	gone     bool             // removed from its shard (reset, swept), as memoryWindow.gone
+	sh      *memoryShard
+	key     string
+	tickets map[string]int64 // UUID -> expiresAtMs
+	// The numbered slots, held or free: a slot's number is its index
+	// and its generation, so that taking and returning one is an index
+	// into an array (no map to hash into and delete from, as a
+	// map[number]expiry was) and a number from before the slot was
+	// swept or taken again returns nothing.
+	numbered []numberedSlot
+	free     []int32 // indexes of the free entries of numbered
+	nHeld    int     // numbered slots held
+	gone     bool    // removed from its shard (reset, swept), as memoryWindow.gone
 }
 
-func (m *memorySem) held() int { return len(m.tickets) + len(m.numbered) }
+// numberedSlot is an entry of memorySem.numbered.
+type numberedSlot struct {
+	expiresAtMs int64
+	gen         uint32 // incremented each time the entry is taken
+	held        bool
+}
+
+func (m *memorySem) held() int { return len(m.tickets) + m.nHeld }
+
+// slotNumber is the number of entry i of memorySem.numbered in generation
+// gen.
+func slotNumber(i int, gen uint32) uint64 { return uint64(i)<<32 | uint64(gen) }
+
+// releaseEntry returns entry i, which is held; the caller holds the
+// shard's lock.
+func (m *memorySem) releaseEntry(i int) {
+	m.numbered[i].held = false
+	m.free = append(m.free, int32(i))
+	m.nHeld--
+}
 
 // room reports whether m (nil: no tickets yet) has a free slot of
 // maxConcurrent at nowMs, dropping expired tickets when it is full (only
@@ -66,9 +91,9 @@ func (m *memorySem) dropExpired(nowMs int64) {
 			delete(m.tickets, t)
 		}
 	}
-	for n, exp := range m.numbered {
-		if exp <= nowMs {
-			delete(m.numbered, n)
+	for i := range m.numbered {
+		if e := &m.numbered[i]; e.held && e.expiresAtMs <= nowMs {
+			m.releaseEntry(i)
 		}
 	}
 }
@@ -227,13 +252,18 @@ func (m *memorySem) takeNumbered(maxConcurrent, nowMs, expiresAtMs int64) (uint6
 	if m == nil || !m.room(maxConcurrent, nowMs) {
 		return 0, false
 	}
-	if m.numbered == nil {
-		m.numbered = make(map[uint64]int64)
+	var i int
+	if k := len(m.free); k > 0 {
+		i, m.free = int(m.free[k-1]), m.free[:k-1]
+	} else {
+		i = len(m.numbered)
+		m.numbered = append(m.numbered, numberedSlot{})
 	}
-	m.sh.slots++
-	n := m.sh.slots
-	m.numbered[n] = expiresAtMs
-	return n, true
+	e := &m.numbered[i]
+	e.expiresAtMs, e.held = expiresAtMs, true
+	e.gen++
+	m.nHeld++
+	return slotNumber(i, e.gen), true
 }
 
 // memoryKey is a key of the memory storage that a prepared limit uses for
@@ -310,8 +340,8 @@ func (s *MemoryStorage) ReleaseSlot(_ context.Context, key, ticket string) error
 func (m *memorySem) releaseNumbered(n uint64) {
 	sh := m.sh
 	sh.mu.Lock()
-	k := len(m.numbered)
-	if delete(m.numbered, n); len(m.numbered) < k {
+	if i := int(n >> 32); i < len(m.numbered) && m.numbered[i].held && slotNumber(i, m.numbered[i].gen) == n {
+		m.releaseEntry(i)
 		sh.wakeLocked(m.key)
 	}
 	sh.mu.Unlock()
@@ -329,8 +359,8 @@ func (s *MemoryStorage) ActiveSlots(_ context.Context, key string, nowMs int64) 
 				n++
 			}
 		}
-		for _, exp := range m.numbered {
-			if exp > nowMs {
+		for _, e := range m.numbered {
+			if e.held && e.expiresAtMs > nowMs {
 				n++
 			}
 		}
@@ -345,7 +375,7 @@ func (s *MemoryStorage) ResetSlots(_ context.Context, key string) error {
 	defer sh.mu.Unlock()
 	if m := sh.sems[key]; m != nil {
 		// Its numbered slots' releases find nothing to return.
-		m.tickets, m.numbered, m.gone = nil, nil, true
+		m.tickets, m.numbered, m.free, m.nHeld, m.gone = nil, nil, nil, 0, true
 		delete(sh.sems, key)
 	}
 	sh.wakeLocked(key)
