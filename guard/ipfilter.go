@@ -260,30 +260,35 @@ func hostAddr(remoteAddr string) (string, netip.Addr) {
 // zeros), in a third of netip's instructions; anything else is not ok, and
 // callers fall back to the general parser.
 func parseIPv4(s string) (netip.Addr, bool) {
-	var a [4]byte
-	field, n, digits := 0, 0, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case '0' <= c && c <= '9':
-			if digits == 1 && n == 0 { // a leading zero
+	var ip [4]byte
+	i := 0
+	for f := range ip {
+		if f > 0 {
+			if i >= len(s) || s[i] != '.' {
 				return netip.Addr{}, false
 			}
-			if n = n*10 + int(c-'0'); n > 255 {
-				return netip.Addr{}, false
-			}
-			digits++
-		case c == '.' && digits > 0 && field < 3:
-			a[field] = byte(n)
-			field, n, digits = field+1, 0, 0
-		default:
+			i++
+		}
+		if i >= len(s) || s[i] < '0' || s[i] > '9' {
 			return netip.Addr{}, false
 		}
+		n := uint(s[i] - '0')
+		i++
+		// Up to two more digits, unless the field is a 0 (a leading zero
+		// is not read on, so the '.' or end expected next is missing).
+		for k := 0; k < 2 && n != 0 && i < len(s) && '0' <= s[i] && s[i] <= '9'; k++ {
+			n = n*10 + uint(s[i]-'0')
+			i++
+		}
+		if n > 255 {
+			return netip.Addr{}, false
+		}
+		ip[f] = byte(n)
 	}
-	if field != 3 || digits == 0 {
+	if i != len(s) {
 		return netip.Addr{}, false
 	}
-	a[3] = byte(n)
-	return netip.AddrFrom4(a), true
+	return netip.AddrFrom4(ip), true
 }
 
 // hostAddrParsed is hostAddr for any form of address.
