@@ -145,7 +145,7 @@ type GuardIPFilter struct {
 type guardRate struct {
 	entity string
 	cfg    guard.RateLimitConfig
-	tmpl   string // placeholder partition, if any
+	part   guardPartition
 	item   string // `"<name>";r=`: the start of this limit's RateLimit item
 	limit  *guard.PreparedRateLimit
 }
@@ -153,8 +153,41 @@ type guardRate struct {
 type guardSem struct {
 	entity string
 	cfg    guard.ConcurrencyConfig
-	tmpl   string
+	part   guardPartition
 	sem    *guard.PreparedSemaphore
+}
+
+// guardPartition is where a limit's partition value comes from, decided at
+// provisioning, so that a request resolves it with a switch on src (a
+// global or per-IP limit without copying the strategy and the request's
+// partition context into guard.ResolvePartitionKey).
+type guardPartition struct {
+	src  partitionSource
+	tmpl string             // placeholder partition (partitionTemplate)
+	key  guard.PartitionKey // any other (partitionOther)
+}
+
+type partitionSource uint8
+
+const (
+	partitionGlobal partitionSource = iota
+	partitionIP
+	partitionTemplate
+	partitionOther // session, userId: guard.ResolvePartitionKey
+)
+
+// newGuardPartition is the source of a limit partitioned by partitionBy
+// (its config's key p).
+func newGuardPartition(partitionBy string, p guard.PartitionKey) guardPartition {
+	switch {
+	case isPlaceholderPartition(partitionBy):
+		return guardPartition{src: partitionTemplate, tmpl: partitionBy}
+	case p.Func == nil && (p.Strategy == "" || p.Strategy == guard.PartitionGlobal):
+		return guardPartition{src: partitionGlobal}
+	case p.Func == nil && p.Strategy == guard.PartitionIP:
+		return guardPartition{src: partitionIP}
+	}
+	return guardPartition{src: partitionOther, key: p}
 }
 
 // CaddyModule returns the Caddy module information.
@@ -210,8 +243,9 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		name := sfString(g.displayName(r.entity))
 		r.item = name + ";r="
 		policies = append(policies, rateLimitPolicy(name, r.cfg.MaxRequests, r.cfg.Window()))
-		if isPlaceholderPartition(rl.PartitionBy) {
-			r.tmpl, r.cfg.PartitionBy = rl.PartitionBy, perRequestPartition
+		r.part = newGuardPartition(rl.PartitionBy, r.cfg.PartitionBy)
+		if r.part.src == partitionTemplate {
+			r.cfg.PartitionBy = perRequestPartition
 			g.needRepl = true
 		}
 		g.rates = append(g.rates, r)
@@ -219,8 +253,9 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	g.policy = strings.Join(policies, ", ")
 	for _, cc := range g.Concurrency {
 		s := guardSem{entity: g.entity(cc.Name), cfg: *cc.config()}
-		if isPlaceholderPartition(cc.PartitionBy) {
-			s.tmpl, s.cfg.PartitionBy = cc.PartitionBy, perRequestPartition
+		s.part = newGuardPartition(cc.PartitionBy, s.cfg.PartitionBy)
+		if s.part.src == partitionTemplate {
+			s.cfg.PartitionBy = perRequestPartition
 			g.needRepl = true
 		}
 		g.sems = append(g.sems, s)
@@ -488,7 +523,7 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, h *guardHold) (boo
 	}
 	for i := range g.rates {
 		rl := &g.rates[i]
-		res, err := rl.limit.Check(ctx, partitionValue(rl.cfg.PartitionBy, rl.tmpl, repl, pc), now)
+		res, err := rl.limit.Check(ctx, rl.part.value(repl, &pc), now)
 		if err != nil {
 			return false, g.deny(w, r, err)
 		}
@@ -508,7 +543,7 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, h *guardHold) (boo
 
 	for i := range g.sems {
 		s := &g.sems[i]
-		if err := s.sem.AcquireAt(ctx, partitionValue(s.cfg.PartitionBy, s.tmpl, repl, pc), now, &h.tickets[i]); err != nil {
+		if err := s.sem.AcquireAt(ctx, s.part.value(repl, &pc), now, &h.tickets[i]); err != nil {
 			var ge *guard.GuardError
 			if errors.As(err, &ge) && ge.EntityName != "" {
 				name := g.displayName(ge.EntityName)
@@ -778,24 +813,32 @@ func sfString(name string) string {
 
 // perRequestPartition is the partition of a limit partitioned by a
 // placeholder: not global, so its prepared limit takes the value the
-// handler resolves for each request (partitionValue); never called.
+// handler resolves for each request (guardPartition.value); never called.
 var perRequestPartition = guard.PartitionKey{Func: func(guard.PartitionKeyContext) string { return "unknown" }}
 
-// partitionValue is the request's partition of a limit: the placeholder
-// partition tmpl resolved by Caddy's replacer ("unknown" when empty), else
-// the strategy p resolved from pc.
-func partitionValue(p guard.PartitionKey, tmpl string, repl *caddy.Replacer, pc guard.PartitionKeyContext) string {
-	if tmpl == "" {
-		return guard.ResolvePartitionKey(p, pc)
+// value is the request's partition of a limit: the placeholder partition
+// resolved by Caddy's replacer ("unknown" when empty), else the strategy's
+// value from pc (guard.ResolvePartitionKey's).
+func (p *guardPartition) value(repl *caddy.Replacer, pc *guard.PartitionKeyContext) string {
+	switch p.src {
+	case partitionGlobal:
+		return guard.PartitionGlobal
+	case partitionIP:
+		if pc.ClientIP == "" {
+			return guard.UnknownIP
+		}
+		return pc.ClientIP
+	case partitionTemplate:
+		v := ""
+		if repl != nil {
+			v = repl.ReplaceAll(p.tmpl, "")
+		}
+		if v == "" {
+			v = "unknown"
+		}
+		return v
 	}
-	v := ""
-	if repl != nil {
-		v = repl.ReplaceAll(tmpl, "")
-	}
-	if v == "" {
-		v = "unknown"
-	}
-	return v
+	return guard.ResolvePartitionKey(p.key, *pc)
 }
 
 // validate checks the rules, named by their JSON keys.
