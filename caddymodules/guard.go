@@ -105,6 +105,7 @@ type Guard struct {
 	needSession bool
 	needUser    bool
 	needRepl    bool // a partition needs the request's replacer
+	needIP      bool // the IP filter or a partition needs the client address
 	// admitFunc is g.admit: called as a function value, its receiver is
 	// not an argument, so ServeHTTP reserves spill space for three words.
 	admitFunc func(http.ResponseWriter, *http.Request) (*guardHold, bool, error)
@@ -168,6 +169,18 @@ type guardPartition struct {
 }
 
 type partitionSource uint8
+
+// needsIP reports whether the partition's value may be the client address
+// (ip, or a strategy other than session and userId).
+func (p *guardPartition) needsIP() bool {
+	switch p.src {
+	case partitionIP:
+		return true
+	case partitionOther:
+		return p.key.Func != nil || (p.key.Strategy != guard.PartitionSession && p.key.Strategy != guard.PartitionUserID)
+	}
+	return false
+}
 
 const (
 	partitionGlobal partitionSource = iota
@@ -259,6 +272,13 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 			g.needRepl = true
 		}
 		g.sems = append(g.sems, s)
+	}
+	g.needIP = g.IPFilter != nil
+	for _, p := range g.rates {
+		g.needIP = g.needIP || p.part.needsIP()
+	}
+	for _, p := range g.sems {
+		g.needIP = g.needIP || p.part.needsIP()
 	}
 	key, store, err := guardStorageOn(backend, cfg.KeyPrefix, g.logger)
 	if err != nil {
@@ -494,9 +514,13 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request) (h *guardHold, ok 
 // h's tickets.
 func (g *Guard) check(w http.ResponseWriter, r *http.Request, h *guardHold) (bool, error) {
 	ctx := r.Context()
-	ip, addr := g.clientIP(r)
-	if res := g.manager.CheckIpFilterAddr(ip, addr); res != nil && !res.Allowed {
-		return false, g.deny(w, r, res.Err(ip))
+	var ip string
+	if g.needIP { // else neither Caddy's variables nor the address are read
+		var addr netip.Addr
+		ip, addr = g.clientIP(r)
+		if res := g.manager.CheckIpFilterAddr(ip, addr); res != nil && !res.Allowed {
+			return false, g.deny(w, r, res.Err(ip))
+		}
 	}
 	var repl *caddy.Replacer
 	if g.needRepl {

@@ -13,11 +13,20 @@ import (
 
 // BenchmarkGuardServeHTTP measures the handler alone with every feature on
 // (IP filter, two rate limits, a concurrency limit, a timeout); the
-// sub-benchmark without_timeout leaves the timeout out. The concurrency
-// limit has one slot, so that a slot not released fails the benchmark.
+// sub-benchmark without_timeout leaves the timeout out, one_limit has one
+// global rate limit only (what caddy-ratelimit's route does). The
+// concurrency limit has one slot, so that a slot not released fails the
+// benchmark.
 func BenchmarkGuardServeHTTP(b *testing.B) {
 	b.Run("all", func(b *testing.B) { benchGuard(b, 30*time.Second) })
 	b.Run("without_timeout", func(b *testing.B) { benchGuard(b, 0) })
+	b.Run("one_limit", func(b *testing.B) {
+		serve := servingGuard(b, &Guard{RateLimits: []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 1 << 40, Window: caddy.Duration(time.Minute)}}}})
+		b.ReportAllocs()
+		for b.Loop() {
+			serve()
+		}
+	})
 }
 
 func benchGuard(b *testing.B, benchTimeout time.Duration) {
@@ -56,6 +65,12 @@ func everyFeatureGuard(tb testing.TB, timeout time.Duration) func() {
 		Timeout:     caddy.Duration(timeout),
 		IPFilter:    &GuardIPFilter{Allow: []string{"127.0.0.0/8"}, DefaultAction: "deny"},
 	}
+	return servingGuard(tb, g)
+}
+
+// servingGuard provisions g; the function it returns serves one request
+// from 127.0.0.1 through it, the same request and recorder each time.
+func servingGuard(tb testing.TB, g *Guard) func() {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	tb.Cleanup(cancel)
 	if err := g.Provision(ctx); err != nil {

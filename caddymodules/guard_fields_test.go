@@ -197,7 +197,7 @@ func TestGuardRateLimitFieldsKeptPerResponse(t *testing.T) {
 
 // guardRecorder provisions g with the clock frozen at a multiple of 3600 s;
 // the function it returns serves one request from 192.0.2.1 through it.
-func guardRecorder(t *testing.T, g *Guard) func() *httptest.ResponseRecorder {
+func guardRecorder(t testing.TB, g *Guard) func() *httptest.ResponseRecorder {
 	freezeGuardClock(t)
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)

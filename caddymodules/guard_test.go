@@ -59,7 +59,7 @@ func guardServer(t *testing.T, g *Guard, next caddyhttp.HandlerFunc) *httptest.S
 // window slides: a boundary falling between a test's requests (which a
 // loaded machine makes likely enough) turns the current count into the
 // previous window's, and a request the test expects denied is allowed.
-func freezeGuardClock(t *testing.T) {
+func freezeGuardClock(t testing.TB) {
 	t.Helper()
 	at := time.Unix(1_800_000_000, 0) // a multiple of 3600 s
 	prev := guardNow
