@@ -186,7 +186,13 @@ func TestMCPStdioCancelledRequestGetsNoResponse(t *testing.T) {
 			done := make(chan error, 1)
 			core, logs := observer.New(zap.DebugLevel)
 			go func() {
-				done <- serveMCPStdio(context.Background(), raw, &checkedStdio{in: inR, out: outW, logger: zap.New(core)})
+				err := serveMCPStdio(context.Background(), raw, &checkedStdio{in: inR, out: outW, logger: zap.New(core)})
+				// A server that ended (a config that failed to load, a
+				// worker that did not start) ends the output and refuses
+				// input, so that the test fails instead of waiting forever.
+				inR.CloseWithError(fmt.Errorf("the server ended: %v", err))
+				outW.Close()
+				done <- err
 			}()
 			lines := make(chan string, 64)
 			go func() {
@@ -201,9 +207,14 @@ func TestMCPStdioCancelledRequestGetsNoResponse(t *testing.T) {
 			var all []string
 			next := func(what string) string {
 				t.Helper()
-				line, ok := <-lines
+				var line string
+				var ok bool
+				select {
+				case line, ok = <-lines:
+				case <-time.After(2 * time.Minute): // a backstop, not a bound under test
+				}
 				if !ok {
-					t.Fatalf("no %s: output ended", what)
+					t.Fatalf("no %s: output ended or none came", what)
 				}
 				all = append(all, line)
 				return line
