@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -69,7 +70,7 @@ func (b *Broker) Handler() http.Handler { return b.HTTPHandler(nil) }
 
 // HTTPHandler is Handler with per-handler options.
 func (b *Broker) HTTPHandler(opts *HandlerOptions) http.Handler {
-	h := &httpHandler{b: b, rl: b.opts.RateLimiting, entity: "broker:http", sessionHold: sessionEventHold}
+	h := &httpHandler{b: b, rl: b.opts.RateLimiting, entity: "broker:http", sessionHold: sessionEventHold, writeTimeout: streamWriteTimeout}
 	if opts != nil {
 		if opts.RateLimiting != nil {
 			h.rl = opts.RateLimiting
@@ -92,6 +93,8 @@ type httpHandler struct {
 	origins []string
 	// sessionHold is sessionEventHold (tests shorten or lengthen it).
 	sessionHold time.Duration
+	// writeTimeout is streamWriteTimeout (tests shorten it).
+	writeTimeout time.Duration
 }
 
 func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -552,6 +555,7 @@ const abortWriteGrace = time.Second
 // capped once the broker ends its streams (limit, from another goroutine).
 type streamDeadline struct {
 	rc     *http.ResponseController
+	every  time.Duration // streamWriteTimeout
 	mu     sync.Mutex
 	at     time.Time // the deadline set, zero for none
 	capped time.Time // the latest deadline allowed, zero for none
@@ -563,10 +567,10 @@ type streamDeadline struct {
 func (d *streamDeadline) extend(now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.at.Sub(now) >= streamWriteTimeout-time.Second || !d.capped.IsZero() {
+	if d.at.Sub(now) >= d.every-time.Second || !d.capped.IsZero() {
 		return
 	}
-	d.at = now.Add(streamWriteTimeout)
+	d.at = now.Add(d.every)
 	_ = d.rc.SetWriteDeadline(d.at)
 }
 
@@ -582,6 +586,13 @@ func (d *streamDeadline) limit(at time.Time) {
 		d.at = at
 		_ = d.rc.SetWriteDeadline(at)
 	}
+}
+
+// missed reports whether a deadline is set and now is past it.
+func (d *streamDeadline) missed(now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.at.IsZero() && !now.Before(d.at)
 }
 
 // clear removes the deadline for good (the connection may serve other
@@ -632,10 +643,18 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 		h.writeError(w, r, err)
 		return
 	}
+	rc := http.NewResponseController(w)
+	deadline := &streamDeadline{rc: rc, every: h.writeTimeout}
 	defer context.AfterFunc(r.Context(), func() {
 		cause := context.Cause(r.Context())
 		if errors.Is(cause, context.Canceled) {
+			// The server cancels the request when its client leaves, and
+			// also when a write fails: one past its deadline is a client
+			// that kept the connection but stopped reading.
 			cause = errCallerLeft
+			if deadline.missed(time.Now()) {
+				cause = errCallerStalled
+			}
 		}
 		run.abortRun(cause)
 	})()
@@ -644,7 +663,6 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.Header().Set("X-Session-Id", run.sess.ID)
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
 	// The start of the response (the headers, and the session event unless
 	// the filter drops it) waits up to sessionEventHold for the next event:
 	// a script that ends by then (most do) sends its whole response in one
@@ -656,7 +674,6 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	// it, and the server sends it with the end of the response in one write.
 	defer run.detach()
 	enc := json.NewEncoder(w)
-	deadline := &streamDeadline{rc: rc}
 	defer deadline.clear()
 	stopCap := context.AfterFunc(h.b.aborted, func() { deadline.limit(h.b.streamsEnd) })
 	defer stopCap()
@@ -692,6 +709,7 @@ events:
 		// abortWriteGrace once Close has aborted the session.
 		deadline.extend(time.Now())
 		if err := enc.Encode(ev); err != nil {
+			stalled(run, err)
 			break
 		}
 		if len(run.events) > 0 || ev.Type == EventResult || ev.Type == EventError {
@@ -701,12 +719,23 @@ events:
 			hold = time.NewTimer(h.sessionHold)
 			continue
 		}
-		if rc.Flush() != nil {
+		if err := rc.Flush(); err != nil {
+			stalled(run, err)
 			break
 		}
 	}
 	if hold != nil {
 		hold.Stop()
+	}
+}
+
+// stalled ends run with errCallerStalled when err is a write that missed its
+// deadline: the caller kept its connection but stopped reading (a write
+// failed for another reason, or at the broker's close, keeps the cause
+// already given).
+func stalled(run *run, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		run.abortRun(errCallerStalled)
 	}
 }
 

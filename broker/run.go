@@ -198,11 +198,11 @@ func (r *run) finish(res *sandbox.Result, err error) {
 		// The store holds the session as lost: whatever the script did,
 		// report what every other gateway reports.
 		err = &sandbox.Error{Code: CodeOwnerLost, Message: "the session was declared lost while this gateway could not reach the session store"}
-	} else if (err != nil || res.Status != sandbox.StatusOK) && context.Cause(r.ctx) == errCallerLeft {
+	} else if cause := context.Cause(r.ctx); (err != nil || res.Status != sandbox.StatusOK) && (cause == errCallerLeft || cause == errCallerStalled) {
 		// Whatever the engine made of the abort (the tool call in flight
-		// failed, the script stopped), the caller left; the engine's
-		// message would say "context canceled".
-		err = &sandbox.Error{Code: sandbox.CodeExecutionAborted, Message: "execution aborted: " + errCallerLeft.Error()}
+		// failed, the script stopped), the caller left or stopped reading;
+		// the engine's message would say "context canceled".
+		err = &sandbox.Error{Code: sandbox.CodeExecutionAborted, Message: "execution aborted: " + cause.Error()}
 	} else if (err != nil || res.Status != sandbox.StatusOK) && context.Cause(r.ctx) == errExecutionTimeout {
 		// Whatever the engine made of our deadline (an abort, a failed tool
 		// call), it is the execution's timeout.
@@ -532,6 +532,11 @@ var errShuttingDown = errors.New("the broker closed before the session finished"
 // errCallerLeft is the cause of a run whose caller stopped reading its
 // events (closed the /execute response, or stopped an Execute iteration).
 var errCallerLeft = errors.New("the caller closed the event stream before the session finished")
+
+// errCallerStalled is the cause of a run whose caller kept its /execute
+// response open but read nothing for streamWriteTimeout: an event could not
+// be written.
+var errCallerStalled = errors.New("the caller stopped reading the event stream: an event could not be written within the stream's write timeout (30s)")
 
 // eventSize estimates what an event adds to the stream: its payloads and
 // texts, plus a fixed envelope.

@@ -72,3 +72,52 @@ func TestCloseEndsStreamOfClientThatStopsReading(t *testing.T) {
 		t.Fatal("the stream of a client that stopped reading outlived the drain")
 	}
 }
+
+// TestStalledReaderEndsItsSession: a client that keeps its /execute
+// response open but reads nothing ends its session once an event cannot be
+// written within the stream's write timeout, as EXECUTION_ABORTED saying the
+// caller stopped reading; the session said the caller had closed the
+// stream, which it had not (the fault pass's slow reader).
+func TestStalledReaderEndsItsSession(t *testing.T) {
+	big := strings.Repeat("x", 256<<10)
+	opts := &BrokerOptions{Engine: testEngine(), Tools: NewToolRegistry(), MaxStreamBytes: 1 << 30}
+	opts.Tools.Register(ToolDefinition{Name: "test:big", Description: "a big result",
+		Handler: func(context.Context, map[string]any, *ExecutionContext) (any, error) { return big, nil }})
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	h := b.HTTPHandler(nil).(*httpHandler)
+	h.writeTimeout = time.Second
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	body, _ := json.Marshal(map[string]any{"code": `for (let i = 0; i < 90; i++) await callTool("test:big", {}); return 1`})
+	if _, err := fmt.Fprintf(conn, "POST /execute HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	waitUntil(t, "the session to start", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for sid := range b.runs {
+			id = sid
+		}
+		return id != ""
+	})
+	var s *Session
+	waitUntil(t, "the session to end", func() bool {
+		s, err = b.GetSession(context.Background(), id)
+		return err == nil && s != nil && s.Status == StatusError
+	})
+	if s.Error == nil || s.Error.Code != "EXECUTION_ABORTED" || !strings.Contains(s.Error.Message, "the caller stopped reading the event stream") {
+		t.Fatalf("session error %+v, want EXECUTION_ABORTED: the caller stopped reading", s.Error)
+	}
+}
