@@ -21,14 +21,7 @@ import (
 // docs/broker.md bounds by drain_timeout (Caddy waits for open requests).
 // The test's 15 s is a backstop under streamWriteTimeout, not the bound.
 func TestCloseEndsStreamOfClientThatStopsReading(t *testing.T) {
-	big := strings.Repeat("x", 256<<10)
-	opts := &BrokerOptions{Engine: testEngine(), Tools: NewToolRegistry(), MaxStreamBytes: 1 << 30}
-	opts.Tools.Register(ToolDefinition{Name: "test:big", Description: "a big result",
-		Handler: func(context.Context, map[string]any, *ExecutionContext) (any, error) { return big, nil }})
-	b, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := bigResultBroker(t)
 	handlerDone := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.Handler().ServeHTTP(w, r)
@@ -38,18 +31,7 @@ func TestCloseEndsStreamOfClientThatStopsReading(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
-	// 90 results of 256 KiB (23 MB) fill the socket's buffers many times
-	// over: the client never reads.
-	body, _ := json.Marshal(map[string]any{"code": `for (let i = 0; i < 90; i++) await callTool("test:big", {}); return 1`})
-	if _, err := fmt.Fprintf(conn, "POST /execute HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
-		t.Fatal(err)
-	}
+	postNeverRead(t, srv.Listener.Addr().String())
 	// The stream is stuck once the run's event queue is full behind the
 	// blocked write; until then the session runs.
 	waitUntil(t, "the stream to block on the client", func() bool {
@@ -79,30 +61,14 @@ func TestCloseEndsStreamOfClientThatStopsReading(t *testing.T) {
 // caller stopped reading; the session said the caller had closed the
 // stream, which it had not (the fault pass's slow reader).
 func TestStalledReaderEndsItsSession(t *testing.T) {
-	big := strings.Repeat("x", 256<<10)
-	opts := &BrokerOptions{Engine: testEngine(), Tools: NewToolRegistry(), MaxStreamBytes: 1 << 30}
-	opts.Tools.Register(ToolDefinition{Name: "test:big", Description: "a big result",
-		Handler: func(context.Context, map[string]any, *ExecutionContext) (any, error) { return big, nil }})
-	b, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := bigResultBroker(t)
 	defer b.Close(context.Background())
 	h := b.HTTPHandler(nil).(*httpHandler)
 	h.writeTimeout = time.Second
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
-	body, _ := json.Marshal(map[string]any{"code": `for (let i = 0; i < 90; i++) await callTool("test:big", {}); return 1`})
-	if _, err := fmt.Fprintf(conn, "POST /execute HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
-		t.Fatal(err)
-	}
+	postNeverRead(t, srv.Listener.Addr().String())
 	var id string
 	waitUntil(t, "the session to start", func() bool {
 		b.mu.Lock()
@@ -114,10 +80,42 @@ func TestStalledReaderEndsItsSession(t *testing.T) {
 	})
 	var s *Session
 	waitUntil(t, "the session to end", func() bool {
-		s, err = b.GetSession(context.Background(), id)
+		got, err := b.GetSession(context.Background(), id)
+		s = got
 		return err == nil && s != nil && s.Status == StatusError
 	})
 	if s.Error == nil || s.Error.Code != "EXECUTION_ABORTED" || !strings.Contains(s.Error.Message, "the caller stopped reading the event stream") {
 		t.Fatalf("session error %+v, want EXECUTION_ABORTED: the caller stopped reading", s.Error)
+	}
+}
+
+// bigResultBroker is a broker whose test:big tool answers 256 KiB.
+func bigResultBroker(t *testing.T) *Broker {
+	t.Helper()
+	big := strings.Repeat("x", 256<<10)
+	opts := &BrokerOptions{Engine: testEngine(), Tools: NewToolRegistry(), MaxStreamBytes: 1 << 30}
+	opts.Tools.Register(ToolDefinition{Name: "test:big", Description: "a big result",
+		Handler: func(context.Context, map[string]any, *ExecutionContext) (any, error) { return big, nil }})
+	b, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// postNeverRead posts, on a real socket with a small receive buffer, an
+// /execute whose 90 results of 256 KiB (23 MB) fill the socket's buffers many
+// times over, and never reads its answer.
+func postNeverRead(t *testing.T, addr string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	body, _ := json.Marshal(map[string]any{"code": `for (let i = 0; i < 90; i++) await callTool("test:big", {}); return 1`})
+	if _, err := fmt.Fprintf(conn, "POST /execute HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+		t.Fatal(err)
 	}
 }

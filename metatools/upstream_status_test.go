@@ -37,20 +37,7 @@ func TestInvokeUpstreamStatusTransient(t *testing.T) {
 		fmt.Fprintf(w, `{"status":%d}`, code)
 	}))
 	defer hs.Close()
-	cat, err := catalog.New([]catalog.Source{{Name: "s", SpecURL: hs.URL + "/openapi.json"}}, &catalog.Options{PollInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	ix, err := NewIndex([]ToolSource{&CatalogSource{C: cat}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix.Reload(context.Background())
-	s := NewService(ix, nil)
+	cat, s := catalogService(t, []catalog.Source{{Name: "s", SpecURL: hs.URL + "/openapi.json"}})
 	var name string
 	for _, a := range cat.Response().Actions {
 		name = a.Name
@@ -92,24 +79,11 @@ func TestCatalogFaultsNotTransient(t *testing.T) {
 	if err := os.WriteFile(absolute, []byte(doc(hs.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cat, err := catalog.New([]catalog.Source{
+	_, s := catalogService(t, []catalog.Source{
 		{Name: "nobase", SpecURL: relative},
 		{Name: "capped", SpecURL: absolute, MaxResponseBytes: 8},
 		{Name: "fine", SpecURL: absolute},
-	}, &catalog.Options{PollInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	ix, err := NewIndex([]ToolSource{&CatalogSource{C: cat}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix.Reload(context.Background())
-	s := NewService(ix, nil)
+	})
 	if _, e := s.CallTool(context.Background(), "fine_list", nil); e != nil {
 		t.Fatalf("fine_list: %#v", e)
 	}
@@ -119,4 +93,24 @@ func TestCatalogFaultsNotTransient(t *testing.T) {
 			t.Errorf("%s: %#v, want %s, not transient", name, e, code)
 		}
 	}
+}
+
+// catalogService is the meta-tools' service over a started catalog of
+// sources (closed when the test ends).
+func catalogService(t *testing.T, sources []catalog.Source) (*catalog.Catalog, *Service) {
+	t.Helper()
+	cat, err := catalog.New(sources, &catalog.Options{PollInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	ix, err := NewIndex([]ToolSource{&CatalogSource{C: cat}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Reload(context.Background())
+	return cat, NewService(ix, nil)
 }
