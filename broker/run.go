@@ -403,7 +403,7 @@ func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMess
 		}
 	}
 	announce(false)
-	err = toolError(err)
+	err = toolErrorIn(ctx, err)
 	p := &ToolResultPayload{CallID: call.ID, Tool: call.Name, DurationMs: float64(b.now().Sub(started).Microseconds()) / 1000}
 	if err != nil {
 		te := err.(*sandbox.ToolError)

@@ -427,6 +427,39 @@ func marshalResult(v any) (json.RawMessage, error) {
 	return b, nil
 }
 
+// toolErrorIn is toolError for a call made under ctx: a call that ended
+// because ctx was cancelled is reported with the cancellation's cause (the
+// worker hosting the script died, the session was aborted or its broker
+// closed); TIMEOUT stays for a deadline, or a cancellation nobody explained.
+func toolErrorIn(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		if te := causeToolError(context.Cause(ctx)); te != nil {
+			return te
+		}
+	}
+	return toolError(err)
+}
+
+// causeToolError names a cancellation's cause as a tool error, or nil for
+// a bare context error (left to toolError).
+func causeToolError(cause error) *sandbox.ToolError {
+	const ended = "the execution ended before the tool answered: "
+	var te *sandbox.ToolError
+	switch {
+	case cause == nil, cause == context.Canceled, cause == context.DeadlineExceeded, cause == errExecutionTimeout:
+		return nil
+	case errors.As(cause, &te):
+		return te
+	case cause == errShuttingDown:
+		return &sandbox.ToolError{Code: CodeShuttingDown, Message: ended + cause.Error()}
+	case cause == errOwnerLost:
+		return &sandbox.ToolError{Code: CodeOwnerLost, Message: ended + cause.Error()}
+	case cause == errStreamLimit:
+		return &sandbox.ToolError{Code: CodeStreamLimit, Message: ended + cause.Error()}
+	}
+	return &sandbox.ToolError{Code: sandbox.CodeExecutionAborted, Message: ended + cause.Error()}
+}
+
 // toolError gives every tool failure a stable code, as the script sees it.
 func toolError(err error) error {
 	if err == nil {

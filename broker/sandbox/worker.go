@@ -463,10 +463,10 @@ func (w *worker) dispatch(m *wireMsg, inline bool) (*execState, error) {
 
 // run executes one script on w, which admit reserved a slot and a seat on.
 // errWorkerGone means the worker died before the script reached it.
-func (w *worker) run(ctx context.Context, id uint64, req Request, host Host, pr *principal) (*Result, error) {
+func (w *worker) run(ctx context.Context, id uint64, req Request, host Host, pr *principal) (res *Result, err error) {
 	p := w.p
 	lim := LowerLimits(p.limits, req.Limits)
-	callCtx, cancelCalls := context.WithCancel(ctx)
+	callCtx, cancelCalls := context.WithCancelCause(ctx)
 	st := &execState{id: id, w: w, pr: pr, lim: lim, ctx: callCtx, host: host, done: make(chan *wireDone, 1)}
 	st.logHost, _ = host.(LogHost)
 	p.mu.Lock()
@@ -482,7 +482,7 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host, pr 
 		st.mu.Lock()
 		st.closed = true
 		st.mu.Unlock()
-		cancelCalls()
+		cancelCalls(callsCause(res, err))
 		st.calls.Wait()
 		if recycle || p.opts.MaxExecutionsPerWorker <= w.runsNow() {
 			p.drain(w)
@@ -600,6 +600,27 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host, pr 
 			return nil, disposed()
 		}
 	}
+}
+
+// callsCause is why the tool calls still running when an execution ended
+// were cancelled, as a *ToolError a host can report (context.Cause of the
+// call's context): the worker's death or the execution's failure. nil
+// (plain context.Canceled, or the cause of the context the execution was
+// given) when the script ended by itself, its own timeout included.
+func callsCause(res *Result, err error) error {
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		return &ToolError{Code: e.Code, Message: "the execution ended before the tool answered: " + e.Message}
+	case err != nil || res == nil || res.Error == nil:
+		return nil
+	}
+	switch c := res.Error.Code; c {
+	case CodeWorkerLost, CodeWorkerTimeout, CodeWorkerCrashed, CodeWorkerMemoryExceeded,
+		CodeMessageInvalid, CodeMessageTooLarge, CodeMessageFlood, CodeTooManyPendingCalls:
+		return &ToolError{Code: c, Message: "the execution ended before the tool answered: " + res.Error.Message}
+	}
+	return nil
 }
 
 // cpuWatchPeriod is how often an execution's CPU watchdog looks.
