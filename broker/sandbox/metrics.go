@@ -25,14 +25,17 @@ const (
 // Causes of worker deaths (label "cause" of
 // codemode_sandbox_worker_deaths_total).
 const (
-	DeathMemory    = "memory"     // the script went over the worker's memory cap
-	DeathCrash     = "crash"      // the process died on its own
-	DeathProtocol  = "protocol"   // the worker broke the protocol and was killed
-	DeathTimeout   = "timeout"    // the script ignored its timeout; the watchdog killed it
-	DeathAborted   = "aborted"    // the execution was cancelled while running
-	DeathRecycle   = "recycle"    // replaced after maxExecutionsPerWorker, or at its own request
-	DeathScaleDown = "scale_down" // an idle worker above minSize stopped by the scaler
-	DeathShutdown  = "shutdown"   // the pool closed
+	DeathMemory   = "memory"   // the script went over the worker's memory cap
+	DeathCrash    = "crash"    // the process died on its own
+	DeathProtocol = "protocol" // the worker broke the protocol and was killed
+	DeathTimeout  = "timeout"  // the script ignored its timeout; the watchdog killed it
+	DeathAborted  = "aborted"  // the execution was cancelled while running
+	// DeathUnresponsive: the worker did not answer (stopped by a SIGSTOP
+	// from outside, or hung without using the CPU) and was killed.
+	DeathUnresponsive = "unresponsive"
+	DeathRecycle      = "recycle"    // replaced after maxExecutionsPerWorker, or at its own request
+	DeathScaleDown    = "scale_down" // an idle worker above minSize stopped by the scaler
+	DeathShutdown     = "shutdown"   // the pool closed
 )
 
 // Metrics are the sandbox's Prometheus metrics: scripts by outcome, and for
@@ -95,7 +98,7 @@ func NewMetrics() *Metrics {
 	// Every cause is exported from the start at 0: Prometheus does not
 	// count a series' first sample as an increase, so the first crash
 	// would otherwise never show in increase() or fire an alert.
-	for _, cause := range []string{DeathMemory, DeathCrash, DeathProtocol, DeathTimeout, DeathAborted, DeathRecycle, DeathScaleDown, DeathShutdown} {
+	for _, cause := range []string{DeathMemory, DeathCrash, DeathProtocol, DeathTimeout, DeathAborted, DeathUnresponsive, DeathRecycle, DeathScaleDown, DeathShutdown} {
 		m.deaths.WithLabelValues(cause)
 	}
 	return m

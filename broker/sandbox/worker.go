@@ -68,11 +68,14 @@ type worker struct {
 	mu         sync.Mutex
 	execs      map[uint64]*execState // the executions it hosts, by ID
 	killReason int
-	culprit    *execState      // the execution a timeout kill was for
-	readErr    error           // why the reader stopped
-	state      *exec.ExitError // set when the process exited with a failure
-	killOnce   sync.Once
-	endOnce    sync.Once // counts the worker's death once
+	culprit    *execState // the execution a timeout kill was for
+	// unresponsive: the watchdog found the process not running (stopped
+	// from outside, or idle without answering) when it killed it.
+	unresponsive bool
+	readErr      error           // why the reader stopped
+	state        *exec.ExitError // set when the process exited with a failure
+	killOnce     sync.Once
+	endOnce      sync.Once // counts the worker's death once
 }
 
 // ended counts the worker's death under cause; only the first call counts.
@@ -472,6 +475,7 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host, pr 
 	p.mu.Lock()
 	st.holds = true
 	st.runStart = p.now()
+	idle := st.runStart.Sub(w.lastUsed)
 	w.lastUsed = st.runStart
 	p.mu.Unlock()
 	var recycle bool
@@ -514,6 +518,9 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host, pr 
 				}
 			}
 		}
+	}
+	if idle >= idleCheckAfter && w.stoppedIdle(telemetry.Logger(ctx, p.log)) {
+		return nil, errWorkerGone
 	}
 	w.mu.Lock()
 	w.execs[id] = st
@@ -644,14 +651,56 @@ func (w *worker) runsNow() int {
 	return w.runs
 }
 
-// killFor kills the worker because st ignored its time limit.
+// killFor kills the worker because st ignored its time limit, or because
+// the worker did not answer at all (see notRunning).
 func (w *worker) killFor(st *execState) {
+	gone := w.notRunning()
 	w.mu.Lock()
 	if w.culprit == nil {
 		w.culprit = st
+		w.unresponsive = gone
 	}
 	w.mu.Unlock()
 	w.killAndDrain(killTimeout)
+}
+
+// unresponsiveSample is how long notRunning watches a worker's CPU time.
+const unresponsiveSample = 100 * time.Millisecond
+
+// notRunning tells a worker that is not running at all (stopped by a
+// SIGSTOP, or blocked without using the CPU) from one whose script is stuck
+// in a built-in, which uses the CPU all the time. It is asked only when the
+// watchdog is about to kill the worker (the script's timeout plus the grace
+// are over), so its sample costs nothing to the scripts that end in time.
+func (w *worker) notRunning() bool {
+	stopped, before, ok := processActivity(w.pid)
+	if !ok || stopped {
+		return stopped
+	}
+	time.Sleep(unresponsiveSample)
+	stopped, after, ok := processActivity(w.pid)
+	return ok && (stopped || after == before)
+}
+
+// idleCheckAfter is how long a worker must have been idle for run to look
+// whether it was stopped before giving it a script: one read of
+// /proc/<pid>/stat, which workers in steady use never pay.
+const idleCheckAfter = time.Second
+
+// stoppedIdle kills an idle worker found stopped (a SIGSTOP from outside)
+// before it is given a script, which it would hold until the watchdog
+// (the script's timeout plus the grace); run then tries another worker.
+func (w *worker) stoppedIdle(log *zap.Logger) bool {
+	if stopped, _, _ := processActivity(w.pid); !stopped {
+		return false
+	}
+	w.mu.Lock()
+	w.unresponsive = true
+	w.mu.Unlock()
+	w.ended(DeathUnresponsive)
+	log.Warn("sandbox worker found stopped (SIGSTOP from outside) before it was given a script; killed and replaced", zap.Int("pid", w.pid))
+	w.killAndDrain(killNone)
+	return true
 }
 
 // setReadErr records a protocol violation found by the execution loop
@@ -839,7 +888,7 @@ const CodeWorkerLost = "WORKER_LOST"
 // waiting WORKER_LOST.
 func (w *worker) deathResult(st *execState, log *zap.Logger) *Result {
 	w.mu.Lock()
-	reason, readErr, state, culprit := w.killReason, w.readErr, w.state, w.culprit
+	reason, readErr, state, culprit, unresponsive := w.killReason, w.readErr, w.state, w.culprit, w.unresponsive
 	w.mu.Unlock()
 	w.p.mu.Lock()
 	ran := st.holds
@@ -847,6 +896,16 @@ func (w *worker) deathResult(st *execState, log *zap.Logger) *Result {
 		ran = st.ranAtDeath
 	}
 	w.p.mu.Unlock()
+	if reason == killTimeout && unresponsive {
+		w.ended(DeathUnresponsive)
+		log.Warn("sandbox worker did not answer (stopped from outside, or blocked without using the CPU); killed and replaced", zap.Int("pid", w.pid))
+		if culprit == st {
+			return failure(StatusTimeout, CodeWorkerTimeout, "WorkerTimeoutError",
+				fmt.Sprintf("the sandbox worker given this script did not answer within the time limit of %d ms and the watchdog's grace (its process was stopped from outside or hung, not running the script); it was killed and replaced; the script may not have run and may be run again", st.lim.Timeout.Milliseconds()))
+		}
+		return failure(StatusRuntimeError, CodeWorkerLost, "WorkerLostError",
+			"the sandbox worker hosting this script stopped answering (stopped from outside or hung) and was killed and replaced; this script was waiting for a tool result and may be run again")
+	}
 	if reason == killTimeout && culprit == st {
 		w.ended(DeathTimeout)
 		ms := st.lim.Timeout.Milliseconds()

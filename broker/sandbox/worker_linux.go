@@ -80,3 +80,29 @@ func dataSegmentBytes() (int64, error) {
 	}
 	return 0, fmt.Errorf("no VmData in /proc/self/status")
 }
+
+// processActivity reads from /proc/<pid>/stat whether a process is stopped
+// (state T, a SIGSTOP; t, a tracer) and the CPU time it has used (user and
+// system, in clock ticks). ok is false when it cannot be read.
+func processActivity(pid int) (stopped bool, cpuTicks uint64, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false, 0, false
+	}
+	// pid (comm) state ppid ... utime stime: comm may hold spaces and
+	// parentheses, so the fields are counted after its last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return false, 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 13 {
+		return false, 0, false
+	}
+	utime, err1 := strconv.ParseUint(string(f[11]), 10, 64)
+	stime, err2 := strconv.ParseUint(string(f[12]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return false, 0, false
+	}
+	return f[0][0] == 'T' || f[0][0] == 't', utime + stime, true
+}

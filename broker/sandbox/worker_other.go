@@ -23,3 +23,6 @@ func capMemory(limit int64) error {
 	debug.SetMemoryLimit(limit / 4 * 3)
 	return nil
 }
+
+// processActivity: a process's state is read from /proc, on Linux only.
+func processActivity(int) (stopped bool, cpuTicks uint64, ok bool) { return false, 0, false }
