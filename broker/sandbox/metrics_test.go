@@ -195,8 +195,8 @@ func TestStartInterruptedByShutdown(t *testing.T) {
 // death of a cause (it does not count a series' first sample).
 func TestDeathCausesExportedAtZero(t *testing.T) {
 	m := NewMetrics()
-	if n := testutil.CollectAndCount(m.deaths, "codemode_sandbox_worker_deaths_total"); n != 8 {
-		t.Errorf("%d worker_deaths_total series before any death, want 8", n)
+	if n := testutil.CollectAndCount(m.deaths, "codemode_sandbox_worker_deaths_total"); n != 9 {
+		t.Errorf("%d worker_deaths_total series before any death, want 9", n)
 	}
 	if v := testutil.ToFloat64(m.deaths.WithLabelValues(DeathCrash)); v != 0 {
 		t.Errorf("crash deaths %v, want 0", v)
