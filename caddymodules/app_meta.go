@@ -131,6 +131,9 @@ type metaRuntime struct {
 	// unlisten removes this config's listeners on the credential manager,
 	// which may outlive it.
 	unlisten []func()
+	// connected ends the index's wait for the upstreams' first connection
+	// (metatools.Index.Connecting); startMeta calls it.
+	connected func()
 }
 
 // checkUpstreamName refuses a second upstream of a name: both servers would
@@ -252,6 +255,13 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 			logger.Warn("meta-tools: listing the broker's tools failed", zap.Error(err))
 		}
 	}
+	// The upstreams connect in Start (up to connect_timeout): a meta-tool
+	// call that comes before their first attempt is over waits for it, up
+	// to metatools.DefaultConnectWait, instead of missing their tools.
+	connected := func() {}
+	if len(ups) > 0 {
+		connected = index.Connecting()
+	}
 
 	tm := processTelemetry()
 	opts := &metatools.Options{Engine: a.Engine(), Naming: naming, Logger: logger, Sessions: plans,
@@ -289,7 +299,7 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 	srv := metatools.NewServer(svc, &metatools.ServerOptions{ProtocolVersions: cfg.ProtocolVersions,
 		ListTTL: time.Duration(cfg.ListTTL)})
 	srv.AddReceivingMiddleware(stopCancelledCalls) // mcp_cancel.go
-	a.meta.rt = &metaRuntime{index: index, service: svc, upstreams: ups, limiter: gm, unlisten: unlisten, server: srv}
+	a.meta.rt = &metaRuntime{index: index, service: svc, upstreams: ups, limiter: gm, unlisten: unlisten, server: srv, connected: connected}
 	return nil
 }
 
@@ -416,6 +426,7 @@ func (a *App) startMeta() error {
 	if err := index.Reload(ctx); err != nil {
 		a.logger.Warn("meta-tools: some tool sources failed to list; serving the others", zap.Error(err))
 	}
+	rt.connected()
 	return nil
 }
 

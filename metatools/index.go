@@ -44,6 +44,72 @@ type Index struct {
 	snap      atomic.Pointer[snapshot]
 	listeners []func(total int)
 	unlisten  []func() // removes this index's OnChange registrations
+
+	// connecting is closed when the sources' first connection attempts are
+	// over (nil: none were announced); see Connecting.
+	connecting atomic.Pointer[chan struct{}]
+	connected  sync.Once
+}
+
+// DefaultConnectWait is Options.ConnectWait's default.
+const DefaultConnectWait = 5 * time.Second
+
+// Connecting announces sources that are making their first connection
+// (upstream MCP servers a front end starts after building the index): until
+// done is called, meta-tool calls wait for it (up to Options.ConnectWait)
+// instead of answering without those sources' tools. done marks the first
+// attempts over, whether they connected or not (each source's tools join
+// when it connects); Close calls it too. Call Connecting before the index
+// serves requests.
+func (ix *Index) Connecting() (done func()) {
+	ch := make(chan struct{})
+	ix.connecting.Store(&ch)
+	return ix.doneConnecting
+}
+
+func (ix *Index) doneConnecting() {
+	if ch := ix.connecting.Load(); ch != nil {
+		ix.connected.Do(func() { close(*ch) })
+	}
+}
+
+// stillConnecting reports sources announced by Connecting whose first
+// connection attempts are not over yet.
+func (ix *Index) stillConnecting() bool {
+	ch := ix.connecting.Load()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-*ch:
+		return false
+	default:
+		return true
+	}
+}
+
+// awaitConnecting waits until the first connection attempts announced by
+// Connecting are over, up to max or ctx's end; it reports whether they are.
+// Once they are, it costs an atomic load and a closed channel's receive.
+func (ix *Index) awaitConnecting(ctx context.Context, max time.Duration) bool {
+	ch := ix.connecting.Load()
+	if ch == nil {
+		return true
+	}
+	select {
+	case <-*ch:
+		return true
+	default:
+	}
+	t := time.NewTimer(max)
+	defer t.Stop()
+	select {
+	case <-*ch:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 type snapshot struct {
@@ -125,6 +191,7 @@ func (ix *Index) Close() {
 	if ix.closed.Swap(true) {
 		return
 	}
+	ix.doneConnecting()
 	for _, remove := range ix.unlisten {
 		remove()
 	}

@@ -43,6 +43,12 @@ func (s *Service) observe(metaTool string, h mcp.ToolHandler) mcp.ToolHandler {
 			attribute.String("gen_ai.operation.name", "execute_tool"),
 			attribute.String("gen_ai.tool.name", exposed))
 		start := time.Now()
+		// Right after a start or a reload, the upstreams' tools are in the
+		// index only once their first connection is made: wait for it
+		// rather than answer TOOL_NOT_FOUND or search without them.
+		if !s.index.awaitConnecting(ctx, s.opts.ConnectWait) {
+			s.logger.Debug("meta-tool call answered before the upstreams' first connection ended", zap.String("tool", metaTool))
+		}
 		res, err := s.safeCall(ctx, metaTool, h, req)
 		outcome, code := callOutcome(metaTool, res, err)
 		s.opts.Metrics.called(short, outcome, time.Since(start))

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/codemode-gateway/caddy-codemode/internal/tool"
@@ -136,6 +137,11 @@ type Options struct {
 	// RequestContext, when set, gives each meta-tool call the context of
 	// its HTTP request (trace span, request id); see RequestContextFunc.
 	RequestContext RequestContextFunc
+	// ConnectWait bounds how long a meta-tool call that arrives while the
+	// index's sources are still making their first connection (see
+	// Index.Connecting) waits for them before it is answered from the
+	// tools listed so far. Default 5s.
+	ConnectWait time.Duration
 	// ProgressInterval is the shortest time between two
 	// notifications/progress of one meta:execute call whose client sent a
 	// progressToken; default DefaultProgressInterval (250ms).
@@ -165,6 +171,9 @@ func NewService(index *Index, opts *Options) *Service {
 	s := &Service{index: index}
 	if opts != nil {
 		s.opts = *opts
+	}
+	if s.opts.ConnectWait <= 0 {
+		s.opts.ConnectWait = DefaultConnectWait
 	}
 	if s.opts.Naming == "" {
 		s.opts.Naming = NamingSpec
@@ -771,6 +780,11 @@ func (s *Service) callTool(ctx context.Context, name string, input json.RawMessa
 	snap := s.index.snap.Load()
 	idx, ok := snap.byName[name]
 	if !ok {
+		if s.index.stillConnecting() {
+			// Past the wait of observe (or called from a script): the
+			// tool may be an upstream's that has not connected yet.
+			return nil, newError(catalog.CodeUpstreamUnreachable, fmt.Sprintf("tool %q not found while upstream MCP servers are still making their first connection; try again shortly", name))
+		}
 		return nil, newError(CodeNotFound, fmt.Sprintf("tool %q not found; use %s to find available tools", name, s.opts.Naming.ExposedName(MetaSearch)))
 	}
 	if len(input) == 0 || string(input) == "null" {
