@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -81,5 +82,17 @@ func TestStoppedIdleWorkerSkipped(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(m.deaths.WithLabelValues(DeathUnresponsive)); v != 1 {
 		t.Errorf("worker_deaths_total{cause=unresponsive} = %v, want 1", v)
+	}
+}
+
+// BenchmarkProcessActivity is the cost of the look run takes at a worker
+// idle for idleCheckAfter or more before giving it a script (one read of
+// /proc/<pid>/stat); workers in steady use never pay it.
+func BenchmarkProcessActivity(b *testing.B) {
+	pid := os.Getpid()
+	for b.Loop() {
+		if _, _, ok := processActivity(pid); !ok {
+			b.Fatal("cannot read /proc/self/stat")
+		}
 	}
 }
