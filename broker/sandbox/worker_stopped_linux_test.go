@@ -41,6 +41,7 @@ func TestStoppedWorkerNotBlamedOnScript(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, "the worker stopped", func() bool { stopped, _, _ := processActivity(pid); return stopped })
 	res, err := p.Execute(context.Background(), Request{Code: "return 2", Limits: Limits{Timeout: 300 * time.Millisecond}}, h)
 	if err != nil {
 		t.Fatal(err)
@@ -70,6 +71,8 @@ func TestStoppedIdleWorkerSkipped(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// kill returns before the signal has stopped the process.
+	waitFor(t, "the worker stopped", func() bool { stopped, _, _ := processActivity(pid); return stopped })
 	pool := p.(*workerPool)
 	pool.mu.Lock()
 	for w := range pool.all {
