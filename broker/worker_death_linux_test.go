@@ -2,39 +2,19 @@ package broker
 
 import (
 	"os"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/proctest"
 )
 
 // childPIDs lists the processes whose parent is this one (the sandbox's
-// workers), from /proc.
+// workers).
 func childPIDs(t *testing.T) []int {
 	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so split after it.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return proctest.Children(os.Getpid())
 }
 
 // TestToolResultNamesWorkerDeath: a caller-answered call cut short because

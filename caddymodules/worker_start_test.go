@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/proctest"
 )
 
 // caddyBinary builds ./cmd/caddy once per test binary (seconds with a warm
@@ -207,26 +208,7 @@ func (noTools) CallTool(context.Context, sandbox.ToolCall) (json.RawMessage, err
 }
 
 // childPIDs lists the processes whose parent is ppid.
-func childPIDs(ppid int) []int {
-	entries, _ := os.ReadDir("/proc")
-	var kids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(ppid) {
-			kids = append(kids, pid)
-		}
-	}
-	return kids
-}
+func childPIDs(ppid int) []int { return proctest.Children(ppid) }
 
 // processCPU is the CPU time pid's threads have used (schedstat: ns on a
 // CPU).
