@@ -818,6 +818,9 @@ func (x *execution) step() {
 	if x.steps > x.limits.MaxSteps && x.limits.MaxSteps > 0 {
 		x.stepLimit()
 	}
+	if x.mem != nil && x.mem.gate.Load() != nil {
+		x.mem.wait(x)
+	}
 }
 
 // stepLimit interrupts the run at the step past MaxSteps.

@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,9 +24,20 @@ const memoryPollInterval = 5 * time.Millisecond
 // 5 ms) only while a script runs.
 //
 // It reads the live heap the collector measured (/gc/heap/live:bytes), so
-// garbage does not count and a growing heap is seen at most one cycle (one
-// doubling) late. It never forces a collection: a stop-the-world pause
-// would wait for a script's own non-preemptible copy of a huge string.
+// garbage does not count and a growing heap is seen at most one cycle late.
+// A worker paces its collector for its scripts' limits (gcPacer). In
+// process, the gateway's own collector runs when the whole heap doubles,
+// which for a gateway holding hundreds of MiB is many times a script's
+// limit: a 64 MiB script doubling a string (`s += s`, an operator no
+// built-in cap sees) reached 772 MiB live before a cycle measured it, and
+// the copies went on doubling while the cycle ran. So in process, once the
+// heap (garbage included) has grown since the last cycle by more than the
+// lowest limit of the scripts that ran, the watchdog starts a cycle itself
+// on a goroutine of its own and holds every script at its next step (a loop
+// iteration or a function call) until that cycle has been measured: a
+// script is stopped at most one copy past its limit. Scripts that allocate
+// garbage pause for one cycle per limit's worth of allocation; the cycle's
+// pause waits for a script inside a long copy as the gateway's own would.
 type memWatch struct {
 	mu sync.Mutex
 	// active are the scripts running JavaScript now; touched the ones that
@@ -47,10 +60,21 @@ type memWatch struct {
 	// finished since: their part of the next cycle's growth is charged to
 	// no one rather than to the scripts still there.
 	gone time.Duration
-	// heap reads the live heap and the number of finished collector cycles
-	// (readHeap; tests feed their own).
-	heap   func() (live, cycle uint64)
+	// heap reads the runtime (readHeap; tests feed their own).
+	heap   func() heapReading
 	sample []metrics.Sample
+	// collect runs a collector cycle (runtime.GC; tests run their own).
+	collect func()
+	// gate, while an early cycle runs, holds the scripts at their next step
+	// (wait): closed when the cycle has been measured.
+	gate atomic.Pointer[chan struct{}]
+}
+
+// heapReading is what the watchdog reads of the runtime.
+type heapReading struct {
+	live  uint64 // live heap the last finished cycle measured
+	cycle uint64 // finished collector cycles
+	inUse uint64 // heap objects now, garbage not yet swept included
 }
 
 func newMemWatch() *memWatch {
@@ -58,16 +82,18 @@ func newMemWatch() *memWatch {
 		active:  make(map[*execution]struct{}),
 		all:     make(map[*execution]struct{}),
 		touched: make(map[*execution]struct{}),
-		sample:  []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}},
+		sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"},
+			{Name: "/memory/classes/heap/objects:bytes"}},
+		collect: runtime.GC,
 	}
 	m.heap = m.readHeap
 	return m
 }
 
 // readHeap reads the runtime's figures (m.mu held).
-func (m *memWatch) readHeap() (live, cycle uint64) {
+func (m *memWatch) readHeap() heapReading {
 	metrics.Read(m.sample)
-	return m.sample[0].Value.Uint64(), m.sample[1].Value.Uint64()
+	return heapReading{live: m.sample[0].Value.Uint64(), cycle: m.sample[1].Value.Uint64(), inUse: m.sample[2].Value.Uint64()}
 }
 
 // begin marks x as running JavaScript.
@@ -90,10 +116,10 @@ func (m *memWatch) beginLocked(x *execution, now time.Time) (fresh bool) {
 	if m.running && !fresh {
 		return false
 	}
-	live, cycle := m.heap()
+	h := m.heap()
 	if !m.running {
 		m.running = true
-		m.live, m.cycle = live, cycle
+		m.live, m.cycle = h.live, h.cycle
 		go m.loop()
 	}
 	if fresh {
@@ -104,7 +130,7 @@ func (m *memWatch) beginLocked(x *execution, now time.Time) (fresh bool) {
 		// watchdog saw last is often a cycle behind (its 5 ms samples
 		// lag a collector that the script before drove hard), which
 		// charged the new script for the cycle in progress.
-		x.memAcct.started, x.memAcct.fromCycle = true, cycle+2
+		x.memAcct.started, x.memAcct.fromCycle = true, h.cycle+2
 	}
 	return fresh
 }
@@ -159,10 +185,19 @@ func (m *memWatch) tick(now time.Time) bool {
 		m.running, m.gone = false, 0
 		return false
 	}
-	live, cycle := m.heap()
-	if cycle == m.cycle {
-		return true
+	h := m.heap()
+	if h.cycle != m.cycle {
+		m.observeLocked(h, now)
+	} else if m.pacer == nil {
+		m.collectEarlyLocked(h.inUse)
 	}
+	return true
+}
+
+// observeLocked charges the growth a finished cycle measured to the
+// scripts that ran since the one before (m.mu held).
+func (m *memWatch) observeLocked(h heapReading, now time.Time) {
+	live, cycle := h.live, h.cycle
 	delta := float64(int64(live - m.live))
 	m.live, m.cycle = live, cycle
 	total := m.gone
@@ -212,7 +247,49 @@ func (m *memWatch) tick(now time.Time) bool {
 			delete(m.touched, x)
 		}
 	}
-	return true
+}
+
+// collectEarlyLocked starts a collector cycle when the heap has grown since
+// the last one by more than the lowest limit of the scripts that ran since,
+// and closes the gate until the cycle has been measured (see memWatch).
+// m.mu held.
+func (m *memWatch) collectEarlyLocked(inUse uint64) {
+	if m.gate.Load() != nil || inUse <= m.live {
+		return
+	}
+	var low int64
+	for x := range m.touched {
+		if l := x.limits.MemoryBytes; l > 0 && (low == 0 || l < low) {
+			low = l
+		}
+	}
+	if low == 0 || inUse-m.live <= uint64(low) {
+		return
+	}
+	gate := make(chan struct{})
+	m.gate.Store(&gate)
+	go func() {
+		defer close(gate)
+		m.collect()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.gate.Store(nil)
+		if h := m.heap(); h.cycle != m.cycle {
+			m.observeLocked(h, time.Now())
+		}
+	}()
+}
+
+// wait holds a script at its next step while the watchdog measures a heap
+// that grew past a limit (see memWatch); a stopped script goes on to see
+// its interrupt.
+func (m *memWatch) wait(x *execution) {
+	if gate := m.gate.Load(); gate != nil {
+		select {
+		case <-*gate:
+		case <-x.stopCh:
+		}
+	}
 }
 
 // memShare is an execution's account with the watchdog (guarded by
