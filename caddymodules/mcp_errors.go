@@ -190,6 +190,13 @@ func (h *MCPHandler) legacyPrecheck(w http.ResponseWriter, r *http.Request) bool
 	}
 	msg, ok := peekJSONRPC(r)
 	if !ok {
+		// Only a body within the size and nesting bounds is decoded.
+		if pb := r.Body.(*peekedBody); !pb.ok {
+			return true
+		} else if heads, batch, _ := pb.readHeads(); batch && initializeInBatch(heads) {
+			writeJSONRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, batchedInitializeMessage, nil)
+			return false
+		}
 		return true // not one JSON object (a batch, or malformed): the go-sdk answers
 	}
 	switch {
@@ -215,6 +222,26 @@ func (h *MCPHandler) legacyPrecheck(w http.ResponseWriter, r *http.Request) bool
 	}
 	return true
 }
+
+// initializeInBatch reports whether heads, a batch's messages, hold an
+// initialize, which revision 2025-03-26 (the one with batches) says "MUST
+// NOT be part of a JSON-RPC batch". The go-sdk opened a session for one,
+// outside the session limits (counted at a lone initialize), and answered
+// one in a session with code 0; the batch is refused whole, as the go-sdk
+// refuses other invalid batches.
+func initializeInBatch(heads []rpcHead) bool {
+	for _, h := range heads {
+		var method string
+		if len(h.Method) > 0 && sdkjson.Unmarshal(h.Method, &method) == nil && method == "initialize" {
+			return true
+		}
+	}
+	return false
+}
+
+// batchedInitializeMessage is the answer to a batch initializeInBatch
+// refuses.
+const batchedInitializeMessage = "invalid request: initialize must not be part of a JSON-RPC batch; send it alone"
 
 // initializeParamsProblem says which field of initialize params (a JSON
 // object) has a type the go-sdk cannot decode, or "" when none has. The

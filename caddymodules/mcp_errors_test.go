@@ -505,3 +505,52 @@ func TestNestsDeeperIsTheGoSDKsRule(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPBatchedInitialize: revision 2025-03-26, the one with batches,
+// says initialize "MUST NOT be part of a JSON-RPC batch". The go-sdk
+// opened a session for one outside the session limits (the gateway counts
+// a session at a lone initialize), so batches of one initialize opened any
+// number of them, and answered one in a session with code 0, which
+// JSON-RPC does not define. The batch is refused whole, as other invalid
+// batches are (400, -32600, no session), over HTTP and stdio.
+func TestMCPBatchedInitialize(t *testing.T) {
+	port := freePort(t)
+	startCaddy(t, mcpCaddyConfig(port, map[string]any{}))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	initialize := func(id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, id)
+	}
+	status, sid, body := rawMCP(t, url, nil, initialize(1))
+	if status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q %s", status, sid, body)
+	}
+	inSession := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-03-26"}
+	rawMCP(t, url, inSession, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, tc := range []struct {
+		name   string
+		header map[string]string
+		body   string
+	}{
+		{"alone, no session", nil, "[" + initialize(2) + "]"},
+		{"with a ping, no session", nil, `[{"jsonrpc":"2.0","id":"p","method":"ping"},` + initialize(3) + "]"},
+		{"in a session", inSession, "[" + initialize(4) + "]"},
+	} {
+		for range 3 { // none opens a session, however many
+			status, newSID, body := rawMCP(t, url, tc.header, tc.body)
+			var msg struct {
+				ID    json.RawMessage `json:"id"`
+				Error *struct {
+					Code int `json:"code"`
+				} `json:"error"`
+			}
+			if status != http.StatusBadRequest || newSID != "" || json.Unmarshal([]byte(body), &msg) != nil ||
+				msg.Error == nil || msg.Error.Code != -32600 || string(msg.ID) != "null" || !strings.Contains(body, "batch") {
+				t.Fatalf("%s: %d session %q %s, want 400 -32600 with id null and no session", tc.name, status, newSID, body)
+			}
+		}
+	}
+	// The client's one session was neither replaced nor closed.
+	if status, _, body := rawMCP(t, url, inSession, `{"jsonrpc":"2.0","id":9,"method":"ping"}`); status != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Fatalf("ping in the session: %d %s", status, body)
+	}
+}

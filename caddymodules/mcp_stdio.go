@@ -263,6 +263,12 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int, c
 				reply = rpcError(nil, rpcInvalidRequest, badIDMessage)
 				break
 			}
+			if batch {
+				if heads, _, _ := readHeads(msg); initializeInBatch(heads) {
+					reply = rpcError(nil, rpcInvalidRequest, batchedInitializeMessage)
+					break
+				}
+			}
 			if id, problem := initializeProblem(msg); problem != "" {
 				reply = rpcError(id, rpcInvalidParams, "invalid params: initialize: "+problem)
 				break

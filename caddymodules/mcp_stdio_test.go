@@ -85,6 +85,11 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	wantError(`not json {`, -32700, "null")
 	wantError(`{"id": 7, "method": "initialize"}`, -32600, "7") // no "jsonrpc": "2.0"
 	wantError(`[]`, -32600, "null")
+	// initialize "MUST NOT be part of a JSON-RPC batch" (2025-03-26): the
+	// batch is refused whole, before and after the handshake (the go-sdk
+	// opened the session, then answered a second one with code 0).
+	batchedInit := `[{"jsonrpc":"2.0","id":6,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}]`
+	wantError(batchedInit, -32600, "null")
 	// A call before initialize: the go-sdk's own answer had code 0.
 	wantError(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, -32600, "9")
 	wantError(`{"jsonrpc":"2.0","id":8,"method":"x","params":"`+strings.Repeat("a", 5000)+`"}`, -32600, "null")
@@ -99,6 +104,7 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 		t.Fatalf("initialize after bad lines: %+v", r)
 	}
 	wantError(`{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, -32600, "5")
+	wantError(batchedInit, -32600, "null")
 	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n\n"); err != nil {
 		t.Fatal(err)
 	}
