@@ -252,6 +252,9 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	if h.unsupportedVersion(w, r) || refuseBadID(w, r) {
 		return nil
 	}
+	if pb, ok := r.Body.(*peekedBody); ok && pb.ok {
+		mw.body = pb // kept: the go-sdk replaces r.Body
+	}
 	modern, id := h.isModern(r)
 	switch {
 	case modern && h.modern != nil:
@@ -263,7 +266,7 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 			return nil
 		}
 		if pb, ok := r.Body.(*peekedBody); ok && pb.ok {
-			mw.body = pb
+			mw.body = pb // legacyPrecheck may have peeked it first
 		}
 		h.serveLegacy(mw, r, mcpClientKey(who.UserID, who.TenantID, who.ClientIP))
 	case r.Method != http.MethodPost:

@@ -165,6 +165,11 @@ func (w *mcpWriter) finish(logger *zap.Logger, r *http.Request, requestID string
 	case w.status == http.StatusBadRequest && (strings.HasPrefix(msg, "malformed payload") || strings.HasPrefix(msg, "failed to read body") ||
 		strings.HasPrefix(msg, "POST requires a non-empty body")):
 		code = rpcParseError
+		if w.body != nil && strings.HasPrefix(msg, "malformed payload") && json.Valid(w.body.buf) {
+			// JSON, but no message or batch of them: JSON-RPC's Invalid
+			// Request, as over stdio, not a Parse error.
+			code, msg = rpcInvalidRequest, invalidMessage(w.body.buf, msg)
+		}
 	case w.status == http.StatusNotFound:
 		code = rpcSessionNotFound
 		msg = "session not found: it ended, expired or its gateway is gone; send initialize without Mcp-Session-Id to start a new one"
@@ -242,6 +247,25 @@ func initializeInBatch(heads []rpcHead) bool {
 // batchedInitializeMessage is the answer to a batch initializeInBatch
 // refuses.
 const batchedInitializeMessage = "invalid request: initialize must not be part of a JSON-RPC batch; send it alone"
+
+// invalidMessage is the -32600 message for buf, JSON that is no JSON-RPC
+// message or batch of them, which the go-sdk's decoder refused with cause:
+// what is wrong in JSON-RPC's words, where cause names the decoder's Go
+// types ("into Go value of type jsonrpc2.wireDecode").
+func invalidMessage(buf []byte, cause string) string {
+	t := bytes.TrimSpace(buf)
+	batch := len(t) > 0 && t[0] == '['
+	const want = `an object with "jsonrpc": "2.0" and a string "method" (a request or notification) or a "result" or "error" (a response)`
+	switch {
+	case batch && bytes.Equal(bytes.Join(bytes.Fields(t), nil), []byte("[]")):
+		return "invalid request: an empty batch"
+	case strings.Contains(cause, "version tag"):
+		return `invalid request: "jsonrpc" must be "2.0"`
+	case batch:
+		return "invalid request: every message of a batch must be " + want
+	}
+	return "invalid request: a message must be " + want
+}
 
 // initializeParamsProblem says which field of initialize params (a JSON
 // object) has a type the go-sdk cannot decode, or "" when none has. The

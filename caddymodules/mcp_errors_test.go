@@ -47,6 +47,18 @@ func TestMCPProtocolErrors(t *testing.T) {
 		{"a batch nested 4 million deep", "POST", `[{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + strings.Repeat("{\"a\":", 4<<20/5-64), nil, 400, -32700},
 		{"nested 1001 deep", "POST", `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":` + strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + "}}", nil, 400, -32700},
 		{"unknown protocol version header", "POST", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Mcp-Protocol-Version": "1999-01-01"}, 400, -32600},
+		// JSON that is no JSON-RPC message is JSON-RPC's Invalid Request,
+		// as over stdio; the go-sdk answered Parse error, naming its Go
+		// types ("jsonrpc2.wireDecode").
+		{"empty batch", "POST", `[]`, nil, 400, -32600},
+		{"empty batch of 2026-07-28", "POST", `[]`, map[string]string{"Mcp-Protocol-Version": "2026-07-28"}, 400, -32600},
+		{"a batch of a number", "POST", `[1]`, nil, 400, -32600},
+		{"a batch of an empty object", "POST", `[{}]`, nil, 400, -32600},
+		{"a string", "POST", `"ping"`, nil, 400, -32600},
+		{"null", "POST", `null`, nil, 400, -32600},
+		{"no jsonrpc version", "POST", `{"id":1,"method":"ping"}`, nil, 400, -32600},
+		{"jsonrpc 1.0", "POST", `{"jsonrpc":"1.0","id":1,"method":"ping"}`, nil, 400, -32600},
+		{"method a number", "POST", `{"jsonrpc":"2.0","id":1,"method":5}`, nil, 400, -32600},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, b := mcpRequest(t, tc.method, url, tc.header, strings.NewReader(tc.body))
@@ -61,6 +73,9 @@ func TestMCPProtocolErrors(t *testing.T) {
 			if resp.StatusCode != tc.status || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
 				json.Unmarshal(b, &msg) != nil || msg.JSONRPC != "2.0" || msg.Error == nil || msg.Error.Code != tc.code || msg.Error.Message == "" {
 				t.Fatalf("%d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+			}
+			if strings.Contains(msg.Error.Message, "Go value") || strings.Contains(msg.Error.Message, "jsonrpc2.") {
+				t.Errorf("the message names Go types: %s", msg.Error.Message)
 			}
 			if resp.Header.Get("X-Request-Id") == "" {
 				t.Error("no X-Request-Id")

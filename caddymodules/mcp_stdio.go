@@ -255,7 +255,7 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int, c
 				if !json.Valid(msg) {
 					reply = rpcError(nil, rpcParseError, "Parse error: the line is not JSON")
 				} else {
-					reply = rpcError(requestID(msg), rpcInvalidRequest, "Invalid Request: "+bad.Error())
+					reply = rpcError(requestID(msg), rpcInvalidRequest, invalidMessage(msg, bad.Error()))
 				}
 				break
 			}

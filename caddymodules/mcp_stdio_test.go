@@ -85,6 +85,13 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	wantError(`not json {`, -32700, "null")
 	wantError(`{"id": 7, "method": "initialize"}`, -32600, "7") // no "jsonrpc": "2.0"
 	wantError(`[]`, -32600, "null")
+	// Its message says what is wrong in JSON-RPC's words: the go-sdk's
+	// named its Go types ("jsonrpc2.wireDecode").
+	for _, line := range []string{`[1]`, `"ping"`, `{"jsonrpc":"2.0","id":3,"method":5}`} {
+		if r := send(line); r.Error == nil || r.Error.Code != -32600 || strings.Contains(r.Error.Message, "Go value") || strings.Contains(r.Error.Message, "jsonrpc2.") {
+			t.Fatalf("%s: %+v, want -32600 without Go type names", line, r.Error)
+		}
+	}
 	// initialize "MUST NOT be part of a JSON-RPC batch" (2025-03-26): the
 	// batch is refused whole, before and after the handshake (the go-sdk
 	// opened the session, then answered a second one with code 0).
