@@ -250,6 +250,18 @@ func TestMCPUnknownMethod(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, `"id":8`) || strings.Contains(body, `"error"`) {
 		t.Fatalf("ping after: %d %s", status, body)
 	}
+	// Revision 2026-07-28 alike: an unknown request is 404 -32601 with its
+	// id (the revision's answer), an unknown notification is accepted and
+	// ignored (it was 400 -32601 with id null, answering a notification).
+	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "no/such/method"}
+	status, _, body = rawMCP(t, url, modern, `{"jsonrpc":"2.0","id":"req-9","method":"no/such/method","params":{`+modernMeta+`}}`)
+	if status != http.StatusNotFound || !strings.Contains(body, `"id":"req-9"`) || !strings.Contains(body, `-32601`) {
+		t.Fatalf("2026-07-28 unknown request: %d %s, want 404 -32601 for id req-9", status, body)
+	}
+	modern["Mcp-Method"] = "notifications/no_such_thing"
+	if status, _, body = rawMCP(t, url, modern, `{"jsonrpc":"2.0","method":"notifications/no_such_thing","params":{`+modernMeta+`}}`); status != http.StatusAccepted || body != "" {
+		t.Fatalf("2026-07-28 unknown notification: %d %q, want an empty 202", status, body)
+	}
 }
 
 // TestInitializeParamsProblem: the check refuses exactly what the go-sdk
