@@ -83,6 +83,8 @@ type workerInput struct {
 	small []byte
 	fr    frameReader
 	err   error
+	// reads counts the pipe's reads (tests).
+	reads uint64
 }
 
 const inputBufferBytes = 64 << 10
@@ -291,7 +293,7 @@ func (wi *workerInput) look() {
 // turn is one turn of the serve loop; true ends it.
 func (wi *workerInput) turn() bool {
 	if wi.mu.TryLock() || wi.missedTurn() {
-		wi.drain()
+		wi.drain(false)
 		wi.release()
 	}
 	return wi.failed.Load()
@@ -314,7 +316,7 @@ func (wi *workerInput) poll() {
 		yield()
 		return
 	}
-	got := wi.drain()
+	got := wi.drain(true)
 	wi.release()
 	if !got {
 		yield()
@@ -337,7 +339,7 @@ func (wi *workerInput) release() {
 			return
 		}
 		wi.mu.Lock()
-		wi.drain()
+		wi.drain(false)
 	}
 }
 
@@ -351,8 +353,21 @@ func (wi *workerInput) failure() error {
 
 // drain reads until the pipe is empty and dispatches every whole frame;
 // got reports whether it read anything. It stops at the first error.
-func (wi *workerInput) drain() (got bool) {
+//
+// With once (a script's poll), a read that filled less than the room it
+// was given ends it after the frames it completed are dispatched: the
+// pipe was empty then (a pipe's read returns what it holds, up to the
+// room), so the read that would find it empty is skipped. It was on the
+// path of every awaited call (the script resumes only when drain
+// returns). Bytes that arrive later are read by the script's next poll,
+// or, once it gives the input back, by the serve loop, whose events
+// report what the pipe holds then (see giveBack and look), as for bytes
+// that arrive just after a read that found the pipe empty. The serve
+// loop's own turns always read until the pipe is empty: it waits only
+// after such a read (see workerInput).
+func (wi *workerInput) drain(once bool) (got bool) {
 	defer wi.failOnPanic()
+	emptied := false
 	for wi.err == nil {
 		for wi.err == nil {
 			m, err := wi.next()
@@ -368,6 +383,10 @@ func (wi *workerInput) drain() (got bool) {
 				return got
 			}
 		}
+		if emptied {
+			return got
+		}
+		room := len(wi.buf) - wi.w
 		n, errno := wi.tryRead(wi.buf[wi.w:])
 		switch {
 		case errno == syscall.EAGAIN:
@@ -383,6 +402,7 @@ func (wi *workerInput) drain() (got bool) {
 		default:
 			wi.w += n
 			got = true
+			emptied = once && n < room
 		}
 	}
 	return got
@@ -449,6 +469,7 @@ func (wi *workerInput) tryRead(b []byte) (int, syscall.Errno) {
 	if wi.closed {
 		return 0, syscall.EBADF
 	}
+	wi.reads++
 	for {
 		r, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(wi.raw), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		if e != syscall.EINTR {

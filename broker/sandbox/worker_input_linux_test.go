@@ -153,7 +153,7 @@ func TestWorkerInputErrorFoundByScript(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(10 * time.Millisecond)
-			wi.drain()
+			wi.drain(true)
 			wi.release()
 			select {
 			case err := <-done:
@@ -378,6 +378,44 @@ func TestWorkerInputUnwatchedWhileScriptPolls(t *testing.T) {
 	wi.giveBack()
 	waitFor(t, "the serve loop to watch the pipe again", func() bool { return pipeWatched(t, w) })
 	writeExpectServed(t, w, served, 51, "a frame written after the input was given back")
+	closeExpectEOF(t, w, done)
+}
+
+// TestWorkerInputPollReadsOnce: a polling script's read that finds a whole
+// result (less than the room it gave) ends its poll, without the read
+// that would find the pipe empty (it was on every awaited call's path);
+// the frame is dispatched, and one written afterwards is read by the
+// next poll.
+func TestWorkerInputPollReadsOnce(t *testing.T) {
+	wi, w, served, done := inputUnderTest(t, 64<<10)
+	wi.period = time.Hour // no watch: the script keeps the input
+	wi.poll()
+	waitFor(t, "the serve loop to stop watching the pipe", func() bool { return !pipeWatched(t, w) })
+	reads := func() uint64 {
+		wi.mu.Lock()
+		defer wi.mu.Unlock()
+		return wi.reads
+	}
+	for i := uint64(1); i <= 20; i++ {
+		if _, err := w.Write(resultFrame(t, i, "1")); err != nil {
+			t.Fatal(err)
+		}
+		before := reads()
+		wi.poll()
+		select {
+		case got := <-served:
+			if got != i {
+				t.Fatalf("dispatched %d, want %d", got, i)
+			}
+		default:
+			t.Fatalf("frame %d, written before the poll, was not dispatched by it", i)
+		}
+		if n := reads() - before; n != 1 {
+			t.Fatalf("the poll that read frame %d read the pipe %d times, want 1", i, n)
+		}
+	}
+	wi.giveBack()
+	writeExpectServed(t, w, served, 21, "a frame written after the input was given back")
 	closeExpectEOF(t, w, done)
 }
 

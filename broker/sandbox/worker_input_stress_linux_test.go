@@ -111,7 +111,7 @@ func TestWorkerInputHangUpInEveryState(t *testing.T) {
 				for i := 0; i < 1000 && !wi.missed.Load(); i++ {
 					time.Sleep(10 * time.Microsecond)
 				}
-				wi.drain()
+				wi.drain(true)
 				wi.release()
 			}
 		}},
