@@ -235,9 +235,13 @@ func (fw *frameWriter) encodeMsg(m *wireMsg) (b []byte, framed bool, err error) 
 		binary.BigEndian.PutUint32(b, uint32(n))
 	}
 	if n > fw.max {
-		return nil, false, &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("%s message of %d bytes exceeds the limit of %d bytes", m.T, n, fw.max)}
+		return nil, false, fw.tooLarge(m, n)
 	}
 	return b, framed, nil
+}
+
+func (fw *frameWriter) tooLarge(m *wireMsg, n int) error {
+	return &protocolError{Code: CodeMessageTooLarge, Msg: fmt.Sprintf("%s message of %d bytes exceeds the limit of %d bytes", m.T, n, fw.max)}
 }
 
 // appendFrame appends body to b as one frame.
@@ -260,6 +264,14 @@ func (fw *frameWriter) appendLocked(b []byte, framed bool) {
 // A tool call's frame is written from the buffer it was encoded in when
 // nothing is queued: a large result or input is not copied again.
 func (fw *frameWriter) write(m *wireMsg) error {
+	fw.mu.Lock()
+	if fw.queued == 0 {
+		if done, err := fw.writeFastLocked(m); done {
+			fw.mu.Unlock()
+			return err
+		}
+	}
+	fw.mu.Unlock()
 	b, framed, err := fw.encodeMsg(m)
 	if err != nil {
 		return err
@@ -272,6 +284,32 @@ func (fw *frameWriter) write(m *wireMsg) error {
 	}
 	fw.appendLocked(b, framed)
 	return fw.flushLocked()
+}
+
+// writeFastLocked writes m, a tool call's frame (appendFast's), when
+// nothing is queued, encoded in the writer's own buffer (empty then), which
+// it keeps for the next frame unless it grew past maxQueuedBytes: no
+// buffer is made per frame. done is false, with nothing written, for any
+// other message (write encodes it as usual).
+func (fw *frameWriter) writeFastLocked(m *wireMsg) (done bool, err error) {
+	b := fw.buf[:0]
+	if need := frameHeader + 64 + len(m.Name) + len(m.CallID) + len(m.Input) + len(m.Data); cap(b) < need {
+		b = make([]byte, 0, need)
+	}
+	b, ok := appendFast(append(b, 0, 0, 0, 0), m)
+	if cap(b) <= maxQueuedBytes {
+		fw.buf = b[:0]
+	}
+	if !ok {
+		return false, nil
+	}
+	n := len(b) - frameHeader
+	if n > fw.max {
+		return true, fw.tooLarge(m, n)
+	}
+	binary.BigEndian.PutUint32(b, uint32(n))
+	_, err = fw.w.Write(b)
+	return true, err
 }
 
 // queue encodes m and queues it for the next write (see frameWriter). Only
@@ -336,6 +374,10 @@ type frameReader struct {
 	// frames by hand (decodeCallFast, exact): set by the parent.
 	fastResults bool
 	fastCalls   bool
+	// lastName is the tool name of the last call frame decoded: a
+	// script's calls mostly name the same tools, so the string is reused
+	// rather than made anew per call.
+	lastName string
 }
 
 // buffered is how many bytes of later frames were read already (0 when
@@ -406,7 +448,7 @@ func (fr *frameReader) decodeBody(body []byte, own bool) (*wireMsg, error) {
 			m, ok = decodeExecFast(body)
 		}
 	case fr.fastCalls:
-		m, ok = decodeCall(body, own)
+		m, ok = decodeCall(body, own, &fr.lastName)
 	}
 	if !ok {
 		m = new(wireMsg)

@@ -173,11 +173,13 @@ func cutUint(b []byte) (n uint64, rest []byte, ok bool) {
 // other body, which the caller decodes with encoding/json. The parent uses
 // it on what a worker sends (FuzzDecodeCallFast holds it to that). Strings
 // and input are copied (the body's buffer is reused).
-func decodeCallFast(body []byte) (_ *wireMsg, ok bool) { return decodeCall(body, false) }
+func decodeCallFast(body []byte) (_ *wireMsg, ok bool) { return decodeCall(body, false, nil) }
 
 // decodeCall is decodeCallFast; with inPlace the input is not copied but
-// kept in body, which the caller gives up.
-func decodeCall(body []byte, inPlace bool) (_ *wireMsg, ok bool) {
+// kept in body, which the caller gives up. names, when not nil, is the tool
+// name of the caller's previous call frame: the message takes that string
+// when the name is the same, and names becomes this frame's name.
+func decodeCall(body []byte, inPlace bool, names *string) (_ *wireMsg, ok bool) {
 	id, call, rest, ok := cutIDs(body, `{"t":"call","id":`)
 	if !ok {
 		return nil, false
@@ -204,7 +206,17 @@ func decodeCall(body []byte, inPlace bool) (_ *wireMsg, ok bool) {
 	if !inPlace {
 		input = append([]byte(nil), input...)
 	}
-	return &wireMsg{T: msgCall, ID: id, Call: call, Name: string(name), CallID: string(callID),
+	var nameText string
+	switch {
+	case names == nil:
+		nameText = string(name)
+	case *names == string(name):
+		nameText = *names
+	default:
+		nameText = string(name)
+		*names = nameText
+	}
+	return &wireMsg{T: msgCall, ID: id, Call: call, Name: nameText, CallID: string(callID),
 		Input: input, checked: true}, true
 }
 

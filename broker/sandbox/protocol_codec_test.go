@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestAppendFastAsEncodingJSON: the hand-written encoder writes the frames
@@ -376,4 +377,43 @@ func FuzzDecodeExecFast(f *testing.F) {
 		m, ok := decodeExecFast(body)
 		checkExecFast(t, body, m, ok)
 	})
+}
+
+// TestDecodeCallReusesTheToolName: the parent's reader keeps the last
+// call's tool name, and a call of the same tool takes that string instead
+// of a new one (one allocation fewer per call); another name replaces it.
+func TestDecodeCallReusesTheToolName(t *testing.T) {
+	body := []byte(`{"t":"call","id":3,"call":9,"name":"echo","callId":"19","input":{"i":1}}`)
+	var names string
+	m, ok := decodeCall(body, false, &names)
+	if !ok || m.Name != "echo" || names != "echo" {
+		t.Fatalf("decoded %+v %v, remembered %q", m, ok, names)
+	}
+	again, _ := decodeCall(body, false, &names)
+	if unsafe.StringData(again.Name) != unsafe.StringData(m.Name) {
+		t.Fatal("the same tool name was made anew")
+	}
+	other, ok := decodeCall([]byte(`{"t":"call","id":3,"call":10,"name":"sum","input":[1]}`), false, &names)
+	if !ok || other.Name != "sum" || names != "sum" || m.Name != "echo" {
+		t.Fatalf("another tool: %+v %v, remembered %q, first %q", other, ok, names, m.Name)
+	}
+	fresh := testing.AllocsPerRun(100, func() { decodeCall(body, false, nil) })
+	names = "echo"
+	kept := testing.AllocsPerRun(100, func() { decodeCall(body, false, &names) })
+	if kept != fresh-1 {
+		t.Fatalf("%v allocations with the name kept, %v without, want one fewer", kept, fresh)
+	}
+}
+
+// BenchmarkDecodeCall: the parent's decoding of a small call frame of the
+// tool it decoded last (every awaited call).
+func BenchmarkDecodeCall(b *testing.B) {
+	body := []byte(`{"t":"call","id":3,"call":9,"name":"echo","callId":"19","input":{"i":1}}`)
+	names := "echo"
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, ok := decodeCall(body, false, &names); !ok {
+			b.Fatal("not decoded")
+		}
+	}
 }

@@ -272,3 +272,74 @@ func TestFrameWriterQueue(t *testing.T) {
 		t.Fatalf("a full queue was not written: %d writes", len(chunks))
 	}
 }
+
+// TestFrameWriterReusesItsBuffer: a tool call's frame written with nothing
+// queued (a result, on every awaited call) is encoded in the writer's own
+// buffer, kept for the next one: no allocation per frame. A frame larger
+// than maxQueuedBytes is written whole but its buffer is not kept, and one
+// over the limit is refused with nothing written.
+func TestFrameWriterReusesItsBuffer(t *testing.T) {
+	var l writeLog
+	fw := &frameWriter{w: io.Discard, max: 1 << 20}
+	m := &wireMsg{T: msgResult, ID: 7, Call: 1, Data: json.RawMessage(`{"i":1}`), checked: true}
+	if n := testing.AllocsPerRun(100, func() {
+		m.Call++
+		if err := fw.write(m); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per result frame, want 0", n)
+	}
+
+	fw.w = &l
+	big := json.RawMessage(`"` + strings.Repeat("x", maxQueuedBytes+10) + `"`)
+	sent := []*wireMsg{
+		{T: msgResult, ID: 7, Call: 1, Data: json.RawMessage(`1`), checked: true},
+		{T: msgResult, ID: 7, Call: 2, Data: big, checked: true},
+		{T: msgCall, ID: 7, Call: 3, Name: "echo", CallID: "3", Input: json.RawMessage(`{"a":2}`), checked: true},
+	}
+	for _, m := range sent {
+		if err := fw.write(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := cap(fw.buf); c > maxQueuedBytes {
+		t.Fatalf("the writer kept a buffer of %d bytes", c)
+	}
+	var pe *protocolError
+	if err := fw.write(&wireMsg{T: msgCall, ID: 7, Call: 4, Name: "echo", Input: json.RawMessage(`"` + strings.Repeat("y", 1<<20) + `"`), checked: true}); !errors.As(err, &pe) || pe.Code != CodeMessageTooLarge {
+		t.Fatalf("oversized call: %v", err)
+	}
+	if err := fw.write(&wireMsg{T: msgResult, ID: 7, Call: 5, Data: json.RawMessage(`5`), checked: true}); err != nil {
+		t.Fatal(err)
+	}
+	sent = append(sent, &wireMsg{T: msgResult, ID: 7, Call: 5, Data: json.RawMessage(`5`)})
+	chunks := l.snapshot()
+	if len(chunks) != len(sent) {
+		t.Fatalf("%d writes, want %d (the oversized call must write nothing)", len(chunks), len(sent))
+	}
+	for i, chunk := range chunks {
+		ms := chunkFrames(t, chunk)
+		a, _ := json.Marshal(sent[i])
+		if len(ms) != 1 {
+			t.Fatalf("write %d holds %d frames", i, len(ms))
+		}
+		if b, _ := json.Marshal(ms[0]); !bytes.Equal(a, b) {
+			t.Fatalf("frame %d: got %.200s, want %.200s", i, b, a)
+		}
+	}
+}
+
+// BenchmarkFrameWriterResult: the parent's write of a small result frame
+// (every awaited call), to a writer that discards it.
+func BenchmarkFrameWriterResult(b *testing.B) {
+	fw := &frameWriter{w: io.Discard, max: 1 << 20}
+	m := &wireMsg{T: msgResult, ID: 7, Data: json.RawMessage(`{"i":1}`), checked: true}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		m.Call = uint64(i + 1)
+		if err := fw.write(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
