@@ -300,6 +300,9 @@ type BM25 struct {
 	// after "?" or "#" ("/{Bucket}#versioning": versioning), which tell
 	// apart calls of one path.
 	queryKeys [][]string
+	// queryPairs are the literal keys and values of that query part (see
+	// queryPairsOf).
+	queryPairs [][]string
 	// itemPath says whether a tool reads one thing of a collection: a GET
 	// whose path ends in a parameter, not named or summarised as a list.
 	itemPath []bool
@@ -436,7 +439,7 @@ func NewBM25(docs []Doc) *BM25 {
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
 		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), switches: make([]int8, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headIdx: make([]int32, n), headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
-		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n), queryKeys: make([][]string, n), itemPath: make([]bool, n), listPath: make([]bool, n)}
+		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n), queryKeys: make([][]string, n), queryPairs: make([][]string, n), itemPath: make([]bool, n), listPath: make([]bool, n)}
 	headNums := map[string]int32{}
 	for i, d := range docs {
 		var body []string
@@ -508,6 +511,7 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		p, q := splitPathQuery(d.Path)
 		ix.paths[i], ix.methods[i], ix.queryKeys[i] = pathSegments(p), strings.ToUpper(d.Method), queryKeysOf(q)
+		ix.queryPairs[i] = queryPairsOf(q)
 		// A query part names a sub-resource of what the path ends in
 		// ("GET /{Bucket}?tagging" reads the bucket's tags): the path ends
 		// in it, not in the parameter.

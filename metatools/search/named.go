@@ -58,9 +58,10 @@ func pathSegments(p string) []string {
 // method, or with a template's placeholder.
 //
 // keys are the keys of the path's query part ("?versioning",
-// "?uploadId=7"), and the root path "/" is a path after an HTTP method
-// ("GET /").
-func requestPath(w string, relative bool) (segs, keys []string, ok bool) {
+// "?uploadId=7"), pairs its keys with their values (see queryPairsOf), and
+// the root path "/" is a path after an HTTP method ("GET /"), or with a
+// query part ("/#X-Amz-Target=Service.GetUser", an RPC-style call).
+func requestPath(w string, relative bool) (segs, keys, pairs []string, ok bool) {
 	if relative && !strings.HasPrefix(w, "/") && strings.Contains(w, "/") && !strings.Contains(w, "://") {
 		w = "/" + w
 	}
@@ -68,20 +69,20 @@ func requestPath(w string, relative bool) (segs, keys []string, ok bool) {
 	case strings.HasPrefix(w, "http://") || strings.HasPrefix(w, "https://"):
 		u, err := url.Parse(w)
 		if err != nil || u.Path == "" {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
-		w, keys = u.Path, queryKeysOf(u.RawQuery)
+		w, keys, pairs = u.Path, queryKeysOf(u.RawQuery), queryPairsOf(u.RawQuery)
 	case strings.HasPrefix(w, "/") && len(w) > 1:
 		var q string
 		w, q = splitPathQuery(w)
-		keys = queryKeysOf(q)
+		keys, pairs = queryKeysOf(q), queryPairsOf(q)
 	case w == "/" && relative:
-		return nil, nil, true
+		return nil, nil, nil, true
 	default:
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	segs = pathSegments(w)
-	return segs, keys, len(segs) > 0
+	return segs, keys, pairs, len(segs) > 0 || len(pairs) > 0
 }
 
 // splitPathQuery cuts a path at its query part: "/{Bucket}#versioning"
@@ -105,6 +106,22 @@ func queryKeysOf(q string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// queryPairsOf are the keys of a query part that carry a literal value,
+// with it, lowercased and sorted: an RPC-style API names each call by one
+// ("/#X-Amz-Target=Service.GetUser", "/?Action=DeleteAlarms") on one path.
+// A placeholder value ("{id}") is no literal.
+func queryPairsOf(q string) []string {
+	var pairs []string
+	for _, kv := range strings.FieldsFunc(q, func(r rune) bool { return r == '&' || r == '#' || r == '?' }) {
+		k, v, _ := strings.Cut(kv, "=")
+		if p := strings.ToLower(k + "=" + v); k != "" && v != "" && !strings.Contains(v, "{") && !slices.Contains(pairs, p) {
+			pairs = append(pairs, p)
+		}
+	}
+	slices.Sort(pairs)
+	return pairs
 }
 
 // segmentMatches reports whether a request's path segment q fits a
@@ -197,7 +214,7 @@ func (ix *BM25) namedDocs(query string) []namedDoc {
 		if i > 0 && requestMethods[strings.ToLower(spans[i-1])] {
 			method = strings.ToUpper(spans[i-1])
 		}
-		segs, keys, ok := requestPath(w, method != "" || strings.Contains(w, "{"))
+		segs, keys, pairs, ok := requestPath(w, method != "" || strings.Contains(w, "{"))
 		if !ok {
 			continue
 		}
@@ -205,7 +222,7 @@ func (ix *BM25) namedDocs(query string) []namedDoc {
 			found := false
 			for d, tmpl := range ix.paths {
 				ok, literals := pathMatch(tmpl, segs[skip:])
-				if !ok || seen[d] {
+				if !ok || seen[d] || !pairsGiven(ix.queryPairs[d], pairs) {
 					continue
 				}
 				rank := literals * 2
@@ -227,6 +244,22 @@ func (ix *BM25) namedDocs(query string) []namedDoc {
 		}
 	}
 	return out
+}
+
+// pairsGiven reports whether a request's query part gives every literal
+// key and value of a template's: one that gives another value
+// ("X-Amz-Target=Service.GetUser" for Service.ListUsers) names another
+// call; one that gives none leaves it open.
+func pairsGiven(tmpl, req []string) bool {
+	if len(req) == 0 {
+		return true
+	}
+	for _, p := range tmpl {
+		if !slices.Contains(req, p) {
+			return false
+		}
+	}
+	return true
 }
 
 // requestMethods are the HTTP methods that may precede a path in a request.

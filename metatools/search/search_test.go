@@ -3009,3 +3009,30 @@ func TestFileObject(t *testing.T) {
 		t.Errorf("download a file from a bucket: first %v, want s_GetObject", hits)
 	}
 }
+
+// TestNamedRPCCall: an RPC-style API puts every call on one path and names
+// it in the query part ("POST /#X-Amz-Target=Service.GetUser", "GET
+// /?Action=DeleteAlarms"); a request that gives that call names it. Before,
+// the empty path was no path and Cognito's calls named so ranked anywhere.
+func TestNamedRPCCall(t *testing.T) {
+	docs := []Doc{
+		{Name: "a:GetUser", AppID: "a", Description: "Gets the user.", Method: "POST", Path: "/#X-Amz-Target=Service.GetUser"},
+		{Name: "a:AdminGetUser", AppID: "a", Description: "Gets the user as an administrator.", Method: "POST", Path: "/#X-Amz-Target=Service.AdminGetUser"},
+		{Name: "a:ListUsers", AppID: "a", Description: "Lists the users.", Method: "POST", Path: "/#X-Amz-Target=Service.ListUsers"},
+		{Name: "b:DeleteAlarms", AppID: "b", Description: "Deletes alarms.", Method: "GET", Path: "/?Action=DeleteAlarms"},
+		{Name: "b:PutAlarm", AppID: "b", Description: "Creates an alarm.", Method: "GET", Path: "/?Action=PutAlarm"},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"POST /#X-Amz-Target=Service.GetUser":                "a:GetUser",
+		"what does POST /#X-Amz-Target=Service.ListUsers do": "a:ListUsers",
+		"GET /?Action=DeleteAlarms":                          "b:DeleteAlarms",
+	} {
+		if hits := rankOf(t, ix, q, 3); len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+	if got := queryPairsOf("uploadId&X-Amz-Target=S.Get&id={id}"); !slices.Equal(got, []string{"x-amz-target=s.get"}) {
+		t.Errorf("queryPairsOf = %v", got)
+	}
+}
