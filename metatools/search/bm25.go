@@ -470,8 +470,8 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		ft := fieldTerms{
 			fieldName:       append(Terms(nameText), phraseTerms(nameText)...),
-			fieldSummary:    sentenceTerms(summaries[i]),
-			fieldBody:       Terms(strings.Join(body, ". ")),
+			fieldSummary:    append(sentenceTerms(summaries[i]), phraseTerms(summaries[i])...),
+			fieldBody:       append(Terms(strings.Join(body, ". ")), phraseTerms(strings.Join(body, ". "))...),
 			fieldParams:     Terms(CleanText(d.Params)),
 			fieldFieldNames: Terms(d.FieldNames),
 			fieldFieldDocs:  Terms(CleanText(d.FieldDocs)),
@@ -988,6 +988,12 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 	seen := map[string]bool{}
 	scope := false
 	skip := map[int]bool{}
+	if j := splitPhrase(toks); j > 0 {
+		// "log a user in", "sign them out": the phrase split by its object.
+		ph := domainPhrases[[2]string{Lemmas(toks[0])[len(Lemmas(toks[0]))-1], toks[j]}]
+		groups = append(groups, termGroup{terms: append([]weighted(nil), ph...)})
+		skip[0], skip[j] = true, true
+	}
 	for i, t := range toks {
 		if g, ok := questionTerms[t]; ok && i == 0 {
 			groups = append(groups, termGroup{terms: append([]weighted(nil), g...), optional: true})
@@ -2277,6 +2283,31 @@ func numberedThing(toks []string, i int) bool {
 	return !stopwords[prev] && lex().pos[prev]&posNoun != 0 && Lemmas(prev)[0] == prev
 }
 
+// splitPhrase is where the second word of a domain phrase follows the
+// request's opening verb past its object ("log a user in", "sign me out",
+// "bring the project back"), 0 when it does not. A particle that opens a
+// phrase of its own ("log a message in the channel") is a preposition.
+func splitPhrase(toks []string) int {
+	first := phrasalSplit(toks)
+	if first == 0 {
+		return 0
+	}
+	ls := Lemmas(toks[0])
+	for j := first; j < len(toks) && j <= first+1; j++ {
+		if _, ok := domainPhrases[[2]string{ls[len(ls)-1], toks[j]}]; !ok {
+			continue
+		}
+		if j+1 < len(toks) && (determiners[toks[j+1]] || possessives[toks[j+1]]) {
+			return 0
+		}
+		return j
+	}
+	return 0
+}
+
+// possessives are the words that open a noun phrase as its owner's.
+var possessives = map[string]bool{"my": true, "our": true, "your": true, "his": true, "her": true, "their": true, "its": true, "this": true, "that": true}
+
 // loggedIn are the terms of being logged (or signed) in.
 var loggedIn = []weighted{{"current", 1}, {"authenticated", 0.8}, {"session", 0.5}, {"login", 0.3}}
 
@@ -2300,6 +2331,16 @@ func phraseTerms(name string) []string {
 	var out []string
 	for i := 0; i+1 < len(toks); i++ {
 		ls := Lemmas(toks[i])
+		if toks[i+1] == "in" && strings.HasSuffix(toks[i], "ed") {
+			// "the currently logged in user": the state of being logged
+			// in names the caller, not the act of logging in.
+			continue
+		}
+		if questionWords[toks[i]] {
+			// "how many", "who can" ask a question; a description that
+			// says "how many zones are returned" does not count them.
+			continue
+		}
 		if ph, ok := domainPhrases[[2]string{ls[len(ls)-1], toks[i+1]}]; ok && ph[0].term != ls[len(ls)-1] {
 			// ("pull request" stands for pull, a word the name has.)
 			out = append(out, ph[0].term)

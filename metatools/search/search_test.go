@@ -3010,6 +3010,59 @@ func TestFileObject(t *testing.T) {
 	}
 }
 
+// TestSplitDomainPhrase: a domain phrase split by the request's object
+// ("log a user in", "log me out everywhere", "sign them out") means what
+// the phrase means; before, its verb alone ranked the logging tools first
+// (Cognito's "log a user in with their password": InitiateAuth 18th). A
+// particle that opens a phrase of its own is a preposition: "log a
+// message in the channel" does not log anyone in.
+func TestSplitDomainPhrase(t *testing.T) {
+	docs := []Doc{
+		{Name: "a:InitiateAuth", AppID: "a", Description: "Initiates sign-in for a user."},
+		{Name: "a:GlobalSignOut", AppID: "a", Description: "Signs out a user from all devices."},
+		{Name: "a:SetLogDeliveryConfiguration", AppID: "a", Description: "Sets up the detailed activity logging of a user pool."},
+		{Name: "a:WriteLogEntry", AppID: "a", Description: "Writes a message to a log channel."},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{
+		"log a user in with their password": "a:InitiateAuth",
+		"log me out everywhere":             "a:GlobalSignOut",
+		"sign them out":                     "a:GlobalSignOut",
+		"log a message in the channel":      "a:WriteLogEntry",
+	} {
+		if hits := rankOf(t, ix, q, 3); len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+	for toks, want := range map[string]int{"log a user in": 3, "log me out everywhere": 2, "log a message in the channel": 0, "log out": 0} {
+		if got := splitPhrase(strings.Fields(toks)); got != want {
+			t.Errorf("splitPhrase(%q) = %d, want %d", toks, got, want)
+		}
+	}
+}
+
+// TestDescriptionPhrase: a description that says a domain phrase ("Signs
+// out a user", "Initiates sign-in") meets a request that says the phrase
+// another way ("log out", "log in"), as a name that says it does; before,
+// only names had the phrase's term. A question phrase in a description
+// ("how many zones are returned") asks nothing.
+func TestDescriptionPhrase(t *testing.T) {
+	docs := []Doc{
+		{Name: "a:InitiateAuth", AppID: "a", Description: "Initiates sign-in for a user."},
+		{Name: "a:GlobalSignOut", AppID: "a", Description: "Signs out a user from all devices."},
+		{Name: "a:ListUsers", AppID: "a", Description: "Lists the users of a pool."},
+	}
+	ix := NewBM25(docs)
+	for q, want := range map[string]string{"log in": "a:InitiateAuth", "log out of every device": "a:GlobalSignOut"} {
+		if hits := rankOf(t, ix, q, 3); len(hits) == 0 || docs[hits[0].Doc].Name != want {
+			t.Errorf("%q: first %v, want %s", q, hits, want)
+		}
+	}
+	if got := phraseTerms("Signs out a user; how many zones are returned"); !slices.Equal(got, []string{"logout"}) {
+		t.Errorf("phraseTerms = %v, want [logout]", got)
+	}
+}
+
 // TestNamedRPCCall: an RPC-style API puts every call on one path and names
 // it in the query part ("POST /#X-Amz-Target=Service.GetUser", "GET
 // /?Action=DeleteAlarms"); a request that gives that call names it. Before,
