@@ -87,6 +87,17 @@ func rankOf(t *testing.T, r Ranker, query string, k int) []Hit {
 	return hits
 }
 
+// wantFirst ranks each request of want over docs and wants its tool first.
+func wantFirst(t *testing.T, docs []Doc, want map[string]string) {
+	t.Helper()
+	ix := NewBM25(docs)
+	for q, name := range want {
+		if hits := rankOf(t, ix, q, 3); len(hits) == 0 || docs[hits[0].Doc].Name != name {
+			t.Errorf("%q: first %v, want %s", q, hits, name)
+		}
+	}
+}
+
 func sampleDocs() []Doc {
 	return []Doc{
 		{Name: "crm:createContact", AppID: "crm", Description: "Create a new contact", Params: "name email"},
@@ -3023,17 +3034,12 @@ func TestSplitDomainPhrase(t *testing.T) {
 		{Name: "a:SetLogDeliveryConfiguration", AppID: "a", Description: "Sets up the detailed activity logging of a user pool."},
 		{Name: "a:WriteLogEntry", AppID: "a", Description: "Writes a message to a log channel."},
 	}
-	ix := NewBM25(docs)
-	for q, want := range map[string]string{
+	wantFirst(t, docs, map[string]string{
 		"log a user in with their password": "a:InitiateAuth",
 		"log me out everywhere":             "a:GlobalSignOut",
 		"sign them out":                     "a:GlobalSignOut",
 		"log a message in the channel":      "a:WriteLogEntry",
-	} {
-		if hits := rankOf(t, ix, q, 3); len(hits) == 0 || docs[hits[0].Doc].Name != want {
-			t.Errorf("%q: first %v, want %s", q, hits, want)
-		}
-	}
+	})
 	for toks, want := range map[string]int{"log a user in": 3, "log me out everywhere": 2, "log a message in the channel": 0, "log out": 0} {
 		if got := splitPhrase(strings.Fields(toks)); got != want {
 			t.Errorf("splitPhrase(%q) = %d, want %d", toks, got, want)
@@ -3052,12 +3058,7 @@ func TestDescriptionPhrase(t *testing.T) {
 		{Name: "a:GlobalSignOut", AppID: "a", Description: "Signs out a user from all devices."},
 		{Name: "a:ListUsers", AppID: "a", Description: "Lists the users of a pool."},
 	}
-	ix := NewBM25(docs)
-	for q, want := range map[string]string{"log in": "a:InitiateAuth", "log out of every device": "a:GlobalSignOut"} {
-		if hits := rankOf(t, ix, q, 3); len(hits) == 0 || docs[hits[0].Doc].Name != want {
-			t.Errorf("%q: first %v, want %s", q, hits, want)
-		}
-	}
+	wantFirst(t, docs, map[string]string{"log in": "a:InitiateAuth", "log out of every device": "a:GlobalSignOut"})
 	if got := phraseTerms("Signs out a user; how many zones are returned"); !slices.Equal(got, []string{"logout"}) {
 		t.Errorf("phraseTerms = %v, want [logout]", got)
 	}
@@ -3075,16 +3076,11 @@ func TestNamedRPCCall(t *testing.T) {
 		{Name: "b:DeleteAlarms", AppID: "b", Description: "Deletes alarms.", Method: "GET", Path: "/?Action=DeleteAlarms"},
 		{Name: "b:PutAlarm", AppID: "b", Description: "Creates an alarm.", Method: "GET", Path: "/?Action=PutAlarm"},
 	}
-	ix := NewBM25(docs)
-	for q, want := range map[string]string{
+	wantFirst(t, docs, map[string]string{
 		"POST /#X-Amz-Target=Service.GetUser":                "a:GetUser",
 		"what does POST /#X-Amz-Target=Service.ListUsers do": "a:ListUsers",
 		"GET /?Action=DeleteAlarms":                          "b:DeleteAlarms",
-	} {
-		if hits := rankOf(t, ix, q, 3); len(hits) == 0 || docs[hits[0].Doc].Name != want {
-			t.Errorf("%q: first %v, want %s", q, hits, want)
-		}
-	}
+	})
 	if got := queryPairsOf("uploadId&X-Amz-Target=S.Get&id={id}"); !slices.Equal(got, []string{"x-amz-target=s.get"}) {
 		t.Errorf("queryPairsOf = %v", got)
 	}
