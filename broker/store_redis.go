@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +47,13 @@ import (
 // of the session, a tool result for it, or the periodic reaper). A finished
 // record is never overwritten, so an owner that comes back after being
 // declared lost cannot resurrect its sessions.
+//
+// A broker declares others lost only from a store it has reached without a
+// gap for an owner timeout (judgeAfter): when the store was out of reach
+// for everyone (Redis stopped or failing over, every gateway partitioned
+// from it), every owner key expired although no gateway stopped, and the
+// first broker back would otherwise end the others' sessions before they
+// could renew.
 type redisStore struct {
 	rdb      redis.UniversalClient
 	prefix   string
@@ -55,6 +63,13 @@ type redisStore struct {
 	now      func() time.Time
 	deliver  func(*toolAnswer)
 	logger   *zap.Logger
+
+	// gap is set when a heartbeat fails; judgeAfter (Unix ms) is when the
+	// broker may again declare other brokers lost: an owner timeout and a
+	// storage timeout after the first heartbeat that follows a gap or finds
+	// this broker's own key gone, by when every live broker has renewed.
+	gap        atomic.Bool
+	judgeAfter atomic.Int64
 
 	// maxFinished bounds the sizes of the finished records all brokers on
 	// prefix keep (BrokerOptions.MaxFinishedBytes); finKeys are the index's
@@ -81,7 +96,7 @@ if s['status'] == 'error' and type(s['error']) == 'table' and s['error']['code']
 if redis.call('HEXISTS', KEYS[2], 'closed') == 1 then return 3 end
 if s['status'] == 'completed' or s['status'] == 'error' then return 3 end
 local owner = s['owner']
-if owner and owner ~= '' and redis.call('EXISTS', ARGV[4] .. owner) == 0 then return 5 end
+if ARGV[4] ~= '' and owner and owner ~= '' and redis.call('EXISTS', ARGV[4] .. owner) == 0 then return 5 end
 local st = redis.call('HGET', KEYS[2], ARGV[1])
 if not st then return 1 end
 if st ~= 'pending' then return 2 end
@@ -193,6 +208,7 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, prefix, self 
 		_ = r.ps.Close()
 		return nil, err
 	}
+	r.judgeAfter.Store(0) // a start is no gap: the store answered, and this broker may judge
 	go r.listen()
 	return r, nil
 }
@@ -277,7 +293,7 @@ func (r *redisStore) get(ctx context.Context, id string) (*Session, error) {
 			}
 			return nil, nil
 		}
-		if s.finished() || s.Owner == "" || s.Owner == r.self {
+		if s.finished() || s.Owner == "" || s.Owner == r.self || !r.mayJudge() {
 			return &s, nil
 		}
 		lost, err := r.loseIfOrphaned(ctx, &s, b)
@@ -402,8 +418,12 @@ func (r *redisStore) resolveCall(ctx context.Context, a *toolAnswer) error {
 	if err != nil {
 		return err
 	}
+	ownerPrefix := "" // no owner check right after a gap: the answer is kept
+	if r.mayJudge() {
+		ownerPrefix = r.prefix + "owner:"
+	}
 	n, err := resolveScript.Run(ctx, r.rdb, []string{r.sessionKey(a.SessionID), r.callsKey(a.SessionID)},
-		"c:"+a.CallID, payload, r.channel(), r.prefix+"owner:").Int()
+		"c:"+a.CallID, payload, r.channel(), ownerPrefix).Int()
 	if err != nil {
 		return fmt.Errorf("submitting result of call %s: %w", a.CallID, err)
 	}
@@ -466,12 +486,26 @@ func (r *redisStore) heartbeat(ctx context.Context) (bool, error) {
 	existed, err := heartbeatScript.Run(ctx, r.rdb, []string{r.ownerKey(r.self), r.ownersKey()},
 		r.self, r.ownerTTL.Milliseconds()).Int()
 	if err != nil {
+		r.gap.Store(true)
 		return false, fmt.Errorf("renewing the liveness of gateway %s: %w", r.self, err)
+	}
+	if r.gap.Swap(false) || existed == 0 {
+		r.judgeAfter.Store(r.now().Add(r.ownerTTL + r.timeout).UnixMilli())
 	}
 	return existed == 0, nil
 }
 
+// mayJudge reports whether this broker has reached the store without a gap
+// long enough to tell a stopped broker (no heartbeat) from one that could
+// not reach the store either.
+func (r *redisStore) mayJudge() bool {
+	return r.now().UnixMilli() >= r.judgeAfter.Load()
+}
+
 func (r *redisStore) reapLost(ctx context.Context) ([]string, error) {
+	if !r.mayJudge() {
+		return nil, nil
+	}
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
 	owners, err := r.rdb.SMembers(ctx, r.ownersKey()).Result()
