@@ -2,10 +2,7 @@ package broker
 
 import (
 	"context"
-	"errors"
-	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,48 +10,6 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
-
-// cuttableClient is a client of the real Redis at addr whose connections a
-// test can cut and refuse: a network partition between one gateway and its
-// store, or a failover that outlasts the owner timeout, while Redis keeps
-// its keys (and expires them on its own clock).
-type cuttableClient struct {
-	*redis.Client
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func newCuttableClient(t *testing.T, addr string) *cuttableClient {
-	c := &cuttableClient{}
-	c.Client = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
-		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.cut {
-				return nil, errors.New("test: partitioned from redis")
-			}
-			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err == nil {
-				c.conns = append(c.conns, conn)
-			}
-			return conn, err
-		}})
-	t.Cleanup(func() { c.Client.Close() })
-	return c
-}
-
-func (c *cuttableClient) setCut(cut bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.cut = cut
-	if cut {
-		for _, conn := range c.conns {
-			conn.Close()
-		}
-		c.conns = nil
-	}
-}
 
 // TestStoreOutageForEveryGateway: when the store is out of reach for every
 // gateway longer than the owner timeout (Redis stopped or failing over, a
@@ -69,7 +24,7 @@ func TestStoreOutageForEveryGateway(t *testing.T) {
 	srv := redistest.Start(t)
 	prefix := redistest.Prefix(t)
 	const ownerTimeout = 300 * time.Millisecond
-	clients := [2]*cuttableClient{newCuttableClient(t, srv.Addr), newCuttableClient(t, srv.Addr)}
+	clients := [2]*redistest.Cuttable{redistest.NewCuttable(t, srv.Addr), redistest.NewCuttable(t, srv.Addr)}
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	var brokers [2]*Broker
@@ -97,7 +52,7 @@ func TestStoreOutageForEveryGateway(t *testing.T) {
 	}
 
 	// A third gateway with a waiting session, which stops during the outage.
-	c := newCuttableClient(t, srv.Addr)
+	c := redistest.NewCuttable(t, srv.Addr)
 	stopped, cSrv := newTestBroker(t, func(o *BrokerOptions) {
 		onRedis(c, prefix, ownerTimeout)(o)
 		o.StorageTimeout = 200 * time.Millisecond
@@ -105,7 +60,7 @@ func TestStoreOutageForEveryGateway(t *testing.T) {
 	_, stoppedID, _ := waitingSession(t, cSrv.URL)
 
 	for _, c := range append(clients[:], c) {
-		c.setCut(true)
+		c.SetCut(true)
 	}
 	crash(stopped)
 	waitUntil(t, "both gateways to see the store gone", func() bool {
@@ -117,7 +72,7 @@ func TestStoreOutageForEveryGateway(t *testing.T) {
 		return rdb.Exists(context.Background(), prefix+"owner:"+brokers[0].owner, prefix+"owner:"+brokers[1].owner).Val() == 0
 	})
 	for _, c := range clients {
-		c.setCut(false)
+		c.SetCut(false)
 	}
 	waitUntil(t, "both gateways to reach the store again", func() bool {
 		a, _, _ := brokers[0].StorageStatus()
