@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -46,6 +47,15 @@ type mcpSessionDirectory struct {
 
 	mu    sync.Mutex
 	local map[string]time.Time // sessions held here -> last renewal
+
+	// gap is set when a beat fails; judgeAfter (Unix ms) is when this
+	// gateway may again report another gone for want of liveness:
+	// mcpGatewayTTL and a Redis timeout after its first beat that follows
+	// a gap. When Redis was out of reach for every gateway, every liveness
+	// lapsed although none stopped; until then a session is forwarded to
+	// its holder, which answers or is reported gone when it does not.
+	gap        atomic.Bool
+	judgeAfter atomic.Int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -133,7 +143,10 @@ func (d *mcpSessionDirectory) keepAlive() {
 		ctx, cancel := d.bound()
 		defer cancel()
 		if err := d.rdb.Set(ctx, d.gw(d.self), "1", mcpGatewayTTL).Err(); err != nil {
+			d.gap.Store(true)
 			d.logger.Warn("renewing the MCP session directory's liveness", zap.Error(err))
+		} else if d.gap.Swap(false) {
+			d.judgeAfter.Store(time.Now().Add(mcpGatewayTTL + d.timeout).UnixMilli())
 		}
 		d.mu.Lock()
 		for id, t := range d.local {
@@ -236,7 +249,7 @@ func (d *mcpSessionDirectory) forward(w http.ResponseWriter, r *http.Request, id
 		d.logger.Warn("looking up an MCP session in the directory", zap.Error(err))
 		writeJSONRPCError(w, http.StatusServiceUnavailable, nil, rpcInternalError, "the session directory is unavailable; retry shortly", nil)
 		return true
-	case alive == 0:
+	case alive == 0 && time.Now().UnixMilli() >= d.judgeAfter.Load():
 		ctx, cancel := d.bound()
 		_ = d.rdb.Del(ctx, d.key(id)).Err()
 		cancel()
