@@ -65,7 +65,10 @@ func TestOwnerLost(t *testing.T) {
 
 	t.Run("noticed by a reader", func(t *testing.T) {
 		a, aSrv := newTestBroker(t, onRedis(rdb, prefix+"r:", ownerTimeout))
-		_, bSrv := newTestBroker(t, onRedis(rdb, prefix+"r:", time.Hour)) // its reaper never runs here
+		b, bSrv := newTestBroker(t, onRedis(rdb, prefix+"r:", time.Hour)) // its reaper never runs here
+		// As a gateway that has reached the store for an owner timeout (a
+		// fresh one waits that long before it judges others: TestStoreOutageForEveryGateway).
+		b.store.(*redisStore).judgeAfter.Store(0)
 		_, id, callID := waitingSession(t, aSrv.URL)
 		crash(a)
 		waitUntil(t, "A's liveness to lapse", func() bool { return rdb.Exists(context.Background(), prefix+"r:owner:"+a.owner).Val() == 0 })

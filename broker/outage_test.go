@@ -98,3 +98,43 @@ func TestStoreOutageForEveryGateway(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayStartedAfterStoreOutage: a gateway started while another is
+// still cut off from the store (its liveness lapsed, its process alive)
+// does not judge it at once: a tool result posted to the new gateway is
+// stored, and the session completes with it when its own gateway reaches
+// the store again. A new gateway judges others an owner timeout after it
+// starts, as after an outage.
+func TestGatewayStartedAfterStoreOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	const ownerTimeout = 300 * time.Millisecond
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	c := redistest.NewCuttable(t, srv.Addr)
+	a, aSrv := newTestBroker(t, func(o *BrokerOptions) {
+		onRedis(c, prefix, ownerTimeout)(o)
+		o.StorageTimeout = 200 * time.Millisecond
+	})
+	a.answerPoll = 50 * time.Millisecond
+	s := startExecute(t, aSrv.URL, map[string]any{"code": `return "got " + await callTool("client:prompt", {question: "?"})`, "timeout": 30000}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var call ToolCallPayload
+	s.next().decode(t, &call)
+
+	c.SetCut(true)
+	waitUntil(t, "A's liveness to lapse", func() bool { return rdb.Exists(context.Background(), prefix+"owner:"+a.owner).Val() == 0 })
+	_, bSrv := newTestBroker(t, onRedis(rdb, prefix, ownerTimeout))
+	code, _, body := do(t, http.MethodPost, bSrv.URL+"/sessions/"+sess.ID+"/tool-result", map[string]any{"callId": call.CallID, "result": "Ada"}, nil)
+	if code != http.StatusOK {
+		t.Fatalf("answer on a gateway started during A's outage: %d %s", code, body)
+	}
+	c.SetCut(false)
+	evs := s.rest()
+	var res ResultPayload
+	evs[len(evs)-1].decode(t, &res)
+	if evs[len(evs)-1].Type != EventResult || string(res.Result) != `"got Ada"` {
+		t.Fatalf("events %s, result %s", types(evs), res.Result)
+	}
+}

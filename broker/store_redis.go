@@ -67,7 +67,8 @@ type redisStore struct {
 	// gap is set when a heartbeat fails; judgeAfter (Unix ms) is when the
 	// broker may again declare other brokers lost: an owner timeout and a
 	// storage timeout after the first heartbeat that follows a gap or finds
-	// this broker's own key gone, by when every live broker has renewed.
+	// this broker's own key gone (the first of all included), by when every
+	// live broker has renewed.
 	gap        atomic.Bool
 	judgeAfter atomic.Int64
 
@@ -208,7 +209,6 @@ func newRedisStore(ctx context.Context, rdb redis.UniversalClient, prefix, self 
 		_ = r.ps.Close()
 		return nil, err
 	}
-	r.judgeAfter.Store(0) // a start is no gap: the store answered, and this broker may judge
 	go r.listen()
 	return r, nil
 }
