@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,8 +47,10 @@ redis.call('HSET', KEYS[1], 'w', string.format('%d', ws), 'p', p, 'c', c)
 redis.call('PEXPIRE', KEYS[1], win * 2)
 return {ok, p, c, string.format('%d', ws)}
 `)
-	// KEYS[1] sorted set ticket -> expiry ms. ARGV: now, max, expiry, ticket, ttl ms.
+	// KEYS[1] sorted set ticket -> expiry ms. ARGV: now, max, expiry, ticket,
+	// ttl ms, then tickets of acquires whose answer was lost, withdrawn first.
 	scriptAcquire = redis.NewScript(`
+for i = 6, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
@@ -82,6 +85,8 @@ type RedisStorage struct {
 	prefix  string
 	channel string
 	logger  *zap.Logger
+
+	lost lostSlots
 
 	mu      sync.Mutex
 	pubsub  *redis.PubSub
@@ -172,10 +177,101 @@ func (s *RedisStorage) ResetWindow(ctx context.Context, key string) error {
 	return s.client.Del(ctx, s.prefix+key).Err()
 }
 
-// AcquireSlot implements Storage.
+// AcquireSlot implements Storage. An acquire that fails without Redis's
+// answer (a timeout, a connection lost) may still run: a command waiting in
+// the socket buffer of a server that stalled runs when it continues, and
+// takes a slot that nobody holds until the ticket expires. Its ticket is
+// withdrawn by the next acquire of the key that Redis answers.
 func (s *RedisStorage) AcquireSlot(ctx context.Context, key, ticket string, maxConcurrent, nowMs, expiresAtMs int64) (bool, error) {
-	n, err := scriptAcquire.Run(ctx, s.client, []string{s.prefix + key}, nowMs, maxConcurrent, expiresAtMs, ticket, max(expiresAtMs-nowMs, 1)).Int()
-	return n == 1, err
+	keys := []string{s.prefix + key}
+	var cmd *redis.Cmd
+	lost := s.lost.of(key, nowMs)
+	if lost == nil {
+		cmd = scriptAcquire.Run(ctx, s.client, keys, nowMs, maxConcurrent, expiresAtMs, ticket, max(expiresAtMs-nowMs, 1))
+	} else {
+		cmd = scriptAcquire.Run(ctx, s.client, keys, append([]any{nowMs, maxConcurrent, expiresAtMs, ticket, max(expiresAtMs-nowMs, 1)}, lost...)...)
+	}
+	n, err := cmd.Int()
+	if err != nil {
+		var reply redis.Error
+		if !errors.As(err, &reply) {
+			s.lost.add(key, ticket, expiresAtMs)
+		}
+		return false, err
+	}
+	if lost != nil {
+		s.lost.withdrawn(key, lost)
+	}
+	return n == 1, nil
+}
+
+// lostSlots are the tickets of acquires whose answer was lost, by key, kept
+// until an acquire of their key withdraws them or they expire.
+type lostSlots struct {
+	n  atomic.Int32 // entries, read on every acquire
+	mu sync.Mutex
+	m  map[string]map[string]int64 // key -> ticket -> expiry ms
+}
+
+// maxLostSlots bounds the tickets kept; past it a lost acquire's slot comes
+// back when its ticket expires, as before.
+const maxLostSlots = 4096
+
+func (l *lostSlots) add(key, ticket string, expiresAtMs int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.n.Load() >= maxLostSlots {
+		return
+	}
+	if l.m == nil {
+		l.m = make(map[string]map[string]int64)
+	}
+	if l.m[key] == nil {
+		l.m[key] = make(map[string]int64)
+	}
+	if _, ok := l.m[key][ticket]; !ok {
+		l.m[key][ticket] = expiresAtMs
+		l.n.Add(1)
+	}
+}
+
+// of returns the unexpired lost tickets of key (nil: none), forgetting the
+// expired ones.
+func (l *lostSlots) of(key string, nowMs int64) []any {
+	if l.n.Load() == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []any
+	for t, exp := range l.m[key] {
+		if exp <= nowMs {
+			l.forget(key, t)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// withdrawn forgets tickets an acquire that Redis answered has removed.
+func (l *lostSlots) withdrawn(key string, tickets []any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, t := range tickets {
+		l.forget(key, t.(string))
+	}
+}
+
+func (l *lostSlots) forget(key, ticket string) {
+	if _, ok := l.m[key][ticket]; !ok {
+		return
+	}
+	delete(l.m[key], ticket)
+	if len(l.m[key]) == 0 {
+		delete(l.m, key)
+	}
+	l.n.Add(-1)
 }
 
 // ReleaseSlot implements Storage.

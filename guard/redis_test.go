@@ -415,3 +415,54 @@ func BenchmarkRedisLimiterCheck(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "checks/s")
 }
+
+// TestRedisStalledAcquireLeavesNoSlot: an acquire sent to a Redis that
+// stalls (SIGSTOP here; a long fork, a slow script, a frozen VM) fails by
+// its timeout, and the failure mode answers; but the command waits in the
+// server's socket buffer and runs when it continues, taking a slot that
+// nobody holds until the ticket expires (the TTL, 300 s). With
+// `concurrency 1` the route answered CONCURRENCY_LIMIT for five minutes
+// after a 3 s stall. The next acquire of that key withdraws it.
+func TestRedisStalledAcquireLeavesNoSlot(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	s, err := NewRedisStorage(StorageConfig{Provider: ProviderRedis, Client: c}, prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	const ttl = 300_000
+	// The script loaded (EVALSHA runs), and a pooled connection on which
+	// the stalled command will wait.
+	if _, err := s.AcquireSlot(ctx, "warm", "w", 1, now, now+ttl); err != nil {
+		t.Fatal(err)
+	}
+
+	srv.Pause()
+	tctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = s.AcquireSlot(tctx, "k", "stalled", 1, now, now+ttl)
+	cancel()
+	if err == nil {
+		t.Fatal("an acquire on a stopped Redis answered")
+	}
+	srv.Resume()
+	other := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = other.Close() })
+	deadline := time.Now().Add(30 * time.Second)
+	for other.ZScore(ctx, prefix+"k", "stalled").Err() != nil { // the stalled command ran
+		if time.Now().After(deadline) {
+			t.Fatal("the stalled acquire never ran")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ok, err := s.AcquireSlot(ctx, "k", "next", 1, now, now+ttl)
+	if err != nil || !ok {
+		t.Fatalf("the slot after the stall: %v %v (tickets %v)", ok, err, other.ZRange(ctx, prefix+"k", 0, -1).Val())
+	}
+	if n := other.ZCard(ctx, prefix+"k").Val(); n != 1 {
+		t.Fatalf("%d tickets, want the new one only", n)
+	}
+}
