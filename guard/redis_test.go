@@ -466,3 +466,21 @@ func TestRedisStalledAcquireLeavesNoSlot(t *testing.T) {
 		t.Fatalf("%d tickets, want the new one only", n)
 	}
 }
+
+// BenchmarkRedisAcquireRelease takes and returns a slot of a real Redis
+// (the path of a concurrency limit on the Redis storage).
+func BenchmarkRedisAcquireRelease(b *testing.B) {
+	c, prefix := redistest.Client(b)
+	rs, _ := NewRedisStorage(StorageConfig{Client: c}, prefix, nil)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now := time.Now().UnixMilli()
+		if ok, err := rs.AcquireSlot(ctx, "sem", "t", 1, now, now+60000); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+		if err := rs.ReleaseSlot(ctx, "sem", "t"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
