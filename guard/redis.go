@@ -274,10 +274,23 @@ func (l *lostSlots) forget(key, ticket string) {
 	l.n.Add(-1)
 }
 
-// ReleaseSlot implements Storage.
+// ReleaseSlot implements Storage. A release that fails without Redis's
+// answer is left to the next acquire of the key, as a lost acquire is.
 func (s *RedisStorage) ReleaseSlot(ctx context.Context, key, ticket string) error {
-	return scriptRelease.Run(ctx, s.client, []string{s.prefix + key}, ticket, key, s.channel).Err()
+	err := scriptRelease.Run(ctx, s.client, []string{s.prefix + key}, ticket, key, s.channel).Err()
+	if err != nil {
+		var reply redis.Error
+		if !errors.As(err, &reply) {
+			s.lost.add(key, ticket, time.Now().Add(lostReleaseLife).UnixMilli())
+		}
+	}
+	return err
 }
+
+// lostReleaseLife is how long a failed release is remembered: the storage
+// does not know the ticket's expiry, and a ticket lives at most the
+// semaphore's TTL (300 s by default).
+const lostReleaseLife = 10 * time.Minute
 
 // ActiveSlots implements Storage.
 func (s *RedisStorage) ActiveSlots(ctx context.Context, key string, nowMs int64) (int64, error) {

@@ -467,6 +467,32 @@ func TestRedisStalledAcquireLeavesNoSlot(t *testing.T) {
 	}
 }
 
+// TestRedisLostReleaseLeavesNoSlot: a release that cannot reach Redis (a
+// partition, Redis restarting elsewhere) left the slot taken until its
+// ticket expired; the next acquire of the key that Redis answers now
+// withdraws it.
+func TestRedisLostReleaseLeavesNoSlot(t *testing.T) {
+	c, prefix := redistest.Client(t)
+	cut := redistest.NewCuttable(t, c.Options().Addr)
+	s, err := NewRedisStorage(StorageConfig{Provider: ProviderRedis, Client: cut}, prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	if ok, err := s.AcquireSlot(ctx, "k", "held", 1, now, now+300_000); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	cut.SetCut(true)
+	if err := s.ReleaseSlot(ctx, "k", "held"); err == nil {
+		t.Fatal("a release without Redis answered")
+	}
+	cut.SetCut(false)
+	if ok, err := s.AcquireSlot(ctx, "k", "next", 1, now, now+300_000); !ok || err != nil {
+		t.Fatalf("the slot after a lost release: %v %v (tickets %v)", ok, err, c.ZRange(ctx, prefix+"k", 0, -1).Val())
+	}
+}
+
 // BenchmarkRedisAcquireRelease takes and returns a slot of a real Redis
 // (the path of a concurrency limit on the Redis storage).
 func BenchmarkRedisAcquireRelease(b *testing.B) {
