@@ -54,6 +54,31 @@ func waitingSession(t *testing.T, base string) (*stream, string, string) {
 	return s, sess.ID, call.CallID
 }
 
+// promptSession starts a session on base whose script returns "got " and
+// the caller's answer to client:prompt, within timeoutMs; it returns the
+// stream once the call is announced, with the session and call ids.
+func promptSession(t *testing.T, base string, timeoutMs int) (*stream, string, string) {
+	t.Helper()
+	s := startExecute(t, base, map[string]any{"code": `return "got " + await callTool("client:prompt", {question: "?"})`, "timeout": timeoutMs}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var call ToolCallPayload
+	s.next().decode(t, &call)
+	return s, sess.ID, call.CallID
+}
+
+// expectResult reads the rest of s and fails unless it ends with a result
+// of want (JSON).
+func expectResult(t *testing.T, s *stream, want string) {
+	t.Helper()
+	evs := s.rest()
+	var res ResultPayload
+	evs[len(evs)-1].decode(t, &res)
+	if evs[len(evs)-1].Type != EventResult || string(res.Result) != want {
+		t.Errorf("events %s, result %s, want %s", types(evs), res.Result, want)
+	}
+}
+
 // TestOwnerLost: when the gateway running a session stops heartbeating, the
 // session ends with OWNER_LOST on every gateway, a tool result for it is
 // refused (409 OWNER_LOST, never success), and a caller whose stream was cut
@@ -132,27 +157,18 @@ func TestRedisRestartMidSession(t *testing.T) {
 	a, aSrv := newTestBroker(t, onRedis(rdb, prefix, 300*time.Millisecond))
 	_, bSrv := newTestBroker(t, onRedis(rdb, prefix, 300*time.Millisecond))
 	a.answerPoll = 50 * time.Millisecond
-	s := startExecute(t, aSrv.URL, map[string]any{"code": `return "got " + await callTool("client:prompt", {question: "?"})`, "timeout": 20000}, nil)
-	var sess Session
-	s.next().decode(t, &sess)
-	var call ToolCallPayload
-	s.next().decode(t, &call)
+	s, id, callID := promptSession(t, aSrv.URL, 20000)
 
 	srv.Restart() // empty: no persistence
 	waitUntil(t, "the running session to be written back", func() bool {
-		code, _, body := do(t, http.MethodGet, bSrv.URL+"/sessions/"+sess.ID, nil, nil)
+		code, _, body := do(t, http.MethodGet, bSrv.URL+"/sessions/"+id, nil, nil)
 		return code == 200 && contains(body, `"status":"running"`)
 	})
-	code, _, body := do(t, http.MethodPost, bSrv.URL+"/sessions/"+sess.ID+"/tool-result", map[string]any{"callId": call.CallID, "result": "Ada"}, nil)
+	code, _, body := do(t, http.MethodPost, bSrv.URL+"/sessions/"+id+"/tool-result", map[string]any{"callId": callID, "result": "Ada"}, nil)
 	if code != 200 {
 		t.Fatalf("answer after the restart: %d %s", code, body)
 	}
-	evs := s.rest()
-	var res ResultPayload
-	evs[len(evs)-1].decode(t, &res)
-	if string(res.Result) != `"got Ada"` {
-		t.Fatalf("events %s, result %s", types(evs), res.Result)
-	}
+	expectResult(t, s, `"got Ada"`)
 }
 
 // TestStorageFailureModes stops the redis-server: requests that need it

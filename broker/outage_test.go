@@ -43,12 +43,8 @@ func TestStoreOutageForEveryGateway(t *testing.T) {
 	}
 	var sessions [2]waiting
 	for i := range sessions {
-		s := startExecute(t, urls[i], map[string]any{"code": `return "got " + await callTool("client:prompt", {question: "?"})`, "timeout": 30000}, nil)
-		var sess Session
-		s.next().decode(t, &sess)
-		var call ToolCallPayload
-		s.next().decode(t, &call)
-		sessions[i] = waiting{s, sess.ID, call.CallID}
+		s, id, callID := promptSession(t, urls[i], 30000)
+		sessions[i] = waiting{s, id, callID}
 	}
 
 	// A third gateway with a waiting session, which stops during the outage.
@@ -90,12 +86,7 @@ func TestStoreOutageForEveryGateway(t *testing.T) {
 			t.Errorf("session of gateway %d answered on the other after the outage: %d %s", i, code, body)
 			continue
 		}
-		evs := w.s.rest()
-		var res ResultPayload
-		evs[len(evs)-1].decode(t, &res)
-		if evs[len(evs)-1].Type != EventResult || string(res.Result) != `"got Ada"` {
-			t.Errorf("session of gateway %d: events %s, result %s", i, types(evs), res.Result)
-		}
+		expectResult(t, w.s, `"got Ada"`)
 	}
 }
 
@@ -117,24 +108,15 @@ func TestGatewayStartedAfterStoreOutage(t *testing.T) {
 		o.StorageTimeout = 200 * time.Millisecond
 	})
 	a.answerPoll = 50 * time.Millisecond
-	s := startExecute(t, aSrv.URL, map[string]any{"code": `return "got " + await callTool("client:prompt", {question: "?"})`, "timeout": 30000}, nil)
-	var sess Session
-	s.next().decode(t, &sess)
-	var call ToolCallPayload
-	s.next().decode(t, &call)
+	s, id, callID := promptSession(t, aSrv.URL, 30000)
 
 	c.SetCut(true)
 	waitUntil(t, "A's liveness to lapse", func() bool { return rdb.Exists(context.Background(), prefix+"owner:"+a.owner).Val() == 0 })
 	_, bSrv := newTestBroker(t, onRedis(rdb, prefix, ownerTimeout))
-	code, _, body := do(t, http.MethodPost, bSrv.URL+"/sessions/"+sess.ID+"/tool-result", map[string]any{"callId": call.CallID, "result": "Ada"}, nil)
+	code, _, body := do(t, http.MethodPost, bSrv.URL+"/sessions/"+id+"/tool-result", map[string]any{"callId": callID, "result": "Ada"}, nil)
 	if code != http.StatusOK {
 		t.Fatalf("answer on a gateway started during A's outage: %d %s", code, body)
 	}
 	c.SetCut(false)
-	evs := s.rest()
-	var res ResultPayload
-	evs[len(evs)-1].decode(t, &res)
-	if evs[len(evs)-1].Type != EventResult || string(res.Result) != `"got Ada"` {
-		t.Fatalf("events %s, result %s", types(evs), res.Result)
-	}
+	expectResult(t, s, `"got Ada"`)
 }

@@ -70,24 +70,16 @@ func TestMCPDirectoryAfterStoreOutage(t *testing.T) {
 	d := newMCPSessionDirectory(cut, prefix, "http://127.0.0.1:1/mcp", time.Minute, zap.New(core))
 	defer d.close()
 	ctx := context.Background()
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	hcut.SetCut(true)
 	cut.SetCut(true)
-	waitFor("a beat to fail", func() bool { return logs.FilterMessage("renewing the MCP session directory's liveness").Len() > 0 })
+	eventually(t, "a beat to fail", func() (bool, string) {
+		return logs.FilterMessage("renewing the MCP session directory's liveness").Len() > 0, "no failed beat logged"
+	})
 	// Meanwhile every liveness lapsed, the holder's too; this gateway
 	// reaches the store again first.
 	rdb.Del(ctx, h.gw(h.self), d.gw(d.self))
 	cut.SetCut(false)
-	waitFor("a beat to succeed", func() bool { return rdb.Exists(ctx, d.gw(d.self)).Val() == 1 })
+	eventually(t, "a beat to succeed", func() (bool, string) { return rdb.Exists(ctx, d.gw(d.self)).Val() == 1, "no liveness" })
 
 	rec := httptest.NewRecorder()
 	if !d.forward(rec, httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader("{}")), "s1") {
@@ -99,9 +91,9 @@ func TestMCPDirectoryAfterStoreOutage(t *testing.T) {
 	if rdb.Exists(ctx, h.key("s1")).Val() != 1 {
 		t.Fatal("the session's entry was deleted")
 	}
-	waitFor("the holder, still without liveness, to be reported gone", func() bool {
+	eventually(t, "the holder, still without liveness, to be reported gone", func() (bool, string) {
 		rec := httptest.NewRecorder()
 		d.forward(rec, httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader("{}")), "s1")
-		return rec.Code == http.StatusNotFound
+		return rec.Code == http.StatusNotFound, rec.Body.String()
 	})
 }
