@@ -433,6 +433,7 @@ func (a *App) buildCredentials(specs []credential.Spec, cfg CredentialsConfig, k
 		return nil, err
 	}
 	s.mgr = mgr
+	s.closers = append(s.closers, func() error { mgr.Close(); return nil })
 	for _, sp := range specs {
 		if sp.Kind == credential.KindOAuth {
 			// What the operator registers at each upstream (it changed in

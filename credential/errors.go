@@ -22,8 +22,9 @@ const (
 	// where a client secret, a code or a refresh token may go: a
 	// configured URL over plain http outside loopback and development, or
 	// a discovered one over plain http from metadata read over https, or
-	// on an internal address when the configured server is not internal.
-	// Not transient: the configuration or the upstream's metadata must
+	// on an internal address when the configured server is not internal
+	// (by name at discovery; by the address dialled when the request is
+	// sent, dial.go). Not transient: the configuration or the upstream's metadata must
 	// change. A load error when configured; at discovery the call, the
 	// connection or its refresh fails and nothing is sent there.
 	CodeEndpointRefused = "UPSTREAM_ENDPOINT_REFUSED"

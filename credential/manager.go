@@ -49,7 +49,10 @@ type Options struct {
 	// the pages refuse every request (calls still work).
 	SignIn SignIn
 	// HTTPClient talks to upstream authorization servers. Default: a client
-	// with a 15 s timeout.
+	// with a 15 s timeout. Each service gets a copy whose transport (a
+	// clone of this one's, when it is an *http.Transport) refuses to
+	// connect to an internal address the configuration does not name
+	// (dial.go).
 	HTTPClient *http.Client
 	// ConnectionTTL is how long a connection is kept after it was last
 	// written or used. Default 30 days.
@@ -81,10 +84,11 @@ type Manager struct {
 	store   Store
 	opts    Options
 	connect *url.URL
-	client  *http.Client
 	log     *zap.Logger
 	now     func() time.Time
 	rand    io.Reader
+	// transports are the ones guardedClient made, closed by Close.
+	transports []*http.Transport
 
 	mu           sync.Mutex
 	flights      map[string]*flight
@@ -95,6 +99,7 @@ type Manager struct {
 
 type specState struct {
 	spec   Spec
+	client *http.Client // talks to the spec's upstream (dial.go)
 	mu     sync.Mutex
 	meta   asMetadata
 	metaAt time.Time
@@ -131,10 +136,11 @@ func NewManager(specs []Spec, opts *Options) (*Manager, error) {
 		o.Logger = zap.NewNop()
 	}
 	m := &Manager{specs: make(map[string]*specState, len(specs)), store: o.Store, opts: o, log: o.Logger,
-		now: o.Now, rand: o.Rand, client: o.HTTPClient, flights: map[string]*flight{}, touched: map[string]time.Time{},
+		now: o.Now, rand: o.Rand, flights: map[string]*flight{}, touched: map[string]time.Time{},
 		listeners: map[int]func(string, string, func(*http.Request) error){}}
-	if m.client == nil {
-		m.client = &http.Client{Timeout: 15 * time.Second}
+	client := o.HTTPClient
+	if client == nil {
+		client = &http.Client{Timeout: 15 * time.Second}
 	}
 	if o.ConnectURL != "" {
 		u, err := url.Parse(strings.TrimSuffix(o.ConnectURL, "/"))
@@ -158,7 +164,11 @@ func NewManager(specs []Spec, opts *Options) (*Manager, error) {
 			o.Scopes = append([]string(nil), o.Scopes...)
 			s.OAuth = &o
 		}
-		m.specs[s.Service] = &specState{spec: s}
+		c, tr := guardedClient(client, s)
+		if tr != nil {
+			m.transports = append(m.transports, tr)
+		}
+		m.specs[s.Service] = &specState{spec: s, client: c}
 		m.order = append(m.order, s.Service)
 	}
 	m.vault = NewVault(o.Store, o.Keys, o.Rand, o.ConnectionTTL)
@@ -199,6 +209,15 @@ func checkConfiguredURLs(s Spec, development bool) error {
 func resourceRoot(s Spec) bool {
 	o := s.OAuth
 	return o != nil && o.AuthorizationServer == "" && (o.AuthorizationEndpoint == "" || o.TokenEndpoint == "") && s.Resource != ""
+}
+
+// Close closes the idle connections of the transports the manager made
+// for its services. The manager still works afterwards (it connects again
+// as needed).
+func (m *Manager) Close() {
+	for _, tr := range m.transports {
+		tr.CloseIdleConnections()
+	}
 }
 
 // Vault is the manager's vault (for key rotation and tests).
@@ -534,8 +553,15 @@ func (m *Manager) refreshLocked(ctx context.Context, owner string, st *specState
 	if r := m.resource(st); r != "" {
 		form.Set("resource", r)
 	}
-	tr, err := m.tokenRequest(ctx, st.spec.OAuth, meta.TokenEndpoint, form)
+	tr, err := m.tokenRequest(ctx, st, meta.TokenEndpoint, form)
 	if err != nil {
+		if ErrorCode(err) == CodeEndpointRefused {
+			m.endpointRefused(st, err)
+			if !m.expired(cur) {
+				return cur, nil
+			}
+			return nil, err // the refresh token was not sent; retrying will not help
+		}
 		if refused(err) {
 			m.log.Info("upstream refused to refresh a connection; the user must connect again", zap.String("service", svc), zap.Error(err))
 			_, _ = m.store.CompareAndSwap(ctx, vaultKeyOf(owner, svc), sealed, nil, 0)
@@ -594,10 +620,10 @@ func (m *Manager) revokeRecord(ctx context.Context, st *specState, rec *Record) 
 		return
 	}
 	// The refresh token first: revoking it ends the grant at most servers.
-	if err := m.revoke(ctx, st.spec.OAuth, meta.RevocationEndpoint, rec.RefreshToken, "refresh_token"); err != nil {
+	if err := m.revoke(ctx, st, meta.RevocationEndpoint, rec.RefreshToken, "refresh_token"); err != nil {
 		m.log.Info("revoking an upstream refresh token failed", zap.String("service", st.spec.Service), zap.Error(err))
 	}
-	if err := m.revoke(ctx, st.spec.OAuth, meta.RevocationEndpoint, rec.AccessToken, "access_token"); err != nil {
+	if err := m.revoke(ctx, st, meta.RevocationEndpoint, rec.AccessToken, "access_token"); err != nil {
 		m.log.Info("revoking an upstream access token failed", zap.String("service", st.spec.Service), zap.Error(err))
 	}
 }

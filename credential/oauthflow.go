@@ -57,10 +57,7 @@ func (m *Manager) endpoints(ctx context.Context, st *specState) (asMetadata, err
 	meta, err := m.discoverFor(ctx, st)
 	if err != nil {
 		if ErrorCode(err) == CodeEndpointRefused {
-			// An operator's problem (or an upstream's attack): say so
-			// wherever the discovery was for.
-			m.log.Warn("upstream endpoint refused", zap.String("code", CodeEndpointRefused),
-				zap.String("service", st.spec.Service), zap.Error(err))
+			m.endpointRefused(st, err)
 		}
 		return asMetadata{}, err
 	}
@@ -68,6 +65,14 @@ func (m *Manager) endpoints(ctx context.Context, st *specState) (asMetadata, err
 	st.meta, st.metaAt = meta, m.now()
 	st.mu.Unlock()
 	return merge(conf, meta), nil
+}
+
+// endpointRefused logs a refusal by the rule of endpoints.go or dial.go:
+// an operator's problem (or an upstream's attack), said wherever the
+// request was for.
+func (m *Manager) endpointRefused(st *specState, err error) {
+	m.log.Warn("upstream endpoint refused", zap.String("code", CodeEndpointRefused),
+		zap.String("service", st.spec.Service), zap.Error(err))
 }
 
 // discoverFor finds the spec's authorization server metadata and checks
@@ -80,7 +85,7 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 		if err != nil || resource.Host == "" {
 			return asMetadata{}, fmt.Errorf("resource %q is not a URL", st.spec.Resource)
 		}
-		if issuer, err = m.protectedResourceAS(ctx, st.spec.Resource); err != nil {
+		if issuer, err = m.protectedResourceAS(ctx, st.client, st.spec.Resource); err != nil {
 			return asMetadata{}, err
 		}
 		if err := discoveredURL(svc, "authorization server", issuer, resource); err != nil {
@@ -91,7 +96,7 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 	if err != nil || from.Host == "" {
 		return asMetadata{}, fmt.Errorf("authorization server %q is not a URL", issuer)
 	}
-	meta, err := m.discover(ctx, issuer)
+	meta, err := m.discover(ctx, st.client, issuer)
 	if err != nil {
 		return asMetadata{}, err
 	}
@@ -128,7 +133,7 @@ func merge(conf, meta asMetadata) asMetadata {
 
 // discover reads RFC 8414 metadata, then OpenID Connect discovery, and
 // checks that the document is the issuer's own (RFC 8414 section 3.3).
-func (m *Manager) discover(ctx context.Context, issuer string) (asMetadata, error) {
+func (m *Manager) discover(ctx context.Context, client *http.Client, issuer string) (asMetadata, error) {
 	issuer = strings.TrimSuffix(issuer, "/")
 	u, err := url.Parse(issuer)
 	if err != nil || u.Host == "" {
@@ -140,7 +145,7 @@ func (m *Manager) discover(ctx context.Context, issuer string) (asMetadata, erro
 		issuer + "/.well-known/openid-configuration",
 	} {
 		var meta asMetadata
-		if err := m.getJSON(ctx, doc, &meta); err != nil {
+		if err := getJSON(ctx, client, doc, &meta); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -159,7 +164,7 @@ func (m *Manager) discover(ctx context.Context, issuer string) (asMetadata, erro
 
 // protectedResourceAS reads an MCP server's RFC 9728 metadata and returns
 // its first authorization server.
-func (m *Manager) protectedResourceAS(ctx context.Context, resource string) (string, error) {
+func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, resource string) (string, error) {
 	u, err := url.Parse(resource)
 	if err != nil || u.Host == "" {
 		return "", fmt.Errorf("resource %q is not a URL", resource)
@@ -169,7 +174,7 @@ func (m *Manager) protectedResourceAS(ctx context.Context, resource string) (str
 		AuthorizationServers []string `json:"authorization_servers"`
 	}
 	path := strings.TrimSuffix(u.Path, "/")
-	if err := m.getJSON(ctx, u.Scheme+"://"+u.Host+"/.well-known/oauth-protected-resource"+path, &doc); err != nil {
+	if err := getJSON(ctx, client, u.Scheme+"://"+u.Host+"/.well-known/oauth-protected-resource"+path, &doc); err != nil {
 		return "", fmt.Errorf("reading the protected resource metadata of %s: %w", resource, err)
 	}
 	// RFC 9728 section 3.3: the document must be the resource's own.
@@ -182,7 +187,7 @@ func (m *Manager) protectedResourceAS(ctx context.Context, resource string) (str
 	return doc.AuthorizationServers[0], nil
 }
 
-func (m *Manager) getJSON(ctx context.Context, u string, dst any) error {
+func getJSON(ctx context.Context, client *http.Client, u string, dst any) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -190,7 +195,7 @@ func (m *Manager) getJSON(ctx context.Context, u string, dst any) error {
 		return err
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := m.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return scrubURLError(err)
 	}
@@ -252,7 +257,8 @@ func refused(err error) bool {
 // tokenRequest posts a grant to the token endpoint with the client's
 // authentication: HTTP Basic for a confidential client (RFC 6749 2.3.1),
 // client_id in the form for a public one.
-func (m *Manager) tokenRequest(ctx context.Context, o *OAuthClient, endpoint string, form url.Values) (*tokenResponse, error) {
+func (m *Manager) tokenRequest(ctx context.Context, st *specState, endpoint string, form url.Values) (*tokenResponse, error) {
+	o := st.spec.OAuth
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if o.ClientSecret == "" {
@@ -267,7 +273,7 @@ func (m *Manager) tokenRequest(ctx context.Context, o *OAuthClient, endpoint str
 	if o.ClientSecret != "" {
 		req.SetBasicAuth(url.QueryEscape(o.ClientID), url.QueryEscape(o.ClientSecret))
 	}
-	resp, err := m.client.Do(req)
+	resp, err := st.client.Do(req)
 	if err != nil {
 		return nil, scrubURLError(err)
 	}
@@ -318,7 +324,8 @@ func (m *Manager) record(tr *tokenResponse, prev *Record) *Record {
 }
 
 // revoke asks the upstream to revoke token (RFC 7009); best effort.
-func (m *Manager) revoke(ctx context.Context, o *OAuthClient, endpoint, token, hint string) error {
+func (m *Manager) revoke(ctx context.Context, st *specState, endpoint, token, hint string) error {
+	o := st.spec.OAuth
 	if endpoint == "" || token == "" {
 		return nil
 	}
@@ -336,7 +343,7 @@ func (m *Manager) revoke(ctx context.Context, o *OAuthClient, endpoint, token, h
 	if o.ClientSecret != "" {
 		req.SetBasicAuth(url.QueryEscape(o.ClientID), url.QueryEscape(o.ClientSecret))
 	}
-	resp, err := m.client.Do(req)
+	resp, err := st.client.Do(req)
 	if err != nil {
 		return scrubURLError(err)
 	}

@@ -436,7 +436,7 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 // upstreamUnavailable answers a page whose upstream's endpoints cannot be
 // had: its server is down, or what it names breaks the rule for where a
 // client secret and a code may go (UPSTREAM_ENDPOINT_REFUSED, logged by
-// endpoints).
+// endpointRefused).
 func (m *Manager) upstreamUnavailable(w http.ResponseWriter, r *http.Request, st *specState, err error) {
 	if ErrorCode(err) == CodeEndpointRefused {
 		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in points somewhere this gateway does not send credentials; tell the gateway's operator.",
@@ -531,8 +531,13 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request, redire
 	if res := m.resource(st); res != "" {
 		form.Set("resource", res)
 	}
-	tr, err := m.tokenRequest(r.Context(), st.spec.OAuth, meta.TokenEndpoint, form)
+	tr, err := m.tokenRequest(r.Context(), st, meta.TokenEndpoint, form)
 	if err != nil {
+		if ErrorCode(err) == CodeEndpointRefused {
+			m.endpointRefused(st, err)
+			m.upstreamUnavailable(w, r, st, err)
+			return
+		}
 		m.log.Warn("connections page: code exchange failed", zap.String("service", st.spec.Service), zap.Error(err))
 		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + " did not give a token; start again from the connections page."})
 		return

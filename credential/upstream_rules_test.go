@@ -210,3 +210,104 @@ func TestRefreshRefusedWhenMetadataTurns(t *testing.T) {
 		t.Errorf("request authorized anyway")
 	}
 }
+
+// reboundUpstream is publicUpstream whose client also reaches the fake
+// upstream as https://rebound.example.net: a public name whose DNS answer
+// is a loopback address (rebinding), which discovery, judging the name as
+// written, takes.
+func reboundUpstream(t *testing.T) (*credentialtest.Fake, *http.Client) {
+	t.Helper()
+	fake, client := publicUpstream(t)
+	tr := client.Transport.(*http.Transport).Clone()
+	inner := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, a string) (net.Conn, error) {
+		if a == "rebound.example.net:443" {
+			a = "example.com:443"
+		}
+		return inner(ctx, network, a)
+	}
+	tr.TLSClientConfig.ServerName = "example.com" // httptest's certificate names only example.com
+	t.Cleanup(tr.CloseIdleConnections)
+	return fake, &http.Client{Transport: tr, Timeout: client.Timeout}
+}
+
+// TestReboundEndpointRefusedAtDial: a discovered token endpoint whose
+// public name resolves to an internal address is refused when dialled,
+// with UPSTREAM_ENDPOINT_REFUSED, logged, and neither the code nor the
+// refresh token is sent; the configured server's own name resolving there
+// is the operator's choice and keeps working.
+func TestReboundEndpointRefusedAtDial(t *testing.T) {
+	fake, client := reboundUpstream(t)
+	h := newHarnessWith(t, nil, nil, fake, []Spec{{Service: "forge", Title: "Fake Forge", Mode: ModeUser, Kind: KindOAuth,
+		OAuth: &OAuthClient{AuthorizationServer: "https://example.com", ClientID: fake.ClientID, ClientSecret: fake.ClientSecret}}}, client)
+	t.Cleanup(h.m.Close)
+	alice := publicBrowser(t, h, client, "alice", "alice-at-forge")
+	h.connect(t, alice) // all on example.com (loopback, but configured)
+	if n := fake.TokenRequests(); n != 1 {
+		t.Fatalf("token requests after connecting: %d", n)
+	}
+
+	fake.SetMetadata("token_endpoint", "https://rebound.example.net/token")
+	h.clock.add(2 * time.Hour) // past the access token's expiry and the metadata's cache
+	req, _ := http.NewRequest(http.MethodGet, "https://example.com/api/whoami", nil)
+	_, err := h.m.Authorize(as("alice"), "forge", req)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Code != CodeEndpointRefused || ce.Transient || !strings.Contains(ce.Message, "rebound.example.net") {
+		t.Fatalf("refresh: %v", err)
+	}
+	if n := fake.TokenRequests(); n != 1 {
+		t.Errorf("the refresh token went out: %d token requests", n)
+	}
+
+	bob := publicBrowser(t, h, client, "bob", "bob-at-forge")
+	status, _, body := post(t, bob, h.gw.URL+"/connections/forge/connect", url.Values{"csrf": {h.csrf(t, bob)}}, nil)
+	if status != http.StatusBadGateway || !refusedWith(body, CodeEndpointRefused) {
+		t.Fatalf("connect: %d\n%s", status, body)
+	}
+	if n := fake.TokenRequests(); n != 1 {
+		t.Errorf("the code went out: %d token requests", n)
+	}
+	logged := h.logs.FilterMessage("upstream endpoint refused").All()
+	if len(logged) == 0 || logged[0].ContextMap()["code"] != CodeEndpointRefused || logged[0].ContextMap()["service"] != "forge" {
+		t.Fatalf("not logged: %v", h.logs.All())
+	}
+}
+
+// TestDialGuardChecksBeforeConnecting: with the default dialer the
+// address is refused before a connection is made (net.Dialer.Control); a
+// host the configuration names is dialled as it resolves.
+func TestDialGuardChecksBeforeConnecting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan string, 4) // the remote addresses, in order
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c.RemoteAddr().String()
+			c.Close()
+		}
+	}()
+	g := &dialGuard{service: "svc", trusted: map[string]bool{"configured.example": true}}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	_, err = g.dial(nil)(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", port))
+	if ErrorCode(err) != CodeEndpointRefused {
+		t.Fatalf("untrusted loopback dial: %v", err)
+	}
+	// The trusted dial's connection is the first accepted: had the
+	// refused one connected, it would have been.
+	g.trusted["127.0.0.1"] = true
+	c, err := g.dial(nil)(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		t.Fatalf("trusted dial: %v", err)
+	}
+	defer c.Close()
+	if first := <-accepted; first != c.LocalAddr().String() {
+		t.Fatalf("the refused dial connected (from %s)", first)
+	}
+}
