@@ -167,3 +167,47 @@ func TestCallbackIsPerService(t *testing.T) {
 	}
 	h2.connect(t, bob)
 }
+
+// TestIssuerTrailingSlash: the decision of docs/credentials.md: an issuer
+// is compared without a trailing slash, in the metadata's issuer (RFC 8414
+// section 3.3) and in an answer's iss (RFC 9207), whichever side has it
+// (https://as.example and https://as.example/ name the same resource); any
+// other difference is another server.
+func TestIssuerTrailingSlash(t *testing.T) {
+	cases := []struct {
+		name                string
+		configured, meta    func(base string) string
+		endpointsConfigured bool
+		connects            bool
+	}{
+		{"configured with a slash", func(b string) string { return b + "/" }, func(b string) string { return b }, false, true},
+		{"advertised with a slash", func(b string) string { return b }, func(b string) string { return b + "/" }, false, true},
+		{"endpoints configured, iss without the configured slash", func(b string) string { return b + "/" }, func(b string) string { return b }, true, true},
+		{"another path", func(b string) string { return b }, func(b string) string { return b + "/tenant" }, false, false},
+		{"endpoints configured, iss on another path", func(b string) string { return b }, func(b string) string { return b + "/tenant" }, true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fake := credentialtest.New()
+			t.Cleanup(fake.Close)
+			fake.SetMetadata("issuer", c.meta(fake.URL)) // also the iss its answers carry
+			specs := forgeSpecs(fake)
+			specs[0].OAuth.AuthorizationServer = c.configured(fake.URL)
+			if c.endpointsConfigured {
+				specs[0].OAuth.AuthorizationEndpoint = fake.URL + "/authorize"
+				specs[0].OAuth.TokenEndpoint = fake.URL + "/token"
+				specs[0].OAuth.RevocationEndpoint = fake.URL + "/revoke"
+			}
+			h := newHarnessWith(t, nil, nil, fake, specs, nil)
+			alice := h.browser(t, "alice", "gh-alice")
+			status, final, body := post(t, alice, h.gw.URL+"/connections/forge/connect", url.Values{"csrf": {h.csrf(t, alice)}}, nil)
+			connected := status == http.StatusOK && strings.Contains(final, "connected=forge")
+			if connected != c.connects {
+				t.Fatalf("connected %v, want %v: %d %s\n%s", connected, c.connects, status, final, body)
+			}
+			if !c.connects && fake.TokenRequests() != 0 {
+				t.Errorf("the code went to the token endpoint")
+			}
+		})
+	}
+}
