@@ -103,6 +103,12 @@ type specState struct {
 	mu     sync.Mutex
 	meta   asMetadata
 	metaAt time.Time
+	warned map[string]warned // by log message: upstreamWarn's last line
+}
+
+type warned struct {
+	err string
+	at  time.Time
 }
 
 type flight struct {
@@ -540,7 +546,9 @@ func (m *Manager) refreshLocked(ctx context.Context, owner string, st *specState
 	}
 	meta, err := m.endpoints(ctx, st)
 	if err != nil {
-		m.log.Warn("refreshing a connection: authorization server metadata unavailable", zap.String("service", svc), zap.Error(err))
+		if ErrorCode(err) != CodeEndpointRefused { // logged by endpoints
+			m.upstreamWarn(st, "refreshing a connection: authorization server metadata unavailable", err)
+		}
 		if !m.expired(cur) {
 			return cur, nil
 		}
@@ -556,7 +564,7 @@ func (m *Manager) refreshLocked(ctx context.Context, owner string, st *specState
 	tr, err := m.tokenRequest(ctx, st, meta.TokenEndpoint, form)
 	if err != nil {
 		if ErrorCode(err) == CodeEndpointRefused {
-			m.endpointRefused(st, err)
+			m.logRefused(st, err)
 			if !m.expired(cur) {
 				return cur, nil
 			}

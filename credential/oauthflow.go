@@ -57,7 +57,7 @@ func (m *Manager) endpoints(ctx context.Context, st *specState) (asMetadata, err
 	meta, err := m.discoverFor(ctx, st)
 	if err != nil {
 		if ErrorCode(err) == CodeEndpointRefused {
-			m.endpointRefused(st, err)
+			m.logRefused(st, err)
 		}
 		return asMetadata{}, err
 	}
@@ -67,12 +67,36 @@ func (m *Manager) endpoints(ctx context.Context, st *specState) (asMetadata, err
 	return merge(conf, meta), nil
 }
 
-// endpointRefused logs a refusal by the rule of endpoints.go or dial.go:
-// an operator's problem (or an upstream's attack), said wherever the
-// request was for.
-func (m *Manager) endpointRefused(st *specState, err error) {
-	m.log.Warn("upstream endpoint refused", zap.String("code", CodeEndpointRefused),
-		zap.String("service", st.spec.Service), zap.Error(err))
+// upstreamLogEvery is how often the same trouble with an upstream (the
+// same message and error) is logged again while it lasts.
+const upstreamLogEvery = time.Hour
+
+// upstreamWarn logs trouble with st's upstream that every page view or
+// call meets while it lasts (metadata refused or unreachable, not cached):
+// once, then again when the error changes or upstreamLogEvery later, so a
+// connections page viewed often does not repeat it each time.
+func (m *Manager) upstreamWarn(st *specState, msg string, err error, fields ...zap.Field) {
+	now := m.now()
+	st.mu.Lock()
+	last, seen := st.warned[msg]
+	log := !seen || last.err != err.Error() || now.Sub(last.at) >= upstreamLogEvery
+	if log {
+		if st.warned == nil {
+			st.warned = map[string]warned{}
+		}
+		st.warned[msg] = warned{err: err.Error(), at: now}
+	}
+	st.mu.Unlock()
+	if log {
+		m.log.Warn(msg, append(fields, zap.String("service", st.spec.Service), zap.Error(err))...)
+	}
+}
+
+// logRefused logs a refusal by the rule of endpoints.go or dial.go: an
+// operator's problem (or an upstream's attack), said wherever the request
+// was for.
+func (m *Manager) logRefused(st *specState, err error) {
+	m.upstreamWarn(st, "upstream endpoint refused", err, zap.String("code", CodeEndpointRefused))
 }
 
 // discoverFor finds the spec's authorization server metadata and checks

@@ -273,7 +273,9 @@ func (m *Manager) list(w http.ResponseWriter, r *http.Request, focus string) {
 			meta, err := m.endpoints(r.Context(), m.specs[c.Service])
 			if err != nil {
 				row.Unavailable = true
-				m.log.Warn("connections page: upstream authorization server unavailable", zap.String("service", c.Service), zap.Error(err))
+				if ErrorCode(err) != CodeEndpointRefused { // logged by endpoints
+					m.upstreamWarn(m.specs[c.Service], "connections page: upstream authorization server unavailable", err)
+				}
 			} else if u, err := url.Parse(meta.AuthorizationEndpoint); err == nil {
 				d.formOrigins = append(d.formOrigins, u.Scheme+"://"+u.Host)
 			}
@@ -436,14 +438,14 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 // upstreamUnavailable answers a page whose upstream's endpoints cannot be
 // had: its server is down, or what it names breaks the rule for where a
 // client secret and a code may go (UPSTREAM_ENDPOINT_REFUSED, logged by
-// endpointRefused).
+// logRefused).
 func (m *Manager) upstreamUnavailable(w http.ResponseWriter, r *http.Request, st *specState, err error) {
 	if ErrorCode(err) == CodeEndpointRefused {
 		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in points somewhere this gateway does not send credentials; tell the gateway's operator.",
 			Code: CodeEndpointRefused})
 		return
 	}
-	m.log.Warn("connections page: upstream authorization server unavailable", zap.String("service", st.spec.Service), zap.Error(err))
+	m.upstreamWarn(st, "connections page: upstream authorization server unavailable", err)
 	m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in is unavailable right now; try again later."})
 }
 
@@ -534,7 +536,7 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request, redire
 	tr, err := m.tokenRequest(r.Context(), st, meta.TokenEndpoint, form)
 	if err != nil {
 		if ErrorCode(err) == CodeEndpointRefused {
-			m.endpointRefused(st, err)
+			m.logRefused(st, err)
 			m.upstreamUnavailable(w, r, st, err)
 			return
 		}

@@ -311,3 +311,39 @@ func TestDialGuardChecksBeforeConnecting(t *testing.T) {
 		t.Fatalf("the refused dial connected (from %s)", first)
 	}
 }
+
+// TestRefusedUpstreamLoggedOnce: refused metadata is not cached, so every
+// view of the connections page meets it again; it is logged once, again
+// when the reason changes, and again an hour later while it lasts.
+func TestRefusedUpstreamLoggedOnce(t *testing.T) {
+	fake, client := publicUpstream(t)
+	h := newHarnessWith(t, nil, nil, fake, []Spec{{Service: "forge", Title: "Fake Forge", Mode: ModeUser, Kind: KindOAuth,
+		OAuth: &OAuthClient{AuthorizationServer: "https://example.com", ClientID: fake.ClientID, ClientSecret: fake.ClientSecret}}}, client)
+	fake.SetMetadata("token_endpoint", "http://example.com/token")
+	alice := publicBrowser(t, h, client, "alice", "a")
+	lines := func() (refused, unavailable int) {
+		return h.logs.FilterMessage("upstream endpoint refused").Len(),
+			h.logs.FilterMessage("connections page: upstream authorization server unavailable").Len()
+	}
+	view := func(n int) {
+		for range n {
+			if status, _, body := open(t, alice, h.gw.URL+"/connections"); status != http.StatusOK || !strings.Contains(body, "Fake Forge") {
+				t.Fatalf("page: %d\n%s", status, body)
+			}
+		}
+	}
+	view(5)
+	if r, u := lines(); r != 1 || u != 0 {
+		t.Fatalf("after 5 views: %d refusals and %d unavailable logged, want 1 and 0", r, u)
+	}
+	fake.SetMetadata("token_endpoint", "https://10.0.0.7/token")
+	view(3)
+	if r, _ := lines(); r != 2 {
+		t.Fatalf("another reason: %d refusals logged, want 2", r)
+	}
+	h.clock.add(time.Hour)
+	view(3)
+	if r, _ := lines(); r != 3 {
+		t.Fatalf("an hour later: %d refusals logged, want 3", r)
+	}
+}
