@@ -433,6 +433,32 @@ func TestLoginAndConsentPages(t *testing.T) {
 		}
 		resp.Body.Close()
 	})
+	t.Run("origin null", func(t *testing.T) {
+		// The pages' own posts carry Origin: null (Referrer-Policy:
+		// no-referrer), so null proves nothing either way: the CSRF token
+		// decides (docs/oauth.md).
+		post := func(csrf string) *http.Response {
+			id, own := start()
+			if csrf == "" {
+				csrf = own
+			}
+			req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/oauth/login", strings.NewReader(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", "null")
+			resp, err := e.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp
+		}
+		if resp := post("forged"); resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("null origin, forged token: %d", resp.StatusCode)
+		}
+		if resp := post(""); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("null origin, the form's token: %d", resp.StatusCode)
+		}
+	})
 	t.Run("demo login refused outside development", func(t *testing.T) {
 		id, csrf := start()
 		resp := login(url.Values{"id": {id}, "csrf": {csrf}, "demo": {"1"}})
