@@ -20,11 +20,28 @@ func oneArg(d *caddyfile.Dispenser, dst *string) error {
 // blockOptions remembers the options given in one block, so that an option
 // given twice is an adapt error naming both lines: an option that sets a
 // value would otherwise be replaced silently by the second one, the first
-// a dead line a reader takes for the setting.
-type blockOptions map[string]int
+// a dead line a reader takes for the setting. Two spellings of one option
+// (optionSpellings) are the option given twice.
+type blockOptions map[string]given
+
+type given struct {
+	line     int
+	spelling string // as written
+}
+
+// optionSpellings maps an option's other spelling to its name. The other
+// spellings are unique among the options of all blocks, so one table
+// serves every block.
+var optionSpellings = map[string]string{
+	"adapter":           "engine",       // sandbox
+	"key_rotation_days": "key_rotation", // auth's local
+	"redis":             "storage",      // broker (the former spelling of storage redis)
+	"embedding":         "search",       // meta (the former spelling of search)
+}
 
 // once records the current option (d.Val()) and refuses it if the block
-// gave it before; the options in repeatable add up and may come again.
+// gave it before, in either spelling; the options in repeatable add up and
+// may come again.
 func (b blockOptions) once(d *caddyfile.Dispenser, repeatable ...string) error {
 	name := d.Val()
 	for _, r := range repeatable {
@@ -32,9 +49,16 @@ func (b blockOptions) once(d *caddyfile.Dispenser, repeatable ...string) error {
 			return nil
 		}
 	}
-	if line, ok := b[name]; ok {
-		return d.Errf("%s: given twice (first on line %d); write it once", name, line)
+	key := name
+	if canonical, ok := optionSpellings[name]; ok {
+		key = canonical
 	}
-	b[name] = d.Line()
+	if g, ok := b[key]; ok {
+		if g.spelling != name {
+			return d.Errf("%s: given twice (first on line %d, as %s); write it once", name, g.line, g.spelling)
+		}
+		return d.Errf("%s: given twice (first on line %d); write it once", name, g.line)
+	}
+	b[key] = given{line: d.Line(), spelling: name}
 	return nil
 }
