@@ -103,19 +103,26 @@ func (h *OAuthHandler) Provision(ctx caddy.Context) error {
 		}
 		docs = append(docs, m)
 	}
-	// The paths it must see as sent: every resource's metadata and, in
-	// orchestrated mode, the authorization server's.
-	var paths []string
+	// The requests it must see as sent: every resource's metadata (at the
+	// resource's host) and, in orchestrated mode, the authorization
+	// server's (at the issuer's).
+	var paths []placedRequest
 	for _, r := range resources {
 		if u, err := url.Parse(oauth.MetadataURL(r)); err == nil {
-			paths = append(paths, u.Path)
+			paths = append(paths, placedRequest{host: u.Host, path: u.Path})
 		}
 	}
+	issuerHost := ""
+	if u, err := url.Parse(app.auth.shared.issuer); err == nil {
+		issuerHost = u.Host
+	}
 	if len(paths) == 0 {
-		paths = append(paths, oauth.ProtectedResourcePath)
+		paths = append(paths, placedRequest{host: issuerHost, path: oauth.ProtectedResourcePath})
 	}
 	if app.auth.shared.handler != nil {
-		paths = append(paths, "/.well-known/oauth-authorization-server", "/.well-known/jwks.json", "/oauth/authorize", "/oauth/token")
+		for _, p := range []string{"/.well-known/oauth-authorization-server", "/.well-known/jwks.json", "/oauth/authorize", "/oauth/token"} {
+			paths = append(paths, placedRequest{host: issuerHost, path: p})
+		}
 	}
 	if err := checkOAuthPlacement(ctx, paths); err != nil {
 		return fmt.Errorf("codemode_oauth: %w", err)

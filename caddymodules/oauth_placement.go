@@ -13,25 +13,34 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/rewrite"
 )
 
+// placedRequest is a request codemode_oauth must see as sent: its host
+// (the issuer's or the resource's, with the port) and path.
+type placedRequest struct{ host, path string }
+
 // checkOAuthPlacement fails the load of a codemode_oauth that the requests
 // it serves cannot reach as they were sent: inside `handle_path /gw/*` (or a
 // handle or route with another path, or after a rewrite that strips a path
-// prefix). The issuer has no path, so the authorization server's endpoints
+// prefix), or after a terminal route that takes them first (another site
+// block for the issuer's host, before the catch-all site that holds the
+// handler). The issuer has no path, so the authorization server's endpoints
 // and the RFC 9728 metadata are at the site's root; under handle_path the
 // handler saw only /gw/..., stripped to /..., and every URL it published
 // named paths no request of the root reached. Before, such a config loaded
-// and sign-in failed with the site's 404s.
+// and sign-in failed with the site's 404s (or another site's pages).
 //
 // It runs in Provision, when the routes that enclose the handler are known:
 // the server being provisioned is in the context (caddyhttp.ServerCtxKey)
 // and each enclosing subroute is in ctx.Modules(). Routes are provisioned
 // in order, so in each list the routes before the handler's own have their
 // handlers (and their rewrites are known), and the handler's own route is
-// the first whose handlers are still raw. Only path matchers and prefix
-// stripping are simulated; other matchers (host, header, ...) are assumed
-// to match, so a config is refused only when no request for path can
-// reach the handler with that path.
-func checkOAuthPlacement(ctx caddy.Context, paths []string) error {
+// the first whose handlers are still raw. Only path and host matchers and
+// prefix stripping are simulated. A route on the way may match unless its
+// path matchers exclude the path (other matchers are assumed to match);
+// an earlier terminal route takes the request only when it surely matches
+// (path and host matchers only, all matching). So a config is refused only
+// when no request for the path at its host can reach the handler with that
+// path.
+func checkOAuthPlacement(ctx caddy.Context, reqs []placedRequest) error {
 	var lists []caddyhttp.RouteList
 	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
 		lists = append(lists, srv.Routes)
@@ -42,15 +51,21 @@ func checkOAuthPlacement(ctx caddy.Context, paths []string) error {
 			lists = append(lists, sr.Routes)
 		}
 	}
-	for _, p := range paths {
-		seen := p
+	for _, req := range reqs {
+		p, seen := req.path, req.path
 		for k, routes := range lists {
 			i := currentRoute(routes)
 			if i < 0 {
 				continue // not provisioned from this list (e.g. an error route)
 			}
 			for _, rt := range routes[:i] {
-				if !pathMatches(rt.MatcherSets, seen) {
+				may, sure := routeMatches(rt.MatcherSets, req.host, seen)
+				if rt.Terminal && sure {
+					return fmt.Errorf("a request for %s at %s never reaches it: an earlier route (another site block for that host, "+
+						"or a handle, route or respond before it) answers it first; put codemode_oauth in the site block of the "+
+						"issuer's host, at its top level", p, req.host)
+				}
+				if !may {
 					continue
 				}
 				for _, h := range rt.Handlers {
@@ -59,7 +74,7 @@ func checkOAuthPlacement(ctx caddy.Context, paths []string) error {
 					}
 				}
 			}
-			if !pathMatches(routes[i].MatcherSets, seen) {
+			if may, _ := routeMatches(routes[i].MatcherSets, req.host, seen); !may {
 				return fmt.Errorf("a request for %s never reaches it: it is inside a handle_path, handle or route that matches "+
 					"other paths; the issuer has no path, so the authorization server's endpoints and the RFC 9728 metadata "+
 					"are at the site's root: put codemode_oauth at the site's top level", p)
@@ -106,31 +121,38 @@ func currentRoute(routes caddyhttp.RouteList) int {
 	return -1
 }
 
-// pathMatches reports whether a request for path can match sets, judging
-// by the path matchers alone.
-func pathMatches(sets caddyhttp.MatcherSets, path string) bool {
+// routeMatches judges whether a request for host and path can match
+// sets (may: its path matchers do not exclude it, other matchers assumed
+// to match) and whether it surely does (a set of path and host matchers
+// only, all matching).
+func routeMatches(sets caddyhttp.MatcherSets, host, path string) (may, sure bool) {
 	if len(sets) == 0 {
-		return true
+		return true, true
 	}
-	r := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path}, Header: http.Header{}}
+	r := &http.Request{Method: http.MethodGet, Host: host, URL: &url.URL{Path: path}, Header: http.Header{}}
 	c := context.WithValue(context.Background(), caddy.ReplacerCtxKey, caddy.NewReplacer())
 	c = context.WithValue(c, caddyhttp.VarsCtxKey, map[string]any{})
 	r = r.WithContext(c)
 	for _, set := range sets {
-		ok := true
+		pathOK, known, hostOK := true, true, true
 		for _, m := range set {
 			switch pm := m.(type) {
 			case caddyhttp.MatchPath:
-				ok = ok && pm.Match(r)
+				pathOK = pathOK && pm.Match(r)
 			case *caddyhttp.MatchPath:
-				ok = ok && pm.Match(r)
+				pathOK = pathOK && pm.Match(r)
+			case caddyhttp.MatchHost:
+				hostOK = hostOK && host != "" && pm.Match(r)
+			case *caddyhttp.MatchHost:
+				hostOK = hostOK && host != "" && pm.Match(r)
+			default:
+				known = false
 			}
 		}
-		if ok {
-			return true
-		}
+		may = may || pathOK
+		sure = sure || (pathOK && hostOK && known)
 	}
-	return false
+	return may, sure
 }
 
 // stripPathPrefix is path after a rewrite's strip_path_prefix (as the

@@ -55,6 +55,14 @@ func TestOAuthPlacement(t *testing.T) {
 		{"matcher of its own, orchestrated", orchestrated, "http://%s {\n\tcodemode_oauth /.well-known/*\n}",
 			"a request for /oauth/authorize never reaches it"},
 		{"matcher of its own, transparent", transparent, "http://%s {\n\tcodemode_oauth /.well-known/*\n}", ""},
+		// Another site block for the issuer's host comes first (Caddy puts
+		// the catch-all site last) and answers the requests: before, this
+		// loaded and the metadata URL served the other site's page.
+		{"catch-all site after the issuer's host", orchestrated, "http://%s {\n\trespond 200\n}\nhttp://:PORT {\n\tbind 127.0.0.1\n\tcodemode_oauth\n}",
+			"codemode_oauth: a request for /.well-known/oauth-protected-resource/gw/mcp at 127.0.0.1:PORT never reaches it: an earlier route"},
+		{"catch-all site after the issuer's host, transparent", transparent, "http://%s {\n\trespond 200\n}\nhttp://:PORT {\n\tbind 127.0.0.1\n\tcodemode_oauth\n}",
+			"never reaches it: an earlier route"},
+		{"catch-all site after another host", orchestrated, "http://localhost:PORT%.0s {\n\trespond 200\n}\nhttp://:PORT {\n\tbind 127.0.0.1\n\tcodemode_oauth\n}", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			port := freePort(t)
@@ -72,16 +80,18 @@ func TestOAuthPlacement(t *testing.T) {
 	}
 }
 `, tc.auth(port)) + strings.Replace(fmt.Sprintf(tc.site, addr), "{\n", "{\n\tbind 127.0.0.1\n", 1) + "\n"
+			src = strings.ReplaceAll(src, "PORT", fmt.Sprint(port))
+			want := strings.ReplaceAll(tc.want, "PORT", fmt.Sprint(port))
 			cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
 			if err != nil {
 				t.Fatalf("adapt: %v\n%s", err, src)
 			}
 			err = loadErr(t, cfg)
 			switch {
-			case tc.want == "" && err != nil:
+			case want == "" && err != nil:
 				t.Errorf("load: %v\n%s", err, src)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Errorf("load: %v, want %q\n%s", err, tc.want, src)
+			case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+				t.Errorf("load: %v, want %q\n%s", err, want, src)
 			}
 		})
 	}
