@@ -236,7 +236,7 @@ type completion struct {
 // that runs the VM.
 type execution struct {
 	ctx      context.Context
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc // with callsCause, as the worker engine
 	limits   Limits
 	req      Request
 	host     Host
@@ -294,7 +294,7 @@ func newExecution(ctx context.Context, limits Limits, req Request, host Host) *e
 // init gives x its request. x is fresh, or a runtime whose prelude ran
 // before the request arrived (see warmRuntime) and that nothing else used.
 func (x *execution) init(ctx context.Context, limits Limits, req Request, host Host) {
-	x.ctx, x.cancel = context.WithCancel(ctx)
+	x.ctx, x.cancel = context.WithCancelCause(ctx)
 	x.limits = limits
 	x.req = req
 	x.host = host
@@ -369,7 +369,9 @@ func (x *execution) run() (res *Result, err error) {
 	defer func() {
 		x.pause(true)
 		close(x.done)
-		x.cancel()
+		// The tool calls still running learn why (the worker engine's
+		// cause, so a host reports both alike).
+		x.cancel(callsCause(res, err))
 		if res != nil {
 			res.Stats.ToolCalls = x.toolCalls
 			res.Stats.Steps = x.steps

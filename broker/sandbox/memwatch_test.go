@@ -41,7 +41,7 @@ func (w *watchTest) tick(live, cycle uint64) {
 
 func (w *watchTest) script(limit int64) *execution {
 	x := newExecution(context.Background(), Limits{MemoryBytes: limit}, Request{}, newTestHost(nil))
-	w.t.Cleanup(x.cancel)
+	w.t.Cleanup(func() { x.cancel(nil) })
 	return x
 }
 

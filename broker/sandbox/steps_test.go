@@ -129,7 +129,7 @@ func TestStepCounterCannotBeBypassed(t *testing.T) {
 // neither counts nor resets anything, and every read counts one step.
 func TestStepCounterObject(t *testing.T) {
 	x := newExecution(context.Background(), Limits{MaxSteps: 1000}, Request{}, newTestHost(nil))
-	defer x.cancel()
+	defer x.cancel(nil)
 	rt := x.rt
 	if err := rt.Set("o", rt.NewDynamicObject(stepCounter{x})); err != nil {
 		t.Fatal(err)

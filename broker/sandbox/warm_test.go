@@ -121,7 +121,7 @@ func TestPreludeFailsClosedUntilConfigured(t *testing.T) {
 		t.Fatalf("repeat before configure: %v", err)
 	}
 	x.init(context.Background(), Limits{MaxSteps: 100}, Request{Context: json.RawMessage(`{"k":1}`)}, newTestHost(nil))
-	defer x.cancel()
+	defer x.cancel(nil)
 	if _, _, _, _, res, err := x.setup(false); res != nil || err != nil {
 		t.Fatalf("setup: %v %s", err, describeResult(res))
 	}
