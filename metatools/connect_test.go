@@ -2,6 +2,8 @@ package metatools
 
 import (
 	"context"
+	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,5 +43,64 @@ func TestCallWhileUpstreamsConnect(t *testing.T) {
 	ix2.Close()
 	if ix2.stillConnecting() {
 		t.Fatal("a closed index still waits for its upstreams")
+	}
+}
+
+// askedCtx tells when a call first asks for its Done channel: with the
+// fix, that is the wait for the upstreams' first connection.
+type askedCtx struct {
+	context.Context
+	once  sync.Once
+	asked chan struct{}
+}
+
+func (c *askedCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.asked) })
+	return c.Context.Done()
+}
+
+// TestGoAPIWaitsForUpstreams: Search and Describe called through the Go
+// API wait for the upstreams' first connection as meta-tool calls do (up
+// to ConnectWait): a tool whose upstream connects meanwhile is found.
+// Before, they answered at once without it. The upstream "connects" only
+// once the call waits, so a call that does not wait cannot find it.
+func TestGoAPIWaitsForUpstreams(t *testing.T) {
+	for _, api := range []string{"Search", "Describe"} {
+		t.Run(api, func(t *testing.T) {
+			src := &changingSource{}
+			ix, err := NewIndex([]ToolSource{src}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ix.Close()
+			ix.Reload(context.Background())
+			done := ix.Connecting()
+			s := NewService(ix, &Options{ConnectWait: time.Hour})
+			ctx := &askedCtx{Context: context.Background(), asked: make(chan struct{})}
+			found := make(chan bool, 1)
+			go func() {
+				switch api {
+				case "Search":
+					out, err := s.Search(ctx, SearchInput{Query: "weather forecast"})
+					found <- err == nil && len(out.Tools) == 1 && out.Tools[0].Name == "sky:forecast"
+				case "Describe":
+					out, err := s.Describe(ctx, DescribeInput{ToolNames: []string{"sky:forecast"}})
+					found <- err == nil && len(out.Tools) == 1 && len(out.NotFound) == 0
+				}
+			}()
+			select {
+			case <-ctx.asked: // waiting: the upstream connects now
+			case ok := <-found:
+				t.Fatalf("%s answered without waiting for the upstream (found its tool: %v)", api, ok)
+			}
+			src.mu.Lock()
+			src.tools = []Tool{{Name: "sky:forecast", Description: "Weather forecast for a city", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+			src.mu.Unlock()
+			ix.Reload(context.Background())
+			done()
+			if !<-found {
+				t.Fatalf("%s did not find the tool of the upstream that connected while it waited", api)
+			}
+		})
 	}
 }

@@ -43,12 +43,7 @@ func (s *Service) observe(metaTool string, h mcp.ToolHandler) mcp.ToolHandler {
 			attribute.String("gen_ai.operation.name", "execute_tool"),
 			attribute.String("gen_ai.tool.name", exposed))
 		start := time.Now()
-		// Right after a start or a reload, the upstreams' tools are in the
-		// index only once their first connection is made: wait for it
-		// rather than answer TOOL_NOT_FOUND or search without them.
-		if !s.index.awaitConnecting(ctx, s.opts.ConnectWait) {
-			s.logger.Debug("meta-tool call answered before the upstreams' first connection ended", zap.String("tool", metaTool))
-		}
+		ctx = s.awaitSources(ctx, metaTool)
 		res, err := s.safeCall(ctx, metaTool, h, req)
 		outcome, code := callOutcome(metaTool, res, err)
 		s.opts.Metrics.called(short, outcome, time.Since(start))
@@ -62,6 +57,28 @@ func (s *Service) observe(metaTool string, h mcp.ToolHandler) mcp.ToolHandler {
 		}
 		return res, err
 	}
+}
+
+// connectWaitedKey marks the context of a call that waited ConnectWait for
+// the sources' first connection in vain: the calls made within it (a
+// script's) do not wait again.
+type connectWaitedKey struct{}
+
+// awaitSources is what every meta-tool call and every call of the Go API
+// (Search, Describe, Execute, Invoke, CallTool) does first: right after a
+// start or a reload, the upstreams' tools are in the index only once their
+// first connection is made, so it waits for it (up to ConnectWait) rather
+// than answer TOOL_NOT_FOUND or search without them. Once the attempts are
+// over it costs an atomic load.
+func (s *Service) awaitSources(ctx context.Context, what string) context.Context {
+	if !s.index.stillConnecting() || ctx.Value(connectWaitedKey{}) != nil {
+		return ctx
+	}
+	if s.index.awaitConnecting(ctx, s.opts.ConnectWait) {
+		return ctx
+	}
+	s.logger.Debug("call answered before the upstreams' first connection ended", zap.String("call", what))
+	return context.WithValue(ctx, connectWaitedKey{}, struct{}{})
 }
 
 // safeCall runs a meta-tool's handler. A panic in it (a bug of a tool

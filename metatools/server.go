@@ -432,7 +432,7 @@ func (s *Service) invokeHandler() mcp.ToolHandler {
 // invalid meta:invoke input is returned as an error; every failure of the
 // tool itself, including an unknown tool, is an isError result.
 func (s *Service) Invoke(ctx context.Context, in InvokeInput) (*mcp.CallToolResult, error) {
-	return s.invoke(ctx, in, nil)
+	return s.invoke(s.awaitSources(ctx, MetaInvoke), in, nil)
 }
 
 func validateInvoke(in InvokeInput) error {

@@ -280,6 +280,7 @@ type SearchOutput struct {
 // Search runs meta:search. Invalid input gives an *Error with
 // VALIDATION_ERROR; an unreachable embeddings endpoint SEARCH_UNAVAILABLE.
 func (s *Service) Search(ctx context.Context, in SearchInput) (res *SearchOutput, err error) {
+	ctx = s.awaitSources(ctx, MetaSearch)
 	defer func(start time.Time) {
 		if err == nil {
 			s.opts.Metrics.searched(time.Since(start), len(res.Tools))
@@ -543,7 +544,8 @@ type DescribeOutput struct {
 }
 
 // Describe runs meta:describe.
-func (s *Service) Describe(_ context.Context, in DescribeInput) (*DescribeOutput, error) {
+func (s *Service) Describe(ctx context.Context, in DescribeInput) (*DescribeOutput, error) {
+	s.awaitSources(ctx, MetaDescribe)
 	if len(in.ToolNames) == 0 {
 		return nil, validationError("toolNames", "at least one tool name is required")
 	}
@@ -659,7 +661,7 @@ type ExecuteInput struct {
 // result; an error is returned only for invalid input or when the engine
 // could not run the script.
 func (s *Service) Execute(ctx context.Context, in ExecuteInput) (*sandbox.Result, error) {
-	return s.execute(ctx, in, &host{s: s})
+	return s.execute(s.awaitSources(ctx, MetaExecute), in, &host{s: s})
 }
 
 // allowedSet is allowedTools as a set, nil when the script has none.
@@ -768,7 +770,7 @@ type InvokeInput struct {
 // validation against the tool's schema, then the tool's source. It is what
 // meta:invoke and scripts' callTool share.
 func (s *Service) CallTool(ctx context.Context, name string, input json.RawMessage) (json.RawMessage, *Error) {
-	return s.observedCall(ctx, name, input, nil)
+	return s.observedCall(s.awaitSources(ctx, "CallTool"), name, input, nil)
 }
 
 // callTool is CallTool; ask, when set, answers the tools only the caller
