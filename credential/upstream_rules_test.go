@@ -191,11 +191,19 @@ func TestRefreshRefusedWhenMetadataTurns(t *testing.T) {
 		OAuth: &OAuthClient{AuthorizationServer: "https://example.com", ClientID: fake.ClientID, ClientSecret: fake.ClientSecret}}}, client)
 	alice := publicBrowser(t, h, client, "alice", "alice-at-forge")
 	h.connect(t, alice)
-	sent := fake.TokenRequests()
-	if sent != 1 {
-		t.Fatalf("token requests after connecting: %d", sent)
+	refreshRefused(t, h, fake, "http://example.com/token")
+}
+
+// refreshRefused turns the token endpoint of alice's connection (made,
+// one token request so far) to endpoint and checks that her next call's
+// refresh fails with UPSTREAM_ENDPOINT_REFUSED (not transient), sends
+// nothing there and authorizes nothing; it returns the error.
+func refreshRefused(t *testing.T, h *harness, fake *credentialtest.Fake, endpoint string) *Error {
+	t.Helper()
+	if n := fake.TokenRequests(); n != 1 {
+		t.Fatalf("token requests after connecting: %d", n)
 	}
-	fake.SetMetadata("token_endpoint", "http://example.com/token")
+	fake.SetMetadata("token_endpoint", endpoint)
 	h.clock.add(2 * time.Hour) // past the access token's expiry and the metadata's cache
 	req, _ := http.NewRequest(http.MethodGet, "https://example.com/api/whoami", nil)
 	_, err := h.m.Authorize(as("alice"), "forge", req)
@@ -203,12 +211,13 @@ func TestRefreshRefusedWhenMetadataTurns(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Code != CodeEndpointRefused || ce.Transient {
 		t.Fatalf("refresh: %v", err)
 	}
-	if n := fake.TokenRequests(); n != sent {
-		t.Errorf("the refresh went out: %d token requests", n)
+	if n := fake.TokenRequests(); n != 1 {
+		t.Errorf("the refresh token went out: %d token requests", n)
 	}
 	if req.Header.Get("Authorization") != "" {
 		t.Errorf("request authorized anyway")
 	}
+	return ce
 }
 
 // reboundUpstream is publicUpstream whose client also reaches the fake
@@ -243,20 +252,8 @@ func TestReboundEndpointRefusedAtDial(t *testing.T) {
 	t.Cleanup(h.m.Close)
 	alice := publicBrowser(t, h, client, "alice", "alice-at-forge")
 	h.connect(t, alice) // all on example.com (loopback, but configured)
-	if n := fake.TokenRequests(); n != 1 {
-		t.Fatalf("token requests after connecting: %d", n)
-	}
-
-	fake.SetMetadata("token_endpoint", "https://rebound.example.net/token")
-	h.clock.add(2 * time.Hour) // past the access token's expiry and the metadata's cache
-	req, _ := http.NewRequest(http.MethodGet, "https://example.com/api/whoami", nil)
-	_, err := h.m.Authorize(as("alice"), "forge", req)
-	var ce *Error
-	if !errors.As(err, &ce) || ce.Code != CodeEndpointRefused || ce.Transient || !strings.Contains(ce.Message, "rebound.example.net") {
-		t.Fatalf("refresh: %v", err)
-	}
-	if n := fake.TokenRequests(); n != 1 {
-		t.Errorf("the refresh token went out: %d token requests", n)
+	if ce := refreshRefused(t, h, fake, "https://rebound.example.net/token"); !strings.Contains(ce.Message, "rebound.example.net") {
+		t.Fatalf("refresh: %v", ce)
 	}
 
 	bob := publicBrowser(t, h, client, "bob", "bob-at-forge")

@@ -372,6 +372,18 @@ func TestLoginAndConsentPages(t *testing.T) {
 		return hidden(t, page)
 	}
 	login := func(v url.Values) *http.Response { return e.postForm(e.srv.URL+"/oauth/login", v) }
+	// loginFrom posts the login form as a page of origin would.
+	loginFrom := func(origin string, v url.Values) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/oauth/login", strings.NewReader(v.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", origin)
+		resp, err := e.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
 
 	t.Run("wrong password", func(t *testing.T) {
 		id, csrf := start()
@@ -421,17 +433,9 @@ func TestLoginAndConsentPages(t *testing.T) {
 	})
 	t.Run("cross-site origin", func(t *testing.T) {
 		id, csrf := start()
-		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/oauth/login", strings.NewReader(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", "https://evil.example")
-		resp, err := e.http.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if resp.StatusCode != http.StatusForbidden {
+		if resp := loginFrom("https://evil.example", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}); resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("%d", resp.StatusCode)
 		}
-		resp.Body.Close()
 	})
 	t.Run("origin null", func(t *testing.T) {
 		// The pages' own posts carry Origin: null (Referrer-Policy:
@@ -442,15 +446,7 @@ func TestLoginAndConsentPages(t *testing.T) {
 			if csrf == "" {
 				csrf = own
 			}
-			req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/oauth/login", strings.NewReader(url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}}.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			req.Header.Set("Origin", "null")
-			resp, err := e.http.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			return resp
+			return loginFrom("null", url.Values{"id": {id}, "csrf": {csrf}, "username": {asUser}, "password": {asPassword}})
 		}
 		if resp := post("forged"); resp.StatusCode != http.StatusForbidden {
 			t.Fatalf("null origin, forged token: %d", resp.StatusCode)
