@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -32,9 +31,7 @@ func TestConnectionsUnderHandlePath(t *testing.T) {
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	loadCaddyfile(t, fmt.Sprintf(`{
+	startCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 	codemode {
@@ -70,7 +67,6 @@ http://127.0.0.1:%[4]d {
 	respond "the existing site" 200
 }
 `, spec.URL, base, hash, port))
-	defer func() { _ = caddy.Stop() }()
 
 	// The MCP endpoint under the prefix sends its clients to the RFC 9728
 	// metadata of its resource, which codemode_oauth serves at the site's
@@ -124,9 +120,7 @@ http://127.0.0.1:%[4]d {
 func TestWriteTimeoutWarned(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "caddy.log")
 	timed, plain := freePort(t), freePort(t)
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	loadCaddyfile(t, fmt.Sprintf(`{
+	startCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 	log {
@@ -154,7 +148,6 @@ http://127.0.0.1:%[3]d {
 	codemode_mcp /mcp
 }
 `, logPath, timed, plain))
-	defer func() { _ = caddy.Stop() }()
 	raw, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -175,9 +168,7 @@ http://127.0.0.1:%[3]d {
 // leave the plan waiting for an answer the caller never saw.
 func TestExecuteStreamsThroughEncodeAndProxy(t *testing.T) {
 	gw, front := freePort(t), freePort(t)
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	loadCaddyfile(t, fmt.Sprintf(`{
+	startCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 	codemode {
@@ -203,7 +194,6 @@ http://127.0.0.1:%d {
 	reverse_proxy 127.0.0.1:%[1]d
 }
 `, gw, front))
-	defer func() { _ = caddy.Stop() }()
 	base := fmt.Sprintf("http://127.0.0.1:%d/broker", front)
 	// A stream held back by a layer ends at the client's timeout instead.
 	c := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true, DisableCompression: true}}
@@ -255,9 +245,7 @@ http://127.0.0.1:%d {
 func TestLocalhostProtectionLogged(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "caddy.log")
 	port := freePort(t)
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	loadCaddyfile(t, fmt.Sprintf(`{
+	startCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 	log {
@@ -271,7 +259,6 @@ http://:%d {
 	codemode_mcp /mcp
 }
 `, logPath, port))
-	defer func() { _ = caddy.Stop() }()
 	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d/mcp", port),
 		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
 	req.Host = "gw.example.com"
@@ -301,9 +288,7 @@ http://:%d {
 // included. Matched to POSTs (docs/guard.md), it counts the calls only.
 func TestGuardConcurrencyOnMCP(t *testing.T) {
 	port := freePort(t)
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	loadCaddyfile(t, fmt.Sprintf(`{
+	startCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 }
@@ -324,7 +309,6 @@ http://127.0.0.1:%d {
 	}
 }
 `, port))
-	defer func() { _ = caddy.Stop() }()
 	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	post := func(url, sid, body string) (*http.Response, string) {
 		t.Helper()

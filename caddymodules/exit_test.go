@@ -28,31 +28,7 @@ import (
 // the session ends after the broker's drain_timeout with SHUTTING_DOWN,
 // and the process exits.
 func TestExitWithOpenStreams(t *testing.T) {
-	bin, err := caddyBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, admin := freePort(t), freePort(t)
-	base := fmt.Sprintf("http://localhost:%d", port)
-	caddyfile := fmt.Sprintf(`{
-	admin localhost:%d
-	codemode {
-		broker {
-			demo_tools
-			drain_timeout 1s
-		}
-	}
-}
-
-http://localhost:%d {
-	bind 127.0.0.1
-	handle_path /broker/* {
-		codemode_broker
-	}
-	codemode_mcp /mcp
-}
-`, admin, port)
-	cmd, exited, logs := runCaddy(t, bin, caddyfile, base)
+	cmd, exited, logs, base := runExitGateway(t, "")
 
 	// An MCP session of 2025-06-18 with its GET stream open, as the SDKs
 	// keep one.
@@ -152,6 +128,40 @@ http://localhost:%d {
 	}
 }
 
+// runExitGateway runs the built gateway of the exit tests (demo tools,
+// the broker under /broker with a drain_timeout of 1s and brokerOption,
+// MCP at /mcp) as runCaddy does, and returns its base URL too.
+func runExitGateway(t *testing.T, brokerOption string) (cmd *exec.Cmd, exited chan error, logs *strings.Builder, base string) {
+	t.Helper()
+	bin, err := caddyBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, admin := freePort(t), freePort(t)
+	base = fmt.Sprintf("http://localhost:%d", port)
+	caddyfile := fmt.Sprintf(`{
+	admin localhost:%d
+	codemode {
+		broker {
+			demo_tools
+			drain_timeout 1s
+			%s
+		}
+	}
+}
+
+http://localhost:%d {
+	bind 127.0.0.1
+	handle_path /broker/* {
+		codemode_broker
+	}
+	codemode_mcp /mcp
+}
+`, admin, brokerOption, port)
+	cmd, exited, logs = runCaddy(t, bin, caddyfile, base)
+	return cmd, exited, logs, base
+}
+
 // runCaddy runs bin as `caddy run` of caddyfile until the test ends (its
 // config and data directories in the test's), and waits until
 // base/broker/health answers. logs gets what it prints on stderr; exited,
@@ -205,32 +215,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd) chan error {
 // timeout (here 5 minutes; 30 s by default), found by SIGTERM of a
 // gateway under an MCP client that had not answered yet.
 func TestExitWithWaitingPlan(t *testing.T) {
-	bin, err := caddyBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, admin := freePort(t), freePort(t)
-	base := fmt.Sprintf("http://localhost:%d", port)
-	caddyfile := fmt.Sprintf(`{
-	admin localhost:%d
-	codemode {
-		broker {
-			demo_tools
-			drain_timeout 1s
-			execution_timeout 5m
-		}
-	}
-}
-
-http://localhost:%d {
-	bind 127.0.0.1
-	handle_path /broker/* {
-		codemode_broker
-	}
-	codemode_mcp /mcp
-}
-`, admin, port)
-	cmd, exited, logs := runCaddy(t, bin, caddyfile, base)
+	cmd, exited, logs, base := runExitGateway(t, "execution_timeout 5m")
 
 	asked := make(chan struct{})
 	opts := &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {

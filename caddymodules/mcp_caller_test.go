@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -22,9 +21,7 @@ import (
 // than 3.5 s got a TIMEOUT.
 func TestOlderRevisionPlanWaitsForItsClient(t *testing.T) {
 	port := freePort(t)
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	loadCaddyfile(t, fmt.Sprintf(`{
+	startCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 	codemode {
@@ -41,7 +38,6 @@ http://127.0.0.1:%d {
 	codemode_mcp /mcp
 }
 `, port))
-	defer func() { _ = caddy.Stop() }()
 	for _, version := range []string{"2025-06-18", "2025-11-25"} {
 		t.Run(version, func(t *testing.T) {
 			opts := &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -105,10 +101,7 @@ http://127.0.0.1:%d {
 }
 `, port, sessionTimeout)
 	}
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	loadCaddyfile(t, config("30m"))
-	defer func() { _ = caddy.Stop() }()
+	startCaddyfile(t, config("30m"))
 	opts := &mcp.ClientOptions{ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		loadCaddyfile(t, config("31m")) // the reload, while the plan waits
 		return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "Ada"}}, nil
@@ -167,10 +160,7 @@ http://127.0.0.1:%d {
 }
 `, poolMax, port)
 	}
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	loadCaddyfile(t, config(2))
-	defer func() { _ = caddy.Stop() }()
+	startCaddyfile(t, config(2))
 	reloaded := make(chan struct{})
 	opts := &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		loadCaddyfile(t, config(3)) // a new pool; the plan's one drains

@@ -216,9 +216,7 @@ func TestRedisStartPingWarns(t *testing.T) {
 func TestBrokerStorageTimeoutBoundsReads(t *testing.T) {
 	srv := redistest.Start(t)
 	port := freePort(t)
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	loadCaddyfile(t, fmt.Sprintf(`{
+	startCaddyfile(t, fmt.Sprintf(`{
 	admin off
 	persist_config off
 	codemode {
@@ -243,7 +241,6 @@ http://127.0.0.1:%d {
 	}
 }
 `, srv.Addr, redistest.Prefix(t), port))
-	defer func() { _ = caddy.Stop() }()
 	defer srv.Stop() // first: a paused server answers no one, not even the broker closing
 
 	c := &http.Client{Timeout: 20 * time.Second}
