@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -441,7 +442,7 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 			w.names.WriteString(name + " ")
 			if desc != "" {
 				first, _ := search.SplitSummary(desc)
-				w.docs.WriteString(first + " ")
+				w.docs.WriteString(withoutExamples(first) + " ")
 			}
 		}
 		w.walk(p, depth+1)
@@ -456,6 +457,21 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 			}
 		}
 	}
+}
+
+// exampleRe finds where a field's description starts giving examples.
+var exampleRe = regexp.MustCompile(`(?i)(,\s*|\s+\(|\s+)((such as|for example|for instance)\b|e\.g\.)`)
+
+// withoutExamples is a field's description without the examples it gives
+// ("The name of the provider, such as Facebook, Google, or Login with
+// Amazon"): an example value says what the field may hold, not what the
+// call does, and a request that names it asks for the call that is about
+// it.
+func withoutExamples(s string) string {
+	if loc := exampleRe.FindStringIndex(s); loc != nil {
+		return s[:loc[0]]
+	}
+	return s
 }
 
 func asSlice(v any) []any {

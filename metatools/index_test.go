@@ -2,6 +2,7 @@ package metatools
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,6 +52,24 @@ func TestDocAccess(t *testing.T) {
 	} {
 		if got := docOf(Tool{Name: "x:y", Annotations: c.a}).Access; got != c.want {
 			t.Errorf("annotations %+v: access %d, want %d", c.a, got, c.want)
+		}
+	}
+}
+
+// TestDocFieldExamples: the examples a field's description gives name values
+// the field may hold, not what the call does, and are not indexed.
+func TestDocFieldExamples(t *testing.T) {
+	for _, c := range []struct{ desc, keep, drop string }{
+		{"The name of the provider, such as Facebook, Google, or Login with Amazon.", "The name of the provider", "Google"},
+		{"The attribute name, for example email.", "The attribute name", "email"},
+		{"The display name (for instance Jane Doe).", "The display name", "Jane"},
+		{"The region of the bucket e.g. eu-west-1.", "The region of the bucket", "eu-west-1"},
+		{"The code sent to the user's phone.", "The code sent to the user's phone.", ""},
+	} {
+		schema := `{"type":"object","properties":{"body":{"type":"object","properties":{"f":{"type":"string","description":` + strconv.Quote(c.desc) + `}}}}}`
+		d := docOf(Tool{Name: "x:y", InputSchema: json.RawMessage(schema)})
+		if !strings.Contains(d.FieldDocs, c.keep) || c.drop != "" && strings.Contains(d.FieldDocs, c.drop) {
+			t.Errorf("%q: field docs %q, want %q without %q", c.desc, d.FieldDocs, c.keep, c.drop)
 		}
 	}
 }
