@@ -423,7 +423,7 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 			return
 		}
 		p, _ := props[name].(map[string]any)
-		desc, _ := p["description"].(string)
+		desc := fieldDescription(p)
 		if depth <= maxSwitchDepth && slices.Contains(schemaTypes(p), "boolean") {
 			// A boolean field named by one word is a state a call can set
 			// ("archived", "is_locked", "draft"); a longer name is an
@@ -457,6 +457,36 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 			}
 		}
 	}
+}
+
+// fieldDescription is what documents a field: its own description, or, when
+// it has none, that of its allOf wrapper — OpenAPI 3.0 cannot put siblings
+// next to a $ref, so a field of a shared type is documented as
+// {"allOf": [{"$ref": …}, {"description": …}]} (every AWS document converted
+// by APIs.guru). The wrapper's entry that only describes is the field's own
+// word; the referenced type's description says what the type is.
+func fieldDescription(p map[string]any) string {
+	if d, ok := p["description"].(string); ok {
+		return d
+	}
+	for _, alt := range asSlice(p["allOf"]) {
+		m, _ := alt.(map[string]any)
+		if d, ok := m["description"].(string); ok && !isSchemaShape(m) {
+			return d
+		}
+	}
+	return ""
+}
+
+// isSchemaShape says whether a schema says what a value is (a type, its
+// fields, items or values, a reference), not only how it is described.
+func isSchemaShape(m map[string]any) bool {
+	for _, k := range []string{"$ref", "type", "properties", "items", "enum", "const", "allOf", "anyOf", "oneOf"} {
+		if _, ok := m[k]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // exampleRe finds where a field's description starts giving examples.

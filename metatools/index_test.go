@@ -56,6 +56,25 @@ func TestDocAccess(t *testing.T) {
 	}
 }
 
+// TestDocFieldDescriptionInAllOf: a field of a shared type is documented
+// in its allOf wrapper (`{"allOf": [{"$ref": …}, {"description": …}]}`,
+// as AWS documents do); that description is the field's and is indexed,
+// the referenced type's own is not.
+func TestDocFieldDescriptionInAllOf(t *testing.T) {
+	schema := `{"type":"object","properties":{"body":{"type":"object","properties":{
+		"UserPoolId":{"allOf":[{"type":"string","description":"An identifier of any pool."},{"description":"The user pool where the users are imported."}]},
+		"Plain":{"type":"string","description":"A field described in place."}}}}}`
+	d := docOf(Tool{Name: "x:import", InputSchema: json.RawMessage(schema)})
+	for _, want := range []string{"The user pool where the users are imported.", "A field described in place."} {
+		if !strings.Contains(d.FieldDocs, want) {
+			t.Errorf("field docs %q lack %q", d.FieldDocs, want)
+		}
+	}
+	if strings.Contains(d.FieldDocs, "any pool") {
+		t.Errorf("field docs %q have the referenced type's description", d.FieldDocs)
+	}
+}
+
 // TestDocFieldExamples: the examples a field's description gives name values
 // the field may hold, not what the call does, and are not indexed.
 func TestDocFieldExamples(t *testing.T) {
