@@ -1261,6 +1261,30 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 	return groups
 }
 
+// objectHead is the group of the last word of the noun phrase a request
+// opens with after its verb ("pools" of "list all my user pools", "tasks"
+// of "tasks assigned to me"), -1 without one: the run of consecutive
+// content words from the first, up to a verb's participle.
+func objectHead(groups []termGroup, qtoks []string) int {
+	head, at := -1, 0
+	for {
+		next := -1
+		for gi, g := range groups {
+			if g.at > at && !g.verb && !g.optional && !g.scope && (next < 0 || g.at < groups[next].at) {
+				next = gi
+			}
+		}
+		if next < 0 || head >= 0 && groups[next].at != at+1 {
+			return head
+		}
+		w := qtoks[groups[next].at-1]
+		if head >= 0 && (strings.HasSuffix(w, "ed") || strings.HasSuffix(w, "ing")) && slices.ContainsFunc(Lemmas(w), isVerb) {
+			return head
+		}
+		head, at = next, groups[next].at
+	}
+}
+
 // opensWithVerb reports whether a request of at least one word opens with
 // a verb, not a question word ("show me …", "mark … as failed", "email me
 // when …").
@@ -1335,8 +1359,10 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 	// apart the caller's things from anyone's among tools that match what
 	// it asks for; alone they would find "Get the current user" for
 	// anything the caller owns. A tool matches them only when it matches
-	// one of the request's words besides its opening verb too (when the
-	// request has any: "who am I" has none).
+	// the request's object too ("list all my user pools": pools, not the
+	// current user's devices by "user"), or, when the request has no
+	// object, one of its words besides its opening verb ("who am I" has
+	// none).
 	var content []bool
 	if slices.ContainsFunc(qp.groups, func(g termGroup) bool { return g.scope }) &&
 		slices.ContainsFunc(qp.groups, func(g termGroup) bool { return !g.optional && !g.verb && !g.scope }) {
@@ -1364,7 +1390,11 @@ func (ix *BM25) Rank(_ context.Context, query string, k int, allow func(int) boo
 					best[d] = 0
 					continue
 				}
-				content[d] = content[d] || !g.optional && !g.verb && !g.scope
+				if qp.scopeHead < 0 {
+					content[d] = content[d] || !g.optional && !g.verb && !g.scope
+				} else {
+					content[d] = content[d] || gi == qp.scopeHead
+				}
 			}
 			if isObject && best[d] >= objectShare*qp.gUpper[gi] {
 				qp.objectHit[d] = true
@@ -1470,6 +1500,10 @@ type queryPlan struct {
 	// match one of them.
 	object    []int
 	objectHit []bool
+	// scopeHead is the group of the last word of the request's object
+	// (objectHead), which a tool must match for the request's scope words
+	// to count; -1 without one.
+	scopeHead int
 	// gUpper is each group's largest score.
 	gUpper []float64
 	// verbTerms are the terms of the request's opening verb.
@@ -1580,6 +1614,7 @@ func (ix *BM25) plan(query string) *queryPlan {
 	if len(qtoks) > 2 && (qtoks[0] == "which" || qtoks[0] == "what") && !stopwords[qtoks[1]] && !questionWords[qtoks[1]] {
 		firstPrep = 1
 	}
+	qp.scopeHead = objectHead(qp.groups, qtoks)
 	if firstPrep > 0 {
 		// The request's object: the words before the modifier that are
 		// neither its verb nor an intent word ("the nodes" of "list the

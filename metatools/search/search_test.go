@@ -2235,6 +2235,41 @@ func TestScopeNeedsContent(t *testing.T) {
 	}
 }
 
+// TestScopeNeedsObject: the scope words count for a tool that matches the
+// request's object — the last word of the noun phrase after its verb, not
+// a participle that modifies it ("tasks assigned to me") —, not for one
+// that matches another of its words: "list all my user pools" asks for the
+// account's pools, not for the tasks in a user's My Tasks list, which match
+// "user" and "my" only.
+func TestScopeNeedsObject(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_ListDevices", AppID: "a", Description: "Lists the sign-in devices that Amazon Cognito has registered to the current user.", Params: "AccessToken", Required: 1, RequiredNames: []string{"AccessToken"}},
+		{Name: "a_ListUserPools", AppID: "a", Description: "Lists the user pools associated with an Amazon Web Services account.", Params: "MaxResults", Required: 1, RequiredNames: []string{"MaxResults"}},
+		{Name: "a_CreateUserPool", AppID: "a", Description: "Creates a new user pool.", Params: "PoolName", Required: 1, RequiredNames: []string{"PoolName"}},
+		{Name: "a_DeleteUserPool", AppID: "a", Description: "Deletes a user pool.", Params: "UserPoolId", Required: 1, RequiredNames: []string{"UserPoolId"}},
+		{Name: "a_GetUser", AppID: "a", Description: "Gets the user attributes and metadata for a user.", Params: "AccessToken", Required: 1, RequiredNames: []string{"AccessToken"}},
+		{Name: "a_AdminListDevices", AppID: "a", Description: "Lists devices, as an administrator.", Params: "UserPoolId Username", Required: 2, RequiredNames: []string{"UserPoolId", "Username"}},
+		{Name: "b_getTasks", AppID: "b", Description: "Returns the compact task records for some filtered set of tasks.", Params: "assignee"},
+		{Name: "b_getTasksForUserTaskList", AppID: "b", Description: "Returns the compact list of tasks in a user's My Tasks list.", Params: "user_task_list_gid"},
+	}
+	wantFirst(t, docs, map[string]string{
+		"list all my user pools":  "a_ListUserPools",
+		"list my sign-in devices": "a_ListDevices",
+	})
+	// A participle ends the object: "tasks", not "assigned", is what the
+	// tool that has the caller's tasks must match.
+	docs = append(docs[len(docs)-2:],
+		Doc{Name: "b_getProjectsForTask", AppID: "b", Description: "Returns a compact representation of all of the projects the task is in.", Params: "task_gid"},
+		Doc{Name: "b_searchTasksForWorkspace", AppID: "b", Description: "Search tasks in a workspace.", Params: "workspace_gid assigned_by.any"})
+	rank := map[string]int{}
+	for i, h := range rankOf(t, NewBM25(docs), "tasks assigned to me", len(docs)) {
+		rank[docs[h.Doc].Name] = i + 1
+	}
+	if r := rank["b_getTasksForUserTaskList"]; r == 0 || r > rank["b_getTasks"] {
+		t.Errorf("tasks assigned to me: ranks %v, want the caller's task list above the tasks by assignee", rank)
+	}
+}
+
 // TestMethodIntent: a DELETE whose name and summary have no intent word
 // ("Detach a file", "Unassign a driver") deletes, as its HTTP method says,
 // and its summary's verb is what a request to remove covers.
