@@ -255,6 +255,9 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	if pb, ok := r.Body.(*peekedBody); ok && pb.ok {
 		mw.body = pb // kept: the go-sdk replaces r.Body
 	}
+	if refuseAccept(w, r, h.legacy != nil && !isStatelessRevision(r.Header.Get("Mcp-Protocol-Version"))) {
+		return nil
+	}
 	modern, id := h.isModern(r)
 	switch {
 	case modern && h.modern != nil:

@@ -497,3 +497,62 @@ func baseMediaType(v string) string {
 	}
 	return mt
 }
+
+// refuseAccept answers a POST, or a GET of the handshake revisions (served
+// when legacy), whose Accept header does not list what MCP's Streamable
+// HTTP transport says the client MUST list: both application/json and
+// text/event-stream for a POST, text/event-stream for a GET. An Accept
+// that lists them otherwise gets 406 Not Acceptable, the HTTP status for
+// it (the TypeScript SDK's answer; the go-sdk answered 400), and none at
+// all 400: RFC 9110 reads a request without Accept as accepting anything,
+// so it is the client breaking the transport's rule, not an unacceptable
+// answer. Both carry JSON-RPC -32600 and a message naming the rule. It
+// returns true when it answered.
+func refuseAccept(w http.ResponseWriter, r *http.Request, legacy bool) bool {
+	var need []string
+	switch {
+	case r.Method == http.MethodPost:
+		need = []string{"application/json", "text/event-stream"}
+	case r.Method == http.MethodGet && legacy:
+		need = []string{"text/event-stream"}
+	default:
+		return false
+	}
+	values := r.Header.Values("Accept")
+	if len(values) == 0 {
+		writeJSONRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, acceptMessage(r.Method, "no Accept header"), nil)
+		return true
+	}
+	for _, t := range need {
+		if !accepts(values, t) {
+			writeJSONRPCError(w, http.StatusNotAcceptable, nil, rpcInvalidRequest, acceptMessage(r.Method, "Accept does not list "+t), nil)
+			return true
+		}
+	}
+	return false
+}
+
+// acceptMessage is refuseAccept's message for a request of method.
+func acceptMessage(method, problem string) string {
+	if method == http.MethodGet {
+		return "not acceptable: " + problem + "; a GET stream needs Accept: text/event-stream"
+	}
+	return "not acceptable: " + problem + "; MCP clients send Accept: application/json, text/event-stream (answers are one or the other)"
+}
+
+// accepts reports whether the Accept header values list mediaType (a
+// type/subtype without parameters): a range matching it (type/subtype,
+// type/* or */*).
+func accepts(values []string, mediaType string) bool {
+	typ, _, _ := strings.Cut(mediaType, "/")
+	for _, v := range values {
+		for _, rng := range strings.Split(v, ",") {
+			name, _, _ := strings.Cut(rng, ";")
+			switch strings.ToLower(strings.TrimSpace(name)) {
+			case mediaType, typ + "/*", "*/*":
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -581,3 +581,71 @@ func TestMCPBatchedInitialize(t *testing.T) {
 		t.Fatalf("ping in the session: %d %s", status, body)
 	}
 }
+
+// TestMCPAccept: the transport says a client MUST list application/json
+// and text/event-stream in Accept on a POST (text/event-stream on a GET).
+// One that lists only one of them, in either revision, gets 406 Not
+// Acceptable with JSON-RPC -32600 (the go-sdk answered 400), one without
+// Accept 400 (RFC 9110: no Accept accepts anything); wildcards count.
+func TestMCPAccept(t *testing.T) {
+	port := freePort(t)
+	startCaddy(t, mcpCaddyConfig(port, map[string]any{}))
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	status, sid, body := rawMCP(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if status != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %q %s", status, sid, body)
+	}
+	legacy := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+	const legacyPing = `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	modernPing := `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + modernMeta + `}}`
+	for _, tc := range []struct {
+		name, method, accept string
+		header               map[string]string
+		body                 string
+		status               int
+	}{
+		{"legacy, JSON only", "POST", "application/json", legacy, legacyPing, 406},
+		{"legacy, SSE only", "POST", "text/event-stream", legacy, legacyPing, 406},
+		{"2026-07-28, JSON only", "POST", "application/json", modern, modernPing, 406},
+		{"2026-07-28, SSE only", "POST", "text/event-stream", modern, modernPing, 406},
+		{"another type", "POST", "text/html", modern, modernPing, 406},
+		{"no Accept", "POST", "", modern, modernPing, 400},
+		{"GET stream, JSON only", "GET", "application/json", legacy, ``, 406},
+		{"both", "POST", "application/json, text/event-stream", modern, modernPing, 200},
+		{"wildcards", "POST", "application/*, text/*", modern, modernPing, 200},
+		{"anything", "POST", "*/*", legacy, legacyPing, 200},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, url, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range tc.header {
+				req.Header.Set(k, v)
+			}
+			if tc.accept != "" {
+				req.Header.Set("Accept", tc.accept)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("%d %s, want %d", resp.StatusCode, b, tc.status)
+			}
+			if tc.status == 200 {
+				return
+			}
+			var msg struct {
+				Error struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(b, &msg) != nil || msg.Error.Code != -32600 || !strings.HasPrefix(msg.Error.Message, "not acceptable: ") {
+				t.Fatalf("%d %s, want JSON-RPC -32600 \"not acceptable: ...\"", resp.StatusCode, b)
+			}
+		})
+	}
+}
