@@ -541,18 +541,45 @@ func acceptMessage(method, problem string) string {
 }
 
 // accepts reports whether the Accept header values list mediaType (a
-// type/subtype without parameters): a range matching it (type/subtype,
-// type/* or */*).
+// type/subtype without parameters) as acceptable, by RFC 9110's rule: the
+// most specific range matching it (type/subtype, then type/*, then */*)
+// decides, and its weight q=0 means "not acceptable" (so
+// "application/json, text/event-stream;q=0" refuses SSE, as if it did not
+// list it). A weight that is no number counts as 1, as the go-sdk, which
+// reads no weights, takes it.
 func accepts(values []string, mediaType string) bool {
 	typ, _, _ := strings.Cut(mediaType, "/")
+	best, q := 0, 0.0 // specificity of the best match so far (0: none), its weight
 	for _, v := range values {
 		for _, rng := range strings.Split(v, ",") {
-			name, _, _ := strings.Cut(rng, ";")
+			name, params, _ := strings.Cut(rng, ";")
+			var spec int
 			switch strings.ToLower(strings.TrimSpace(name)) {
-			case mediaType, typ + "/*", "*/*":
-				return true
+			case mediaType:
+				spec = 3
+			case typ + "/*":
+				spec = 2
+			case "*/*":
+				spec = 1
+			}
+			if spec > best {
+				best, q = spec, acceptWeight(params)
 			}
 		}
 	}
-	return false
+	return best > 0 && q > 0
+}
+
+// acceptWeight is the q parameter among an Accept range's parameters
+// ("level=1;q=0.5"), 1 when there is none or it is no number.
+func acceptWeight(params string) float64 {
+	for _, p := range strings.Split(params, ";") {
+		k, v, _ := strings.Cut(p, "=")
+		if strings.EqualFold(strings.TrimSpace(k), "q") {
+			if w, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return w
+			}
+		}
+	}
+	return 1
 }

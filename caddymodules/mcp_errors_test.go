@@ -586,7 +586,8 @@ func TestMCPBatchedInitialize(t *testing.T) {
 // and text/event-stream in Accept on a POST (text/event-stream on a GET).
 // One that lists only one of them, in either revision, gets 406 Not
 // Acceptable with JSON-RPC -32600 (the go-sdk answered 400), one without
-// Accept 400 (RFC 9110: no Accept accepts anything); wildcards count.
+// Accept 400 (RFC 9110: no Accept accepts anything); wildcards count, and
+// a weight of 0 refuses a type (RFC 9110), as not listing it does.
 func TestMCPAccept(t *testing.T) {
 	port := freePort(t)
 	startCaddy(t, mcpCaddyConfig(port, map[string]any{}))
@@ -612,6 +613,15 @@ func TestMCPAccept(t *testing.T) {
 		{"another type", "POST", "text/html", modern, modernPing, 406},
 		{"no Accept", "POST", "", modern, modernPing, 400},
 		{"GET stream, JSON only", "GET", "application/json", legacy, ``, 406},
+		// RFC 9110: q=0 is "not acceptable", the same as not listed. The
+		// go-sdk, which reads no weights, answered these with SSE.
+		{"legacy, SSE refused", "POST", "application/json, text/event-stream;q=0", legacy, legacyPing, 406},
+		{"2026-07-28, SSE refused", "POST", "application/json, text/event-stream; q=0.0", modern, modernPing, 406},
+		{"2026-07-28, JSON refused", "POST", "application/json;q=0, text/event-stream", modern, modernPing, 406},
+		{"SSE refused under a wildcard", "POST", "*/*, text/event-stream;q=0", modern, modernPing, 406},
+		{"GET stream, SSE refused", "GET", "text/*, text/event-stream;q=0", legacy, ``, 406},
+		{"weights above 0", "POST", "application/json;q=0.1, text/event-stream;q=0.9", modern, modernPing, 200},
+		{"the specific range decides", "POST", "application/json, text/*;q=0, text/event-stream", modern, modernPing, 200},
 		{"both", "POST", "application/json, text/event-stream", modern, modernPing, 200},
 		{"wildcards", "POST", "application/*, text/*", modern, modernPing, 200},
 		{"anything", "POST", "*/*", legacy, legacyPing, 200},
@@ -630,13 +640,15 @@ func TestMCPAccept(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
+			// The body is not read before the status is checked: a GET
+			// stream served by mistake would never end.
 			if resp.StatusCode != tc.status {
-				t.Fatalf("%d %s, want %d", resp.StatusCode, b, tc.status)
+				t.Fatalf("%d %s, want %d", resp.StatusCode, resp.Header.Get("Content-Type"), tc.status)
 			}
 			if tc.status == 200 {
 				return
 			}
+			b, _ := io.ReadAll(resp.Body)
 			var msg struct {
 				Error struct {
 					Code    int    `json:"code"`
