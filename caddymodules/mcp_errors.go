@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -80,18 +81,20 @@ func (w *mcpWriter) WriteHeader(code int) {
 }
 
 func (w *mcpWriter) Write(b []byte) (int, error) {
+	n := len(b) // of b as given, whatever is written in its place
+	if !w.rewrite {
+		b = withPlainErrors(b, strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"))
+	}
 	if w.cancelledCalls.Load() > 0 && !w.rewrite {
-		n := len(b)
 		if b = w.withoutCancelled(b); b == nil {
 			w.dropped = true
 			return n, nil
 		}
-		if _, err := w.write(b); err != nil {
-			return 0, err
-		}
-		return n, nil
 	}
-	return w.write(b)
+	if _, err := w.write(b); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 func (w *mcpWriter) write(b []byte) (int, error) {
@@ -582,4 +585,133 @@ func acceptWeight(params string) float64 {
 		}
 	}
 	return 1
+}
+
+// goTypeError is the go-sdk's -32602 message for params it cannot decode
+// into its Go type: "handling 'tools/call': invalid params: unmarshaling
+// "5" into a *mcp.CallToolParamsRaw: json: cannot unmarshal "5" into Go
+// value of type mcp.CallToolParamsRaw", or, for a field, "... into Go
+// struct field mcp.CallToolParamsRaw.name of type string". Its groups: the
+// method, the rest of the input from the value refused (Go-quoted), the Go
+// type of params, the struct field (type.path) and its Go type.
+var goTypeError = regexp.MustCompile(`^handling '([^']*)': invalid params: unmarshaling .* json: cannot unmarshal ("(?:[^"\\]|\\.)*") into Go (?:value of type (.+)|struct field (\S+) of type (.+))$`)
+
+// plainErrorMessage is the message of a JSON-RPC error the go-sdk sends
+// (code, msg) in MCP's words, and true, where the go-sdk's names its Go
+// types (-32602 for params of the wrong type); false leaves msg as it is.
+// The HTTP answers (mcpWriter) and stdio (codedErrors) both go through it.
+func plainErrorMessage(code int64, msg string) (string, bool) {
+	if code != rpcInvalidParams || !strings.Contains(msg, " into Go ") {
+		return msg, false
+	}
+	m := goTypeError.FindStringSubmatch(msg)
+	if m == nil {
+		method, _, _ := strings.Cut(strings.TrimPrefix(msg, "handling '"), "'")
+		return "invalid params: " + method + ": a field of params has the wrong type", true
+	}
+	var got string
+	if rest, err := strconv.Unquote(m[2]); err == nil {
+		got = jsonValueKind(json.RawMessage(rest))
+	}
+	path, want := "params", "object"
+	if m[4] != "" {
+		// type.path: the path's keys follow the package and type names.
+		if _, p, ok := strings.Cut(m[4], "."); ok {
+			if _, p, ok = strings.Cut(p, "."); ok {
+				path = p
+			}
+		}
+		want = goTypeKind(m[5])
+	}
+	if got == "" {
+		return fmt.Sprintf("invalid params: %s: %s: want %s", m[1], path, want), true
+	}
+	return fmt.Sprintf("invalid params: %s: %s: got %s, want %s", m[1], path, got, want), true
+}
+
+// goTypeKind names the JSON type that the Go type named t (as a message of
+// encoding/json writes it: "string", "*int64", "[]mcp.Content",
+// "map[string]interface {}") decodes from.
+func goTypeKind(t string) string {
+	t = strings.TrimLeft(t, "*")
+	switch {
+	case t == "string":
+		return "string"
+	case t == "bool":
+		return "boolean"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"), strings.HasPrefix(t, "float"):
+		return "number"
+	case strings.HasPrefix(t, "[]"), strings.HasPrefix(t, "["):
+		return "array"
+	}
+	return "object"
+}
+
+// withPlainErrors is b, an answer the go-sdk writes (one SSE event when
+// sse, else a JSON body: a message or a batch of them), with its error
+// messages rewritten by plainErrorMessage; b itself when none changes.
+// Most answers hold no error and are only scanned for one.
+func withPlainErrors(b []byte, sse bool) []byte {
+	if !bytes.Contains(b, []byte(`"error"`)) || !bytes.Contains(b, []byte(" into Go ")) {
+		return b
+	}
+	start, data := 0, b
+	if sse {
+		if data = sseData(b); data == nil {
+			return b
+		}
+		start = bytes.Index(b, []byte("data: ")) + len("data: ")
+	}
+	t := bytes.TrimSpace(data)
+	var fixed []byte
+	if len(t) > 0 && t[0] == '[' {
+		var msgs []json.RawMessage
+		if json.Unmarshal(t, &msgs) != nil {
+			return b
+		}
+		changed := false
+		for i, m := range msgs {
+			if f, ok := plainErrorsOf(m); ok {
+				msgs[i], changed = f, true
+			}
+		}
+		if !changed {
+			return b
+		}
+		fixed, _ = json.Marshal(msgs)
+	} else {
+		var ok bool
+		if fixed, ok = plainErrorsOf(t); !ok {
+			return b
+		}
+	}
+	if !sse {
+		return append(fixed, '\n')
+	}
+	out := make([]byte, 0, len(b)+len(fixed)-len(data))
+	out = append(append(append(out, b[:start]...), fixed...), b[start+len(data):]...)
+	return out
+}
+
+// plainErrorsOf is msg, one JSON-RPC message, with its error's message
+// rewritten by plainErrorMessage, and true; false when it keeps it.
+func plainErrorsOf(msg json.RawMessage) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(msg, &m) != nil || m["error"] == nil {
+		return msg, false
+	}
+	var e map[string]json.RawMessage
+	var code int64
+	var text string
+	if json.Unmarshal(m["error"], &e) != nil || json.Unmarshal(e["code"], &code) != nil || json.Unmarshal(e["message"], &text) != nil {
+		return msg, false
+	}
+	plain, ok := plainErrorMessage(code, text)
+	if !ok {
+		return msg, false
+	}
+	e["message"], _ = json.Marshal(plain)
+	m["error"], _ = json.Marshal(e)
+	out, err := json.Marshal(m)
+	return out, err == nil
 }

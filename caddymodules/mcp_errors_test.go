@@ -661,3 +661,70 @@ func TestMCPAccept(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPInvalidParamsMessage: params of the wrong type get -32602 with a
+// message saying what was expected, in both revisions and with both
+// answer types: the go-sdk's named its Go types ("into Go value of type
+// mcp.CallToolParamsRaw").
+func TestMCPInvalidParamsMessage(t *testing.T) {
+	for _, jsonResponse := range []bool{false, true} {
+		t.Run(fmt.Sprint("json_response ", jsonResponse), func(t *testing.T) {
+			port := freePort(t)
+			cfg := mcpCaddyConfig(port, map[string]any{})
+			if jsonResponse {
+				cfg = []byte(strings.Replace(string(cfg), `"handler":"codemode_mcp"`, `"handler":"codemode_mcp","json_response":true`, 1))
+			}
+			startCaddy(t, cfg)
+			url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+			status, sid, body := rawMCP(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+			if status != http.StatusOK || sid == "" {
+				t.Fatalf("initialize: %d %q %s", status, sid, body)
+			}
+			legacy := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+			modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+			for _, tc := range []struct {
+				name, body string
+				header     map[string]string
+				want       string
+			}{
+				{"params a number", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":5}`, legacy, "invalid params: tools/call: params: got number, want object"},
+				{"params an array", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":[1]}`, legacy, "invalid params: tools/list: params: got array, want object"},
+				{"name a number", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}`, legacy, "invalid params: tools/call: name: got number, want string"},
+				{"2026-07-28, cursor a number", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":5,` + modernMeta + `}}`, modern, "invalid params: tools/list: cursor: got number, want string"},
+			} {
+				status, _, body := rawMCP(t, url, tc.header, tc.body)
+				var msg struct {
+					ID    int `json:"id"`
+					Error struct {
+						Code    int    `json:"code"`
+						Message string `json:"message"`
+					} `json:"error"`
+				}
+				if json.Unmarshal([]byte(body), &msg) != nil || msg.ID != 7 || msg.Error.Code != -32602 || msg.Error.Message != tc.want {
+					t.Errorf("%s: %d %s, want -32602 %q", tc.name, status, body, tc.want)
+				}
+			}
+		})
+	}
+}
+
+// TestPlainErrorMessage: the go-sdk's message names Go types; the one in
+// its place says what was expected, and a message of another shape keeps
+// no Go type name either.
+func TestPlainErrorMessage(t *testing.T) {
+	for msg, want := range map[string]string{
+		`handling 'tools/call': invalid params: unmarshaling "5" into a *mcp.CallToolParamsRaw: json: cannot unmarshal "5" into Go value of type mcp.CallToolParamsRaw`:                                "invalid params: tools/call: params: got number, want object",
+		`handling 'tools/call': invalid params: unmarshaling "{\"name\":5}" into a *mcp.CallToolParamsRaw: json: cannot unmarshal "5}" into Go struct field mcp.CallToolParamsRaw.name of type string`: "invalid params: tools/call: name: got number, want string",
+		`handling 'x/y': invalid params: unmarshaling "{}" into a *mcp.P: json: cannot unmarshal "\"a\"}" into Go struct field mcp.P._meta.n of type int64`:                                            "invalid params: x/y: _meta.n: got string, want number",
+		`handling 'x/y': invalid params: unmarshaling "{}" into a *mcp.P: json: cannot unmarshal "{}" into Go struct field mcp.P.a of type []mcp.Content`:                                              "invalid params: x/y: a: got object, want array",
+		`handling 'x/y': invalid params: something else into Go value of type mcp.P`:                                                                                                                   "invalid params: x/y: a field of params has the wrong type",
+	} {
+		got, ok := plainErrorMessage(-32602, msg)
+		if !ok || got != want {
+			t.Errorf("%s:\n got %q %v\nwant %q", msg, got, ok, want)
+		}
+	}
+	if _, ok := plainErrorMessage(-32602, "invalid params: unknown logging level"); ok {
+		t.Error("a message without Go types rewritten")
+	}
+}

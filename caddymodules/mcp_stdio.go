@@ -197,7 +197,9 @@ func (t *checkedStdio) Connect(ctx context.Context) (mcp.Connection, error) {
 // ("method ... is invalid during session initialization") and a second
 // initialize are Invalid Requests (-32600, as the HTTP transport answers
 // them), anything else an
-// internal error (-32603) keeping its message. It also leaves out the
+// internal error (-32603) keeping its message; a message naming the
+// go-sdk's Go types is put in MCP's words (plainErrorMessage, as over
+// HTTP). It also leaves out the
 // response of a request the client cancelled (mcp_cancel.go).
 type codedErrors struct {
 	mcp.Connection
@@ -218,6 +220,10 @@ func (c codedErrors) Write(ctx context.Context, msg jsonrpc.Message) error {
 			}
 			coded := *r
 			coded.Error = &jsonrpc.Error{Code: code, Message: r.Error.Error()}
+			msg = &coded
+		} else if plain, ok := plainErrorMessage(wire.Code, r.Error.Error()); ok {
+			coded := *r
+			coded.Error = &jsonrpc.Error{Code: wire.Code, Message: plain}
 			msg = &coded
 		}
 	}

@@ -141,6 +141,16 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	if r.Error != nil || !strings.Contains(string(r.Result), `"meta:execute"`) {
 		t.Fatalf("tools/list: %+v", r)
 	}
+	// Params of the wrong type: -32602 saying what was expected, as over
+	// HTTP (the go-sdk's message named its Go types).
+	for line, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":5}`:          "invalid params: tools/call: params: got number, want object",
+		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":5}}`: "invalid params: tools/call: name: got number, want string",
+	} {
+		if r := send(line); r.Error == nil || r.Error.Code != -32602 || string(r.ID) != "10" || r.Error.Message != want {
+			t.Fatalf("%s: %+v, want -32602 %q", line, r.Error, want)
+		}
+	}
 
 	inW.Close() // standard input ends: the session and the command end
 	go io.Copy(io.Discard, outR)
