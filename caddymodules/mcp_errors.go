@@ -182,6 +182,7 @@ func (w *mcpWriter) finish(logger *zap.Logger, r *http.Request, requestID string
 		data = map[string]string{"requestId": requestID}
 	case w.status == http.StatusBadRequest && strings.HasPrefix(msg, "JSON RPC not handled"):
 		code = rpcMethodNotFound // in a batch: the id is not known
+		msg, _ = plainErrorMessage(rpcMethodNotFound, msg)
 	}
 	writeJSONRPCError(w.ResponseWriter, w.status, nil, int64(code), msg, data)
 }
@@ -596,11 +597,25 @@ func acceptWeight(params string) float64 {
 // type of params, the struct field (type.path) and its Go type.
 var goTypeError = regexp.MustCompile(`^handling '([^']*)': invalid params: unmarshaling .* json: cannot unmarshal ("(?:[^"\\]|\\.)*") into Go (?:value of type (.+)|struct field (\S+) of type (.+))$`)
 
+// notHandled is the go-sdk's message for a method it does not know, as
+// its transport checks a request (2026-07-28, and a 2025-03-26 batch):
+// "JSON RPC not handled: "x" unsupported"; in a session its JSON-RPC
+// layer says "method not found: "x"". The group: the method, Go-quoted.
+var notHandled = regexp.MustCompile(`^JSON RPC not handled: ("(?:[^"\\]|\\.)*") unsupported$`)
+
 // plainErrorMessage is the message of a JSON-RPC error the go-sdk sends
 // (code, msg) in MCP's words, and true, where the go-sdk's names its Go
-// types (-32602 for params of the wrong type); false leaves msg as it is.
-// The HTTP answers (mcpWriter) and stdio (codedErrors) both go through it.
+// types (-32602 for params of the wrong type) or differs by where it was
+// found (-32601 for an unknown method: always "method not found: "x"");
+// false leaves msg as it is. The HTTP answers (mcpWriter) and stdio
+// (codedErrors) both go through it.
 func plainErrorMessage(code int64, msg string) (string, bool) {
+	if code == rpcMethodNotFound && strings.HasPrefix(msg, "JSON RPC not handled") {
+		if m := notHandled.FindStringSubmatch(msg); m != nil {
+			return "method not found: " + m[1], true
+		}
+		return "method not found", true
+	}
 	if code != rpcInvalidParams || !strings.Contains(msg, " into Go ") {
 		return msg, false
 	}
@@ -652,7 +667,7 @@ func goTypeKind(t string) string {
 // messages rewritten by plainErrorMessage; b itself when none changes.
 // Most answers hold no error and are only scanned for one.
 func withPlainErrors(b []byte, sse bool) []byte {
-	if !bytes.Contains(b, []byte(`"error"`)) || !bytes.Contains(b, []byte(" into Go ")) {
+	if !bytes.Contains(b, []byte(`"error"`)) || !bytes.Contains(b, []byte(" into Go ")) && !bytes.Contains(b, []byte("JSON RPC not handled")) {
 		return b
 	}
 	start, data := 0, b

@@ -238,7 +238,7 @@ func TestMCPUnknownMethod(t *testing.T) {
 			} `json:"error"`
 		}
 		if status != http.StatusOK || json.Unmarshal([]byte(body), &msg) != nil || msg.ID != "req-7" ||
-			msg.Error.Code != -32601 || !strings.Contains(msg.Error.Message, method) {
+			msg.Error.Code != -32601 || msg.Error.Message != `method not found: "`+method+`"` {
 			t.Fatalf("%s: %d %s, want 200 with error -32601 for id req-7", method, status, body)
 		}
 	}
@@ -254,9 +254,18 @@ func TestMCPUnknownMethod(t *testing.T) {
 	// id (the revision's answer), an unknown notification is accepted and
 	// ignored (it was 400 -32601 with id null, answering a notification).
 	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "no/such/method"}
+	// One message in every revision and transport (2026-07-28's was the
+	// go-sdk's "JSON RPC not handled: "no/such/method" unsupported").
 	status, _, body = rawMCP(t, url, modern, `{"jsonrpc":"2.0","id":"req-9","method":"no/such/method","params":{`+modernMeta+`}}`)
-	if status != http.StatusNotFound || !strings.Contains(body, `"id":"req-9"`) || !strings.Contains(body, `-32601`) {
-		t.Fatalf("2026-07-28 unknown request: %d %s, want 404 -32601 for id req-9", status, body)
+	if status != http.StatusNotFound || !strings.Contains(body, `"id":"req-9"`) || !strings.Contains(body, `-32601`) ||
+		!strings.Contains(body, `"message":"method not found: \"no/such/method\""`) {
+		t.Fatalf("2026-07-28 unknown request: %d %s, want 404 -32601 method not found for id req-9", status, body)
+	}
+	// A 2025-03-26 batch is refused whole, with the same message.
+	old := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-03-26"}
+	status, _, body = rawMCP(t, url, old, `[{"jsonrpc":"2.0","id":1,"method":"no/such/method"}]`)
+	if status != http.StatusBadRequest || !strings.Contains(body, `-32601`) || !strings.Contains(body, `"message":"method not found: \"no/such/method\""`) {
+		t.Fatalf("unknown method in a batch: %d %s, want 400 -32601 method not found", status, body)
 	}
 	modern["Mcp-Method"] = "notifications/no_such_thing"
 	if status, _, body = rawMCP(t, url, modern, `{"jsonrpc":"2.0","method":"notifications/no_such_thing","params":{`+modernMeta+`}}`); status != http.StatusAccepted || body != "" {
@@ -723,6 +732,12 @@ func TestPlainErrorMessage(t *testing.T) {
 		if !ok || got != want {
 			t.Errorf("%s:\n got %q %v\nwant %q", msg, got, ok, want)
 		}
+	}
+	if got, ok := plainErrorMessage(-32601, `JSON RPC not handled: "a \"b\"" unsupported`); !ok || got != `method not found: "a \"b\""` {
+		t.Errorf("unknown method: %q %v", got, ok)
+	}
+	if _, ok := plainErrorMessage(-32601, `method not found: "x"`); ok {
+		t.Error("the go-sdk's other message rewritten")
 	}
 	if _, ok := plainErrorMessage(-32602, "invalid params: unknown logging level"); ok {
 		t.Error("a message without Go types rewritten")

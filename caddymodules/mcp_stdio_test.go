@@ -151,6 +151,11 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 			t.Fatalf("%s: %+v, want -32602 %q", line, r.Error, want)
 		}
 	}
+	// An unknown method: -32601 and the one message of both transports.
+	if r := send(`{"jsonrpc":"2.0","id":11,"method":"no/such/method"}`); r.Error == nil || r.Error.Code != -32601 || string(r.ID) != "11" ||
+		r.Error.Message != `method not found: "no/such/method"` {
+		t.Fatalf("unknown method: %+v", r)
+	}
 
 	inW.Close() // standard input ends: the session and the command end
 	go io.Copy(io.Discard, outR)
