@@ -223,11 +223,10 @@ func TestMCPUnknownMethod(t *testing.T) {
 	port := freePort(t)
 	startCaddy(t, mcpCaddyConfig(port, map[string]any{}))
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	status, sid, body := rawMCP(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	if status != http.StatusOK || sid == "" {
-		t.Fatalf("initialize: %d %q %s", status, sid, body)
-	}
+	sid := mcpOpen(t, url, "127.0.0.1")
 	hdr := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
+	var status int
+	var body string
 	for _, method := range []string{"tasks/list", "no/such/method"} {
 		status, _, body = rawMCP(t, url, hdr, `{"jsonrpc":"2.0","id":"req-7","method":"`+method+`","params":{}}`)
 		var msg struct {
@@ -601,10 +600,7 @@ func TestMCPAccept(t *testing.T) {
 	port := freePort(t)
 	startCaddy(t, mcpCaddyConfig(port, map[string]any{}))
 	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	status, sid, body := rawMCP(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	if status != http.StatusOK || sid == "" {
-		t.Fatalf("initialize: %d %q %s", status, sid, body)
-	}
+	sid := mcpOpen(t, url, "127.0.0.1")
 	legacy := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
 	modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
 	const legacyPing = `{"jsonrpc":"2.0","id":2,"method":"ping"}`
@@ -658,12 +654,7 @@ func TestMCPAccept(t *testing.T) {
 				return
 			}
 			b, _ := io.ReadAll(resp.Body)
-			var msg struct {
-				Error struct {
-					Code    int    `json:"code"`
-					Message string `json:"message"`
-				} `json:"error"`
-			}
+			var msg rpcErrorReply
 			if json.Unmarshal(b, &msg) != nil || msg.Error.Code != -32600 || !strings.HasPrefix(msg.Error.Message, "not acceptable: ") {
 				t.Fatalf("%d %s, want JSON-RPC -32600 \"not acceptable: ...\"", resp.StatusCode, b)
 			}
@@ -685,10 +676,7 @@ func TestMCPInvalidParamsMessage(t *testing.T) {
 			}
 			startCaddy(t, cfg)
 			url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-			status, sid, body := rawMCP(t, url, nil, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-			if status != http.StatusOK || sid == "" {
-				t.Fatalf("initialize: %d %q %s", status, sid, body)
-			}
+			sid := mcpOpen(t, url, "127.0.0.1")
 			legacy := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
 			modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
 			for _, tc := range []struct {
@@ -702,14 +690,8 @@ func TestMCPInvalidParamsMessage(t *testing.T) {
 				{"2026-07-28, cursor a number", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":5,` + modernMeta + `}}`, modern, "invalid params: tools/list: cursor: got number, want string"},
 			} {
 				status, _, body := rawMCP(t, url, tc.header, tc.body)
-				var msg struct {
-					ID    int `json:"id"`
-					Error struct {
-						Code    int    `json:"code"`
-						Message string `json:"message"`
-					} `json:"error"`
-				}
-				if json.Unmarshal([]byte(body), &msg) != nil || msg.ID != 7 || msg.Error.Code != -32602 || msg.Error.Message != tc.want {
+				var msg rpcErrorReply
+				if json.Unmarshal([]byte(body), &msg) != nil || string(msg.ID) != "7" || msg.Error.Code != -32602 || msg.Error.Message != tc.want {
 					t.Errorf("%s: %d %s, want -32602 %q", tc.name, status, body, tc.want)
 				}
 			}
@@ -742,4 +724,13 @@ func TestPlainErrorMessage(t *testing.T) {
 	if _, ok := plainErrorMessage(-32602, "invalid params: unknown logging level"); ok {
 		t.Error("a message without Go types rewritten")
 	}
+}
+
+// rpcErrorReply is a JSON-RPC error response as the tests read it.
+type rpcErrorReply struct {
+	ID    json.RawMessage `json:"id"`
+	Error struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
 }

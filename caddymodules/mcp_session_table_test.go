@@ -148,14 +148,8 @@ func TestMCPInitializeOfTheWrongShape(t *testing.T) {
 		{`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":"x"}`, "clientInfo: got string, want object"},
 	} {
 		status, sid, body := rawMCP(t, url, client, `{"jsonrpc":"2.0","id":3,"method":"initialize","params":`+tc.params+`}`)
-		var msg struct {
-			ID    int `json:"id"`
-			Error struct {
-				Code    int    `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if status != http.StatusOK || sid != "" || json.Unmarshal([]byte(body), &msg) != nil || msg.ID != 3 ||
+		var msg rpcErrorReply
+		if status != http.StatusOK || sid != "" || json.Unmarshal([]byte(body), &msg) != nil || string(msg.ID) != "3" ||
 			msg.Error.Code != -32602 || !strings.Contains(msg.Error.Message, tc.field) || strings.Contains(msg.Error.Message, "mcp.") {
 			t.Errorf("initialize with %s: %d session %q %s; want 200, no session, -32602 naming %q", tc.params, status, sid, body, tc.field)
 		}
