@@ -260,6 +260,15 @@ func TestMCPUnknownMethod(t *testing.T) {
 		!strings.Contains(body, `"message":"method not found: \"no/such/method\""`) {
 		t.Fatalf("2026-07-28 unknown request: %d %s, want 404 -32601 method not found for id req-9", status, body)
 	}
+	// ping is one there: the revision removed it (its changelog, SEP-2575;
+	// its schema has no ping request), and the official TypeScript client
+	// (2.4.0) refuses to send it on a connection of that revision.
+	modern["Mcp-Method"] = "ping"
+	status, _, body = rawMCP(t, url, modern, `{"jsonrpc":"2.0","id":"p-1","method":"ping","params":{`+modernMeta+`}}`)
+	if status != http.StatusNotFound || !strings.Contains(body, `"id":"p-1"`) || !strings.Contains(body, `-32601`) ||
+		!strings.Contains(body, `"message":"method not found: \"ping\""`) {
+		t.Fatalf("2026-07-28 ping: %d %s, want 404 -32601 method not found for id p-1", status, body)
+	}
 	// A 2025-03-26 batch is refused whole, with the same message.
 	old := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-03-26"}
 	status, _, body = rawMCP(t, url, old, `[{"jsonrpc":"2.0","id":1,"method":"no/such/method"}]`)
