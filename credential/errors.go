@@ -58,7 +58,8 @@ const (
 	CodeOtherBrowser = "OTHER_BROWSER"
 	// CodeIssuerMismatch: an upstream's answer whose iss names another
 	// authorization server, or has none although the server's metadata
-	// says it sends one (RFC 9207).
+	// says it sends one (RFC 9207); also a page sign-in whose identity
+	// provider's discovery document names another issuer (SignIn).
 	CodeIssuerMismatch = "ISSUER_MISMATCH"
 	// CodeRedirectURIMismatch: an upstream's answer that arrived at a
 	// redirect URI other than the one its connection was started with:

@@ -26,7 +26,9 @@ import (
 // mode.
 type SignIn interface {
 	// AuthCodeURL is where the browser goes to sign in; the server sends
-	// it back to redirectURI with a code and state.
+	// it back to redirectURI with a code and state. An error whose code is
+	// CodeIssuerMismatch (the provider's metadata names another issuer) is
+	// shown on the page with that code.
 	AuthCodeURL(ctx context.Context, redirectURI, state, nonce, codeChallenge string) (string, error)
 	// Exchange redeems the code and returns who signed in.
 	Exchange(ctx context.Context, redirectURI, code, codeVerifier, nonce string) (Owner, error)
@@ -295,6 +297,13 @@ func (m *Manager) startSignIn(w http.ResponseWriter, r *http.Request, next strin
 		return
 	}
 	target, err := m.opts.SignIn.AuthCodeURL(r.Context(), m.pageURL("/signin/callback"), state, nonce, oauth2.S256ChallengeFromVerifier(verifier))
+	if ErrorCode(err) == CodeIssuerMismatch {
+		// The provider's metadata is not its own: the operator's to fix.
+		m.log.Error("connections page: sign-in refused", zap.String("code", CodeIssuerMismatch), zap.Error(err))
+		m.page(w, r, http.StatusBadGateway, pageData{Error: "The sign-in's identity provider answers for another issuer; tell the gateway's operator.",
+			Code: CodeIssuerMismatch})
+		return
+	}
 	if err != nil {
 		m.fail(w, r, "starting the sign-in", err)
 		return
