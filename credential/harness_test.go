@@ -33,6 +33,9 @@ func (s testSignIn) AuthCodeURL(_ context.Context, redirect, state, nonce, chall
 }
 
 func (testSignIn) Exchange(_ context.Context, _, code, _, _ string) (Owner, error) {
+	if code == "from-another-issuer" { // a provider whose metadata turned
+		return Owner{}, &Error{Code: CodeIssuerMismatch, Message: "the discovery document names issuer \"https://other.test\""}
+	}
 	return Owner{Issuer: testIssuer, Subject: code}, nil
 }
 

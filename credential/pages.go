@@ -27,8 +27,8 @@ import (
 type SignIn interface {
 	// AuthCodeURL is where the browser goes to sign in; the server sends
 	// it back to redirectURI with a code and state. An error whose code is
-	// CodeIssuerMismatch (the provider's metadata names another issuer) is
-	// shown on the page with that code.
+	// CodeIssuerMismatch (the provider's metadata names another issuer),
+	// here or from Exchange, is shown on the page with that code.
 	AuthCodeURL(ctx context.Context, redirectURI, state, nonce, codeChallenge string) (string, error)
 	// Exchange redeems the code and returns who signed in.
 	Exchange(ctx context.Context, redirectURI, code, codeVerifier, nonce string) (Owner, error)
@@ -298,10 +298,7 @@ func (m *Manager) startSignIn(w http.ResponseWriter, r *http.Request, next strin
 	}
 	target, err := m.opts.SignIn.AuthCodeURL(r.Context(), m.pageURL("/signin/callback"), state, nonce, oauth2.S256ChallengeFromVerifier(verifier))
 	if ErrorCode(err) == CodeIssuerMismatch {
-		// The provider's metadata is not its own: the operator's to fix.
-		m.log.Error("connections page: sign-in refused", zap.String("code", CodeIssuerMismatch), zap.Error(err))
-		m.page(w, r, http.StatusBadGateway, pageData{Error: "The sign-in's identity provider answers for another issuer; tell the gateway's operator.",
-			Code: CodeIssuerMismatch})
+		m.signInRefused(w, r, err)
 		return
 	}
 	if err != nil {
@@ -358,6 +355,10 @@ func (m *Manager) signInCallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	owner, err := m.opts.SignIn.Exchange(r.Context(), m.pageURL("/signin/callback"), q.Get("code"), p.Verifier, p.Nonce)
+	if ErrorCode(err) == CodeIssuerMismatch {
+		m.signInRefused(w, r, err)
+		return
+	}
 	if err != nil {
 		m.log.Warn("connections page: sign-in failed", zap.Error(err))
 		m.page(w, r, http.StatusForbidden, pageData{Error: "Sign-in failed; open the connections page again."})
@@ -375,6 +376,15 @@ func (m *Manager) signInCallback(w http.ResponseWriter, r *http.Request) {
 		next = m.basePath()
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// signInRefused answers a sign-in whose identity provider's metadata is not
+// its own (SignIn's CodeIssuerMismatch): the operator's to fix, and
+// nothing more is sent there.
+func (m *Manager) signInRefused(w http.ResponseWriter, r *http.Request, err error) {
+	m.log.Error("connections page: sign-in refused", zap.String("code", CodeIssuerMismatch), zap.Error(err))
+	m.page(w, r, http.StatusBadGateway, pageData{Error: "The sign-in's identity provider answers for another issuer; tell the gateway's operator.",
+		Code: CodeIssuerMismatch})
 }
 
 // checkPost checks a form post of a signed-in browser: same origin and the

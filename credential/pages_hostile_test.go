@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 )
 
 // refusedWith reports whether a page is the refusal with code.
@@ -321,5 +323,29 @@ func TestPageNoticeIsTrue(t *testing.T) {
 		if got != want {
 			t.Errorf("%s: notice %q, want %q", q, got, want)
 		}
+	}
+}
+
+// TestPageSignInIssuerMismatch: a sign-in whose provider's metadata names
+// another issuer when the code is redeemed (a gateway that had not read it
+// before, or read it again) is refused with ISSUER_MISMATCH on the page
+// (502) and in the log, as at its start; it was a 403 "Sign-in failed"
+// without a code.
+func TestPageSignInIssuerMismatch(t *testing.T) {
+	h := newHarness(t, nil, nil, nil)
+	c := noRedirect(h.browser(t, "from-another-issuer", ""))
+	signin := location(t, c, http.MethodGet, h.gw.URL+"/connections", nil)
+	back := location(t, c, http.MethodGet, signin, nil)
+	resp, err := c.Get(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !refusedWith(string(b), CodeIssuerMismatch) || resp.Header.Get("Location") != "" {
+		t.Fatalf("sign-in answer: %d %s", resp.StatusCode, b)
+	}
+	if h.logs.FilterMessage("connections page: sign-in refused").FilterField(zap.String("code", CodeIssuerMismatch)).Len() != 1 {
+		t.Fatalf("refusal not logged with its code: %v", h.logs.All())
 	}
 }
