@@ -496,6 +496,18 @@ func TestGoldenConfigsProvision(t *testing.T) {
 // running config does not replace anything.
 func TestExplicitDefaultsSameComponents(t *testing.T) {
 	quietCaddy(t)
+	// A broker drains in the background and then lets go of its engine
+	// and guard, so the process's pool may still hold what an earlier test
+	// retired: each load starts from an empty pool, or its keys would
+	// include those.
+	released := func() {
+		t.Helper()
+		eventually(t, "components released", func() (bool, string) {
+			k := componentKeys()
+			return len(k) == 0, fmt.Sprint(k)
+		})
+	}
+	released()
 	keysOf := func(app string) []string {
 		t.Helper()
 		_, unload, err := loadApp([]byte(app))
@@ -504,12 +516,7 @@ func TestExplicitDefaultsSameComponents(t *testing.T) {
 		}
 		keys := componentKeys()
 		unload()
-		// A broker drains in the background and then lets go of its
-		// engine and guard: wait for the pool to empty.
-		eventually(t, "components released", func() (bool, string) {
-			k := componentKeys()
-			return len(k) == 0, fmt.Sprint(k)
-		})
+		released()
 		return keys
 	}
 	for _, tc := range []struct{ bare, explicit string }{
