@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"reflect"
 
@@ -38,9 +39,12 @@ import (
 // nothing.
 
 // maxBigIntBits bounds the result of a BigInt shift or power and the bit
-// count of asUintN/asIntN: 2 MiB, about five million decimal digits, a
-// power of that size computed in about a second.
-const maxBigIntBits = 1 << 24
+// count of asUintN/asIntN: 128 KiB, about 315,000 decimal digits. A power
+// is one instruction the time limit cannot interrupt, and its work grows
+// faster than its size (math/big squares by Karatsuba, about three times
+// the time per doubling): the largest one allowed takes about 20 ms under
+// -race, where one of 2^24 bits took seconds (docs/sandbox.md).
+const maxBigIntBits = 1 << 20
 
 var bigIntType = reflect.TypeOf((*big.Int)(nil))
 
@@ -129,7 +133,6 @@ func (x *execution) bigCheck(a, b goja.Value, op int64) bool {
 		}
 		return true
 	}
-	// a ** n has at least (bits(a) - 1) * n bits for |a| >= 2.
 	if a == nil || a.ExportType() != bigIntType {
 		if !n.IsInt64() || n.Int64() > maxBigIntBits {
 			x.bigTooLarge("BigInt exponent " + n.String())
@@ -137,15 +140,33 @@ func (x *execution) bigCheck(a, b goja.Value, op int64) bool {
 		}
 		return true
 	}
-	bits := int64(a.Export().(*big.Int).BitLen()) - 1
-	if bits <= 0 {
+	base := a.Export().(*big.Int)
+	if base.BitLen() <= 1 {
 		return true // 0, 1 or -1 to any power
 	}
-	if !n.IsInt64() || n.Int64() > maxBigIntBits || bits*n.Int64() > maxBigIntBits {
-		x.bigTooLarge("BigInt power of at least " + new(big.Int).Mul(big.NewInt(bits), n).String() + " bits")
+	if !n.IsInt64() || n.Int64() > maxBigIntBits {
+		// a ** n has at least (bits(a) - 1) * n + 1 bits for |a| >= 2.
+		at := new(big.Int).Mul(big.NewInt(int64(base.BitLen()-1)), n)
+		x.bigTooLarge("BigInt power of at least " + at.String() + " bits")
+		return false
+	}
+	// The result's size itself, floor(n * log2|a|) + 1 bits, not a lower
+	// bound: 3n ** n has 1.58 * n bits where (bits(a) - 1) * n says n.
+	if bits := powBits(base, n.Int64()); bits > maxBigIntBits {
+		x.bigTooLarge(fmt.Sprintf("BigInt power of %d bits", bits))
 		return false
 	}
 	return true
+}
+
+// powBits is the bit length of a ** n for |a| >= 2 and 0 < n <=
+// maxBigIntBits, from log2|a| in float64: exact when |a| is a power of
+// two, otherwise within a bit.
+func powBits(a *big.Int, n int64) int64 {
+	shift := max(a.BitLen()-64, 0)
+	top := new(big.Int).Rsh(new(big.Int).Abs(a), uint(shift))
+	f, _ := new(big.Float).SetInt(top).Float64()
+	return int64(float64(n)*(math.Log2(f)+float64(shift))) + 1
 }
 
 // prepareBigInt gives a plan that can make BigInts the checks the
