@@ -141,7 +141,12 @@ func attackCases() []attackCase {
 		{name: "do-while loop", code: `do {} while (true)`, want: runtimeOnly, contains: "step limit"},
 		{name: "counted loop the validator rewrites", code: `for (let i = 0; i >= 0; i++) { if (i < 0) break }`, want: runtimeOnly, contains: "step limit"},
 		{name: "for-of over endless generator", code: `function* g(){ let i = 0; while (true) yield i++ } for (const x of g()) {}`, want: runtimeOnly, contains: "step limit"},
-		{name: "async infinite loop", code: `while (true) { await null }`, want: runtimeOnly, contains: "step limit"},
+		// Each await costs goja about twenty loop iterations' work (a
+		// promise capability and its resolving functions; 15 µs under
+		// -race): the preset's 100,000 steps took 1.5 s under -race alone
+		// and once outlasted attackTimeout on a loaded machine. The step
+		// limit stops an awaiting loop the same way at any count.
+		{name: "async infinite loop", code: `while (true) { await null }`, limits: Limits{MaxSteps: 10_000}, want: runtimeOnly, contains: "step limit of 10000 "},
 		{name: "async loop awaiting tools", code: `for (;;) { try { await callTool("echo", {}) } catch (e) {} }`, want: runtimeOnly, contains: "tool call limit"},
 		{name: "recursion through callbacks", code: `[1].forEach(function f() { [1].forEach(f) })`, want: runtimeOnly, codes: execCd},
 		{name: "loop of costly steps times out", code: `for (;;) /(?=(a+)+b)/.test("a".repeat(22))`, limits: Limits{Timeout: 50 * time.Millisecond}, want: timeoutOnly, codes: []string{CodeTimeout}, contains: "50 ms"},
