@@ -51,6 +51,10 @@ func guardedClient(base *http.Client, s Spec) (*http.Client, *http.Transport) {
 	switch t := base.Transport.(type) {
 	case nil:
 		tr = http.DefaultTransport.(*http.Transport).Clone()
+		// Its dialer is a plain one (30 s, keep-alive 30 s): left to
+		// dial's own, so the address is checked before connecting, not
+		// on a connection already made.
+		tr.DialContext = nil
 	case *http.Transport:
 		tr = t.Clone()
 	default:

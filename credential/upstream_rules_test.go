@@ -309,6 +309,38 @@ func TestDialGuardChecksBeforeConnecting(t *testing.T) {
 	}
 }
 
+// The client a service gets by default (no transport of the operator's)
+// checks before connecting too: its transport's dialer is the guard's own.
+func TestGuardedDefaultClientChecksBeforeConnecting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	c, tr := guardedClient(&http.Client{Timeout: 5 * time.Second},
+		Spec{Service: "svc", OAuth: &OAuthClient{AuthorizationServer: "https://auth.example"}})
+	if tr == nil {
+		t.Fatal("no guarded transport for a public authorization server")
+	}
+	defer tr.CloseIdleConnections()
+	_, err = c.Get("http://" + ln.Addr().String() + "/token")
+	if ErrorCode(err) != CodeEndpointRefused {
+		t.Fatalf("a discovered loopback endpoint: %v", err)
+	}
+	select {
+	case <-accepted:
+		t.Fatal("the refused request connected before it was refused")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
 // TestRefusedUpstreamLoggedOnce: refused metadata is not cached, so every
 // view of the connections page meets it again; it is logged once, again
 // when the reason changes, and again an hour later while it lasts.
