@@ -261,6 +261,7 @@ type execution struct {
 	pending     int
 	settled     int // tool results received
 	nextID      int64
+	calls       map[int64]pendingCall // by id, the calls not yet settled
 	toolCalls   int
 	lookups     map[string]bool
 	steps       int64
@@ -460,7 +461,7 @@ func (x *execution) run() (res *Result, err error) {
 		if !built {
 			payload = rt.ToValue(c.payload)
 		}
-		if _, gerr := settle(goja.Undefined(), rt.ToValue(c.id), rt.ToValue(c.ok), payload, rt.ToValue(built)); gerr != nil {
+		if gerr := x.settleCall(c, payload, built, settle); gerr != nil {
 			return x.failure(gerr, describe)
 		}
 	}
@@ -484,6 +485,32 @@ func (x *execution) run() (res *Result, err error) {
 		return runtimeResult("RangeError", fmt.Sprintf("the script result is %d bytes of JSON, more than the limit of %d bytes", len(text), x.limits.MaxResultBytes), ""), nil
 	}
 	return &Result{Status: StatusOK, Result: json.RawMessage(text), Logs: x.logs}, nil
+}
+
+// settleCall settles the promise of the call c completed: a result built
+// in Go (the common case) resolves it directly, anything else takes the
+// prelude's settle (a tool error object, a soft call's envelope, a result
+// left to JSON.parse), whose throw rejects it. The error returned is one
+// the script cannot catch (an interrupt), as from any call into the runtime.
+func (x *execution) settleCall(c completion, payload goja.Value, built bool, settle goja.Callable) error {
+	pc, ok := x.calls[c.id]
+	if !ok {
+		return nil
+	}
+	delete(x.calls, c.id)
+	if c.ok && built && !pc.soft {
+		return pc.resolve(payload)
+	}
+	rt := x.rt
+	v, err := settle(goja.Undefined(), rt.ToValue(pc.label), rt.ToValue(pc.soft), rt.ToValue(c.ok), payload, rt.ToValue(built))
+	if err != nil {
+		var ex *goja.Exception
+		if !errors.As(err, &ex) {
+			return err
+		}
+		return pc.reject(ex.Value())
+	}
+	return pc.resolve(v)
 }
 
 // wait parks the script until a tool call completes; ok is false when the
@@ -864,6 +891,22 @@ func toolErrorJSON(code, msg string) string {
 	return string(b)
 }
 
+// pendingCall is a started call's promise, settled by the Go side: its
+// resolving functions, and what the prelude's settle needs for any other
+// outcome than a result built in Go (label: the name errors show; soft:
+// the call asked for throwOnError false).
+type pendingCall struct {
+	resolve, reject func(any) error
+	label           string
+	soft            bool
+}
+
+// callFunc is the prelude's nat.call(name, input, label, soft): it checks
+// and starts a tool call and returns its promise, or the JSON text of a
+// tool error the call fails with at once. The promise is made here, not
+// by the prelude's new Promise(executor): no executor runs and no record
+// holds the resolving functions in JavaScript, and a result the Go side
+// built settles it without JavaScript (see settleCall).
 func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 	return func(call goja.FunctionCall) goja.Value {
 		name, _ := call.Argument(0).Export().(string)
@@ -914,6 +957,12 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		x.nextID++
 		id := x.nextID
 		x.pending++
+		p, resolve, reject := x.rt.NewPromise()
+		label, _ := call.Argument(2).Export().(string)
+		if x.calls == nil {
+			x.calls = make(map[int64]pendingCall)
+		}
+		x.calls[id] = pendingCall{resolve: resolve, reject: reject, label: label, soft: call.Argument(3).ToBoolean()}
 		tc := ToolCall{ID: strconv.FormatInt(id, 10), Name: name, Input: in}
 		if x.starter != nil {
 			unknown := !known
@@ -923,7 +972,7 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		} else {
 			go x.runTool(id, tc, !known)
 		}
-		return x.rt.ToValue(id)
+		return x.rt.ToValue(p)
 	}
 }
 

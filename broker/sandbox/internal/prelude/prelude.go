@@ -1030,9 +1030,8 @@ return function setup(nat) {
 	}
 
 	// --- tool calls -------------------------------------------------------
-	// Pending calls by id, and tool errors with their original fields (the
-	// error objects are the keys; at most maxToolCalls of them exist).
-	const pending = [];
+	// Tool errors with their original fields (the error objects are the
+	// keys; at most maxToolCalls of them exist).
 	const toolErrorObjs = [], toolErrorRecs = [];
 	function toolErrorRecord(e) {
 		const i = apply(arrayIndexOf, toolErrorObjs, [e]);
@@ -1066,7 +1065,7 @@ return function setup(nat) {
 			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new (intrinsic("TypeError"))("callTool: options must be an object")]);
 			soft = options.throwOnError === false;
 		}
-		const rec = {name: label, soft: soft, resolve: undefined, reject: undefined};
+		const rec = {name: label, soft: soft};
 		let text;
 		try {
 			text = input === undefined ? "{}" : toJSONText(input, rec, maxStringLength);
@@ -1074,7 +1073,10 @@ return function setup(nat) {
 		} catch (e) {
 			return apply(promiseReject, PromiseC, [scrub(e)]);
 		}
-		const r = nat.call(name, text);
+		// The call's promise, made on the Go side, which settles it (a
+		// result it built directly, anything else through settle), or the
+		// JSON text of the tool error the call failed with at once.
+		const r = nat.call(name, text, label, soft);
 		if (typeof r === "string") {
 			try {
 				return new PromiseC((resolve) => resolve(outcome(rec, false, r)));
@@ -1082,31 +1084,12 @@ return function setup(nat) {
 				return apply(promiseReject, PromiseC, [e]);
 			}
 		}
-		// One executor for every call (the intrinsic Promise calls it at
-		// once, before anything else can run), not a closure per call.
-		executing = rec;
-		const p = new PromiseC(executor);
-		executing = undefined;
-		pending[r] = rec;
-		return p;
+		return r;
 	}
-	let executing;
-	function executor(resolve, reject) {
-		executing.resolve = resolve;
-		executing.reject = reject;
-	}
-	function settle(id, ok, payload, built) {
-		const rec = pending[id];
-		if (rec === undefined) return;
-		delete pending[id];
-		let v;
-		try {
-			v = outcome(rec, ok, payload, built);
-		} catch (e) {
-			rec.reject(e);
-			return;
-		}
-		rec.resolve(v);
+	// settle is what a call's promise settles with when the Go side did not
+	// build it: the value it resolves with, or a throw it rejects with.
+	function settle(label, soft, ok, payload, built) {
+		return outcome({name: label, soft: soft}, ok, payload, built);
 	}
 
 	// --- __safe_parallel and console ---------------------------------------
