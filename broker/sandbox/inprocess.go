@@ -909,8 +909,7 @@ type pendingCall struct {
 // built settles it without JavaScript (see settleCall).
 func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 	return func(call goja.FunctionCall) goja.Value {
-		name, _ := call.Argument(0).Export().(string)
-		input, _ := call.Argument(1).Export().(string)
+		name, input := stringArg(call.Argument(0)), stringArg(call.Argument(1))
 		if len(name) > MaxToolNameBytes {
 			// No tool has such a name: answered without a lookup and
 			// without copying it into the message.
@@ -958,7 +957,7 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		id := x.nextID
 		x.pending++
 		p, resolve, reject := x.rt.NewPromise()
-		label, _ := call.Argument(2).Export().(string)
+		label := stringArg(call.Argument(2))
 		if x.calls == nil {
 			x.calls = make(map[int64]pendingCall)
 		}
@@ -974,6 +973,16 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 		}
 		return x.rt.ToValue(p)
 	}
+}
+
+// stringArg is a native hook's string argument as a Go string, "" for any
+// other value (as Export().(string) is, without boxing the string in an
+// interface: an allocation per argument).
+func stringArg(v goja.Value) string {
+	if s, ok := v.(goja.String); ok {
+		return s.String()
+	}
+	return ""
 }
 
 // lookup asks the host whether a tool exists. Each distinct name a script
