@@ -266,6 +266,7 @@ type execution struct {
 	lookups     map[string]bool
 	steps       int64
 	counts      []jsonCount // the serializations under way, innermost last
+	countFail   string      // why the counter stopped the last serialization that ended
 	logs        []string
 	logBytes    int
 	logFull     bool
@@ -600,6 +601,7 @@ type preludeFns struct {
 // with native hooks bound to x (they read x's request only when called).
 func (x *execution) runPrelude() error {
 	rt := x.rt
+	text := x.jsonTextFunc() // before any JavaScript runs
 	v, err := rt.RunProgram(preludeProgram())
 	if err != nil {
 		return err
@@ -608,10 +610,8 @@ func (x *execution) runPrelude() error {
 	nat := rt.NewObject()
 	_ = nat.Set("call", x.callFunc())
 	_ = nat.Set("step", x.stepFunc())
-	_ = nat.Set("count", x.jsonCounter)
-	_ = nat.Set("countBegin", x.jsonBegin)
+	_ = nat.Set("text", text)
 	_ = nat.Set("countFailure", x.jsonFailure)
-	_ = nat.Set("countEnd", x.jsonEnd)
 	_ = nat.Set("pattern", func(call goja.FunctionCall) goja.Value {
 		s, _ := call.Argument(0).Export().(string)
 		return rt.ToValue(checkPattern(s))

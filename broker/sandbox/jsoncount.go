@@ -18,8 +18,8 @@ import (
 // serialization.
 //
 // Serializations nest (a getter or toJSON may serialize something else),
-// so the states form a stack; the prelude pushes one before it calls
-// JSON.stringify and pops it in a finally block.
+// so the states form a stack; jsonText pushes one before it calls
+// JSON.stringify and pops it after.
 type jsonCount struct {
 	size, limit int64
 	strict      bool
@@ -44,8 +44,31 @@ var (
 // the interrupt that ends a run at its limits is not seen inside it.
 const jsonCountStopEvery = 256
 
-// jsonBegin pushes a serialization's state: serBegin(limit, strict).
-func (x *execution) jsonBegin(call goja.FunctionCall) goja.Value {
+// jsonTextFunc is the prelude's nat.text(value, space, limit, strict):
+// the intrinsic JSON.stringify of value with the counter as replacer,
+// between the push and the pop of its state, in one native call (the
+// prelude's begin, end and their try-finally were three calls more per
+// serialization, a tool call's input included). A throw of the walk
+// (the counter's stop, a toJSON's or getter's exception, an interrupt) is
+// rethrown as it came, after the pop; jsonFailure then says why the
+// counter stopped it. stringify and the counter are taken before the
+// prelude runs: the runtime's own, whatever a script does to JSON.
+func (x *execution) jsonTextFunc() func(goja.FunctionCall) goja.Value {
+	stringify, _ := goja.AssertFunction(x.rt.Get("JSON").ToObject(x.rt).Get("stringify"))
+	counter := x.rt.ToValue(x.jsonCounter)
+	return func(call goja.FunctionCall) goja.Value {
+		x.jsonBegin(call.Argument(2).ToInteger(), call.Argument(3).ToBoolean())
+		v, err := stringify(goja.Undefined(), call.Argument(0), counter, call.Argument(1))
+		x.jsonEnd()
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}
+}
+
+// jsonBegin pushes a serialization's state.
+func (x *execution) jsonBegin(limit int64, strict bool) {
 	n := len(x.counts)
 	if n < cap(x.counts) {
 		x.counts = x.counts[:n+1]
@@ -54,30 +77,27 @@ func (x *execution) jsonBegin(call goja.FunctionCall) goja.Value {
 	}
 	c := &x.counts[n]
 	c.size, c.calls, c.fail = 0, 0, ""
-	c.limit = call.Argument(0).ToInteger()
-	c.strict = call.Argument(1).ToBoolean()
+	c.limit = limit
+	c.strict = strict
 	c.holders = c.holders[:0]
-	return goja.Undefined()
 }
 
-// jsonFailure reports why the innermost serialization was stopped ("" when
-// the counter did not stop it): serFailure().
+// jsonFailure reports why the last serialization that ended was stopped
+// ("" when the counter did not stop it): nat.countFailure().
 func (x *execution) jsonFailure(goja.FunctionCall) goja.Value {
-	if len(x.counts) == 0 {
-		return x.rt.ToValue("")
-	}
-	return x.rt.ToValue(x.counts[len(x.counts)-1].fail)
+	return x.rt.ToValue(x.countFail)
 }
 
-// jsonEnd pops the innermost serialization's state: serEnd().
-func (x *execution) jsonEnd(goja.FunctionCall) goja.Value {
+// jsonEnd pops the innermost serialization's state, keeping why the
+// counter stopped it (jsonFailure).
+func (x *execution) jsonEnd() {
 	if n := len(x.counts); n > 0 {
 		c := &x.counts[n-1]
+		x.countFail = c.fail
 		clear(c.holders) // nothing of the value stays reachable from here
 		c.holders = c.holders[:0]
 		x.counts = x.counts[:n-1]
 	}
-	return goja.Undefined()
 }
 
 // jsonCounter is the replacer: (key, value) with this the holder; it

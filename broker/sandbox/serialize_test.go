@@ -45,6 +45,12 @@ func TestSerializeCounters(t *testing.T) {
 			want: "error: is larger than the limit of", nativeOnly: true},
 		{name: "BigInt", value: `{a: {n: 1n}}`, want: "error: BigInt"},
 		{name: "getter that throws", value: `{get a() { throw new RangeError("mine") }}`, want: "error: mine"},
+		// A failure is read after the walk's state is gone: an inner walk
+		// stopped by its counter says nothing about the outer one's failure.
+		{name: "inner walk stopped, outer getter throws", prep: `let big = ["x".repeat(1000)]; for (let i = 0; i < 40; i++) big = [big, big];`,
+			value: `{a: {toJSON() { try { JSON.stringify(big) } catch (e) {} return 1 }}, get b() { throw new RangeError("mine") }}`, want: "error: RangeError: mine"},
+		{name: "inner walk stopped, its error through the outer", prep: `let big = ["x".repeat(1000)]; for (let i = 0; i < 40; i++) big = [big, big];`,
+			value: `{a: {toJSON() { return JSON.stringify(big) }}}`, want: "error: is larger than the limit of"},
 		{name: "after a failure the next one works", prep: `let big = ["x".repeat(1000)]; for (let i = 0; i < 40; i++) big = [big, big];
 			try { JSON.stringify(big) } catch (e) {}
 			let deep = {}; for (let i = 0; i < 1500; i++) deep = {deep};

@@ -811,21 +811,24 @@ return function setup(nat) {
 	// JavaScript counter (counting, below), which is interruptible. Only a
 	// property-list replacer, which cannot be combined with a function,
 	// takes the slower walk written in JavaScript (serializeJS).
-	const natCount = nat.count, countBegin = nat.countBegin, countFailure = nat.countFailure, countEnd = nat.countEnd;
+	// nat.text(value, space, limit, strict) is that native walk in one
+	// call: the intrinsic JSON.stringify with the counter, its state pushed
+	// before and popped after; when the walk threw, nat.countFailure says
+	// whether the counter stopped it.
+	const natText = nat.text, countFailure = nat.countFailure;
 	function serialize(value, replacer, space, what, limit, strict) {
-		if (isArray(replacer)) return ser().serializeJS(value, replacer, space, what, limit, strict);
-		if (typeof replacer === "function") return ser().serializeWith(value, replacer, space, what, limit, strict);
-		countBegin(limit, strict);
+		if (replacer !== undefined) {
+			if (isArray(replacer)) return ser().serializeJS(value, replacer, space, what, limit, strict);
+			if (typeof replacer === "function") return ser().serializeWith(value, replacer, space, what, limit, strict);
+		}
 		try {
-			return jsonStringify(value, natCount, space);
+			return natText(value, space, limit, strict);
 		} catch (e) {
 			const why = countFailure();
 			if (why === "L") ser().serTooLarge({what: what, limit: limit});
 			if (why === "D") ser().serTooDeep(what);
 			if (why !== "") ser().serFail({what: what}, why[0] === "B" ? "BigInt" : "Symbol", apply(stringSlice, why, [1]));
 			throw e;
-		} finally {
-			countEnd();
 		}
 	}
 	// The serializer's slower paths (a caller's replacer) and its errors are
