@@ -100,6 +100,8 @@ func TestSerializeStrict(t *testing.T) {
 			`TypeError: callTool("echo") input: cannot serialize a BigInt to JSON`},
 		{"input too deep", `let a = {}; for (let i = 0; i < 1500; i++) a = {a}; try { await callTool("echo", a) } catch (e) { return e.name + ": " + e.message }`,
 			`RangeError: callTool("echo") input nests deeper than the limit of 1000 levels`},
+		{"input failing after a call made by its toJSON", `try { await callTool("echo", {a: {toJSON() { callTool("add", {}); return 1 }}, b: 1n}) } catch (e) { return e.name + ": " + e.message }`,
+			`TypeError: callTool("echo") input: cannot serialize a BigInt (at key "b") to JSON`},
 		{"input function", `return await callTool("echo", {f() {}, a: [() => 1]})`, `{"a":[null]}`},
 		{"input getter that throws", `try { await callTool("echo", {get a() { throw new Error("no") }}) } catch (e) { return e.name + ": " + e.message }`,
 			`TypeError: callTool("echo") input is not serializable to JSON: no`},

@@ -1060,6 +1060,11 @@ return function setup(nat) {
 		if (rec.soft) return {success: false, data: null, error: {message: err.message, code: err.code}};
 		throw toolError(rec.name, err.code, err.message);
 	}
+	// What serialization errors name a call's input by (whatText): one
+	// record per runtime, not one per call, named for the call whose input
+	// is being serialized (a toJSON may make another call meanwhile, whose
+	// name is put back after it).
+	const inputWhat = {name: ""};
 	// invoke makes one call through the host: a tool, or searchTools and
 	// describeTool under their reserved names (label is what errors show).
 	function invoke(name, label, input, options) {
@@ -1068,19 +1073,23 @@ return function setup(nat) {
 			if (typeof options !== "object") return apply(promiseReject, PromiseC, [new (intrinsic("TypeError"))("callTool: options must be an object")]);
 			soft = options.throwOnError === false;
 		}
-		const rec = {name: label, soft: soft};
 		let text;
+		const outer = inputWhat.name;
+		inputWhat.name = label;
 		try {
-			text = input === undefined ? "{}" : toJSONText(input, rec, maxStringLength);
-			if (text === undefined) throw new (intrinsic("TypeError"))(whatText(rec) + " is not serializable to JSON");
+			text = input === undefined ? "{}" : toJSONText(input, inputWhat, maxStringLength);
+			if (text === undefined) throw new (intrinsic("TypeError"))(whatText(inputWhat) + " is not serializable to JSON");
 		} catch (e) {
 			return apply(promiseReject, PromiseC, [scrub(e)]);
+		} finally {
+			inputWhat.name = outer;
 		}
 		// The call's promise, made on the Go side, which settles it (a
 		// result it built directly, anything else through settle), or the
 		// JSON text of the tool error the call failed with at once.
 		const r = nat.call(name, text, label, soft);
 		if (typeof r === "string") {
+			const rec = {name: label, soft: soft};
 			try {
 				return new PromiseC((resolve) => resolve(outcome(rec, false, r)));
 			} catch (e) {
