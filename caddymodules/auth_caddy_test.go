@@ -1065,3 +1065,58 @@ func TestCaddyfilePendingAuthorizationsCap(t *testing.T) {
 		}
 	}
 }
+
+// TestCaddyAuthIssuerMismatchCode: in transparent mode, a provider whose
+// only discovery document names another issuer is not trusted (RFC 8414
+// section 3.3). A caller of codemode_auth gets 401 with the plain challenge
+// (not the token's fault) and the body's code ISSUER_MISMATCH, a stable
+// code of its own; it used to be UNAUTHORIZED "could not be verified now",
+// the code of a passing outage. A token the provider refuses keeps its
+// reason in the challenge (wrong_audience here) and UNAUTHORIZED in the body.
+func TestCaddyAuthIssuerMismatchCode(t *testing.T) {
+	idp := newFakeIDP(t)
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/.well-known/openid-configuration" {
+			http.NotFound(w, r)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"issuer": idp.srv.URL, "jwks_uri": idp.srv.URL + "/jwks"})
+	}))
+	defer other.Close()
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for _, tc := range []struct{ provider, code, challenge string }{
+		{other.URL, oauth.CodeIssuerMismatch, `Bearer resource_metadata="` + base + `/.well-known/oauth-protected-resource/mcp"`},
+		{idp.srv.URL, "UNAUTHORIZED", `Bearer resource_metadata="` + base + `/.well-known/oauth-protected-resource/mcp", error="invalid_token", error_description="wrong_audience"`},
+	} {
+		t.Run(tc.code, func(t *testing.T) {
+			startCaddyfile(t, fmt.Sprintf(`{
+	admin off
+	persist_config off
+	codemode {
+		auth {
+			development
+			mode transparent
+			provider_url %[1]s
+			expected_audience %[2]s/mcp
+		}
+	}
+}
+
+%[2]s {
+	bind 127.0.0.1
+	codemode_auth /mcp*
+	respond "through"
+}
+`, tc.provider, base))
+			resp, body := get(t, base+"/mcp", idp.token(t, nil))
+			var e struct {
+				Error struct{ Code string } `json:"error"`
+			}
+			_ = json.Unmarshal([]byte(body), &e)
+			if resp.StatusCode != 401 || e.Error.Code != tc.code || resp.Header.Get("WWW-Authenticate") != tc.challenge {
+				t.Errorf("provider %s: %d %q %s, want %s and %s", tc.provider, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, tc.code, tc.challenge)
+			}
+		})
+	}
+}

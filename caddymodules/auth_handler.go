@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/oauth"
 )
 
 func init() {
@@ -70,6 +71,12 @@ func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		w.Header().Set("Access-Control-Expose-Headers", "WWW-Authenticate")
 	}
 	switch {
+	case oauth.ErrorCode(err) == oauth.CodeIssuerMismatch:
+		// The provider's discovery documents name another issuer: not the
+		// token's fault and not a passing outage, so the caller and the
+		// operator read a code of their own.
+		return h.refuse(w, r, http.StatusUnauthorized, oauth.CodeIssuerMismatch,
+			"the token could not be verified: no discovery document of the identity provider names its issuer", err)
 	case err != nil:
 		return h.refuse(w, r, http.StatusUnauthorized, broker.CodeUnauthorized, "the token could not be verified now", err)
 	case status == http.StatusForbidden:

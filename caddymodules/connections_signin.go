@@ -65,16 +65,17 @@ func (s *oidcSignIn) metadata(ctx context.Context) (*oauth.ProviderMetadata, err
 		return s.endpoints, nil
 	}
 	md, err := oauth.Discover(ctx, s.client, s.issuer)
+	if oauth.ErrorCode(err) == oauth.CodeIssuerMismatch {
+		// A document naming another issuer is not the provider's own (RFC
+		// 8414 section 3.3, OpenID Connect Discovery 1.0 section 4.3): the
+		// browser and the client secret would go where it says. Discover
+		// passed over every such document. Not cached: the next sign-in
+		// reads them again.
+		return nil, &credential.Error{Code: credential.CodeIssuerMismatch,
+			Message: err.Error(), Err: err}
+	}
 	if err != nil {
 		return nil, err
-	}
-	// A document naming another issuer is not the provider's own (OpenID
-	// Connect Discovery 1.0 section 4.3): the browser and the client secret
-	// would go where it says. A trailing slash is no difference, as in the
-	// credential package. Not cached: the next sign-in reads it again.
-	if strings.TrimSuffix(md.Issuer, "/") != strings.TrimSuffix(s.issuer, "/") {
-		return nil, &credential.Error{Code: credential.CodeIssuerMismatch,
-			Message: fmt.Sprintf("the discovery document of identity provider %s names issuer %q", s.issuer, md.Issuer)}
 	}
 	if md.AuthorizationEndpoint == "" || md.TokenEndpoint == "" {
 		return nil, fmt.Errorf("identity provider %s names no authorization or token endpoint", s.issuer)

@@ -16,6 +16,10 @@ import (
 // tokens are *TokenError with a Reason* constant instead.
 const (
 	CodeStorage = "STORAGE_ERROR" // the token storage failed
+	// CodeIssuerMismatch: no discovery document of an identity provider
+	// names the provider's issuer (Discover); its keys and endpoints are not
+	// trusted. The credential package uses the same code.
+	CodeIssuerMismatch = "ISSUER_MISMATCH"
 )
 
 // Error is an error with a stable code. Status is the HTTP status a handler

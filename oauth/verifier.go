@@ -644,9 +644,6 @@ func (v *Verifier) fetch(ctx context.Context) (*keyCache, error) {
 		if err != nil {
 			return nil, err
 		}
-		if strings.TrimSuffix(doc.Issuer, "/") != v.issuer {
-			return nil, fmt.Errorf("discovery document names issuer %q, want %q", doc.Issuer, v.issuer)
-		}
 		if doc.JWKSURI == "" {
 			return nil, errors.New("discovery document has no jwks_uri")
 		}
@@ -683,26 +680,52 @@ type ProviderMetadata struct {
 	CodeChallengeMethodsSupported []string `json:"code_challenge_methods_supported,omitempty"`
 }
 
-// Discover reads the provider's metadata: OpenID Connect discovery at
-// issuer/.well-known/openid-configuration first, then RFC 8414's
-// /.well-known/oauth-authorization-server (inserted before the issuer's path).
+// Discover reads the provider's metadata from the first of its well-known
+// documents that answers and names the issuer, in the order of the MCP
+// authorization spec ("Authorization Server Metadata Discovery", 2025-11-25):
+// for an issuer with a path, RFC 8414 with the path inserted
+// (<origin>/.well-known/oauth-authorization-server<path>), OpenID Connect
+// with the path inserted (<origin>/.well-known/openid-configuration<path>),
+// then OpenID Connect with the path appended
+// (<issuer>/.well-known/openid-configuration); for one without a path,
+// RFC 8414 then OpenID Connect. A document whose issuer is not the one asked
+// for (RFC 8414 section 3.3, OpenID Connect Discovery 1.0 section 4.3; a
+// trailing slash on either side is no difference) is not the provider's own
+// and is passed over as a missing one is. When no document qualifies the
+// error names each attempt; it has code ISSUER_MISMATCH (ErrorCode) when
+// one of them answered with another issuer.
 func Discover(ctx context.Context, client *http.Client, issuer string) (*ProviderMetadata, error) {
 	issuer = strings.TrimSuffix(issuer, "/")
 	u, err := url.Parse(issuer)
 	if err != nil {
 		return nil, fmt.Errorf("issuer: %w", err)
 	}
-	oidc := issuer + "/.well-known/openid-configuration"
-	rfc8414 := u.Scheme + "://" + u.Host + "/.well-known/oauth-authorization-server" + u.Path
-	var doc ProviderMetadata
-	err1 := getJSON(ctx, client, oidc, &doc)
-	if err1 == nil {
+	origin := u.Scheme + "://" + u.Host
+	urls := []string{origin + "/.well-known/oauth-authorization-server" + u.Path}
+	if u.Path != "" {
+		urls = append(urls, origin+"/.well-known/openid-configuration"+u.Path)
+	}
+	urls = append(urls, issuer+"/.well-known/openid-configuration")
+	var errs []string
+	mismatch := false
+	for _, d := range urls {
+		var doc ProviderMetadata
+		if err := getJSON(ctx, client, d, &doc); err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		if strings.TrimSuffix(doc.Issuer, "/") != issuer {
+			mismatch = true
+			errs = append(errs, fmt.Sprintf("GET %s: the document names issuer %q", d, doc.Issuer))
+			continue
+		}
 		return &doc, nil
 	}
-	if err2 := getJSON(ctx, client, rfc8414, &doc); err2 != nil {
-		return nil, fmt.Errorf("discovery: %w; %w", err1, err2)
+	if mismatch {
+		return nil, newError(CodeIssuerMismatch, http.StatusBadGateway,
+			fmt.Sprintf("discovery of issuer %s: no document names it: %s", issuer, strings.Join(errs, "; ")), nil)
 	}
-	return &doc, nil
+	return nil, fmt.Errorf("discovery of issuer %s: %s", issuer, strings.Join(errs, "; "))
 }
 
 func getJSON(ctx context.Context, client *http.Client, u string, dst any) error {

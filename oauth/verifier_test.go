@@ -31,6 +31,7 @@ type idp struct {
 	keys       []jose.JSONWebKey // public keys served
 	jwksHits   atomic.Int64
 	oidcOff    bool // serve only RFC 8414 metadata
+	oidcOther  bool // the OpenID Connect document names another issuer
 	failJWKS   atomic.Bool
 	issuerPath string
 }
@@ -46,6 +47,10 @@ func newIDP(t testing.TB, issuerPath string) *idp {
 	mux.HandleFunc(issuerPath+"/.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
 		if p.oidcOff {
 			http.NotFound(w, r)
+			return
+		}
+		if p.oidcOther {
+			_ = json.NewEncoder(w).Encode(ProviderMetadata{Issuer: "https://elsewhere.example.test", JWKSURI: "https://elsewhere.example.test/keys"})
 			return
 		}
 		meta(w, r)
