@@ -48,11 +48,26 @@ redis.call('PEXPIRE', KEYS[1], win * 2)
 return {ok, p, c, string.format('%d', ws)}
 `)
 	// KEYS[1] sorted set ticket -> expiry ms. ARGV: now, max, expiry, ticket,
-	// ttl ms, then tickets of acquires whose answer was lost, withdrawn first.
+	// ttl ms, then pairs of a ticket whose acquire's answer was lost and its
+	// expiry ms, withdrawn first. A withdrawn ticket that is not there yet
+	// may still come (its command delayed on the way): the mark
+	// "withdrawn:<ticket>", scored minus its expiry, makes that acquire take
+	// nothing. Marks have negative scores: the count of held slots is of the
+	// positive ones, and a mark goes at its ticket's expiry as a ticket does.
 	scriptAcquire = redis.NewScript(`
-for i = 6, #ARGV do redis.call('ZREM', KEYS[1], ARGV[i]) end
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
+local now = tonumber(ARGV[1])
+for i = 6, #ARGV - 1, 2 do
+  if redis.call('ZREM', KEYS[1], ARGV[i]) == 0 then
+    redis.call('ZADD', KEYS[1], -tonumber(ARGV[i + 1]), 'withdrawn:' .. ARGV[i])
+    if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[5]) then redis.call('PEXPIRE', KEYS[1], ARGV[5]) end
+  end
+end
+if redis.call('ZREM', KEYS[1], 'withdrawn:' .. ARGV[4]) > 0 then
+  return 0
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, now)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], -now, '(0')
+if redis.call('ZCOUNT', KEYS[1], '(0', '+inf') < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], ARGV[3], ARGV[4])
   redis.call('PEXPIRE', KEYS[1], ARGV[5])
   return 1
@@ -181,7 +196,9 @@ func (s *RedisStorage) ResetWindow(ctx context.Context, key string) error {
 // answer (a timeout, a connection lost) may still run: a command waiting in
 // the socket buffer of a server that stalled runs when it continues, and
 // takes a slot that nobody holds until the ticket expires. Its ticket is
-// withdrawn by the next acquire of the key that Redis answers.
+// withdrawn by the next acquire of the key that Redis answers; when it has
+// not run yet, that acquire leaves a mark that makes it take nothing when
+// it comes.
 func (s *RedisStorage) AcquireSlot(ctx context.Context, key, ticket string, maxConcurrent, nowMs, expiresAtMs int64) (bool, error) {
 	keys := []string{s.prefix + key}
 	var cmd *redis.Cmd
@@ -235,8 +252,8 @@ func (l *lostSlots) add(key, ticket string, expiresAtMs int64) {
 	}
 }
 
-// of returns the unexpired lost tickets of key (nil: none), forgetting the
-// expired ones.
+// of returns the unexpired lost tickets of key, each followed by its
+// expiry ms (nil: none), forgetting the expired ones.
 func (l *lostSlots) of(key string, nowMs int64) []any {
 	if l.n.Load() == 0 {
 		return nil
@@ -249,17 +266,18 @@ func (l *lostSlots) of(key string, nowMs int64) []any {
 			l.forget(key, t)
 			continue
 		}
-		out = append(out, t)
+		out = append(out, t, exp)
 	}
 	return out
 }
 
-// withdrawn forgets tickets an acquire that Redis answered has removed.
-func (l *lostSlots) withdrawn(key string, tickets []any) {
+// withdrawn forgets tickets an acquire that Redis answered has removed or
+// marked (pairs of a ticket and its expiry, as of returns them).
+func (l *lostSlots) withdrawn(key string, lost []any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, t := range tickets {
-		l.forget(key, t.(string))
+	for i := 0; i < len(lost); i += 2 {
+		l.forget(key, lost[i].(string))
 	}
 }
 

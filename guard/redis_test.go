@@ -1,8 +1,10 @@
 package guard
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -508,5 +510,197 @@ func BenchmarkRedisAcquireRelease(b *testing.B) {
 		if err := rs.ReleaseSlot(ctx, "sem", "t"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// heldConn is a connection to a real Redis whose writes, while hold is
+// set, wait in the test instead of the network: a command delayed on its
+// way (a congested link, a proxy's buffer) that reaches Redis after its
+// client gave up and after a later command on another connection. Close
+// while writes are held leaves the connection open until they are let
+// through.
+type heldConn struct {
+	net.Conn
+	hold   *atomic.Bool
+	mu     sync.Mutex
+	held   []byte
+	closed bool
+}
+
+func (c *heldConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hold.Load() || len(c.held) > 0 {
+		c.held = append(c.held, p...)
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *heldConn) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if len(c.held) > 0 {
+		return nil
+	}
+	return c.Conn.Close()
+}
+
+// deliver writes the held bytes, reads Redis's answer (the command ran)
+// and closes the connection if its client has.
+func (c *heldConn) deliver(t *testing.T) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.Conn.SetDeadline(time.Now().Add(30 * time.Second)) // its client's has passed
+	if _, err := c.Conn.Write(c.held); err != nil {
+		t.Fatal(err)
+	}
+	c.held = nil
+	if _, err := bufio.NewReader(c.Conn).ReadString('\n'); err != nil {
+		t.Fatalf("the delayed command's answer: %v", err)
+	}
+	if c.closed {
+		_ = c.Conn.Close()
+	}
+}
+
+// heldClient is a client of a real Redis whose connections are heldConns.
+type heldClient struct {
+	*redis.Client
+	hold  atomic.Bool
+	mu    sync.Mutex
+	conns []*heldConn
+}
+
+func newHeldClient(t *testing.T, addr string) *heldClient {
+	hc := &heldClient{}
+	hc.Client = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			hc.mu.Lock()
+			defer hc.mu.Unlock()
+			c := &heldConn{Conn: conn, hold: &hc.hold}
+			hc.conns = append(hc.conns, c)
+			return c, nil
+		}})
+	t.Cleanup(func() { _ = hc.Client.Close() })
+	return hc
+}
+
+// lose runs op with its writes held and a 200 ms deadline: it must fail
+// without Redis's answer. It returns the connection holding its command.
+func (hc *heldClient) lose(t *testing.T, op func(context.Context) error) *heldConn {
+	t.Helper()
+	hc.hold.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err := op(ctx)
+	cancel()
+	hc.hold.Store(false)
+	if err == nil {
+		t.Fatal("a command that never left answered")
+	}
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	for _, c := range hc.conns {
+		c.mu.Lock()
+		n := len(c.held)
+		c.mu.Unlock()
+		if n > 0 {
+			return c
+		}
+	}
+	t.Fatal("no connection holds the lost command")
+	return nil
+}
+
+// TestRedisLateAcquireAfterWithdrawal: an acquire whose answer was lost
+// (its client timed out) reaches Redis only after the next acquire of its
+// key, which withdrew it, has run. That acquire found nothing to withdraw,
+// so the late one took a slot nobody holds, and a `concurrency 1` route
+// answered CONCURRENCY_LIMIT until the ticket expired (the TTL, 300 s).
+// The withdrawal now leaves a mark in the key that the late acquire finds:
+// it takes no slot and removes the mark.
+func TestRedisLateAcquireAfterWithdrawal(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	hc := newHeldClient(t, srv.Addr)
+	s, err := NewRedisStorage(StorageConfig{Provider: ProviderRedis, Client: hc.Client}, prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	const ttl = 300_000
+	// The script loaded, so that the late acquire is one EVALSHA.
+	if _, err := s.AcquireSlot(ctx, "warm", "w", 1, now, now+ttl); err != nil {
+		t.Fatal(err)
+	}
+	late := hc.lose(t, func(ctx context.Context) error {
+		_, err := s.AcquireSlot(ctx, "k", "late", 1, now, now+ttl)
+		return err
+	})
+
+	// The next acquire withdraws it (nothing there yet) and takes the slot;
+	// its request ends. Then the late acquire reaches Redis.
+	if ok, err := s.AcquireSlot(ctx, "k", "next", 1, now, now+ttl); !ok || err != nil {
+		t.Fatalf("the next acquire: %v %v", ok, err)
+	}
+	if err := s.ReleaseSlot(ctx, "k", "next"); err != nil {
+		t.Fatal(err)
+	}
+	late.deliver(t)
+
+	other := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = other.Close() })
+	if ok, err := s.AcquireSlot(ctx, "k", "third", 1, now, now+ttl); !ok || err != nil {
+		t.Fatalf("the slot after the late acquire: %v %v (members %v)", ok, err, other.ZRangeWithScores(ctx, prefix+"k", 0, -1).Val())
+	}
+	if m := other.ZRange(ctx, prefix+"k", 0, -1).Val(); !slices.Equal(m, []string{"third"}) {
+		t.Fatalf("members %q, want the third ticket only", m)
+	}
+	if n, err := s.ActiveSlots(ctx, "k", now); n != 1 || err != nil {
+		t.Fatalf("active slots %d %v", n, err)
+	}
+}
+
+// TestRedisLostWindowCheckCounts pins a decision: a rate-limit check whose
+// answer was lost (the failure mode answered its request) counts its hit
+// when its command reaches Redis, whenever that is. With failure mode open
+// the request was served, so the hit is right; closed, the window holds one
+// hit more than the requests it let through, until the window rolls. Taking
+// it back would need every check to leave a record in Redis (the client
+// cannot know beforehand which answer it will lose): a write per request
+// for an error of one hit per lost answer.
+func TestRedisLostWindowCheckCounts(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	hc := newHeldClient(t, srv.Addr)
+	s, err := NewRedisStorage(StorageConfig{Provider: ProviderRedis, Client: hc.Client}, prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const win = 600_000
+	now := time.Now().UnixMilli()
+	ws := now - now%win
+	if _, err := s.SlidingWindow(ctx, "warm", ws, win, now, 10); err != nil {
+		t.Fatal(err)
+	}
+	late := hc.lose(t, func(ctx context.Context) error {
+		_, err := s.SlidingWindow(ctx, "k", ws, win, now, 10)
+		return err
+	})
+	st, err := s.SlidingWindow(ctx, "k", ws, win, now, 10)
+	if err != nil || st.Current != 1 {
+		t.Fatalf("the next check: %+v %v", st, err)
+	}
+	late.deliver(t)
+	if st, err := s.SlidingWindow(ctx, "k", ws, win, now, 10); err != nil || st.Current != 3 {
+		t.Fatalf("after the lost check ran: %+v %v, want 3 hits (the lost one counted)", st, err)
 	}
 }
