@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -202,9 +203,15 @@ func (h *MCPHandler) legacyPrecheck(w http.ResponseWriter, r *http.Request) bool
 		// Only a body within the size and nesting bounds is decoded.
 		if pb := r.Body.(*peekedBody); !pb.ok {
 			return true
-		} else if heads, batch, _ := pb.readHeads(); batch && initializeInBatch(heads) {
+		} else if heads, batch, ok := pb.readHeads(); batch && initializeInBatch(heads) {
 			writeJSONRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, batchedInitializeMessage, nil)
 			return false
+		} else if batch && ok {
+			if buf, cut := withoutUnknownNotifications(pb.buf, heads); cut {
+				r.Body = &peekedBody{Reader: bytes.NewReader(buf), Closer: pb.Closer, buf: buf, ok: true}
+				r.ContentLength = int64(len(buf))
+				r.Header.Set("Content-Length", strconv.Itoa(len(buf)))
+			}
 		}
 		return true // not one JSON object (a batch, or malformed): the go-sdk answers
 	}
@@ -246,6 +253,49 @@ func initializeInBatch(heads []rpcHead) bool {
 		}
 	}
 	return false
+}
+
+// sdkNotifications are the notifications from a client that the go-sdk
+// handles (v1.8.0's serverMethodInfos; TestMCPBatchNotificationsOfTheSDK
+// holds the list to it). It refuses a POST holding any other whole.
+var sdkNotifications = map[string]bool{
+	"notifications/initialized": true, notificationCancelled: true,
+	"notifications/progress": true, "notifications/roots/list_changed": true,
+}
+
+// withoutUnknownNotifications is buf, a batch whose messages' heads are
+// heads, without its notifications of methods the go-sdk does not handle:
+// JSON-RPC 2.0 answers no notification, and one the server does not know
+// is ignored, while the go-sdk refused the whole batch (400 -32601 with id
+// null), its requests unanswered. A batch of such notifications only
+// becomes its first one alone, which is answered as any lone notification
+// is (202, or the session's error). cut is false when nothing is left out
+// (buf itself).
+func withoutUnknownNotifications(buf []byte, heads []rpcHead) (out []byte, cut bool) {
+	unknown := func(h rpcHead) bool {
+		_, method, ok := h.call()
+		return ok && len(h.ID) == 0 && !sdkNotifications[method]
+	}
+	if !slices.ContainsFunc(heads, unknown) {
+		return buf, false
+	}
+	var msgs []json.RawMessage
+	if sdkjson.Unmarshal(bytes.TrimSpace(buf), &msgs) != nil || len(msgs) != len(heads) {
+		return buf, false
+	}
+	out = append(make([]byte, 0, len(buf)), '[')
+	for i, m := range msgs {
+		if !unknown(heads[i]) {
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			out = append(out, m...)
+		}
+	}
+	if len(out) == 1 {
+		return msgs[0], true
+	}
+	return append(out, ']'), true
 }
 
 // batchedInitializeMessage is the answer to a batch initializeInBatch

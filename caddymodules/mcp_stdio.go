@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 
@@ -280,8 +281,14 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int, c
 				break
 			}
 			calls.read(msgs, batch)
-			if _, werr := pass.Write(append(msg, '\n')); werr != nil {
-				return // the session ended
+			lines := [][]byte{msg}
+			if batch {
+				lines = stdioBatchLines(msg, msgs)
+			}
+			for _, l := range lines {
+				if _, werr := pass.Write(append(l, '\n')); werr != nil {
+					return // the session ended
+				}
 			}
 		}
 		if reply != nil {
@@ -299,6 +306,43 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int, c
 			return
 		}
 	}
+}
+
+// stdioBatchLines are the lines the go-sdk reads for msg, a batch of
+// msgs: its notifications of methods the go-sdk handles each alone (those
+// before the batch's first request or response first, the others after
+// it), those of other methods left out, and the rest as a batch. JSON-RPC
+// answers no notification and ignores one the server does not know; the
+// go-sdk's stdio transport waited for an answer to every message of a
+// batch, a notification's included, and so never answered a batch that
+// held one (TestMCPStdioAnswersBadLines).
+func stdioBatchLines(msg []byte, msgs []jsonrpc.Message) [][]byte {
+	notification := func(m jsonrpc.Message) bool {
+		req, ok := m.(*jsonrpc.Request)
+		return ok && !req.IsCall()
+	}
+	var raws []json.RawMessage
+	if !slices.ContainsFunc(msgs, notification) || json.Unmarshal(msg, &raws) != nil || len(raws) != len(msgs) {
+		return [][]byte{msg}
+	}
+	var before, after [][]byte
+	rest := []byte{'['}
+	for i, m := range msgs {
+		if !notification(m) {
+			if len(rest) > 1 {
+				rest = append(rest, ',')
+			}
+			rest = append(rest, raws[i]...)
+		} else if sdkNotifications[m.(*jsonrpc.Request).Method] && len(rest) == 1 {
+			before = append(before, raws[i])
+		} else if sdkNotifications[m.(*jsonrpc.Request).Method] {
+			after = append(after, raws[i])
+		}
+	}
+	if len(rest) > 1 {
+		before = append(before, append(rest, ']'))
+	}
+	return append(before, after...)
 }
 
 // initializeProblem is the id of msg and what is wrong with its params

@@ -156,6 +156,32 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 		r.Error.Message != `method not found: "no/such/method"` {
 		t.Fatalf("unknown method: %+v", r)
 	}
+	// A batch holding notifications: JSON-RPC answers none of them and
+	// ignores one the server does not know; the batch's requests are
+	// answered (one array). The go-sdk never answered such a batch, known
+	// notification or not.
+	for _, line := range []string{
+		`[{"jsonrpc":"2.0","method":"notifications/no_such"},{"jsonrpc":"2.0","id":"b1","method":"ping"}]`,
+		`[{"jsonrpc":"2.0","id":"b1","method":"ping"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","method":"notifications/no_such"}]`,
+	} {
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if !replies.Scan() {
+			t.Fatalf("no reply to %s", line)
+		}
+		if got := replies.Text(); got != `[{"jsonrpc":"2.0","id":"b1","result":{}}]` {
+			t.Fatalf("%s: %s", line, got)
+		}
+	}
+	// Notifications only: nothing to answer; the next answer is the next
+	// request's.
+	if _, err := io.WriteString(inW, `[{"jsonrpc":"2.0","method":"notifications/no_such"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}]`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if r := send(`{"jsonrpc":"2.0","id":12,"method":"ping"}`); r.Error != nil || string(r.ID) != "12" {
+		t.Fatalf("ping after a batch of notifications: %+v", r)
+	}
 
 	inW.Close() // standard input ends: the session and the command end
 	go io.Copy(io.Discard, outR)
