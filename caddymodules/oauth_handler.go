@@ -124,8 +124,15 @@ func (h *OAuthHandler) Provision(ctx caddy.Context) error {
 			paths = append(paths, placedRequest{host: issuerHost, path: p})
 		}
 	}
-	if err := checkOAuthPlacement(ctx, paths); err != nil {
-		return fmt.Errorf("codemode_oauth: %w", err)
+	// Behind a TLS proxy the Host may be rewritten (nginx sends the
+	// upstream's name unless told otherwise): a route for another host is
+	// then only a warning.
+	if err := checkOAuthPlacement(ctx, paths, true); err != nil {
+		if !app.auth.cfg.BehindTLSProxy || checkOAuthPlacement(ctx, paths, false) != nil {
+			return fmt.Errorf("codemode_oauth: %w", err)
+		}
+		h.logger.Warn("codemode_oauth: behind_tls_proxy is set, so the load goes on; unless the proxy sends a Host its route matches, "+
+			"the authorization server's endpoints and the resource metadata answer 404", zap.Error(err))
 	}
 	h.served = app.auth.served
 	h.metadata = oauth.MetadataHandler(docs...)

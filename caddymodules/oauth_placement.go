@@ -35,12 +35,16 @@ type placedRequest struct{ host, path string }
 // handlers (and their rewrites are known), and the handler's own route is
 // the first whose handlers are still raw. Only path and host matchers and
 // prefix stripping are simulated. A route on the way may match unless its
-// path matchers exclude the path (other matchers are assumed to match);
-// an earlier terminal route takes the request only when it surely matches
-// (path and host matchers only, all matching). So a config is refused only
-// when no request for the path at its host can reach the handler with that
-// path.
-func checkOAuthPlacement(ctx caddy.Context, reqs []placedRequest) error {
+// path matchers, or with byHost its host matchers, exclude the request
+// (other matchers are assumed to match); an earlier terminal route takes
+// the request only when it surely matches (path and host matchers only,
+// all matching). So a config is refused only when no request for the path
+// at its host can reach the handler with that path. byHost says that the
+// Host a request arrives with is the one it was sent to (no proxy in front
+// that may rewrite it): a host matcher on the handler's own route, or on a
+// route enclosing it, for another host then counts as a site block for
+// another host does.
+func checkOAuthPlacement(ctx caddy.Context, reqs []placedRequest, byHost bool) error {
 	var lists []caddyhttp.RouteList
 	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
 		lists = append(lists, srv.Routes)
@@ -59,7 +63,7 @@ func checkOAuthPlacement(ctx caddy.Context, reqs []placedRequest) error {
 				continue // not provisioned from this list (e.g. an error route)
 			}
 			for _, rt := range routes[:i] {
-				may, sure := routeMatches(rt.MatcherSets, req.host, seen)
+				may, sure := routeMatches(rt.MatcherSets, req.host, seen, byHost)
 				if rt.Terminal && sure {
 					return fmt.Errorf("a request for %s at %s never reaches it: an earlier route (another site block for that host, "+
 						"or a handle, route or respond before it) answers it first; put codemode_oauth in the site block of the "+
@@ -74,10 +78,15 @@ func checkOAuthPlacement(ctx caddy.Context, reqs []placedRequest) error {
 					}
 				}
 			}
-			if may, _ := routeMatches(routes[i].MatcherSets, req.host, seen); !may {
+			if may, _ := routeMatches(routes[i].MatcherSets, req.host, seen, false); !may {
 				return fmt.Errorf("a request for %s never reaches it: it is inside a handle_path, handle or route that matches "+
 					"other paths; the issuer has no path, so the authorization server's endpoints and the RFC 9728 metadata "+
 					"are at the site's root: put codemode_oauth at the site's top level", p)
+			}
+			if may, _ := routeMatches(routes[i].MatcherSets, req.host, seen, byHost); !may {
+				return fmt.Errorf("a request for %s at %s never reaches it: its route (a host matcher on codemode_oauth, or on "+
+					"the site block, handle or route holding it) matches other hosts; serve it at the host of the issuer and "+
+					"the resources", p, req.host)
 			}
 			// The Caddyfile puts a directive without a matcher in the
 			// route of the one before it, as it does `uri strip_prefix`
@@ -122,10 +131,10 @@ func currentRoute(routes caddyhttp.RouteList) int {
 }
 
 // routeMatches judges whether a request for host and path can match
-// sets (may: its path matchers do not exclude it, other matchers assumed
-// to match) and whether it surely does (a set of path and host matchers
-// only, all matching).
-func routeMatches(sets caddyhttp.MatcherSets, host, path string) (may, sure bool) {
+// sets (may: its path matchers, and with byHost its host matchers, do not
+// exclude it; other matchers assumed to match) and whether it surely does
+// (a set of path and host matchers only, all matching).
+func routeMatches(sets caddyhttp.MatcherSets, host, path string, byHost bool) (may, sure bool) {
 	if len(sets) == 0 {
 		return true, true
 	}
@@ -149,7 +158,7 @@ func routeMatches(sets caddyhttp.MatcherSets, host, path string) (may, sure bool
 				known = false
 			}
 		}
-		may = may || pathOK
+		may = may || (pathOK && (hostOK || !byHost || host == ""))
 		sure = sure || (pathOK && hostOK && known)
 	}
 	return may, sure

@@ -63,6 +63,24 @@ func TestOAuthPlacement(t *testing.T) {
 		{"catch-all site after the issuer's host, transparent", transparent, "http://%s {\n\trespond 200\n}\nhttp://:PORT {\n\tbind 127.0.0.1\n\tcodemode_oauth\n}",
 			"never reaches it: an earlier route"},
 		{"catch-all site after another host", orchestrated, "http://localhost:PORT%.0s {\n\trespond 200\n}\nhttp://:PORT {\n\tbind 127.0.0.1\n\tcodemode_oauth\n}", ""},
+		// A host matcher counts on the handler's own route and on the
+		// handle holding it as on the site block: one for the issuer's
+		// host loads, one for another host never sees the requests (it
+		// loaded silently, the metadata and sign-in then 404).
+		{"own host matcher, the issuer's host", orchestrated, "http://:PORT%.0s {\n\t@gw host 127.0.0.1\n\tcodemode_oauth @gw\n\trespond 404\n}", ""},
+		{"own host matcher, another host", orchestrated, "http://:PORT%.0s {\n\t@gw host gw.example.com\n\tcodemode_oauth @gw\n}",
+			"codemode_oauth: a request for /.well-known/oauth-protected-resource/gw/mcp at 127.0.0.1:PORT never reaches it: its route (a host matcher"},
+		{"handle with a host matcher, the issuer's host", orchestrated, "http://:PORT%.0s {\n\t@gw host 127.0.0.1\n\thandle @gw {\n\t\tcodemode_oauth\n\t}\n}", ""},
+		{"handle with a host matcher, another host", transparent, "http://:PORT%.0s {\n\t@gw host gw.example.com\n\thandle @gw {\n\t\tcodemode_oauth\n\t}\n}",
+			"never reaches it: its route (a host matcher"},
+		{"site block of another host", orchestrated, "http://localhost:PORT%.0s {\n\tcodemode_oauth\n}", "never reaches it: its route (a host matcher"},
+		{"own host matcher after another host's site", orchestrated, "http://localhost:PORT%.0s {\n\trespond 200\n}\nhttp://:PORT {\n\tbind 127.0.0.1\n\t@gw host 127.0.0.1\n\tcodemode_oauth @gw\n\trespond 404\n}", ""},
+		{"own host matcher after the issuer's site", orchestrated, "http://%s {\n\trespond 200\n}\nhttp://:PORT {\n\tbind 127.0.0.1\n\t@gw host 127.0.0.1\n\tcodemode_oauth @gw\n}",
+			"never reaches it: an earlier route"},
+		// Behind a TLS proxy the Host may be rewritten: a warning, not a
+		// load error.
+		{"another host behind a TLS proxy", func(port int) string { return orchestrated(port) + "\n\t\t\tbehind_tls_proxy" },
+			"http://:PORT%.0s {\n\t@gw host gw.internal\n\tcodemode_oauth @gw\n}", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			port := freePort(t)
