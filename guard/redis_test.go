@@ -592,6 +592,19 @@ func newHeldClient(t *testing.T, addr string) *heldClient {
 	return hc
 }
 
+// heldStorage is a Redis storage on a private redis-server through a
+// heldClient, its key prefix and the server's address.
+func heldStorage(t *testing.T) (*RedisStorage, *heldClient, string, string) {
+	srv := redistest.Start(t)
+	prefix := redistest.Prefix(t)
+	hc := newHeldClient(t, srv.Addr)
+	s, err := NewRedisStorage(StorageConfig{Provider: ProviderRedis, Client: hc.Client}, prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, hc, prefix, srv.Addr
+}
+
 // lose runs op with its writes held and a 200 ms deadline: it must fail
 // without Redis's answer. It returns the connection holding its command.
 func (hc *heldClient) lose(t *testing.T, op func(context.Context) error) *heldConn {
@@ -626,13 +639,7 @@ func (hc *heldClient) lose(t *testing.T, op func(context.Context) error) *heldCo
 // The withdrawal now leaves a mark in the key that the late acquire finds:
 // it takes no slot and removes the mark.
 func TestRedisLateAcquireAfterWithdrawal(t *testing.T) {
-	srv := redistest.Start(t)
-	prefix := redistest.Prefix(t)
-	hc := newHeldClient(t, srv.Addr)
-	s, err := NewRedisStorage(StorageConfig{Provider: ProviderRedis, Client: hc.Client}, prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, hc, prefix, addr := heldStorage(t)
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
 	const ttl = 300_000
@@ -655,7 +662,7 @@ func TestRedisLateAcquireAfterWithdrawal(t *testing.T) {
 	}
 	late.deliver(t)
 
-	other := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	other := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = other.Close() })
 	if ok, err := s.AcquireSlot(ctx, "k", "third", 1, now, now+ttl); !ok || err != nil {
 		t.Fatalf("the slot after the late acquire: %v %v (members %v)", ok, err, other.ZRangeWithScores(ctx, prefix+"k", 0, -1).Val())
@@ -677,13 +684,7 @@ func TestRedisLateAcquireAfterWithdrawal(t *testing.T) {
 // cannot know beforehand which answer it will lose): a write per request
 // for an error of one hit per lost answer.
 func TestRedisLostWindowCheckCounts(t *testing.T) {
-	srv := redistest.Start(t)
-	prefix := redistest.Prefix(t)
-	hc := newHeldClient(t, srv.Addr)
-	s, err := NewRedisStorage(StorageConfig{Provider: ProviderRedis, Client: hc.Client}, prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, hc, _, _ := heldStorage(t)
 	ctx := context.Background()
 	const win = 600_000
 	now := time.Now().UnixMilli()
