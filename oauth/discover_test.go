@@ -37,20 +37,25 @@ func TestDiscoveryOrder(t *testing.T) {
 		serve map[string]bool // document -> names the issuer (false: another one)
 		want  string          // the document found, "" for none
 		tried []string        // the documents asked for, in order
+		bare  string          // a document served without jwks_uri
 	}{
 		{"RFC 8414 only, with a path", "/tenant1", map[string]bool{asInserted: true}, asInserted,
-			[]string{asInserted}},
+			[]string{asInserted}, ""},
 		{"OIDC names another issuer, RFC 8414 right", "", map[string]bool{oidcInserted: false, asInserted: true}, asInserted,
-			[]string{asInserted}},
+			[]string{asInserted}, ""},
 		{"RFC 8414 names another issuer, OIDC right", "", map[string]bool{asInserted: false, oidcInserted: true}, oidcInserted,
-			[]string{asInserted, oidcInserted}},
+			[]string{asInserted, oidcInserted}, ""},
 		{"OIDC path inserted only", "/tenant1", map[string]bool{oidcInserted: true}, oidcInserted,
-			[]string{asInserted, oidcInserted}},
+			[]string{asInserted, oidcInserted}, ""},
 		{"OIDC path appended only", "/realms/main", map[string]bool{oidcAppended: true}, oidcAppended,
-			[]string{asInserted, oidcInserted, oidcAppended}},
+			[]string{asInserted, oidcInserted, oidcAppended}, ""},
 		{"each names another issuer", "/tenant1", map[string]bool{asInserted: false, oidcInserted: false, oidcAppended: false}, "",
-			[]string{asInserted, oidcInserted, oidcAppended}},
-		{"none served", "", nil, "", []string{asInserted, oidcInserted}},
+			[]string{asInserted, oidcInserted, oidcAppended}, ""},
+		{"none served", "", nil, "", []string{asInserted, oidcInserted}, ""},
+		{"RFC 8414 without jwks_uri, OIDC with", "", map[string]bool{asInserted: true, oidcInserted: true}, oidcInserted,
+			[]string{asInserted, oidcInserted}, asInserted},
+		{"RFC 8414 without jwks_uri only", "/t", map[string]bool{asInserted: true}, asInserted,
+			[]string{asInserted, oidcInserted, oidcAppended}, asInserted},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,7 +88,11 @@ func TestDiscoveryOrder(t *testing.T) {
 				if !own {
 					iss = srv.URL + "/another"
 				}
-				_ = json.NewEncoder(w).Encode(ProviderMetadata{Issuer: iss, JWKSURI: srv.URL + "/keys", TokenEndpoint: srv.URL + "/token#" + doc})
+				keys := srv.URL + "/keys"
+				if doc == tc.bare {
+					keys = ""
+				}
+				_ = json.NewEncoder(w).Encode(ProviderMetadata{Issuer: iss, JWKSURI: keys, TokenEndpoint: srv.URL + "/token#" + doc})
 			}))
 			defer srv.Close()
 			md, err := Discover(context.Background(), srv.Client(), srv.URL+tc.path+"/")

@@ -691,9 +691,10 @@ type ProviderMetadata struct {
 // RFC 8414 then OpenID Connect. A document whose issuer is not the one asked
 // for (RFC 8414 section 3.3, OpenID Connect Discovery 1.0 section 4.3; a
 // trailing slash on either side is no difference) is not the provider's own
-// and is passed over as a missing one is. When no document qualifies the
-// error names each attempt; it has code ISSUER_MISMATCH (ErrorCode) when
-// one of them answered with another issuer.
+// and is passed over as a missing one is; one without jwks_uri (optional
+// in RFC 8414) is used only when no later one has it. When no document
+// qualifies the error names each attempt; it has code ISSUER_MISMATCH
+// (ErrorCode) when one of them answered with another issuer.
 func Discover(ctx context.Context, client *http.Client, issuer string) (*ProviderMetadata, error) {
 	issuer = strings.TrimSuffix(issuer, "/")
 	u, err := url.Parse(issuer)
@@ -708,6 +709,7 @@ func Discover(ctx context.Context, client *http.Client, issuer string) (*Provide
 	urls = append(urls, issuer+"/.well-known/openid-configuration")
 	var errs []string
 	mismatch := false
+	var found *ProviderMetadata
 	for _, d := range urls {
 		var doc ProviderMetadata
 		if err := getJSON(ctx, client, d, &doc); err != nil {
@@ -719,7 +721,15 @@ func Discover(ctx context.Context, client *http.Client, issuer string) (*Provide
 			errs = append(errs, fmt.Sprintf("GET %s: the document names issuer %q", d, doc.Issuer))
 			continue
 		}
-		return &doc, nil
+		if doc.JWKSURI != "" {
+			return &doc, nil
+		}
+		if found == nil {
+			found = &doc // RFC 8414 makes jwks_uri optional: a later one may name it
+		}
+	}
+	if found != nil {
+		return found, nil
 	}
 	if mismatch {
 		return nil, newError(CodeIssuerMismatch, http.StatusBadGateway,
