@@ -58,6 +58,10 @@ type ToolSpec struct {
 	// Method is a catalog action's HTTP method, for tool indexes; not part
 	// of the wire form.
 	Method string `json:"-"`
+	// FullName is a catalog action's name before it was cut to the
+	// catalog's length limit ("" when it was not), for tool indexes; not
+	// part of the wire form.
+	FullName string `json:"-"`
 	// CallerAnswered is true for registry tools answered by the caller
 	// through the tool-result endpoint (no Go handler): they cannot be
 	// invoked outside an /execute stream.
@@ -160,7 +164,7 @@ func actionSpec(a catalog.CatalogAction) ToolSpec {
 		Name: a.Name, Description: a.Description, InputSchema: schema, OutputSchema: a.OutputSchema,
 		Annotations: &ToolAnnotations{ReadOnlyHint: &an.ReadOnlyHint, DestructiveHint: &an.DestructiveHint,
 			IdempotentHint: &an.IdempotentHint, OpenWorldHint: &an.OpenWorldHint},
-		Tags: a.Tags, Source: SourceCatalog, Service: a.Service, Deprecated: a.Deprecated, Path: a.Path, Method: a.Method,
+		Tags: a.Tags, Source: SourceCatalog, Service: a.Service, Deprecated: a.Deprecated, Path: a.Path, Method: a.Method, FullName: a.FullName,
 	}
 }
 

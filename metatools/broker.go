@@ -25,7 +25,7 @@ func (s *BrokerSource) Tools(context.Context) ([]Tool, error) {
 	for _, sp := range specs {
 		t := Tool{Name: sp.Name, AppID: sp.Service, Description: sp.Description,
 			InputSchema: sp.InputSchema, OutputSchema: sp.OutputSchema, Tags: sp.Tags, CallerAnswered: sp.CallerAnswered,
-			Deprecated: sp.Deprecated, Path: sp.Path, Method: sp.Method}
+			Deprecated: sp.Deprecated, Path: sp.Path, Method: sp.Method, FullName: sp.FullName}
 		if t.AppID == "" {
 			t.AppID = "local"
 			if i := strings.IndexAny(sp.Name, ":."); i > 0 {

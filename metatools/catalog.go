@@ -23,7 +23,7 @@ func (s *CatalogSource) Tools(context.Context) ([]Tool, error) {
 		an := a.Annotations
 		out = append(out, Tool{
 			Name: a.Name, AppID: a.Service, Description: a.Description,
-			InputSchema: a.InputSchema, OutputSchema: a.OutputSchema, Tags: a.Tags, Deprecated: a.Deprecated, Path: a.Path, Method: a.Method,
+			InputSchema: a.InputSchema, OutputSchema: a.OutputSchema, Tags: a.Tags, Deprecated: a.Deprecated, Path: a.Path, Method: a.Method, FullName: a.FullName,
 			Annotations: &Annotations{Title: an.Title, ReadOnlyHint: &an.ReadOnlyHint, DestructiveHint: &an.DestructiveHint,
 				IdempotentHint: &an.IdempotentHint, OpenWorldHint: &an.OpenWorldHint},
 		})

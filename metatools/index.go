@@ -352,7 +352,7 @@ func (ix *Index) Lookup(name string) (Tool, bool) {
 // their descriptions, and the nested input fields (a request body's
 // properties at any depth) with their names, enum values and descriptions.
 func docOf(t Tool) search.Doc {
-	d := search.Doc{Name: t.Name, AppID: t.AppID, Description: t.Description, Tags: t.Tags, Deprecated: t.Deprecated, Path: t.Path, Method: t.Method}
+	d := search.Doc{Name: t.Name, AppID: t.AppID, Description: t.Description, Tags: t.Tags, Deprecated: t.Deprecated, Path: t.Path, Method: t.Method, FullName: t.FullName}
 	if a := t.Annotations; a != nil && a.ReadOnlyHint != nil {
 		d.Access = search.AccessWrite
 		if *a.ReadOnlyHint {

@@ -133,6 +133,11 @@ func buildOperations(s *sourceState, data []byte) ([]*operation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", e.method, e.path, err)
 		}
+		// A name made of method and path loses nothing its path does not
+		// hold; an operationId cut at the limit loses its last words.
+		if full := s.src.Name + "_" + sanitize(e.op.OperationID); len(full) > MaxNameLength && full != s.src.Name+"_" {
+			op.action.FullName = full
+		}
 		op.baseURL, op.baseErr = docBase, docBaseErr
 		if s.baseURL == nil {
 			servers := e.op.Servers

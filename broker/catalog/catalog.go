@@ -144,6 +144,9 @@ type CatalogAction struct {
 	Path   string `json:"-"`
 	// OperationID is the document's operationId, "" when it has none.
 	OperationID string `json:"-"`
+	// FullName is the name before it was cut to MaxNameLength ("" when it
+	// was not): the words a cut name lost, for tool indexes.
+	FullName string `json:"-"`
 }
 
 // Annotations are the MCP tool annotations an action implies. Every action

@@ -80,3 +80,36 @@ func TestFallbackNameNeverDisplacesAnOperationID(t *testing.T) {
 		t.Fatalf("no servers: base URL %q, want the spec's origin", ops[0].baseURL)
 	}
 }
+
+// TestFullNameOfCutName: an action whose operationId is cut at
+// MaxNameLength keeps its full name for tool indexes; one that fits, or
+// whose name the catalog made of its method and path (the path holds what
+// a cut lost), has none.
+func TestFullNameOfCutName(t *testing.T) {
+	long := "classroom.courses.courseWork.studentSubmissions.modifyAttachments"
+	doc := []byte(`{"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "paths": {
+		"/a": {"post": {"operationId": "` + long + `", "responses": {"200": {"description": "ok"}}}},
+		"/b": {"get": {"operationId": "short", "responses": {"200": {"description": "ok"}}}},
+		"/c/{aVeryLongParameterName}/d/{anotherVeryLongParameterName}/e": {"get": {"responses": {"200": {"description": "ok"}}}}}}`)
+	s, err := newSourceState(Source{Name: "t", SpecURL: "https://example.test/openapi.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := buildOperations(s, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, op := range ops {
+		got[op.action.Path] = op.action.FullName
+		if len(op.action.Name) > MaxNameLength {
+			t.Errorf("%s: name %q longer than %d", op.action.Path, op.action.Name, MaxNameLength)
+		}
+	}
+	if want := "t_" + sanitize(long); got["/a"] != want {
+		t.Errorf("full name of the cut name %q, want %q", got["/a"], want)
+	}
+	if got["/b"] != "" || got["/c/{aVeryLongParameterName}/d/{anotherVeryLongParameterName}/e"] != "" {
+		t.Errorf("full names of names not cut or made of the path: %v", got)
+	}
+}

@@ -50,6 +50,11 @@ type Descriptor struct {
 	// names the call ("POST /repos/{owner}/{repo}/issues") finds it. Not
 	// part of the wire form.
 	Method string `json:"-"`
+	// FullName is a catalog action's name before the catalog cut it to its
+	// length limit ("" when it did not): a cut name ends in a hash, and the
+	// words it lost — often the verb or the thing acted on — are indexed
+	// from this. Not part of the wire form.
+	FullName string `json:"-"`
 }
 
 // Annotations are the MCP tool hints; nil means not declared.

@@ -55,6 +55,11 @@ type Doc struct {
 	// Method is the operation's HTTP method ("POST"): a request that names
 	// the call ("POST /repos/{owner}/{repo}/issues") finds it.
 	Method string
+	// FullName is the tool's name before a catalog cut it to a length limit
+	// ("kubernetes_deleteAdmissionregistrationV1CollectionMutatingWebh_3f2a1c"
+	// was …MutatingWebhookConfiguration), "" when it was not cut: its words,
+	// verb and head noun are the tool's, not the cut name's.
+	FullName string
 	// Access is what the tool declares of itself: AccessRead (read-only),
 	// AccessWrite (not read-only) or AccessUnknown. It stands for the
 	// intent of a tool whose name and summary have no intent word
@@ -448,11 +453,15 @@ func NewBM25(docs []Doc) *BM25 {
 				body = append(body, s)
 			}
 		}
-		nameText := d.Name
-		if d.AppID != "" && !strings.HasPrefix(d.Name, d.AppID) {
-			nameText = d.AppID + " " + d.Name
+		name := d.Name
+		if d.FullName != "" {
+			name = d.FullName
 		}
-		local := localName(d.Name, d.AppID)
+		nameText := name
+		if d.AppID != "" && !strings.HasPrefix(name, d.AppID) {
+			nameText = d.AppID + " " + name
+		}
+		local := localName(name, d.AppID)
 		intents := ToolIntents(local, summaries[i])
 		if act := pathAction(local, d.Method, d.Path); act != "" {
 			intents = []Intent{intentWords[act]}

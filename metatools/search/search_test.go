@@ -3120,3 +3120,21 @@ func TestNamedRPCCall(t *testing.T) {
 		t.Errorf("queryPairsOf = %v", got)
 	}
 }
+
+// TestCutNameFullName: a catalog cuts a long name to its length limit and
+// ends it with a hash ("k_createCoreV1NamespacedServiceAccountTok_3f2a1c"),
+// losing its last words — in Google's and Kubernetes' names the verb or the
+// thing acted on. The words of the full name are indexed instead, and the
+// full local name names the call; the cut one stays its name.
+func TestCutNameFullName(t *testing.T) {
+	docs := []Doc{
+		{Name: "k_createCoreV1NamespacedServiceAccountTok_3f2a1c", FullName: "k_createCoreV1NamespacedServiceAccountToken", AppID: "k", Method: "POST"},
+		{Name: "k_createCoreV1NamespacedServiceAccount", AppID: "k", Method: "POST"},
+		{Name: "k_readCoreV1NamespacedServiceAccount", AppID: "k", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{
+		"create a token for a service account":      "k_createCoreV1NamespacedServiceAccountTok_3f2a1c",
+		"createCoreV1NamespacedServiceAccountToken": "k_createCoreV1NamespacedServiceAccountTok_3f2a1c",
+		"create a service account":                  "k_createCoreV1NamespacedServiceAccount",
+	})
+}
