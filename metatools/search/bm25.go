@@ -453,10 +453,7 @@ func NewBM25(docs []Doc) *BM25 {
 				body = append(body, s)
 			}
 		}
-		name := d.Name
-		if d.FullName != "" {
-			name = d.FullName
-		}
+		name := indexName(d)
 		nameText := name
 		if d.AppID != "" && !strings.HasPrefix(name, d.AppID) {
 			nameText = d.AppID + " " + name
@@ -890,6 +887,15 @@ func verbTerm(lemma string) string { return "@" + lemma }
 // titleIntent is the title term of an intent word: "list" and "get" are
 // told apart here, where the index's intent terms join them in one family.
 func titleIntent(in Intent) string { return "^" + string(in) }
+
+// indexName is the name d is indexed by: its full name when a catalog cut
+// it to a length limit.
+func indexName(d Doc) string {
+	if d.FullName != "" {
+		return d.FullName
+	}
+	return d.Name
+}
 
 // localName is the part of a tool name after its app: "github:listRepos"
 // and "stripe_GetCustomers" (app "stripe") name listRepos and GetCustomers.

@@ -69,6 +69,8 @@ var domainRelated = map[string][]string{
 	"check": {"verify", "validate", "test"}, "validate": {"check"}, "verify": {"check"}, "test": {"check"}, "spec": {"specification"}, "specification": {"spec"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 	"estimate": {"quote"}, "quote": {"estimate"}, "phone": {"contact"},
 	"vendor": {"supplier", "provider"}, "supplier": {"vendor", "provider"}, "provider": {"vendor", "supplier"},
+	// Education APIs keep classes as courses (Google Classroom, Canvas, Moodle).
+	"class": {"course"}, "course": {"class"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -3138,3 +3138,14 @@ func TestCutNameFullName(t *testing.T) {
 		"create a service account":                  "k_createCoreV1NamespacedServiceAccount",
 	})
 }
+
+// TestClassCourse: education APIs keep a school's classes as courses
+// (Google Classroom, Canvas, Moodle); WordNet relates neither to the other.
+func TestClassCourse(t *testing.T) {
+	docs := []Doc{
+		{Name: "e:listCourses", AppID: "e", Description: "Returns a list of courses."},
+		{Name: "e:listStudents", AppID: "e", Description: "Returns a list of students of a course."},
+		{Name: "e:listGrades", AppID: "e", Description: "Returns a list of grades."},
+	}
+	wantFirst(t, docs, map[string]string{"list all the classes": "e:listCourses"})
+}
