@@ -363,7 +363,7 @@ func docOf(t Tool) search.Doc {
 	if len(t.InputSchema) > 0 && json.Unmarshal(t.InputSchema, &s) == nil {
 		w := &schemaWalker{budget: maxIndexedFields}
 		w.walk(s, 0)
-		d.Params, d.FieldNames, d.FieldDocs, d.EnumValues = w.params.String(), w.names.String(), w.docs.String(), w.enums.String()
+		d.Params, d.FieldNames, d.FieldDocs, d.EnumValues, d.Kinds = w.params.String(), w.names.String(), w.docs.String(), w.enums.String(), w.kinds.String()
 		if ro, _ := hintsOf(&t); !ro {
 			d.States = w.states.String() // a read-only call sets nothing
 		}
@@ -392,8 +392,20 @@ const maxSwitchDepth = 2
 const maxIndexedFields = 400
 
 type schemaWalker struct {
-	params, names, docs, enums, states strings.Builder
-	budget                             int
+	params, names, docs, enums, states, kinds strings.Builder
+	budget                                    int
+}
+
+// kindField reports whether a field's name says it holds the kind of the
+// thing a call makes or edits: "type", "kind", "workType",
+// "resource_subtype" (not "content_type_id").
+func kindField(name string) bool {
+	toks := search.Tokenize(name)
+	if len(toks) == 0 {
+		return false
+	}
+	last := toks[len(toks)-1]
+	return last == "type" || last == "kind" || last == "subtype"
 }
 
 func (w *schemaWalker) walk(s map[string]any, depth int) {
@@ -430,6 +442,13 @@ func (w *schemaWalker) walk(s map[string]any, depth int) {
 			// option ("accept_partial_authorization").
 			if toks := search.Tokenize(name); len(toks) == 1 || len(toks) == 2 && (toks[0] == "is" || toks[0] == "has") {
 				w.states.WriteString(name + " ")
+			}
+		}
+		if depth <= maxStateDepth && kindField(name) {
+			for _, e := range asSlice(p["enum"]) {
+				if v, ok := e.(string); ok {
+					w.kinds.WriteString(v + " ")
+				}
 			}
 		}
 		if depth == 0 {

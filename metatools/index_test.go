@@ -2,6 +2,7 @@ package metatools
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -90,5 +91,19 @@ func TestDocFieldExamples(t *testing.T) {
 		if !strings.Contains(d.FieldDocs, c.keep) || c.drop != "" && strings.Contains(d.FieldDocs, c.drop) {
 			t.Errorf("%q: field docs %q, want %q without %q", c.desc, d.FieldDocs, c.keep, c.drop)
 		}
+	}
+}
+
+// TestDocKinds: the enum of a body field that holds the kind of the thing
+// made or edited ("workType", "type", "resource_subtype") is its kinds; an
+// enum of another field, or deeper, is not.
+func TestDocKinds(t *testing.T) {
+	schema := `{"type":"object","properties":{"body":{"type":"object","properties":{
+		"workType":{"type":"string","enum":["ASSIGNMENT","SHORT_ANSWER_QUESTION"]},
+		"state":{"type":"string","enum":["PUBLISHED","DRAFT"]},
+		"materials":{"type":"object","properties":{"type":{"type":"string","enum":["LINK"]}}}}}}}`
+	d := docOf(Tool{Name: "x:create", InputSchema: json.RawMessage(schema)})
+	if got := strings.Fields(d.Kinds); !slices.Equal(got, []string{"ASSIGNMENT", "SHORT_ANSWER_QUESTION"}) {
+		t.Errorf("kinds %q", d.Kinds)
 	}
 }

@@ -55,6 +55,11 @@ type Doc struct {
 	// Method is the operation's HTTP method ("POST"): a request that names
 	// the call ("POST /repos/{owner}/{repo}/issues") finds it.
 	Method string
+	// Kinds are the enum values of a field of the input that holds the
+	// kind of the thing a call makes or edits ("workType": ASSIGNMENT,
+	// SHORT_ANSWER_QUESTION): a request names the thing by its kind ("delete
+	// an assignment"), and every call on that thing is indexed with them.
+	Kinds string
 	// FullName is the tool's name before a catalog cut it to a length limit
 	// ("kubernetes_deleteAdmissionregistrationV1CollectionMutatingWebh_3f2a1c"
 	// was …MutatingWebhookConfiguration), "" when it was not cut: its words,
@@ -579,8 +584,13 @@ func NewBM25(docs []Doc) *BM25 {
 	// A name word WordNet does not know whose two halves the catalog uses
 	// as words ("Worklog": work, log) is also indexed as them.
 	aliases := catalogAliases(descs, locals)
+	kinds := ix.kindsByHead(docs)
 	for i, local := range locals {
 		all[i][fieldNameParts] = compoundTerms(local, vocab)
+		if k := kinds[ix.heads[i]]; len(k) > 0 && docs[i].Kinds == "" {
+			all[i][fieldEnums] = append(all[i][fieldEnums], k...)
+			total[fieldEnums] += float64(len(k))
+		}
 		if len(aliases) > 0 {
 			for _, t := range Terms(local) {
 				all[i][fieldNameParts] = append(all[i][fieldNameParts], aliases[t]...)
@@ -887,6 +897,36 @@ func verbTerm(lemma string) string { return "@" + lemma }
 // titleIntent is the title term of an intent word: "list" and "get" are
 // told apart here, where the index's intent terms join them in one family.
 func titleIntent(in Intent) string { return "^" + string(in) }
+
+// kindsByHead are, by head noun, the terms of the kinds that the calls
+// making or editing that thing take ("workType": ASSIGNMENT, QUESTION for
+// course work): what a request may call any call on that thing by.
+func (ix *BM25) kindsByHead(docs []Doc) map[string][]string {
+	var out map[string][]string
+	for i, d := range docs {
+		h := ix.heads[i]
+		if d.Kinds == "" || h == "" || len(ix.families[i]) == 0 || ix.families[i][0] != IntentCreate && ix.families[i][0] != IntentUpdate {
+			continue
+		}
+		if out == nil {
+			out = map[string][]string{}
+		}
+		for _, v := range strings.Fields(d.Kinds) {
+			// A kind named by one word ("ASSIGNMENT"); a value of several
+			// ("other_income", "SHORT_ANSWER_QUESTION") qualifies a kind,
+			// and its words alone name none.
+			if toks := Tokenize(v); len(toks) != 1 {
+				continue
+			}
+			for _, t := range Terms(v) {
+				if !ix.words[t] && !slices.Contains(out[h], t) {
+					out[h] = append(out[h], t)
+				}
+			}
+		}
+	}
+	return out
+}
 
 // indexName is the name d is indexed by: its full name when a catalog cut
 // it to a length limit.

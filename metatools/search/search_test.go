@@ -3149,3 +3149,20 @@ func TestClassCourse(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"list all the classes": "e:listCourses"})
 }
+
+// TestKindsOfHead: a request names a thing by its kind ("delete an
+// assignment": Classroom's course work, whose create and patch take a
+// workType of ASSIGNMENT or SHORT_ANSWER_QUESTION). The one-word kinds that
+// the calls making or editing a thing take, and that no tool's name or
+// summary says, are indexed with every call on that thing; a kind of
+// several words qualifies one ("other_income") and is not.
+func TestKindsOfHead(t *testing.T) {
+	docs := []Doc{
+		{Name: "e:courses_courseWork_create", AppID: "e", Description: "Creates course work.", Kinds: "ASSIGNMENT SHORT_ANSWER_QUESTION"},
+		{Name: "e:courses_courseWork_delete", AppID: "e", Description: "Deletes a course work."},
+		{Name: "e:courses_delete", AppID: "e", Description: "Deletes a course."},
+		{Name: "e:courses_topics_delete", AppID: "e", Description: "Deletes a topic."},
+		{Name: "e:courses_answers_delete", AppID: "e", Description: "Deletes an answer."},
+	}
+	wantFirst(t, docs, map[string]string{"delete an assignment": "e:courses_courseWork_delete", "delete a short answer": "e:courses_answers_delete"})
+}
