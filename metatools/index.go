@@ -400,6 +400,9 @@ type schemaWalker struct {
 // thing a call makes or edits: "type", "kind", "workType",
 // "resource_subtype" (not "content_type_id").
 func kindField(name string) bool {
+	if l := strings.ToLower(name); !strings.HasSuffix(l, "type") && !strings.HasSuffix(l, "kind") {
+		return false // most fields: no need to split the name
+	}
 	toks := search.Tokenize(name)
 	if len(toks) == 0 {
 		return false
