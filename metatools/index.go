@@ -400,7 +400,7 @@ type schemaWalker struct {
 // thing a call makes or edits: "type", "kind", "workType",
 // "resource_subtype" (not "content_type_id").
 func kindField(name string) bool {
-	if l := strings.ToLower(name); !strings.HasSuffix(l, "type") && !strings.HasSuffix(l, "kind") {
+	if n := len(name); n < 4 || !strings.EqualFold(name[n-4:], "type") && !strings.EqualFold(name[n-4:], "kind") {
 		return false // most fields: no need to split the name
 	}
 	toks := search.Tokenize(name)
