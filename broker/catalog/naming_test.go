@@ -61,14 +61,7 @@ func TestFallbackNameNeverDisplacesAnOperationID(t *testing.T) {
 	doc := []byte(`{"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "paths": {
 		"/a": {"get": {"responses": {"200": {"description": "no operationId"}}}},
 		"/b": {"get": {"operationId": "get_a", "responses": {"200": {"description": "ok"}}}}}}`)
-	s, err := newSourceState(Source{Name: "t", SpecURL: "https://example.test/openapi.json"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops, err := buildOperations(s, doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := testOperations(t, doc)
 	got := map[string]string{}
 	for _, op := range ops {
 		got[op.action.Path] = op.action.Name
@@ -91,14 +84,7 @@ func TestFullNameOfCutName(t *testing.T) {
 		"/a": {"post": {"operationId": "` + long + `", "responses": {"200": {"description": "ok"}}}},
 		"/b": {"get": {"operationId": "short", "responses": {"200": {"description": "ok"}}}},
 		"/c/{aVeryLongParameterName}/d/{anotherVeryLongParameterName}/e": {"get": {"responses": {"200": {"description": "ok"}}}}}}`)
-	s, err := newSourceState(Source{Name: "t", SpecURL: "https://example.test/openapi.json"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops, err := buildOperations(s, doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := testOperations(t, doc)
 	got := map[string]string{}
 	for _, op := range ops {
 		got[op.action.Path] = op.action.FullName
@@ -112,4 +98,18 @@ func TestFullNameOfCutName(t *testing.T) {
 	if got["/b"] != "" || got["/c/{aVeryLongParameterName}/d/{anotherVeryLongParameterName}/e"] != "" {
 		t.Errorf("full names of names not cut or made of the path: %v", got)
 	}
+}
+
+// testOperations builds the operations of doc as the source "t" would.
+func testOperations(t *testing.T, doc []byte) []*operation {
+	t.Helper()
+	s, err := newSourceState(Source{Name: "t", SpecURL: "https://example.test/openapi.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := buildOperations(s, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ops
 }
