@@ -270,9 +270,10 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
-			t.Errorf("answer of parked session %s: %d", c.session, resp.StatusCode)
+			t.Errorf("answer of parked session %s: %d %s", c.session, resp.StatusCode, msg)
 		}
 	}
 	for range parked - lost {
