@@ -121,6 +121,14 @@ func NewMetrics() *Metrics {
 	}
 	m.durationOf = telemetry.NewSeries(m.duration.WithLabelValues, outcomes...)
 	m.streamedOf = telemetry.NewSeries(m.eventsStreamed.WithLabelValues, eventTypes...)
+	for _, typ := range eventTypes {
+		m.streamedOf.Of(typ)
+	}
+	// The gauge too, so that the dashboard's sessions panel reads 0 on an
+	// idle gateway rather than "no data".
+	for _, s := range []string{StatusPending, StatusRunning} {
+		m.sessionsOf.Of(s)
+	}
 	return m
 }
 

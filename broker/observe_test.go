@@ -317,13 +317,16 @@ func TestServerErrorNamesItsRequest(t *testing.T) {
 
 // TestFixedLabelCountersExportedAtZero: the counters whose label values
 // are a fixed set are series from the start, so that Prometheus'
-// increase() and the alerting rules see the first event.
+// increase() and the alerting rules see the first event; the sessions
+// gauge too, so that an idle gateway's dashboard shows 0.
 func TestFixedLabelCountersExportedAtZero(t *testing.T) {
 	m := NewMetrics()
 	for name, want := range map[string]int{
 		"codemode_broker_executions_finished_total": 7,
 		"codemode_broker_sessions_rejected_total":   3,
 		"codemode_broker_redis_errors_total":        len(redisOperations),
+		"codemode_broker_events_streamed_total":     len(eventTypes),
+		"codemode_broker_sessions":                  2, // pending, running
 	} {
 		if n := testutil.CollectAndCount(m, name); n != want {
 			t.Errorf("%s: %d series before any event, want %d", name, n, want)
