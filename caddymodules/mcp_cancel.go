@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -572,6 +573,10 @@ type stdioCalls struct {
 	// taken out of the array on the way out.
 	strip  map[jsonrpc.ID]bool
 	logger *zap.Logger
+	// open counts the requests read and not answered yet (initialize
+	// included); change is closed at each answer, for settle.
+	open   int
+	change chan struct{}
 }
 
 func newStdioCalls(logger *zap.Logger) *stdioCalls {
@@ -588,6 +593,9 @@ func (s *stdioCalls) read(msgs []jsonrpc.Message, batch bool) {
 	defer s.mu.Unlock()
 	for _, m := range msgs {
 		req, ok := m.(*jsonrpc.Request)
+		if ok && req.IsCall() {
+			s.open++
+		}
 		switch {
 		case !ok:
 		case req.Method == notificationCancelled:
@@ -609,6 +617,13 @@ func (s *stdioCalls) read(msgs []jsonrpc.Message, batch bool) {
 func (s *stdioCalls) answered(id jsonrpc.ID) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.open > 0 {
+		s.open--
+	}
+	if s.change != nil {
+		close(s.change)
+		s.change = nil
+	}
 	c := s.byID[id]
 	delete(s.byID, id)
 	if c == nil || !c.cancelled() {
@@ -620,6 +635,31 @@ func (s *stdioCalls) answered(id jsonrpc.ID) bool {
 		return false
 	}
 	return true
+}
+
+// settle waits until every request read has been answered, or for d at
+// most (a request the go-sdk refused unanswered, a plan waiting for a
+// client that is gone).
+func (s *stdioCalls) settle(d time.Duration) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		open := s.open
+		if s.change == nil {
+			s.change = make(chan struct{})
+		}
+		change := s.change
+		s.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		select {
+		case <-change:
+		case <-deadline.C:
+			return
+		}
+	}
 }
 
 // strippedWriter writes the go-sdk's lines without the responses of

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
@@ -33,7 +34,8 @@ standard input and output, for MCP clients that launch their servers (desktop
 agents, IDEs). It reads the same Caddyfile or JSON config as 'caddy run' and
 runs only its codemode app: the HTTP servers, the admin endpoint and every
 other app are left out, so it can run beside a gateway started from the same
-file. Logs go to standard error. It exits when standard input closes.
+file. Logs go to standard error. It exits when standard input closes, once
+the requests read before have been answered (for 10 seconds at most).
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Flags().StringP("config", "c", "", "Configuration file (Caddyfile or JSON)")
@@ -231,6 +233,11 @@ func (c codedErrors) Write(ctx context.Context, msg jsonrpc.Message) error {
 	return c.Connection.Write(ctx, msg)
 }
 
+// stdioEOFGrace bounds how long the requests read before standard input
+// closed may take to be answered before the session ends (the default
+// drain_timeout of a stopping gateway).
+const stdioEOFGrace = 10 * time.Second
+
 // checkLines copies in's message lines to pass and answers the others on
 // out, until in ends (pass then ends too) or the session stops reading.
 // The requests it passes, and their cancellations, go to calls first.
@@ -300,6 +307,10 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int, c
 		line, tooLong = line[:0], false
 		if err != nil {
 			if err == io.EOF {
+				// The go-sdk ends the session at the end of its input,
+				// answered or not: the requests already read are answered
+				// first (`printf … | caddy codemode-mcp-stdio` lost them).
+				calls.settle(stdioEOFGrace)
 				err = nil
 			}
 			pass.CloseWithError(err)

@@ -274,3 +274,69 @@ http://127.0.0.1:%d {
 		t.Errorf("the logs are not on stderr:\n%s", logs.String())
 	}
 }
+
+// TestMCPStdioAnswersRequestsReadBeforeEOF: a client that writes its
+// requests and closes standard input (`printf … | caddy codemode-mcp-stdio`)
+// gets every answer before the command exits. Before, the go-sdk ended the
+// session at the end of input and a request still running was never
+// answered: the plan below, and a tools/list sent last.
+func TestMCPStdioAnswersRequestsReadBeforeEOF(t *testing.T) {
+	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(`{
+	admin off
+	codemode {
+		broker {
+			demo_tools
+		}
+	}
+}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveMCPStdio(context.Background(), raw, &checkedStdio{in: inR, out: outW})
+		outW.Close()
+	}()
+	lines := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"meta:execute","arguments":{"script":"const r = await callTool(\"math:add\", {a: 2, b: 3}); return r.sum"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`,
+	}, "\n") + "\n"
+	go func() {
+		_, _ = io.WriteString(inW, lines)
+		inW.Close()
+	}()
+	got := map[string]string{}
+	replies := bufio.NewScanner(outR)
+	replies.Buffer(nil, 8<<20)
+	for replies.Scan() {
+		var r struct {
+			ID     json.RawMessage `json:"id"`
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(replies.Bytes(), &r); err != nil {
+			t.Fatalf("reply %q: %v", replies.Text(), err)
+		}
+		got[string(r.ID)] = string(r.Result)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serveMCPStdio: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serveMCPStdio did not return after its input ended")
+	}
+	if !strings.Contains(got["2"], `"result":5`) {
+		t.Errorf("the plan read before the end of input: answer %q, want its result 5", got["2"])
+	}
+	if !strings.Contains(got["3"], `"meta:execute"`) {
+		t.Errorf("tools/list read before the end of input: answer %q", got["3"])
+	}
+}
