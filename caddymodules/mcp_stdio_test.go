@@ -33,18 +33,7 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	}
 }
 `, up)
-	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- serveMCPStdio(context.Background(), raw, &checkedStdio{in: inR, out: outW, maxLine: 4096})
-	}()
+	inW, outR, done := stdioSession(t, caddyfile, 4096)
 	// On a failure too, standard input ends, so that the session ends and
 	// lets the upstream's test server close (it waited for ever).
 	t.Cleanup(func() {
@@ -185,6 +174,33 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 
 	inW.Close() // standard input ends: the session and the command end
 	go io.Copy(io.Discard, outR)
+	stdioEnded(t, done)
+}
+
+// stdioSession runs serveMCPStdio on caddyfile (maxLine 0: the go-sdk's
+// bound) behind pipes, holding caddyMu until the test ends: in is its
+// standard input, out its standard output, which ends with the session.
+func stdioSession(t *testing.T, caddyfile string, maxLine int) (in *io.PipeWriter, out *io.PipeReader, done <-chan error) {
+	t.Helper()
+	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caddyMu.Lock()
+	t.Cleanup(caddyMu.Unlock)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ended := make(chan error, 1)
+	go func() {
+		ended <- serveMCPStdio(context.Background(), raw, &checkedStdio{in: inR, out: outW, maxLine: maxLine})
+		outW.Close()
+	}()
+	return inW, outR, ended
+}
+
+// stdioEnded waits for a stdio session whose input has ended to return.
+func stdioEnded(t *testing.T, done <-chan error) {
+	t.Helper()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -281,7 +297,7 @@ http://127.0.0.1:%d {
 // session at the end of input and a request still running was never
 // answered: the plan below, and a tools/list sent last.
 func TestMCPStdioAnswersRequestsReadBeforeEOF(t *testing.T) {
-	raw, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(`{
+	inW, outR, done := stdioSession(t, `{
 	admin off
 	codemode {
 		broker {
@@ -289,19 +305,7 @@ func TestMCPStdioAnswersRequestsReadBeforeEOF(t *testing.T) {
 		}
 	}
 }
-`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- serveMCPStdio(context.Background(), raw, &checkedStdio{in: inR, out: outW})
-		outW.Close()
-	}()
+`, 0)
 	lines := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -325,14 +329,7 @@ func TestMCPStdioAnswersRequestsReadBeforeEOF(t *testing.T) {
 		}
 		got[string(r.ID)] = string(r.Result)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serveMCPStdio: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serveMCPStdio did not return after its input ended")
-	}
+	stdioEnded(t, done)
 	if !strings.Contains(got["2"], `"result":5`) {
 		t.Errorf("the plan read before the end of input: answer %q, want its result 5", got["2"])
 	}
