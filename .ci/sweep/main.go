@@ -3,8 +3,9 @@
 // tuned on"): each document is loaded through the real catalog and indexed,
 // every operation is described (the compact answer's size on the wire
 // against the 6 KB budget), one operation in seven is searched by its
-// summary, and, with -calls, every operation is called against a local
-// echo server with a value for each of its input fields. With -sigs it
+// summary (the answer at topK 10 against the same budget), and, with
+// -calls, every operation is called against a local echo server with a
+// value for each of its input fields. With -sigs it
 // writes the compact and the most detailed signature of every operation
 // into declaration files for tsc. It prints one line per finding and a
 // summary; it exits 1 when a document panics the gateway, an answer breaks
@@ -43,8 +44,9 @@ const answerBudget = 6 << 10
 
 type report struct {
 	docs, loaded, ops, incomplete, overBudget, panics, calls, decls int
-	maxAnswer                                                       int
-	maxAnswerAt                                                     string
+	maxAnswer, maxSearch                                            int
+	maxAnswerAt, maxSearchAt                                        string
+	searchOverBudget                                                int
 	searches                                                        []time.Duration
 	codes                                                           map[string]int
 	failed                                                          bool
@@ -110,6 +112,8 @@ func main() {
 		r.maxAnswer, r.maxAnswerAt, r.overBudget, answerBudget, r.incomplete)
 	if n := len(r.searches); n > 0 {
 		fmt.Printf("search: %d queries, median %v, max %v (best of three each)\n", n, r.searches[n/2], r.searches[n-1])
+		fmt.Printf("search, topK 10: largest answer %d bytes (%s), %d over %d bytes\n",
+			r.maxSearch, r.maxSearchAt, r.searchOverBudget, answerBudget)
 	}
 	if *calls {
 		fmt.Printf("calls: %d, by outcome %v\n", r.calls, r.codes)
@@ -190,10 +194,32 @@ func sweepDocument(r *report, path, echoURL string, calls bool, decls *strings.B
 				best = min(best, time.Since(start))
 			}
 			r.searches = append(r.searches, best)
+			searchAnswer(r, svc, path, q)
 		}
 		if calls {
 			callOnce(r, cat, path, t)
 		}
+	}
+}
+
+// searchAnswer checks the size on the wire of q's meta:search answer at
+// topK 10, the issue's measure, against the same budget as a describe.
+func searchAnswer(r *report, svc *metatools.Service, path, q string) {
+	topK := 10
+	out, err := svc.Search(context.Background(), metatools.SearchInput{Query: q, TopK: &topK})
+	if err != nil {
+		fmt.Printf("SEARCH %s %q: %v\n", path, q, err)
+		r.failed = true
+		return
+	}
+	size := wireSize(out)
+	if size > r.maxSearch {
+		r.maxSearch, r.maxSearchAt = size, fmt.Sprintf("%s %q", path, q)
+	}
+	if size > answerBudget {
+		r.searchOverBudget++
+		r.failed = true
+		fmt.Printf("BUDGET search %s %q: %d bytes\n", path, q, size)
 	}
 }
 
