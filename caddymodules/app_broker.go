@@ -195,11 +195,7 @@ type sharedBroker struct {
 // meanwhile).
 func (s *sharedBroker) destroy() error {
 	close(s.stop)
-	if caddy.Exiting() {
-		s.shutdown()
-	} else {
-		go s.shutdown()
-	}
+	retire(s.shutdown)
 	return nil
 }
 

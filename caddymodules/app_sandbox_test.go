@@ -136,3 +136,57 @@ func TestSanitizationIsOnePolicy(t *testing.T) {
 		cancel()
 	}
 }
+
+// waitingHost's one tool, wait, answers when release is closed; started
+// gets a value when a script calls it.
+type waitingHost struct{ started, release chan struct{} }
+
+func (h waitingHost) LookupTool(name string) (sandbox.ToolInfo, bool) {
+	return sandbox.ToolInfo{Name: name}, name == "wait"
+}
+
+func (h waitingHost) CallTool(ctx context.Context, _ sandbox.ToolCall) (json.RawMessage, error) {
+	h.started <- struct{}{}
+	select {
+	case <-h.release:
+		return json.RawMessage(`"answered"`), nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// TestRetiredPoolDrainsInTheBackground: the cleanup that lets go of a
+// worker pool's last reference (the config it came from is gone, a reload
+// changed the sandbox block) returns while the pool's scripts still run;
+// they finish in the background, each up to its own limit, and a new
+// script is refused at once. Before, that cleanup waited for them when it
+// was the last reference, which on a reload is Caddy's Load (the old
+// broker's background drain lets go of its reference too, and whichever
+// was last waited): a reload under a meta:execute plan waiting for its
+// client's answer did not return until the plan's execution timeout, and
+// TestPlanOutlivesSandboxReload, whose client reloads before it answers,
+// failed about once in 50 runs on a loaded machine.
+func TestRetiredPoolDrainsInTheBackground(t *testing.T) {
+	// The timeout is a backstop: the script is answered right after the
+	// cleanup returns.
+	a, cancel := provisionSandboxApp(t, `{"timeout":"30s","pool":{"max_size":1}}`)
+	e := a.Engine()
+	h := waitingHost{started: make(chan struct{}, 1), release: make(chan struct{})}
+	done := make(chan *sandbox.Result, 1)
+	go func() {
+		r, err := e.Execute(context.Background(), sandbox.Request{Code: `return await callTool("wait", {})`}, h)
+		if err != nil {
+			r = &sandbox.Result{Status: sandbox.StatusRuntimeError, Error: &sandbox.ScriptError{Message: err.Error()}}
+		}
+		done <- r
+	}()
+	<-h.started
+	cancel() // the config's cleanup: the pool's last reference
+	if _, err := e.Execute(context.Background(), sandbox.Request{Code: "return 1"}, nullHost{}); err == nil {
+		t.Error("the retired pool took a new script")
+	}
+	close(h.release)
+	if r := <-done; r.Status != sandbox.StatusOK || string(r.Result) != `"answered"` {
+		t.Fatalf("the script running when its pool was retired: %s %s %+v (the cleanup waited for it)", r.Status, r.Result, r.Error)
+	}
+}

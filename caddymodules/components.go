@@ -100,6 +100,19 @@ func release(key string) error {
 	return err
 }
 
+// retire runs the end of a retired component's work under way (a broker's
+// sessions, an engine's scripts): in the background, unless the process is
+// exiting, when the cleanup waits for it. A reload's cleanup runs inside
+// Caddy's Load: waiting there would hold the reload, and the config lock,
+// until the last of that work ended.
+func retire(wait func()) {
+	if caddy.Exiting() {
+		wait()
+		return
+	}
+	go wait()
+}
+
 // holder records the component keys an owner (a config's app, a handler)
 // acquired, to release them in reverse order.
 type holder struct{ keys []string }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
@@ -335,7 +336,7 @@ func (w *WorkerEngine) Provision(ctx caddy.Context) error {
 		if err != nil {
 			return nil, nil, err
 		}
-		return e, func() error { return drainEngine(e) }, nil
+		return e, func() error { return retireEngine(e, logger) }, nil
 	})
 	if err != nil {
 		return fmt.Errorf("codemode.engines.worker: %w", err)
@@ -399,17 +400,30 @@ func (p *InProcessEngine) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// drainEngine lets running scripts finish, each up to its own time limit
-// (the pool bounds the wait by the latest of them), then closes e. It was
-// the sandbox's timeout + 2 s: a meta:execute plan of an older MCP
-// revision waiting for its client's elicitation answer, whose limit is the
-// broker's execution timeout (30 s by default), ended POOL_DISPOSED 5.5 s
-// after a reload that changed the sandbox block.
-func drainEngine(e sandbox.Engine) error {
-	if sh, ok := e.(interface{ Shutdown(context.Context) error }); ok {
-		return sh.Shutdown(context.Background())
+// retireEngine refuses new scripts at once and lets the running ones
+// finish, each up to its own time limit (the pool bounds the wait by the
+// latest of them), then closes e; the wait is retire's. The drain was the
+// sandbox's timeout + 2 s: a meta:execute plan of an older MCP revision
+// waiting for its client's elicitation answer, whose limit is the broker's
+// execution timeout (30 s by default), ended POOL_DISPOSED 5.5 s after a
+// reload that changed the sandbox block. Then the drain ran in the cleanup
+// that let go of the engine's last reference: when that was the config's
+// own and not the old broker's (which drains in the background), Caddy's
+// Load waited until such a plan ended.
+func retireEngine(e sandbox.Engine, logger *zap.Logger) error {
+	sh, ok := e.(interface {
+		BeginShutdown(context.Context) <-chan error
+	})
+	if !ok {
+		return e.Close()
 	}
-	return e.Close()
+	closed := sh.BeginShutdown(context.Background())
+	retire(func() {
+		if err := <-closed; err != nil {
+			logger.Warn("closing a retired sandbox worker pool", zap.Error(err))
+		}
+	})
+	return nil
 }
 
 // Interface guards

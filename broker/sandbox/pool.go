@@ -1210,23 +1210,36 @@ func (p *workerPool) Close() error {
 // (meta:execute over an MCP session, whose limit is the broker's
 // execution timeout) keeps what it was promised when it started.
 func (p *workerPool) Shutdown(ctx context.Context) error {
+	return <-p.BeginShutdown(ctx)
+}
+
+// BeginShutdown is Shutdown without the wait: new executions are refused
+// from its call on, and the channel receives Shutdown's result once the
+// pool is closed. A caller that must not wait for the running scripts (a
+// reload, which Caddy's Load would otherwise hold until the last of them
+// ended) still gets the refusal at once.
+func (p *workerPool) BeginShutdown(ctx context.Context) <-chan error {
 	p.mu.Lock()
 	p.draining = true
 	ctx, cancel := context.WithDeadline(ctx, p.lastEnd.Add(time.Second))
-	defer cancel()
 	p.mu.Unlock()
-	drained := make(chan struct{})
+	closed := make(chan error, 1)
 	go func() {
-		p.execs.Wait()
-		close(drained)
+		defer cancel()
+		drained := make(chan struct{})
+		go func() {
+			p.execs.Wait()
+			close(drained)
+		}()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+		}
+		err := p.Close()
+		<-drained
+		closed <- err
 	}()
-	select {
-	case <-drained:
-	case <-ctx.Done():
-	}
-	err := p.Close()
-	<-drained
-	return err
+	return closed
 }
 
 // Health implements HealthReporter. Busy is the CPU slots held; Max is
