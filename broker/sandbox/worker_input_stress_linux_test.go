@@ -249,8 +249,13 @@ func scriptOwnsInput(t testing.TB, pid int) bool {
 // the parent has every descriptor it opened closed.
 func TestWorkerInputManyExecutions(t *testing.T) {
 	parentBase := openFDs(t, os.Getpid())
+	// The grace is a backstop: a cancel the worker did not read still has
+	// it killed, only later. It was 500 ms, which a starved worker overran
+	// (a 100 ms script took 470 ms of wall time at load 10-14 under -race):
+	// 4 runs in 29 ended with the worker replaced after a cancel or a
+	// timeout (WORKER_TIMEOUT) it would have answered.
 	pool, err := NewWorkerPool(&PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}, SpareWorkers: -1,
-		WatchdogGrace: 500 * time.Millisecond})
+		WatchdogGrace: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,8 +331,8 @@ func TestWorkerInputManyExecutions(t *testing.T) {
 			wantCode(t, err, CodeExecutionAborted)
 		case 1:
 			res, err := spin(&Limits{Timeout: 100 * time.Millisecond}, nil)
-			if err != nil || res.Status != StatusTimeout {
-				t.Fatalf("spin with a timeout: %+v %v", res, err)
+			if err != nil || res.Status != StatusTimeout || res.Error.Code != CodeTimeout {
+				t.Fatalf("spin with a timeout: %s %v", describeResult(res), err)
 			}
 		case 2:
 			res, err := spin(&Limits{MaxSteps: 2000}, nil)
