@@ -360,7 +360,8 @@ type ToolResultError struct {
 
 // SubmitToolResult answers a tool call that a session is waiting on. It
 // fails, changing nothing, with NOT_FOUND (404) for an unknown session or
-// call, CALL_ALREADY_ANSWERED (409) for a second answer and
+// call, CALL_ALREADY_ANSWERED (409) for a second answer, CALL_ABANDONED
+// (409) for a call that stopped waiting before its answer came and
 // SESSION_FINISHED (409) when the session is over. It does not check who
 // owns the session; the HTTP handler does. A session run by another broker
 // of the Directory is answered there.
@@ -390,6 +391,8 @@ func (b *Broker) SubmitToolResult(ctx context.Context, sessionID string, res Too
 		return newError(http.StatusNotFound, CodeNotFound, fmt.Sprintf("session has no pending call %q", res.CallID))
 	case errors.Is(err, errCallAnswered):
 		return newError(http.StatusConflict, CodeCallAlreadyAnswered, fmt.Sprintf("call %q was already answered", res.CallID))
+	case errors.Is(err, errCallAbandoned):
+		return newError(http.StatusConflict, CodeCallAbandoned, fmt.Sprintf("call %q stopped waiting for its result (the script timed out, was aborted or lost its worker, or the tool's timeout passed); nothing will read this result", res.CallID))
 	case errors.Is(err, errCallClosed):
 		return newError(http.StatusConflict, CodeSessionFinished, "session is finished")
 	case errors.Is(err, errOwnerLost):

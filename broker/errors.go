@@ -21,6 +21,7 @@ const (
 	CodeMethodNotAllowed     = "METHOD_NOT_ALLOWED"        // 405
 	CodeCallAlreadyAnswered  = "CALL_ALREADY_ANSWERED"     // 409: a second result for one call
 	CodeSessionFinished      = "SESSION_FINISHED"          // 409: a result for a finished session
+	CodeCallAbandoned        = "CALL_ABANDONED"            // 409: a result for a call that stopped waiting (timeout, abort, worker lost)
 	CodePayloadTooLarge      = "PAYLOAD_TOO_LARGE"         // 413: body over the size limit
 	CodeUnsupportedMediaType = "UNSUPPORTED_MEDIA_TYPE"    // 415: body is not application/json
 	CodeRateLimit            = "RATE_LIMIT"                // 429: request rate limit, or a tool's rate limit

@@ -121,6 +121,9 @@ var (
 	errCallUnknown  = errors.New("call not found")
 	errCallAnswered = errors.New("call already answered")
 	errCallClosed   = errors.New("session finished")
+	// errCallAbandoned: the call stopped waiting for its answer (the
+	// script's timeout, an abort, its worker lost, the tool's own timeout).
+	errCallAbandoned = errors.New("call stopped waiting")
 	// errOwnerLost: the broker running the session stopped heartbeating; the
 	// session was ended with OWNER_LOST.
 	errOwnerLost = errors.New("the gateway running the session is gone")
@@ -148,14 +151,15 @@ type store interface {
 	// notify tells every broker sharing the store (this one included) that
 	// the session changed: Await re-reads it.
 	notify(ctx context.Context, sessionID string) error
-	// dropCall forgets a call that stopped waiting (timeout, abort).
+	// dropCall marks a call that stopped waiting (timeout, abort, worker
+	// lost) abandoned; the mark lives as long as the session's record.
 	dropCall(ctx context.Context, sessionID, callID string) error
 	// closeCalls marks a finished session so late results get 409.
 	closeCalls(ctx context.Context, s *Session) error
 	// resolveCall atomically moves a pending call to answered and delivers
 	// the answer to the broker running the session. It returns
-	// errSessionGone, errCallUnknown, errCallAnswered or errCallClosed and
-	// changes nothing in those cases.
+	// errSessionGone, errCallUnknown, errCallAnswered, errCallAbandoned or
+	// errCallClosed and changes nothing in those cases.
 	resolveCall(ctx context.Context, a *toolAnswer) error
 	// restore re-writes a running session and its waiting calls after the
 	// store lost them or missed a write (Redis restarted, or was
@@ -234,10 +238,21 @@ func finishedSize(s *Session) int64 {
 	return n
 }
 
+// memCall is a call of a session and where it stands.
 type memCall struct {
 	PendingCall
-	answered bool
+	state callState
 }
+
+// callState is a caller-answered call's state in a store: waiting for its
+// answer, answered, or abandoned (it stopped waiting before an answer came).
+type callState uint8
+
+const (
+	callPending callState = iota
+	callAnswered
+	callAbandoned
+)
 
 func newMemoryStore(now func() time.Time, deliver func(*toolAnswer), maxFinished int64) *memoryStore {
 	return &memoryStore{now: now, deliver: deliver, maxFinished: maxFinished, sessions: make(map[string]*memSession)}
@@ -324,7 +339,7 @@ func (m *memoryStore) pendingCalls(_ context.Context, sessionID string) ([]Pendi
 	}
 	var out []PendingCall
 	for _, c := range e.calls {
-		if !c.answered {
+		if c.state == callPending {
 			out = append(out, c.PendingCall)
 		}
 	}
@@ -353,8 +368,10 @@ func (m *memoryStore) dropCall(_ context.Context, sessionID, callID string) erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.sessions[sessionID]; ok {
-		if c := e.calls[callID]; c != nil && !c.answered {
-			delete(e.calls, callID)
+		if c := e.calls[callID]; c != nil && c.state == callPending {
+			// Kept, without its input, until the record goes: a late answer
+			// is 409 CALL_ABANDONED, not 404 as for an id never issued.
+			e.calls[callID] = &memCall{PendingCall: PendingCall{CallID: callID}, state: callAbandoned}
 		}
 	}
 	return nil
@@ -386,11 +403,14 @@ func (m *memoryStore) resolveCall(_ context.Context, a *toolAnswer) error {
 	case !ok:
 		m.mu.Unlock()
 		return errCallUnknown
-	case c.answered:
+	case c.state == callAnswered:
 		m.mu.Unlock()
 		return errCallAnswered
+	case c.state == callAbandoned:
+		m.mu.Unlock()
+		return errCallAbandoned
 	}
-	c.answered = true
+	c.state = callAnswered
 	m.mu.Unlock()
 	m.deliver(a)
 	return nil

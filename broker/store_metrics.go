@@ -47,7 +47,7 @@ func (c countedRedisStore) resolveCall(ctx context.Context, a *toolAnswer) error
 	err := c.redisStore.resolveCall(ctx, a)
 	switch {
 	case err == nil, errors.Is(err, errSessionGone), errors.Is(err, errCallUnknown),
-		errors.Is(err, errCallAnswered), errors.Is(err, errCallClosed):
+		errors.Is(err, errCallAnswered), errors.Is(err, errCallAbandoned), errors.Is(err, errCallClosed):
 		return err
 	}
 	return c.m.redisFailed("resolve_call", err)

@@ -18,7 +18,7 @@ import (
 // server and key prefix sees them. Keys:
 //
 //	{prefix}session:{id}  JSON of the Session, expiring at ExpiresAt
-//	{prefix}calls:{id}    hash: "c:{callId}" -> pending|answered, "ac:{callId}" -> the
+//	{prefix}calls:{id}    hash: "c:{callId}" -> pending|answered|abandoned, "ac:{callId}" -> the
 //	                      answer, "i:{callId}" -> {tool, input}, "closed" once finished
 //	{prefix}answers       pub/sub channel carrying caller-supplied results and
 //	                      change notices of sessions followed with Await
@@ -100,14 +100,22 @@ local owner = s['owner']
 if ARGV[4] ~= '' and owner and owner ~= '' and redis.call('EXISTS', ARGV[4] .. owner) == 0 then return 5 end
 local st = redis.call('HGET', KEYS[2], ARGV[1])
 if not st then return 1 end
+if st == 'abandoned' then return 7 end
 if st ~= 'pending' then return 2 end
 redis.call('HSET', KEYS[2], ARGV[1], 'answered', 'a' .. ARGV[1], ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[2])
 return 4
 `)
 
+// dropScript marks a call that stopped waiting abandoned, dropping its
+// input; the mark expires with the hash, so a late answer is 409
+// CALL_ABANDONED, not 404 as for an id never issued. ARGV: the call's
+// "c:" and "i:" fields.
 var dropScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) == 'pending' then redis.call('HDEL', KEYS[1], ARGV[1]) end
+if redis.call('HGET', KEYS[1], ARGV[1]) == 'pending' then
+  redis.call('HSET', KEYS[1], ARGV[1], 'abandoned')
+  redis.call('HDEL', KEYS[1], ARGV[2])
+end
 return 0
 `)
 
@@ -397,7 +405,7 @@ func (r *redisStore) notify(ctx context.Context, sessionID string) error {
 func (r *redisStore) dropCall(ctx context.Context, sessionID, callID string) error {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	return dropScript.Run(ctx, r.rdb, []string{r.callsKey(sessionID)}, "c:"+callID).Err()
+	return dropScript.Run(ctx, r.rdb, []string{r.callsKey(sessionID)}, "c:"+callID, "i:"+callID).Err()
 }
 
 func (r *redisStore) closeCalls(ctx context.Context, s *Session) error {
@@ -444,6 +452,8 @@ func (r *redisStore) resolveCall(ctx context.Context, a *toolAnswer) error {
 		return errOwnerLost
 	case 6:
 		return errOwnerLost
+	case 7:
+		return errCallAbandoned
 	}
 	return nil
 }
