@@ -1084,9 +1084,9 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 			scope = true
 			continue
 		}
-		if i+1 < len(toks) && !skip[i+1] && !stopwords[t] && !stopwords[toks[i+1]] {
+		if i+1 < len(toks) && !skip[i+1] && !stopwords[t] {
 			var g termGroup
-			for _, l := range Lemmas(t + toks[i+1]) {
+			for _, l := range joinedCompound(toks, i) {
 				if _, ok := ix.idf[l]; ok {
 					g.add(l, compoundWeight)
 				}
@@ -2371,6 +2371,25 @@ func numberedThing(toks []string, i int) bool {
 	}
 	prev := toks[i-1]
 	return !stopwords[prev] && lex().pos[prev]&posNoun != 0 && Lemmas(prev)[0] == prev
+}
+
+// joinedCompound is the lemmas of toks[i] and toks[i+1] written as one
+// word ("user name": username), and of a verb's lemma and the particle
+// after it ("add-on": addon, "setting up": setup), which a catalog writes
+// as one noun though the particle may be a stop word.
+func joinedCompound(toks []string, i int) []string {
+	next := toks[i+1]
+	var out []string
+	if !stopwords[next] {
+		out = Lemmas(toks[i] + next)
+	}
+	if particle(next) {
+		ls := Lemmas(toks[i])
+		if v := ls[len(ls)-1]; isVerb(v) && (v != toks[i] || stopwords[next]) {
+			out = append(out, Lemmas(v+next)...)
+		}
+	}
+	return out
 }
 
 // splitPhrase is where the second word of a domain phrase follows the

@@ -3166,3 +3166,19 @@ func TestKindsOfHead(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"delete an assignment": "e:courses_courseWork_delete", "delete a short answer": "e:courses_answers_delete"})
 }
+
+// TestVerbParticleCompound: a verb and the particle after it are also
+// read as the one word a catalog writes ("add-on": addon, "setting up":
+// setup), from the verb's lemma, though the particle is a stop word.
+func TestVerbParticleCompound(t *testing.T) {
+	docs := []Doc{
+		{Name: "a_list_addon_folders", AppID: "a", Description: "List the folders of an addon", Method: "GET", Path: "/nodes/{id}/addons/{provider}/folders"},
+		{Name: "a_list_storage_folders", AppID: "a", Description: "List the folders of a storage provider", Method: "GET", Path: "/nodes/{id}/storage/{provider}/folders"},
+		{Name: "a_start_token_setup", AppID: "a", Description: "Begins the setup of an authenticator token for a user", Method: "POST", Path: "/token/associate"},
+		{Name: "a_start_user_job", AppID: "a", Description: "Starts a job for a user", Method: "POST", Path: "/jobs/start"},
+	}
+	wantFirst(t, docs, map[string]string{
+		"folders of a connected storage add-on on a project": "a_list_addon_folders",
+		"start setting up an authenticator app for a user":   "a_start_token_setup",
+	})
+}
