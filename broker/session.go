@@ -158,8 +158,9 @@ type store interface {
 	closeCalls(ctx context.Context, s *Session) error
 	// resolveCall atomically moves a pending call to answered and delivers
 	// the answer to the broker running the session. It returns
-	// errSessionGone, errCallUnknown, errCallAnswered, errCallAbandoned or
-	// errCallClosed and changes nothing in those cases.
+	// errSessionGone, errCallUnknown, errCallAnswered, errCallAbandoned,
+	// errCallClosed or (Redis) errOwnerLost, and changes no call in those
+	// cases (errOwnerLost: the session is ended OWNER_LOST if it was not).
 	resolveCall(ctx context.Context, a *toolAnswer) error
 	// restore re-writes a running session and its waiting calls after the
 	// store lost them or missed a write (Redis restarted, or was

@@ -6,15 +6,20 @@ import (
 )
 
 // countedRedisStore is the Redis store with its failed round trips counted
-// in Metrics. The refusals resolveCall reports (unknown session or call, a
-// second answer, a finished session) are answers, not failures.
+// in Metrics. The refusals the store reports (resolveCall: unknown session
+// or call, a second answer, an abandoned call, a finished session, a lost
+// owner; put: a session already ended) are answers, not failures.
 type countedRedisStore struct {
 	*redisStore
 	m *Metrics
 }
 
 func (c countedRedisStore) put(ctx context.Context, s *Session) error {
-	return c.m.redisFailed("put_session", c.redisStore.put(ctx, s))
+	err := c.redisStore.put(ctx, s)
+	if errors.Is(err, errSessionEnded) {
+		return err
+	}
+	return c.m.redisFailed("put_session", err)
 }
 
 func (c countedRedisStore) get(ctx context.Context, id string) (*Session, error) {
@@ -47,7 +52,8 @@ func (c countedRedisStore) resolveCall(ctx context.Context, a *toolAnswer) error
 	err := c.redisStore.resolveCall(ctx, a)
 	switch {
 	case err == nil, errors.Is(err, errSessionGone), errors.Is(err, errCallUnknown),
-		errors.Is(err, errCallAnswered), errors.Is(err, errCallAbandoned), errors.Is(err, errCallClosed):
+		errors.Is(err, errCallAnswered), errors.Is(err, errCallAbandoned), errors.Is(err, errCallClosed),
+		errors.Is(err, errOwnerLost):
 		return err
 	}
 	return c.m.redisFailed("resolve_call", err)
