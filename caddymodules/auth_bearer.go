@@ -175,13 +175,20 @@ func (b *BearerAuth) check(w http.ResponseWriter, r *http.Request) (caddyauth.Us
 	vt, err := st.shared.verify(r.Context(), token, b.audience)
 	if err != nil {
 		reason := oauth.TokenReason(err)
-		if reason == "" {
+		switch {
+		case reason != "":
+		case oauth.ErrorCode(err) == oauth.CodeIssuerMismatch:
+			// The provider's discovery documents all name another issuer:
+			// a misconfiguration to fix, not an outage that passes.
+			reason = "issuer_mismatch"
+		default:
 			reason = "unavailable"
 		}
 		st.metrics.failures.WithLabelValues(reason).Inc()
-		if reason == "unavailable" {
-			// A server-side failure (key set or token storage down), not a
-			// bad token: no error attribute, and the caller logs err.
+		if oauth.TokenReason(err) == "" {
+			// A server-side failure (key set or token storage down, an
+			// untrusted provider), not a bad token: no error attribute, and
+			// the caller logs err.
 			w.Header().Set("WWW-Authenticate", oauth.BearerChallenge(b.metadataURL, nil, required))
 			return caddyauth.User{}, http.StatusUnauthorized, err
 		}

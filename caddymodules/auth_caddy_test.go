@@ -1117,6 +1117,20 @@ func TestCaddyAuthIssuerMismatchCode(t *testing.T) {
 			if resp.StatusCode != 401 || e.Error.Code != tc.code || resp.Header.Get("WWW-Authenticate") != tc.challenge {
 				t.Errorf("provider %s: %d %q %s, want %s and %s", tc.provider, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, tc.code, tc.challenge)
 			}
+			// The refusal is counted under a reason of its own, not as an outage.
+			app, err := caddy.ActiveContext().App("codemode")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := app.(*App).auth.metrics
+			if tc.code == oauth.CodeIssuerMismatch {
+				if got := counterValue(t, m.failures.WithLabelValues("issuer_mismatch")); got != 1 {
+					t.Errorf("issuer_mismatch = %v, want 1", got)
+				}
+				if got := counterValue(t, m.failures.WithLabelValues("unavailable")); got != 0 {
+					t.Errorf("unavailable = %v, want 0", got)
+				}
+			}
 		})
 	}
 }

@@ -10,7 +10,8 @@ import (
 // metrics endpoint (production rule 9 and the spec's monitoring thresholds).
 type authMetrics struct {
 	// failures counts rejected bearer tokens by reason (missing_token,
-	// expired, wrong_audience, unknown_key, bad_signature, ...).
+	// expired, wrong_audience, unknown_key, bad_signature, ...; unavailable
+	// and issuer_mismatch are the server's).
 	failures *prometheus.CounterVec
 	// tokenLatency is the time to answer /oauth/token, by grant type and
 	// outcome (the spec alarms above 500 ms).
