@@ -82,9 +82,12 @@ if redis.call('ZREM', KEYS[1], ARGV[1]) > 0 then
 end
 return 0
 `)
-	// KEYS[1] sorted set. ARGV: unprefixed key, release channel.
+	// KEYS[1] sorted set. ARGV: unprefixed key, release channel. The
+	// tickets (positive scores) go; the withdrawal marks (negative) stay, so
+	// that an acquire withdrawn before the reset and reaching Redis after it
+	// still takes nothing. A key left with no member is gone.
 	scriptResetSlots = redis.NewScript(`
-redis.call('DEL', KEYS[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '(0', '+inf')
 redis.call('PUBLISH', ARGV[2], ARGV[1])
 return 0
 `)

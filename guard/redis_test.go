@@ -637,8 +637,15 @@ func (hc *heldClient) lose(t *testing.T, op func(context.Context) error) *heldCo
 // so the late one took a slot nobody holds, and a `concurrency 1` route
 // answered CONCURRENCY_LIMIT until the ticket expired (the TTL, 300 s).
 // The withdrawal now leaves a mark in the key that the late acquire finds:
-// it takes no slot and removes the mark.
+// it takes no slot and removes the mark. A reset of the key's slots
+// (ForceReset) between the withdrawal and the late acquire keeps the mark:
+// it deleted the key, marks included, and the late acquire took the slot.
 func TestRedisLateAcquireAfterWithdrawal(t *testing.T) {
+	t.Run("released", func(t *testing.T) { lateAcquireAfterWithdrawal(t, false) })
+	t.Run("reset", func(t *testing.T) { lateAcquireAfterWithdrawal(t, true) })
+}
+
+func lateAcquireAfterWithdrawal(t *testing.T, reset bool) {
 	s, hc, prefix, addr := heldStorage(t)
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
@@ -653,11 +660,16 @@ func TestRedisLateAcquireAfterWithdrawal(t *testing.T) {
 	})
 
 	// The next acquire withdraws it (nothing there yet) and takes the slot;
-	// its request ends. Then the late acquire reaches Redis.
+	// its request ends (or the key's slots are reset). Then the late
+	// acquire reaches Redis.
 	if ok, err := s.AcquireSlot(ctx, "k", "next", 1, now, now+ttl); !ok || err != nil {
 		t.Fatalf("the next acquire: %v %v", ok, err)
 	}
-	if err := s.ReleaseSlot(ctx, "k", "next"); err != nil {
+	end := func() error { return s.ReleaseSlot(ctx, "k", "next") }
+	if reset {
+		end = func() error { return s.ResetSlots(ctx, "k") }
+	}
+	if err := end(); err != nil {
 		t.Fatal(err)
 	}
 	late.deliver(t)
