@@ -365,7 +365,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 // scripts that return 1 MB each grew the gateway to 2 GB in 47 s, every
 // result kept for the session timeout.
 func TestFinishedSessionsBounded(t *testing.T) {
-	b, srv := newTestBroker(t, func(o *BrokerOptions) { o.MaxFinishedBytes = 3 << 20 })
+	b, srv := newTestBroker(t, func(o *BrokerOptions) { o.Engine, o.MaxFinishedBytes = bigResultEngine(), 3<<20 })
 	var ids []string
 	for i := range 6 {
 		code, hdr, body := do(t, http.MethodPost, srv.URL+"/execute", map[string]any{"code": fmt.Sprintf(`return "x".repeat(1000000) + %d`, i)}, nil)

@@ -199,7 +199,9 @@ func finishedIndex(t *testing.T, rdb *redis.Client, prefix string) (ids []string
 // returning 1 MB strings filled the shared Redis until the results expired.
 func TestRedisFinishedSessionsBounded(t *testing.T) {
 	rdb, prefix := redistest.Client(t)
-	shared := func(o *BrokerOptions) { o.Redis, o.KeyPrefix, o.MaxFinishedBytes = rdb, prefix, 3<<20 }
+	shared := func(o *BrokerOptions) {
+		o.Engine, o.Redis, o.KeyPrefix, o.MaxFinishedBytes = bigResultEngine(), rdb, prefix, 3<<20
+	}
 	_, a := newTestBroker(t, shared)
 	_, b := newTestBroker(t, shared)
 	gws := []string{a.URL, b.URL}
@@ -248,7 +250,7 @@ func TestRedisFinishedIndexHeals(t *testing.T) {
 	rdb, prefix := redistest.Client(t)
 	clock := &fakeClock{t: time.Now()}
 	_, srv := newTestBroker(t, func(o *BrokerOptions) {
-		o.Redis, o.KeyPrefix, o.MaxFinishedBytes, o.Now, o.SessionTimeout = rdb, prefix, 3<<20, clock.Now, time.Minute
+		o.Engine, o.Redis, o.KeyPrefix, o.MaxFinishedBytes, o.Now, o.SessionTimeout = bigResultEngine(), rdb, prefix, 3<<20, clock.Now, time.Minute
 	})
 	ctx := context.Background()
 	run := func(i int) string {
