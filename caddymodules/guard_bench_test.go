@@ -2,6 +2,7 @@ package caddymodules
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -27,6 +28,51 @@ func BenchmarkGuardServeHTTP(b *testing.B) {
 			serve()
 		}
 	})
+}
+
+// BenchmarkGuardRoundTrip serves requests through the handler with every
+// feature but the timeout, behind a net/http server on loopback, read by
+// Go's client in the same process (as the route of .ci/bench/guard is),
+// with the RateLimit fields and with hide_rate_limit_headers: the
+// difference is what the two fields cost on both sides of the socket, the
+// handler's writing of them included (docs/figures.md counts it in
+// instructions; nothing here is timed against a goal).
+func BenchmarkGuardRoundTrip(b *testing.B) {
+	for _, hide := range []bool{false, true} {
+		name := "fields"
+		if hide {
+			name = "hide_rate_limit_headers"
+		}
+		b.Run(name, func(b *testing.B) {
+			g := everyFeatureConfig(0)
+			g.HideRateLimitHeaders = hide
+			provisionGuard(b, g)
+			next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				_, err := io.WriteString(w, "ok")
+				return err
+			})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Server", "Caddy") // as Caddy's server does on every response
+				if err := g.ServeHTTP(w, r, next); err != nil {
+					w.WriteHeader(http.StatusInternalServerError)
+				}
+			}))
+			b.Cleanup(srv.Close)
+			c := srv.Client()
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := c.Get(srv.URL)
+				if err != nil {
+					b.Fatal(err)
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != http.StatusOK || string(body) != "ok" || (len(resp.Header["Ratelimit"]) == 0) != hide {
+					b.Fatalf("%d %q %v, RateLimit %q", resp.StatusCode, body, err, resp.Header["Ratelimit"])
+				}
+			}
+		})
+	}
 }
 
 func benchGuard(b *testing.B, benchTimeout time.Duration) {
@@ -59,24 +105,23 @@ func TestGuardServeHTTPAllocs(t *testing.T) {
 // limits (global and per IP) and a concurrency limit, and the timeout
 // when not 0; the function it returns serves one request through it.
 func everyFeatureGuard(tb testing.TB, timeout time.Duration) func() {
-	g := &Guard{
+	return servingGuard(tb, everyFeatureConfig(timeout))
+}
+
+// everyFeatureConfig is the handler of everyFeatureGuard, not provisioned.
+func everyFeatureConfig(timeout time.Duration) *Guard {
+	return &Guard{
 		RateLimits:  []GuardRateLimit{{RateLimit: RateLimit{MaxRequests: 1 << 40, Window: caddy.Duration(time.Minute)}}, {Name: "per_ip", RateLimit: RateLimit{MaxRequests: 1 << 40, PartitionBy: "ip"}}},
 		Concurrency: []GuardConcurrency{{Concurrency: Concurrency{MaxConcurrent: 1}}},
 		Timeout:     caddy.Duration(timeout),
 		IPFilter:    &GuardIPFilter{Allow: []string{"127.0.0.0/8"}, DefaultAction: "deny"},
 	}
-	return servingGuard(tb, g)
 }
 
 // servingGuard provisions g; the function it returns serves one request
 // from 127.0.0.1 through it, the same request and recorder each time.
 func servingGuard(tb testing.TB, g *Guard) func() {
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	tb.Cleanup(cancel)
-	if err := g.Provision(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = g.Cleanup() })
+	provisionGuard(tb, g)
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return nil })
 	repl := caddy.NewReplacer()
 	c := context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl)

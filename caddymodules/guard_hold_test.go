@@ -17,15 +17,15 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/guard"
 )
 
-// provisionGuard provisions g outside a server, cleaned up after t.
-func provisionGuard(t *testing.T, g *Guard) {
-	t.Helper()
+// provisionGuard provisions g outside a server, cleaned up after tb.
+func provisionGuard(tb testing.TB, g *Guard) {
+	tb.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	t.Cleanup(cancel)
+	tb.Cleanup(cancel)
 	if err := g.Provision(ctx); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = g.Cleanup() })
+	tb.Cleanup(func() { _ = g.Cleanup() })
 }
 
 // guardRequest is a request with Caddy's context (replacer, vars) from
