@@ -91,14 +91,14 @@ func DemoTools() []ToolDefinition {
 				defer mu.Unlock()
 				old, ok := kv[key]
 				if !ok && len(kv) >= 10000 {
-					return nil, &sandbox.ToolError{Code: "KV_FULL", Message: "the demo store holds at most 10000 keys"}
+					return nil, &sandbox.ToolError{Code: CodeKVFull, Message: "the demo store holds at most 10000 keys"}
 				}
 				grow := len(value) - len(old)
 				if !ok {
 					grow += len(key)
 				}
 				if used+grow > demoKVBytes {
-					return nil, &sandbox.ToolError{Code: "KV_FULL", Message: fmt.Sprintf("the demo store holds at most %d bytes", demoKVBytes)}
+					return nil, &sandbox.ToolError{Code: CodeKVFull, Message: fmt.Sprintf("the demo store holds at most %d bytes", demoKVBytes)}
 				}
 				used += grow
 				kv[key] = value

@@ -35,6 +35,7 @@ const (
 	CodeToolCallLimit        = "TOOL_CALL_LIMIT"           // tool error: maxToolCalls reached
 	CodeToolExecutionError   = tool.CodeToolExecutionError // tool error: the handler failed
 	CodeExecutionTimeout     = "EXECUTION_TIMEOUT"         // tool error: the tool ran past its timeout
+	CodeKVFull               = "KV_FULL"                   // tool error: the demo kv store is full (kv:set)
 )
 
 // Error is a broker failure with a stable code and the HTTP status it maps to.

@@ -140,3 +140,49 @@ func testutilCount(c prometheus.Collector) int {
 	close(ch)
 	return len(ch)
 }
+
+// notCodes are the upper-case names in backquotes of docs/ that are not
+// error codes: environment variables, kernel constants, and a code of a
+// former design named as such.
+var notCodes = map[string]bool{
+	"CODEMODE_CADDY_BINARY": true, "CODEMODE_EVAL_CATALOGS": true, "CODEMODE_TEST_REDIS_ADDR": true,
+	"EPOLL_CTL_MOD": true, "HTTPS_PROXY": true, "IDP_CLIENT_ID": true, "IDP_CLIENT_SECRET": true,
+	"IDP_EXPECTED_AUDIENCE": true, "IDP_PROVIDER_URL": true, "JWT_SIGNING_KEY": true,
+	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true, "REDIS_HOST": true, "REDIS_PASSWORD": true,
+	"REDIS_PORT": true, "RLIMIT_DATA": true, "SCHED_FIFO": true, "SO_REUSEPORT": true,
+	"VAULT_CORRUPT": true,
+}
+
+// TestCodesDocumented: every code of knownCodes is named in README.md or
+// docs/ (in backquotes or as a JSON "code"), and every upper-case name in
+// backquotes there with an underscore is a code of this module or listed in notCodes, so an
+// operator can look up any code a gateway answers and finds none that no
+// longer exists.
+func TestCodesDocumented(t *testing.T) {
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]string{}
+	re := regexp.MustCompile("`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*)`" + `|"code":"([A-Z][A-Z0-9_]+)"`)
+	for _, p := range append(pages, "../../README.md") {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			named[m[1]+m[2]] = filepath.Base(p)
+		}
+	}
+	for code := range knownCodes() {
+		if named[code] == "" {
+			t.Errorf("code %s is in knownCodes but named nowhere in README.md or docs/", code)
+		}
+	}
+	for name, page := range named {
+		// A single word (`GET`, `TIMEOUT`) is checked one way only.
+		if strings.Contains(name, "_") && !knownCodes()[name] && !notCodes[name] {
+			t.Errorf("%s names %s, which is neither a code of knownCodes nor in notCodes", page, name)
+		}
+	}
+}
