@@ -50,6 +50,26 @@ func TestRequestLimitsAreCeilings(t *testing.T) {
 	}
 }
 
+// TestToolCallCeilingIsTheEngines: an engine that stops scripts at fewer
+// tool calls than the broker's max_tool_calls is the ceiling a request
+// meets: more is 400 LIMIT_EXCEEDED naming the engine's limit, where it was
+// accepted and then cut at the engine's.
+func TestToolCallCeilingIsTheEngines(t *testing.T) {
+	_, srv := newTestBroker(t, func(o *BrokerOptions) {
+		o.Engine = sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{MaxToolCalls: 3}})
+		o.DefaultMaxToolCalls = 50
+	})
+	code, _, resp := do(t, http.MethodPost, srv.URL+"/execute", `{"code":"return 1","maxToolCalls":10}`, nil)
+	if code != http.StatusBadRequest || errorCode(t, resp) != CodeLimitExceeded || !strings.Contains(string(resp), "maximum of 3") {
+		t.Fatalf("maxToolCalls 10 over an engine limit of 3: %d %s", code, resp)
+	}
+	s := startExecute(t, srv.URL, map[string]any{"code": `return 1`, "maxToolCalls": 3}, nil)
+	evs := append([]event{s.next()}, s.rest()...)
+	if last := evs[len(evs)-1]; last.Type != EventResult {
+		t.Fatalf("maxToolCalls 3: %s %s", last.Type, last.Payload)
+	}
+}
+
 // keyBroker serves api-key authentication with the given keys (key ->
 // user id; an empty id is a key without a user).
 func keyBroker(t *testing.T, keys map[string]string, mutate func(*BrokerOptions)) *httptest.Server {

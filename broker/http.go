@@ -940,7 +940,9 @@ func (h *httpHandler) actions(w http.ResponseWriter, _ *http.Request, _ *AuthRes
 }
 
 // ceilings are the most a request through this handler may ask for: the
-// broker's, lowered by the route's, and the engine's step limit.
+// broker's, lowered by the route's, and the engine's step and tool-call
+// limits (the engine stops every script at its own, so a request for more
+// would be accepted and not get it).
 func (h *httpHandler) ceilings() (timeout time.Duration, toolCalls int, steps int64) {
 	timeout, toolCalls = h.b.opts.MaxTimeout, h.b.opts.DefaultMaxToolCalls
 	if l := h.limits.Timeout; l > 0 && l < timeout {
@@ -951,6 +953,9 @@ func (h *httpHandler) ceilings() (timeout time.Duration, toolCalls int, steps in
 	}
 	if lr, ok := h.b.engine.Load().e.(sandbox.LimitsReporter); ok {
 		steps = lr.Limits().MaxSteps
+		if l := lr.Limits().MaxToolCalls; l > 0 && l < toolCalls {
+			toolCalls = l
+		}
 	}
 	if l := h.limits.MaxSteps; l > 0 && (steps <= 0 || l < steps) {
 		steps = l

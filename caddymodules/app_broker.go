@@ -20,6 +20,7 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
 // BrokerConfig is the `broker` part of the codemode app: sessions, tools,
@@ -49,7 +50,8 @@ type BrokerConfig struct {
 	MaxExecutionTimeout caddy.Duration `json:"max_execution_timeout,omitempty"`
 	// MaxToolCalls is an execution's tool call limit when the request
 	// gives none, and the most it may ask for (LIMIT_EXCEEDED above).
-	// Default 100.
+	// Default 100; at most the sandbox's max_tool_calls (else the load
+	// fails), which also caps requests when it is lower.
 	MaxToolCalls int `json:"max_tool_calls,omitempty"`
 	// MaxSessionsPerPrincipal caps the pending and running sessions of one
 	// principal (a user of a tenant, an API key, a client address) on this
@@ -327,6 +329,13 @@ func (a *App) validateBroker() error {
 			return fmt.Errorf("codemode broker: openapi source %q: timeout and max_response_size must not be negative", s.Name)
 		}
 		seen[s.Name] = true
+	}
+	// The engine stops every script at its own tool-call limit: a higher
+	// max_tool_calls would be accepted from requests and never reached.
+	if lr, ok := a.sandbox.engine.(sandbox.LimitsReporter); ok && c.MaxToolCalls > 0 {
+		if l := lr.Limits().MaxToolCalls; l > 0 && c.MaxToolCalls > l {
+			return fmt.Errorf("codemode broker: max_tool_calls %d is above the sandbox's max_tool_calls %d, which stops every script first: raise the sandbox's (max_tool_calls or preset) or lower the broker's", c.MaxToolCalls, l)
+		}
 	}
 	return nil
 }

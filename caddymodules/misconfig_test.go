@@ -21,3 +21,20 @@ func TestBrokerAPIKeysUnique(t *testing.T) {
 		t.Errorf("the error shows the key: %v", err)
 	}
 }
+
+// TestBrokerToolCallsAboveTheSandboxRefused: a broker max_tool_calls above
+// the sandbox's fails the load naming both, where it was accepted and every
+// script stopped at the sandbox's limit (the secure preset's 100) anyway.
+func TestBrokerToolCallsAboveTheSandboxRefused(t *testing.T) {
+	quietCaddy(t)
+	for _, tc := range []struct{ sandbox, want string }{
+		{`{"engine":"inprocess","trusted_callers":true}`, "max_tool_calls 1000 is above the sandbox's max_tool_calls 100"},
+		{`{"engine":"inprocess","trusted_callers":true,"preset":"experimental"}`, ""},
+		{`{"engine":"inprocess","trusted_callers":true,"max_tool_calls":1000}`, ""},
+	} {
+		err := provisionApp([]byte(`{"sandbox":` + tc.sandbox + `,"broker":{"max_tool_calls":1000}}`))
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("sandbox %s: %v, want %q", tc.sandbox, err, tc.want)
+		}
+	}
+}
