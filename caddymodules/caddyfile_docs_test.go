@@ -19,15 +19,22 @@ import (
 // this package accepts (each string of its `case` clauses) appears in the
 // syntax block of its reference page in docs/, so an operator reading the
 // docs sees every key that works. Former spellings count when the block
-// names them (in a comment is enough).
+// names them (in a comment is enough). The other way round, every key a
+// line of the block starts with is one its parsers accept, or a block
+// that holds them (the codemode option, its blocks, a directive).
 func TestCaddyfileKeysDocumented(t *testing.T) {
 	keys := caseStrings(t)
+	holders := map[string]bool{"codemode": true, "handle_path": true, "credential": true}
+	for _, k := range keys["parseAppCaddyfile"] {
+		holders[k] = true
+	}
+	lineKey := regexp.MustCompile(`(?m)^\s*([a-z_]+)(?:\s|$)`)
 	for _, tc := range []struct {
 		page, heading string
 		parsers       []string
 	}{
 		{"sandbox.md", "## Caddyfile", []string{"parseSandbox", "parseSandboxPool", "parseSandboxSanitization"}},
-		{"broker.md", "## Caddyfile", []string{"parseBroker", "BrokerHandler.UnmarshalCaddyfile"}},
+		{"broker.md", "## Caddyfile", []string{"parseBroker", "parseOpenAPISource", "BrokerHandler.UnmarshalCaddyfile"}},
 		{"metatools.md", "## Caddyfile reference (`codemode { meta { … } }`)", []string{"parseMeta", "parseMetaUpstream", "SearchEmbeddings.unmarshalOption"}},
 		{"auth.md", "### `auth` (inside the `codemode` global option)", []string{"parseAuth", "parseLocal", "parseRefresh", "parseClientIDMetadata", "parseClient"}},
 		{"auth.md", "### `codemode_oauth`", []string{"OAuthHandler.UnmarshalCaddyfile"}},
@@ -43,6 +50,7 @@ func TestCaddyfileKeysDocumented(t *testing.T) {
 		for _, w := range regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`).FindAllString(block, -1) {
 			words[w] = true
 		}
+		accepted := map[string]bool{}
 		for _, fn := range tc.parsers {
 			ks, ok := keys[fn]
 			if !ok {
@@ -50,9 +58,15 @@ func TestCaddyfileKeysDocumented(t *testing.T) {
 				continue
 			}
 			for _, k := range ks {
+				accepted[k] = true
 				if !words[k] {
 					t.Errorf("docs/%s %q: %s accepts %q, which the syntax block does not show", tc.page, tc.heading, fn, k)
 				}
+			}
+		}
+		for _, m := range lineKey.FindAllStringSubmatch(block, -1) {
+			if k := m[1]; !accepted[k] && !holders[k] && !strings.HasPrefix(k, "codemode_") {
+				t.Errorf("docs/%s %q: the syntax block shows %q, which none of %v accepts", tc.page, tc.heading, k, tc.parsers)
 			}
 		}
 	}
@@ -176,4 +190,67 @@ func docsBlock(t *testing.T, page, heading string) string {
 		t.Fatalf("docs/%s %q: the block does not end", page, heading)
 	}
 	return block
+}
+
+// TestDocsCaddyfileBlocksAdapt: every caddyfile block of README.md and
+// docs/ is a whole Caddyfile that adapts, a syntax block (placeholders in
+// <…>, alternatives a|b, elisions …), or a fragment whose page says where
+// it goes and which adapts there: in a site block, or in the codemode
+// global option (whole, or its broker or meta block). A block a reader
+// copies either works or says what it is.
+func TestDocsCaddyfileBlocksAdapt(t *testing.T) {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wraps := []struct{ where, before, after string }{
+		{"site block", "http://localhost {\n", "\n}\n"},
+		{"global option", "{\n\tcodemode {\n", "\n\t}\n}\n"},
+		{"`broker` block", "{\n\tcodemode {\n\t\tbroker {\n", "\n\t\t}\n\t}\n}\n"},
+		{"`meta` block", "{\n\tcodemode {\n\t\tmeta {\n", "\n\t\t}\n\t}\n}\n"},
+	}
+	syntax := regexp.MustCompile(`<[a-z_ .…]+>|\w\|\w|\.\.\.|…`)
+	adapt := func(src string) error {
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(src), nil)
+		return err
+	}
+	n := 0
+	for _, p := range append(pages, "../README.md") {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts := strings.Split(string(b), "```caddyfile\n")
+		for i := 1; i < len(parts); i++ {
+			block, _, ok := strings.Cut(parts[i], "```")
+			if !ok {
+				t.Fatalf("%s: a caddyfile block does not end", p)
+			}
+			n++
+			// The block's indentation as a list item's is not its own.
+			block = regexp.MustCompile(`(?m)^  `).ReplaceAllString(block, "")
+			if syntax.MatchString(block) || adapt(block) == nil {
+				continue
+			}
+			// The paragraph before the block says where it goes.
+			intro := strings.TrimRight(parts[i-1], " \n")
+			if j := strings.LastIndex(intro, "\n\n"); j >= 0 {
+				intro = intro[j:]
+			}
+			fits := false
+			for _, w := range wraps {
+				if strings.Contains(intro, w.where) && adapt(w.before+block+w.after) == nil {
+					fits = true
+					break
+				}
+			}
+			if !fits {
+				t.Errorf("%s: a caddyfile block neither adapts, nor is syntax, nor is a fragment its paragraph places (%q): %v\n%s",
+					filepath.Base(p), strings.TrimSpace(intro), adapt(block), block)
+			}
+		}
+	}
+	if n < 15 {
+		t.Fatalf("%d caddyfile blocks found, want the docs' 15 or more", n)
+	}
 }
