@@ -60,10 +60,15 @@ var processTelemetry = sync.OnceValue(func() *telemetrySet {
 	}
 })
 
+// collectors are every collector of the set.
+func (t *telemetrySet) collectors() []prometheus.Collector {
+	return []prometheus.Collector{t.guard, t.broker, t.sandbox, t.catalog, t.meta, t.oauth,
+		t.auth.failures, t.auth.tokenLatency, t.auth.rateLimited}
+}
+
 // register adds every collector to reg; those already there stay.
 func (t *telemetrySet) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{t.guard, t.broker, t.sandbox, t.catalog, t.meta, t.oauth,
-		t.auth.failures, t.auth.tokenLatency, t.auth.rateLimited} {
+	for _, c := range t.collectors() {
 		if err := telemetry.Register(reg, c); err != nil {
 			return err
 		}

@@ -352,3 +352,47 @@ func TestLogDurationFields(t *testing.T) {
 		t.Errorf("durations logged as numbers (use zap.Duration):\n%s", strings.Join(found, "\n"))
 	}
 }
+
+// TestMetricsTableListsEverySeries: the metrics table of
+// docs/observability.md names exactly the series the gateway's collectors
+// describe, those that appear only once observed (the labelled histograms)
+// included, so a series added or renamed gets its line.
+func TestMetricsTableListsEverySeries(t *testing.T) {
+	exported := map[string]bool{}
+	fqName := regexp.MustCompile(`fqName: "([a-z0-9_]+)"`)
+	descs := make(chan *prometheus.Desc, 256)
+	go func() {
+		for _, c := range processTelemetry().collectors() {
+			c.Describe(descs)
+		}
+		close(descs)
+	}()
+	for d := range descs {
+		m := fqName.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("no fqName in %s", d)
+		}
+		exported[m[1]] = true
+	}
+	b, err := os.ReadFile("../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(codemode_[a-z0-9_]+)`").FindAllStringSubmatch(string(b), -1) {
+		documented[m[1]] = true
+	}
+	for n := range exported {
+		if !documented[n] {
+			t.Errorf("%s is exported but has no line in the metrics table of docs/observability.md", n)
+		}
+	}
+	for n := range documented {
+		if !exported[n] {
+			t.Errorf("docs/observability.md lists %s, which no collector exports", n)
+		}
+	}
+	if len(exported) < 40 {
+		t.Fatalf("%d series described, want the gateway's 40 or more", len(exported))
+	}
+}
