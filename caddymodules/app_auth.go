@@ -217,6 +217,11 @@ func (c *AuthConfig) serverParts() error {
 	}
 	if r := c.Refresh; r != nil {
 		o := oauth.RefreshConfig{Enabled: r.Enabled, RotateRefreshToken: r.RotateRefreshToken}
+		// Checked here so that the error names the Caddyfile's key and
+		// unit, not the library's reuse_grace_seconds.
+		if g := time.Duration(r.ReuseGrace); g > oauth.MaxReuseGrace {
+			return fmt.Errorf("refresh: reuse_grace %v is more than %v (the grace is for a lost answer, not a second life)", g, oauth.MaxReuseGrace)
+		}
 		var err error
 		for _, f := range []struct {
 			name string

@@ -144,6 +144,10 @@ func TestAuthConfigValidate(t *testing.T) {
 			"not an absolute http(s) URI"},
 		{AuthConfig{Mode: AuthModeOrchestrated, Resource: "https://gw.example/mcp",
 			ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example", Resources: []string{"https://gw.example/api"}}}, "auth resource https://gw.example/mcp is not among the auth resources"},
+		// In the Caddyfile's key and unit, where it named the library's
+		// refresh.reuse_grace_seconds and a number of seconds.
+		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"},
+			Refresh: &AuthRefresh{Enabled: true, ReuseGrace: caddy.Duration(10 * time.Minute)}}, "refresh: reuse_grace 10m0s is more than 5m0s"},
 	}
 	for _, tc := range cases {
 		c := tc.cfg
