@@ -1,6 +1,7 @@
 package caddymodules
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"os"
@@ -52,10 +53,11 @@ func TestMCPBatchUnknownNotification(t *testing.T) {
 	}
 }
 
-// TestMCPBatchNotificationsOfTheSDK holds sdkNotifications, the
-// notifications left in a batch, to the go-sdk's own list of those it
-// handles from a client (serverMethodInfos in its source): one it handles
-// and the gateway left out would be lost in batches.
+// TestMCPBatchNotificationsOfTheSDK holds sdkNotifications and
+// sdkRequests, the methods left in a batch, to the go-sdk's own list of
+// those it handles from a client (serverMethodInfos in its source): a
+// notification it handles and the gateway left out would be lost in
+// batches, a request answered -32601.
 func TestMCPBatchNotificationsOfTheSDK(t *testing.T) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/modelcontextprotocol/go-sdk").Output()
 	if err != nil {
@@ -70,21 +72,33 @@ func TestMCPBatchNotificationsOfTheSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	for _, m := range regexp.MustCompile(`(?m)^\s*(\w+):\s*newServerMethodInfo\(.*\bnotification\b`).FindAllSubmatch(server, -1) {
+	table := server[bytes.Index(server, []byte("var serverMethodInfos = ")):]
+	table = table[:bytes.Index(table, []byte("\n}\n"))]
+	var notifications, requests []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*(\w+):\s*(\w+)\((.*)$`).FindAllSubmatch(table, -1) {
 		c := regexp.MustCompile(`(?m)^\s*` + string(m[1]) + `\s*=\s*"([^"]+)"`).FindSubmatch(protocol)
 		if c == nil {
 			t.Fatalf("no value for %s in the go-sdk's protocol.go", m[1])
 		}
-		got = append(got, string(c[1]))
+		if regexp.MustCompile(`\bnotification\b`).Match(m[3]) {
+			notifications = append(notifications, string(c[1]))
+		} else {
+			requests = append(requests, string(c[1]))
+		}
 	}
-	var want []string
-	for n := range sdkNotifications {
-		want = append(want, n)
-	}
-	slices.Sort(got)
-	slices.Sort(want)
-	if len(got) == 0 || !slices.Equal(got, want) {
-		t.Fatalf("the go-sdk handles notifications %q, sdkNotifications has %q", got, want)
+	for _, l := range []struct {
+		name string
+		got  []string
+		ours map[string]bool
+	}{{"notifications", notifications, sdkNotifications}, {"requests", requests, sdkRequests}} {
+		var want []string
+		for n := range l.ours {
+			want = append(want, n)
+		}
+		slices.Sort(l.got)
+		slices.Sort(want)
+		if len(l.got) == 0 || !slices.Equal(l.got, want) {
+			t.Errorf("the go-sdk handles %s %q, the gateway's list has %q", l.name, l.got, want)
+		}
 	}
 }

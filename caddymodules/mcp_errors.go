@@ -61,11 +61,24 @@ type mcpWriter struct {
 	// POST is accepted; post is what its requests' handlers find of it.
 	stops []*rpcCall
 	post  *postCalls
+	// unknown are the answers (-32601, each with its id) to the requests
+	// of unknown methods that legacyPrecheck left out of a batch, added to
+	// the go-sdk's answer (addUnknown); whole is the batch as it came.
+	unknown [][]byte
+	whole   *peekedBody
 }
 
 func (w *mcpWriter) WriteHeader(code int) {
 	if w.wrote {
 		return
+	}
+	alone := code == http.StatusAccepted && len(w.unknown) > 0
+	if alone {
+		// The rest of the batch were notifications: the answers to its
+		// unknown requests are the whole answer.
+		code = http.StatusOK
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Del("Content-Length")
 	}
 	w.wrote, w.status = true, code
 	if code < 400 && w.stops != nil {
@@ -79,6 +92,9 @@ func (w *mcpWriter) WriteHeader(code int) {
 		return
 	}
 	w.ResponseWriter.WriteHeader(code)
+	if alone {
+		_, _ = w.ResponseWriter.Write(w.addUnknown(nil))
+	}
 }
 
 func (w *mcpWriter) Write(b []byte) (int, error) {
@@ -89,8 +105,13 @@ func (w *mcpWriter) Write(b []byte) (int, error) {
 	if w.cancelledCalls.Load() > 0 && !w.rewrite {
 		if b = w.withoutCancelled(b); b == nil {
 			w.dropped = true
-			return n, nil
 		}
+	}
+	if len(w.unknown) > 0 && !w.rewrite && w.status < 300 {
+		b = w.addUnknown(b)
+	}
+	if b == nil {
+		return n, nil
 	}
 	if _, err := w.write(b); err != nil {
 		return 0, err
@@ -152,6 +173,14 @@ func (w *mcpWriter) finish(logger *zap.Logger, r *http.Request, requestID string
 		// a body peeked before the go-sdk read it can be looked at again.
 		if w.body != nil {
 			m, ok := w.body.message()
+			if ok && m.Method != "" && len(m.ID) == 0 && len(w.unknown) > 0 {
+				// A batch of unknown methods only (withoutUnknownMethods):
+				// the answers to its requests.
+				h.Set("Content-Type", "application/json")
+				w.ResponseWriter.WriteHeader(http.StatusOK)
+				_, _ = w.ResponseWriter.Write(w.addUnknown(nil))
+				return
+			}
 			if ok && m.Method != "" && len(m.ID) == 0 {
 				h.Del("Content-Type")
 				w.ResponseWriter.WriteHeader(http.StatusAccepted)
@@ -188,6 +217,52 @@ func (w *mcpWriter) finish(logger *zap.Logger, r *http.Request, requestID string
 	writeJSONRPCError(w.ResponseWriter, w.status, nil, int64(code), msg, data)
 }
 
+// addUnknown is b, a piece of the go-sdk's answer to a batch (nil when it
+// has none to add them to), with w.unknown added: one SSE event each before
+// b's events, or inside b's JSON array; then w.unknown is spent. A piece
+// that is neither (a 202's empty body) is b as it is, w.unknown kept.
+func (w *mcpWriter) addUnknown(b []byte) []byte {
+	var out []byte
+	switch t := bytes.TrimSpace(b); {
+	case strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream"):
+		for _, a := range w.unknown {
+			out = append(append(append(out, "event: message\ndata: "...), a...), "\n\n"...)
+		}
+		out = append(out, b...)
+	case b == nil || (len(t) >= 2 && t[0] == '[' && t[len(t)-1] == ']'):
+		out = append(out, '[')
+		if len(t) >= 2 {
+			out = append(out, bytes.TrimSpace(t[1:len(t)-1])...)
+		}
+		for _, a := range w.unknown {
+			if len(out) > 1 {
+				out = append(out, ',')
+			}
+			out = append(out, a...)
+		}
+		out = append(out, ']')
+	default:
+		return b
+	}
+	w.unknown = nil
+	return out
+}
+
+// unstripped is r with its batch as it came, for the gateway that holds
+// its session, which leaves its unknown methods out itself; w adds no
+// answers then.
+func (w *mcpWriter) unstripped(r *http.Request) *http.Request {
+	if w.whole == nil {
+		return r
+	}
+	r = r.Clone(r.Context())
+	r.Body = &peekedBody{Reader: bytes.NewReader(w.whole.buf), Closer: w.whole.Closer, buf: w.whole.buf, ok: true}
+	r.ContentLength = int64(len(w.whole.buf))
+	r.Header.Set("Content-Length", strconv.Itoa(len(w.whole.buf)))
+	w.unknown, w.whole = nil, nil
+	return r
+}
+
 // legacyPrecheck refuses, with the protocol's own errors, the messages the
 // go-sdk's handshake handler would answer wrongly: an answer with code 0
 // for a call before initialize (the transport wants 400 for a request
@@ -207,7 +282,10 @@ func (h *MCPHandler) legacyPrecheck(w http.ResponseWriter, r *http.Request) bool
 			writeJSONRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, batchedInitializeMessage, nil)
 			return false
 		} else if batch && ok {
-			if buf, cut := withoutUnknownNotifications(pb.buf, heads); cut {
+			if buf, answers, cut := withoutUnknownMethods(pb.buf, heads); cut {
+				if mw, ok := w.(*mcpWriter); ok {
+					mw.unknown, mw.whole = answers, pb
+				}
 				r.Body = &peekedBody{Reader: bytes.NewReader(buf), Closer: pb.Closer, buf: buf, ok: true}
 				r.ContentLength = int64(len(buf))
 				r.Header.Set("Content-Length", strconv.Itoa(len(buf)))
@@ -256,46 +334,73 @@ func initializeInBatch(heads []rpcHead) bool {
 }
 
 // sdkNotifications are the notifications from a client that the go-sdk
-// handles (v1.8.0's serverMethodInfos; TestMCPBatchNotificationsOfTheSDK
-// holds the list to it). It refuses a POST holding any other whole.
-var sdkNotifications = map[string]bool{
-	"notifications/initialized": true, notificationCancelled: true,
-	"notifications/progress": true, "notifications/roots/list_changed": true,
-}
-
-// withoutUnknownNotifications is buf, a batch whose messages' heads are
-// heads, without its notifications of methods the go-sdk does not handle:
-// JSON-RPC 2.0 answers no notification, and one the server does not know
-// is ignored, while the go-sdk refused the whole batch (400 -32601 with id
-// null), its requests unanswered. A batch of such notifications only
-// becomes its first one alone, which is answered as any lone notification
-// is (202, or the session's error). cut is false when nothing is left out
-// (buf itself).
-func withoutUnknownNotifications(buf []byte, heads []rpcHead) (out []byte, cut bool) {
-	unknown := func(h rpcHead) bool {
-		_, method, ok := h.call()
-		return ok && len(h.ID) == 0 && !sdkNotifications[method]
+// handles, and sdkRequests the requests (v1.8.0's serverMethodInfos;
+// TestMCPBatchNotificationsOfTheSDK holds both lists to it). It refuses a
+// POST holding any other method whole.
+var (
+	sdkNotifications = map[string]bool{
+		"notifications/initialized": true, notificationCancelled: true,
+		"notifications/progress": true, "notifications/roots/list_changed": true,
 	}
-	if !slices.ContainsFunc(heads, unknown) {
-		return buf, false
+	sdkRequests = map[string]bool{
+		"completion/complete": true, "server/discover": true, "initialize": true, "ping": true,
+		"prompts/list": true, "prompts/get": true, "tools/list": true, "tools/call": true,
+		"resources/list": true, "resources/templates/list": true, "resources/read": true,
+		"logging/setLevel": true, "resources/subscribe": true, "subscriptions/listen": true,
+		"resources/unsubscribe": true,
+	}
+)
+
+// withoutUnknownMethods is buf, a batch whose messages' heads are heads,
+// without its messages of methods the go-sdk does not handle, which
+// refused the whole batch (400 -32601 with id null), none of its requests
+// answered. JSON-RPC 2.0 answers each request of a batch: answers holds
+// the -32601 of each request left out, with its id, for the gateway to
+// add to the go-sdk's answer (mcpWriter.addUnknown); a notification gets
+// no answer, and one the server does not know is ignored. A batch of such
+// messages only becomes a lone notification of its first method, which
+// the go-sdk answers as any unknown message alone once it has checked the
+// session (202, or the session's error). cut is false when nothing is
+// left out (buf itself).
+func withoutUnknownMethods(buf []byte, heads []rpcHead) (out []byte, answers [][]byte, cut bool) {
+	unknown := func(h rpcHead) (method string, ok bool) {
+		_, method, isMessage := h.call()
+		if !isMessage || sdkNotifications[method] || (len(h.ID) > 0 && sdkRequests[method]) {
+			return "", false
+		}
+		return method, true
+	}
+	if !slices.ContainsFunc(heads, func(h rpcHead) bool { _, ok := unknown(h); return ok }) {
+		return buf, nil, false
 	}
 	var msgs []json.RawMessage
 	if sdkjson.Unmarshal(bytes.TrimSpace(buf), &msgs) != nil || len(msgs) != len(heads) {
-		return buf, false
+		return buf, nil, false
 	}
 	out = append(make([]byte, 0, len(buf)), '[')
+	first := ""
 	for i, m := range msgs {
-		if !unknown(heads[i]) {
+		method, ok := unknown(heads[i])
+		switch {
+		case !ok:
 			if len(out) > 1 {
 				out = append(out, ',')
 			}
 			out = append(out, m...)
+			continue
+		case first == "":
+			first = method
+		}
+		if len(heads[i].ID) > 0 {
+			a, _ := json.Marshal(jsonrpcError(heads[i].ID, rpcMethodNotFound, "method not found: "+strconv.Quote(method), nil))
+			answers = append(answers, a)
 		}
 	}
 	if len(out) == 1 {
-		return msgs[0], true
+		lone, _ := json.Marshal(map[string]string{"jsonrpc": "2.0", "method": first})
+		return lone, answers, true
 	}
-	return append(out, ']'), true
+	return append(out, ']'), answers, true
 }
 
 // batchedInitializeMessage is the answer to a batch initializeInBatch

@@ -269,11 +269,12 @@ func TestMCPUnknownMethod(t *testing.T) {
 		!strings.Contains(body, `"message":"method not found: \"ping\""`) {
 		t.Fatalf("2026-07-28 ping: %d %s, want 404 -32601 method not found for id p-1", status, body)
 	}
-	// A 2025-03-26 batch is refused whole, with the same message.
+	// In a 2025-03-26 batch, the same message with the request's id
+	// (TestMCPBatchUnknownRequest).
 	old := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-03-26"}
 	status, _, body = rawMCP(t, url, old, `[{"jsonrpc":"2.0","id":1,"method":"no/such/method"}]`)
-	if status != http.StatusBadRequest || !strings.Contains(body, `-32601`) || !strings.Contains(body, `"message":"method not found: \"no/such/method\""`) {
-		t.Fatalf("unknown method in a batch: %d %s, want 400 -32601 method not found", status, body)
+	if status != http.StatusOK || body != `[{"error":{"code":-32601,"message":"method not found: \"no/such/method\""},"id":1,"jsonrpc":"2.0"}]` {
+		t.Fatalf("unknown method in a batch: %d %s, want 200 -32601 method not found with id 1", status, body)
 	}
 	modern["Mcp-Method"] = "notifications/no_such_thing"
 	if status, _, body = rawMCP(t, url, modern, `{"jsonrpc":"2.0","method":"notifications/no_such_thing","params":{`+modernMeta+`}}`); status != http.StatusAccepted || body != "" {

@@ -262,6 +262,9 @@ func (d *mcpSessionDirectory) forward(w http.ResponseWriter, r *http.Request, id
 		writeJSONRPCError(w, http.StatusNotFound, nil, rpcSessionNotFound, "session not found", nil)
 		return true
 	}
+	if mw, ok := w.(*mcpWriter); ok {
+		r = mw.unstripped(r) // the holder answers the whole batch
+	}
 	d.proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), mcpTargetKey{}, target)))
 	return true
 }
