@@ -152,10 +152,21 @@ func (b *BearerAuth) Provision(ctx caddy.Context) error {
 
 // Authenticate implements caddyauth.Authenticator. Caddy's authentication
 // handler answers every refusal with 401, insufficient scope included; the
-// codemode_auth handler (AuthHandler) answers that one with 403.
+// codemode_auth handler (AuthHandler) answers that one with 403. A refusal
+// gets codemode_auth's JSON body {"error":{"code","message"}} with the same
+// codes (INSUFFICIENT_SCOPE in a 401 here), written here: Caddy's handler
+// answers with the status only. With handle_errors routes on the server
+// the body is theirs, the code in {http.vars.codemode_auth_code}.
 func (b *BearerAuth) Authenticate(w http.ResponseWriter, r *http.Request) (caddyauth.User, bool, error) {
 	u, status, err := b.check(w, r)
-	return u, status == 0, err
+	if status != 0 || err != nil {
+		code, msg := refusal(status, err)
+		caddyhttp.SetVar(r.Context(), "codemode_auth_code", code)
+		if !hasErrorRoutes(r) {
+			writeErrorBody(w, http.StatusUnauthorized, code, msg)
+		}
+	}
+	return u, status == 0 && err == nil, err
 }
 
 // check validates the request's bearer token. status is 0 when the request

@@ -70,19 +70,9 @@ func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		w.Header().Add("Vary", "Origin")
 		w.Header().Set("Access-Control-Expose-Headers", "WWW-Authenticate")
 	}
-	switch {
-	case oauth.ErrorCode(err) == oauth.CodeIssuerMismatch:
-		// The provider's discovery documents name another issuer: not the
-		// token's fault and not a passing outage, so the caller and the
-		// operator read a code of their own.
-		return h.refuse(w, r, http.StatusUnauthorized, oauth.CodeIssuerMismatch,
-			"the token could not be verified: no discovery document of the identity provider names its issuer", err)
-	case err != nil:
-		return h.refuse(w, r, http.StatusUnauthorized, broker.CodeUnauthorized, "the token could not be verified now", err)
-	case status == http.StatusForbidden:
-		return h.refuse(w, r, status, CodeInsufficientScope, "the token lacks a scope this route needs (WWW-Authenticate names the scopes to ask for)", nil)
-	case status != 0:
-		return h.refuse(w, r, status, broker.CodeUnauthorized, "a valid bearer token is required (WWW-Authenticate names the resource metadata)", nil)
+	if status != 0 || err != nil {
+		code, msg := refusal(status, err)
+		return h.refuse(w, r, max(status, http.StatusUnauthorized), code, msg, err)
 	}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	repl.Set("http.auth.user.id", user.ID)
@@ -90,6 +80,24 @@ func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		repl.Set("http.auth.user."+k, v)
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// refusal is the code and message of the body of a refused request,
+// status and err as check returned them, of codemode_auth and
+// codemode_bearer alike.
+func refusal(status int, err error) (code, msg string) {
+	switch {
+	case oauth.ErrorCode(err) == oauth.CodeIssuerMismatch:
+		// The provider's discovery documents name another issuer: not the
+		// token's fault and not a passing outage, so the caller and the
+		// operator read a code of their own.
+		return oauth.CodeIssuerMismatch, "the token could not be verified: no discovery document of the identity provider names its issuer"
+	case err != nil:
+		return broker.CodeUnauthorized, "the token could not be verified now"
+	case status == http.StatusForbidden:
+		return CodeInsufficientScope, "the token lacks a scope this route needs (WWW-Authenticate names the scopes to ask for)"
+	}
+	return broker.CodeUnauthorized, "a valid bearer token is required (WWW-Authenticate names the resource metadata)"
 }
 
 // CodeInsufficientScope is the code of a 403 of codemode_auth: a valid

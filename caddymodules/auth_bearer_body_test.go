@@ -1,0 +1,71 @@
+package caddymodules
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// TestCaddyBearerRefusalBody: a refusal of the codemode_bearer provider
+// (behind Caddy's authentication handler) has codemode_auth's JSON body
+// and codes, its status (401) and WWW-Authenticate challenge unchanged; it
+// had no body, so a client without OAuth support (or a person with curl)
+// read nothing of why. With handle_errors routes the body is theirs, the
+// code in {http.vars.codemode_auth_code}.
+func TestCaddyBearerRefusalBody(t *testing.T) {
+	idp := newFakeIDP(t)
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	resource := base + "/private"
+	startCaddy(t, caddyConfig(port, map[string]any{
+		"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": resource,
+	}, standardRoutes(map[string]any{"scopes": []string{"admin"}})))
+	md := `Bearer resource_metadata="` + base + `/.well-known/oauth-protected-resource/private"`
+	aud := func(m map[string]any) { m["aud"] = resource }
+	for _, tc := range []struct {
+		what, token, challenge, code string
+	}{
+		{"no token", "", md + `, scope="admin"`, "UNAUTHORIZED"},
+		{"bad token", "abc.def.ghi", md + `, error="invalid_token", error_description="malformed", scope="admin"`, "UNAUTHORIZED"},
+		{"token without the scope", idp.token(t, aud), md + `, error="insufficient_scope", scope="admin mcp read", error_description="the token lacks scope admin"`, "INSUFFICIENT_SCOPE"},
+	} {
+		resp, body := get(t, base+"/private/x", tc.token)
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != tc.challenge {
+			t.Errorf("%s: %d %q, want 401 %q", tc.what, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.challenge)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" || json.Unmarshal([]byte(body), &e) != nil ||
+			e.Error.Code != tc.code || e.Error.Message == "" {
+			t.Errorf("%s: %s body %q, want a JSON body with the code %s", tc.what, ct, body, tc.code)
+		}
+	}
+	ok := idp.token(t, func(m map[string]any) { aud(m); m["scope"] = "mcp admin" })
+	if resp, body := get(t, base+"/private/x", ok); resp.StatusCode != 200 {
+		t.Fatalf("token with the scope: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestCaddyBearerRefusalErrorRoutes: with handle_errors routes, the
+// refusal's body is theirs, as for codemode_auth.
+func TestCaddyBearerRefusalErrorRoutes(t *testing.T) {
+	idp := newFakeIDP(t)
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var cfg map[string]any
+	if err := json.Unmarshal(caddyConfig(port, map[string]any{
+		"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": base + "/private",
+	}, standardRoutes(nil)), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	srv := cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)["test"].(map[string]any)
+	srv["errors"] = map[string]any{"routes": []any{map[string]any{"handle": []any{map[string]any{
+		"handler": "static_response", "body": "refused: {http.error.status_code} {http.vars.codemode_auth_code}"}}}}}
+	b, _ := json.Marshal(cfg)
+	startCaddy(t, b)
+	resp, body := get(t, base+"/private/x", "")
+	if resp.StatusCode != 401 || body != "refused: 401 UNAUTHORIZED" || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Fatalf("no token: %d %q %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
+	}
+}
