@@ -191,9 +191,9 @@ func (b *BearerAuth) check(w http.ResponseWriter, r *http.Request) (caddyauth.Us
 		case oauth.ErrorCode(err) == oauth.CodeIssuerMismatch:
 			// The provider's discovery documents all name another issuer:
 			// a misconfiguration to fix, not an outage that passes.
-			reason = "issuer_mismatch"
+			reason = reasonIssuerMismatch
 		default:
-			reason = "unavailable"
+			reason = reasonUnavailable
 		}
 		st.metrics.failures.WithLabelValues(reason).Inc()
 		if oauth.TokenReason(err) == "" {
@@ -216,7 +216,7 @@ func (b *BearerAuth) check(w http.ResponseWriter, r *http.Request) (caddyauth.Us
 		}
 	}
 	if len(missing) > 0 {
-		st.metrics.failures.WithLabelValues("insufficient_scope").Inc()
+		st.metrics.failures.WithLabelValues(reasonInsufficientScope).Inc()
 		w.Header().Set("WWW-Authenticate", insufficientScope(b.metadataURL, vt.Scopes, b.Scopes, missing))
 		return caddyauth.User{ID: vt.Subject}, http.StatusForbidden, nil
 	}

@@ -2,8 +2,11 @@ package caddymodules
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/codemode-gateway/caddy-codemode/oauth"
 )
 
 // authMetrics are the authentication metrics exported through Caddy's
@@ -19,6 +22,18 @@ type authMetrics struct {
 	// rateLimited counts token-endpoint requests refused with 429.
 	rateLimited prometheus.Counter
 }
+
+// authFailureReasons are the reason labels of failures: the token's
+// faults (oauth.Reasons), a valid token without a required scope, and the
+// server's failures (a key set or token storage that cannot be reached, a
+// provider whose discovery documents name another issuer).
+var authFailureReasons = append(slices.Clone(oauth.Reasons), reasonInsufficientScope, reasonUnavailable, reasonIssuerMismatch)
+
+const (
+	reasonInsufficientScope = "insufficient_scope"
+	reasonUnavailable       = "unavailable"
+	reasonIssuerMismatch    = "issuer_mismatch"
+)
 
 func newAuthMetrics(reg interface {
 	prometheus.Registerer
@@ -37,6 +52,12 @@ func newAuthMetrics(reg interface {
 			Namespace: "codemode", Subsystem: "auth", Name: "rate_limited_total",
 			Help: "Requests to the token, registration, revocation and login endpoints refused with 429.",
 		}),
+	}
+	// Every reason is exported from the start at 0, as the other packages'
+	// counters are: Prometheus counts no increase at a series' first
+	// sample, so rate() and increase() missed each reason's first failure.
+	for _, reason := range authFailureReasons {
+		m.failures.WithLabelValues(reason)
 	}
 	if reg == nil {
 		return m, nil

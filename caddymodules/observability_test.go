@@ -396,3 +396,23 @@ func TestMetricsTableListsEverySeries(t *testing.T) {
 		t.Fatalf("%d series described, want the gateway's 40 or more", len(exported))
 	}
 }
+
+// TestAuthFailureReasonsAtZero: every reason of codemode_auth_failures_total
+// is in a scrape of /metrics from the start (at 0 in a fresh process), so
+// that rate() and increase() see a reason's first failure; a reason's
+// series appeared only with its first failure, which Prometheus counts as
+// no increase.
+func TestAuthFailureReasonsAtZero(t *testing.T) {
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	port, admin := freePort(t), freePort(t)
+	defer func() { _ = caddy.Stop() }()
+	loadCaddyfile(t, observedGateway(port, admin, 0))
+	fams := scrape(t, admin)
+	for _, reason := range []string{"missing_token", "malformed", "bad_algorithm", "unknown_key", "bad_signature", "expired",
+		"not_yet_valid", "wrong_issuer", "wrong_audience", "revoked", "insufficient_scope", "unavailable", "issuer_mismatch"} {
+		if _, ok := sample(fams, "codemode_auth_failures_total", map[string]string{"reason": reason}); !ok {
+			t.Errorf("no codemode_auth_failures_total{reason=%q} in /metrics", reason)
+		}
+	}
+}

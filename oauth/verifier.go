@@ -34,6 +34,11 @@ const (
 	ReasonRevoked       = "revoked"        // our server ended the token's session (revocation, refresh reuse)
 )
 
+// Reasons are all the reasons of a TokenError, for metrics that export
+// every label value from the start.
+var Reasons = []string{ReasonMissing, ReasonMalformed, ReasonBadAlgorithm, ReasonUnknownKey, ReasonBadSignature,
+	ReasonExpired, ReasonNotYetValid, ReasonWrongIssuer, ReasonWrongAudience, ReasonRevoked}
+
 // ErrKeySetUnavailable is returned (wrapped) when the provider's discovery
 // document or key set cannot be fetched and no cached keys exist. It is a
 // server-side failure, not a bad token.
