@@ -47,7 +47,7 @@ type Metrics struct {
 // redisOperations are the values of redis_errors_total's operation label
 // (broker/store_metrics.go).
 var redisOperations = []string{"put_session", "get_session", "add_call", "pending_calls", "notify", "drop_call",
-	"close_calls", "resolve_call", "fetch_answer"}
+	"close_calls", "resolve_call", "fetch_answer", "restore_session"}
 
 // NewMetrics returns the broker's metrics, registered nowhere yet.
 func NewMetrics() *Metrics {

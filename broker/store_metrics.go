@@ -65,3 +65,7 @@ func (c countedRedisStore) fetchAnswer(ctx context.Context, sessionID, callID st
 	a, err := c.redisStore.fetchAnswer(ctx, sessionID, callID)
 	return a, c.failed("fetch_answer", err)
 }
+
+func (c countedRedisStore) restore(ctx context.Context, s *Session, pending []PendingCall) error {
+	return c.failed("restore_session", c.redisStore.restore(ctx, s, pending))
+}
