@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// batchAnswer is one response of a JSON-RPC batch's answer.
+// batchAnswer is one JSON-RPC response (of a batch's answer, or alone).
 type batchAnswer struct {
 	ID     json.RawMessage `json:"id"`
 	Result json.RawMessage `json:"result"`

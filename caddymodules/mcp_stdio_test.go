@@ -42,14 +42,7 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	})
 	replies := bufio.NewScanner(outR)
 	replies.Buffer(nil, 8<<20)
-	type reply struct {
-		ID     json.RawMessage `json:"id"`
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	type reply = batchAnswer
 	send := func(line string) (r reply) {
 		t.Helper()
 		if _, err := io.WriteString(inW, line+"\n"); err != nil {
