@@ -3182,3 +3182,15 @@ func TestVerbParticleCompound(t *testing.T) {
 		"start setting up an authenticator app for a user":   "a_start_token_setup",
 	})
 }
+
+// TestTokenAuthorization: APIs keep the tokens they issue as authorizations
+// (InfluxDB's /authorizations, GitHub's OAuth authorizations), and an agent
+// asks for a token.
+func TestTokenAuthorization(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:GetAuthorizations", AppID: "m", Description: "List all authorizations"},
+		{Name: "m:GetBuckets", AppID: "m", Description: "List all buckets"},
+		{Name: "m:GetOrgsIDSecrets", AppID: "m", Description: "List all secret keys for an organization"},
+	}
+	wantFirst(t, docs, map[string]string{"list all the API tokens": "m:GetAuthorizations"})
+}
