@@ -71,6 +71,8 @@ var domainRelated = map[string][]string{
 	"vendor": {"supplier", "provider"}, "supplier": {"vendor", "provider"}, "provider": {"vendor", "supplier"},
 	// Education APIs keep classes as courses (Google Classroom, Canvas, Moodle).
 	"class": {"course"}, "course": {"class"},
+	// Dashboards are made of panels (Grafana), widgets (Datadog) or cells (InfluxDB).
+	"panel": {"cell", "widget"}, "widget": {"panel", "cell"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

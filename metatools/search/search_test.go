@@ -3194,3 +3194,14 @@ func TestTokenAuthorization(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"list all the API tokens": "m:GetAuthorizations"})
 }
+
+// TestPanelCell: a dashboard is made of panels (Grafana), widgets (Datadog)
+// or cells (InfluxDB); an agent says panel or widget for any of them.
+func TestPanelCell(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:PostDashboards", AppID: "m", Description: "Create a dashboard"},
+		{Name: "m:PostDashboardsIDCells", AppID: "m", Description: "Create a dashboard cell"},
+		{Name: "m:PostDashboardsIDLabels", AppID: "m", Description: "Add a label to a dashboard"},
+	}
+	wantFirst(t, docs, map[string]string{"add a panel to a dashboard": "m:PostDashboardsIDCells", "add a widget to a dashboard": "m:PostDashboardsIDCells"})
+}
