@@ -73,6 +73,8 @@ var domainRelated = map[string][]string{
 	"class": {"course"}, "course": {"class"},
 	// Dashboards are made of panels (Grafana), widgets (Datadog) or cells (InfluxDB).
 	"panel": {"cell", "widget"}, "widget": {"panel", "cell"},
+	// One execution of a job, task or workflow is a run (Airflow's DAG runs, CI runs).
+	"execution": {"run"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -3205,3 +3205,14 @@ func TestPanelCell(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"add a panel to a dashboard": "m:PostDashboardsIDCells", "add a widget to a dashboard": "m:PostDashboardsIDCells"})
 }
+
+// TestExecutionRun: one execution of a task, job or workflow is what APIs
+// call a run (Airflow's DAG runs, InfluxDB's task runs, CI runs).
+func TestExecutionRun(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:GetTasks", AppID: "m", Description: "List all tasks", Path: "/tasks", Method: "GET"},
+		{Name: "m:GetTasksIDRuns", AppID: "m", Description: "List runs for a task", Path: "/tasks/{taskID}/runs", Method: "GET", Required: 1, RequiredNames: []string{"taskID"}},
+		{Name: "m:GetTasksIDLogs", AppID: "m", Description: "Retrieve all logs for a task", Path: "/tasks/{taskID}/logs", Method: "GET", Required: 1, RequiredNames: []string{"taskID"}},
+	}
+	wantFirst(t, docs, map[string]string{"list the executions of a task": "m:GetTasksIDRuns"})
+}
