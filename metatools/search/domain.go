@@ -75,6 +75,8 @@ var domainRelated = map[string][]string{
 	"panel": {"cell", "widget"}, "widget": {"panel", "cell"},
 	// One execution of a job, task or workflow is a run (Airflow's DAG runs, CI runs).
 	"execution": {"run"},
+	// A thing's administrators are its owners (InfluxDB's and Gitea's owners, GitHub's org admins).
+	"admin": {"owner"}, "administrator": {"owner"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

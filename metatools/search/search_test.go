@@ -3216,3 +3216,14 @@ func TestExecutionRun(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"list the executions of a task": "m:GetTasksIDRuns"})
 }
+
+// TestAdminOwner: who administers a thing is its owner in many APIs
+// (InfluxDB's and Gitea's owners); an agent asks for an admin.
+func TestAdminOwner(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:PostOrgsIDMembers", AppID: "m", Description: "Add a member to an organization", Path: "/orgs/{orgID}/members", Method: "POST", Required: 1, RequiredNames: []string{"orgID"}},
+		{Name: "m:PostOrgsIDOwners", AppID: "m", Description: "Add an owner to an organization", Path: "/orgs/{orgID}/owners", Method: "POST", Required: 1, RequiredNames: []string{"orgID"}},
+		{Name: "m:PostOrgs", AppID: "m", Description: "Create an organization", Path: "/orgs", Method: "POST"},
+	}
+	wantFirst(t, docs, map[string]string{"add an admin to the organization": "m:PostOrgsIDOwners"})
+}
