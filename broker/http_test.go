@@ -191,23 +191,43 @@ func TestHTTPCallerLeaves(t *testing.T) {
 	}
 }
 
+// TestHTTPCallerTimeout: a script waiting for a call nobody answers ends
+// with a timeout, and an answer after it is refused. The script's time limit
+// counts from the start of the execution, so a loaded machine can spend it
+// all before the call is even announced: the session then ends with the
+// same timeout (that is no defect) and the test tries again with a longer
+// limit, up to the engine's ceiling, so that a fast machine still waits
+// only 100 ms.
 func TestHTTPCallerTimeout(t *testing.T) {
 	_, srv := newTestBroker(t, nil)
-	s := startExecute(t, srv.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`, "timeout": 100}, nil)
-	var sess Session
-	s.next().decode(t, &sess)
-	var call ToolCallPayload
-	s.next().decode(t, &call)
-	evs := s.rest() // nobody answers: the execution times out
-	last := evs[len(evs)-1]
-	var p ErrorPayload
-	last.decode(t, &p)
-	if last.Type != EventError || p.ScriptStatus != "timeout" {
-		t.Fatalf("last event %s %s", last.Type, last.Payload)
-	}
-	code, _, body := do(t, http.MethodPost, srv.URL+"/sessions/"+sess.ID+"/tool-result", map[string]any{"callId": call.CallID, "result": 1}, nil)
-	if code != http.StatusConflict {
-		t.Errorf("answer after timeout: %d %s", code, body)
+	limits := []int{100, 400, 1600, int(testEngine().(*sandbox.InProcess).Limits().Timeout.Milliseconds())}
+	for i, timeout := range limits {
+		s := startExecute(t, srv.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`, "timeout": timeout}, nil)
+		var sess Session
+		s.next().decode(t, &sess)
+		evs := s.rest() // nobody answers: the execution times out
+		if len(evs) == 0 {
+			t.Fatalf("timeout %d ms: the stream ended after the session event", timeout)
+		}
+		last := evs[len(evs)-1]
+		var p ErrorPayload
+		last.decode(t, &p)
+		if last.Type != EventError || p.ScriptStatus != "timeout" {
+			t.Fatalf("timeout %d ms: events %s, last %s", timeout, types(evs), last.Payload)
+		}
+		if len(evs) == 1 && i < len(limits)-1 {
+			continue // timed out before the call was announced
+		}
+		var call ToolCallPayload
+		evs[0].decode(t, &call)
+		if evs[0].Type != EventToolCall || call.CallID == "" {
+			t.Fatalf("timeout %d ms: events %s, want the call first", timeout, types(evs))
+		}
+		code, _, body := do(t, http.MethodPost, srv.URL+"/sessions/"+sess.ID+"/tool-result", map[string]any{"callId": call.CallID, "result": 1}, nil)
+		if code != http.StatusConflict {
+			t.Errorf("answer after timeout: %d %s", code, body)
+		}
+		return
 	}
 }
 
