@@ -43,10 +43,16 @@ func onRedis(rdb redis.UniversalClient, prefix string, ownerTimeout time.Duratio
 }
 
 // waitingSession starts a session on base that waits for client:prompt and
-// returns its id and call id.
+// returns its id and call id. Its time limit (30 s) outlasts what the tests
+// wait for: a crashed gateway's run still goes on in the test's process,
+// and one that timed out wrote its own end (TIMEOUT) before the reaper's
+// OWNER_LOST, which a loaded machine (-race, load 20) delayed past 4 s
+// (a fresh gateway judges others an owner and a storage timeout after it
+// starts, and again after each lapse of its own liveness). The stream is
+// closed when the test ends, which ends the run.
 func waitingSession(t *testing.T, base string) (*stream, string, string) {
 	t.Helper()
-	s := startExecute(t, base, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`, "timeout": 4000}, nil)
+	s := startExecute(t, base, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`, "timeout": 30000}, nil)
 	var sess Session
 	s.next().decode(t, &sess)
 	var call ToolCallPayload
@@ -118,8 +124,11 @@ func TestOwnerLost(t *testing.T) {
 		// owner timeout and a reaper period.
 		waitUntil(t, "the reaper to end the session", func() bool {
 			var s Session
-			raw, err := rdb.Get(context.Background(), prefix+"p:session:"+id).Bytes()
-			return err == nil && json.Unmarshal(raw, &s) == nil && s.Status == StatusError && s.Error.Code == CodeOwnerLost
+			raw, _ := rdb.Get(context.Background(), prefix+"p:session:"+id).Bytes()
+			if json.Unmarshal(raw, &s) == nil && s.finished() && (s.Error == nil || s.Error.Code != CodeOwnerLost) {
+				t.Fatalf("the session ended otherwise than OWNER_LOST: %s", raw)
+			}
+			return s.Status == StatusError && s.Error.Code == CodeOwnerLost
 		})
 		// The reaper forgets the gateway's set after ending its sessions:
 		// wait for that too rather than read it the moment the record changed.
