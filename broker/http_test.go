@@ -184,6 +184,9 @@ func TestHTTPCallerLeaves(t *testing.T) {
 	}))
 	defer timed.Close()
 	evs := startExecute(t, timed.URL, map[string]any{"code": `return await callTool("client:prompt", {question: "?"})`}, nil).rest()
+	if len(evs) == 0 {
+		t.Fatal("the stream ended with no event, want the deadline's error")
+	}
 	var p ErrorPayload
 	evs[len(evs)-1].decode(t, &p)
 	if p.Error.Code != sandbox.CodeExecutionAborted || !strings.Contains(p.Error.Message, "deadline exceeded") {

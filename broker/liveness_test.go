@@ -78,6 +78,9 @@ func promptSession(t *testing.T, base string, timeoutMs int) (*stream, string, s
 func expectResult(t *testing.T, s *stream, want string) {
 	t.Helper()
 	evs := s.rest()
+	if len(evs) == 0 {
+		t.Fatalf("the stream ended with no event, want the result %s", want)
+	}
 	var res ResultPayload
 	evs[len(evs)-1].decode(t, &res)
 	if evs[len(evs)-1].Type != EventResult || string(res.Result) != want {
