@@ -63,6 +63,9 @@ type Broker struct {
 	closeOnce   sync.Once
 	closeErr    error
 	answerPoll  time.Duration // see answerPollInterval; tests shorten it
+	// finishing, set by tests before any session, is called when a run's
+	// script has ended, before its final record is written.
+	finishing func(sessionID string)
 
 	watchMu  sync.Mutex
 	watchers map[string]map[chan struct{}]struct{} // session id -> Await calls waiting here

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -152,4 +153,79 @@ func (e *holdingEngine) Execute(ctx context.Context, req sandbox.Request, host s
 	close(e.ended)
 	<-e.resume
 	return res, err
+}
+
+// TestAnswerAfterScriptEnd: once the script has ended, an answer is 409
+// SESSION_FINISHED although the final record is not written yet, in the
+// memory and the Redis store; an answer that came before the end was used.
+// The script ends with one call still waiting ("a", never awaited) after
+// the test answered the other ("b"); the broker is held after the engine
+// returned, before the final write. The calls used to close only after
+// that write: an answer to "a" was accepted (200, nothing would read it) or
+// 409 CALL_ABANDONED, one more to "b" 409 CALL_ALREADY_ANSWERED.
+func TestAnswerAfterScriptEnd(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			b, srv := newTestBroker(t, func(o *BrokerOptions) { useStore(t, o, store) })
+			held, release := make(chan string, 1), make(chan struct{})
+			b.finishing = func(id string) {
+				held <- id
+				<-release
+			}
+			released := false
+			unhold := func() {
+				if !released {
+					released = true
+					close(release)
+				}
+			}
+			defer unhold()
+			s := startExecute(t, srv.URL, map[string]any{"code": `
+callTool("client:prompt", {question: "a"});
+return await callTool("client:prompt", {question: "b"});`}, nil)
+			var sess Session
+			s.next().decode(t, &sess)
+			calls := map[string]string{} // question -> call id
+			for len(calls) < 2 {
+				ev := s.next()
+				if ev.Type != EventToolCall {
+					continue
+				}
+				var c ToolCallPayload
+				ev.decode(t, &c)
+				var in struct{ Question string }
+				if err := json.Unmarshal(c.Input, &in); err != nil {
+					t.Fatal(err)
+				}
+				calls[in.Question] = c.CallID
+			}
+			url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
+			if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls["b"], "result": "yes"}, nil); code != http.StatusOK {
+				t.Fatalf("answer while the script waits: %d %s", code, body)
+			}
+			if id := <-held; id != sess.ID {
+				t.Fatalf("held session %s, want %s", id, sess.ID)
+			}
+			for _, q := range []string{"a", "b"} {
+				code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls[q], "result": 1}, nil)
+				if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
+					t.Errorf("answer to call %q after the script's end: %d %s", q, code, body)
+				}
+			}
+			unhold()
+			evs := s.rest()
+			var res ResultPayload
+			if len(evs) == 0 || evs[len(evs)-1].Type != EventResult {
+				t.Fatalf("events after the answer: %s", types(evs))
+			}
+			evs[len(evs)-1].decode(t, &res)
+			if string(res.Result) != `"yes"` {
+				t.Errorf("result %s, want the answer that came before the end", res.Result)
+			}
+			code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls["a"], "result": 1}, nil)
+			if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
+				t.Errorf("answer after the final record: %d %s", code, body)
+			}
+		})
+	}
 }

@@ -181,6 +181,19 @@ func (r *run) execute() {
 // reads the result and then asks GET /sessions/{id} sees the final status.
 func (r *run) finish(res *sandbox.Result, err error) {
 	b := r.b
+	// The caller's context may be gone; the record must still be written
+	// (within a bound when the store is remote).
+	sctx, cancel := context.WithoutCancel(r.ctx), context.CancelFunc(func() {})
+	if _, local := b.store.(*memoryStore); !local {
+		sctx, cancel = context.WithTimeout(sctx, 5*time.Second)
+	}
+	defer cancel()
+	// The script has ended: nothing reads an answer from now on, so the
+	// calls close before the final record is written (an answer that came
+	// before was used or is reported as the script left it). They closed
+	// after that write, and until then a call the script left waiting
+	// took an answer (200) that went nowhere.
+	closed := b.store.closeCalls(sctx, r.snapshot()) == nil
 	elapsed := b.now().Sub(r.begun)
 	dur := float64(elapsed.Microseconds()) / 1000
 	calls := int(r.calls.Load())
@@ -283,11 +296,8 @@ func (r *run) finish(res *sandbox.Result, err error) {
 		ce.Write(zap.String("status", outcome), zap.String("code", p.Error.Code),
 			zap.Int("tool_calls", calls), zap.Duration("duration", elapsed))
 	}
-	// The caller's context may be gone; the record must still be written
-	// (within a bound when the store is remote).
-	sctx, cancel := context.WithoutCancel(r.ctx), context.CancelFunc(func() {})
-	if _, local := b.store.(*memoryStore); !local {
-		sctx, cancel = context.WithTimeout(sctx, 5*time.Second)
+	if b.finishing != nil {
+		b.finishing(s.ID)
 	}
 	switch err := b.store.put(sctx, s); {
 	case errors.Is(err, errSessionEnded):
@@ -295,14 +305,13 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	case err != nil:
 		r.log.Warn("storing finished session; retried in the background", zap.Error(err))
 		b.keepUnwritten(s)
-	default:
+	case !closed:
 		if err := b.store.closeCalls(sctx, s); err != nil {
 			r.log.Warn("closing calls of finished session; retried in the background", zap.Error(err))
 			b.keepUnwritten(s)
 		}
 	}
 	r.changed(sctx)
-	cancel()
 	b.mu.Lock()
 	delete(b.runs, s.ID)
 	b.forgetPrincipalLocked(r.principal)

@@ -154,7 +154,8 @@ type store interface {
 	// dropCall marks a call that stopped waiting (timeout, abort, worker
 	// lost) abandoned; the mark lives as long as the session's record.
 	dropCall(ctx context.Context, sessionID, callID string) error
-	// closeCalls marks a finished session so late results get 409.
+	// closeCalls marks a session whose script ended (before its final
+	// record is written) so late results get 409 SESSION_FINISHED.
 	closeCalls(ctx context.Context, s *Session) error
 	// resolveCall atomically moves a pending call to answered and delivers
 	// the answer to the broker running the session. It returns

@@ -144,7 +144,11 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 	const parked = 6
 	type parkedCall struct{ session, call string }
 	calls := make(chan parkedCall, parked)
-	parkedDone := make(chan abuseOutcome, parked)
+	type parkedEnd struct {
+		session string
+		abuseOutcome
+	}
+	parkedDone := make(chan parkedEnd, parked)
 	for range parked {
 		go func() {
 			var sid string
@@ -165,7 +169,7 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 			if err != nil {
 				o.msg = err.Error()
 			}
-			parkedDone <- o
+			parkedDone <- parkedEnd{sid, o}
 		}()
 	}
 	var waiting []parkedCall
@@ -235,13 +239,13 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 	// A parked session may already be over only by the blast radius of its
 	// own principal's hostile scripts (WORKER_LOST, see step 5); anything
 	// else, QUEUE_TIMEOUT above all, is starvation.
-	lost := 0
+	ended := map[string]bool{}
 	select {
 	case o := <-parkedDone:
 		if o.code != "WORKER_LOST" {
-			t.Errorf("a parked session ended unanswered: %v", o)
+			t.Errorf("a parked session ended unanswered: %v", o.abuseOutcome)
 		}
-		lost++
+		ended[o.session] = true
 	default:
 	}
 	slices.Sort(lat)
@@ -260,8 +264,10 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 	// 5. The parked sessions answer, unless a hostile script of their own
 	// principal took their worker down with it (WORKER_LOST: the blast
 	// radius of docs/sandbox.md, which only scripts sharing the worker
-	// share); the gateway still serves.
-	for _, c := range waiting {
+	// share); the gateway still serves. An answer to a lost session is 409
+	// SESSION_FINISHED, or CALL_ABANDONED while the engine is still ending
+	// it (once it has ended, SESSION_FINISHED); nothing else.
+	answer := func(c parkedCall) (int, string) {
 		body := strings.NewReader(fmt.Sprintf(`{"callId":%q,"result":{"answer":"late"}}`, c.call))
 		req, _ := http.NewRequest(http.MethodPost, base+"/broker/sessions/"+c.session+"/tool-result", body)
 		req.Header.Set("Content-Type", "application/json")
@@ -272,18 +278,38 @@ func TestAbuseAgainstTheGateway(t *testing.T) {
 		}
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 		resp.Body.Close()
+		var e struct{ Error struct{ Code string } }
+		json.Unmarshal(msg, &e)
 		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
 			t.Errorf("answer of parked session %s: %d %s", c.session, resp.StatusCode, msg)
 		}
+		return resp.StatusCode, e.Error.Code
 	}
-	for range parked - lost {
+	refused := map[string]parkedCall{}
+	for _, c := range waiting {
+		status, code := answer(c)
+		switch {
+		case status == http.StatusOK:
+		case code == "SESSION_FINISHED" || code == "CALL_ABANDONED" && !ended[c.session]:
+			refused[c.session] = c
+		default:
+			t.Errorf("answer of parked session %s (ended: %v): %d %s", c.session, ended[c.session], status, code)
+		}
+	}
+	for range parked - len(ended) {
 		select {
 		case o := <-parkedDone:
-			if !(o.typ == "result" && strings.Contains(string(o.result), "late")) && o.code != "WORKER_LOST" {
-				t.Errorf("parked session after its answer: %v", o)
+			_, wasRefused := refused[o.session]
+			if o.code != "WORKER_LOST" && (wasRefused || !(o.typ == "result" && strings.Contains(string(o.result), "late"))) {
+				t.Errorf("parked session after its answer (refused: %v): %v", wasRefused, o.abuseOutcome)
 			}
 		case <-time.After(2 * time.Minute):
 			t.Fatal("a parked session never finished after its answer")
+		}
+	}
+	for _, c := range refused {
+		if status, code := answer(c); status != http.StatusConflict || code != "SESSION_FINISHED" {
+			t.Errorf("answer of lost session %s after its end: %d %s", c.session, status, code)
 		}
 	}
 	if o, err := abuseExecute(base, bystander, map[string]any{"code": "return 42"}, nil); err != nil || string(o.result) != "42" {
