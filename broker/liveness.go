@@ -98,7 +98,8 @@ func (b *Broker) restoreRuns(ctx context.Context, all bool) bool {
 			continue
 		}
 		r.dirty.Store(false)
-		switch err := b.store.restore(ctx, s, r.pendingCalls()); {
+		pending, abandoned := r.restorable()
+		switch err := b.store.restore(ctx, s, pending, abandoned); {
 		case errors.Is(err, errSessionEnded):
 			b.logger.Warn("session was declared lost while this gateway could not reach the store; aborting it", zap.String("session", s.ID))
 			r.abort(errOwnerLost)

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard"
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
@@ -314,4 +316,102 @@ type sickEngine struct{ sandbox.Engine }
 
 func (sickEngine) Health() sandbox.EngineHealth {
 	return sandbox.EngineHealth{Kind: "workers", Problems: []string{"no worker can start"}}
+}
+
+// TestRestoredSessionKeepsAbandonedCalls: a running session whose store
+// lost its keys (Redis restarted empty, or evicted them) is written back by
+// its gateway with its abandoned calls as well as its waiting ones: a late
+// answer to a call that stopped waiting is still 409 CALL_ABANDONED on the
+// other gateway, not 404 as for an id never issued, and the waiting call
+// is answered there as usual. Only the waiting calls were written back.
+func TestRestoredSessionKeepsAbandonedCalls(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	g, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Destroy(context.Background()) })
+	a, aSrv := newTestBroker(t, func(o *BrokerOptions) {
+		onRedis(rdb, prefix, 300*time.Millisecond)(o)
+		o.Guard = g
+		o.Tools.Register(ToolDefinition{Name: "client:quick", Guard: ToolGuard{Timeout: &guard.TimeoutConfig{ExecuteMs: 200}}})
+	})
+	_, bSrv := newTestBroker(t, onRedis(rdb, prefix, 300*time.Millisecond))
+	a.answerPoll = 50 * time.Millisecond
+	s := startExecute(t, aSrv.URL, map[string]any{"code": `
+let first = "";
+try { await callTool("client:quick", {}); } catch (e) { first = e.code; }
+return [first, await callTool("client:prompt", {question: "y?"})];`, "timeout": 30000}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var quick, prompt ToolCallPayload
+	s.next().decode(t, &quick)
+	if ev := s.next(); ev.Type != EventToolResult {
+		t.Fatalf("after the quick call: %s %s", ev.Type, ev.Payload)
+	}
+	s.next().decode(t, &prompt)
+
+	ctx := context.Background()
+	if err := rdb.Del(ctx, prefix+"session:"+sess.ID, prefix+"calls:"+sess.ID, prefix+"owner:"+a.owner).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the running session to be written back", func() bool {
+		code, _, body := do(t, http.MethodGet, bSrv.URL+"/sessions/"+sess.ID, nil, nil)
+		return code == http.StatusOK && contains(body, `"status":"running"`)
+	})
+	url := bSrv.URL + "/sessions/" + sess.ID + "/tool-result"
+	code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": quick.CallID, "result": 1}, nil)
+	if code != http.StatusConflict || errorCode(t, body) != CodeCallAbandoned {
+		t.Errorf("answer to the abandoned call after the restore: %d %s", code, body)
+	}
+	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": prompt.CallID, "result": "y"}, nil); code != http.StatusOK {
+		t.Fatalf("answer to the waiting call after the restore: %d %s", code, body)
+	}
+	expectResult(t, s, `["EXECUTION_TIMEOUT","y"]`)
+}
+
+// TestRestoreAbandonedCalls: the stores' restore writes an abandoned call
+// as dropCall leaves one (an answer is errCallAbandoned), whether the store
+// lost the call or still holds it pending, and keeps one it holds as
+// answered so (a second answer is errCallAnswered), memory and Redis.
+func TestRestoreAbandonedCalls(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"memory", "redis"} {
+		t.Run(name, func(t *testing.T) {
+			var st store = newMemoryStore(time.Now, func(*toolAnswer) {}, 1<<20)
+			if name == "redis" {
+				rdb, prefix := redistest.Client(t)
+				rs, err := newRedisStore(ctx, rdb, prefix, "a", time.Minute, 5*time.Second, 1<<20, time.Now, func(*toolAnswer) {}, zap.NewNop())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = rs.close() })
+				st = rs
+			}
+			s := &Session{ID: "s1", Owner: "a", Status: StatusRunning, ExpiresAt: time.Now().Add(time.Minute).UnixMilli()}
+			if err := st.put(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"2", "3"} {
+				if err := st.addCall(ctx, s, PendingCall{CallID: id, Tool: "client:prompt"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := st.resolveCall(ctx, &toolAnswer{SessionID: s.ID, CallID: "3", Result: json.RawMessage("1")}); err != nil {
+				t.Fatal(err)
+			}
+			// "1" is lost, "2" still pending in the store, "3" answered; "4" waits.
+			if err := st.restore(ctx, s, []PendingCall{{CallID: "4", Tool: "client:prompt"}}, []string{"1", "2", "3"}); err != nil {
+				t.Fatal(err)
+			}
+			for id, want := range map[string]error{"1": errCallAbandoned, "2": errCallAbandoned, "3": errCallAnswered, "4": nil, "5": errCallUnknown} {
+				if err := st.resolveCall(ctx, &toolAnswer{SessionID: s.ID, CallID: id, Result: json.RawMessage("1")}); !errors.Is(err, want) {
+					t.Errorf("answer to call %s after the restore: %v, want %v", id, err, want)
+				}
+			}
+			if calls, err := st.pendingCalls(ctx, s.ID); err != nil || len(calls) != 0 {
+				t.Errorf("pending calls after the restore and the answer: %v %v", calls, err)
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,13 +61,18 @@ type run struct {
 	sess    *Session
 	waiters map[string]chan *toolAnswer
 	pending map[string]PendingCall // calls waiting for the caller, for restores
+	// abandoned are the ids of the calls that stopped waiting, for restores:
+	// at most maxCalls, as every call counts towards that limit.
+	abandoned []string
 }
 
 // abort ends the execution with cause (errOwnerLost).
 func (r *run) abort(cause error) { r.abortRun(cause) }
 
-// pendingCalls lists the calls waiting for the caller, oldest first.
-func (r *run) pendingCalls() []PendingCall {
+// restorable lists what a restore writes of the session's calls: those
+// waiting for the caller, oldest first, and the ids of those that stopped
+// waiting.
+func (r *run) restorable() ([]PendingCall, []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make([]PendingCall, 0, len(r.pending))
@@ -74,7 +80,7 @@ func (r *run) pendingCalls() []PendingCall {
 		out = append(out, c)
 	}
 	sortCalls(out)
-	return out
+	return out, slices.Clone(r.abandoned)
 }
 
 var (
@@ -485,6 +491,14 @@ func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(b
 			}
 		case <-ctx.Done():
 			m.callerWaitEnded("abandoned", b.now().Sub(waitStart))
+			// Kept for restores: a store that lost the session would
+			// otherwise answer a late result 404, as for an id never issued.
+			r.mu.Lock()
+			delete(r.pending, callID)
+			if len(r.abandoned) < r.maxCalls {
+				r.abandoned = append(r.abandoned, callID)
+			}
+			r.mu.Unlock()
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			_ = b.store.dropCall(dctx, sess.ID, callID)
 			cancel()

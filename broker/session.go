@@ -163,11 +163,12 @@ type store interface {
 	// errCallClosed or (Redis) errOwnerLost, and changes no call in those
 	// cases (errOwnerLost: the session is ended OWNER_LOST if it was not).
 	resolveCall(ctx context.Context, a *toolAnswer) error
-	// restore re-writes a running session and its waiting calls after the
-	// store lost them or missed a write (Redis restarted, or was
-	// unreachable). It returns errSessionEnded, changing nothing, when the
-	// store holds the session as finished.
-	restore(ctx context.Context, s *Session, pending []PendingCall) error
+	// restore re-writes a running session, its waiting calls and the ids of
+	// its abandoned ones after the store lost them or missed a write (Redis
+	// restarted, or was unreachable); an abandoned call the store holds as
+	// answered stays so. It returns errSessionEnded, changing nothing, when
+	// the store holds the session as finished.
+	restore(ctx context.Context, s *Session, pending []PendingCall, abandoned []string) error
 	// sweep deletes expired records (the memory store; Redis expires keys
 	// itself).
 	sweep(now int64)
@@ -370,13 +371,23 @@ func (m *memoryStore) dropCall(_ context.Context, sessionID, callID string) erro
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.sessions[sessionID]; ok {
-		if c := e.calls[callID]; c != nil && c.state == callPending {
-			// Kept, without its input, until the record goes: a late answer
-			// is 409 CALL_ABANDONED, not 404 as for an id never issued.
-			e.calls[callID] = &memCall{PendingCall: PendingCall{CallID: callID}, state: callAbandoned}
-		}
+		e.abandon(callID, false)
 	}
 	return nil
+}
+
+// abandon marks a pending call abandoned, and an unknown one too when
+// restoring; the caller holds m.mu. The mark is kept, without the input,
+// until the record goes: a late answer is 409 CALL_ABANDONED, not 404 as
+// for an id never issued.
+func (e *memSession) abandon(callID string, restoring bool) {
+	c := e.calls[callID]
+	if (c == nil && restoring) || (c != nil && c.state == callPending) {
+		if e.calls == nil {
+			e.calls = map[string]*memCall{}
+		}
+		e.calls[callID] = &memCall{PendingCall: PendingCall{CallID: callID}, state: callAbandoned}
+	}
 }
 
 func (m *memoryStore) closeCalls(_ context.Context, s *Session) error {
@@ -418,12 +429,19 @@ func (m *memoryStore) resolveCall(_ context.Context, a *toolAnswer) error {
 	return nil
 }
 
-func (m *memoryStore) restore(ctx context.Context, s *Session, pending []PendingCall) error {
+func (m *memoryStore) restore(ctx context.Context, s *Session, pending []PendingCall, abandoned []string) error {
 	if err := m.put(ctx, s); err != nil {
 		return err
 	}
 	for _, c := range pending {
 		_ = m.addCall(ctx, s, c)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.sessions[s.ID]; ok {
+		for _, id := range abandoned {
+			e.abandon(id, true)
+		}
 	}
 	return nil
 }

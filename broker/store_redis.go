@@ -119,6 +119,21 @@ end
 return 0
 `)
 
+// restoreAbandonedScript writes back the abandoned calls (ARGV[2:]) of a
+// session being restored, as dropScript leaves them; a call the hash holds
+// as answered stays so. ARGV[1]: the hash's time to live (ms).
+var restoreAbandonedScript = redis.NewScript(`
+for i = 2, #ARGV do
+  local st = redis.call('HGET', KEYS[1], 'c:' .. ARGV[i])
+  if not st or st == 'pending' then
+    redis.call('HSET', KEYS[1], 'c:' .. ARGV[i], 'abandoned')
+    redis.call('HDEL', KEYS[1], 'i:' .. ARGV[i])
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 0
+`)
+
 // putScript writes a session unless its record is finished: 1 written,
 // 0 kept (the session had ended). A running session joins its owner's set,
 // a finished one leaves it.
@@ -476,15 +491,29 @@ func (r *redisStore) fetchAnswer(ctx context.Context, sessionID, callID string) 
 	return &a, nil
 }
 
-// restore writes the pending calls before the session record: a reader
-// that sees the restored session running (another gateway answering a tool
-// result) then also finds its calls. The other order left a window in which
-// a session listed as running had "no pending call". Calls written for a
-// session that turns out to be ended expire with their hash.
-func (r *redisStore) restore(ctx context.Context, s *Session, pending []PendingCall) error {
+// restore writes the calls, pending and abandoned, before the session
+// record: a reader that sees the restored session running (another gateway
+// answering a tool result) then also finds its calls. The other order left
+// a window in which a session listed as running had "no pending call".
+// Calls written for a session that turns out to be ended expire with their
+// hash.
+func (r *redisStore) restore(ctx context.Context, s *Session, pending []PendingCall, abandoned []string) error {
 	for _, c := range pending {
 		if err := r.addCall(ctx, s, c); err != nil {
 			return err
+		}
+	}
+	if len(abandoned) > 0 {
+		args := make([]any, 0, len(abandoned)+1)
+		args = append(args, r.ttl(s).Milliseconds())
+		for _, id := range abandoned {
+			args = append(args, id)
+		}
+		bctx, cancel := r.bound(ctx)
+		err := restoreAbandonedScript.Run(bctx, r.rdb, []string{r.callsKey(s.ID)}, args...).Err()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("restoring the abandoned calls of session %s: %w", s.ID, err)
 		}
 	}
 	return r.put(ctx, s)
