@@ -87,38 +87,16 @@ func TestLateAnswerToAbandonedCall(t *testing.T) {
 // CALL_ABANDONED (404 before), and the session's next call is answered as
 // usual, a second answer to it 409.
 func lateAnswerAfterToolTimeout(t *testing.T, store string) {
-	g, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = g.Destroy(context.Background()) })
+	quickTool := withQuickTool(t, 1000)
 	_, srv := newTestBroker(t, func(o *BrokerOptions) {
-		o.Guard = g
-		o.Tools.Register(ToolDefinition{Name: "client:quick", Guard: ToolGuard{Timeout: &guard.TimeoutConfig{ExecuteMs: 1000}}})
+		quickTool(o)
 		useStore(t, o, store)
 	})
-	s := startExecute(t, srv.URL, map[string]any{"code": `
-let first = "";
-try { await callTool("client:quick", {}); } catch (e) { first = e.code; }
-return [first, await callTool("client:prompt", {question: "y?"})];`}, nil)
-	var sess Session
-	s.next().decode(t, &sess)
-	var quick, prompt ToolCallPayload
-	s.next().decode(t, &quick)
-	if ev := s.next(); ev.Type != EventToolResult {
-		t.Fatalf("after the quick call: %s %s", ev.Type, ev.Payload)
-	}
-	s.next().decode(t, &prompt)
+	s, sess, quick, prompt := quickThenPrompt(t, srv.URL)
 	url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
-	code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": quick.CallID, "result": 1}, nil)
-	if code != http.StatusConflict || errorCode(t, body) != CodeCallAbandoned {
-		t.Errorf("answer to the timed-out call of a running session: %d %s", code, body)
-	}
-	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": prompt.CallID, "result": "y"}, nil); code != http.StatusOK {
-		t.Fatalf("answer to the waiting call: %d %s", code, body)
-	}
+	answerQuickThenPrompt(t, url, quick, prompt, "while the session runs")
 	// The session may have finished by now.
-	code, _, body = do(t, http.MethodPost, url, map[string]any{"callId": prompt.CallID, "result": "y"}, nil)
+	code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": prompt.CallID, "result": "y"}, nil)
 	if c := errorCode(t, body); code != http.StatusConflict || c != CodeCallAlreadyAnswered && c != CodeSessionFinished {
 		t.Errorf("second answer: %d %s", code, body)
 	}
@@ -130,6 +108,51 @@ return [first, await callTool("client:prompt", {question: "y?"})];`}, nil)
 	evs[len(evs)-1].decode(t, &res)
 	if string(res.Result) != `["EXECUTION_TIMEOUT","y"]` {
 		t.Errorf("events %s, result %s", types(evs), res.Result)
+	}
+}
+
+// withQuickTool gives a broker an enabled guard and client:quick, a tool
+// the caller answers whose guard timeout is ms.
+func withQuickTool(t *testing.T, ms int64) func(*BrokerOptions) {
+	g, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Destroy(context.Background()) })
+	return func(o *BrokerOptions) {
+		o.Guard = g
+		o.Tools.Register(ToolDefinition{Name: "client:quick", Guard: ToolGuard{Timeout: &guard.TimeoutConfig{ExecuteMs: ms}}})
+	}
+}
+
+// quickThenPrompt starts a session on base whose client:quick call times
+// out (its code is the first item of the result) and which then waits for
+// client:prompt (the second); it returns once that call is announced.
+func quickThenPrompt(t *testing.T, base string) (s *stream, sess Session, quick, prompt ToolCallPayload) {
+	t.Helper()
+	s = startExecute(t, base, map[string]any{"code": `
+let first = "";
+try { await callTool("client:quick", {}); } catch (e) { first = e.code; }
+return [first, await callTool("client:prompt", {question: "y?"})];`}, nil)
+	s.next().decode(t, &sess)
+	s.next().decode(t, &quick)
+	if ev := s.next(); ev.Type != EventToolResult {
+		t.Fatalf("after the quick call: %s %s", ev.Type, ev.Payload)
+	}
+	s.next().decode(t, &prompt)
+	return s, sess, quick, prompt
+}
+
+// answerQuickThenPrompt posts the answers to quickThenPrompt's calls to
+// url: 409 CALL_ABANDONED for the timed-out one, 200 for the waiting one.
+func answerQuickThenPrompt(t *testing.T, url string, quick, prompt ToolCallPayload, when string) {
+	t.Helper()
+	code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": quick.CallID, "result": 1}, nil)
+	if code != http.StatusConflict || errorCode(t, body) != CodeCallAbandoned {
+		t.Errorf("answer to the timed-out call %s: %d %s", when, code, body)
+	}
+	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": prompt.CallID, "result": "y"}, nil); code != http.StatusOK {
+		t.Fatalf("answer to the waiting call %s: %d %s", when, code, body)
 	}
 }
 

@@ -16,7 +16,6 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
-	"github.com/codemode-gateway/caddy-codemode/guard"
 	"github.com/codemode-gateway/caddy-codemode/guard/redistest"
 )
 
@@ -326,30 +325,14 @@ func (sickEngine) Health() sandbox.EngineHealth {
 // is answered there as usual. Only the waiting calls were written back.
 func TestRestoredSessionKeepsAbandonedCalls(t *testing.T) {
 	rdb, prefix := redistest.Client(t)
-	g, err := guard.NewGuardManager(context.Background(), guard.GuardConfig{Enabled: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = g.Destroy(context.Background()) })
+	quickTool := withQuickTool(t, 200)
 	a, aSrv := newTestBroker(t, func(o *BrokerOptions) {
 		onRedis(rdb, prefix, 300*time.Millisecond)(o)
-		o.Guard = g
-		o.Tools.Register(ToolDefinition{Name: "client:quick", Guard: ToolGuard{Timeout: &guard.TimeoutConfig{ExecuteMs: 200}}})
+		quickTool(o)
 	})
 	_, bSrv := newTestBroker(t, onRedis(rdb, prefix, 300*time.Millisecond))
 	a.answerPoll = 50 * time.Millisecond
-	s := startExecute(t, aSrv.URL, map[string]any{"code": `
-let first = "";
-try { await callTool("client:quick", {}); } catch (e) { first = e.code; }
-return [first, await callTool("client:prompt", {question: "y?"})];`, "timeout": 30000}, nil)
-	var sess Session
-	s.next().decode(t, &sess)
-	var quick, prompt ToolCallPayload
-	s.next().decode(t, &quick)
-	if ev := s.next(); ev.Type != EventToolResult {
-		t.Fatalf("after the quick call: %s %s", ev.Type, ev.Payload)
-	}
-	s.next().decode(t, &prompt)
+	s, sess, quick, prompt := quickThenPrompt(t, aSrv.URL)
 
 	ctx := context.Background()
 	if err := rdb.Del(ctx, prefix+"session:"+sess.ID, prefix+"calls:"+sess.ID, prefix+"owner:"+a.owner).Err(); err != nil {
@@ -359,14 +342,7 @@ return [first, await callTool("client:prompt", {question: "y?"})];`, "timeout": 
 		code, _, body := do(t, http.MethodGet, bSrv.URL+"/sessions/"+sess.ID, nil, nil)
 		return code == http.StatusOK && contains(body, `"status":"running"`)
 	})
-	url := bSrv.URL + "/sessions/" + sess.ID + "/tool-result"
-	code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": quick.CallID, "result": 1}, nil)
-	if code != http.StatusConflict || errorCode(t, body) != CodeCallAbandoned {
-		t.Errorf("answer to the abandoned call after the restore: %d %s", code, body)
-	}
-	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": prompt.CallID, "result": "y"}, nil); code != http.StatusOK {
-		t.Fatalf("answer to the waiting call after the restore: %d %s", code, body)
-	}
+	answerQuickThenPrompt(t, bSrv.URL+"/sessions/"+sess.ID+"/tool-result", quick, prompt, "after the restore")
 	expectResult(t, s, `["EXECUTION_TIMEOUT","y"]`)
 }
 
