@@ -13,13 +13,7 @@ import (
 // read nothing of why. With handle_errors routes the body is theirs, the
 // code in {http.vars.codemode_auth_code}.
 func TestCaddyBearerRefusalBody(t *testing.T) {
-	idp := newFakeIDP(t)
-	port := freePort(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	resource := base + "/private"
-	startCaddy(t, caddyConfig(port, map[string]any{
-		"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": resource,
-	}, standardRoutes(map[string]any{"scopes": []string{"admin"}})))
+	idp, base, resource := startTransparent(t, map[string]any{"scopes": []string{"admin"}})
 	md := `Bearer resource_metadata="` + base + `/.well-known/oauth-protected-resource/private"`
 	aud := func(m map[string]any) { m["aud"] = resource }
 	for _, tc := range []struct {

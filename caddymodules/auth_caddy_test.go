@@ -200,14 +200,23 @@ func get(t *testing.T, u, token string) (*http.Response, string) {
 	return resp, string(b)
 }
 
-func TestCaddyTransparentMode(t *testing.T) {
-	idp := newFakeIDP(t)
+// startTransparent runs a gateway in transparent mode in front of a fake
+// identity provider, its protected resource at base+"/private" with the
+// handler options given (standardRoutes).
+func startTransparent(t *testing.T, handler map[string]any) (idp *fakeIDP, base, resource string) {
+	t.Helper()
+	idp = newFakeIDP(t)
 	port := freePort(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	resource := base + "/private"
+	base = fmt.Sprintf("http://127.0.0.1:%d", port)
+	resource = base + "/private"
 	startCaddy(t, caddyConfig(port, map[string]any{
 		"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": resource,
-	}, standardRoutes(nil)))
+	}, standardRoutes(handler)))
+	return idp, base, resource
+}
+
+func TestCaddyTransparentMode(t *testing.T) {
+	idp, base, resource := startTransparent(t, nil)
 	aud := func(m map[string]any) { m["aud"] = resource }
 	metadataURL := base + "/.well-known/oauth-protected-resource/private"
 
