@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"mime"
 	"net/http"
@@ -256,11 +257,17 @@ func (w *mcpWriter) unstripped(r *http.Request) *http.Request {
 		return r
 	}
 	r = r.Clone(r.Context())
-	r.Body = &peekedBody{Reader: bytes.NewReader(w.whole.buf), Closer: w.whole.Closer, buf: w.whole.buf, ok: true}
-	r.ContentLength = int64(len(w.whole.buf))
-	r.Header.Set("Content-Length", strconv.Itoa(len(w.whole.buf)))
+	setPeekedBody(r, w.whole.Closer, w.whole.buf)
 	w.unknown, w.whole = nil, nil
 	return r
+}
+
+// setPeekedBody makes buf, already read from a body that closer closes, r's
+// body and length.
+func setPeekedBody(r *http.Request, closer io.Closer, buf []byte) {
+	r.Body = &peekedBody{Reader: bytes.NewReader(buf), Closer: closer, buf: buf, ok: true}
+	r.ContentLength = int64(len(buf))
+	r.Header.Set("Content-Length", strconv.Itoa(len(buf)))
 }
 
 // legacyPrecheck refuses, with the protocol's own errors, the messages the
@@ -286,9 +293,7 @@ func (h *MCPHandler) legacyPrecheck(w http.ResponseWriter, r *http.Request) bool
 				if mw, ok := w.(*mcpWriter); ok {
 					mw.unknown, mw.whole = answers, pb
 				}
-				r.Body = &peekedBody{Reader: bytes.NewReader(buf), Closer: pb.Closer, buf: buf, ok: true}
-				r.ContentLength = int64(len(buf))
-				r.Header.Set("Content-Length", strconv.Itoa(len(buf)))
+				setPeekedBody(r, pb.Closer, buf)
 			}
 		}
 		return true // not one JSON object (a batch, or malformed): the go-sdk answers
