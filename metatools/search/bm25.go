@@ -344,6 +344,9 @@ var (
 	mdLinkRe   = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
 	urlRe      = regexp.MustCompile(`https?://\S+`)
 	sentenceRe = regexp.MustCompile(`[.!?]\s+|\n+`)
+	// noticeRe is a description that opens with a notice's label: "Note:",
+	// "**Warning:**", "Important:".
+	noticeRe = regexp.MustCompile(`(?i)^[*_\s]*(note|notice|warning|important|caution|attention)[*_\s]*:`)
 )
 
 // CleanText drops what carries no words a user would search for: HTML
@@ -437,6 +440,12 @@ func NewBM25(docs []Doc) *BM25 {
 	for i, d := range docs {
 		var body string
 		summaries[i], body = SplitSummary(d.Description)
+		if noticeRe.MatchString(summaries[i]) {
+			// "**Note:** Environment variables will soon move …": a notice
+			// opening the description says nothing of what the tool does,
+			// so the tool has no summary (its title is its name's words).
+			summaries[i], body = "", summaries[i]+" "+body
+		}
 		bodies[i] = sentences(body)
 		descs[i] = d.Description
 	}

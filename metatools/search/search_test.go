@@ -3227,3 +3227,17 @@ func TestAdminOwner(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"add an admin to the organization": "m:PostOrgsIDOwners"})
 }
+
+// TestNoticeIsNoSummary: a description that opens with a notice ("**Note:**
+// Environment variable keys will soon be moved …", Netlify's site calls) has
+// no summary: the notice's words do not make the tool's title.
+func TestNoticeIsNoSummary(t *testing.T) {
+	note := "**Note:** Environment variable keys and values will soon be moved from `build_settings.env` to a new endpoint. Please use [getEnvVars](#getEnvVars) to retrieve site environment variables."
+	docs := []Doc{
+		{Name: "m:listSites", AppID: "m", Description: note, Path: "/sites", Method: "GET"},
+		{Name: "m:listSiteFiles", AppID: "m", Path: "/sites/{site_id}/files", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:listSiteForms", AppID: "m", Path: "/sites/{site_id}/forms", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:getEnvVars", AppID: "m", Description: "Returns all environment variables for an account or site.", Path: "/accounts/{account_id}/env", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"which sites do I have": "m:listSites"})
+}
