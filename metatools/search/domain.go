@@ -77,6 +77,8 @@ var domainRelated = map[string][]string{
 	"execution": {"run"},
 	// A thing's administrators are its owners (InfluxDB's and Gitea's owners, GitHub's org admins).
 	"admin": {"owner"}, "administrator": {"owner"},
+	// Hosting APIs keep websites as sites (Netlify, Vercel, Webflow, WordPress.com).
+	"website": {"site"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -3241,3 +3241,16 @@ func TestNoticeIsNoSummary(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"which sites do I have": "m:listSites"})
 }
+
+// TestWebsiteSite: hosting APIs keep websites as sites.
+func TestWebsiteSite(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:deleteDeploy", AppID: "m", Path: "/deploys/{deploy_id}", Method: "DELETE", Required: 1, RequiredNames: []string{"deploy_id"}},
+		{Name: "m:deleteHook", AppID: "m", Path: "/hooks/{hook_id}", Method: "DELETE", Required: 1, RequiredNames: []string{"hook_id"}},
+		{Name: "m:deleteSite", AppID: "m", Path: "/sites/{site_id}", Method: "DELETE", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:listAccountsForUser", AppID: "m", Path: "/accounts", Method: "GET"},
+		{Name: "m:listDeployKeys", AppID: "m", Path: "/deploy_keys", Method: "GET"},
+		{Name: "m:listSites", AppID: "m", Path: "/sites", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"delete a website I no longer need": "m:deleteSite", "list all my websites": "m:listSites"})
+}
