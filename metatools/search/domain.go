@@ -42,7 +42,7 @@ var domainRelated = map[string][]string{
 	"alert": {"notification"}, "notify": {"notification"}, "email": {"mail", "send", "notify"},
 	"mail": {"email"}, "text": {"message", "sms"}, "sms": {"message"}, "file": {"content", "upload", "object"},
 	"content": {"file"}, "download": {"content", "file"}, "upload": {"file"}, "attachment": {"file"},
-	"label": {"tag"}, "tag": {"label"}, "category": {"tag", "label"}, "group": {"team"}, "team": {"group"},
+	"label": {"tag"}, "tag": {"label"}, "category": {"tag", "label"}, "group": {"team"},
 	"id": {"identifier"}, "identifier": {"id"}, "count": {"total", "number"}, "total": {"count"},
 	"number": {"count"}, "statistic": {"stats", "metric"}, "stats": {"statistic", "metric"}, "metric": {"stats"},
 	"usage": {"metric", "stats"}, "quota": {"limit"}, "limit": {"quota", "rate"}, "plan": {"subscription", "price"},
@@ -79,6 +79,8 @@ var domainRelated = map[string][]string{
 	"admin": {"owner"}, "administrator": {"owner"},
 	// Hosting APIs keep websites as sites (Netlify, Vercel, Webflow, WordPress.com).
 	"website": {"site"},
+	// Hosting and SaaS APIs keep a team as an account (Netlify, Vercel, Heroku).
+	"team": {"group", "account"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -3254,3 +3254,17 @@ func TestWebsiteSite(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"delete a website I no longer need": "m:deleteSite", "list all my websites": "m:listSites"})
 }
+
+// TestTeamAccount: hosting and SaaS APIs keep a team as an account (Netlify's
+// accounts are its teams, as Vercel's and Heroku's teams are accounts).
+func TestTeamAccount(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:getCurrentUser", AppID: "m", Path: "/user", Method: "GET"},
+		{Name: "m:listAccountsForUser", AppID: "m", Path: "/accounts", Method: "GET"},
+		{Name: "m:cancelAccount", AppID: "m", Path: "/accounts/{account_id}", Method: "DELETE", Required: 1, RequiredNames: []string{"account_id"}},
+		{Name: "m:cancelSiteDeploy", AppID: "m", Path: "/deploys/{deploy_id}/cancel", Method: "POST", Required: 1, RequiredNames: []string{"deploy_id"}},
+		{Name: "m:createSiteInTeam", AppID: "m", Path: "/{account_slug}/sites", Method: "POST", Required: 1, RequiredNames: []string{"account_slug"}},
+		{Name: "m:listMembersForAccount", AppID: "m", Path: "/{account_slug}/members", Method: "GET", Required: 1, RequiredNames: []string{"account_slug"}},
+	}
+	wantFirst(t, docs, map[string]string{"list the teams I belong to": "m:listAccountsForUser", "cancel my team's subscription": "m:cancelAccount"})
+}
