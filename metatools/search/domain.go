@@ -38,7 +38,7 @@ var domainRelated = map[string][]string{
 	"retry": {"rerun"}, "trigger": {"dispatch", "run"}, "run": {"execute", "exec", "dispatch"}, "execute": {"run", "exec"},
 	"exec": {"execute", "run", "command"}, "command": {"exec"},
 	"job": {"task", "run"}, "task": {"job"}, "pipeline": {"workflow", "dag"}, "workflow": {"pipeline", "dag"}, "dag": {"workflow", "pipeline"},
-	"deploy": {"deployment"}, "hook": {"webhook"}, "webhook": {"hook", "subscription"}, "notification": {"alert"},
+	"deploy": {"deployment"}, "hook": {"webhook"}, "webhook": {"hook", "subscription"}, "notification": {"alert", "hook"}, // hooks: Netlify's deploy notifications, GitLab's webhooks
 	"alert": {"notification"}, "notify": {"notification"}, "email": {"mail", "send", "notify"},
 	"mail": {"email"}, "text": {"message", "sms"}, "sms": {"message"}, "file": {"content", "upload", "object"},
 	"content": {"file"}, "download": {"content", "file"}, "upload": {"file"}, "attachment": {"file"},

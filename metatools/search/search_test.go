@@ -3268,3 +3268,16 @@ func TestTeamAccount(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"list the teams I belong to": "m:listAccountsForUser", "cancel my team's subscription": "m:cancelAccount"})
 }
+
+// TestNotificationHook: APIs keep the notifications they send out as hooks
+// (Netlify's deploy notifications, GitLab's and Bitbucket's webhooks).
+func TestNotificationHook(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:deleteDeploy", AppID: "m", Path: "/deploys/{deploy_id}", Method: "DELETE", Required: 1, RequiredNames: []string{"deploy_id"}},
+		{Name: "m:deleteDeployKey", AppID: "m", Path: "/deploy_keys/{key_id}", Method: "DELETE", Required: 1, RequiredNames: []string{"key_id"}},
+		{Name: "m:deleteHook", AppID: "m", Path: "/hooks/{hook_id}", Method: "DELETE", Required: 1, RequiredNames: []string{"hook_id"}},
+		{Name: "m:listHookTypes", AppID: "m", Path: "/hooks/types", Method: "GET"},
+		{Name: "m:listSiteForms", AppID: "m", Path: "/sites/{site_id}/forms", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+	}
+	wantFirst(t, docs, map[string]string{"what kinds of notifications can I set up": "m:listHookTypes"})
+}
