@@ -61,6 +61,11 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 	// Without articles the object may be one word: "take tag off task".
 	if first := phrasalSplit(toks); first > 0 {
 		for j := first; j < len(toks) && j <= first+1; j++ {
+			if toks[0] == "kick" && toks[j] == "off" {
+				// "kick someone off the team" removes; "kick off a
+				// build", unsplit, starts one.
+				return []Intent{IntentDelete}, map[int]bool{0: true, j: true}
+			}
 			if in, ok := phrasalIntents[[2]string{toks[0], toks[j]}]; ok {
 				return []Intent{in}, map[int]bool{0: true, j: true}
 			}

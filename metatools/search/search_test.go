@@ -1358,6 +1358,9 @@ func TestTelegraphic(t *testing.T) {
 		{"turn feature flag on in production", IntentUpdate},
 		{"kick someone out of a group", IntentDelete},
 		{"log them out", IntentDelete},
+		{"kick someone off the team", IntentDelete},
+		{"kick a user off the project", IntentDelete},
+		{"kick off a new build", IntentCreate},
 	} {
 		if got := QueryIntents(c.q); len(got) != 1 || got[0] != c.want {
 			t.Errorf("QueryIntents(%q) = %v, want %v", c.q, got, c.want)
