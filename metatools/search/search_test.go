@@ -3284,3 +3284,15 @@ func TestNotificationHook(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"what kinds of notifications can I set up": "m:listHookTypes"})
 }
+
+// TestPinLock: pinning a deploy or a version keeps it, which APIs call
+// locking it (Netlify's lockDeploy).
+func TestPinLock(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:getCurrentUser", AppID: "m", Path: "/user", Method: "GET"},
+		{Name: "m:listSiteDeploys", AppID: "m", Path: "/sites/{site_id}/deploys", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}, Params: "production branch"},
+		{Name: "m:lockDeploy", AppID: "m", Path: "/deploys/{deploy_id}/lock", Method: "POST", Required: 1, RequiredNames: []string{"deploy_id"}},
+		{Name: "m:unlockDeploy", AppID: "m", Path: "/deploys/{deploy_id}/unlock", Method: "POST", Required: 1, RequiredNames: []string{"deploy_id"}},
+	}
+	wantFirst(t, docs, map[string]string{"pin production to the current deploy": "m:lockDeploy"})
+}
