@@ -19,6 +19,7 @@ var phrasalIntents = map[[2]string]Intent{
 	{"take", "down"}: IntentDelete, {"take", "back"}: IntentDelete, {"clean", "up"}: IntentDelete,
 	{"get", "rid"}: IntentDelete, {"tear", "down"}: IntentDelete, {"wipe", "out"}: IntentDelete,
 	{"sign", "out"}: IntentDelete, {"kick", "out"}: IntentDelete, {"log", "out"}: IntentDelete, {"log", "off"}: IntentDelete, {"take", "off"}: IntentDelete,
+	{"take", "out"}: IntentDelete, {"throw", "away"}: IntentDelete, {"throw", "out"}: IntentDelete,
 	{"roll", "out"}: IntentUpdate, {"roll", "back"}: IntentUpdate,
 }
 

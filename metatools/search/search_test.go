@@ -1361,6 +1361,9 @@ func TestTelegraphic(t *testing.T) {
 		{"kick someone off the team", IntentDelete},
 		{"kick a user off the project", IntentDelete},
 		{"kick off a new build", IntentCreate},
+		{"throw away a deploy key", IntentDelete},
+		{"take out an injected script", IntentDelete},
+		{"throw out the old drafts", IntentDelete},
 	} {
 		if got := QueryIntents(c.q); len(got) != 1 || got[0] != c.want {
 			t.Errorf("QueryIntents(%q) = %v, want %v", c.q, got, c.want)
