@@ -79,6 +79,8 @@ var domainRelated = map[string][]string{
 	"admin": {"owner"}, "administrator": {"owner"},
 	// Hosting APIs keep websites as sites (Netlify, Vercel, Webflow, WordPress.com).
 	"website": {"site"},
+	// A script injected into a site's pages is a snippet (Netlify's and Webflow's snippets of custom code).
+	"script": {"snippet"},
 	// Pinning a deploy or a version keeps it live: the API locks it (Netlify locks a deploy).
 	"pin": {"lock"},
 	// Hosting and SaaS APIs keep a team as an account (Netlify, Vercel, Heroku).

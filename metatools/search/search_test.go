@@ -3299,3 +3299,16 @@ func TestPinLock(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"pin production to the current deploy": "m:lockDeploy"})
 }
+
+// TestScriptSnippet: a script injected into a site's pages is a snippet.
+func TestScriptSnippet(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:listSiteForms", AppID: "m", Path: "/sites/{site_id}/forms", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:listSiteSubmissions", AppID: "m", Path: "/sites/{site_id}/submissions", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:createSiteSnippet", AppID: "m", Path: "/sites/{site_id}/snippets", Method: "POST", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:listSiteSnippets", AppID: "m", Path: "/sites/{site_id}/snippets", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:deleteSiteSnippet", AppID: "m", Path: "/sites/{site_id}/snippets/{snippet_id}", Method: "DELETE", Required: 2, RequiredNames: []string{"site_id", "snippet_id"}},
+		{Name: "m:deleteSiteForm", AppID: "m", Path: "/sites/{site_id}/forms/{form_id}", Method: "DELETE", Required: 2, RequiredNames: []string{"site_id", "form_id"}},
+	}
+	wantFirst(t, docs, map[string]string{"add an analytics script to my site": "m:createSiteSnippet", "which scripts run on my site": "m:listSiteSnippets", "remove a script from my site": "m:deleteSiteSnippet"})
+}
