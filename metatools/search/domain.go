@@ -37,7 +37,8 @@ var domainRelated = map[string][]string{
 	"audit": {"log"}, "activity": {"event", "log"}, "event": {"activity"}, "rerun": {"run", "retry"},
 	"retry": {"rerun"}, "trigger": {"dispatch", "run"}, "run": {"execute", "exec", "dispatch"}, "execute": {"run", "exec"},
 	"exec": {"execute", "run", "command"}, "command": {"exec"},
-	"job": {"task", "run"}, "task": {"job"}, "pipeline": {"workflow", "dag"}, "workflow": {"pipeline", "dag"}, "dag": {"workflow", "pipeline"},
+	// pipeline → build: a CI pipeline's run is a build (Jenkins, Travis CI, CircleCI, Netlify).
+	"job": {"task", "run"}, "task": {"job"}, "pipeline": {"workflow", "dag", "build"}, "workflow": {"pipeline", "dag"}, "dag": {"workflow", "pipeline"},
 	"deploy": {"deployment"}, "hook": {"webhook"}, "webhook": {"hook", "subscription"}, "notification": {"alert", "hook"}, // hooks: Netlify's deploy notifications, GitLab's webhooks
 	"alert": {"notification"}, "notify": {"notification"}, "email": {"mail", "send", "notify"},
 	"mail": {"email"}, "text": {"message", "sms"}, "sms": {"message"}, "file": {"content", "upload", "object"},

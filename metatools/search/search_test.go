@@ -3312,3 +3312,14 @@ func TestScriptSnippet(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"add an analytics script to my site": "m:createSiteSnippet", "which scripts run on my site": "m:listSiteSnippets", "remove a script from my site": "m:deleteSiteSnippet"})
 }
+
+// TestPipelineBuild: a CI pipeline's run is a build (Jenkins, Travis CI,
+// CircleCI, Netlify).
+func TestPipelineBuild(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:listSiteFiles", AppID: "m", Path: "/sites/{site_id}/files", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:listSiteForms", AppID: "m", Path: "/sites/{site_id}/forms", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:listSiteBuilds", AppID: "m", Path: "/sites/{site_id}/builds", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+	}
+	wantFirst(t, docs, map[string]string{"show the pipeline runs of a site": "m:listSiteBuilds"})
+}
