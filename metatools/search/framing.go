@@ -1,6 +1,7 @@
 package search
 
 import (
+	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -19,7 +20,28 @@ import (
 // where it happens (returned) and without a wrapper around it.
 func (ix *BM25) request(query string) (string, map[string]bool) {
 	query, apps := ix.withoutApps(query)
-	return requestOf(query), apps
+	return requestOf(ix.joinHyphenated(query)), apps
+}
+
+// hyphenatedRe is two words joined by a hyphen ("add-on", "sign-up").
+var hyphenatedRe = regexp.MustCompile(`\b([A-Za-z]+)-([A-Za-z]+)\b`)
+
+// joinHyphenated writes as one word a hyphenated pair the catalog writes
+// so ("add-ons": addons, where "add" would read as the verb and "ons" as
+// a word of its own).
+func (ix *BM25) joinHyphenated(query string) string {
+	if !strings.Contains(query, "-") {
+		return query
+	}
+	return hyphenatedRe.ReplaceAllStringFunc(query, func(m string) string {
+		joined := strings.ReplaceAll(m, "-", "")
+		for _, l := range Lemmas(strings.ToLower(joined)) {
+			if _, ok := ix.idf[l]; ok {
+				return joined
+			}
+		}
+		return m
+	})
 }
 
 // framingWords are the words a wrapper is made of: function words,

@@ -3323,3 +3323,14 @@ func TestPipelineBuild(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"show the pipeline runs of a site": "m:listSiteBuilds"})
 }
+
+// TestHyphenatedJoined: a hyphenated pair the catalog writes as one word
+// ("add-on": addon) is that word, not the verb "add" and a word "ons".
+func TestHyphenatedJoined(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:addMemberToAccount", AppID: "m", Path: "/{account_slug}/members", Method: "POST", Required: 1, RequiredNames: []string{"account_slug"}},
+		{Name: "m:createDeployKey", AppID: "m", Path: "/deploy_keys", Method: "POST"},
+		{Name: "m:createServiceInstance", AppID: "m", Path: "/sites/{site_id}/services/{addon}/instances", Method: "POST", Required: 2, RequiredNames: []string{"site_id", "addon"}, Params: "site_id addon"},
+	}
+	wantFirst(t, docs, map[string]string{"install an add-on": "m:createServiceInstance"})
+}
