@@ -3334,3 +3334,15 @@ func TestHyphenatedJoined(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"install an add-on": "m:createServiceInstance"})
 }
+
+// TestAddonService: an add-on is a service, plugin, extension or
+// integration (Netlify's and Heroku's add-on services).
+func TestAddonService(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:listSites", AppID: "m", Path: "/sites", Method: "GET"},
+		{Name: "m:listSiteFiles", AppID: "m", Path: "/sites/{site_id}/files", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:showService", AppID: "m", Path: "/services/{addonName}", Method: "GET", Required: 1, RequiredNames: []string{"addonName"}, Params: "addonName"},
+		{Name: "m:listServiceInstancesForSite", AppID: "m", Path: "/sites/{site_id}/service-instances", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+	}
+	wantFirst(t, docs, map[string]string{"list the add-ons installed on a site": "m:listServiceInstancesForSite"})
+}
