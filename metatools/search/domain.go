@@ -80,6 +80,8 @@ var domainRelated = map[string][]string{
 	"admin": {"owner"}, "administrator": {"owner"},
 	// Hosting APIs keep websites as sites (Netlify, Vercel, Webflow, WordPress.com).
 	"website": {"site"},
+	// A domain's DNS is kept as a zone (Netlify's DNS zones, Route 53's hosted zones, Cloudflare's zones).
+	"domain": {"zone"},
 	// An add-on is a service, plugin, extension or integration (Netlify's and Heroku's add-on services).
 	"addon": {"service", "plugin", "extension", "integration"},
 	// A script injected into a site's pages is a snippet (Netlify's and Webflow's snippets of custom code).

@@ -3346,3 +3346,14 @@ func TestAddonService(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"list the add-ons installed on a site": "m:listServiceInstancesForSite"})
 }
+
+// TestDomainZone: a domain's DNS is kept as a zone (Netlify's DNS zones,
+// Route 53's hosted zones, Cloudflare's zones).
+func TestDomainZone(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:createDnsRecord", AppID: "m", Path: "/dns_zones/{zone_id}/dns_records", Method: "POST", Required: 1, RequiredNames: []string{"zone_id"}},
+		{Name: "m:createDnsZone", AppID: "m", Path: "/dns_zones", Method: "POST"},
+		{Name: "m:configureDNSForSite", AppID: "m", Path: "/sites/{site_id}/dns", Method: "PUT", Required: 1, RequiredNames: []string{"site_id"}},
+	}
+	wantFirst(t, docs, map[string]string{"host the DNS of a new domain": "m:createDnsZone"})
+}
