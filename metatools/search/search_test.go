@@ -3357,3 +3357,15 @@ func TestDomainZone(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"host the DNS of a new domain": "m:createDnsZone"})
 }
+
+// TestReleaseDeploy: a release of a site or an app is a deploy (Netlify's
+// and Vercel's deploys, Heroku's releases).
+func TestReleaseDeploy(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:listSites", AppID: "m", Path: "/sites", Method: "GET"},
+		{Name: "m:listSiteFiles", AppID: "m", Path: "/sites/{site_id}/files", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:listSiteDeploys", AppID: "m", Path: "/sites/{site_id}/deploys", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+		{Name: "m:listSiteForms", AppID: "m", Path: "/sites/{site_id}/forms", Method: "GET", Required: 1, RequiredNames: []string{"site_id"}},
+	}
+	wantFirst(t, docs, map[string]string{"list the recent releases of a site": "m:listSiteDeploys"})
+}
