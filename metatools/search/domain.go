@@ -80,6 +80,8 @@ var domainRelated = map[string][]string{
 	"admin": {"owner"}, "administrator": {"owner"},
 	// Hosting APIs keep websites as sites (Netlify, Vercel, Webflow, WordPress.com).
 	"website": {"site"},
+	// A var is a variable ("env var", "config var").
+	"var": {"variable"},
 	// A release of a site or an app is a deploy (Netlify's and Vercel's deploys, Heroku's releases).
 	"release": {"deploy", "deployment"},
 	// A domain's DNS is kept as a zone (Netlify's DNS zones, Route 53's hosted zones, Cloudflare's zones).

@@ -3369,3 +3369,13 @@ func TestReleaseDeploy(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"list the recent releases of a site": "m:listSiteDeploys"})
 }
+
+// TestVarVariable: a var is a variable ("env var", "config var").
+func TestVarVariable(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:getEnvVariable", AppID: "m", Description: "Returns an individual environment variable.", Path: "/accounts/{account_id}/variables/{key}", Method: "GET", Required: 2, RequiredNames: []string{"account_id", "key"}},
+		{Name: "m:listEnvironments", AppID: "m", Description: "Returns the environments of a project.", Path: "/environments", Method: "GET"},
+		{Name: "m:getVersion", AppID: "m", Description: "Returns one version of a project.", Path: "/versions/{version_id}", Method: "GET", Required: 1, RequiredNames: []string{"version_id"}},
+	}
+	wantFirst(t, docs, map[string]string{"read one var": "m:getEnvVariable"})
+}
