@@ -66,6 +66,12 @@ type Broker struct {
 	// finishing, set by tests before any session, is called when a run's
 	// script has ended, before its final record is written.
 	finishing func(sessionID string)
+	// delivering, set by tests before any session, is called before a
+	// caller's answer is handed to the local run waiting for it.
+	delivering func(a *toolAnswer)
+	// callEnding, set by tests before any session, is called when the
+	// context of a call waiting for its caller ends.
+	callEnding func(sessionID, callID string)
 
 	watchMu  sync.Mutex
 	watchers map[string]map[chan struct{}]struct{} // session id -> Await calls waiting here
@@ -420,6 +426,9 @@ func (b *Broker) deliver(a *toolAnswer) {
 		}
 		b.watchMu.Unlock()
 		return
+	}
+	if b.delivering != nil {
+		b.delivering(a)
 	}
 	b.mu.Lock()
 	r := b.runs[a.SessionID]

@@ -347,7 +347,7 @@ func TestRestoredSessionKeepsAbandonedCalls(t *testing.T) {
 }
 
 // TestRestoreAbandonedCalls: the stores' restore writes an abandoned call
-// as dropCall leaves one (an answer is errCallAbandoned), whether the store
+// as abandonCall leaves one (an answer is errCallAbandoned), whether the store
 // lost the call or still holds it pending, and keeps one it holds as
 // answered so (a second answer is errCallAnswered), memory and Redis.
 func TestRestoreAbandonedCalls(t *testing.T) {

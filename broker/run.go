@@ -490,6 +490,30 @@ func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(b
 				return answered(a)
 			}
 		case <-ctx.Done():
+			if b.callEnding != nil {
+				b.callEnding(sess.ID, callID)
+			}
+			// The store decides whether the answer or the end came first:
+			// an answer it accepted (its caller was told 200) is the call's
+			// outcome, although the context ended before it arrived; any
+			// later one is 409 CALL_ABANDONED. The call used to end with
+			// its context's error whenever the select took that branch,
+			// and an accepted answer went nowhere.
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			a, err := b.store.abandonCall(dctx, sess.ID, callID)
+			cancel()
+			if err != nil {
+				r.log.Warn("marking a call that stopped waiting abandoned", zap.Error(err))
+			}
+			if a == nil {
+				select {
+				case a = <-ch: // delivered before it left (memory: under the store's lock)
+				default:
+				}
+			}
+			if a != nil {
+				return answered(a)
+			}
 			m.callerWaitEnded("abandoned", b.now().Sub(waitStart))
 			// Kept for restores: a store that lost the session would
 			// otherwise answer a late result 404, as for an id never issued.
@@ -499,9 +523,6 @@ func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(b
 				r.abandoned = append(r.abandoned, callID)
 			}
 			r.mu.Unlock()
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_ = b.store.dropCall(dctx, sess.ID, callID)
-			cancel()
 			return nil, ctx.Err()
 		}
 	}

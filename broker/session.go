@@ -151,9 +151,13 @@ type store interface {
 	// notify tells every broker sharing the store (this one included) that
 	// the session changed: Await re-reads it.
 	notify(ctx context.Context, sessionID string) error
-	// dropCall marks a call that stopped waiting (timeout, abort, worker
-	// lost) abandoned; the mark lives as long as the session's record.
-	dropCall(ctx context.Context, sessionID, callID string) error
+	// abandonCall marks a call that stopped waiting (timeout, abort, worker
+	// lost) abandoned; the mark lives as long as the session's record. The
+	// store decides which came first: a call it had already marked answered
+	// stays so, and its answer is returned (Redis), or was handed to the
+	// broker under the same lock (memory: it is in the call's channel), so
+	// that the call uses what its caller was told was accepted.
+	abandonCall(ctx context.Context, sessionID, callID string) (*toolAnswer, error)
 	// closeCalls marks a session whose script ended (before its final
 	// record is written) so late results get 409 SESSION_FINISHED.
 	closeCalls(ctx context.Context, s *Session) error
@@ -367,13 +371,13 @@ func sortCalls(calls []PendingCall) {
 	})
 }
 
-func (m *memoryStore) dropCall(_ context.Context, sessionID, callID string) error {
+func (m *memoryStore) abandonCall(_ context.Context, sessionID, callID string) (*toolAnswer, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.sessions[sessionID]; ok {
 		e.abandon(callID, false)
 	}
-	return nil
+	return nil, nil
 }
 
 // abandon marks a pending call abandoned, and an unknown one too when
@@ -423,9 +427,13 @@ func (m *memoryStore) resolveCall(_ context.Context, a *toolAnswer) error {
 		m.mu.Unlock()
 		return errCallAbandoned
 	}
+	// Delivered under the lock: a call that stops waiting (abandonCall)
+	// either finds it answered and its answer already in its channel, or
+	// marks it abandoned first. Delivered after, an answer accepted (200)
+	// could reach the call after it had left, and nothing read it.
 	c.state = callAnswered
-	m.mu.Unlock()
 	m.deliver(a)
+	m.mu.Unlock()
 	return nil
 }
 

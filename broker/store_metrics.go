@@ -49,8 +49,9 @@ func (c countedRedisStore) notify(ctx context.Context, sessionID string) error {
 	return c.failed("notify", c.redisStore.notify(ctx, sessionID))
 }
 
-func (c countedRedisStore) dropCall(ctx context.Context, sessionID, callID string) error {
-	return c.failed("drop_call", c.redisStore.dropCall(ctx, sessionID, callID))
+func (c countedRedisStore) abandonCall(ctx context.Context, sessionID, callID string) (*toolAnswer, error) {
+	a, err := c.redisStore.abandonCall(ctx, sessionID, callID)
+	return a, c.failed("drop_call", err)
 }
 
 func (c countedRedisStore) closeCalls(ctx context.Context, s *Session) error {

@@ -107,20 +107,25 @@ redis.call('PUBLISH', ARGV[3], ARGV[2])
 return 4
 `)
 
-// dropScript marks a call that stopped waiting abandoned, dropping its
+// abandonScript marks a call that stopped waiting abandoned, dropping its
 // input; the mark expires with the hash, so a late answer is 409
-// CALL_ABANDONED, not 404 as for an id never issued. ARGV: the call's
-// "c:" and "i:" fields.
-var dropScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) == 'pending' then
+// CALL_ABANDONED, not 404 as for an id never issued. A call already
+// answered stays so and its answer is returned: the answer came first, its
+// caller was told 200, and the call uses it. ARGV: the call's "c:", "i:"
+// and "ac:" fields.
+var abandonScript = redis.NewScript(`
+local st = redis.call('HGET', KEYS[1], ARGV[1])
+if st == 'pending' then
   redis.call('HSET', KEYS[1], ARGV[1], 'abandoned')
   redis.call('HDEL', KEYS[1], ARGV[2])
+elseif st == 'answered' then
+  return redis.call('HGET', KEYS[1], ARGV[3])
 end
-return 0
+return false
 `)
 
 // restoreAbandonedScript writes back the abandoned calls (ARGV[2:]) of a
-// session being restored, as dropScript leaves them; a call the hash holds
+// session being restored, as abandonScript leaves them; a call the hash holds
 // as answered stays so. ARGV[1]: the hash's time to live (ms).
 var restoreAbandonedScript = redis.NewScript(`
 for i = 2, #ARGV do
@@ -417,10 +422,26 @@ func (r *redisStore) notify(ctx context.Context, sessionID string) error {
 	return nil
 }
 
-func (r *redisStore) dropCall(ctx context.Context, sessionID, callID string) error {
+func (r *redisStore) abandonCall(ctx context.Context, sessionID, callID string) (*toolAnswer, error) {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	return dropScript.Run(ctx, r.rdb, []string{r.callsKey(sessionID)}, "c:"+callID, "i:"+callID).Err()
+	b, err := abandonScript.Run(ctx, r.rdb, []string{r.callsKey(sessionID)}, "c:"+callID, "i:"+callID, "ac:"+callID).Text()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("abandoning call %s of session %s: %w", callID, sessionID, err)
+	}
+	return decodeAnswer(b)
+}
+
+// decodeAnswer decodes a stored answer ("ac:" field).
+func decodeAnswer(b string) (*toolAnswer, error) {
+	var a toolAnswer
+	if err := json.Unmarshal([]byte(b), &a); err != nil {
+		return nil, fmt.Errorf("decoding a stored tool answer: %w", err)
+	}
+	return &a, nil
 }
 
 func (r *redisStore) closeCalls(ctx context.Context, s *Session) error {
@@ -477,18 +498,14 @@ func (r *redisStore) resolveCall(ctx context.Context, a *toolAnswer) error {
 func (r *redisStore) fetchAnswer(ctx context.Context, sessionID, callID string) (*toolAnswer, error) {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	b, err := r.rdb.HGet(ctx, r.callsKey(sessionID), "ac:"+callID).Bytes()
+	b, err := r.rdb.HGet(ctx, r.callsKey(sessionID), "ac:"+callID).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var a toolAnswer
-	if err := json.Unmarshal(b, &a); err != nil {
-		return nil, err
-	}
-	return &a, nil
+	return decodeAnswer(b)
 }
 
 // restore writes the calls, pending and abandoned, before the session

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
@@ -404,9 +405,37 @@ func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *inv
 		return nil, err
 	}
 	defer func() { _ = ticket.Release(context.WithoutCancel(ctx)) }()
-	out, err := guard.WithTimeout(ctx, ms, name, fn)
+	var out json.RawMessage
+	if deadline {
+		out, err = guard.WithTimeout(ctx, ms, name, fn)
+	} else {
+		out, err = callerTimeout(ctx, ms, name, fn)
+	}
 	if ms > 0 {
 		m.ObserveTimeout(err)
+	}
+	return out, err
+}
+
+// errCallerTimeout is the cause of a caller-answered call's context ended
+// by the tool's guard timeout.
+var errCallerTimeout = errors.New("the tool's timeout passed")
+
+// callerTimeout runs a caller-answered call (awaitCaller) under the tool's
+// guard timeout, ms (none when 0 or less). Unlike guard.WithTimeout it
+// waits for the call, which returns as soon as its context ends: the call
+// may still return an answer the store accepted just before, and that
+// answer is its outcome. guard.WithTimeout returned at the deadline, so
+// such an answer, its caller told 200, was dropped.
+func callerTimeout(ctx context.Context, ms int64, name string, fn func(context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
+	if ms <= 0 {
+		return fn(ctx)
+	}
+	cctx, cancel := context.WithTimeoutCause(ctx, time.Duration(ms)*time.Millisecond, errCallerTimeout)
+	defer cancel()
+	out, err := fn(cctx)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && context.Cause(cctx) == errCallerTimeout {
+		return nil, guard.NewExecutionTimeoutError(name, ms)
 	}
 	return out, err
 }
