@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -13,14 +12,16 @@ import (
 )
 
 // TestLateAnswerToAbandonedCall: an answer to a call whose script timed
-// out while it waited is 409 CALL_ABANDONED, in the memory and the Redis
-// store, not 404 as for an id never issued (which stays 404); once the
-// session is finished it is 409 SESSION_FINISHED. The call used to be
-// deleted when it stopped waiting, and until the finished session closed
-// its calls a late answer was 404 (TestAbuseAgainstTheGateway saw one for
-// a call whose worker was lost). The engine holds the run after the
-// script's end, before the session is written finished, and the answer
-// comes once the call has stopped waiting: the window of that 404.
+// out while it waited is 409 SESSION_FINISHED, in the memory and the Redis
+// store, as soon as the engine has reported the script's end (the calls
+// close then, sandbox.EndHost), an answer to an id never issued too. The
+// call used to be deleted when it stopped waiting, and until the finished
+// session closed its calls a late answer was 404
+// (TestAbuseAgainstTheGateway saw one for a call whose worker was lost),
+// then 409 CALL_ABANDONED. The engine holds the run after the script's
+// end, before the session is written finished, and the answer comes once
+// the call has stopped waiting: the window of that 404. A call that stops
+// waiting while its session goes on is CALL_ABANDONED (tool timeout).
 func TestLateAnswerToAbandonedCall(t *testing.T) {
 	for _, store := range []string{"memory", "redis"} {
 		t.Run(store+"/script timeout", func(t *testing.T) {
@@ -56,13 +57,11 @@ func TestLateAnswerToAbandonedCall(t *testing.T) {
 				t.Fatalf("the call ended %+v", ev)
 			}
 			url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
-			code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": call.CallID, "result": 1}, nil)
-			if code != http.StatusConflict || errorCode(t, body) != CodeCallAbandoned {
-				t.Errorf("answer to the abandoned call: %d %s", code, body)
-			}
-			code, _, body = do(t, http.MethodPost, url, map[string]any{"callId": "99", "result": 1}, nil)
-			if code != http.StatusNotFound || errorCode(t, body) != CodeNotFound {
-				t.Errorf("answer to a call never made: %d %s", code, body)
+			for _, id := range []string{call.CallID, "99"} {
+				code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": id, "result": 1}, nil)
+				if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
+					t.Errorf("answer to call %s after the script's end: %d %s", id, code, body)
+				}
 			}
 			// A refused answer is no storage failure.
 			if v := testutil.ToFloat64(m.redisErrors.WithLabelValues("resolve_call")); v != 0 {
@@ -73,7 +72,7 @@ func TestLateAnswerToAbandonedCall(t *testing.T) {
 			if len(evs) == 0 || evs[len(evs)-1].Type != EventError {
 				t.Fatalf("events after the call: %s", types(evs))
 			}
-			code, _, body = do(t, http.MethodPost, url, map[string]any{"callId": call.CallID, "result": 1}, nil)
+			code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": call.CallID, "result": 1}, nil)
 			if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
 				t.Errorf("answer after the session's end: %d %s", code, body)
 			}
@@ -84,8 +83,8 @@ func TestLateAnswerToAbandonedCall(t *testing.T) {
 
 // lateAnswerAfterToolTimeout: a caller-answered tool whose guard timeout
 // passed stops waiting while its session goes on; an answer to it is 409
-// CALL_ABANDONED (404 before), and the session's next call is answered as
-// usual, a second answer to it 409.
+// CALL_ABANDONED (404 before), one to an id never issued 404, and the
+// session's next call is answered as usual, a second answer to it 409.
 func lateAnswerAfterToolTimeout(t *testing.T, store string) {
 	quickTool := withQuickTool(t, 1000)
 	_, srv := newTestBroker(t, func(o *BrokerOptions) {
@@ -94,6 +93,9 @@ func lateAnswerAfterToolTimeout(t *testing.T, store string) {
 	})
 	s, sess, quick, prompt := quickThenPrompt(t, srv.URL)
 	url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
+	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": "99", "result": 1}, nil); code != http.StatusNotFound || errorCode(t, body) != CodeNotFound {
+		t.Errorf("answer to a call never made: %d %s", code, body)
+	}
 	answerQuickThenPrompt(t, url, quick, prompt, "while the session runs")
 	// The session may have finished by now.
 	code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": prompt.CallID, "result": "y"}, nil)
@@ -176,79 +178,4 @@ func (e *holdingEngine) Execute(ctx context.Context, req sandbox.Request, host s
 	close(e.ended)
 	<-e.resume
 	return res, err
-}
-
-// TestAnswerAfterScriptEnd: once the script has ended, an answer is 409
-// SESSION_FINISHED although the final record is not written yet, in the
-// memory and the Redis store; an answer that came before the end was used.
-// The script ends with one call still waiting ("a", never awaited) after
-// the test answered the other ("b"); the broker is held after the engine
-// returned, before the final write. The calls used to close only after
-// that write: an answer to "a" was accepted (200, nothing would read it) or
-// 409 CALL_ABANDONED, one more to "b" 409 CALL_ALREADY_ANSWERED.
-func TestAnswerAfterScriptEnd(t *testing.T) {
-	for _, store := range []string{"memory", "redis"} {
-		t.Run(store, func(t *testing.T) {
-			b, srv := newTestBroker(t, func(o *BrokerOptions) { useStore(t, o, store) })
-			held, release := make(chan string, 1), make(chan struct{})
-			b.finishing = func(id string) {
-				held <- id
-				<-release
-			}
-			released := false
-			unhold := func() {
-				if !released {
-					released = true
-					close(release)
-				}
-			}
-			defer unhold()
-			s := startExecute(t, srv.URL, map[string]any{"code": `
-callTool("client:prompt", {question: "a"});
-return await callTool("client:prompt", {question: "b"});`}, nil)
-			var sess Session
-			s.next().decode(t, &sess)
-			calls := map[string]string{} // question -> call id
-			for len(calls) < 2 {
-				ev := s.next()
-				if ev.Type != EventToolCall {
-					continue
-				}
-				var c ToolCallPayload
-				ev.decode(t, &c)
-				var in struct{ Question string }
-				if err := json.Unmarshal(c.Input, &in); err != nil {
-					t.Fatal(err)
-				}
-				calls[in.Question] = c.CallID
-			}
-			url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
-			if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls["b"], "result": "yes"}, nil); code != http.StatusOK {
-				t.Fatalf("answer while the script waits: %d %s", code, body)
-			}
-			if id := <-held; id != sess.ID {
-				t.Fatalf("held session %s, want %s", id, sess.ID)
-			}
-			for _, q := range []string{"a", "b"} {
-				code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls[q], "result": 1}, nil)
-				if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
-					t.Errorf("answer to call %q after the script's end: %d %s", q, code, body)
-				}
-			}
-			unhold()
-			evs := s.rest()
-			var res ResultPayload
-			if len(evs) == 0 || evs[len(evs)-1].Type != EventResult {
-				t.Fatalf("events after the answer: %s", types(evs))
-			}
-			evs[len(evs)-1].decode(t, &res)
-			if string(res.Result) != `"yes"` {
-				t.Errorf("result %s, want the answer that came before the end", res.Result)
-			}
-			code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls["a"], "result": 1}, nil)
-			if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
-				t.Errorf("answer after the final record: %d %s", code, body)
-			}
-		})
-	}
 }

@@ -64,6 +64,8 @@ type run struct {
 	// abandoned are the ids of the calls that stopped waiting, for restores:
 	// at most maxCalls, as every call counts towards that limit.
 	abandoned []string
+	// callsClosed: the store holds the session's calls closed (closeCalls).
+	callsClosed bool
 }
 
 // abort ends the execution with cause (errOwnerLost).
@@ -87,7 +89,52 @@ var (
 	_ sandbox.Host      = (*run)(nil)
 	_ sandbox.LogHost   = (*run)(nil)
 	_ sandbox.Discovery = (*run)(nil)
+	_ sandbox.EndHost   = (*run)(nil)
 )
+
+// Ended implements sandbox.EndHost: the script is over, and its calls close
+// before the engine cancels those still waiting. The worker engine waits
+// for its calls before it returns, and the calls closed only after that
+// (in finish): meanwhile an answer to a call the script had left waiting
+// was accepted (200) for a script that had ended. finish closes them if
+// this failed, or for an engine that does not report the end.
+func (r *run) Ended() {
+	ctx, cancel := r.storeCtx()
+	defer cancel()
+	if err := r.closeCalls(ctx); err != nil {
+		r.log.Warn("closing the calls of an ended script; retried as it finishes", zap.Error(err))
+	}
+}
+
+// closeCalls closes the session's calls in the store, once: from then on
+// every answer is 409 SESSION_FINISHED.
+func (r *run) closeCalls(ctx context.Context) error {
+	r.mu.Lock()
+	done := r.callsClosed
+	s := r.sess.clone()
+	r.mu.Unlock()
+	if done {
+		return nil
+	}
+	if err := r.b.store.closeCalls(ctx, s); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.callsClosed = true
+	r.mu.Unlock()
+	return nil
+}
+
+// storeCtx bounds a write at the run's end: the caller's context may be
+// gone, and the write must still be made (within a bound when the store
+// is remote).
+func (r *run) storeCtx() (context.Context, context.CancelFunc) {
+	ctx := context.WithoutCancel(r.ctx)
+	if _, local := r.b.store.(*memoryStore); local {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, 5*time.Second)
+}
 
 // send delivers an event to the consumer unless the filter drops it or the
 // consumer has gone.
@@ -187,19 +234,15 @@ func (r *run) execute() {
 // reads the result and then asks GET /sessions/{id} sees the final status.
 func (r *run) finish(res *sandbox.Result, err error) {
 	b := r.b
-	// The caller's context may be gone; the record must still be written
-	// (within a bound when the store is remote).
-	sctx, cancel := context.WithoutCancel(r.ctx), context.CancelFunc(func() {})
-	if _, local := b.store.(*memoryStore); !local {
-		sctx, cancel = context.WithTimeout(sctx, 5*time.Second)
-	}
+	sctx, cancel := r.storeCtx()
 	defer cancel()
 	// The script has ended: nothing reads an answer from now on, so the
 	// calls close before the final record is written (an answer that came
-	// before was used or is reported as the script left it). They closed
-	// after that write, and until then a call the script left waiting
-	// took an answer (200) that went nowhere.
-	closed := b.store.closeCalls(sctx, r.snapshot()) == nil
+	// before was used or is reported as the script left it), when the
+	// engine did not report the end (Ended). They closed after that write,
+	// and until then a call the script left waiting took an answer (200)
+	// that went nowhere.
+	closed := r.closeCalls(sctx) == nil
 	elapsed := b.now().Sub(r.begun)
 	dur := float64(elapsed.Microseconds()) / 1000
 	calls := int(r.calls.Load())
@@ -312,7 +355,7 @@ func (r *run) finish(res *sandbox.Result, err error) {
 		r.log.Warn("storing finished session; retried in the background", zap.Error(err))
 		b.keepUnwritten(s)
 	case !closed:
-		if err := b.store.closeCalls(sctx, s); err != nil {
+		if err := r.closeCalls(sctx); err != nil {
 			r.log.Warn("closing calls of finished session; retried in the background", zap.Error(err))
 			b.keepUnwritten(s)
 		}

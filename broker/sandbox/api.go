@@ -173,6 +173,18 @@ type ParkHost interface {
 	Resumed() bool
 }
 
+// EndHost is an optional Host capability: Ended is called once when the
+// execution is over (the script returned, failed or was stopped), before
+// the engine cancels the tool calls still running and before Execute
+// returns. A host whose calls wait for answers from outside closes them
+// then: an answer from then on is refused (the broker's 409
+// SESSION_FINISHED) instead of accepted for a script that will not read
+// it. It is not called for a script the worker engine runs again on
+// another worker (its worker died before the script made a tool call).
+type EndHost interface {
+	Ended()
+}
+
 // Request is one script to run.
 type Request struct {
 	// Code is the plan: the body of an async function.

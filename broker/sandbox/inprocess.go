@@ -371,6 +371,7 @@ func (x *execution) run() (res *Result, err error) {
 	defer func() {
 		x.pause(true)
 		close(x.done)
+		ended(x.host)
 		// The tool calls still running learn why (the worker engine's
 		// cause, so a host reports both alike).
 		x.cancel(callsCause(res, err))

@@ -486,6 +486,9 @@ func (w *worker) run(ctx context.Context, id uint64, req Request, host Host, pr 
 		st.mu.Lock()
 		st.closed = true
 		st.mu.Unlock()
+		if err != errWorkerGone {
+			ended(host)
+		}
 		cancelCalls(callsCause(res, err))
 		st.calls.Wait()
 		if recycle || p.opts.MaxExecutionsPerWorker <= w.runsNow() {
@@ -821,6 +824,15 @@ func safeLookup(h Host, name string) (info ToolInfo, ok bool) {
 		}
 	}()
 	return h.LookupTool(name)
+}
+
+// ended tells a host that implements EndHost that its execution is over;
+// a panic there is the host's, not the engine's.
+func ended(h Host) {
+	if eh, ok := h.(EndHost); ok {
+		defer func() { _ = recover() }()
+		eh.Ended()
+	}
 }
 
 func safeCall(ctx context.Context, h Host, call ToolCall) (data json.RawMessage, err error) {

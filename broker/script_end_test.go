@@ -1,0 +1,125 @@
+package broker
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+)
+
+// TestAnswerAfterScriptEnd: once the script has ended, an answer is 409
+// SESSION_FINISHED although the final record is not written yet, with the
+// worker and the in-process engine, the memory and the Redis store; an
+// answer that came before the end was used. The script leaves call "a"
+// waiting (never awaited) and returns the answer to "b". The broker is
+// held where "a" stops waiting (the engine has reported the end, before it
+// cancels its calls: sandbox.EndHost) or after the engine returned, before
+// the final write. The calls used to close only after that write: an
+// answer to "a" was accepted (200, nothing would read it) and one more to
+// "b" was 409 CALL_ALREADY_ANSWERED; the worker engine, which waits for
+// its calls before it returns, kept that window open after the last
+// pass closed the calls before the final write.
+func TestAnswerAfterScriptEnd(t *testing.T) {
+	engines := map[string]func(t *testing.T) sandbox.Engine{
+		"inprocess": func(*testing.T) sandbox.Engine { return testEngine() },
+		"worker": func(t *testing.T) sandbox.Engine {
+			eng, err := sandbox.NewWorkerPool(&sandbox.PoolOptions{RuntimePoolOptions: sandbox.RuntimePoolOptions{MinSize: 1, MaxSize: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = eng.Close() })
+			return eng
+		},
+	}
+	for _, hold := range []string{"call", "final write"} {
+		for _, engine := range []string{"inprocess", "worker"} {
+			for _, store := range []string{"memory", "redis"} {
+				t.Run(hold+"/"+engine+"/"+store, func(t *testing.T) {
+					eng := engines[engine](t)
+					b, srv := newTestBroker(t, func(o *BrokerOptions) {
+						o.Engine = eng
+						useStore(t, o, store)
+					})
+					held, release := make(chan string, 1), make(chan struct{})
+					wait := func(id string) {
+						held <- id
+						<-release
+					}
+					if hold == "call" {
+						b.callEnding = func(_, callID string) { wait(callID) }
+					} else {
+						b.finishing = wait
+					}
+					released := false
+					unhold := func() {
+						if !released {
+							released = true
+							close(release)
+						}
+					}
+					defer unhold()
+					s, sess, calls := twoPrompts(t, srv.URL)
+					url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
+					if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls["b"], "result": "yes"}, nil); code != http.StatusOK {
+						t.Fatalf("answer while the script waits: %d %s", code, body)
+					}
+					want := sess.ID
+					if hold == "call" {
+						want = calls["a"]
+					}
+					if id := <-held; id != want {
+						t.Fatalf("held %s, want %s", id, want)
+					}
+					for _, q := range []string{"a", "b"} {
+						code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls[q], "result": 1}, nil)
+						if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
+							t.Errorf("answer to call %q after the script's end: %d %s", q, code, body)
+						}
+					}
+					unhold()
+					evs := s.rest()
+					var res ResultPayload
+					if len(evs) == 0 || evs[len(evs)-1].Type != EventResult {
+						t.Fatalf("events after the answer: %s", types(evs))
+					}
+					evs[len(evs)-1].decode(t, &res)
+					if string(res.Result) != `"yes"` {
+						t.Errorf("result %s, want the answer that came before the end", res.Result)
+					}
+					code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls["a"], "result": 1}, nil)
+					if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
+						t.Errorf("answer after the final record: %d %s", code, body)
+					}
+				})
+			}
+		}
+	}
+}
+
+// twoPrompts starts a session on base that leaves client:prompt "a"
+// waiting and returns the answer to client:prompt "b"; it returns once
+// both calls are announced, with their ids by question.
+func twoPrompts(t *testing.T, base string) (*stream, Session, map[string]string) {
+	t.Helper()
+	s := startExecute(t, base, map[string]any{"code": `
+callTool("client:prompt", {question: "a"});
+return await callTool("client:prompt", {question: "b"});`}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	calls := map[string]string{} // question -> call id
+	for len(calls) < 2 {
+		ev := s.next()
+		if ev.Type != EventToolCall {
+			continue
+		}
+		var c ToolCallPayload
+		ev.decode(t, &c)
+		var in struct{ Question string }
+		if err := json.Unmarshal(c.Input, &in); err != nil {
+			t.Fatal(err)
+		}
+		calls[in.Question] = c.CallID
+	}
+	return s, sess, calls
+}
