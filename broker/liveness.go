@@ -98,8 +98,7 @@ func (b *Broker) restoreRuns(ctx context.Context, all bool) bool {
 			continue
 		}
 		r.dirty.Store(false)
-		pending, abandoned := r.restorable()
-		switch err := b.store.restore(ctx, s, pending, abandoned); {
+		switch err := b.store.restore(ctx, s, r.restorable()); {
 		case errors.Is(err, errSessionEnded):
 			b.logger.Warn("session was declared lost while this gateway could not reach the store; aborting it", zap.String("session", s.ID))
 			r.abort(errOwnerLost)

@@ -377,7 +377,7 @@ func TestRestoreAbandonedCalls(t *testing.T) {
 				t.Fatal(err)
 			}
 			// "1" is lost, "2" still pending in the store, "3" answered; "4" waits.
-			if err := st.restore(ctx, s, []PendingCall{{CallID: "4", Tool: "client:prompt"}}, []string{"1", "2", "3"}); err != nil {
+			if err := st.restore(ctx, s, runCalls{pending: []PendingCall{{CallID: "4", Tool: "client:prompt"}}, abandoned: []string{"1", "2", "3"}}); err != nil {
 				t.Fatal(err)
 			}
 			for id, want := range map[string]error{"1": errCallAbandoned, "2": errCallAbandoned, "3": errCallAnswered, "4": nil, "5": errCallUnknown} {

@@ -64,25 +64,27 @@ type run struct {
 	// abandoned are the ids of the calls that stopped waiting, for restores:
 	// at most maxCalls, as every call counts towards that limit.
 	abandoned []string
-	// callsClosed: the store holds the session's calls closed (closeCalls).
-	callsClosed bool
+	// ended: the script is over, its calls are closed or being closed
+	// (restores write them closed); callsClosed: the store holds them so.
+	ended, callsClosed bool
 }
 
 // abort ends the execution with cause (errOwnerLost).
 func (r *run) abort(cause error) { r.abortRun(cause) }
 
-// restorable lists what a restore writes of the session's calls: those
-// waiting for the caller, oldest first, and the ids of those that stopped
-// waiting.
-func (r *run) restorable() ([]PendingCall, []string) {
+// restorable is what a restore writes of the session's calls.
+func (r *run) restorable() runCalls {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.ended {
+		return runCalls{closed: true}
+	}
 	out := make([]PendingCall, 0, len(r.pending))
 	for _, c := range r.pending {
 		out = append(out, c)
 	}
 	sortCalls(out)
-	return out, slices.Clone(r.abandoned)
+	return runCalls{pending: out, abandoned: slices.Clone(r.abandoned)}
 }
 
 var (
@@ -110,6 +112,7 @@ func (r *run) Ended() {
 // every answer is 409 SESSION_FINISHED.
 func (r *run) closeCalls(ctx context.Context) error {
 	r.mu.Lock()
+	r.ended = true
 	done := r.callsClosed
 	s := r.sess.clone()
 	r.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestAnswerAfterScriptEnd: once the script has ended, an answer is 409
@@ -122,4 +123,62 @@ return await callTool("client:prompt", {question: "b"});`}, nil)
 		calls[in.Question] = c.CallID
 	}
 	return s, sess, calls
+}
+
+// TestRestoreAfterScriptEnd: a session whose script has ended, its final
+// record not yet written, that the store loses (Redis restarted without
+// persistence) is restored with its calls closed: every answer is 409
+// SESSION_FINISHED, as before the loss. The restore wrote the record as
+// running and its waiting and abandoned calls without the closed mark: the
+// abandoned call "a" was 409 CALL_ABANDONED (200 had it still been
+// waiting), the answered "b" and an id never issued 404. The engine holds
+// the run after the script's end; the test deletes the session's keys and
+// the gateway's liveness, as a restart does, and runs the keep-alive's tick.
+func TestRestoreAfterScriptEnd(t *testing.T) {
+	eng := &holdingEngine{ended: make(chan struct{}), resume: make(chan struct{})}
+	var rdb *redis.Client
+	var prefix string
+	b, srv := newTestBroker(t, func(o *BrokerOptions) {
+		eng.Engine, o.Engine = o.Engine, eng
+		useStore(t, o, "redis")
+		rdb, prefix = o.Redis.(*redis.Client), o.KeyPrefix
+	})
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			close(eng.resume)
+		}
+	}
+	defer resume()
+	completed := make(chan string, 2)
+	if err := b.On(OnToolCompleted, func(ev Event) { completed <- ev.CallID }); err != nil {
+		t.Fatal(err)
+	}
+	s, sess, calls := twoPrompts(t, srv.URL)
+	url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
+	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls["b"], "result": "yes"}, nil); code != http.StatusOK {
+		t.Fatalf("answer while the script waits: %d %s", code, body)
+	}
+	<-eng.ended
+	for range 2 { // both calls have ended: "a" abandoned, "b" answered
+		<-completed
+	}
+	ctx := t.Context()
+	if err := rdb.Del(ctx, prefix+"session:"+sess.ID, prefix+"calls:"+sess.ID, prefix+"owner:"+b.owner).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.tick(ctx)
+	code, _, body := do(t, http.MethodGet, srv.URL+"/sessions/"+sess.ID, nil, nil)
+	if code != http.StatusOK || !contains(body, `"status":"running"`) {
+		t.Fatalf("the session after the restore: %d %s", code, body)
+	}
+	for _, id := range []string{calls["a"], calls["b"], "99"} {
+		code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": id, "result": 1}, nil)
+		if code != http.StatusConflict || errorCode(t, body) != CodeSessionFinished {
+			t.Errorf("answer to call %s after the restore: %d %s", id, code, body)
+		}
+	}
+	resume()
+	expectResult(t, s, `"yes"`)
 }

@@ -91,6 +91,16 @@ type PendingCall struct {
 	Input  json.RawMessage `json:"input"`
 }
 
+// runCalls is what a restore writes of a running session's calls: those
+// waiting for the caller, oldest first, the ids of those that stopped
+// waiting, and whether the script has ended (its calls are closed, and
+// every answer is 409 SESSION_FINISHED).
+type runCalls struct {
+	pending   []PendingCall
+	abandoned []string
+	closed    bool
+}
+
 // SessionState is a session as Await reports it: the record, and the calls
 // waiting for the caller, oldest first.
 type SessionState struct {
@@ -167,12 +177,12 @@ type store interface {
 	// errCallClosed or (Redis) errOwnerLost, and changes no call in those
 	// cases (errOwnerLost: the session is ended OWNER_LOST if it was not).
 	resolveCall(ctx context.Context, a *toolAnswer) error
-	// restore re-writes a running session, its waiting calls and the ids of
-	// its abandoned ones after the store lost them or missed a write (Redis
-	// restarted, or was unreachable); an abandoned call the store holds as
-	// answered stays so. It returns errSessionEnded, changing nothing, when
-	// the store holds the session as finished.
-	restore(ctx context.Context, s *Session, pending []PendingCall, abandoned []string) error
+	// restore re-writes a running session and its calls after the store
+	// lost them or missed a write (Redis restarted, or was unreachable); an
+	// abandoned call the store holds as answered stays so. It returns
+	// errSessionEnded, changing nothing, when the store holds the session as
+	// finished.
+	restore(ctx context.Context, s *Session, calls runCalls) error
 	// sweep deletes expired records (the memory store; Redis expires keys
 	// itself).
 	sweep(now int64)
@@ -437,17 +447,20 @@ func (m *memoryStore) resolveCall(_ context.Context, a *toolAnswer) error {
 	return nil
 }
 
-func (m *memoryStore) restore(ctx context.Context, s *Session, pending []PendingCall, abandoned []string) error {
+func (m *memoryStore) restore(ctx context.Context, s *Session, calls runCalls) error {
 	if err := m.put(ctx, s); err != nil {
 		return err
 	}
-	for _, c := range pending {
+	if calls.closed {
+		return m.closeCalls(ctx, s)
+	}
+	for _, c := range calls.pending {
 		_ = m.addCall(ctx, s, c)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e, ok := m.sessions[s.ID]; ok {
-		for _, id := range abandoned {
+		for _, id := range calls.abandoned {
 			e.abandon(id, true)
 		}
 	}

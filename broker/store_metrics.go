@@ -67,6 +67,6 @@ func (c countedRedisStore) fetchAnswer(ctx context.Context, sessionID, callID st
 	return a, c.failed("fetch_answer", err)
 }
 
-func (c countedRedisStore) restore(ctx context.Context, s *Session, pending []PendingCall, abandoned []string) error {
-	return c.failed("restore_session", c.redisStore.restore(ctx, s, pending, abandoned))
+func (c countedRedisStore) restore(ctx context.Context, s *Session, calls runCalls) error {
+	return c.failed("restore_session", c.redisStore.restore(ctx, s, calls))
 }

@@ -73,7 +73,7 @@ func TestRedisErrorsCountRestore(t *testing.T) {
 	t.Cleanup(func() { _ = rs.close() })
 	c := countedRedisStore{rs, NewMetrics()}
 	s := &Session{ID: "s1", Owner: "a", Status: StatusRunning, ExpiresAt: time.Now().Add(time.Minute).UnixMilli()}
-	if err := c.restore(ctx, s, []PendingCall{{CallID: "1"}}, nil); err != nil {
+	if err := c.restore(ctx, s, runCalls{pending: []PendingCall{{CallID: "1"}}}); err != nil {
 		t.Fatal(err)
 	}
 	ended := *s
@@ -81,7 +81,7 @@ func TestRedisErrorsCountRestore(t *testing.T) {
 	if err := c.put(ctx, &ended); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.restore(ctx, s, nil, nil); !errors.Is(err, errSessionEnded) {
+	if err := c.restore(ctx, s, runCalls{}); !errors.Is(err, errSessionEnded) {
 		t.Fatalf("restore of a session ended in the store: %v", err)
 	}
 	if v := testutil.ToFloat64(c.m.redisErrors.WithLabelValues("restore_session")); v != 0 {
@@ -91,7 +91,7 @@ func TestRedisErrorsCountRestore(t *testing.T) {
 	broken := redis.NewClient(&redis.Options{Addr: rdb.Options().Addr})
 	_ = broken.Close()
 	c.rdb = broken
-	if err := c.restore(ctx, &Session{ID: "s2", Owner: "a", Status: StatusRunning, ExpiresAt: s.ExpiresAt}, []PendingCall{{CallID: "1"}}, nil); err == nil {
+	if err := c.restore(ctx, &Session{ID: "s2", Owner: "a", Status: StatusRunning, ExpiresAt: s.ExpiresAt}, runCalls{pending: []PendingCall{{CallID: "1"}}}); err == nil {
 		t.Fatal("restore with Redis gone: no error")
 	}
 	if v := testutil.ToFloat64(c.m.redisErrors.WithLabelValues("restore_session")); v != 1 {

@@ -513,17 +513,26 @@ func (r *redisStore) fetchAnswer(ctx context.Context, sessionID, callID string) 
 // answering a tool result) then also finds its calls. The other order left
 // a window in which a session listed as running had "no pending call".
 // Calls written for a session that turns out to be ended expire with their
-// hash.
-func (r *redisStore) restore(ctx context.Context, s *Session, pending []PendingCall, abandoned []string) error {
-	for _, c := range pending {
+// hash. The calls of a script that has ended are written closed, as
+// closeCalls left them: the restore wrote them without the mark, and until
+// the final record an answer was accepted, or 404, instead of 409
+// SESSION_FINISHED.
+func (r *redisStore) restore(ctx context.Context, s *Session, calls runCalls) error {
+	if calls.closed {
+		if err := r.closeCalls(ctx, s); err != nil {
+			return fmt.Errorf("restoring the closed calls of session %s: %w", s.ID, err)
+		}
+		return r.put(ctx, s)
+	}
+	for _, c := range calls.pending {
 		if err := r.addCall(ctx, s, c); err != nil {
 			return err
 		}
 	}
-	if len(abandoned) > 0 {
-		args := make([]any, 0, len(abandoned)+1)
+	if len(calls.abandoned) > 0 {
+		args := make([]any, 0, len(calls.abandoned)+1)
 		args = append(args, r.ttl(s).Milliseconds())
-		for _, id := range abandoned {
+		for _, id := range calls.abandoned {
 			args = append(args, id)
 		}
 		bctx, cancel := r.bound(ctx)
