@@ -484,6 +484,11 @@ func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMess
 // caller's answer through SubmitToolResult (possibly on another broker).
 func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(bool)) (json.RawMessage, error) {
 	b := r.b
+	if err := ctx.Err(); err != nil {
+		// The call came after its script ended (the in-process engine runs
+		// calls on goroutines it does not wait for), or was aborted.
+		return nil, err
+	}
 	callID := call.CallID
 	ch := make(chan *toolAnswer, 1)
 	r.mu.Lock()
@@ -500,7 +505,10 @@ func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(b
 		delete(r.pending, callID)
 		r.mu.Unlock()
 	}()
-	if err := b.store.addCall(ctx, sess, call); err != nil {
+	// A call that ends while it is written is no failure of the store (it
+	// was marked unavailable, "context canceled"); the wait below sees the
+	// end and marks the call abandoned, should the write have been made.
+	if err := b.store.addCall(ctx, sess, call); err != nil && ctx.Err() == nil {
 		b.storageFailed(err)
 		return nil, &sandbox.ToolError{Code: CodeStorageUnavailable, Message: "the call cannot be recorded for the caller to answer: the session store is unavailable"}
 	}

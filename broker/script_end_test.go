@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/redis/go-redis/v9"
@@ -181,4 +182,38 @@ func TestRestoreAfterScriptEnd(t *testing.T) {
 	}
 	resume()
 	expectResult(t, s, `"yes"`)
+}
+
+// TestCallStartedAfterScriptEnd: a caller-answered call that reaches the
+// broker after its script has ended (the in-process engine runs calls on
+// goroutines of their own, and does not wait for them) ends with the
+// script's end, and the Redis store is not taken for failing. The call's
+// record was written under the ended context, and its failure ("context
+// canceled") marked the store unavailable (logged as such, /health
+// degraded until the next tick). A listener holds the call until the
+// session has finished.
+func TestCallStartedAfterScriptEnd(t *testing.T) {
+	b, srv := newTestBroker(t, func(o *BrokerOptions) {
+		useStore(t, o, "redis")
+		o.OwnerTimeout = time.Hour // no keep-alive tick clears the failure meanwhile
+	})
+	finished, completed := make(chan struct{}), make(chan Event, 1)
+	for name, l := range map[string]Listener{
+		OnSessionCompleted: func(Event) { close(finished) },
+		OnToolCalled:       func(Event) { <-finished },
+		OnToolCompleted:    func(ev Event) { completed <- ev },
+	} {
+		if err := b.On(name, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := startExecute(t, srv.URL, map[string]any{"code": `callTool("client:prompt", {question: "a"}).catch(() => {}); return 1`}, nil)
+	expectResult(t, s, `1`)
+	ev := <-completed
+	if ev.Err == nil {
+		t.Fatalf("the call after the script's end: %s, want an error", ev.Result)
+	}
+	if ok, err, _ := b.StorageStatus(); !ok {
+		t.Errorf("the store is taken for failing: %v (the call's error: %v)", err, ev.Err)
+	}
 }
