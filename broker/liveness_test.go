@@ -349,7 +349,9 @@ func TestRestoredSessionKeepsAbandonedCalls(t *testing.T) {
 // TestRestoreAbandonedCalls: the stores' restore writes an abandoned call
 // as abandonCall leaves one (an answer is errCallAbandoned), whether the store
 // lost the call or still holds it pending, and keeps one it holds as
-// answered so (a second answer is errCallAnswered), memory and Redis.
+// answered so (a second answer is errCallAnswered), memory and Redis. An
+// answered call the store lost is written answered (it was not written,
+// and one more answer was errCallUnknown, 404).
 func TestRestoreAbandonedCalls(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"memory", "redis"} {
@@ -376,11 +378,12 @@ func TestRestoreAbandonedCalls(t *testing.T) {
 			if err := st.resolveCall(ctx, &toolAnswer{SessionID: s.ID, CallID: "3", Result: json.RawMessage("1")}); err != nil {
 				t.Fatal(err)
 			}
-			// "1" is lost, "2" still pending in the store, "3" answered; "4" waits.
-			if err := st.restore(ctx, s, runCalls{pending: []PendingCall{{CallID: "4", Tool: "client:prompt"}}, abandoned: []string{"1", "2", "3"}}); err != nil {
+			// "1" is lost, "2" still pending in the store, "3" answered; "4"
+			// waits; "6", answered, is lost.
+			if err := st.restore(ctx, s, runCalls{pending: []PendingCall{{CallID: "4", Tool: "client:prompt"}}, abandoned: []string{"1", "2", "3"}, answered: []string{"6"}}); err != nil {
 				t.Fatal(err)
 			}
-			for id, want := range map[string]error{"1": errCallAbandoned, "2": errCallAbandoned, "3": errCallAnswered, "4": nil, "5": errCallUnknown} {
+			for id, want := range map[string]error{"1": errCallAbandoned, "2": errCallAbandoned, "3": errCallAnswered, "4": nil, "5": errCallUnknown, "6": errCallAnswered} {
 				if err := st.resolveCall(ctx, &toolAnswer{SessionID: s.ID, CallID: id, Result: json.RawMessage("1")}); !errors.Is(err, want) {
 					t.Errorf("answer to call %s after the restore: %v, want %v", id, err, want)
 				}

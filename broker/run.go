@@ -61,9 +61,10 @@ type run struct {
 	sess    *Session
 	waiters map[string]chan *toolAnswer
 	pending map[string]PendingCall // calls waiting for the caller, for restores
-	// abandoned are the ids of the calls that stopped waiting, for restores:
-	// at most maxCalls, as every call counts towards that limit.
-	abandoned []string
+	// abandoned and answered are the ids of the calls that stopped waiting
+	// and of those answered, for restores: at most maxCalls, as every call
+	// counts towards that limit.
+	abandoned, answered []string
 	// ended: the script is over, its calls are closed or being closed
 	// (restores write them closed); callsClosed: the store holds them so.
 	ended, callsClosed bool
@@ -84,7 +85,7 @@ func (r *run) restorable() runCalls {
 		out = append(out, c)
 	}
 	sortCalls(out)
-	return runCalls{pending: out, abandoned: slices.Clone(r.abandoned)}
+	return runCalls{pending: out, abandoned: slices.Clone(r.abandoned), answered: slices.Clone(r.answered)}
 }
 
 var (
@@ -522,6 +523,9 @@ func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(b
 			outcome = "error"
 		}
 		m.callerWaitEnded(outcome, b.now().Sub(waitStart))
+		// Kept for restores: a store that lost the session would answer
+		// one more answer 404, as for an id never issued, not 409.
+		r.settle(callID, &r.answered)
 		return answerResult(a)
 	}
 	var poll <-chan time.Time
@@ -571,14 +575,20 @@ func (r *run) awaitCaller(ctx context.Context, call PendingCall, announce func(b
 			m.callerWaitEnded("abandoned", b.now().Sub(waitStart))
 			// Kept for restores: a store that lost the session would
 			// otherwise answer a late result 404, as for an id never issued.
-			r.mu.Lock()
-			delete(r.pending, callID)
-			if len(r.abandoned) < r.maxCalls {
-				r.abandoned = append(r.abandoned, callID)
-			}
-			r.mu.Unlock()
+			r.settle(callID, &r.abandoned)
 			return nil, ctx.Err()
 		}
+	}
+}
+
+// settle records a call that no longer waits in ids (r.answered or
+// r.abandoned), for restores.
+func (r *run) settle(callID string, ids *[]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.pending, callID)
+	if len(r.abandoned)+len(r.answered) < r.maxCalls {
+		*ids = append(*ids, callID)
 	}
 }
 

@@ -217,3 +217,47 @@ func TestCallStartedAfterScriptEnd(t *testing.T) {
 		t.Errorf("the store is taken for failing: %v (the call's error: %v)", err, ev.Err)
 	}
 }
+
+// TestRestoreKeepsAnsweredCalls: a running session that the store lost
+// (Redis restarted without persistence) is written back with the calls its
+// caller answered: one more answer to such a call is 409
+// CALL_ALREADY_ANSWERED, as before the loss, not 404 as for an id never
+// issued, which told a caller retrying an answer that was used that its
+// call did not exist. The session then goes on as usual.
+func TestRestoreKeepsAnsweredCalls(t *testing.T) {
+	var rdb *redis.Client
+	var prefix string
+	b, srv := newTestBroker(t, func(o *BrokerOptions) {
+		useStore(t, o, "redis")
+		rdb, prefix = o.Redis.(*redis.Client), o.KeyPrefix
+	})
+	s := startExecute(t, srv.URL, map[string]any{"code": `
+const a = await callTool("client:prompt", {question: "a"});
+return [a, await callTool("client:prompt", {question: "b"})];`}, nil)
+	var sess Session
+	s.next().decode(t, &sess)
+	var a, bc ToolCallPayload
+	s.next().decode(t, &a)
+	url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
+	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": a.CallID, "result": "x"}, nil); code != http.StatusOK {
+		t.Fatalf("answer to a: %d %s", code, body)
+	}
+	for bc.CallID == "" {
+		if ev := s.next(); ev.Type == EventToolCall {
+			ev.decode(t, &bc)
+		}
+	}
+	ctx := t.Context()
+	if err := rdb.Del(ctx, prefix+"session:"+sess.ID, prefix+"calls:"+sess.ID, prefix+"owner:"+b.owner).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.tick(ctx)
+	code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": a.CallID, "result": "again"}, nil)
+	if code != http.StatusConflict || errorCode(t, body) != CodeCallAlreadyAnswered {
+		t.Errorf("one more answer to a after the restore: %d %s", code, body)
+	}
+	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": bc.CallID, "result": "y"}, nil); code != http.StatusOK {
+		t.Fatalf("answer to b after the restore: %d %s", code, body)
+	}
+	expectResult(t, s, `["x","y"]`)
+}

@@ -93,12 +93,12 @@ type PendingCall struct {
 
 // runCalls is what a restore writes of a running session's calls: those
 // waiting for the caller, oldest first, the ids of those that stopped
-// waiting, and whether the script has ended (its calls are closed, and
-// every answer is 409 SESSION_FINISHED).
+// waiting and of those answered, and whether the script has ended (its
+// calls are closed, and every answer is 409 SESSION_FINISHED).
 type runCalls struct {
-	pending   []PendingCall
-	abandoned []string
-	closed    bool
+	pending             []PendingCall
+	abandoned, answered []string
+	closed              bool
 }
 
 // SessionState is a session as Await reports it: the record, and the calls
@@ -462,6 +462,14 @@ func (m *memoryStore) restore(ctx context.Context, s *Session, calls runCalls) e
 	if e, ok := m.sessions[s.ID]; ok {
 		for _, id := range calls.abandoned {
 			e.abandon(id, true)
+		}
+		if e.calls == nil && len(calls.answered) > 0 {
+			e.calls = map[string]*memCall{}
+		}
+		for _, id := range calls.answered {
+			if c := e.calls[id]; c == nil || c.state != callAnswered {
+				e.calls[id] = &memCall{PendingCall: PendingCall{CallID: id}, state: callAnswered}
+			}
 		}
 	}
 	return nil

@@ -124,14 +124,24 @@ end
 return false
 `)
 
-// restoreAbandonedScript writes back the abandoned calls (ARGV[2:]) of a
-// session being restored, as abandonScript leaves them; a call the hash holds
-// as answered stays so. ARGV[1]: the hash's time to live (ms).
-var restoreAbandonedScript = redis.NewScript(`
-for i = 2, #ARGV do
-  local st = redis.call('HGET', KEYS[1], 'c:' .. ARGV[i])
-  if not st or st == 'pending' then
-    redis.call('HSET', KEYS[1], 'c:' .. ARGV[i], 'abandoned')
+// restoreSettledScript writes back the calls of a session being restored
+// that no longer wait: the abandoned ones (the ARGV[2] ids from ARGV[3]) as
+// abandonScript leaves them, a call the hash holds as answered staying so,
+// and the answered ones (the rest) as answered, so that one more answer is
+// 409 CALL_ALREADY_ANSWERED, not 404 as for an id never issued.
+// ARGV[1]: the hash's time to live (ms).
+var restoreSettledScript = redis.NewScript(`
+local last = 2 + tonumber(ARGV[2])
+for i = 3, #ARGV do
+  local f = 'c:' .. ARGV[i]
+  local st = redis.call('HGET', KEYS[1], f)
+  if i > last then
+    if st ~= 'answered' then
+      redis.call('HSET', KEYS[1], f, 'answered')
+      redis.call('HDEL', KEYS[1], 'i:' .. ARGV[i])
+    end
+  elseif not st or st == 'pending' then
+    redis.call('HSET', KEYS[1], f, 'abandoned')
     redis.call('HDEL', KEYS[1], 'i:' .. ARGV[i])
   end
 end
@@ -529,17 +539,20 @@ func (r *redisStore) restore(ctx context.Context, s *Session, calls runCalls) er
 			return err
 		}
 	}
-	if len(calls.abandoned) > 0 {
-		args := make([]any, 0, len(calls.abandoned)+1)
-		args = append(args, r.ttl(s).Milliseconds())
+	if len(calls.abandoned)+len(calls.answered) > 0 {
+		args := make([]any, 0, len(calls.abandoned)+len(calls.answered)+2)
+		args = append(args, r.ttl(s).Milliseconds(), len(calls.abandoned))
 		for _, id := range calls.abandoned {
 			args = append(args, id)
 		}
+		for _, id := range calls.answered {
+			args = append(args, id)
+		}
 		bctx, cancel := r.bound(ctx)
-		err := restoreAbandonedScript.Run(bctx, r.rdb, []string{r.callsKey(s.ID)}, args...).Err()
+		err := restoreSettledScript.Run(bctx, r.rdb, []string{r.callsKey(s.ID)}, args...).Err()
 		cancel()
 		if err != nil {
-			return fmt.Errorf("restoring the abandoned calls of session %s: %w", s.ID, err)
+			return fmt.Errorf("restoring the answered and abandoned calls of session %s: %w", s.ID, err)
 		}
 	}
 	return r.put(ctx, s)
