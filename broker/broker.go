@@ -72,6 +72,9 @@ type Broker struct {
 	// callEnding, set by tests before any session, is called when the
 	// context of a call waiting for its caller ends.
 	callEnding func(sessionID, callID string)
+	// callsRunning, set by tests before any session, is called when a run
+	// that has ended waits for its tool calls still running.
+	callsRunning func(sessionID string)
 
 	watchMu  sync.Mutex
 	watchers map[string]map[chan struct{}]struct{} // session id -> Await calls waiting here

@@ -68,6 +68,11 @@ type run struct {
 	// ended: the script is over, its calls are closed or being closed
 	// (restores write them closed); callsClosed: the store holds them so.
 	ended, callsClosed bool
+	// calling counts the CallTool calls in progress; once finishing is
+	// set no call starts, and idle is closed when the last one returns.
+	calling   int
+	finishing bool
+	idle      chan struct{}
 }
 
 // abort ends the execution with cause (errOwnerLost).
@@ -238,6 +243,7 @@ func (r *run) execute() {
 // reads the result and then asks GET /sessions/{id} sees the final status.
 func (r *run) finish(res *sandbox.Result, err error) {
 	b := r.b
+	r.waitCalls()
 	sctx, cancel := r.storeCtx()
 	defer cancel()
 	// The script has ended: nothing reads an answer from now on, so the
@@ -384,6 +390,52 @@ func (r *run) finish(res *sandbox.Result, err error) {
 	r.send(final)
 }
 
+// waitCalls waits for the tool calls still running when the engine
+// returned (their contexts have ended: the in-process engine cancels the
+// calls it leaves, without waiting for them), so that their tool_result
+// events and tool:completed come before the session's end. They came
+// after, when at all: the final event closed the stream, and a call the
+// script had left waiting was never reported.
+func (r *run) waitCalls() {
+	r.mu.Lock()
+	r.finishing = true
+	idle := r.idle
+	if r.calling > 0 {
+		idle = make(chan struct{})
+		r.idle = idle
+	}
+	r.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	if r.b.callsRunning != nil {
+		r.b.callsRunning(r.sess.ID)
+	}
+	<-idle
+}
+
+// callStarted counts a call in; false once the run is finishing (the
+// engine has returned and nothing would read the call's outcome).
+func (r *run) callStarted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.finishing {
+		return false
+	}
+	r.calling++
+	return true
+}
+
+// callEnded counts a call out.
+func (r *run) callEnded() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calling--
+	if r.calling == 0 && r.idle != nil {
+		close(r.idle)
+	}
+}
+
 // LookupTool implements sandbox.Host.
 func (r *run) LookupTool(name string) (sandbox.ToolInfo, bool) {
 	if r.host != nil {
@@ -427,6 +479,10 @@ func (r *run) Log(level, message string) {
 // CallTool implements sandbox.Host: the call is counted, validated,
 // admitted by the guard and answered by Go, the catalog or the caller.
 func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMessage, error) {
+	if !r.callStarted() {
+		return nil, &sandbox.ToolError{Code: sandbox.CodeExecutionAborted, Message: "the execution ended before the tool was called"}
+	}
+	defer r.callEnded()
 	b := r.b
 	n := r.calls.Add(1)
 	r.mu.Lock()

@@ -3,6 +3,7 @@ package broker
 import (
 	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -191,25 +192,27 @@ func TestRestoreAfterScriptEnd(t *testing.T) {
 // record was written under the ended context, and its failure ("context
 // canceled") marked the store unavailable (logged as such, /health
 // degraded until the next tick). A listener holds the call until the
-// session has finished.
+// engine has returned; the engine holds the run until the call is over.
 func TestCallStartedAfterScriptEnd(t *testing.T) {
+	eng := &holdingEngine{ended: make(chan struct{}), resume: make(chan struct{})}
 	b, srv := newTestBroker(t, func(o *BrokerOptions) {
+		eng.Engine, o.Engine = o.Engine, eng
 		useStore(t, o, "redis")
 		o.OwnerTimeout = time.Hour // no keep-alive tick clears the failure meanwhile
 	})
-	finished, completed := make(chan struct{}), make(chan Event, 1)
+	completed := make(chan Event, 1)
 	for name, l := range map[string]Listener{
-		OnSessionCompleted: func(Event) { close(finished) },
-		OnToolCalled:       func(Event) { <-finished },
-		OnToolCompleted:    func(ev Event) { completed <- ev },
+		OnToolCalled:    func(Event) { <-eng.ended },
+		OnToolCompleted: func(ev Event) { completed <- ev },
 	} {
 		if err := b.On(name, l); err != nil {
 			t.Fatal(err)
 		}
 	}
 	s := startExecute(t, srv.URL, map[string]any{"code": `callTool("client:prompt", {question: "a"}).catch(() => {}); return 1`}, nil)
-	expectResult(t, s, `1`)
 	ev := <-completed
+	close(eng.resume)
+	expectResult(t, s, `1`)
 	if ev.Err == nil {
 		t.Fatalf("the call after the script's end: %s, want an error", ev.Result)
 	}
@@ -260,4 +263,57 @@ return [a, await callTool("client:prompt", {question: "b"})];`}, nil)
 		t.Fatalf("answer to b after the restore: %d %s", code, body)
 	}
 	expectResult(t, s, `["x","y"]`)
+}
+
+// TestSessionEndsAfterItsCalls: a session's final event comes after the
+// tool_result of every call its script made, and session:completed after
+// their tool:completed, with the in-process engine too, which does not
+// wait for the calls it leaves when the script ends. The script leaves
+// call "a" waiting; the broker holds it where it stops waiting until the
+// session has finished (before: its tool_result was dropped, and
+// tool:completed came after session:completed) or the run waits for it.
+func TestSessionEndsAfterItsCalls(t *testing.T) {
+	b, srv := newTestBroker(t, nil)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free()
+	b.callEnding = func(string, string) { <-release }
+	b.callsRunning = func(string) { free() }
+	var mu sync.Mutex
+	var order []string
+	for _, name := range []string{OnToolCompleted, OnSessionCompleted} {
+		if err := b.On(name, func(ev Event) {
+			if name == OnSessionCompleted {
+				free()
+			}
+			mu.Lock()
+			order = append(order, ev.Name+" "+ev.CallID)
+			mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, sess, calls := twoPrompts(t, srv.URL)
+	url := srv.URL + "/sessions/" + sess.ID + "/tool-result"
+	if code, _, body := do(t, http.MethodPost, url, map[string]any{"callId": calls["b"], "result": "yes"}, nil); code != http.StatusOK {
+		t.Fatalf("answer to b: %d %s", code, body)
+	}
+	evs := s.rest()
+	results := map[string]bool{}
+	for _, ev := range evs {
+		if ev.Type == EventToolResult {
+			var p ToolResultPayload
+			ev.decode(t, &p)
+			results[p.CallID] = true
+		}
+	}
+	if !results[calls["a"]] || !results[calls["b"]] || evs[len(evs)-1].Type != EventResult {
+		t.Errorf("events after the answer: %s, tool results of %v", types(evs), results)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 3 || order[2] != OnSessionCompleted+" " {
+		t.Errorf("listeners in the order %q, want session:completed last", order)
+	}
 }
