@@ -164,6 +164,12 @@ func (e *InProcess) Execute(ctx context.Context, req Request, host Host) (res *R
 			if o.res != nil && o.res.Error != nil {
 				o.res.Error.Message += " (the script was stuck in a built-in function and was abandoned)"
 			}
+			// The execution is over for the host, and the calls it left
+			// end now, as at any other end, not when the goroutine
+			// returns (whenever the built-in lets go): a host that waits
+			// for its calls (the broker) waited with them.
+			x.end()
+			x.cancel(callsCause(o.res, o.err))
 		}
 	}
 	if o.err != nil {
@@ -235,8 +241,11 @@ type completion struct {
 // completions channel, the timers and ctx is touched only by the goroutine
 // that runs the VM.
 type execution struct {
-	ctx      context.Context
-	cancel   context.CancelCauseFunc // with callsCause, as the worker engine
+	ctx    context.Context
+	cancel context.CancelCauseFunc // with callsCause, as the worker engine
+	// over is set once the host has been told the execution ended
+	// (EndHost): by Execute for an abandoned run, else by run.
+	over     atomic.Bool
 	limits   Limits
 	req      Request
 	host     Host
@@ -297,6 +306,7 @@ func newExecution(ctx context.Context, limits Limits, req Request, host Host) *e
 // before the request arrived (see warmRuntime) and that nothing else used.
 func (x *execution) init(ctx context.Context, limits Limits, req Request, host Host) {
 	x.ctx, x.cancel = context.WithCancelCause(ctx)
+	x.over.Store(false)
 	x.limits = limits
 	x.req = req
 	x.host = host
@@ -313,6 +323,13 @@ func (x *execution) init(ctx context.Context, limits Limits, req Request, host H
 		for _, n := range req.AllowedTools {
 			x.allowed[n] = true
 		}
+	}
+}
+
+// end tells the host, once, that the execution is over (EndHost).
+func (x *execution) end() {
+	if x.over.CompareAndSwap(false, true) {
+		ended(x.host)
 	}
 }
 
@@ -371,7 +388,7 @@ func (x *execution) run() (res *Result, err error) {
 	defer func() {
 		x.pause(true)
 		close(x.done)
-		ended(x.host)
+		x.end()
 		// The tool calls still running learn why (the worker engine's
 		// cause, so a host reports both alike).
 		x.cancel(callsCause(res, err))

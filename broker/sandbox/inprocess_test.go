@@ -696,3 +696,55 @@ func (h *blockingLookupHost) LookupTool(name string) (ToolInfo, bool) {
 func (h *blockingLookupHost) CallTool(context.Context, ToolCall) (json.RawMessage, error) {
 	return json.RawMessage(`1`), nil
 }
+
+// TestAbandonedRunEndsItsCalls: when Execute answers for a script stuck in
+// a built-in (here past its timeout), the host is told the execution ended
+// (EndHost) and the tool calls the script left are cancelled at once, as
+// at any other end: the broker waits for a session's calls before it ends
+// the session. They were cancelled only when the abandoned goroutine
+// returned, whenever the built-in let go.
+func TestAbandonedRunEndsItsCalls(t *testing.T) {
+	e := NewInProcess(nil).(*InProcess)
+	e.grace = 20 * time.Millisecond
+	h := &stuckHost{called: make(chan context.Context, 1), release: make(chan struct{})}
+	res, err := e.Execute(context.Background(), Request{
+		Code:   `callTool("wait", {}).catch(() => {}); await callTool("echo", {}); return await callTool("stuck", {})`,
+		Limits: Limits{Timeout: 200 * time.Millisecond},
+	}, h)
+	defer close(h.release)
+	if err != nil || res.Status != StatusTimeout {
+		t.Fatalf("Execute: %v %s", err, describeResult(res))
+	}
+	if !h.ended.Load() {
+		t.Error("the host was not told the execution ended")
+	}
+	if ctx := <-h.called; ctx.Err() == nil {
+		t.Error("the call the script left is still running after Execute answered")
+	}
+}
+
+// stuckHost blocks in LookupTool("stuck") until released, answers echo,
+// and holds wait until its context ends.
+type stuckHost struct {
+	called  chan context.Context
+	release chan struct{}
+	ended   atomic.Bool
+}
+
+func (h *stuckHost) LookupTool(name string) (ToolInfo, bool) {
+	if name == "stuck" {
+		<-h.release
+	}
+	return ToolInfo{Name: name}, true
+}
+
+func (h *stuckHost) CallTool(ctx context.Context, call ToolCall) (json.RawMessage, error) {
+	if call.Name == "wait" {
+		h.called <- ctx
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return json.RawMessage(`1`), nil
+}
+
+func (h *stuckHost) Ended() { h.ended.Store(true) }
