@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
@@ -25,20 +26,13 @@ import (
 func TestLateAnswerToAbandonedCall(t *testing.T) {
 	for _, store := range []string{"memory", "redis"} {
 		t.Run(store+"/script timeout", func(t *testing.T) {
-			eng := &holdingEngine{ended: make(chan struct{}), resume: make(chan struct{})}
+			eng := newHoldingEngine()
 			m := NewMetrics()
 			b, srv := newTestBroker(t, func(o *BrokerOptions) {
 				eng.Engine, o.Engine, o.Metrics = o.Engine, eng, m
 				useStore(t, o, store)
 			})
-			resumed := false
-			resume := func() {
-				if !resumed {
-					resumed = true
-					close(eng.resume)
-				}
-			}
-			defer resume()
+			defer eng.release()
 			callEnded := make(chan Event, 1)
 			if err := b.On(OnToolCompleted, func(ev Event) { callEnded <- ev }); err != nil {
 				t.Fatal(err)
@@ -67,7 +61,7 @@ func TestLateAnswerToAbandonedCall(t *testing.T) {
 			if v := testutil.ToFloat64(m.redisErrors.WithLabelValues("resolve_call")); v != 0 {
 				t.Errorf("redis errors of resolve_call: %v", v)
 			}
-			resume()
+			eng.release()
 			evs := s.rest()
 			if len(evs) == 0 || evs[len(evs)-1].Type != EventError {
 				t.Fatalf("events after the call: %s", types(evs))
@@ -171,7 +165,15 @@ func useStore(t *testing.T, o *BrokerOptions, store string) {
 type holdingEngine struct {
 	sandbox.Engine
 	ended, resume chan struct{}
+	once          sync.Once
 }
+
+func newHoldingEngine() *holdingEngine {
+	return &holdingEngine{ended: make(chan struct{}), resume: make(chan struct{})}
+}
+
+// release lets the held run go on; it may be called more than once.
+func (e *holdingEngine) release() { e.once.Do(func() { close(e.resume) }) }
 
 func (e *holdingEngine) Execute(ctx context.Context, req sandbox.Request, host sandbox.Host) (*sandbox.Result, error) {
 	res, err := e.Engine.Execute(ctx, req, host)

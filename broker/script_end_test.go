@@ -137,7 +137,7 @@ return await callTool("client:prompt", {question: "b"});`}, nil)
 // the run after the script's end; the test deletes the session's keys and
 // the gateway's liveness, as a restart does, and runs the keep-alive's tick.
 func TestRestoreAfterScriptEnd(t *testing.T) {
-	eng := &holdingEngine{ended: make(chan struct{}), resume: make(chan struct{})}
+	eng := newHoldingEngine()
 	var rdb *redis.Client
 	var prefix string
 	b, srv := newTestBroker(t, func(o *BrokerOptions) {
@@ -145,14 +145,7 @@ func TestRestoreAfterScriptEnd(t *testing.T) {
 		useStore(t, o, "redis")
 		rdb, prefix = o.Redis.(*redis.Client), o.KeyPrefix
 	})
-	resumed := false
-	resume := func() {
-		if !resumed {
-			resumed = true
-			close(eng.resume)
-		}
-	}
-	defer resume()
+	defer eng.release()
 	completed := make(chan string, 2)
 	if err := b.On(OnToolCompleted, func(ev Event) { completed <- ev.CallID }); err != nil {
 		t.Fatal(err)
@@ -181,7 +174,7 @@ func TestRestoreAfterScriptEnd(t *testing.T) {
 			t.Errorf("answer to call %s after the restore: %d %s", id, code, body)
 		}
 	}
-	resume()
+	eng.release()
 	expectResult(t, s, `"yes"`)
 }
 
@@ -194,7 +187,7 @@ func TestRestoreAfterScriptEnd(t *testing.T) {
 // degraded until the next tick). A listener holds the call until the
 // engine has returned; the engine holds the run until the call is over.
 func TestCallStartedAfterScriptEnd(t *testing.T) {
-	eng := &holdingEngine{ended: make(chan struct{}), resume: make(chan struct{})}
+	eng := newHoldingEngine()
 	b, srv := newTestBroker(t, func(o *BrokerOptions) {
 		eng.Engine, o.Engine = o.Engine, eng
 		useStore(t, o, "redis")
@@ -211,7 +204,7 @@ func TestCallStartedAfterScriptEnd(t *testing.T) {
 	}
 	s := startExecute(t, srv.URL, map[string]any{"code": `callTool("client:prompt", {question: "a"}).catch(() => {}); return 1`}, nil)
 	ev := <-completed
-	close(eng.resume)
+	eng.release()
 	expectResult(t, s, `1`)
 	if ev.Err == nil {
 		t.Fatalf("the call after the script's end: %s, want an error", ev.Result)
