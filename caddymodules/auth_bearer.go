@@ -63,8 +63,9 @@ func withIdentity(r *http.Request) *http.Request {
 //	{http.auth.user.anonymous}   "true" for anonymous access
 //
 // A refused request gets `WWW-Authenticate: Bearer resource_metadata="..."`
-// (RFC 9728), with error="invalid_token" when a token was sent, and the
-// handler's 401. Requires the codemode app's `auth` block.
+// (RFC 9728), with error="invalid_token" when a token was sent, and 401,
+// or 403 with error="insufficient_scope" for a valid token without a
+// required scope (see Authenticate). Requires the codemode app's `auth` block.
 type BearerAuth struct {
 	// Resource is the protected resource's canonical URL: its RFC 9728
 	// metadata URL goes into the WWW-Authenticate header, and in
@@ -94,9 +95,26 @@ func (BearerAuth) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision finds the codemode app and refuses to serve bearer
-// authentication over plain HTTP outside development on loopback.
+// Provision sets the provider up (provision) and warns when the server's
+// handle_errors routes will see a token without a required scope as 401:
+// Caddy's authentication handler hands every refusal to them as 401, so
+// only an error route matching the code answers it 403 (docs/auth.md).
 func (b *BearerAuth) Provision(ctx caddy.Context) error {
+	if err := b.provision(ctx); err != nil {
+		return err
+	}
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil &&
+		srv.Errors != nil && len(srv.Errors.Routes) > 0 && len(b.Scopes) > 0 {
+		b.logger.Warn("codemode_bearer in Caddy's authentication handler: the server's handle_errors routes get a token without a required scope as a 401 error; "+
+			"answer it 403 with an error route matching vars codemode_auth_code INSUFFICIENT_SCOPE, or use the codemode_auth handler, which does (docs/auth.md)",
+			zap.Strings("scopes", b.Scopes))
+	}
+	return nil
+}
+
+// provision finds the codemode app and refuses to serve bearer
+// authentication over plain HTTP outside development on loopback.
+func (b *BearerAuth) provision(ctx caddy.Context) error {
 	b.logger = ctx.Logger()
 	app, err := authApp(ctx)
 	if err != nil {
@@ -150,20 +168,23 @@ func (b *BearerAuth) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Authenticate implements caddyauth.Authenticator. Caddy's authentication
-// handler answers every refusal with 401, insufficient scope included; the
-// codemode_auth handler (AuthHandler) answers that one with 403. A refusal
-// gets codemode_auth's JSON body {"error":{"code","message"}} with the same
-// codes (INSUFFICIENT_SCOPE in a 401 here), written here: Caddy's handler
-// answers with the status only. With handle_errors routes on the server
-// the body is theirs, the code in {http.vars.codemode_auth_code}.
+// Authenticate implements caddyauth.Authenticator. A refusal gets
+// codemode_auth's status, WWW-Authenticate challenge and JSON body
+// {"error":{"code","message"}} with the same codes, written here: Caddy's
+// handler answers with 401 and no body. A valid token without a required
+// scope thus gets 403 insufficient_scope (MCP's scope challenge), since
+// the status written first is the one sent. Where Caddy's handler keeps
+// the answer from the client it stays 401: with handle_errors routes on the
+// server (the body and status are theirs, the code in
+// {http.vars.codemode_auth_code}) and with more than one provider (only
+// a challenge's headers are sent).
 func (b *BearerAuth) Authenticate(w http.ResponseWriter, r *http.Request) (caddyauth.User, bool, error) {
 	u, status, err := b.check(w, r)
 	if status != 0 || err != nil {
 		code, msg := refusal(status, err)
 		caddyhttp.SetVar(r.Context(), "codemode_auth_code", code)
 		if !hasErrorRoutes(r) {
-			writeErrorBody(w, http.StatusUnauthorized, code, msg)
+			writeErrorBody(w, max(status, http.StatusUnauthorized), code, msg)
 		}
 	}
 	return u, status == 0 && err == nil, err

@@ -3,32 +3,36 @@ package caddymodules
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 )
 
 // TestCaddyBearerRefusalBody: a refusal of the codemode_bearer provider
 // (behind Caddy's authentication handler) has codemode_auth's JSON body
-// and codes, its status (401) and WWW-Authenticate challenge unchanged; it
-// had no body, so a client without OAuth support (or a person with curl)
-// read nothing of why. With handle_errors routes the body is theirs, the
-// code in {http.vars.codemode_auth_code}.
+// and codes and its WWW-Authenticate challenge; it had no body, so a client
+// without OAuth support (or a person with curl) read nothing of why. A
+// valid token without the route's scope gets 403, as from codemode_auth
+// (MCP's scope challenge, RFC 6750 section 3.1); it got 401, which tells a
+// client to sign in again rather than to step up. With handle_errors
+// routes the body is theirs, the code in {http.vars.codemode_auth_code}.
 func TestCaddyBearerRefusalBody(t *testing.T) {
 	idp, base, resource := startTransparent(t, map[string]any{"scopes": []string{"admin"}})
 	md := `Bearer resource_metadata="` + base + `/.well-known/oauth-protected-resource/private"`
 	aud := func(m map[string]any) { m["aud"] = resource }
 	for _, tc := range []struct {
 		what, token, challenge, code string
+		status                       int
 	}{
-		{"no token", "", md + `, scope="admin"`, "UNAUTHORIZED"},
-		{"bad token", "abc.def.ghi", md + `, error="invalid_token", error_description="malformed", scope="admin"`, "UNAUTHORIZED"},
-		{"token without the scope", idp.token(t, aud), md + `, error="insufficient_scope", scope="admin mcp read", error_description="the token lacks scope admin"`, "INSUFFICIENT_SCOPE"},
+		{"no token", "", md + `, scope="admin"`, "UNAUTHORIZED", 401},
+		{"bad token", "abc.def.ghi", md + `, error="invalid_token", error_description="malformed", scope="admin"`, "UNAUTHORIZED", 401},
+		{"token without the scope", idp.token(t, aud), md + `, error="insufficient_scope", scope="admin mcp read", error_description="the token lacks scope admin"`, "INSUFFICIENT_SCOPE", 403},
 	} {
 		resp, body := get(t, base+"/private/x", tc.token)
 		var e struct {
 			Error struct{ Code, Message string }
 		}
-		if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != tc.challenge {
-			t.Errorf("%s: %d %q, want 401 %q", tc.what, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.challenge)
+		if resp.StatusCode != tc.status || resp.Header.Get("WWW-Authenticate") != tc.challenge {
+			t.Errorf("%s: %d %q, want %d %q", tc.what, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.status, tc.challenge)
 		}
 		if ct := resp.Header.Get("Content-Type"); ct != "application/json" || json.Unmarshal([]byte(body), &e) != nil ||
 			e.Error.Code != tc.code || e.Error.Message == "" {
@@ -42,7 +46,10 @@ func TestCaddyBearerRefusalBody(t *testing.T) {
 }
 
 // TestCaddyBearerRefusalErrorRoutes: with handle_errors routes, the
-// refusal's body is theirs, as for codemode_auth.
+// refusal's body is theirs, as for codemode_auth. Caddy's authentication
+// handler hands them 401 for every refusal, a missing scope included; an
+// error route matching {http.vars.codemode_auth_code} INSUFFICIENT_SCOPE
+// answers 403 with the provider's challenge (docs/auth.md).
 func TestCaddyBearerRefusalErrorRoutes(t *testing.T) {
 	idp := newFakeIDP(t)
 	port := freePort(t)
@@ -50,16 +57,28 @@ func TestCaddyBearerRefusalErrorRoutes(t *testing.T) {
 	var cfg map[string]any
 	if err := json.Unmarshal(caddyConfig(port, map[string]any{
 		"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": base + "/private",
-	}, standardRoutes(nil)), &cfg); err != nil {
+	}, standardRoutes(map[string]any{"scopes": []string{"admin"}})), &cfg); err != nil {
 		t.Fatal(err)
 	}
 	srv := cfg["apps"].(map[string]any)["http"].(map[string]any)["servers"].(map[string]any)["test"].(map[string]any)
-	srv["errors"] = map[string]any{"routes": []any{map[string]any{"handle": []any{map[string]any{
-		"handler": "static_response", "body": "refused: {http.error.status_code} {http.vars.codemode_auth_code}"}}}}}
+	srv["errors"] = map[string]any{"routes": []any{
+		map[string]any{
+			"match":  []any{map[string]any{"vars": map[string]any{"codemode_auth_code": []string{"INSUFFICIENT_SCOPE"}}}},
+			"handle": []any{map[string]any{"handler": "static_response", "status_code": 403, "body": "step up: {http.vars.codemode_auth_code}"}},
+		},
+		map[string]any{"handle": []any{map[string]any{
+			"handler": "static_response", "body": "refused: {http.error.status_code} {http.vars.codemode_auth_code}"}}},
+	}}
 	b, _ := json.Marshal(cfg)
 	startCaddy(t, b)
 	resp, body := get(t, base+"/private/x", "")
 	if resp.StatusCode != 401 || body != "refused: 401 UNAUTHORIZED" || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Fatalf("no token: %d %q %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
+	}
+	tok := idp.token(t, func(m map[string]any) { m["aud"] = base + "/private" })
+	resp, body = get(t, base+"/private/x", tok)
+	if resp.StatusCode != 403 || body != "step up: INSUFFICIENT_SCOPE" ||
+		!strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="insufficient_scope", scope="admin mcp read"`) {
+		t.Fatalf("token without the scope: %d %q %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
 	}
 }

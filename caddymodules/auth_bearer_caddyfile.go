@@ -14,7 +14,8 @@ func init() {
 // parseBearerCaddyfile reads `codemode_auth` into the codemode_auth handler
 // (AuthHandler: 401 without a valid token, 403 for a missing scope). JSON
 // users may also put the codemode_bearer provider in Caddy's authentication
-// handler, which answers 401 for both. Syntax:
+// handler, which answers the same except where that handler decides the
+// answer (handle_errors routes, other providers): 401 for both. Syntax:
 //
 //	codemode_auth [<matcher>] {
 //		resource <url>

@@ -24,7 +24,8 @@ func init() {
 // there is no valid token, 403 with error="insufficient_scope" and the
 // scopes to ask for when a valid token lacks one, so that a client can
 // step up. Caddy's authentication handler with the codemode_bearer
-// provider answers 401 for both.
+// provider answers the same, except with handle_errors routes or other
+// providers beside it, where it answers 401 for both.
 type AuthHandler struct {
 	BearerAuth
 }
@@ -39,7 +40,7 @@ func (AuthHandler) CaddyModule() caddy.ModuleInfo {
 
 // Provision sets up the embedded provider.
 func (h *AuthHandler) Provision(ctx caddy.Context) error {
-	return h.BearerAuth.Provision(ctx)
+	return h.BearerAuth.provision(ctx)
 }
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
