@@ -88,6 +88,14 @@ type AuthConfig struct {
 	// token is dropped after 24 hours. Default 30d.
 	RegisteredClientTTL caddy.Duration `json:"registered_client_ttl,omitempty"`
 
+	// PasswordCheckWait is how long a login waits, in whole seconds, for a
+	// password check when every one is taken (half the CPUs compare
+	// passwords at once) before it is answered 503 LOGIN_BUSY
+	// (orchestrated mode). Default 5s, at most 1m. A bcrypt check of cost
+	// 10 takes about 70 ms of a CPU, twice that per step of cost:
+	// raise it for costly hashes on few CPUs (docs/oauth.md).
+	PasswordCheckWait caddy.Duration `json:"password_check_wait,omitempty"`
+
 	// ProviderURL is the external provider's issuer URL (transparent mode;
 	// IDP_PROVIDER_URL). Its discovery document and key set are fetched
 	// from it. Must be https outside development.
@@ -243,6 +251,12 @@ func (c *AuthConfig) serverParts() error {
 		return err
 	}
 	c.ServerConfig.RegisteredClientTTL = ttl
+	if w := time.Duration(c.PasswordCheckWait); w > oauth.MaxPasswordCheckWait {
+		return fmt.Errorf("password_check_wait: %v is more than %v (a browser's user, and the proxies in front, wait no longer)", w, oauth.MaxPasswordCheckWait)
+	}
+	if c.ServerConfig.PasswordCheckWait, err = wholeSeconds("password_check_wait", c.PasswordCheckWait); err != nil {
+		return err
+	}
 	if m := c.ClientIDMetadata; m != nil {
 		o := oauth.ClientIDMetadataConfig{Enabled: m.Enabled, MaxDocumentBytes: m.MaxDocumentBytes,
 			AllowedPrivateHosts: m.AllowedPrivateHosts}

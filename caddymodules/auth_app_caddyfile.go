@@ -46,6 +46,7 @@ import (
 //		registered_client_ttl <duration>
 //		max_registered_clients <n>
 //		max_pending_authorizations <n>
+//		password_check_wait <duration>      # default 5s, at most 1m
 //		client_id_metadata [true|false] {
 //			max_document_bytes <n>
 //			fetch_timeout <duration>
@@ -132,6 +133,11 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 			err = intArg(d, &cfg.MaxRegisteredClients)
 		case "max_pending_authorizations":
 			err = intArg(d, &cfg.MaxPendingAuthorizations)
+		case "password_check_wait":
+			err = durationArg(d, &cfg.PasswordCheckWait)
+			if err == nil && cfg.PasswordCheckWait == 0 {
+				err = d.Errf("password_check_wait: must be a positive duration (default 5s)")
+			}
 		case "client_id_metadata":
 			err = parseClientIDMetadata(d, cfg)
 		case "user":

@@ -148,6 +148,10 @@ func TestAuthConfigValidate(t *testing.T) {
 		// refresh.reuse_grace_seconds and a number of seconds.
 		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"},
 			Refresh: &AuthRefresh{Enabled: true, ReuseGrace: caddy.Duration(10 * time.Minute)}}, "refresh: reuse_grace 10m0s is more than 5m0s"},
+		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"},
+			PasswordCheckWait: caddy.Duration(2 * time.Minute)}, "password_check_wait: 2m0s is more than 1m0s"},
+		{AuthConfig{Mode: AuthModeOrchestrated, ServerConfig: oauth.ServerConfig{Issuer: "https://gw.example"},
+			PasswordCheckWait: caddy.Duration(1500 * time.Millisecond)}, "password_check_wait: 1.5s is not a non-negative whole number of seconds"},
 	}
 	for _, tc := range cases {
 		c := tc.cfg

@@ -76,6 +76,15 @@ type ServerConfig struct {
 	// authorization stored in at most about 5 KiB, about 50 MiB.
 	MaxPendingAuthorizations int `json:"max_pending_authorizations,omitempty"`
 
+	// PasswordCheckWait is how long a login waits, in seconds, for one of
+	// the MaxPasswordChecks password comparisons when all are taken,
+	// before it is answered 503 LOGIN_BUSY. Default 5 (PasswordCheckWait),
+	// at most 60 (MaxPasswordCheckWait). Each comparison is one bcrypt
+	// check (about 70 ms at cost 10, twice that per step of cost), so
+	// the wait lets about wait x MaxPasswordChecks / check-time logins
+	// queue: raise it for costly hashes on few CPUs.
+	PasswordCheckWait int `json:"password_check_wait,omitempty"`
+
 	// Development allows an http issuer, generates a signing key when none
 	// is supplied, lets clients use http redirect URIs that are not
 	// loopback, and enables the demo login. Default false. Never in
@@ -268,6 +277,10 @@ const (
 	DefaultMaxRegisteredClients = 10000
 	// DefaultMaxPendingAuthorizations is MaxPendingAuthorizations' default.
 	DefaultMaxPendingAuthorizations = 10000
+	// MaxPasswordCheckWait bounds ServerConfig.PasswordCheckWait: a
+	// browser's user waits no longer, and the proxies in front commonly
+	// give up on an answer after a minute.
+	MaxPasswordCheckWait = time.Minute
 	// MaxRegisteredClientBytes bounds one registration as stored (its
 	// JSON record): ten redirect URIs of MaxRedirectURILength would be
 	// 20 KiB, and no client needs that.
@@ -327,6 +340,7 @@ type settings struct {
 	clientTTL     time.Duration
 	maxClients    int
 	maxPending    int
+	passwordWait  time.Duration
 	documents     bool
 	rotation      time.Duration
 	maxKeys       int
@@ -375,6 +389,10 @@ func (cfg *ServerConfig) settings() (settings, error) {
 	if s.maxPending == 0 {
 		s.maxPending = DefaultMaxPendingAuthorizations
 	}
+	if cfg.PasswordCheckWait < 0 || cfg.PasswordCheckWait > int(MaxPasswordCheckWait/time.Second) {
+		return s, fmt.Errorf("password_check_wait: %d seconds is not between 1 and %d", cfg.PasswordCheckWait, int(MaxPasswordCheckWait/time.Second))
+	}
+	s.passwordWait = secondsOr(cfg.PasswordCheckWait, PasswordCheckWait)
 	if r.AccessTokenTTL < 0 || r.RefreshTokenTTL < 0 || r.SkewSeconds < 0 || r.ReuseGraceSeconds < 0 {
 		return s, fmt.Errorf("refresh: lifetimes, skew and grace must not be negative")
 	}

@@ -197,14 +197,16 @@ func (s *Server) clientName(r *http.Request, id string) string {
 
 // CodeLoginBusy is the stable code of the 503 page (with Retry-After) that
 // answers a login while MaxPasswordChecks comparisons run for longer than
-// PasswordCheckWait. A bcrypt comparison takes tens of milliseconds of CPU,
+// the wait (ServerConfig.PasswordCheckWait). A bcrypt comparison takes tens of milliseconds of CPU,
 // and logins from many addresses (each within the endpoints' rate limit)
 // ran as many at once as were sent: 200 addresses guessing made every other
 // request of the gateway wait.
 const CodeLoginBusy = "LOGIN_BUSY"
 
-// PasswordCheckWait is how long a login waits for a password check to
-// finish before it is answered with CodeLoginBusy.
+// PasswordCheckWait is how long a login waits by default for a password
+// check to finish before it is answered with CodeLoginBusy
+// (ServerConfig.PasswordCheckWait sets it): at bcrypt's cost 10 about 70
+// logins per check running at once.
 const PasswordCheckWait = 5 * time.Second
 
 // MaxPasswordChecks is how many password comparisons run at once: half the

@@ -99,3 +99,22 @@ func TestLoginBusy(t *testing.T) {
 		t.Fatalf("login once a check is free led to %s", next)
 	}
 }
+
+// TestPasswordCheckWaitConfigured: ServerConfig.PasswordCheckWait sets how
+// long a login waits for a password check (default PasswordCheckWait), and
+// a wait below zero or above MaxPasswordCheckWait fails the server's
+// construction; it was a constant, too short for costly hashes on few CPUs.
+func TestPasswordCheckWaitConfigured(t *testing.T) {
+	if e := newAS(t, nil); e.s.passwordWait != PasswordCheckWait {
+		t.Errorf("default wait %v, want %v", e.s.passwordWait, PasswordCheckWait)
+	}
+	if e := newAS(t, func(c *ServerConfig) { c.PasswordCheckWait = 30 }); e.s.passwordWait != 30*time.Second {
+		t.Errorf("password_check_wait 30: wait %v, want 30s", e.s.passwordWait)
+	}
+	for _, n := range []int{-1, 61, 1 << 62} {
+		cfg := ServerConfig{Issuer: "https://as.example.com", Development: true, PasswordCheckWait: n}
+		if _, err := NewServer(cfg, nil); err == nil || !strings.Contains(err.Error(), "password_check_wait") {
+			t.Errorf("password_check_wait %d: %v, want an error naming it", n, err)
+		}
+	}
+}

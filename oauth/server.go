@@ -66,7 +66,7 @@ type Server struct {
 
 	// passwordChecks holds a token per password comparison running
 	// (MaxPasswordChecks); passwordWait is how long a login waits for one
-	// (PasswordCheckWait). comparePassword is bcrypt's comparison.
+	// (ServerConfig.PasswordCheckWait). comparePassword is bcrypt's comparison.
 	passwordChecks  chan struct{}
 	passwordWait    time.Duration
 	comparePassword func(hash, password []byte) error
@@ -127,7 +127,7 @@ func NewServer(cfg ServerConfig, opts *ServerOptions) (*Server, error) {
 		s.dummyHash = newDummyHash(cfg.Users)
 	}
 	s.passwordChecks = make(chan struct{}, MaxPasswordChecks())
-	s.passwordWait = PasswordCheckWait
+	s.passwordWait = st.passwordWait
 	s.comparePassword = bcrypt.CompareHashAndPassword
 	s.clients = make(map[string]*client, len(cfg.Clients))
 	for _, cc := range cfg.Clients {
