@@ -535,8 +535,29 @@ func (c *AuthConfig) applyDefaults(getenv func(string) string) error {
 	return nil
 }
 
+// namedCount is a count option and its name in the configuration.
+type namedCount struct {
+	name string
+	n    int
+}
+
 // validate applies the production rules that are enforced at load.
 func (c *AuthConfig) validate() error {
+	// The authorization server checks these in orchestrated mode; in
+	// transparent mode they are unused, and a bad value would wait there
+	// for the day the mode changes.
+	counts := []namedCount{{"max_registered_clients", c.MaxRegisteredClients}, {"max_pending_authorizations", c.MaxPendingAuthorizations}}
+	if c.Local != nil {
+		counts = append(counts, namedCount{"local: max_keys", c.Local.MaxKeys})
+	}
+	if c.ClientIDMetadata != nil {
+		counts = append(counts, namedCount{"client_id_metadata: max_document_bytes", c.ClientIDMetadata.MaxDocumentBytes})
+	}
+	for _, f := range counts {
+		if f.n < 0 {
+			return fmt.Errorf("%s: %d is negative", f.name, f.n)
+		}
+	}
 	switch c.Mode {
 	case AuthModeTransparent:
 		if c.ProviderURL == "" {

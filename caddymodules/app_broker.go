@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -725,7 +726,8 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 		case "drain_timeout":
 			err = parseDurationArg(d, &c.DrainTimeout)
 		case "poll_interval":
-			err = parseDurationArg(d, &c.PollInterval)
+			// Negative turns polling off (documented).
+			err = parseDurationArgFrom(d, &c.PollInterval, math.MinInt64)
 		case "owner_timeout":
 			err = parseDurationArg(d, &c.OwnerTimeout)
 		case "storage_timeout":
@@ -769,7 +771,17 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 	return c, nil
 }
 
+// parseDurationArg reads a positive duration: each option read with it
+// has a default that 0 (JSON's "unset") stands for, and none has a meaning
+// below zero, so `0` or `-1s` here would be silently the default.
 func parseDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	return parseDurationArgFrom(d, dst, 1)
+}
+
+// parseDurationArgFrom reads a duration of at least least nanoseconds
+// (a negative least admits every negative duration, for the options where
+// one means off); 0 always stands for the default and is refused.
+func parseDurationArgFrom(d *caddyfile.Dispenser, dst *caddy.Duration, least time.Duration) error {
 	name, s := d.Val(), ""
 	if err := oneArg(d, &s); err != nil {
 		return err
@@ -777,6 +789,9 @@ func parseDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	v, err := caddy.ParseDuration(s)
 	if err != nil {
 		return d.Errf("%s: invalid duration %q: %v", name, s, err)
+	}
+	if v == 0 || v < least {
+		return d.Errf("%s: %q is not a positive duration (leave the option out for its default)", name, s)
 	}
 	*dst = caddy.Duration(v)
 	return nil
@@ -801,9 +816,10 @@ func parseSizeArg(d *caddyfile.Dispenser, dst *int64) error {
 		return err
 	}
 	n, err := humanize.ParseBytes(s)
-	if err != nil {
+	if err != nil || n > math.MaxInt64 {
 		// humanize's own error ("strconv.ParseFloat: parsing \"\"") says
-		// nothing an operator can act on.
+		// nothing an operator can act on; past 8 EiB the size would turn
+		// negative.
 		return d.Errf("%s: %q is not a size such as 1MiB", name, s)
 	}
 	*dst = int64(n)

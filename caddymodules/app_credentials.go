@@ -256,6 +256,22 @@ func (a *App) connectURL(auth *AuthConfig) string {
 	return ""
 }
 
+// validate refuses negative durations (0 is the default); nil is valid.
+func (c *CredentialsConfig) validate() error {
+	if c == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		d    caddy.Duration
+	}{{"connection_ttl", c.ConnectionTTL}, {"refresh_before", c.RefreshBefore}, {"session_ttl", c.SessionTTL}} {
+		if f.d < 0 {
+			return fmt.Errorf("%s: %v is negative", f.name, time.Duration(f.d))
+		}
+	}
+	return nil
+}
+
 // connectionsClient is the client the connections page signs in with at
 // our own authorization server, when some source takes user credentials.
 func (a *App) connectionsClient(auth *AuthConfig) (oauth.ClientConfig, bool) {
@@ -276,6 +292,11 @@ func (a *App) provisionCredentials(ctx caddy.Context) error {
 		return fmt.Errorf("codemode credentials: %w", err)
 	}
 	logger := a.logger.Named("credentials")
+	// Checked whether or not a source takes user credentials: a bad value
+	// fails this load, not the first one that adds such a source.
+	if err := a.Credentials.validate(); err != nil {
+		return fmt.Errorf("codemode credentials: %w", err)
+	}
 	if len(specs) == 0 {
 		if a.Credentials != nil {
 			logger.Warn("a credentials block is configured but no source takes user credentials (credential user or user_or_static)")
@@ -305,9 +326,6 @@ func (a *App) provisionCredentials(ctx caddy.Context) error {
 	def(&cfg.ConnectionTTL, credential.DefaultConnectionTTL)
 	def(&cfg.RefreshBefore, credential.DefaultRefreshBefore)
 	def(&cfg.SessionTTL, credential.DefaultSessionTTL)
-	if cfg.ConnectionTTL < 0 || cfg.RefreshBefore < 0 || cfg.SessionTTL < 0 {
-		return errors.New("codemode credentials: durations must not be negative")
-	}
 	repl := caddy.NewReplacer()
 	keys, err := vaultKeys(repl.ReplaceAll(cfg.Key, ""), cfg.PreviousKeys, repl, auth.Development, logger)
 	if err != nil {

@@ -155,6 +155,16 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 	}
 	logger := a.logger.Named("meta")
 	repl := caddy.NewReplacer()
+	// Below zero each would be silently its default (the Caddyfile refuses
+	// them; JSON took them).
+	if cfg.ConnectTimeout < 0 {
+		return fmt.Errorf("codemode meta: connect_timeout %v is negative", time.Duration(cfg.ConnectTimeout))
+	}
+	for _, u := range cfg.Upstreams {
+		if u.CallTimeout < 0 {
+			return fmt.Errorf("codemode meta: upstream %q: call_timeout %v is negative", u.Name, time.Duration(u.CallTimeout))
+		}
+	}
 
 	naming := metatools.NamingSpec
 	switch cfg.Naming {

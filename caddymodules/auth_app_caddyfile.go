@@ -128,16 +128,13 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 		case "dcr_enabled":
 			err = optBool(d, &cfg.DCREnabled)
 		case "registered_client_ttl":
-			err = durationArg(d, &cfg.RegisteredClientTTL)
+			err = positiveDurationArg(d, &cfg.RegisteredClientTTL)
 		case "max_registered_clients":
 			err = intArg(d, &cfg.MaxRegisteredClients)
 		case "max_pending_authorizations":
 			err = intArg(d, &cfg.MaxPendingAuthorizations)
 		case "password_check_wait":
-			err = durationArg(d, &cfg.PasswordCheckWait)
-			if err == nil && cfg.PasswordCheckWait == 0 {
-				err = d.Errf("password_check_wait: must be a positive duration (default 5s)")
-			}
+			err = positiveDurationArg(d, &cfg.PasswordCheckWait)
 		case "client_id_metadata":
 			err = parseClientIDMetadata(d, cfg)
 		case "user":
@@ -243,6 +240,20 @@ func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	return nil
 }
 
+// positiveDurationArg reads a duration as durationArg does, refusing 0:
+// the options read with it have a default that 0 (JSON's "unset") stands
+// for, so `access_token_ttl 0` would be 15 minutes, not none.
+func positiveDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	name := d.Val()
+	if err := durationArg(d, dst); err != nil {
+		return err
+	}
+	if *dst == 0 {
+		return d.Errf("%s: 0 is not a positive duration (leave the option out for its default)", name)
+	}
+	return nil
+}
+
 func parseLocal(d *caddyfile.Dispenser, l *AuthLocal) error {
 	if d.NextArg() {
 		return d.ArgErr()
@@ -290,9 +301,9 @@ func parseRefresh(d *caddyfile.Dispenser, r *AuthRefresh) error {
 		case "skew":
 			err = durationArg(d, &r.Skew)
 		case "access_token_ttl":
-			err = durationArg(d, &r.AccessTokenTTL)
+			err = positiveDurationArg(d, &r.AccessTokenTTL)
 		case "refresh_token_ttl":
-			err = durationArg(d, &r.RefreshTokenTTL)
+			err = positiveDurationArg(d, &r.RefreshTokenTTL)
 		case "rotate_refresh_token":
 			var b bool
 			err = optBool(d, &b)
@@ -336,9 +347,9 @@ func parseClientIDMetadata(d *caddyfile.Dispenser, cfg *AuthConfig) error {
 				}
 			}
 		case "fetch_timeout":
-			err = durationArg(d, &m.FetchTimeout)
+			err = positiveDurationArg(d, &m.FetchTimeout)
 		case "max_cache_ttl":
-			err = durationArg(d, &m.MaxCacheTTL)
+			err = positiveDurationArg(d, &m.MaxCacheTTL)
 		case "allow_private_host":
 			hosts := d.RemainingArgs()
 			if len(hosts) == 0 {

@@ -200,9 +200,14 @@ func (l *SandboxLimits) options() (*sandbox.Options, error) {
 	if _, err := sandbox.Preset(l.Preset); err != nil {
 		return nil, err
 	}
-	if l.Timeout < 0 || l.CPUTime < 0 || l.MaxSteps < 0 || l.MaxToolCalls < 0 || l.MaxCallDepth < 0 || l.MaxSourceBytes < 0 ||
-		l.MaxNestingDepth < 0 || l.MaxResultBytes < 0 || l.MaxConsoleEntries < 0 || l.MaxConsoleBytes < 0 || l.MemoryBytes < 0 {
-		return nil, errors.New("limits must not be negative")
+	for _, f := range []poolCount{{"timeout", int64(l.Timeout), 0}, {"cpu_time", int64(l.CPUTime), 0}, {"max_steps", l.MaxSteps, 0},
+		{"max_tool_calls", int64(l.MaxToolCalls), 0}, {"max_call_depth", int64(l.MaxCallDepth), 0},
+		{"max_source_bytes", int64(l.MaxSourceBytes), 0}, {"max_nesting_depth", int64(l.MaxNestingDepth), 0},
+		{"max_result_bytes", int64(l.MaxResultBytes), 0}, {"max_console_entries", int64(l.MaxConsoleEntries), 0},
+		{"max_console_bytes", int64(l.MaxConsoleBytes), 0}, {"memory_bytes", l.MemoryBytes, 0}} {
+		if f.n < f.least {
+			return nil, fmt.Errorf("limits must not be negative: %s is %d", f.name, f.n)
+		}
 	}
 	eo := &sandbox.Options{
 		Preset: l.Preset,
@@ -234,6 +239,53 @@ func (l SandboxLimits) withDefaults() SandboxLimits {
 		l.Preset = sandbox.PresetSecure
 	}
 	return l
+}
+
+// poolCount is a number of the sandbox's settings (a count, a size or a
+// duration in nanoseconds), its name, and the least value it may have.
+type poolCount struct {
+	name  string
+	n     int64
+	least int64
+}
+
+// validate refuses what the pool's options would take for another
+// value: below zero the pool reads a count as "none" or "the default" and
+// a duration as "the default", so min_size -2 started no worker and
+// queue_timeout -1s waited 10s. Only queue_size and
+// max_executions_per_worker have a meaning below zero (-1). nil is valid.
+func (p *SandboxPool) validate() error {
+	if p == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		d    caddy.Duration
+	}{{"scale_interval", p.ScaleInterval}, {"queue_timeout", p.QueueTimeout}, {"flood_interval", p.FloodInterval},
+		{"watchdog_grace", p.WatchdogGrace}, {"startup_timeout", p.StartupTimeout}} {
+		if f.d < 0 {
+			return fmt.Errorf("pool: %s %v is negative", f.name, time.Duration(f.d))
+		}
+	}
+	counts := []poolCount{{"max_size", int64(p.MaxSize), 0}, {"queue_size", int64(p.QueueSize), -1}, {"max_message_bytes", int64(p.MaxMessageBytes), 0},
+		{"max_pending_calls", int64(p.MaxPendingCalls), 0}, {"flood_messages", int64(p.FloodMessages), 0},
+		{"max_executions_per_worker", int64(p.MaxExecutionsPerWorker), -1}, {"sessions_per_worker", int64(p.SessionsPerWorker), 0},
+		{"max_workers", int64(p.MaxWorkers), 0}, {"session_memory_bytes", p.SessionMemoryBytes, 0},
+		{"max_running_per_principal", int64(p.MaxRunningPerPrincipal), 0},
+		{"max_sessions_per_principal", int64(p.MaxSessionsPerPrincipal), 0},
+		{"max_queued_per_principal", int64(p.MaxQueuedPerPrincipal), 0}}
+	if p.MinSize != nil {
+		counts = append(counts, poolCount{"min_size", int64(*p.MinSize), 0})
+	}
+	if p.SpareWorkers != nil {
+		counts = append(counts, poolCount{"spare_workers", int64(*p.SpareWorkers), 0})
+	}
+	for _, f := range counts {
+		if f.n < f.least {
+			return fmt.Errorf("pool: %s %d is below %d", f.name, f.n, f.least)
+		}
+	}
+	return nil
 }
 
 // poolOptions turns the pool settings into the pool's options.
@@ -316,6 +368,9 @@ func (WorkerEngine) CaddyModule() caddy.ModuleInfo {
 // reload with the same block keeps its warm workers.
 func (w *WorkerEngine) Provision(ctx caddy.Context) error {
 	eo, err := w.options()
+	if err == nil {
+		err = w.Pool.validate()
+	}
 	if err != nil {
 		return fmt.Errorf("codemode.engines.worker: %w", err)
 	}

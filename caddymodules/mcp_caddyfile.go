@@ -80,6 +80,10 @@ func (h *MCPHandler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return d.Errf("session_timeout: %v", err)
 			}
+			if dur == 0 {
+				// JSON's "unset": it would be the default 30m, not "at once".
+				return d.Errf("session_timeout: 0 is neither a duration nor never (negative); leave the option out for the default 30m")
+			}
 			h.SessionTimeout = caddy.Duration(dur)
 			if d.NextArg() {
 				return d.ArgErr()

@@ -1,0 +1,100 @@
+package caddymodules
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+)
+
+// TestBadDurationsAndSizesFailTheLoad: a duration, size or count of any
+// block that is negative, 0 where 0 would silently be the default, or past
+// what its type holds fails the load with a message naming the option,
+// whether or not the feature it belongs to is used. Each case goes
+// through the Caddyfile adapter, or is JSON, and then caddy.Load. Before,
+// credentials' TTLs were checked only when a source took user credentials,
+// auth's server limits only in orchestrated mode, meta's connect_timeout
+// and call_timeout and the worker pool's settings not at all below zero
+// (min_size -2 started no worker, queue_timeout -1s waited 10s), an
+// explicit 0 in many blocks meant the default (access_token_ttl 0 was
+// 15m), and max_body_size 9EiB wrapped to a negative size.
+func TestBadDurationsAndSizesFailTheLoad(t *testing.T) {
+	// Transparent mode without a user-credential source: the orchestrated
+	// server's options and the credentials block are unused.
+	const transparent = `mode transparent
+			development
+			provider_url http://127.0.0.1:1
+			expected_audience http://127.0.0.1:1/mcp`
+	caddyfile := func(app string) string {
+		return "{\n\tadmin off\n\tpersist_config off\n\tcodemode {\n" + app + "\n\t}\n}\n"
+	}
+	const jsonAuth = `"auth":{"mode":"transparent","development":true,"provider_url":"http://127.0.0.1:1","expected_audience":"http://127.0.0.1:1/mcp"`
+	jsonApp := func(app string) string {
+		return `{"admin":{"disabled":true,"config":{"persist":false}},"logging":{"logs":{"default":{"level":"ERROR"}}},"apps":{"codemode":{` + app + `}}}`
+	}
+	for _, tc := range []struct {
+		name, config, want string
+	}{
+		// The bases load: what fails below fails for its option.
+		{"caddyfile base", caddyfile("auth {\n" + transparent + "\n}\ncredentials {\nconnection_ttl 1h\n}"), ""},
+		{"json base", jsonApp(jsonAuth + `},"credentials":{"connection_ttl":3600000000000}`), ""},
+
+		{"credentials connection_ttl negative", caddyfile("credentials {\nconnection_ttl -1s\n}"), `connection_ttl: "-1s" is not a positive duration`},
+		{"credentials connection_ttl 0", caddyfile("credentials {\nconnection_ttl 0\n}"), `connection_ttl: "0" is not a positive duration`},
+		{"credentials refresh_before 0", caddyfile("credentials {\nrefresh_before 0s\n}"), `refresh_before: "0s" is not a positive duration`},
+		{"credentials session_ttl negative", caddyfile("credentials {\nsession_ttl -1h\n}"), `session_ttl: "-1h" is not a positive duration`},
+		{"json credentials connection_ttl negative, unused", jsonApp(`"credentials":{"connection_ttl":-1000000000}`), "codemode credentials: connection_ttl: -1s is negative"},
+		{"json credentials session_ttl negative, unused", jsonApp(jsonAuth + `},"credentials":{"session_ttl":-1}`), "codemode credentials: session_ttl: -1ns is negative"},
+
+		{"auth access_token_ttl 0", caddyfile("auth {\n" + transparent + "\nrefresh {\naccess_token_ttl 0\n}\n}"), "access_token_ttl: 0 is not a positive duration"},
+		{"auth refresh_token_ttl 0", caddyfile("auth {\n" + transparent + "\nrefresh {\nrefresh_token_ttl 0s\n}\n}"), "refresh_token_ttl: 0 is not a positive duration"},
+		{"auth registered_client_ttl 0", caddyfile("auth {\n" + transparent + "\nregistered_client_ttl 0\n}"), "registered_client_ttl: 0 is not a positive duration"},
+		{"auth fetch_timeout 0", caddyfile("auth {\n" + transparent + "\nclient_id_metadata {\nfetch_timeout 0\n}\n}"), "fetch_timeout: 0 is not a positive duration"},
+		{"auth max_cache_ttl 0", caddyfile("auth {\n" + transparent + "\nclient_id_metadata {\nmax_cache_ttl 0\n}\n}"), "max_cache_ttl: 0 is not a positive duration"},
+		{"auth password_check_wait over a minute", caddyfile("auth {\n" + transparent + "\npassword_check_wait 2m\n}"), "password_check_wait: 2m0s is more than 1m0s"},
+		{"auth password_check_wait fraction", caddyfile("auth {\n" + transparent + "\npassword_check_wait 1500ms\n}"), "password_check_wait: 1.5s is not a non-negative whole number of seconds"},
+		{"json auth max_registered_clients negative, transparent", jsonApp(jsonAuth + `,"max_registered_clients":-1}`), "max_registered_clients: -1 is negative"},
+		{"json auth max_pending_authorizations negative, transparent", jsonApp(jsonAuth + `,"max_pending_authorizations":-1}`), "max_pending_authorizations: -1 is negative"},
+		{"json auth max_keys negative, transparent", jsonApp(jsonAuth + `,"local":{"max_keys":-1}}`), "local: max_keys: -1 is negative"},
+		{"json auth max_document_bytes negative, transparent", jsonApp(jsonAuth + `,"client_id_metadata":{"max_document_bytes":-1}}`), "client_id_metadata: max_document_bytes: -1 is negative"},
+		{"json auth password_check_wait negative, transparent", jsonApp(jsonAuth + `,"password_check_wait":-1000000000}`), "password_check_wait: -1s is not a non-negative whole number of seconds"},
+
+		{"broker drain_timeout 0", caddyfile("broker {\ndrain_timeout 0\n}"), `drain_timeout: "0" is not a positive duration`},
+		{"broker session_timeout negative", caddyfile("broker {\nsession_timeout -5m\n}"), `session_timeout: "-5m" is not a positive duration`},
+		{"broker poll_interval 0", caddyfile("broker {\npoll_interval 0\n}"), `poll_interval: "0" is not a positive duration`},
+		{"broker max_body_size past int64", caddyfile("broker {\nmax_body_size 9EiB\n}"), `max_body_size: "9EiB" is not a size`},
+		{"broker openapi timeout 0", caddyfile("broker {\nopenapi pets ./pets.json {\ntimeout 0\n}\n}"), `timeout: "0" is not a positive duration`},
+		{"storage redis timeout 0", caddyfile("storage redis 127.0.0.1:1 {\ntimeout 0\n}"), `timeout: "0" is not a positive duration`},
+		{"storage redis dial_timeout negative", caddyfile("storage redis 127.0.0.1:1 {\ndial_timeout -1s\n}"), `dial_timeout: "-1s" is not a positive duration`},
+
+		{"meta upstream call_timeout 0", caddyfile("meta {\nupstream gh {\nurl http://127.0.0.1:1/mcp\ncall_timeout 0\n}\n}"), `call_timeout: "0" is not a positive duration`},
+		{"meta embedding timeout 0", caddyfile("meta {\nembedding {\nstrategy ml\nurl http://127.0.0.1:1/v1/embeddings\nmodel m\ntimeout 0\n}\n}"), `timeout: "0" is not a positive duration`},
+		{"mcp session_timeout 0", "http://127.0.0.1:0 {\n\tcodemode_mcp {\n\t\tsession_timeout 0\n\t}\n}\n", "session_timeout: 0 is neither a duration nor never"},
+		{"json meta connect_timeout negative", jsonApp(`"meta":{"connect_timeout":-1000000000}`), "codemode meta: connect_timeout -1s is negative"},
+		{"json meta call_timeout negative", jsonApp(`"meta":{"no_broker":true,"upstreams":[{"name":"gh","url":"http://127.0.0.1:1/mcp","call_timeout":-1000000000}]}`), `codemode meta: upstream "gh": call_timeout -1s is negative`},
+
+		{"json sandbox pool queue_timeout negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_timeout":-1000000000}}`), "pool: queue_timeout -1s is negative"},
+		{"json sandbox pool min_size negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"min_size":-2}}`), "pool: min_size -2 is below 0"},
+		{"json sandbox pool queue_size below -1", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_size":-2}}`), "pool: queue_size -2 is below -1"},
+		{"json sandbox pool spare_workers negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"spare_workers":-1}}`), "pool: spare_workers -1 is below 0"},
+		{"json sandbox pool session_memory_bytes negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"session_memory_bytes":-1}}`), "pool: session_memory_bytes -1 is below 0"},
+		{"json sandbox cpu_time negative", jsonApp(`"sandbox":{"engine":"inprocess","trusted_callers":true,"cpu_time":-1}`), "limits must not be negative: cpu_time is -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := []byte(tc.config)
+			var err error
+			if !strings.HasPrefix(tc.config, `{"admin"`) {
+				cfg, _, err = caddyconfig.GetAdapter("caddyfile").Adapt(cfg, nil)
+			}
+			if err == nil {
+				err = loadErr(t, cfg)
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("the base config fails: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
