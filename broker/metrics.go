@@ -44,6 +44,10 @@ type Metrics struct {
 	streamedOf *telemetry.Series[prometheus.Counter]
 }
 
+// callerWaitOutcomes are the values of caller_wait_seconds' outcome label
+// (broker/run.go).
+var callerWaitOutcomes = []string{"answered", "error", "abandoned"}
+
 // redisOperations are the values of redis_errors_total's operation label
 // (broker/store_metrics.go).
 var redisOperations = []string{"put_session", "get_session", "add_call", "pending_calls", "notify", "drop_call",
@@ -120,6 +124,17 @@ func NewMetrics() *Metrics {
 		m.redisErrors.WithLabelValues(op)
 	}
 	m.durationOf = telemetry.NewSeries(m.duration.WithLabelValues, outcomes...)
+	// The histograms of known label values too (empty), so that rate()
+	// sees their first observation and a panel reads 0, not "no data".
+	for _, o := range outcomes {
+		m.durationOf.Of(o)
+	}
+	for _, s := range []string{SourceRegistry, SourceCatalog, SourceUpstream, SourceCaller, SourceUnknown} {
+		m.toolDuration.WithLabelValues(s)
+	}
+	for _, o := range callerWaitOutcomes {
+		m.callerWait.WithLabelValues(o)
+	}
 	m.streamedOf = telemetry.NewSeries(m.eventsStreamed.WithLabelValues, eventTypes...)
 	for _, typ := range eventTypes {
 		m.streamedOf.Of(typ)

@@ -59,6 +59,17 @@ func newAuthMetrics(reg interface {
 	for _, reason := range authFailureReasons {
 		m.failures.WithLabelValues(reason)
 	}
+	// The token endpoint's latency too, for the answers it gives (empty):
+	// a grant it knows succeeds, is refused or fails; another or none is
+	// refused (peekGrantType, statusClass).
+	for _, grant := range []string{"authorization_code", "refresh_token"} {
+		for _, status := range []string{"2xx", "4xx", "5xx"} {
+			m.tokenLatency.WithLabelValues(grant, status)
+		}
+	}
+	for _, grant := range []string{"other", "unknown"} {
+		m.tokenLatency.WithLabelValues(grant, "4xx")
+	}
 	if reg == nil {
 		return m, nil
 	}

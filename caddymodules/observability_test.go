@@ -3,6 +3,7 @@ package caddymodules
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -355,8 +356,7 @@ func TestLogDurationFields(t *testing.T) {
 
 // TestMetricsTableListsEverySeries: the metrics table of
 // docs/observability.md names exactly the series the gateway's collectors
-// describe, those that appear only once observed (the labelled histograms)
-// included, so a series added or renamed gets its line.
+// describe, so a series added or renamed gets its line.
 func TestMetricsTableListsEverySeries(t *testing.T) {
 	exported := map[string]bool{}
 	fqName := regexp.MustCompile(`fqName: "([a-z0-9_]+)"`)
@@ -413,6 +413,67 @@ func TestAuthFailureReasonsAtZero(t *testing.T) {
 		"not_yet_valid", "wrong_issuer", "wrong_audience", "revoked", "insufficient_scope", "unavailable", "issuer_mismatch"} {
 		if _, ok := sample(fams, "codemode_auth_failures_total", map[string]string{"reason": reason}); !ok {
 			t.Errorf("no codemode_auth_failures_total{reason=%q} in /metrics", reason)
+		}
+	}
+}
+
+// TestLabelledHistogramsFromTheStart: the histograms whose label values
+// are known (sandbox and guard queue waits, the token endpoint's latency,
+// execution, tool-call and meta-tool durations, caller waits) are in a
+// scrape of a fresh gateway's /metrics with every such label set, so that
+// rate() and histogram_quantile() see the first observation and a panel
+// reads 0 rather than "no data". They appeared only once observed.
+func TestLabelledHistogramsFromTheStart(t *testing.T) {
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	port, admin := freePort(t), freePort(t)
+	defer func() { _ = caddy.Stop() }()
+	loadCaddyfile(t, observedGateway(port, admin, 0))
+	fams := scrape(t, admin)
+	want := map[string][]map[string]string{}
+	for _, o := range []string{"acquired", "queue_timeout", "aborted"} {
+		want["codemode_sandbox_queue_wait_seconds"] = append(want["codemode_sandbox_queue_wait_seconds"], map[string]string{"outcome": o})
+	}
+	for _, o := range []string{"allowed", "queue_timeout"} {
+		want["codemode_guard_queue_wait_seconds"] = append(want["codemode_guard_queue_wait_seconds"], map[string]string{"outcome": o})
+	}
+	for _, g := range []string{"authorization_code", "refresh_token"} {
+		for _, s := range []string{"2xx", "4xx", "5xx"} {
+			want["codemode_auth_token_issuance_seconds"] = append(want["codemode_auth_token_issuance_seconds"], map[string]string{"grant_type": g, "status": s})
+		}
+	}
+	for _, g := range []string{"other", "unknown"} {
+		want["codemode_auth_token_issuance_seconds"] = append(want["codemode_auth_token_issuance_seconds"], map[string]string{"grant_type": g, "status": "4xx"})
+	}
+	for _, o := range []string{"completed", "syntax_error", "illegal_access", "runtime_error", "tool_error", "timeout", "engine_error"} {
+		want["codemode_broker_execution_duration_seconds"] = append(want["codemode_broker_execution_duration_seconds"], map[string]string{"outcome": o})
+	}
+	for _, s := range []string{"registry", "catalog", "upstream", "caller", "unknown"} {
+		want["codemode_tool_call_duration_seconds"] = append(want["codemode_tool_call_duration_seconds"], map[string]string{"source": s})
+	}
+	for _, o := range []string{"answered", "error", "abandoned"} {
+		want["codemode_broker_caller_wait_seconds"] = append(want["codemode_broker_caller_wait_seconds"], map[string]string{"outcome": o})
+	}
+	for _, tool := range []string{"search", "describe", "execute", "invoke"} {
+		want["codemode_meta_call_duration_seconds"] = append(want["codemode_meta_call_duration_seconds"], map[string]string{"tool": tool})
+	}
+	for name, sets := range want {
+		fam := fams[name]
+		for _, labels := range sets {
+			found := false
+			for _, m := range fam.GetMetric() {
+				got := map[string]string{}
+				for _, lp := range m.GetLabel() {
+					got[lp.GetName()] = lp.GetValue()
+				}
+				if maps.Equal(got, labels) && m.GetHistogram() != nil {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("no %s%v in /metrics", name, labels)
+			}
 		}
 	}
 }

@@ -101,6 +101,11 @@ func NewMetrics() *Metrics {
 	}
 	m.held = telemetry.NewSeries(m.inUse.WithLabelValues, rules[:]...)
 	m.waits = telemetry.NewSeries(m.queueWait.WithLabelValues, outcomes[:]...)
+	// The outcomes a wait ends with, exported (empty) from the start as
+	// the counters are, so that rate() sees the first wait.
+	for _, o := range []string{OutcomeAllowed, OutcomeQueueTimeout} {
+		m.waits.Of(o)
+	}
 	return m
 }
 

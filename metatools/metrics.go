@@ -1,6 +1,7 @@
 package metatools
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,11 @@ func NewMetrics() *Metrics {
 		}),
 	}
 	m.all = telemetry.Collectors{m.calls, m.duration, m.searchLatency, m.searchResults}
+	// Every meta-tool's duration is exported (empty) from the start, so
+	// that rate() sees its first call and a panel reads 0, not "no data".
+	for _, tool := range metaNames {
+		m.duration.WithLabelValues(strings.TrimPrefix(tool, "meta:"))
+	}
 	return m
 }
 

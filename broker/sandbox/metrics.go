@@ -101,6 +101,11 @@ func NewMetrics() *Metrics {
 	for _, cause := range []string{DeathMemory, DeathCrash, DeathProtocol, DeathTimeout, DeathAborted, DeathUnresponsive, DeathRecycle, DeathScaleDown, DeathShutdown} {
 		m.deaths.WithLabelValues(cause)
 	}
+	// The histogram's outcomes too (empty), so that a dashboard's rate()
+	// sees the first wait and a panel reads 0 rather than "no data".
+	for _, outcome := range []string{WaitAcquired, WaitQueueTimeout, WaitAborted} {
+		m.queueWait.WithLabelValues(outcome)
+	}
 	return m
 }
 
@@ -182,6 +187,13 @@ func (m *Metrics) died(cause string) {
 		m.deaths.WithLabelValues(cause).Inc()
 	}
 }
+
+// Outcomes of queue_wait_seconds.
+const (
+	WaitAcquired     = "acquired"
+	WaitQueueTimeout = "queue_timeout"
+	WaitAborted      = "aborted"
+)
 
 func (m *Metrics) waited(outcome string, d time.Duration) {
 	if m != nil {

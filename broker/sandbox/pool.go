@@ -621,13 +621,13 @@ func (p *workerPool) admit(ctx context.Context, name string) (*worker, *principa
 	var fail error
 	select {
 	case g := <-t.ch:
-		p.opts.Metrics.waited("acquired", p.now().Sub(queuedAt))
+		p.opts.Metrics.waited(WaitAcquired, p.now().Sub(queuedAt))
 		return g.w, pr, g.err
 	case <-ctx.Done():
-		p.opts.Metrics.waited("aborted", p.now().Sub(queuedAt))
+		p.opts.Metrics.waited(WaitAborted, p.now().Sub(queuedAt))
 		fail = aborted(context.Cause(ctx))
 	case <-timeout:
-		p.opts.Metrics.waited("queue_timeout", p.now().Sub(queuedAt))
+		p.opts.Metrics.waited(WaitQueueTimeout, p.now().Sub(queuedAt))
 		fail = &Error{Code: CodeQueueTimeout, Message: fmt.Sprintf("no sandbox slot became free within %v", p.opts.QueueTimeout)}
 	case <-p.closing:
 		fail = disposed()
