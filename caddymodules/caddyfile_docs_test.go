@@ -254,3 +254,53 @@ func TestDocsCaddyfileBlocksAdapt(t *testing.T) {
 		t.Fatalf("%d caddyfile blocks found, want the docs' 15 or more", n)
 	}
 }
+
+// TestDocsCaddyfileBlocksTagged: a fenced block of README.md or docs/ that
+// is Caddyfile (a line opening a block of a codemode option or directive,
+// or of a Caddy directive that only a Caddyfile has) is tagged caddyfile,
+// so that TestDocsCaddyfileBlocksAdapt checks it. Six were untagged
+// (auth.md's syntax of auth, codemode_oauth and codemode_auth, its
+// example and transparent-mode blocks, sandbox.md's worker command), and a
+// wrong key in them would have gone unnoticed. Blocks of a programming
+// language (go, js, json) are not Caddyfile whatever their lines.
+func TestDocsCaddyfileBlocksTagged(t *testing.T) {
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := regexp.MustCompile("(?m)^[ \t]*```([a-z]*)[ \t]*\n")
+	opens := regexp.MustCompile(`(?m)^\s*(codemode(_[a-z]+)?|auth|broker|sandbox|meta|credentials|throttle|storage|pool|refresh|local|handle_errors|handle_path|handle|route|reverse_proxy)\b[^{\n]*\{\s*$`)
+	checked := 0
+	for _, p := range append(pages, "../README.md") {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		for len(text) > 0 {
+			m := fence.FindStringSubmatchIndex(text)
+			if m == nil {
+				break
+			}
+			lang := text[m[2]:m[3]]
+			rest := text[m[1]:]
+			end := regexp.MustCompile("(?m)^[ \t]*```[ \t]*$").FindStringIndex(rest)
+			if end == nil {
+				t.Fatalf("%s: a fenced block does not end", p)
+			}
+			block := rest[:end[0]]
+			text = rest[end[1]:]
+			checked++
+			switch lang {
+			case "caddyfile", "go", "js", "json":
+				continue
+			}
+			if l := opens.FindString(block); l != "" {
+				t.Errorf("%s: a block tagged %q opens %q: a Caddyfile, to be tagged caddyfile:\n%s", filepath.Base(p), lang, strings.TrimSpace(l), block)
+			}
+		}
+	}
+	if checked < 60 {
+		t.Fatalf("%d fenced blocks found, want the docs' 60 or more", checked)
+	}
+}
