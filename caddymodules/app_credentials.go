@@ -261,10 +261,19 @@ func (c *CredentialsConfig) validate() error {
 	if c == nil {
 		return nil
 	}
-	for _, f := range []struct {
-		name string
-		d    caddy.Duration
-	}{{"connection_ttl", c.ConnectionTTL}, {"refresh_before", c.RefreshBefore}, {"session_ttl", c.SessionTTL}} {
+	return noNegativeDuration(namedDuration{"connection_ttl", c.ConnectionTTL}, namedDuration{"refresh_before", c.RefreshBefore},
+		namedDuration{"session_ttl", c.SessionTTL})
+}
+
+// namedDuration is a duration option and its name in the configuration.
+type namedDuration struct {
+	name string
+	d    caddy.Duration
+}
+
+// noNegativeDuration names the first of ds below zero.
+func noNegativeDuration(ds ...namedDuration) error {
+	for _, f := range ds {
 		if f.d < 0 {
 			return fmt.Errorf("%s: %v is negative", f.name, time.Duration(f.d))
 		}

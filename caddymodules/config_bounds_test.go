@@ -73,7 +73,7 @@ func TestBadDurationsAndSizesFailTheLoad(t *testing.T) {
 		{"json meta connect_timeout negative", jsonApp(`"meta":{"connect_timeout":-1000000000}`), "codemode meta: connect_timeout -1s is negative"},
 		{"json meta call_timeout negative", jsonApp(`"meta":{"no_broker":true,"upstreams":[{"name":"gh","url":"http://127.0.0.1:1/mcp","call_timeout":-1000000000}]}`), `codemode meta: upstream "gh": call_timeout -1s is negative`},
 
-		{"json sandbox pool queue_timeout negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_timeout":-1000000000}}`), "pool: queue_timeout -1s is negative"},
+		{"json sandbox pool queue_timeout negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_timeout":-1000000000}}`), "pool: queue_timeout: -1s is negative"},
 		{"json sandbox pool min_size negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"min_size":-2}}`), "pool: min_size -2 is below 0"},
 		{"json sandbox pool queue_size below -1", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_size":-2}}`), "pool: queue_size -2 is below -1"},
 		{"json sandbox pool spare_workers negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"spare_workers":-1}}`), "pool: spare_workers -1 is below 0"},

@@ -258,14 +258,10 @@ func (p *SandboxPool) validate() error {
 	if p == nil {
 		return nil
 	}
-	for _, f := range []struct {
-		name string
-		d    caddy.Duration
-	}{{"scale_interval", p.ScaleInterval}, {"queue_timeout", p.QueueTimeout}, {"flood_interval", p.FloodInterval},
-		{"watchdog_grace", p.WatchdogGrace}, {"startup_timeout", p.StartupTimeout}} {
-		if f.d < 0 {
-			return fmt.Errorf("pool: %s %v is negative", f.name, time.Duration(f.d))
-		}
+	if err := noNegativeDuration(namedDuration{"scale_interval", p.ScaleInterval}, namedDuration{"queue_timeout", p.QueueTimeout},
+		namedDuration{"flood_interval", p.FloodInterval}, namedDuration{"watchdog_grace", p.WatchdogGrace},
+		namedDuration{"startup_timeout", p.StartupTimeout}); err != nil {
+		return fmt.Errorf("pool: %w", err)
 	}
 	counts := []poolCount{{"max_size", int64(p.MaxSize), 0}, {"queue_size", int64(p.QueueSize), -1}, {"max_message_bytes", int64(p.MaxMessageBytes), 0},
 		{"max_pending_calls", int64(p.MaxPendingCalls), 0}, {"flood_messages", int64(p.FloodMessages), 0},

@@ -397,18 +397,25 @@ func TestMetricsTableListsEverySeries(t *testing.T) {
 	}
 }
 
+// scrapeFreshGateway starts observedGateway and reads its /metrics before
+// any request.
+func scrapeFreshGateway(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	caddyMu.Lock()
+	defer caddyMu.Unlock()
+	port, admin := freePort(t), freePort(t)
+	defer func() { _ = caddy.Stop() }()
+	loadCaddyfile(t, observedGateway(port, admin, 0))
+	return scrape(t, admin)
+}
+
 // TestAuthFailureReasonsAtZero: every reason of codemode_auth_failures_total
 // is in a scrape of /metrics from the start (at 0 in a fresh process), so
 // that rate() and increase() see a reason's first failure; a reason's
 // series appeared only with its first failure, which Prometheus counts as
 // no increase.
 func TestAuthFailureReasonsAtZero(t *testing.T) {
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	port, admin := freePort(t), freePort(t)
-	defer func() { _ = caddy.Stop() }()
-	loadCaddyfile(t, observedGateway(port, admin, 0))
-	fams := scrape(t, admin)
+	fams := scrapeFreshGateway(t)
 	for _, reason := range []string{"missing_token", "malformed", "bad_algorithm", "unknown_key", "bad_signature", "expired",
 		"not_yet_valid", "wrong_issuer", "wrong_audience", "revoked", "insufficient_scope", "unavailable", "issuer_mismatch"} {
 		if _, ok := sample(fams, "codemode_auth_failures_total", map[string]string{"reason": reason}); !ok {
@@ -424,12 +431,7 @@ func TestAuthFailureReasonsAtZero(t *testing.T) {
 // rate() and histogram_quantile() see the first observation and a panel
 // reads 0 rather than "no data". They appeared only once observed.
 func TestLabelledHistogramsFromTheStart(t *testing.T) {
-	caddyMu.Lock()
-	defer caddyMu.Unlock()
-	port, admin := freePort(t), freePort(t)
-	defer func() { _ = caddy.Stop() }()
-	loadCaddyfile(t, observedGateway(port, admin, 0))
-	fams := scrape(t, admin)
+	fams := scrapeFreshGateway(t)
 	want := map[string][]map[string]string{}
 	for _, o := range []string{"acquired", "queue_timeout", "aborted"} {
 		want["codemode_sandbox_queue_wait_seconds"] = append(want["codemode_sandbox_queue_wait_seconds"], map[string]string{"outcome": o})
