@@ -637,8 +637,9 @@ func parseMeta(d *caddyfile.Dispenser) (*MetaConfig, error) {
 				return nil, d.ArgErr()
 			}
 			dur, err := caddy.ParseDuration(d.Val())
-			if err != nil || dur < 0 {
-				return nil, d.Errf("list_ttl: want a duration like 5m, got %q", d.Val())
+			if err != nil || dur <= 0 {
+				// 0 is JSON's "unset": the default 5m, not "no freshness".
+				return nil, d.Errf("list_ttl: want a positive duration like 5m, got %q", d.Val())
 			}
 			cfg.ListTTL = caddy.Duration(dur)
 			if d.NextArg() {

@@ -70,6 +70,7 @@ func TestBadDurationsAndSizesFailTheLoad(t *testing.T) {
 		{"meta upstream call_timeout 0", caddyfile("meta {\nupstream gh {\nurl http://127.0.0.1:1/mcp\ncall_timeout 0\n}\n}"), `call_timeout: "0" is not a positive duration`},
 		{"meta embedding timeout 0", caddyfile("meta {\nembedding {\nstrategy ml\nurl http://127.0.0.1:1/v1/embeddings\nmodel m\ntimeout 0\n}\n}"), `timeout: "0" is not a positive duration`},
 		{"mcp session_timeout 0", "http://127.0.0.1:0 {\n\tcodemode_mcp {\n\t\tsession_timeout 0\n\t}\n}\n", "session_timeout: 0 is neither a duration nor never"},
+		{"meta list_ttl 0", caddyfile("meta {\nlist_ttl 0\n}"), `list_ttl: want a positive duration like 5m, got "0"`},
 		{"json meta connect_timeout negative", jsonApp(`"meta":{"connect_timeout":-1000000000}`), "codemode meta: connect_timeout -1s is negative"},
 		{"json meta call_timeout negative", jsonApp(`"meta":{"no_broker":true,"upstreams":[{"name":"gh","url":"http://127.0.0.1:1/mcp","call_timeout":-1000000000}]}`), `codemode meta: upstream "gh": call_timeout -1s is negative`},
 
