@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -168,8 +169,20 @@ try { await callTool("nope", {}) } catch (e) {} return 1`, ExecuteOptions{}); er
 	if v := val(m.callerWaiting); v != 0 {
 		t.Errorf("caller waits %v after the answer", v)
 	}
-	if n := testutil.CollectAndCount(m.callerWait); n != 1 {
-		t.Errorf("caller wait series %d", n)
+	// Every outcome's series is there from the start (empty); the one
+	// call the caller answered, with an error of its own, is in "error"
+	// alone.
+	if n := testutil.CollectAndCount(m.callerWait); n != len(callerWaitOutcomes) {
+		t.Errorf("caller wait series %d, want %d", n, len(callerWaitOutcomes))
+	}
+	for _, o := range callerWaitOutcomes {
+		var got dto.Metric
+		if err := m.callerWait.WithLabelValues(o).(prometheus.Histogram).Write(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]uint64{true: 1, false: 0}[o == "error"]; got.GetHistogram().GetSampleCount() != want {
+			t.Errorf("caller waits ended %s: %d, want %d", o, got.GetHistogram().GetSampleCount(), want)
+		}
 	}
 	if v := val(m.eventsStreamed.WithLabelValues(EventToolCall)); v < 1 {
 		t.Errorf("tool_call events streamed %v", v)
@@ -327,6 +340,10 @@ func TestFixedLabelCountersExportedAtZero(t *testing.T) {
 		"codemode_broker_redis_errors_total":        len(redisOperations),
 		"codemode_broker_events_streamed_total":     len(eventTypes),
 		"codemode_broker_sessions":                  2, // pending, running
+		// The histograms of fixed label sets too (empty).
+		"codemode_broker_execution_duration_seconds": 7,
+		"codemode_tool_call_duration_seconds":        5,
+		"codemode_broker_caller_wait_seconds":        len(callerWaitOutcomes),
 	} {
 		if n := testutil.CollectAndCount(m, name); n != want {
 			t.Errorf("%s: %d series before any event, want %d", name, n, want)

@@ -171,8 +171,12 @@ func TestMetricsPreparedLimits(t *testing.T) {
 
 // TestStorageFailuresExportedAtZero: storage_unavailable_total has a series
 // per storage rule and failure mode from the start, so that Prometheus'
-// increase() and the alerting rules see the first failure.
+// increase() and the alerting rules see the first failure; queue_wait_seconds
+// one per outcome (empty), so that rate() sees the first wait.
 func TestStorageFailuresExportedAtZero(t *testing.T) {
+	if n := testutil.CollectAndCount(NewMetrics(), "codemode_guard_queue_wait_seconds"); n != 2 {
+		t.Errorf("%d queue_wait_seconds series before any wait, want 2 (allowed, queue_timeout)", n)
+	}
 	if n := testutil.CollectAndCount(NewMetrics(), "codemode_guard_storage_unavailable_total"); n != 8 {
 		t.Errorf("%d storage_unavailable_total series before any failure, want 8", n)
 	}

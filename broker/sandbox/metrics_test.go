@@ -198,6 +198,10 @@ func TestDeathCausesExportedAtZero(t *testing.T) {
 	if n := testutil.CollectAndCount(m.deaths, "codemode_sandbox_worker_deaths_total"); n != 9 {
 		t.Errorf("%d worker_deaths_total series before any death, want 9", n)
 	}
+	// The queue wait's outcomes too (empty histograms).
+	if n := testutil.CollectAndCount(m.queueWait, "codemode_sandbox_queue_wait_seconds"); n != 3 {
+		t.Errorf("%d queue_wait_seconds series before any wait, want 3 (acquired, queue_timeout, aborted)", n)
+	}
 	if v := testutil.ToFloat64(m.deaths.WithLabelValues(DeathCrash)); v != 0 {
 		t.Errorf("crash deaths %v, want 0", v)
 	}
