@@ -554,8 +554,14 @@ const abortWriteGrace = time.Second
 // streamWriteTimeout ahead as events go out (at most once a second), and
 // capped once the broker ends its streams (limit, from another goroutine).
 type streamDeadline struct {
-	rc     *http.ResponseController
-	every  time.Duration // streamWriteTimeout
+	rc    *http.ResponseController
+	every time.Duration // streamWriteTimeout
+	// timer is set on HTTP/2, whose write deadline is a timer that resets
+	// the stream when it fires, a write in flight or not: there the
+	// deadline is disarmed once an event has gone out (sent), or a script
+	// quiet for streamWriteTimeout (waiting for its caller) lost its
+	// stream. On HTTP/1 a deadline only fails the next write, so it stays.
+	timer  bool
 	mu     sync.Mutex
 	at     time.Time // the deadline set, zero for none
 	capped time.Time // the latest deadline allowed, zero for none
@@ -586,6 +592,21 @@ func (d *streamDeadline) limit(at time.Time) {
 		d.at = at
 		_ = d.rc.SetWriteDeadline(at)
 	}
+}
+
+// sent disarms the deadline of an HTTP/2 stream once what was written has
+// gone out; the next event arms it again (extend). A cap stays.
+func (d *streamDeadline) sent() {
+	if !d.timer {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.done || d.at.IsZero() || !d.capped.IsZero() {
+		return
+	}
+	d.at = time.Time{}
+	_ = d.rc.SetWriteDeadline(time.Time{})
 }
 
 // missed reports whether a deadline is set and now is past it.
@@ -644,7 +665,7 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 		return
 	}
 	rc := http.NewResponseController(w)
-	deadline := &streamDeadline{rc: rc, every: h.writeTimeout}
+	deadline := &streamDeadline{rc: rc, every: h.writeTimeout, timer: r.ProtoMajor == 2}
 	defer context.AfterFunc(r.Context(), func() {
 		cause := context.Cause(r.Context())
 		if errors.Is(cause, context.Canceled) {
@@ -695,6 +716,7 @@ events:
 				if rc.Flush() != nil {
 					break events
 				}
+				deadline.sent()
 				ev, ok = <-run.events
 			}
 			hold = nil
@@ -723,6 +745,7 @@ events:
 			stalled(run, err)
 			break
 		}
+		deadline.sent()
 	}
 	if hold != nil {
 		hold.Stop()

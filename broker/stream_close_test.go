@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -69,6 +70,39 @@ func TestStalledReaderEndsItsSession(t *testing.T) {
 	defer srv.Close()
 
 	postNeverRead(t, srv.Listener.Addr().String())
+	wantStalledSession(t, b)
+}
+
+// TestStalledHTTP2ReaderEndsItsSession: the same over HTTP/2, where the
+// stream's deadline is disarmed between events
+// (TestQuietHTTP2StreamOutlivesWriteTimeout): a write that blocks on a
+// client that reads nothing still fails at its deadline.
+func TestStalledHTTP2ReaderEndsItsSession(t *testing.T) {
+	b := bigResultBroker(t)
+	defer b.Close(context.Background())
+	h := b.HTTPHandler(nil).(*httpHandler)
+	h.writeTimeout = time.Second
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+
+	body := `{"code":"for (let i = 0; i < 90; i++) await callTool(\"test:big\", {}); return 1"}`
+	resp, err := srv.Client().Post(srv.URL+"/execute", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close() // never read
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("the stream is %s, want HTTP/2", resp.Proto)
+	}
+	wantStalledSession(t, b)
+}
+
+// wantStalledSession waits for b's one session to end, and wants it ended
+// because its caller stopped reading.
+func wantStalledSession(t *testing.T, b *Broker) {
+	t.Helper()
 	var id string
 	waitUntil(t, "the session to start", func() bool {
 		b.mu.Lock()
@@ -117,5 +151,54 @@ func postNeverRead(t *testing.T, addr string) {
 	body, _ := json.Marshal(map[string]any{"code": `for (let i = 0; i < 90; i++) await callTool("test:big", {}); return 1`})
 	if _, err := fmt.Fprintf(conn, "POST /execute HTTP/1.1\r\nHost: broker\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQuietHTTP2StreamOutlivesWriteTimeout: an /execute stream over HTTP/2
+// (Caddy's protocol for HTTPS by default) whose script waits longer than the
+// stream's write timeout between two events (a caller answering a prompt, a
+// slow tool) is not cut while its client reads. HTTP/2's write deadline is a
+// timer that resets the stream when it fires, even with no write in flight:
+// the deadline the last event left armed reset the stream 30 s after it, and
+// the session ended EXECUTION_ABORTED, "the caller stopped reading" (a
+// gateway with tls internal and max_execution_timeout 120s, curl --http2:
+// exit 92, a client:prompt answered after 45 s). The tool's wait is three
+// write timeouts.
+func TestQuietHTTP2StreamOutlivesWriteTimeout(t *testing.T) {
+	const writeTimeout = 300 * time.Millisecond
+	tools := NewToolRegistry()
+	tools.Register(ToolDefinition{Name: "test:slow", Description: "answers after three write timeouts",
+		Handler: func(ctx context.Context, _ map[string]any, _ *ExecutionContext) (any, error) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(3 * writeTimeout):
+				return "slow answer", nil
+			}
+		}})
+	b, err := New(&BrokerOptions{Engine: testEngine(), Tools: tools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	h := b.HTTPHandler(nil).(*httpHandler)
+	h.writeTimeout = writeTimeout
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+
+	body := `{"code":"return await callTool(\"test:slow\", {})"}`
+	resp, err := srv.Client().Post(srv.URL+"/execute", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("the stream is %s, want HTTP/2", resp.Proto)
+	}
+	stream, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.Contains(string(stream), `"result":"slow answer"`) {
+		t.Fatalf("the stream over HTTP/2 (read error %v):\n%s", err, stream)
 	}
 }
