@@ -18,12 +18,12 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/internal/streamdeadline"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"go.uber.org/zap"
 )
@@ -544,86 +544,11 @@ func jsonKind(t reflect.Type) string {
 }
 
 // streamWriteTimeout bounds the write of one stream event to the client.
-const streamWriteTimeout = 30 * time.Second
+const streamWriteTimeout = streamdeadline.WriteTimeout
 
 // abortWriteGrace is what a stream still open when Close aborts its
 // session has left to send its final event (Broker.endStreams).
-const abortWriteGrace = time.Second
-
-// streamDeadline is the write deadline of one event stream: moved to
-// streamWriteTimeout ahead as events go out (at most once a second), and
-// capped once the broker ends its streams (limit, from another goroutine).
-type streamDeadline struct {
-	rc    *http.ResponseController
-	every time.Duration // streamWriteTimeout
-	// timer is set on HTTP/2, whose write deadline is a timer that resets
-	// the stream when it fires, a write in flight or not: there the
-	// deadline is disarmed once an event has gone out (sent), or a script
-	// quiet for streamWriteTimeout (waiting for its caller) lost its
-	// stream. On HTTP/1 a deadline only fails the next write, so it stays.
-	timer  bool
-	mu     sync.Mutex
-	at     time.Time // the deadline set, zero for none
-	capped time.Time // the latest deadline allowed, zero for none
-	done   bool      // the stream ended: its connection may serve others
-}
-
-// extend gives the next event streamWriteTimeout, unless the deadline set
-// is within a second of that already.
-func (d *streamDeadline) extend(now time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.at.Sub(now) >= d.every-time.Second || !d.capped.IsZero() {
-		return
-	}
-	d.at = now.Add(d.every)
-	_ = d.rc.SetWriteDeadline(d.at)
-}
-
-// limit brings the deadline to at, if later, and keeps it there.
-func (d *streamDeadline) limit(at time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.done {
-		return
-	}
-	d.capped = at
-	if d.at.IsZero() || d.at.After(at) {
-		d.at = at
-		_ = d.rc.SetWriteDeadline(at)
-	}
-}
-
-// sent disarms the deadline of an HTTP/2 stream once what was written has
-// gone out; the next event arms it again (extend). A cap stays.
-func (d *streamDeadline) sent() {
-	if !d.timer {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.done || d.at.IsZero() || !d.capped.IsZero() {
-		return
-	}
-	d.at = time.Time{}
-	_ = d.rc.SetWriteDeadline(time.Time{})
-}
-
-// missed reports whether a deadline is set and now is past it.
-func (d *streamDeadline) missed(now time.Time) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return !d.at.IsZero() && !now.Before(d.at)
-}
-
-// clear removes the deadline for good (the connection may serve other
-// requests): a limit that comes later is ignored.
-func (d *streamDeadline) clear() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.done, d.at = true, time.Time{}
-	_ = d.rc.SetWriteDeadline(time.Time{})
-}
+const abortWriteGrace = streamdeadline.Grace
 
 type executeRequest struct {
 	Code         string         `json:"code"`
@@ -665,7 +590,7 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 		return
 	}
 	rc := http.NewResponseController(w)
-	deadline := &streamDeadline{rc: rc, every: h.writeTimeout, timer: r.ProtoMajor == 2}
+	deadline := streamdeadline.New(w, r, h.writeTimeout)
 	defer context.AfterFunc(r.Context(), func() {
 		cause := context.Cause(r.Context())
 		if errors.Is(cause, context.Canceled) {
@@ -673,7 +598,7 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 			// also when a write fails: one past its deadline is a client
 			// that kept the connection but stopped reading.
 			cause = errCallerLeft
-			if deadline.missed(time.Now()) {
+			if deadline.Missed(time.Now()) {
 				cause = errCallerStalled
 			}
 		}
@@ -695,8 +620,8 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	// it, and the server sends it with the end of the response in one write.
 	defer run.detach()
 	enc := json.NewEncoder(w)
-	defer deadline.clear()
-	stopCap := context.AfterFunc(h.b.aborted, func() { deadline.limit(h.b.streamsEnd) })
+	defer deadline.Clear()
+	stopCap := context.AfterFunc(h.b.aborted, func() { deadline.Limit(h.b.streamsEnd) })
 	defer stopCap()
 	var hold *time.Timer // set while what was written waits for the next event
 	if len(run.events) == 0 {
@@ -716,7 +641,7 @@ events:
 				if rc.Flush() != nil {
 					break events
 				}
-				deadline.sent()
+				deadline.Sent()
 				ev, ok = <-run.events
 			}
 			hold = nil
@@ -729,7 +654,7 @@ events:
 		// (less at most a second: events that follow one another within a
 		// second share a deadline instead of moving it each time), or
 		// abortWriteGrace once Close has aborted the session.
-		deadline.extend(time.Now())
+		deadline.Extend(time.Now())
 		if err := enc.Encode(ev); err != nil {
 			stalled(run, err)
 			break
@@ -745,7 +670,7 @@ events:
 			stalled(run, err)
 			break
 		}
-		deadline.sent()
+		deadline.Sent()
 	}
 	if hold != nil {
 		hold.Stop()
