@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -267,5 +268,81 @@ func TestExitWithWaitingPlan(t *testing.T) {
 	}
 	if text := resultText(a.res); !a.res.IsError || !strings.Contains(text, "EXECUTION_ABORTED") || !strings.Contains(text, "stopping") {
 		t.Errorf("meta:execute at the exit: %s, want EXECUTION_ABORTED naming the stop", text)
+	}
+}
+
+// TestExitWithStalledMCPReader: a client that sends an MCP request and then
+// reads nothing of its answer (a real socket with a small receive buffer;
+// the answer is 11 MB: 900,000 '<' escaped six bytes each, twice) must not
+// hold the process's exit past drain_timeout and a grace: Caddy's servers
+// wait for every open request, and the handler was blocked writing the
+// answer for as long as the client kept its connection. Built binary,
+// 2026-07-28 `meta:execute`, Caddy's write idle timeout turned off (Caddy
+// before 2.11 had none; with 2.11's default of a minute the exit took 58 s
+// against 11 s for the same client on /execute, whose events each get 30 s).
+func TestExitWithStalledMCPReader(t *testing.T) {
+	bin, err := caddyBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, admin := freePort(t), freePort(t)
+	base := fmt.Sprintf("http://localhost:%d", port)
+	cmd, exited, logs := runCaddy(t, bin, fmt.Sprintf(`{
+	admin localhost:%d
+	servers {
+		timeouts {
+			write_idle -1s
+		}
+	}
+	codemode {
+		broker {
+			demo_tools
+			drain_timeout 1s
+		}
+	}
+}
+
+http://localhost:%d {
+	bind 127.0.0.1
+	handle_path /broker/* {
+		codemode_broker
+	}
+	codemode_mcp /mcp
+}
+`, admin, port), base)
+
+	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{
+		"name": "meta:execute", "arguments": map[string]any{"script": `return "<".repeat(900000)`},
+		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+			"io.modelcontextprotocol/clientInfo": map[string]any{"name": "t", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}}})
+	if _, err := fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: localhost:%d\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: meta:execute\r\nContent-Length: %d\r\n\r\n%s", port, len(body), body); err != nil {
+		t.Fatal(err)
+	}
+	// The answer has begun (its status line is in), and is then left unread.
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	status := make([]byte, len("HTTP/1.1 200"))
+	if _, err := io.ReadFull(conn, status); err != nil || string(status) != "HTTP/1.1 200" {
+		t.Fatalf("answer %q, %v\n%s", status, err, logs.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// A hang never passes however long we wait; a minute is far more than
+	// the 1 s drain and the grace on a loaded machine.
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if err != nil {
+			t.Errorf("caddy exited with %v\n%s", err, logs.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("caddy did not exit within a minute of SIGTERM while a client read nothing of its MCP answer\n%s", logs.String())
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/internal/streamdeadline"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/codemode-gateway/caddy-codemode/metatools"
 )
@@ -246,7 +247,12 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	}
 	rid := mcpRequestID(r)
 	w.Header().Set("X-Request-Id", rid)
-	mw := &mcpWriter{ResponseWriter: w}
+	mw := &mcpWriter{ResponseWriter: w, deadline: streamdeadline.New(w, r, streamdeadline.WriteTimeout)}
+	defer mw.deadline.Clear()
+	// Once the plans still running at the exit have been answered
+	// (plansExit), their answers get a grace to go out, as the broker's
+	// streams do: a client reading none of its answer held the exit.
+	defer context.AfterFunc(plansExit, func() { mw.deadline.Limit(time.Now().Add(streamdeadline.Grace)) })()
 	defer mw.finish(h.logger, r, rid)
 	w = mw
 	if h.unsupportedVersion(w, r) || refuseBadID(w, r) {

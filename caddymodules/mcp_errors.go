@@ -15,11 +15,14 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	sdkjson "github.com/segmentio/encoding/json"
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/streamdeadline"
 )
 
 // JSON-RPC error codes the transport uses.
@@ -67,6 +70,12 @@ type mcpWriter struct {
 	// the go-sdk's answer (addUnknown); whole is the batch as it came.
 	unknown [][]byte
 	whole   *peekedBody
+	// deadline bounds each write of the answer (an SSE event, a JSON
+	// body): a client that keeps its connection but reads nothing held
+	// the handler, its answer's memory and the process's exit (Caddy
+	// waits for every open request) until Caddy's write idle timeout, a
+	// minute by default, or for ever without one. nil: none (tests).
+	deadline *streamdeadline.Deadline
 }
 
 func (w *mcpWriter) WriteHeader(code int) {
@@ -127,6 +136,9 @@ func (w *mcpWriter) write(b []byte) (int, error) {
 	if w.rewrite {
 		return w.buf.Write(b)
 	}
+	if w.deadline != nil {
+		w.deadline.Extend(time.Now())
+	}
 	return w.ResponseWriter.Write(b)
 }
 
@@ -136,7 +148,13 @@ func (w *mcpWriter) FlushError() error {
 	if w.rewrite {
 		return nil
 	}
-	return http.NewResponseController(w.ResponseWriter).Flush()
+	if err := http.NewResponseController(w.ResponseWriter).Flush(); err != nil {
+		return err
+	}
+	if w.deadline != nil {
+		w.deadline.Sent()
+	}
+	return nil
 }
 
 // Flush is FlushError for callers that use http.Flusher.
