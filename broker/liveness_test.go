@@ -394,3 +394,38 @@ func TestRestoreAbandonedCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestHealthSeesRefusedWrites: a Redis that answers PING but refuses every
+// write (past its maxmemory with noeviction; a replica after a failover)
+// refused each /execute with 503 STORAGE_UNAVAILABLE while /health answered
+// 200 "ok", since its check was a PING: neither a load balancer nor an
+// operator saw the outage (the built binary, `CONFIG SET maxmemory 1mb`).
+// The check is a write now.
+func TestHealthSeesRefusedWrites(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	_, hSrv := newTestBroker(t, onRedis(rdb, redistest.Prefix(t), 10*time.Second))
+	ctx := context.Background()
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := do(t, http.MethodPost, hSrv.URL+"/execute", map[string]any{"code": "return 1"}, nil)
+	if code != http.StatusServiceUnavailable || errorCode(t, body) != CodeStorageUnavailable {
+		t.Fatalf("/execute on a Redis refusing writes: %d %s", code, body)
+	}
+	code, _, body = do(t, http.MethodGet, hSrv.URL+"/health", nil, nil)
+	if code != http.StatusServiceUnavailable || !contains(body, `"status":"unavailable"`) || !contains(body, "OOM") {
+		t.Fatalf("/health on a Redis refusing writes: %d %s", code, body)
+	}
+	if err := rdb.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body = do(t, http.MethodGet, hSrv.URL+"/health", nil, nil)
+	if code != http.StatusOK || !contains(body, `"status":"ok"`) {
+		t.Fatalf("/health once Redis takes writes again: %d %s", code, body)
+	}
+}

@@ -257,6 +257,7 @@ func (r *redisStore) channel() string             { return r.prefix + "answers" 
 func (r *redisStore) ownerKey(o string) string    { return r.prefix + "owner:" + o }
 func (r *redisStore) ownedKey(o string) string    { return r.prefix + "owned:" + o }
 func (r *redisStore) ownersKey() string           { return r.prefix + "owners" }
+func (r *redisStore) healthKey() string           { return r.prefix + "health:" + r.self }
 
 // bound limits one storage operation to the store's timeout, so that no
 // request waits on an unreachable Redis longer than that.
@@ -630,14 +631,19 @@ func (r *redisStore) reapLost(ctx context.Context) ([]string, error) {
 func (r *redisStore) resign(ctx context.Context) error {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	return r.rdb.Del(ctx, r.ownerKey(r.self)).Err()
+	return r.rdb.Del(ctx, r.ownerKey(r.self), r.healthKey()).Err()
 }
 
+// ping checks that the store takes a write, of this broker's own key
+// ({prefix}health:{owner}, expiring after the owner timeout): a Redis past
+// its maxmemory with noeviction, or a replica after a failover, answers
+// PING but refuses every write, and /health said ok while every session
+// failed to start.
 func (r *redisStore) ping(ctx context.Context) error {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	if err := r.rdb.Ping(ctx).Err(); err != nil {
-		return fmt.Errorf("pinging the session store: %w", err)
+	if err := r.rdb.Set(ctx, r.healthKey(), "1", r.ownerTTL).Err(); err != nil {
+		return fmt.Errorf("writing to the session store: %w", err)
 	}
 	return nil
 }
