@@ -22,7 +22,13 @@ const Grace = time.Second
 // ahead as writes go out (at most once a second), and capped once the
 // stream must end (Limit, from another goroutine).
 type Deadline struct {
-	rc    *http.ResponseController
+	rc *http.ResponseController
+	// conn sets the deadline of the connection under every wrapper of the
+	// response: Limit, called from another goroutine than the writer's,
+	// cannot go through rc, since a wrapper may keep the deadline in a field
+	// its writes read (Caddy's IdleTimeoutWriter does: a data race). The
+	// cap reaches rc at the writer's next Extend.
+	conn  *http.ResponseController
 	every time.Duration
 	// timer is set on HTTP/2, whose write deadline is a timer that resets
 	// the stream when it fires, a write in flight or not: there the
@@ -33,20 +39,40 @@ type Deadline struct {
 	mu     sync.Mutex
 	at     time.Time // the deadline set, zero for none
 	capped time.Time // the latest deadline allowed, zero for none
+	told   bool      // capped has gone through rc
 	done   bool      // the stream ended: its connection may serve others
 }
 
 // New bounds each write of r's response w by every.
 func New(w http.ResponseWriter, r *http.Request, every time.Duration) *Deadline {
-	return &Deadline{rc: http.NewResponseController(w), every: every, timer: r.ProtoMajor == 2}
+	inner := w
+	for {
+		u, ok := inner.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		inner = u.Unwrap()
+	}
+	return &Deadline{rc: http.NewResponseController(w), conn: http.NewResponseController(inner), every: every, timer: r.ProtoMajor == 2}
 }
 
 // Extend gives the next write every, unless the deadline set is within a
-// second of that already.
+// second of that already; once capped, the cap. Only the writer's goroutine
+// calls it.
 func (d *Deadline) Extend(now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.at.Sub(now) >= d.every-time.Second || !d.capped.IsZero() || d.done {
+	if d.done {
+		return
+	}
+	if !d.capped.IsZero() {
+		if !d.told {
+			d.told = true
+			_ = d.rc.SetWriteDeadline(d.at)
+		}
+		return
+	}
+	if d.at.Sub(now) >= d.every-time.Second {
 		return
 	}
 	d.at = now.Add(d.every)
@@ -68,7 +94,8 @@ func (d *Deadline) Sent() {
 	_ = d.rc.SetWriteDeadline(time.Time{})
 }
 
-// Limit brings the deadline to at, if later, and keeps it there.
+// Limit brings the deadline to at, if later, and keeps it there; any
+// goroutine may call it. A write under way fails at at.
 func (d *Deadline) Limit(at time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -78,7 +105,7 @@ func (d *Deadline) Limit(at time.Time) {
 	d.capped = at
 	if d.at.IsZero() || d.at.After(at) {
 		d.at = at
-		_ = d.rc.SetWriteDeadline(at)
+		_ = d.conn.SetWriteDeadline(at)
 	}
 }
 
@@ -90,7 +117,8 @@ func (d *Deadline) Missed(now time.Time) bool {
 }
 
 // Clear removes the deadline for good (the connection may serve other
-// requests): a Limit or Extend that comes later is ignored.
+// requests): a Limit or Extend that comes later is ignored. The writer's
+// goroutine calls it, once it writes no more.
 func (d *Deadline) Clear() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
