@@ -80,23 +80,30 @@ func TestStalledReaderEndsItsSession(t *testing.T) {
 func TestStalledHTTP2ReaderEndsItsSession(t *testing.T) {
 	b := bigResultBroker(t)
 	defer b.Close(context.Background())
+	resp := postHTTP2(t, b, time.Second, `{"code":"for (let i = 0; i < 90; i++) await callTool(\"test:big\", {}); return 1"}`)
+	defer resp.Body.Close() // never read
+	wantStalledSession(t, b)
+}
+
+// postHTTP2 posts body to b's /execute over HTTP/2 (TLS, as Caddy serves
+// HTTPS), its streams' write timeout set to writeTimeout.
+func postHTTP2(t *testing.T, b *Broker, writeTimeout time.Duration, body string) *http.Response {
+	t.Helper()
 	h := b.HTTPHandler(nil).(*httpHandler)
-	h.writeTimeout = time.Second
+	h.writeTimeout = writeTimeout
 	srv := httptest.NewUnstartedServer(h)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
-	defer srv.Close()
-
-	body := `{"code":"for (let i = 0; i < 90; i++) await callTool(\"test:big\", {}); return 1"}`
+	t.Cleanup(srv.Close)
 	resp, err := srv.Client().Post(srv.URL+"/execute", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close() // never read
 	if resp.ProtoMajor != 2 {
+		resp.Body.Close()
 		t.Fatalf("the stream is %s, want HTTP/2", resp.Proto)
 	}
-	wantStalledSession(t, b)
+	return resp
 }
 
 // wantStalledSession waits for b's one session to end, and wants it ended
@@ -181,22 +188,8 @@ func TestQuietHTTP2StreamOutlivesWriteTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close(context.Background())
-	h := b.HTTPHandler(nil).(*httpHandler)
-	h.writeTimeout = writeTimeout
-	srv := httptest.NewUnstartedServer(h)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	defer srv.Close()
-
-	body := `{"code":"return await callTool(\"test:slow\", {})"}`
-	resp, err := srv.Client().Post(srv.URL+"/execute", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := postHTTP2(t, b, writeTimeout, `{"code":"return await callTool(\"test:slow\", {})"}`)
 	defer resp.Body.Close()
-	if resp.ProtoMajor != 2 {
-		t.Fatalf("the stream is %s, want HTTP/2", resp.Proto)
-	}
 	stream, err := io.ReadAll(resp.Body)
 	if err != nil || !strings.Contains(string(stream), `"result":"slow answer"`) {
 		t.Fatalf("the stream over HTTP/2 (read error %v):\n%s", err, stream)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,7 +30,7 @@ import (
 // the session ends after the broker's drain_timeout with SHUTTING_DOWN,
 // and the process exits.
 func TestExitWithOpenStreams(t *testing.T) {
-	cmd, exited, logs, base := runExitGateway(t, "")
+	cmd, exited, logs, base := runExitGateway(t, "", "")
 
 	// An MCP session of 2025-06-18 with its GET stream open, as the SDKs
 	// keep one.
@@ -111,17 +112,7 @@ func TestExitWithOpenStreams(t *testing.T) {
 	if final.Type != broker.EventError || final.Payload.Error.Code != broker.CodeShuttingDown {
 		t.Errorf("last event of the waiting session = %+v, want error %s", final, broker.CodeShuttingDown)
 	}
-	// A hang never passes however long we wait; a minute is far more than
-	// the 1 s drain on a loaded machine.
-	select {
-	case err := <-exited:
-		exited <- err // for the cleanup
-		if err != nil {
-			t.Errorf("caddy exited with %v\n%s", err, logs.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("caddy did not exit within a minute of SIGTERM\n%s", logs.String())
-	}
+	wantExit(t, exited, logs, "")
 	select {
 	case <-getEnded:
 	case <-time.After(10 * time.Second):
@@ -129,10 +120,11 @@ func TestExitWithOpenStreams(t *testing.T) {
 	}
 }
 
-// runExitGateway runs the built gateway of the exit tests (demo tools,
-// the broker under /broker with a drain_timeout of 1s and brokerOption,
-// MCP at /mcp) as runCaddy does, and returns its base URL too.
-func runExitGateway(t *testing.T, brokerOption string) (cmd *exec.Cmd, exited chan error, logs *strings.Builder, base string) {
+// runExitGateway runs the built gateway of the exit tests (globalOption
+// in the global options, demo tools, the broker under /broker with a
+// drain_timeout of 1s and brokerOption, MCP at /mcp) as runCaddy does, and
+// returns its base URL too.
+func runExitGateway(t *testing.T, globalOption, brokerOption string) (cmd *exec.Cmd, exited chan error, logs *strings.Builder, base string) {
 	t.Helper()
 	bin, err := caddyBinary()
 	if err != nil {
@@ -142,6 +134,7 @@ func runExitGateway(t *testing.T, brokerOption string) (cmd *exec.Cmd, exited ch
 	base = fmt.Sprintf("http://localhost:%d", port)
 	caddyfile := fmt.Sprintf(`{
 	admin localhost:%d
+	%s
 	codemode {
 		broker {
 			demo_tools
@@ -158,7 +151,7 @@ http://localhost:%d {
 	}
 	codemode_mcp /mcp
 }
-`, admin, brokerOption, port)
+`, admin, globalOption, brokerOption, port)
 	cmd, exited, logs = runCaddy(t, bin, caddyfile, base)
 	return cmd, exited, logs, base
 }
@@ -216,7 +209,7 @@ func startCmd(t *testing.T, cmd *exec.Cmd) chan error {
 // timeout (here 5 minutes; 30 s by default), found by SIGTERM of a
 // gateway under an MCP client that had not answered yet.
 func TestExitWithWaitingPlan(t *testing.T) {
-	cmd, exited, logs, base := runExitGateway(t, "execution_timeout 5m")
+	cmd, exited, logs, base := runExitGateway(t, "", "execution_timeout 5m")
 
 	asked := make(chan struct{})
 	opts := &mcp.ClientOptions{ElicitationHandler: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
@@ -251,17 +244,8 @@ func TestExitWithWaitingPlan(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	// A hang never passes however long we wait; a minute is far more than
-	// the 1 s drain on a loaded machine, and far less than the plan's 5 min.
-	select {
-	case err := <-exited:
-		exited <- err // for the cleanup
-		if err != nil {
-			t.Errorf("caddy exited with %v\n%s", err, logs.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("caddy did not exit within a minute of SIGTERM while a plan waited for its client\n%s", logs.String())
-	}
+	// The minute is far less than the plan's 5 min.
+	wantExit(t, exited, logs, " while a plan waited for its client")
 	a := <-called
 	if a.err != nil {
 		t.Fatalf("meta:execute: %v, want its answer before the exit", a.err)
@@ -281,37 +265,14 @@ func TestExitWithWaitingPlan(t *testing.T) {
 // before 2.11 had none; with 2.11's default of a minute the exit took 58 s
 // against 11 s for the same client on /execute, whose events each get 30 s).
 func TestExitWithStalledMCPReader(t *testing.T) {
-	bin, err := caddyBinary()
+	cmd, exited, logs, base := runExitGateway(t, "servers {\n\t\ttimeouts {\n\t\t\twrite_idle -1s\n\t\t}\n\t}", "")
+	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port, admin := freePort(t), freePort(t)
-	base := fmt.Sprintf("http://localhost:%d", port)
-	cmd, exited, logs := runCaddy(t, bin, fmt.Sprintf(`{
-	admin localhost:%d
-	servers {
-		timeouts {
-			write_idle -1s
-		}
-	}
-	codemode {
-		broker {
-			demo_tools
-			drain_timeout 1s
-		}
-	}
-}
+	port := u.Port()
 
-http://localhost:%d {
-	bind 127.0.0.1
-	handle_path /broker/* {
-		codemode_broker
-	}
-	codemode_mcp /mcp
-}
-`, admin, port), base)
-
-	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	conn, err := net.Dial("tcp", "127.0.0.1:"+port)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +282,7 @@ http://localhost:%d {
 		"name": "meta:execute", "arguments": map[string]any{"script": `return "<".repeat(900000)`},
 		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
 			"io.modelcontextprotocol/clientInfo": map[string]any{"name": "t", "version": "1"}, "io.modelcontextprotocol/clientCapabilities": map[string]any{}}}})
-	if _, err := fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: localhost:%d\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+	if _, err := fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: localhost:%s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
 		"Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: meta:execute\r\nContent-Length: %d\r\n\r\n%s", port, len(body), body); err != nil {
 		t.Fatal(err)
 	}
@@ -334,8 +295,14 @@ http://localhost:%d {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	// A hang never passes however long we wait; a minute is far more than
-	// the 1 s drain and the grace on a loaded machine.
+	wantExit(t, exited, logs, " while a client read nothing of its MCP answer")
+}
+
+// wantExit waits for the gateway sent SIGTERM to exit cleanly. A hang never
+// passes however long we wait; a minute is far more than the 1 s drain
+// (and the second's grace of a stream) on a loaded machine.
+func wantExit(t *testing.T, exited chan error, logs *strings.Builder, while string) {
+	t.Helper()
 	select {
 	case err := <-exited:
 		exited <- err // for the cleanup
@@ -343,6 +310,6 @@ http://localhost:%d {
 			t.Errorf("caddy exited with %v\n%s", err, logs.String())
 		}
 	case <-time.After(time.Minute):
-		t.Fatalf("caddy did not exit within a minute of SIGTERM while a client read nothing of its MCP answer\n%s", logs.String())
+		t.Fatalf("caddy did not exit within a minute of SIGTERM%s\n%s", while, logs.String())
 	}
 }

@@ -24,26 +24,7 @@ import (
 // stalled stream ended.
 func TestStreamCapThroughCaddysWriter(t *testing.T) {
 	port := freePort(t)
-	config := func(drain string) string {
-		return fmt.Sprintf(`{
-	admin off
-	persist_config off
-	codemode {
-		broker {
-			demo_tools
-			drain_timeout %s
-		}
-	}
-}
-
-http://127.0.0.1:%d {
-	handle_path /broker/* {
-		codemode_broker
-	}
-}
-`, drain, port)
-	}
-	startCaddyfile(t, config("1s"))
+	startCaddyfile(t, brokerCaddyfile(port, "drain_timeout 1s"))
 
 	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
@@ -66,7 +47,7 @@ return await callTool("client:prompt", {question: "q"})`})
 	}
 	// A new broker; the old one drains for a second, then aborts the session
 	// and caps its stream.
-	loadCaddyfile(t, config("2s"))
+	loadCaddyfile(t, brokerCaddyfile(port, "drain_timeout 2s"))
 	// The stream ends (its write failed at the cap): read what the server
 	// sent until it closes. The receive buffer grows first: a window under
 	// one segment (64 KiB on loopback) is never advertised, and the rest
