@@ -19,7 +19,8 @@ import (
 //
 //	{prefix}session:{id}  JSON of the Session, expiring at ExpiresAt
 //	{prefix}calls:{id}    hash: "c:{callId}" -> pending|answered|abandoned, "ac:{callId}" -> the
-//	                      answer, "i:{callId}" -> {tool, input}, "closed" once finished
+//	                      answer, "i:{callId}" -> {tool, input}, "closed" once finished;
+//	                      a finished record keeps the states and "closed" only
 //	{prefix}answers       pub/sub channel carrying caller-supplied results and
 //	                      change notices of sessions followed with Await
 //	{prefix}owner:{owner} "1" while the broker owner heartbeats (expires after
@@ -153,6 +154,14 @@ return 0
 // 0 kept (the session had ended). A running session joins its owner's set,
 // a finished one leaves it.
 //
+// A finished record's calls hash (KEYS[6]) loses the calls' inputs and
+// the caller's answers ("i:", "ac:"), keeping the states and the closed
+// mark: the script and its calls are over (run.finish writes the record
+// after waitCalls), every later answer is 409 SESSION_FINISHED on the
+// record alone, and a GET returns the record. Kept, they held up to
+// max_tool_calls answers of max_body_size each for the session timeout,
+// outside max_finished_size (TestFinishedSessionKeepsNoAnswers).
+//
 // A finished record is counted in the finished index (KEYS[3] by finish
 // time, KEYS[4] by expiry, KEYS[5] sizes and their total) and the oldest
 // finished records past ARGV[9] bytes are deleted as expiry would, the
@@ -175,6 +184,13 @@ if ARGV[4] ~= '' then
 	if ARGV[3] == '1' then redis.call('SREM', KEYS[2], ARGV[5]) else redis.call('SADD', KEYS[2], ARGV[5]) end
 end
 if ARGV[3] ~= '1' then return 1 end
+local bodies = {}
+for _, f in ipairs(redis.call('HKEYS', KEYS[6])) do
+	if string.sub(f, 1, 2) == 'i:' or string.sub(f, 1, 3) == 'ac:' then bodies[#bodies + 1] = f end
+end
+for i = 1, #bodies, 500 do
+	redis.call('HDEL', KEYS[6], unpack(bodies, i, math.min(i + 499, #bodies)))
+end
 local fin, exp, size, id, p = KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[10]
 local function drop(d)
 	local n = tonumber(redis.call('HGET', size, d) or 0)
@@ -294,7 +310,7 @@ func (r *redisStore) put(ctx context.Context, s *Session) error {
 	}
 	var n int
 	if s.finished() {
-		n, err = putScript.Run(ctx, r.rdb, []string{r.sessionKey(s.ID), r.ownedKey(s.Owner), r.finKeys[0], r.finKeys[1], r.finKeys[2]},
+		n, err = putScript.Run(ctx, r.rdb, []string{r.sessionKey(s.ID), r.ownedKey(s.Owner), r.finKeys[0], r.finKeys[1], r.finKeys[2], r.callsKey(s.ID)},
 			b, r.ttl(s).Milliseconds(), "1", s.Owner, s.ID,
 			finishedSize(s), s.ExpiresAt, r.now().UnixMilli(), r.maxFinished, r.prefix).Int()
 	} else {
