@@ -83,6 +83,8 @@ return n === %d ? 1 : n;`, calls, inputSize, calls*answerSize)}, nil)
 					}
 				}
 				rec := rdb.StrLen(ctx, prefix+"session:"+sess.ID).Val()
+				t.Logf("finished session: calls hash MEMORY USAGE %d bytes, %d fields; record %d bytes",
+					rdb.MemoryUsage(ctx, prefix+"calls:"+sess.ID).Val(), len(h), rec)
 				if kept+int(rec) > bound {
 					t.Errorf("finished session keeps %d bytes of calls and a %d-byte record, past max_finished_size %d", kept, rec, bound)
 				}
