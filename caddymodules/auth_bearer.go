@@ -170,7 +170,8 @@ func (b *BearerAuth) provision(ctx caddy.Context) error {
 
 // Authenticate implements caddyauth.Authenticator. A refusal gets
 // codemode_auth's status, WWW-Authenticate challenge and JSON body
-// {"error":{"code","message"}} with the same codes, written here: Caddy's
+// {"error":{"code","message"}} with the same codes, and the same CORS
+// header fields for a browser page (exposeChallenge), written here: Caddy's
 // handler answers with 401 and no body. A valid token without a required
 // scope thus gets 403 insufficient_scope (MCP's scope challenge), since
 // the status written first is the one sent. Where Caddy's handler keeps
@@ -181,6 +182,7 @@ func (b *BearerAuth) provision(ctx caddy.Context) error {
 func (b *BearerAuth) Authenticate(w http.ResponseWriter, r *http.Request) (caddyauth.User, bool, error) {
 	u, status, err := b.check(w, r)
 	if status != 0 || err != nil {
+		exposeChallenge(w, r)
 		code, msg := refusal(status, err)
 		caddyhttp.SetVar(r.Context(), "codemode_auth_code", code)
 		if !hasErrorRoutes(r) {

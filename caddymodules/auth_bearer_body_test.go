@@ -3,6 +3,9 @@ package caddymodules
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -80,5 +83,63 @@ func TestCaddyBearerRefusalErrorRoutes(t *testing.T) {
 	if resp.StatusCode != 403 || body != "step up: INSUFFICIENT_SCOPE" ||
 		!strings.Contains(resp.Header.Get("WWW-Authenticate"), `error="insufficient_scope", scope="admin mcp read"`) {
 		t.Fatalf("token without the scope: %d %q %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// TestCaddyBearerRefusalCORS: a refusal by the codemode_bearer provider of a
+// request with Origin names that origin and exposes WWW-Authenticate, as
+// codemode_auth's does, so that a browser-based MCP client (MCP Inspector's
+// web UI, a web app) reads the challenge, finds the resource metadata and
+// steps up; without them the browser hid the 401 and 403 and the client
+// saw a network error. No credentials are allowed, and a request without
+// Origin gets no CORS header. A preflight carries no token, so the provider
+// refuses it (docs/auth.md: codemode_auth answers preflights).
+func TestCaddyBearerRefusalCORS(t *testing.T) {
+	idp, base, resource := startTransparent(t, map[string]any{"scopes": []string{"admin"}})
+	const page = "http://page.example"
+	do := func(method, token, origin string, hdr ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+"/private/x", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	noScope := idp.token(t, func(m map[string]any) { m["aud"] = resource })
+	for _, tc := range []struct {
+		what, token string
+		status      int
+	}{
+		{"no token", "", 401},
+		{"bad token", "abc.def.ghi", 401},
+		{"token without the scope", noScope, 403},
+	} {
+		resp := do(http.MethodGet, tc.token, page)
+		if resp.StatusCode != tc.status || resp.Header.Get("WWW-Authenticate") == "" ||
+			resp.Header.Get("Access-Control-Allow-Origin") != page ||
+			!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "WWW-Authenticate") ||
+			!slices.Contains(resp.Header.Values("Vary"), "Origin") || resp.Header.Get("Access-Control-Allow-Credentials") != "" {
+			t.Errorf("%s with Origin: %d %v, want %d and a challenge the page can read", tc.what, resp.StatusCode, resp.Header, tc.status)
+		}
+		if resp := do(http.MethodGet, tc.token, ""); resp.StatusCode != tc.status || resp.Header.Get("Access-Control-Allow-Origin") != "" ||
+			resp.Header.Get("Access-Control-Expose-Headers") != "" {
+			t.Errorf("%s without Origin: %d %v, want %d and no CORS header", tc.what, resp.StatusCode, resp.Header, tc.status)
+		}
+	}
+	if resp := do(http.MethodOptions, "", page, "Access-Control-Request-Method", "POST"); resp.StatusCode != 401 ||
+		resp.Header.Get("Access-Control-Allow-Methods") != "" {
+		t.Errorf("preflight: %d %v, want the provider's 401 and no permission", resp.StatusCode, resp.Header)
 	}
 }

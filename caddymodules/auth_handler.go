@@ -56,9 +56,7 @@ func (h *AuthHandler) Provision(ctx caddy.Context) error {
 // preflight is one: it goes to the next handler, whose CORS answer decides
 // (answering it here would let any site's page send a JSON or DELETE
 // request there, which the preflight exists to stop). A refusal names
-// the page's origin and exposes WWW-Authenticate, so that a browser-based
-// MCP client can read the challenge (before, the browser hid the 401 and
-// the client saw a network error).
+// the page's origin and exposes WWW-Authenticate (exposeChallenge).
 func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	if r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != "" &&
 		!h.app.auth.cfg.AllowDefaultPublic {
@@ -66,12 +64,8 @@ func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		return nil
 	}
 	user, status, err := h.check(w, r)
-	if status != 0 && r.Header.Get("Origin") != "" {
-		w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
-		w.Header().Add("Vary", "Origin")
-		w.Header().Set("Access-Control-Expose-Headers", "WWW-Authenticate")
-	}
 	if status != 0 || err != nil {
+		exposeChallenge(w, r)
 		code, msg := refusal(status, err)
 		return h.refuse(w, r, max(status, http.StatusUnauthorized), code, msg, err)
 	}
@@ -81,6 +75,22 @@ func (h *AuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next cad
 		repl.Set("http.auth.user."+k, v)
 	}
 	return next.ServeHTTP(w, r)
+}
+
+// exposeChallenge lets the page of a browser request (one with Origin)
+// read a refusal of codemode_auth or codemode_bearer: it names the page's
+// origin and exposes WWW-Authenticate, public as the metadata it points
+// to, so that a browser-based MCP client finds the resource metadata and
+// the scopes to step up to; without it the browser hides the 401 or 403
+// and the client sees a network error. No credentials are allowed.
+func exposeChallenge(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return
+	}
+	w.Header().Set("Access-Control-Allow-Origin", origin)
+	w.Header().Add("Vary", "Origin")
+	w.Header().Set("Access-Control-Expose-Headers", "WWW-Authenticate")
 }
 
 // refusal is the code and message of the body of a refused request,
