@@ -1,6 +1,7 @@
 package caddymodules
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -75,10 +76,10 @@ func TestBadDurationsAndSizesFailTheLoad(t *testing.T) {
 		{"json meta call_timeout negative", jsonApp(`"meta":{"no_broker":true,"upstreams":[{"name":"gh","url":"http://127.0.0.1:1/mcp","call_timeout":-1000000000}]}`), `codemode meta: upstream "gh": call_timeout -1s is negative`},
 
 		{"json sandbox pool queue_timeout negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_timeout":-1000000000}}`), "pool: queue_timeout: -1s is negative"},
-		{"json sandbox pool min_size negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"min_size":-2}}`), "pool: min_size -2 is below 0"},
+		{"json sandbox pool min_size negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"min_size":-2}}`), "pool: min (min_size) -2 is below 0"},
 		{"json sandbox pool queue_size below -1", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_size":-2}}`), "pool: queue_size -2 is below -1"},
-		{"json sandbox pool spare_workers negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"spare_workers":-1}}`), "pool: spare_workers -1 is below 0"},
-		{"json sandbox pool session_memory_bytes negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"session_memory_bytes":-1}}`), "pool: session_memory_bytes -1 is below 0"},
+		{"json sandbox pool spare_workers negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"spare_workers":-1}}`), "pool: spare (spare_workers) -1 is below 0"},
+		{"json sandbox pool session_memory_bytes negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"session_memory_bytes":-1}}`), "pool: session_memory (session_memory_bytes) -1 is below 0"},
 		{"json sandbox cpu_time negative", jsonApp(`"sandbox":{"engine":"inprocess","trusted_callers":true,"cpu_time":-1}`), "limits must not be negative: cpu_time is -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,6 +96,52 @@ func TestBadDurationsAndSizesFailTheLoad(t *testing.T) {
 				t.Fatalf("the base config fails: %v", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPoolErrorsNameTheCaddyfileKey: every refusal of the worker pool's
+// settings names the option as the Caddyfile writes it, and the JSON key
+// where that differs. The pool's own checks named its Go fields (maxSize,
+// scaleInterval, maxMessageBytes), which no configuration spells, and the
+// bounds checks the JSON keys only (min_size for the Caddyfile's min).
+func TestPoolErrorsNameTheCaddyfileKey(t *testing.T) {
+	pool := func(opts string) string {
+		return "{\n\tadmin off\n\tpersist_config off\n\tcodemode {\n\t\tsandbox {\n\t\t\tpool {\n" + opts + "\n\t\t\t}\n\t\t}\n\t}\n}\n"
+	}
+	jsonPool := func(opts string) string {
+		return `{"admin":{"disabled":true,"config":{"persist":false}},"logging":{"logs":{"default":{"level":"ERROR"}}},` +
+			`"apps":{"codemode":{"sandbox":{"engine":"worker","pool":{` + opts + `}}}}}`
+	}
+	camel := regexp.MustCompile(`\b[a-z]+[A-Z][A-Za-z]*\b`)
+	for _, tc := range []struct{ name, config, want string }{
+		{"max below min", pool("min 3\nmax 2"), "pool: min 3 is above max 2"},
+		{"json max_size below min_size", jsonPool(`"min_size":3,"max_size":2`), "pool: max (max_size) 2 must be at least 1 and at least min (min_size) 3"},
+		{"scale_down not below scale_up", pool("scale_up 0.5\nscale_down 0.6"),
+			"pool: scale_down (scale_down_threshold) 0.6 must be at least 0 and below scale_up (scale_up_threshold) 0.5"},
+		{"scale_interval too short", pool("scale_interval 5ms"), "pool: scale_interval 5ms must be at least 10ms"},
+		{"max_message too small", pool("max_message 1KiB"), "pool: max_message (max_message_bytes) 1024 must be between 64 KiB and 1 GiB"},
+		{"max_workers below max", pool("max_workers 2"), "pool: max_workers 2 must be at least max (max_size) 4"},
+		{"json max_size negative", jsonPool(`"max_size":-1`), "pool: max (max_size) -1 is below 0"},
+		{"json spare_workers negative", jsonPool(`"spare_workers":-1`), "pool: spare (spare_workers) -1 is below 0"},
+		{"json flood_interval negative", jsonPool(`"flood_interval":-1000000000`), "pool: flood (flood_interval): -1s is negative"},
+		{"json scale_up_threshold above 1", jsonPool(`"scale_up_threshold":2`), "pool: scale_up (scale_up_threshold) 2 must be in (0, 1]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := []byte(tc.config)
+			var err error
+			if !strings.HasPrefix(tc.config, `{"admin"`) {
+				cfg, _, err = caddyconfig.GetAdapter("caddyfile").Adapt(cfg, nil)
+			}
+			if err == nil {
+				err = loadErr(t, cfg)
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+			if m := camel.FindString(err.Error()); m != "" {
+				t.Errorf("%v names %q, which no configuration spells", err, m)
 			}
 		})
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -259,7 +261,7 @@ func (p *SandboxPool) validate() error {
 		return nil
 	}
 	if err := noNegativeDuration(namedDuration{"scale_interval", p.ScaleInterval}, namedDuration{"queue_timeout", p.QueueTimeout},
-		namedDuration{"flood_interval", p.FloodInterval}, namedDuration{"watchdog_grace", p.WatchdogGrace},
+		namedDuration{poolKey("flood_interval"), p.FloodInterval}, namedDuration{"watchdog_grace", p.WatchdogGrace},
 		namedDuration{"startup_timeout", p.StartupTimeout}); err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
@@ -278,10 +280,38 @@ func (p *SandboxPool) validate() error {
 	}
 	for _, f := range counts {
 		if f.n < f.least {
-			return fmt.Errorf("pool: %s %d is below %d", f.name, f.n, f.least)
+			return fmt.Errorf("pool: %s %d is below %d", poolKey(f.name), f.n, f.least)
 		}
 	}
 	return nil
+}
+
+// poolCaddyfileKeys are the pool options whose Caddyfile key is not their
+// JSON key.
+var poolCaddyfileKeys = map[string]string{
+	"min_size": "min", "max_size": "max", "scale_up_threshold": "scale_up", "scale_down_threshold": "scale_down",
+	"max_message_bytes": "max_message", "flood_messages": "flood", "flood_interval": "flood",
+	"max_executions_per_worker": "max_executions", "spare_workers": "spare", "session_memory_bytes": "session_memory",
+}
+
+// poolKey names the pool option of JSON key jsonKey as the Caddyfile
+// writes it, followed by the JSON key where that differs ("max (max_size)"),
+// so that an operator reading an error finds the option in either.
+func poolKey(jsonKey string) string {
+	if k, ok := poolCaddyfileKeys[jsonKey]; ok {
+		return k + " (" + jsonKey + ")"
+	}
+	return jsonKey
+}
+
+// poolFieldKey is poolKey of the SandboxPool field named field, which is
+// also the name of the sandbox.PoolOptions field it sets.
+func poolFieldKey(field string) string {
+	f, ok := reflect.TypeFor[SandboxPool]().FieldByName(field)
+	if !ok {
+		return field
+	}
+	return poolKey(strings.Split(f.Tag.Get("json"), ",")[0])
 }
 
 // poolOptions turns the pool settings into the pool's options.
@@ -384,6 +414,10 @@ func (w *WorkerEngine) Provision(ctx caddy.Context) error {
 	}
 	e, err := acquire(key, func() (sandbox.Engine, func() error, error) {
 		e, err := sandbox.NewWorkerPool(po)
+		if poe := (*sandbox.PoolOptionError)(nil); errors.As(err, &poe) {
+			// The pool's own check names its Go fields (maxSize).
+			return nil, nil, errors.New("pool: " + poe.Message(poolFieldKey))
+		}
 		if err != nil {
 			return nil, nil, err
 		}

@@ -186,6 +186,33 @@ const workerEnvVar = "CODEMODE_SANDBOX_WORKER"
 // passEnv are the variables a worker inherits from the parent when set.
 var passEnv = []string{"PATH", "TMPDIR", "GOMAXPROCS", "GODEBUG", "GOTRACEBACK", "GORACE", "GOCOVERDIR"}
 
+// PoolOptionError is a PoolOptions value NewWorkerPool refuses: the field
+// Field (a PoolOptions field name) holds Value, which breaks Rule, alone or
+// against the field Other holding OtherValue. Its fields let a
+// configuration layer name the options as its user wrote them (Message).
+type PoolOptionError struct {
+	Field      string
+	Value      any
+	Rule       string
+	Other      string
+	OtherValue any
+}
+
+// Error names the fields as the spec's RuntimePoolOptions do (maxSize).
+func (e *PoolOptionError) Error() string {
+	return "pool " + e.Message(func(field string) string { return strings.ToLower(field[:1]) + field[1:] })
+}
+
+// Message is the error without its "pool" prefix, each field named by
+// name.
+func (e *PoolOptionError) Message(name func(field string) string) string {
+	m := fmt.Sprintf("%s %v %s", name(e.Field), e.Value, e.Rule)
+	if e.Other != "" {
+		m += fmt.Sprintf(" %s %v", name(e.Other), e.OtherValue)
+	}
+	return m
+}
+
 // withDefaults validates o and fills in the defaults.
 func (o *PoolOptions) withDefaults() (PoolOptions, error) {
 	var n PoolOptions
@@ -202,7 +229,7 @@ func (o *PoolOptions) withDefaults() (PoolOptions, error) {
 		n.MaxSize = max(DefaultPoolMaxSize, n.MinSize)
 	}
 	if n.MaxSize < 1 || n.MaxSize < n.MinSize {
-		return n, fmt.Errorf("pool maxSize %d must be at least 1 and at least minSize %d", n.MaxSize, n.MinSize)
+		return n, &PoolOptionError{Field: "MaxSize", Value: n.MaxSize, Rule: "must be at least 1 and at least", Other: "MinSize", OtherValue: n.MinSize}
 	}
 	if n.ScaleUpThreshold == 0 {
 		n.ScaleUpThreshold = DefaultScaleUpThreshold
@@ -211,16 +238,17 @@ func (o *PoolOptions) withDefaults() (PoolOptions, error) {
 		n.ScaleDownThreshold = min(DefaultScaleDownThreshold, n.ScaleUpThreshold/2)
 	}
 	if !(n.ScaleUpThreshold > 0 && n.ScaleUpThreshold <= 1) {
-		return n, fmt.Errorf("pool scaleUpThreshold %v must be in (0, 1]", n.ScaleUpThreshold)
+		return n, &PoolOptionError{Field: "ScaleUpThreshold", Value: n.ScaleUpThreshold, Rule: "must be in (0, 1]"}
 	}
 	if !(n.ScaleDownThreshold >= 0 && n.ScaleDownThreshold < n.ScaleUpThreshold) {
-		return n, fmt.Errorf("pool scaleDownThreshold %v must be in [0, scaleUpThreshold %v)", n.ScaleDownThreshold, n.ScaleUpThreshold)
+		return n, &PoolOptionError{Field: "ScaleDownThreshold", Value: n.ScaleDownThreshold, Rule: "must be at least 0 and below",
+			Other: "ScaleUpThreshold", OtherValue: n.ScaleUpThreshold}
 	}
 	if n.ScaleInterval == 0 {
 		n.ScaleInterval = DefaultScaleInterval
 	}
 	if n.ScaleInterval < 10*time.Millisecond {
-		return n, fmt.Errorf("pool scaleInterval %v must be at least 10ms", n.ScaleInterval)
+		return n, &PoolOptionError{Field: "ScaleInterval", Value: n.ScaleInterval, Rule: "must be at least 10ms"}
 	}
 	switch {
 	case n.QueueSize == 0:
@@ -235,7 +263,7 @@ func (o *PoolOptions) withDefaults() (PoolOptions, error) {
 		n.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if n.MaxMessageBytes < 64<<10 || n.MaxMessageBytes > 1<<30 {
-		return n, fmt.Errorf("maxMessageBytes %d must be between 64 KiB and 1 GiB", n.MaxMessageBytes)
+		return n, &PoolOptionError{Field: "MaxMessageBytes", Value: n.MaxMessageBytes, Rule: "must be between 64 KiB and 1 GiB"}
 	}
 	if n.MaxPendingCalls <= 0 {
 		n.MaxPendingCalls = DefaultMaxPendingCalls
@@ -271,7 +299,7 @@ func (o *PoolOptions) withDefaults() (PoolOptions, error) {
 		n.MaxWorkers = max(n.MaxSize, 16)
 	}
 	if n.MaxWorkers < n.MaxSize {
-		return n, fmt.Errorf("pool maxWorkers %d must be at least maxSize %d", n.MaxWorkers, n.MaxSize)
+		return n, &PoolOptionError{Field: "MaxWorkers", Value: n.MaxWorkers, Rule: "must be at least", Other: "MaxSize", OtherValue: n.MaxSize}
 	}
 	if n.SessionMemoryBytes <= 0 {
 		n.SessionMemoryBytes = DefaultSessionMemoryBytes
