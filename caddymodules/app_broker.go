@@ -709,7 +709,7 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 		case "tool_timeout":
 			err = parseDurationArg(d, &c.ToolTimeout)
 		case "max_sessions_per_principal":
-			err = parseIntArg(d, &c.MaxSessionsPerPrincipal)
+			err = positiveIntArg(d, &c.MaxSessionsPerPrincipal)
 		case "max_stream_size":
 			err = parseSizeArg(d, &c.MaxStreamBytes)
 		case "max_finished_size":
@@ -740,9 +740,9 @@ func parseBroker(d *caddyfile.Dispenser) (*BrokerConfig, error) {
 				return nil, d.Errf("storage_failure_mode: %q is not open or closed", c.StorageFailureMode)
 			}
 		case "max_sessions":
-			err = parseIntArg(d, &c.MaxConcurrentSessions)
+			err = positiveIntArg(d, &c.MaxConcurrentSessions)
 		case "max_tool_calls":
-			err = parseIntArg(d, &c.MaxToolCalls)
+			err = positiveIntArg(d, &c.MaxToolCalls)
 		case "max_body_size":
 			err = parseSizeArg(d, &c.MaxBodySize)
 		case "demo_tools":

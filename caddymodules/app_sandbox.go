@@ -244,7 +244,7 @@ func parseSandboxPool(d *caddyfile.Dispenser) (*SandboxPool, error) {
 		case "scale_interval":
 			p.ScaleInterval, err = sandboxDurationArg(d, sub)
 		case "queue_size":
-			p.QueueSize, err = sandboxIntArg(d, sub, -1)
+			p.QueueSize, err = sandboxCountOrNone(d, sub, "-1: no queue")
 		case "queue_timeout":
 			p.QueueTimeout, err = sandboxDurationArg(d, sub)
 		case "max_message":
@@ -269,7 +269,7 @@ func parseSandboxPool(d *caddyfile.Dispenser) (*SandboxPool, error) {
 		case "startup_timeout":
 			p.StartupTimeout, err = sandboxDurationArg(d, sub)
 		case "max_executions":
-			p.MaxExecutionsPerWorker, err = sandboxIntArg(d, sub, -1)
+			p.MaxExecutionsPerWorker, err = sandboxCountOrNone(d, sub, "-1: never recycled")
 		case "sessions_per_worker":
 			p.SessionsPerWorker, err = sandboxIntArg(d, sub, 1)
 		case "max_workers":
@@ -360,6 +360,17 @@ func sandboxIntArg(d *caddyfile.Dispenser, name string, least int) (int, error) 
 		return 0, d.Errf("sandbox: %s: %q is not an integer of at least %d", name, s, least)
 	}
 	return n, nil
+}
+
+// sandboxCountOrNone reads a pool count where -1 means none and 0, JSON's
+// absent value, the default: an explicit 0 would silently be the default,
+// so it is refused, naming what -1 means.
+func sandboxCountOrNone(d *caddyfile.Dispenser, name, none string) (int, error) {
+	n, err := sandboxIntArg(d, name, -1)
+	if err == nil && n == 0 {
+		return 0, d.Errf("sandbox: %s: 0 is not a count (%s; leave the option out for its default)", name, none)
+	}
+	return n, err
 }
 
 func sandboxFractionArg(d *caddyfile.Dispenser, name string) (float64, error) {

@@ -130,9 +130,9 @@ func parseAuth(d *caddyfile.Dispenser) (*AuthConfig, error) {
 		case "registered_client_ttl":
 			err = positiveDurationArg(d, &cfg.RegisteredClientTTL)
 		case "max_registered_clients":
-			err = intArg(d, &cfg.MaxRegisteredClients)
+			err = positiveIntArg(d, &cfg.MaxRegisteredClients)
 		case "max_pending_authorizations":
-			err = intArg(d, &cfg.MaxPendingAuthorizations)
+			err = positiveIntArg(d, &cfg.MaxPendingAuthorizations)
 		case "password_check_wait":
 			err = positiveDurationArg(d, &cfg.PasswordCheckWait)
 		case "client_id_metadata":
@@ -274,7 +274,7 @@ func parseLocal(d *caddyfile.Dispenser, l *AuthLocal) error {
 			err = intArg(d, &days)
 			l.KeyRotation = caddy.Duration(time.Duration(days) * 24 * time.Hour)
 		case "max_keys":
-			err = intArg(d, &l.MaxKeys)
+			err = positiveIntArg(d, &l.MaxKeys)
 		default:
 			return d.Errf("local: unrecognized subdirective %q", d.Val())
 		}

@@ -1,6 +1,10 @@
 package caddymodules
 
-import "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+)
 
 // oneArg reads the single argument of the current (sub)directive into dst;
 // a missing or extra argument is an error naming the directive. Every area's
@@ -60,5 +64,21 @@ func (b blockOptions) once(d *caddyfile.Dispenser, repeatable ...string) error {
 		return d.Errf("%s: given twice (first on line %d); write it once", name, g.line)
 	}
 	b[key] = given{line: d.Line(), spelling: name}
+	return nil
+}
+
+// positiveIntArg reads the count of an option whose absent (JSON: 0) value
+// is its default: an explicit 0 would silently be that default, so it is
+// refused as an explicit 0 duration is, naming what to write instead.
+func positiveIntArg(d *caddyfile.Dispenser, dst *int) error {
+	name, s := d.Val(), ""
+	if err := oneArg(d, &s); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return d.Errf("%s: %q is not a positive integer (leave the option out for its default)", name, s)
+	}
+	*dst = n
 	return nil
 }

@@ -75,6 +75,19 @@ func TestBadDurationsAndSizesFailTheLoad(t *testing.T) {
 		{"json meta connect_timeout negative", jsonApp(`"meta":{"connect_timeout":-1000000000}`), "codemode meta: connect_timeout -1s is negative"},
 		{"json meta call_timeout negative", jsonApp(`"meta":{"no_broker":true,"upstreams":[{"name":"gh","url":"http://127.0.0.1:1/mcp","call_timeout":-1000000000}]}`), `codemode meta: upstream "gh": call_timeout -1s is negative`},
 
+		// Counts: an explicit 0 that would silently be the default fails, naming
+		// what to write; a documented 0 (none) loads.
+		{"documented zeros", caddyfile("auth {\n" + transparent + "\nlocal {\nkey_rotation_days 0\n}\n}\nsandbox {\npool {\nmin 0\nspare 0\nqueue_size -1\nmax_executions -1\n}\n}"), ""},
+		{"broker max_sessions 0", caddyfile("broker {\nmax_sessions 0\n}"), `max_sessions: "0" is not a positive integer (leave the option out for its default)`},
+		{"broker max_tool_calls 0", caddyfile("broker {\nmax_tool_calls 0\n}"), `max_tool_calls: "0" is not a positive integer`},
+		{"broker max_sessions_per_principal 0", caddyfile("broker {\nmax_sessions_per_principal 0\n}"), `max_sessions_per_principal: "0" is not a positive integer`},
+		{"storage redis pool_size 0", caddyfile("storage redis 127.0.0.1:1 {\npool_size 0\n}"), `pool_size: "0" is not a positive integer`},
+		{"auth max_registered_clients 0", caddyfile("auth {\n" + transparent + "\nmax_registered_clients 0\n}"), `max_registered_clients: "0" is not a positive integer`},
+		{"auth max_pending_authorizations 0", caddyfile("auth {\n" + transparent + "\nmax_pending_authorizations 0\n}"), `max_pending_authorizations: "0" is not a positive integer`},
+		{"auth local max_keys 0", caddyfile("auth {\n" + transparent + "\nlocal {\nmax_keys 0\n}\n}"), `max_keys: "0" is not a positive integer`},
+		{"sandbox pool queue_size 0", caddyfile("sandbox {\npool {\nqueue_size 0\n}\n}"), "queue_size: 0 is not a count (-1: no queue; leave the option out for its default)"},
+		{"sandbox pool max_executions 0", caddyfile("sandbox {\npool {\nmax_executions 0\n}\n}"), "max_executions: 0 is not a count (-1: never recycled; leave the option out for its default)"},
+
 		{"json sandbox pool queue_timeout negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_timeout":-1000000000}}`), "pool: queue_timeout: -1s is negative"},
 		{"json sandbox pool min_size negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"min_size":-2}}`), "pool: min (min_size) -2 is below 0"},
 		{"json sandbox pool queue_size below -1", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_size":-2}}`), "pool: queue_size -2 is below -1"},

@@ -111,7 +111,7 @@ func (r *RedisStorage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "db":
 			err = parseIntArg(d, &r.DB)
 		case "pool_size":
-			err = parseIntArg(d, &r.PoolSize)
+			err = positiveIntArg(d, &r.PoolSize)
 		case "username":
 			err = oneArg(d, &r.Username)
 		case "password":
