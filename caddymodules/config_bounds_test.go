@@ -96,14 +96,7 @@ func TestBadDurationsAndSizesFailTheLoad(t *testing.T) {
 		{"json sandbox cpu_time negative", jsonApp(`"sandbox":{"engine":"inprocess","trusted_callers":true,"cpu_time":-1}`), "limits must not be negative: cpu_time is -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := []byte(tc.config)
-			var err error
-			if !strings.HasPrefix(tc.config, `{"admin"`) {
-				cfg, _, err = caddyconfig.GetAdapter("caddyfile").Adapt(cfg, nil)
-			}
-			if err == nil {
-				err = loadErr(t, cfg)
-			}
+			err := adaptAndLoad(t, tc.config)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("the base config fails: %v", err)
@@ -142,14 +135,7 @@ func TestPoolErrorsNameTheCaddyfileKey(t *testing.T) {
 		{"json scale_up_threshold above 1", jsonPool(`"scale_up_threshold":2`), "pool: scale_up (scale_up_threshold) 2 must be in (0, 1]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := []byte(tc.config)
-			var err error
-			if !strings.HasPrefix(tc.config, `{"admin"`) {
-				cfg, _, err = caddyconfig.GetAdapter("caddyfile").Adapt(cfg, nil)
-			}
-			if err == nil {
-				err = loadErr(t, cfg)
-			}
+			err := adaptAndLoad(t, tc.config)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error with %q", err, tc.want)
 			}
@@ -158,4 +144,19 @@ func TestPoolErrorsNameTheCaddyfileKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// adaptAndLoad loads config, a JSON config when it starts as the tests'
+// JSON configs do, else a Caddyfile adapted first; the error is the
+// adapter's or caddy.Load's.
+func adaptAndLoad(t *testing.T, config string) error {
+	t.Helper()
+	cfg := []byte(config)
+	if !strings.HasPrefix(config, `{"admin"`) {
+		var err error
+		if cfg, _, err = caddyconfig.GetAdapter("caddyfile").Adapt(cfg, nil); err != nil {
+			return err
+		}
+	}
+	return loadErr(t, cfg)
 }
