@@ -3,7 +3,6 @@ package caddymodules
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -109,13 +108,7 @@ func TestCaddyBearerRefusalCORS(t *testing.T) {
 		for i := 0; i+1 < len(hdr); i += 2 {
 			req.Header.Set(hdr[i], hdr[i+1])
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
+		return doAndDrain(t, req)
 	}
 	noScope := idp.token(t, func(m map[string]any) { m["aud"] = resource })
 	for _, tc := range []struct {

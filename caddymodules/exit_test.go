@@ -43,13 +43,7 @@ func TestExitWithOpenStreams(t *testing.T) {
 			req.Header.Set("Mcp-Session-Id", sid)
 			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp
+		return doAndDrain(t, req)
 	}
 	resp := mcpPost("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"exit-test","version":"1"}}}`)
 	sid := resp.Header.Get("Mcp-Session-Id")
@@ -312,4 +306,17 @@ func wantExit(t *testing.T, exited chan error, logs *strings.Builder, while stri
 	case <-time.After(time.Minute):
 		t.Fatalf("caddy did not exit within a minute of SIGTERM%s\n%s", while, logs.String())
 	}
+}
+
+// doAndDrain sends req and reads its answer's body to the end, for tests
+// that look only at the status and the header fields.
+func doAndDrain(t *testing.T, req *http.Request) *http.Response {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
 }
