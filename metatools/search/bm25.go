@@ -245,6 +245,11 @@ var (
 	// tools (and 1% of them) is boilerplate ("OAuth app tokens need the repo
 	// scope") and is not indexed.
 	boilerplateDocs = 3
+	// sharedSummaryShare: a summary found word for word in 1/this of the
+	// tools says nothing of any one (see dropSharedSummaries); a few tools
+	// sharing one name the same thing ("Deletes a payable." for XTRF's four
+	// deletePayable calls).
+	sharedSummaryShare = 20
 	// otherAppFactor scales a tool of another app than the one a request
 	// names ("create an issue in Jira" over Jira and GitHub tools).
 	otherAppFactor = 0.7
@@ -420,6 +425,28 @@ func FindBoilerplate(descriptions []string) Boilerplate {
 	return b
 }
 
+// dropSharedSummaries empties the summaries found word for word in at least
+// sharedSummaryShare of the tools (and boilerplateDocs): a generated document's "Retrieves a
+// list of resources, possibly filtered." or "Inserts a new resource into this
+// collection." (53 of YouTube's 80 calls open with one of four such
+// sentences) says nothing of which thing a tool lists or makes, and as a
+// title it outweighs the name that does; the tool's title is its name's
+// words, as for a description that opens with a notice.
+func dropSharedSummaries(summaries []string) {
+	counts := map[string]int{}
+	for _, s := range summaries {
+		if s != "" {
+			counts[strings.ToLower(s)]++
+		}
+	}
+	min := max(boilerplateDocs, len(summaries)/sharedSummaryShare)
+	for i, s := range summaries {
+		if s != "" && counts[strings.ToLower(s)] >= min {
+			summaries[i] = ""
+		}
+	}
+}
+
 // Strip returns the sentences of text that are not boilerplate, rejoined.
 func (b Boilerplate) Strip(text string) string {
 	var keep []string
@@ -450,6 +477,7 @@ func NewBM25(docs []Doc) *BM25 {
 		descs[i] = d.Description
 	}
 	boiler := FindBoilerplate(descs)
+	dropSharedSummaries(summaries)
 
 	type fieldTerms [numFields][]string
 	all := make([]fieldTerms, n)

@@ -3379,3 +3379,35 @@ func TestVarVariable(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"read one var": "m:getEnvVariable"})
 }
+
+// TestSharedSummaryIsNoSummary: a summary that a twentieth of a catalog's
+// tools open with word for word ("Inserts a new resource into this
+// collection.", a generated document's) says nothing of any one of them: the
+// tool's title is its name's words, so that a request naming the thing is not
+// held to cover "resource" and "collection" too (YouTube's "upload a new
+// video to my channel" ranked the live stream's insert, whose summary is its
+// own, over the video's).
+func TestSharedSummaryIsNoSummary(t *testing.T) {
+	insert := "Inserts a new resource into this collection."
+	docs := []Doc{
+		{Name: "m:youtube.videos.insert", AppID: "m", Description: insert, Path: "/youtube/v3/videos", Method: "POST"},
+		{Name: "m:youtube.playlists.insert", AppID: "m", Description: insert, Path: "/youtube/v3/playlists", Method: "POST"},
+		{Name: "m:youtube.comments.insert", AppID: "m", Description: insert, Path: "/youtube/v3/comments", Method: "POST"},
+		{Name: "m:youtube.liveStreams.insert", AppID: "m", Description: "Inserts a new stream for the authenticated user.", Path: "/youtube/v3/liveStreams", Method: "POST"},
+	}
+	ix := NewBM25(docs)
+	has := func(doc int, word string) bool {
+		for _, slot := range ix.titles[doc] {
+			if slices.Contains(slot, word) {
+				return true
+			}
+		}
+		return false
+	}
+	if has(0, "resource") || has(0, "collection") || !has(0, "video") {
+		t.Errorf("title of %s: %v, want the name's words only", docs[0].Name, ix.titles[0])
+	}
+	if !has(3, "stream") || !has(3, "user") {
+		t.Errorf("title of %s: %v, want its own summary's words", docs[3].Name, ix.titles[3])
+	}
+}
