@@ -94,6 +94,8 @@ var domainRelated = map[string][]string{
 	"pin": {"lock"},
 	// Hosting and SaaS APIs keep a team as an account (Netlify, Vercel, Heroku).
 	"team": {"group", "account"},
+	// Subtitles are captions (YouTube's caption tracks, Vimeo's and Mux's text tracks of captions).
+	"subtitle": {"caption"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -3411,3 +3411,16 @@ func TestSharedSummaryIsNoSummary(t *testing.T) {
 		t.Errorf("title of %s: %v, want its own summary's words", docs[3].Name, ix.titles[3])
 	}
 }
+
+// TestSubtitleCaption: subtitles are captions (YouTube's caption tracks,
+// Vimeo's and Mux's text tracks).
+func TestSubtitleCaption(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.captions.insert", AppID: "m", Path: "/youtube/v3/captions", Method: "POST", FieldNames: "snippet videoId language name"},
+		{Name: "m:youtube.captions.update", AppID: "m", Path: "/youtube/v3/captions", Method: "PUT", FieldNames: "snippet videoId language name"},
+		{Name: "m:youtube.videos.insert", AppID: "m", Path: "/youtube/v3/videos", Method: "POST", FieldNames: "snippet title description tags defaultLanguage"},
+		{Name: "m:youtube.videos.update", AppID: "m", Path: "/youtube/v3/videos", Method: "PUT", FieldNames: "snippet title description tags defaultLanguage"},
+		{Name: "m:youtube.playlistItems.insert", AppID: "m", Path: "/youtube/v3/playlistItems", Method: "POST", FieldNames: "snippet playlistId resourceId videoId"},
+	}
+	wantFirst(t, docs, map[string]string{"upload subtitles for my video": "m:youtube.captions.insert", "fix a typo in a subtitle": "m:youtube.captions.update"})
+}
