@@ -96,6 +96,8 @@ var domainRelated = map[string][]string{
 	"team": {"group", "account"},
 	// Subtitles are captions (YouTube's caption tracks, Vimeo's and Mux's text tracks of captions).
 	"subtitle": {"caption"},
+	// A video's or a playlist's cover or preview picture is its thumbnail (YouTube, Vimeo, Mux, Spotify's covers).
+	"cover": {"thumbnail"}, "preview": {"thumbnail"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

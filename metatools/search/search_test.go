@@ -3424,3 +3424,15 @@ func TestSubtitleCaption(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"upload subtitles for my video": "m:youtube.captions.insert", "fix a typo in a subtitle": "m:youtube.captions.update"})
 }
+
+// TestCoverPreviewThumbnail: a video's cover or preview picture is its
+// thumbnail (YouTube's, Vimeo's and Mux's thumbnails).
+func TestCoverPreviewThumbnail(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.thumbnails.set", AppID: "m", Description: "As this is not an insert in a strict sense (it supports uploading/setting of a thumbnail for multiple videos, which doesn't result in creation of a single resource), use the custom verb here.", Path: "/youtube/v3/thumbnails/set", Method: "POST", Params: "videoId"},
+		{Name: "m:youtube.watermarks.set", AppID: "m", Description: "Allows upload of watermark image and setting it for a channel.", Path: "/youtube/v3/watermarks/set", Method: "POST", Params: "channelId"},
+		{Name: "m:youtube.playlistImages.update", AppID: "m", Path: "/youtube/v3/playlistImages", Method: "PUT", FieldNames: "snippet playlistId type"},
+		{Name: "m:youtube.channels.update", AppID: "m", Path: "/youtube/v3/channels", Method: "PUT", FieldNames: "brandingSettings image bannerExternalUrl"},
+	}
+	wantFirst(t, docs, map[string]string{"set a custom cover image for my video": "m:youtube.thumbnails.set", "replace the preview picture of a clip": "m:youtube.thumbnails.set"})
+}
