@@ -14,7 +14,7 @@ var domainRelated = map[string][]string{
 	"login": {"username", "handle"}, "username": {"login", "handle"}, "handle": {"username"},
 	"newest": {"latest", "recent"}, "latest": {"newest", "recent"}, "recent": {"latest"}, "last": {"latest"},
 	"favourite": {"favorite", "star"}, "favorite": {"favourite", "star"}, "bookmark": {"star", "favorite"},
-	"stargazer": {"star"}, "star": {"stargazer", "starred"}, "like": {"reaction", "star"},
+	"stargazer": {"star"}, "star": {"stargazer", "starred"}, "like": {"reaction", "star", "rating"}, "dislike": {"reaction", "rating"},
 	"upvote": {"vote", "reaction"}, "emoji": {"reaction"}, "react": {"reaction"}, "reply": {"comment", "response"},
 	"note": {"comment"}, "memo": {"note"}, "remark": {"comment"}, "config": {"configuration", "setting"},
 	"configuration": {"setting", "config"}, "setting": {"configuration", "preference"}, "preference": {"setting"},

@@ -3436,3 +3436,25 @@ func TestCoverPreviewThumbnail(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"set a custom cover image for my video": "m:youtube.thumbnails.set", "replace the preview picture of a clip": "m:youtube.thumbnails.set"})
 }
+
+// TestLikeRating: liking or disliking a thing rates it (YouTube's video
+// ratings, "like" and "dislike"; Spotify's and Vimeo's likes).
+func TestLikeRating(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.videos.list", AppID: "m", Path: "/youtube/v3/videos", Method: "GET", Params: "id chart myRating regionCode", EnumValues: "mostPopular like dislike"},
+		{Name: "m:youtube.videos.getRating", AppID: "m", Description: "Retrieves the ratings that the authorized user gave to a list of specified videos.", Path: "/youtube/v3/videos/getRating", Method: "GET", Params: "id"},
+		{Name: "m:youtube.videoCategories.list", AppID: "m", Path: "/youtube/v3/videoCategories", Method: "GET"},
+		{Name: "m:youtube.search.list", AppID: "m", Description: "Retrieves a list of search resources", Path: "/youtube/v3/search", Method: "GET"},
+	}
+	ix := NewBM25(docs)
+	hits := rankOf(t, ix, "did I like these videos already", 4)
+	for i, h := range hits {
+		if docs[h.Doc].Name == "m:youtube.videos.getRating" {
+			if i > 1 {
+				t.Errorf("getRating ranked %d: %v", i+1, hits)
+			}
+			return
+		}
+	}
+	t.Errorf("getRating not found: %v", hits)
+}
