@@ -117,6 +117,8 @@ var domainPhrases = map[[2]string][]weighted{
 	{"take", "away"}:      {{"revoke", 1}, {"remove", 0.7}},
 	{"bring", "back"}:     {{"restore", 1}, {"undelete", 0.7}, {"recover", 0.7}},
 	{"at", "once"}:        {{"bulk", 0.7}, {"batch", 0.7}, {"multiple", 0.5}, {"collection", 0.5}},
+	{"thumb", "up"}:       {{"like", 1}, {"rating", 0.7}, {"reaction", 0.7}},
+	{"thumb", "down"}:     {{"dislike", 1}, {"rating", 0.7}, {"reaction", 0.7}},
 	{"how", "many"}:       {{"count", 0.5}, {"total", 0.35}, {"number", 0.3}, {"statistic", 0.3}},
 	{"how", "much"}:       {{"total", 0.5}, {"statistic", 0.3}},
 	{"how", "long"}:       {{"length", 0.5}, {"duration", 0.5}},

@@ -3458,3 +3458,15 @@ func TestLikeRating(t *testing.T) {
 	}
 	t.Errorf("getRating not found: %v", hits)
 }
+
+// TestThumbsUpLike: a thumbs up is a like, a thumbs down a dislike: a
+// rating or a reaction (YouTube's video ratings, GitHub's +1 reactions).
+func TestThumbsUpLike(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.videos.rate", AppID: "m", Description: "Adds a like or dislike rating to a video or removes a rating from a video.", Path: "/youtube/v3/videos/rate", Method: "POST", Params: "id rating"},
+		{Name: "m:youtube.videos.getRating", AppID: "m", Description: "Retrieves the ratings that the authorized user gave to a list of specified videos.", Path: "/youtube/v3/videos/getRating", Method: "GET", Params: "id"},
+		{Name: "m:youtube.videos.insert", AppID: "m", Path: "/youtube/v3/videos", Method: "POST"},
+		{Name: "m:youtube.videos.update", AppID: "m", Path: "/youtube/v3/videos", Method: "PUT"},
+	}
+	wantFirst(t, docs, map[string]string{"give a video a thumbs up": "m:youtube.videos.rate", "thumbs down this video": "m:youtube.videos.rate"})
+}
