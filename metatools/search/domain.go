@@ -98,6 +98,8 @@ var domainRelated = map[string][]string{
 	"subtitle": {"caption"},
 	// A video's or a playlist's cover or preview picture is its thumbnail (YouTube, Vimeo, Mux, Spotify's covers).
 	"cover": {"thumbnail"}, "preview": {"thumbnail"},
+	// Flagging a thing reports it (YouTube's abuse reports, GitHub's reported content, Discourse's flags).
+	"flag": {"report"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

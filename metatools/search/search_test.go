@@ -3470,3 +3470,15 @@ func TestThumbsUpLike(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"give a video a thumbs up": "m:youtube.videos.rate", "thumbs down this video": "m:youtube.videos.rate"})
 }
+
+// TestFlagReport: flagging a thing reports it (YouTube's abuse reports,
+// GitHub's reported content).
+func TestFlagReport(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.videos.reportAbuse", AppID: "m", Description: "Report abuse for a video.", Path: "/youtube/v3/videos/reportAbuse", Method: "POST", FieldNames: "videoId reasonId comments"},
+		{Name: "m:youtube.comments.markAsSpam", AppID: "m", Description: "Expresses the caller's opinion that one or more comments should be flagged as spam.", Path: "/youtube/v3/comments/markAsSpam", Method: "POST", Params: "id"},
+		{Name: "m:youtube.videos.insert", AppID: "m", Path: "/youtube/v3/videos", Method: "POST", FieldDocs: "Whether the video is inappropriate for children."},
+		{Name: "m:youtube.videos.update", AppID: "m", Path: "/youtube/v3/videos", Method: "PUT", FieldDocs: "Whether the video is inappropriate for children."},
+	}
+	wantFirst(t, docs, map[string]string{"flag a video as inappropriate": "m:youtube.videos.reportAbuse"})
+}
