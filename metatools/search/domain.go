@@ -100,6 +100,8 @@ var domainRelated = map[string][]string{
 	"cover": {"thumbnail"}, "preview": {"thumbnail"},
 	// Flagging a thing reports it (YouTube's abuse reports, GitHub's reported content, Discourse's flags).
 	"flag": {"report"},
+	// A genre is a category (YouTube's video categories, podcast and music categories).
+	"genre": {"category"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

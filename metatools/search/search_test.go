@@ -3482,3 +3482,13 @@ func TestFlagReport(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"flag a video as inappropriate": "m:youtube.videos.reportAbuse"})
 }
+
+// TestGenreCategory: a genre is a category (YouTube's video categories).
+func TestGenreCategory(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.videoCategories.list", AppID: "m", Path: "/youtube/v3/videoCategories", Method: "GET", Params: "id regionCode"},
+		{Name: "m:youtube.videos.list", AppID: "m", Path: "/youtube/v3/videos", Method: "GET", Params: "id chart videoCategoryId"},
+		{Name: "m:youtube.search.list", AppID: "m", Description: "Retrieves a list of search resources", Path: "/youtube/v3/search", Method: "GET", Params: "q type videoCategoryId", FieldDocs: "Sort the results by content kind."},
+	}
+	wantFirst(t, docs, map[string]string{"list the genres a video can be filed under": "m:youtube.videoCategories.list"})
+}
