@@ -102,6 +102,8 @@ var domainRelated = map[string][]string{
 	"flag": {"report"},
 	// A genre is a category (YouTube's video categories, podcast and music categories).
 	"genre": {"category"},
+	// To connect one thing to another is to bind, link or attach it (YouTube binds a broadcast to a stream).
+	"connect": {"bind", "link", "attach"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -3492,3 +3492,20 @@ func TestGenreCategory(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"list the genres a video can be filed under": "m:youtube.videoCategories.list"})
 }
+
+// TestConnectBind: to connect one thing to another is to bind, link or
+// attach it (YouTube binds a broadcast to a stream).
+func TestConnectBind(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.liveBroadcasts.bind", AppID: "m", Description: "Bind a broadcast to a stream.", Path: "/youtube/v3/liveBroadcasts/bind", Method: "POST", Params: "id streamId"},
+		{Name: "m:youtube.liveBroadcasts.insert", AppID: "m", Description: "Inserts a new stream for the authenticated user.", Path: "/youtube/v3/liveBroadcasts", Method: "POST", FieldNames: "snippet title scheduledStartTime contentDetails boundStreamId"},
+		{Name: "m:youtube.liveBroadcasts.update", AppID: "m", Description: "Updates an existing broadcast for the authenticated user.", Path: "/youtube/v3/liveBroadcasts", Method: "PUT", FieldNames: "snippet title scheduledStartTime contentDetails boundStreamId"},
+		{Name: "m:youtube.liveStreams.list", AppID: "m", Path: "/youtube/v3/liveStreams", Method: "GET"},
+		{Name: "m:youtube.videos.list", AppID: "m", Path: "/youtube/v3/videos", Method: "GET"},
+		{Name: "m:youtube.playlists.list", AppID: "m", Path: "/youtube/v3/playlists", Method: "GET"},
+		{Name: "m:youtube.comments.list", AppID: "m", Path: "/youtube/v3/comments", Method: "GET"},
+		{Name: "m:youtube.captions.list", AppID: "m", Path: "/youtube/v3/captions", Method: "GET"},
+		{Name: "m:youtube.channels.list", AppID: "m", Path: "/youtube/v3/channels", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"connect a broadcast to my encoder's stream": "m:youtube.liveBroadcasts.bind"})
+}
