@@ -29,7 +29,7 @@ var domainRelated = map[string][]string{
 	"online": {"presence", "active"}, "offline": {"presence", "away"}, "away": {"presence"}, "status": {"state"},
 	"state": {"status"}, "close": {"closed", "state", "transition"}, "reopen": {"open", "state", "transition"},
 	"open": {"state"}, "resolve": {"resolution", "transition"},
-	"approve": {"approval", "review", "approved"}, "reject": {"decline", "deny"}, "deny": {"reject", "decline", "blocklist", "denylist"},
+	"approve": {"approval", "review", "approved", "moderation"}, "reject": {"decline", "deny"}, "deny": {"reject", "decline", "blocklist", "denylist"},
 	"publish": {"draft", "published", "release"}, "unpublish": {"draft"}, "archive": {"archived"},
 	"unarchive": {"archived", "archive"}, "restore": {"undelete", "recover", "trash"}, "undelete": {"restore"},
 	"copy": {"duplicate", "clone"}, "duplicate": {"copy", "clone"}, "clone": {"copy", "fork"}, "fork": {"copy"},

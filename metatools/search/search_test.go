@@ -3509,3 +3509,15 @@ func TestConnectBind(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"connect a broadcast to my encoder's stream": "m:youtube.liveBroadcasts.bind"})
 }
+
+// TestApproveModeration: approving held comments or posts is moderation
+// (YouTube's comment moderation status, Discourse's review queue).
+func TestApproveModeration(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.comments.setModerationStatus", AppID: "m", Description: "Sets the moderation status of one or more comments.", Path: "/youtube/v3/comments/setModerationStatus", Method: "POST", Params: "id moderationStatus banAuthor", EnumValues: "heldForReview published rejected"},
+		{Name: "m:youtube.comments.insert", AppID: "m", Path: "/youtube/v3/comments", Method: "POST", FieldNames: "snippet textOriginal moderationStatus"},
+		{Name: "m:youtube.comments.update", AppID: "m", Path: "/youtube/v3/comments", Method: "PUT", FieldNames: "snippet textOriginal moderationStatus"},
+		{Name: "m:youtube.comments.list", AppID: "m", Path: "/youtube/v3/comments", Method: "GET", Params: "id parentId"},
+	}
+	wantFirst(t, docs, map[string]string{"approve a comment": "m:youtube.comments.setModerationStatus"})
+}
