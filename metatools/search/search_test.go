@@ -3521,3 +3521,16 @@ func TestApproveModeration(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"approve a comment": "m:youtube.comments.setModerationStatus"})
 }
+
+// TestSubscribeCreates: to subscribe creates a subscription (YouTube's
+// subscriptions, Asana's webhooks, Anchore's subscriptions), as
+// unsubscribing deletes one.
+func TestSubscribeCreates(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.subscriptions.insert", AppID: "m", Path: "/youtube/v3/subscriptions", Method: "POST", FieldNames: "snippet resourceId channelId"},
+		{Name: "m:youtube.subscriptions.list", AppID: "m", Path: "/youtube/v3/subscriptions", Method: "GET", Params: "channelId forChannelId mine mySubscribers"},
+		{Name: "m:youtube.subscriptions.delete", AppID: "m", Path: "/youtube/v3/subscriptions", Method: "DELETE", Params: "id"},
+		{Name: "m:youtube.channels.update", AppID: "m", Path: "/youtube/v3/channels", Method: "PUT"},
+	}
+	wantFirst(t, docs, map[string]string{"subscribe to a channel": "m:youtube.subscriptions.insert"})
+}
