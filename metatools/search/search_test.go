@@ -3534,3 +3534,15 @@ func TestSubscribeCreates(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"subscribe to a channel": "m:youtube.subscriptions.insert"})
 }
+
+// TestReplyCreates: to reply creates a comment or a post (YouTube's
+// comments, Discourse's posts in a topic).
+func TestReplyCreates(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.comments.insert", AppID: "m", Path: "/youtube/v3/comments", Method: "POST", FieldNames: "snippet parentId textOriginal"},
+		{Name: "m:youtube.comments.list", AppID: "m", Path: "/youtube/v3/comments", Method: "GET", Params: "id parentId"},
+		{Name: "m:youtube.comments.update", AppID: "m", Path: "/youtube/v3/comments", Method: "PUT", FieldNames: "snippet parentId textOriginal"},
+		{Name: "m:youtube.commentThreads.list", AppID: "m", Path: "/youtube/v3/commentThreads", Method: "GET", Params: "videoId", FieldDocs: "The replies to the comment."},
+	}
+	wantFirst(t, docs, map[string]string{"reply to a comment": "m:youtube.comments.insert"})
+}

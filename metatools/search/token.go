@@ -90,7 +90,7 @@ var intentWords = map[string]Intent{
 	"creates": IntentCreate, "adds": IntentCreate, "creating": IntentCreate, "adding": IntentCreate,
 	"open": IntentCreate, "submit": IntentCreate, "upload": IntentCreate, "send": IntentCreate,
 	"save": IntentCreate, "store": IntentCreate, "start": IntentCreate, "launch": IntentCreate,
-	"upsert": IntentCreate, "inserts": IntentCreate, "subscribe": IntentCreate,
+	"upsert": IntentCreate, "inserts": IntentCreate, "subscribe": IntentCreate, "reply": IntentCreate,
 
 	"list": IntentList, "show": IntentList, "all": IntentList, "enumerate": IntentList,
 	"browse": IntentList, "lists": IntentList, "listing": IntentList, "every": IntentList,
