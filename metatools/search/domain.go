@@ -104,6 +104,8 @@ var domainRelated = map[string][]string{
 	"genre": {"category"},
 	// To connect one thing to another is to bind, link or attach it (YouTube binds a broadcast to a stream).
 	"connect": {"bind", "link", "attach"},
+	// What a thing has done lately is its recent activity (YouTube's and GitHub's activity feeds).
+	"lately": {"recent", "activity"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

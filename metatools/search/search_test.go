@@ -3546,3 +3546,20 @@ func TestReplyCreates(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"reply to a comment": "m:youtube.comments.insert"})
 }
+
+// TestLatelyActivity: what a thing has done lately is its recent activity
+// (YouTube's and GitHub's activity feeds).
+func TestLatelyActivity(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.activities.list", AppID: "m", Path: "/youtube/v3/activities", Method: "GET", Params: "channelId mine publishedAfter"},
+		{Name: "m:youtube.channels.list", AppID: "m", Path: "/youtube/v3/channels", Method: "GET", Params: "id forHandle mine"},
+		{Name: "m:youtube.channelSections.list", AppID: "m", Path: "/youtube/v3/channelSections", Method: "GET", Params: "channelId mine"},
+		{Name: "m:youtube.search.list", AppID: "m", Description: "Retrieves a list of search resources", Path: "/youtube/v3/search", Method: "GET", Params: "q channelId"},
+		{Name: "m:youtube.channelSections.insert", AppID: "m", Path: "/youtube/v3/channelSections", Method: "POST", FieldNames: "snippet channelId"},
+		{Name: "m:youtube.channels.update", AppID: "m", Path: "/youtube/v3/channels", Method: "PUT"},
+		{Name: "m:youtube.videos.list", AppID: "m", Path: "/youtube/v3/videos", Method: "GET"},
+		{Name: "m:youtube.playlists.list", AppID: "m", Path: "/youtube/v3/playlists", Method: "GET", Params: "channelId mine"},
+		{Name: "m:youtube.comments.list", AppID: "m", Path: "/youtube/v3/comments", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"what have they been up to lately": "m:youtube.activities.list"})
+}
