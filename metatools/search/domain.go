@@ -106,6 +106,8 @@ var domainRelated = map[string][]string{
 	"connect": {"bind", "link", "attach"},
 	// What a thing has done lately is its recent activity (YouTube's and GitHub's activity feeds).
 	"lately": {"recent", "activity"},
+	// Hiding a comment or a post is moderation (YouTube's comment moderation status, forums' hidden posts).
+	"hide": {"hidden", "moderation"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

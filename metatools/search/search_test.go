@@ -3563,3 +3563,14 @@ func TestLatelyActivity(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"what have they been up to lately": "m:youtube.activities.list"})
 }
+
+// TestHideModeration: hiding a comment or a post is moderation (YouTube's
+// comment moderation status, forums' hidden posts).
+func TestHideModeration(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:youtube.comments.setModerationStatus", AppID: "m", Description: "Sets the moderation status of one or more comments.", Path: "/youtube/v3/comments/setModerationStatus", Method: "POST", Params: "id moderationStatus banAuthor", EnumValues: "heldForReview published rejected"},
+		{Name: "m:youtube.comments.insert", AppID: "m", Path: "/youtube/v3/comments", Method: "POST", FieldNames: "snippet textOriginal authorDisplayName"},
+		{Name: "m:youtube.comments.update", AppID: "m", Path: "/youtube/v3/comments", Method: "PUT", FieldNames: "snippet textOriginal authorDisplayName"},
+	}
+	wantFirst(t, docs, map[string]string{"hide a rude comment": "m:youtube.comments.setModerationStatus"})
+}
