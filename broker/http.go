@@ -463,6 +463,16 @@ func clientIP(r *http.Request) string {
 	return host
 }
 
+// ForeignCharset reports the charset a Content-Type names when it is one
+// other than UTF-8. JSON is UTF-8 (RFC 8259 section 8.1) and every body is
+// read as such: a body declared in another charset is refused (415), not
+// misread.
+func ForeignCharset(contentType string) (string, bool) {
+	_, params, err := mime.ParseMediaType(contentType)
+	cs, ok := params["charset"]
+	return cs, err == nil && ok && !strings.EqualFold(cs, "utf-8")
+}
+
 // readJSON decodes a JSON object body strictly, mapping failures to 400,
 // 413 and 415.
 func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
@@ -470,6 +480,9 @@ func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any) er
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
 			return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Content-Type must be application/json")
+		}
+		if cs, foreign := ForeignCharset(ct); foreign {
+			return newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, fmt.Sprintf("charset %q is not served: JSON is UTF-8", cs))
 		}
 	}
 	limit := h.b.opts.MaxBodyBytes

@@ -265,6 +265,10 @@ func TestHTTPErrors(t *testing.T) {
 		{"context nested too deep", "POST", "/execute", `{"code":"return 1","context":` + strings.Repeat(`{"a":`, 65) + "1" + strings.Repeat("}", 66), "", 400, CodeValidationError},
 		{"too large", "POST", "/execute", big, "", 413, CodePayloadTooLarge},
 		{"wrong content type", "POST", "/execute", `{"code":"return 1"}`, "text/plain", 415, CodeUnsupportedMediaType},
+		// The body was read as UTF-8 whatever charset it was declared in.
+		{"utf-16 charset", "POST", "/execute", `{"code":"return 1"}`, "application/json; charset=utf-16", 415, CodeUnsupportedMediaType},
+		{"latin-1 charset", "POST", "/execute", `{"code":"return 1"}`, "application/json;charset=ISO-8859-1", 415, CodeUnsupportedMediaType},
+		{"tool-result in utf-16", "POST", "/sessions/x/tool-result", `{"callId":"c","result":1}`, "application/json; charset=UTF-16LE", 415, CodeUnsupportedMediaType},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h http.Header

@@ -255,7 +255,7 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	defer context.AfterFunc(plansExit, func() { mw.deadline.Limit(time.Now().Add(streamdeadline.Grace)) })()
 	defer mw.finish(h.logger, r, rid)
 	w = mw
-	if h.unsupportedVersion(w, r) || refuseBadID(w, r) {
+	if h.unsupportedVersion(w, r) || refuseCharset(w, r) || refuseBadID(w, r) {
 		return nil
 	}
 	if pb, ok := r.Body.(*peekedBody); ok && pb.ok {

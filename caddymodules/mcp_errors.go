@@ -22,6 +22,7 @@ import (
 	sdkjson "github.com/segmentio/encoding/json"
 	"go.uber.org/zap"
 
+	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/internal/streamdeadline"
 )
 
@@ -627,6 +628,22 @@ func headsWithBadID(heads []rpcHead) bool {
 		}
 	}
 	return false
+}
+
+// refuseCharset answers a POST whose Content-Type names a charset other
+// than UTF-8 with 415 and -32600, as the go-sdk answers another media
+// type: the go-sdk looks at the media type only and read a UTF-16 body as
+// UTF-8. It returns true when it answered.
+func refuseCharset(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	cs, foreign := broker.ForeignCharset(r.Header.Get("Content-Type"))
+	if !foreign {
+		return false
+	}
+	writeJSONRPCError(w, http.StatusUnsupportedMediaType, nil, rpcInvalidRequest, fmt.Sprintf("charset %q is not served: JSON-RPC messages are UTF-8", cs), nil)
+	return true
 }
 
 // refuseBadID answers a POST whose request, or a request of whose batch,

@@ -40,6 +40,9 @@ func TestMCPProtocolErrors(t *testing.T) {
 		{"PUT", "PUT", `{}`, nil, 405, -32600},
 		{"GET without a session", "GET", ``, map[string]string{"Accept": "text/event-stream"}, 400, -32600},
 		{"text/plain body", "POST", `{}`, map[string]string{"Content-Type": "text/plain"}, 415, -32600},
+		// The go-sdk looked at the media type only: a UTF-16 body was read as UTF-8.
+		{"utf-16 charset", "POST", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Content-Type": "application/json; charset=utf-16"}, 415, -32600},
+		{"utf-16 charset of 2026-07-28", "POST", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{"Content-Type": "application/json; charset=utf-16", "Mcp-Protocol-Version": "2026-07-28"}, 415, -32600},
 		{"body over 4 MiB", "POST", big, nil, 413, -32600},
 		// The checks before the go-sdk decoded these with no bound on the
 		// nesting: the stack outgrew its 1 GB limit and the process died.

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
 )
 
 // maxOAuthBody bounds the body of every request to the authorization
@@ -21,7 +23,8 @@ const maxOAuthBody = 64 << 10
 // requests that no endpoint may accept, with the protocol's JSON errors:
 // a method other than GET/HEAD on the metadata and key set documents (405
 // with Allow), a body over maxOAuthBody (413) and a body or form value that
-// is not UTF-8 (400). It returns false when it answered.
+// is not UTF-8 (400) or is declared in another charset (415). It returns
+// false when it answered.
 func oauthRequestAcceptable(w http.ResponseWriter, r *http.Request) bool {
 	p := r.URL.Path
 	if strings.HasPrefix(p, "/.well-known/") {
@@ -50,6 +53,12 @@ func oauthRequestAcceptable(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	if cs, foreign := broker.ForeignCharset(r.Header.Get("Content-Type")); foreign {
+		// Every endpoint reads its body as UTF-8 whatever charset it
+		// names: a UTF-16 registration was misread, not refused.
+		writeOAuthError(w, http.StatusUnsupportedMediaType, oauthBodyErrorCode(p), fmt.Sprintf("charset %q is not served: the body must be UTF-8", cs))
+		return false
+	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch {
 	case !utf8.Valid(body):
@@ -72,12 +81,17 @@ func oauthRequestAcceptable(w http.ResponseWriter, r *http.Request) bool {
 	default:
 		return true
 	}
-	code := "invalid_request"
-	if strings.HasSuffix(p, "/register") {
-		code = "invalid_client_metadata"
-	}
-	writeOAuthError(w, http.StatusBadRequest, code, "the request body must be UTF-8")
+	writeOAuthError(w, http.StatusBadRequest, oauthBodyErrorCode(p), "the request body must be UTF-8")
 	return false
+}
+
+// oauthBodyErrorCode is the OAuth error code for a body an endpoint cannot
+// read: registration has its own (RFC 7591 section 3.2.2).
+func oauthBodyErrorCode(path string) string {
+	if strings.HasSuffix(path, "/register") {
+		return "invalid_client_metadata"
+	}
+	return "invalid_request"
 }
 
 func writeOAuthError(w http.ResponseWriter, status int, code, desc string) {

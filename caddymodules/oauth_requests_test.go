@@ -11,8 +11,8 @@ import (
 // TestOAuthEndpointHygiene: the authorization server's endpoints refuse an
 // oversized body with 413 (also when chunked, with no Content-Length), a
 // write method on a metadata document or the key set with 405 and Allow,
-// and a body or form value that is not UTF-8 with 400, each as an OAuth
-// JSON error; the documents still answer GET.
+// a body or form value that is not UTF-8 with 400 and a body declared in
+// another charset with 415, each as an OAuth JSON error; the documents still answer GET.
 func TestOAuthEndpointHygiene(t *testing.T) {
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -33,6 +33,10 @@ func TestOAuthEndpointHygiene(t *testing.T) {
 		{"DELETE on the metadata", "DELETE", "/.well-known/oauth-authorization-server", "", nil, 405, "invalid_request"},
 		{"registration not UTF-8", "POST", "/oauth/register", "application/json",
 			strings.NewReader("{\"redirect_uris\":[\"http://127.0.0.1:9/cb\"],\"client_name\":\"bad\xff\xfe\"}"), 400, "invalid_client_metadata"},
+		// Read as UTF-8 whatever the charset said: now refused, 415.
+		{"registration in UTF-16", "POST", "/oauth/register", "application/json; charset=utf-16",
+			strings.NewReader(`{"redirect_uris":["http://127.0.0.1:9/cb"]}`), 415, "invalid_client_metadata"},
+		{"token form in Latin-1", "POST", "/oauth/token", "application/x-www-form-urlencoded; charset=iso-8859-1", strings.NewReader("grant_type=client_credentials"), 415, "invalid_request"},
 		{"form value not UTF-8", "POST", "/oauth/token", "application/x-www-form-urlencoded", strings.NewReader("grant_type=authorization_code&code=%FF%FE"), 400, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
