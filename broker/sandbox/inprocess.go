@@ -497,13 +497,14 @@ func (x *execution) run() (res *Result, err error) {
 		return x.failure(gerr, describe)
 	}
 	text, ok := out.Export().(string)
-	if !ok || !json.Valid([]byte(text)) {
+	b := []byte(text)
+	if !ok || !json.Valid(b) {
 		return runtimeResult("TypeError", "the script result is not serializable to JSON", ""), nil
 	}
 	if x.limits.MaxResultBytes > 0 && len(text) > x.limits.MaxResultBytes {
 		return runtimeResult("RangeError", fmt.Sprintf("the script result is %d bytes of JSON, more than the limit of %d bytes", len(text), x.limits.MaxResultBytes), ""), nil
 	}
-	return &Result{Status: StatusOK, Result: json.RawMessage(text), Logs: x.logs}, nil
+	return &Result{Status: StatusOK, Result: replaceLoneSurrogates(b), Logs: x.logs}, nil
 }
 
 // settleCall settles the promise of the call c completed: a result built
@@ -964,7 +965,7 @@ func (x *execution) callFunc() func(goja.FunctionCall) goja.Value {
 			x.interrupt(runtimeResult("RangeError", fmt.Sprintf("tool call limit of %d calls exceeded", x.limits.MaxToolCalls), ""))
 			return goja.Undefined()
 		}
-		in := []byte(input)
+		in := replaceLoneSurrogates([]byte(input))
 		if !json.Valid(in) {
 			if known {
 				return x.rt.ToValue(toolErrorJSON(CodeToolExecutionError, "tool input is not valid JSON"))

@@ -1,0 +1,76 @@
+package broker
+
+import (
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// surrogateEscape matches an escaped surrogate pair or, failing that, one
+// escaped surrogate alone.
+var surrogateEscape = regexp.MustCompile(`\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|\\u[dD][89a-fA-F][0-9a-fA-F]{2}`)
+
+// loneSurrogates returns the escapes of lone surrogates in the JSON text
+// line: strict parsers (serde_json) refuse them.
+func loneSurrogates(line string) []string {
+	var lone []string
+	for _, m := range surrogateEscape.FindAllString(strings.ReplaceAll(line, `\\`, ""), -1) {
+		if len(m) == 6 {
+			lone = append(lone, m)
+		}
+	}
+	return lone
+}
+
+// TestHTTPStreamWellFormed: a script's lone surrogates (in its result, a
+// tool call's input, a log line and an error's message) reach the NDJSON
+// stream as U+FFFD, not as "\ud800" escapes a strict JSON parser refuses;
+// a surrogate pair is kept.
+func TestHTTPStreamWellFormed(t *testing.T) {
+	_, srv := newTestBroker(t, nil)
+	for _, tc := range []struct {
+		name, code string
+		last       string
+	}{
+		{"result, input and log", `
+console.log("log \ud800", {k: "\udc00"});
+await callTool("text:upper", {text: "a\ud800b"});
+return {s: "\ud800", pair: "\ud83d\ude00", ["k\udfff"]: ["\udc00\ud800"]};`, EventResult},
+		{"error message", `throw new Error("bad \ud800 input");`, EventError},
+		{"tool error message", `await callTool("kv:get", {key: 5, "\ud800": 1}); return 1;`, EventError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startExecute(t, srv.URL, map[string]any{"code": tc.code}, nil)
+			var lines []string
+			for s.sc.Scan() {
+				lines = append(lines, s.sc.Text())
+			}
+			var last event
+			for _, l := range lines {
+				if !utf8.ValidString(l) {
+					t.Errorf("not UTF-8: %q", l)
+				}
+				if lone := loneSurrogates(l); len(lone) > 0 {
+					t.Errorf("lone surrogates %v in %s", lone, l)
+				}
+				if err := json.Unmarshal([]byte(l), &last); err != nil {
+					t.Fatalf("%s: %v", l, err)
+				}
+			}
+			if last.Type != tc.last {
+				t.Fatalf("last event %s: %s", last.Type, strings.Join(lines, "\n"))
+			}
+			if tc.last == EventResult {
+				var res struct {
+					Result map[string]any `json:"result"`
+				}
+				last.decode(t, &res)
+				if res.Result["s"] != "\uFFFD" || res.Result["pair"] != "\U0001F600" {
+					t.Errorf("result %v", res.Result)
+				}
+			}
+		})
+	}
+}
