@@ -297,7 +297,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // as the stream: a session's result is in it
+	_ = enc.Encode(v)
 }
 
 // authenticate returns the caller's identity: one placed in the context by
@@ -633,6 +635,9 @@ func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *Auth
 	// it, and the server sends it with the end of the response in one write.
 	defer run.detach()
 	enc := json.NewEncoder(w)
+	// No HTML escaping: it wrote each "<", ">" and "&" of a result as six
+	// bytes, a result within the sandbox's bound six times over it.
+	enc.SetEscapeHTML(false)
 	defer deadline.Clear()
 	stopCap := context.AfterFunc(h.b.aborted, func() { deadline.Limit(h.b.streamsEnd) })
 	defer stopCap()

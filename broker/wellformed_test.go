@@ -2,10 +2,14 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
 // surrogateEscape matches an escaped surrogate pair or, failing that, one
@@ -72,5 +76,35 @@ return {s: "\ud800", pair: "\ud83d\ude00", ["k\udfff"]: ["\udc00\ud800"]};`, Eve
 				}
 			}
 		})
+	}
+}
+
+// TestHTTPStreamResultNotInflated: a result of 900 KB of "<" (within the
+// sandbox's 1 MiB result bound) reaches the NDJSON stream at about its own
+// size: encoding/json's HTML escaping wrote each "<" as \u003c, six bytes,
+// and the stream carried 5.4 MB for it.
+func TestHTTPStreamResultNotInflated(t *testing.T) {
+	_, srv := newTestBroker(t, nil)
+	const n = 900 << 10
+	code, _, body := do(t, http.MethodPost, srv.URL+"/execute", map[string]any{"code": `return "<&>".repeat(` + fmt.Sprint(n/3) + `);`}, nil)
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	wire, last := len(body), lines[len(lines)-1]
+	if code != http.StatusOK {
+		t.Fatalf("%d %.200s", code, body)
+	}
+	var ev event
+	var res struct {
+		Result string `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(last), &ev); err != nil || ev.Type != EventResult {
+		t.Fatalf("last event: %.200s", last)
+	}
+	ev.decode(t, &res)
+	if len(res.Result) != n {
+		t.Fatalf("result of %d bytes, want %d", len(res.Result), n)
+	}
+	t.Logf("a result of %d bytes: %d bytes of NDJSON", n, wire)
+	if limit := testEngine().(sandbox.LimitsReporter).Limits().MaxResultBytes; wire > limit {
+		t.Errorf("%d bytes on the wire for a %d-byte result, over the %d-byte result bound", wire, n, limit)
 	}
 }

@@ -388,7 +388,7 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		if merr != nil {
 			return errorResult(merr)
 		}
-		out, err := successResult(MetaExecute, res)
+		out, err := s.executeResult(res)
 		if err != nil {
 			return errorResult(err)
 		}

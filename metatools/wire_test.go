@@ -1,9 +1,16 @@
 package metatools
 
 import (
+	"context"
+	"io"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestExecuteWellFormedOverMCP: a plan's lone surrogates reach an MCP
@@ -33,5 +40,92 @@ func TestExecuteWellFormedOverMCP(t *testing.T) {
 	}
 	if !seen {
 		t.Fatal("no tools/call answer recorded")
+	}
+}
+
+// wireCounter is an HTTP transport that counts the bytes of the bodies the
+// server answers POSTs with, as the client reads them.
+type wireCounter struct{ n atomic.Int64 }
+
+func (c *wireCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || req.Method != http.MethodPost {
+		return resp, err
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.TeeReader(resp.Body, writerFunc(func(p []byte) { c.n.Add(int64(len(p))) })), resp.Body}
+	return resp, nil
+}
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
+// TestExecuteAnswerWithinResultBound: a plan's answer reaches a go-sdk
+// client over HTTP in at most twice the sandbox's result bound (its
+// structuredContent and the text copy) plus a little. A result of 900 KB
+// of "<&>" was 11.7 MB on the wire: each character HTML-escaped to six
+// bytes, twice; it is now refused as a result over the bound as the client
+// receives it. The text copy of a result within the bound whose text
+// would not be is a note pointing to structuredContent; a result of HTML
+// within the bound keeps both.
+func TestExecuteAnswerWithinResultBound(t *testing.T) {
+	wc := &wireCounter{}
+	f := newFixture(t, fixtureOptions{transport: wc})
+	bound := f.svc.resultBound()
+	if bound != 1<<20 {
+		t.Fatalf("result bound %d, want the standard preset's 1 MiB", bound)
+	}
+	for _, tc := range []struct {
+		name, expr string
+		n          int
+		status     string
+		textCopy   bool
+	}{
+		{"900 KB of <&>", `"<&>".repeat(307200)`, 900 << 10, "runtime_error", false},
+		{"150 KB of <&>", `"<&>".repeat(51200)`, 150 << 10, "ok", true},
+		{"900 KB of a", `"a".repeat(921600)`, 900 << 10, "ok", true},
+		{"500 KB of quotes", `"\"".repeat(512000)`, 500 << 10, "ok", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := wc.n.Load()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := f.session.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{"script": "return " + tc.expr + ";"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wire := wc.n.Load() - before
+			var out struct {
+				Status string
+				Result string
+				Error  struct{ Name, Message string }
+			}
+			structured(t, res, &out)
+			t.Logf("a result of %d bytes: %d bytes on the wire, %s %s", tc.n, wire, out.Status, out.Error.Message)
+			if out.Status != tc.status {
+				t.Fatalf("status %q, want %q: %s", out.Status, tc.status, out.Error.Message)
+			}
+			if wire > int64(2*bound+4096) {
+				t.Errorf("%d bytes on the wire, over twice the %d-byte result bound", wire, bound)
+			}
+			if tc.status != "ok" {
+				if out.Error.Name != "RangeError" || !strings.Contains(out.Error.Message, "as an MCP client receives it") {
+					t.Errorf("error %+v", out.Error)
+				}
+				return
+			}
+			if len(out.Result) != tc.n {
+				t.Fatalf("structuredContent result of %d bytes, want %d", len(out.Result), tc.n)
+			}
+			if got := strings.Contains(text(res), out.Result[:30]); got != tc.textCopy {
+				t.Errorf("text copy of the result: %v, want %v (%.200s)", got, tc.textCopy, text(res))
+			}
+			if !tc.textCopy && !strings.Contains(text(res), "structuredContent") {
+				t.Errorf("the text does not point to structuredContent: %.200s", text(res))
+			}
+		})
 	}
 }
