@@ -466,13 +466,21 @@ func clientIP(r *http.Request) string {
 }
 
 // ForeignCharset reports the charset a Content-Type names when it is one
-// other than UTF-8. JSON is UTF-8 (RFC 8259 section 8.1) and every body is
-// read as such: a body declared in another charset is refused (415), not
-// misread.
+// other than UTF-8 or a name for it or for its ASCII subset ("utf8",
+// "us-ascii": a body in either reads the same as UTF-8). JSON is UTF-8
+// (RFC 8259 section 8.1) and every body is read as such: a body declared
+// in another charset is refused (415), not misread.
 func ForeignCharset(contentType string) (string, bool) {
 	_, params, err := mime.ParseMediaType(contentType)
 	cs, ok := params["charset"]
-	return cs, err == nil && ok && !strings.EqualFold(cs, "utf-8")
+	if err != nil || !ok {
+		return cs, false
+	}
+	switch strings.ToLower(cs) {
+	case "utf-8", "utf8", "us-ascii", "ascii":
+		return cs, false
+	}
+	return cs, true
 }
 
 // readJSON decodes a JSON object body strictly, mapping failures to 400,

@@ -889,3 +889,22 @@ func TestOriginAllowedPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestForeignCharset: UTF-8 under any of its names, and its ASCII subset,
+// is read as it is; any other declared charset is foreign.
+func TestForeignCharset(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json":                                        false,
+		"application/json; charset=utf-8":                         false,
+		"application/json; charset=UTF-8":                         false,
+		"application/json; charset=utf8":                          false,
+		"application/json; charset=US-ASCII":                      false,
+		"application/json; charset=utf-16":                        true,
+		"application/json;charset=ISO-8859-1":                     true,
+		"application/x-www-form-urlencoded; charset=windows-1252": true,
+	} {
+		if _, got := ForeignCharset(ct); got != want {
+			t.Errorf("ForeignCharset(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}

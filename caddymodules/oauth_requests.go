@@ -53,13 +53,16 @@ func oauthRequestAcceptable(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	if cs, foreign := broker.ForeignCharset(r.Header.Get("Content-Type")); foreign {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if cs, foreign := broker.ForeignCharset(r.Header.Get("Content-Type")); foreign && mt != "application/x-www-form-urlencoded" {
 		// Every endpoint reads its body as UTF-8 whatever charset it
-		// names: a UTF-16 registration was misread, not refused.
+		// names: a UTF-16 registration was misread, not refused. A form
+		// is percent-encoded ASCII whatever it declares (HTTP client
+		// libraries still declare ISO-8859-1 by default), and its decoded
+		// values are held to UTF-8 below.
 		writeOAuthError(w, http.StatusUnsupportedMediaType, oauthBodyErrorCode(p), fmt.Sprintf("charset %q is not served: the body must be UTF-8", cs))
 		return false
 	}
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch {
 	case !utf8.Valid(body):
 	case mt == "application/x-www-form-urlencoded":
