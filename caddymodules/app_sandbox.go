@@ -382,6 +382,15 @@ func sandboxFractionArg(d *caddyfile.Dispenser, name string) (float64, error) {
 	if err != nil || f < 0 || f > 1 {
 		return 0, d.Errf("sandbox: %s: %q is not a fraction between 0 and 1", name, s)
 	}
+	if f == 0 {
+		// The pool reads 0 as "not set": an explicit 0 would silently be
+		// the default, as explicit 0 counts and durations would.
+		hint := ""
+		if name == "scale_down" {
+			hint = "; to stop idle workers only when none is busy, write a fraction below 1/max such as 0.001"
+		}
+		return 0, d.Errf("sandbox: %s: %q is not a fraction above 0 (leave the option out for its default%s)", name, s, hint)
+	}
 	return f, nil
 }
 

@@ -86,6 +86,9 @@ func TestBadDurationsAndSizesFailTheLoad(t *testing.T) {
 		{"auth max_pending_authorizations 0", caddyfile("auth {\n" + transparent + "\nmax_pending_authorizations 0\n}"), `max_pending_authorizations: "0" is not a positive integer`},
 		{"auth local max_keys 0", caddyfile("auth {\n" + transparent + "\nlocal {\nmax_keys 0\n}\n}"), `max_keys: "0" is not a positive integer`},
 		{"sandbox pool queue_size 0", caddyfile("sandbox {\npool {\nqueue_size 0\n}\n}"), "queue_size: 0 is not a count (-1: no queue; leave the option out for its default)"},
+		// The pool reads a 0 fraction as "not set": scale_down 0 was 0.25.
+		{"sandbox pool scale_up 0", caddyfile("sandbox {\npool {\nscale_up 0\n}\n}"), `scale_up: "0" is not a fraction above 0 (leave the option out for its default)`},
+		{"sandbox pool scale_down 0", caddyfile("sandbox {\npool {\nscale_down 0.0\n}\n}"), `scale_down: "0.0" is not a fraction above 0 (leave the option out for its default; to stop idle workers only when none is busy, write a fraction below 1/max such as 0.001)`},
 		{"sandbox pool max_executions 0", caddyfile("sandbox {\npool {\nmax_executions 0\n}\n}"), "max_executions: 0 is not a count (-1: never recycled; leave the option out for its default)"},
 
 		{"json sandbox pool queue_timeout negative", jsonApp(`"sandbox":{"engine":"worker","pool":{"queue_timeout":-1000000000}}`), "pool: queue_timeout: -1s is negative"},
