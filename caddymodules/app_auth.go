@@ -535,23 +535,17 @@ func (c *AuthConfig) applyDefaults(getenv func(string) string) error {
 	return nil
 }
 
-// namedCount is a count option and its name in the configuration.
-type namedCount struct {
-	name string
-	n    int
-}
-
 // validate applies the production rules that are enforced at load.
 func (c *AuthConfig) validate() error {
 	// The authorization server checks these in orchestrated mode; in
 	// transparent mode they are unused, and a bad value would wait there
 	// for the day the mode changes.
-	counts := []namedCount{{"max_registered_clients", c.MaxRegisteredClients}, {"max_pending_authorizations", c.MaxPendingAuthorizations}}
+	counts := []namedCount{{"max_registered_clients", int64(c.MaxRegisteredClients), 0}, {"max_pending_authorizations", int64(c.MaxPendingAuthorizations), 0}}
 	if c.Local != nil {
-		counts = append(counts, namedCount{"local: max_keys", c.Local.MaxKeys})
+		counts = append(counts, namedCount{"local: max_keys", int64(c.Local.MaxKeys), 0})
 	}
 	if c.ClientIDMetadata != nil {
-		counts = append(counts, namedCount{"client_id_metadata: max_document_bytes", c.ClientIDMetadata.MaxDocumentBytes})
+		counts = append(counts, namedCount{"client_id_metadata: max_document_bytes", int64(c.ClientIDMetadata.MaxDocumentBytes), 0})
 	}
 	for _, f := range counts {
 		if f.n < 0 {

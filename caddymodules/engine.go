@@ -202,7 +202,7 @@ func (l *SandboxLimits) options() (*sandbox.Options, error) {
 	if _, err := sandbox.Preset(l.Preset); err != nil {
 		return nil, err
 	}
-	for _, f := range []poolCount{{"timeout", int64(l.Timeout), 0}, {"cpu_time", int64(l.CPUTime), 0}, {"max_steps", l.MaxSteps, 0},
+	for _, f := range []namedCount{{"timeout", int64(l.Timeout), 0}, {"cpu_time", int64(l.CPUTime), 0}, {"max_steps", l.MaxSteps, 0},
 		{"max_tool_calls", int64(l.MaxToolCalls), 0}, {"max_call_depth", int64(l.MaxCallDepth), 0},
 		{"max_source_bytes", int64(l.MaxSourceBytes), 0}, {"max_nesting_depth", int64(l.MaxNestingDepth), 0},
 		{"max_result_bytes", int64(l.MaxResultBytes), 0}, {"max_console_entries", int64(l.MaxConsoleEntries), 0},
@@ -243,9 +243,9 @@ func (l SandboxLimits) withDefaults() SandboxLimits {
 	return l
 }
 
-// poolCount is a number of the sandbox's settings (a count, a size or a
+// namedCount is a number of the configuration (a count, a size or a
 // duration in nanoseconds), its name, and the least value it may have.
-type poolCount struct {
+type namedCount struct {
 	name  string
 	n     int64
 	least int64
@@ -265,7 +265,7 @@ func (p *SandboxPool) validate() error {
 		namedDuration{"startup_timeout", p.StartupTimeout}); err != nil {
 		return fmt.Errorf("pool: %w", err)
 	}
-	counts := []poolCount{{"max_size", int64(p.MaxSize), 0}, {"queue_size", int64(p.QueueSize), -1}, {"max_message_bytes", int64(p.MaxMessageBytes), 0},
+	counts := []namedCount{{"max_size", int64(p.MaxSize), 0}, {"queue_size", int64(p.QueueSize), -1}, {"max_message_bytes", int64(p.MaxMessageBytes), 0},
 		{"max_pending_calls", int64(p.MaxPendingCalls), 0}, {"flood_messages", int64(p.FloodMessages), 0},
 		{"max_executions_per_worker", int64(p.MaxExecutionsPerWorker), -1}, {"sessions_per_worker", int64(p.SessionsPerWorker), 0},
 		{"max_workers", int64(p.MaxWorkers), 0}, {"session_memory_bytes", p.SessionMemoryBytes, 0},
@@ -273,10 +273,10 @@ func (p *SandboxPool) validate() error {
 		{"max_sessions_per_principal", int64(p.MaxSessionsPerPrincipal), 0},
 		{"max_queued_per_principal", int64(p.MaxQueuedPerPrincipal), 0}}
 	if p.MinSize != nil {
-		counts = append(counts, poolCount{"min_size", int64(*p.MinSize), 0})
+		counts = append(counts, namedCount{"min_size", int64(*p.MinSize), 0})
 	}
 	if p.SpareWorkers != nil {
-		counts = append(counts, poolCount{"spare_workers", int64(*p.SpareWorkers), 0})
+		counts = append(counts, namedCount{"spare_workers", int64(*p.SpareWorkers), 0})
 	}
 	for _, f := range counts {
 		if f.n < f.least {
