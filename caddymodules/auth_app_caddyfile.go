@@ -1,6 +1,7 @@
 package caddymodules
 
 import (
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -207,20 +208,6 @@ func optBool(d *caddyfile.Dispenser, dst *bool) error {
 	return nil
 }
 
-func intArg(d *caddyfile.Dispenser, dst *int) error {
-	name := d.Val()
-	var s string
-	if err := oneArg(d, &s); err != nil {
-		return err
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return d.Errf("%s: %q is not a non-negative integer", name, s)
-	}
-	*dst = n
-	return nil
-}
-
 // durationArg reads a Caddy duration, or a bare number of seconds.
 func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	name := d.Val()
@@ -229,6 +216,11 @@ func durationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 		return err
 	}
 	if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+		if n > math.MaxInt64/int(time.Second) {
+			// Past 292 years the seconds would wrap around to another
+			// duration, perhaps a valid one.
+			return d.Errf("%s: %q seconds is too long", name, s)
+		}
 		*dst = caddy.Duration(time.Duration(n) * time.Second)
 		return nil
 	}
@@ -254,6 +246,21 @@ func positiveDurationArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
 	return nil
 }
 
+// keyRotationDaysArg reads key_rotation_days, a whole number of days; 0
+// turns rotation off.
+func keyRotationDaysArg(d *caddyfile.Dispenser, dst *caddy.Duration) error {
+	name := d.Val()
+	var days int
+	if err := parseIntArg(d, &days); err != nil {
+		return err
+	}
+	if days > math.MaxInt64/int(24*time.Hour) {
+		return d.Errf("%s: %d days is too long", name, days)
+	}
+	*dst = caddy.Duration(time.Duration(days) * 24 * time.Hour)
+	return nil
+}
+
 func parseLocal(d *caddyfile.Dispenser, l *AuthLocal) error {
 	if d.NextArg() {
 		return d.ArgErr()
@@ -270,9 +277,7 @@ func parseLocal(d *caddyfile.Dispenser, l *AuthLocal) error {
 		case "key_rotation":
 			err = durationArg(d, &l.KeyRotation)
 		case "key_rotation_days":
-			var days int
-			err = intArg(d, &days)
-			l.KeyRotation = caddy.Duration(time.Duration(days) * 24 * time.Hour)
+			err = keyRotationDaysArg(d, &l.KeyRotation)
 		case "max_keys":
 			err = positiveIntArg(d, &l.MaxKeys)
 		default:
