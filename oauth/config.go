@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"slices"
@@ -396,6 +397,9 @@ func (cfg *ServerConfig) settings() (settings, error) {
 	if r.AccessTokenTTL < 0 || r.RefreshTokenTTL < 0 || r.SkewSeconds < 0 || r.ReuseGraceSeconds < 0 {
 		return s, fmt.Errorf("refresh: lifetimes, skew and grace must not be negative")
 	}
+	if err := durationsFit(cfg); err != nil {
+		return s, err
+	}
 	if time.Duration(r.ReuseGraceSeconds)*time.Second > MaxReuseGrace {
 		return s, fmt.Errorf("refresh.reuse_grace_seconds: at most %d (the grace is for a lost answer, not a second life)", int(MaxReuseGrace/time.Second))
 	}
@@ -492,6 +496,31 @@ func servedResources(issuer string, resources []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// durationsFit refuses a count of seconds or days that a time.Duration
+// cannot hold: past 292 years it would wrap around to another duration,
+// perhaps a short or a negative one.
+func durationsFit(cfg *ServerConfig) error {
+	for _, f := range []struct {
+		name string
+		n    int
+		unit time.Duration
+	}{
+		{"registered_client_ttl", cfg.RegisteredClientTTL, time.Second},
+		{"refresh.access_token_ttl", cfg.Refresh.AccessTokenTTL, time.Second},
+		{"refresh.refresh_token_ttl", cfg.Refresh.RefreshTokenTTL, time.Second},
+		{"refresh.skew_seconds", cfg.Refresh.SkewSeconds, time.Second},
+		{"refresh.reuse_grace_seconds", cfg.Refresh.ReuseGraceSeconds, time.Second},
+		{"local.key_rotation_days", cfg.Local.KeyRotationDays, 24 * time.Hour},
+		{"client_id_metadata.fetch_timeout", cfg.ClientIDMetadata.FetchTimeout, time.Second},
+		{"client_id_metadata.max_cache_ttl", cfg.ClientIDMetadata.MaxCacheTTL, time.Second},
+	} {
+		if int64(f.n) > math.MaxInt64/int64(f.unit) {
+			return fmt.Errorf("%s: %d is past the longest duration (%d)", f.name, f.n, math.MaxInt64/int64(f.unit))
+		}
+	}
+	return nil
 }
 
 func secondsOr(n int, def time.Duration) time.Duration {

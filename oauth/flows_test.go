@@ -608,6 +608,11 @@ func TestConfigErrors(t *testing.T) {
 		"resource with fragment": func(c *ServerConfig) { c.Resources = []string{"https://gw.example.test/mcp#f"} },
 		"negative client cap":    func(c *ServerConfig) { c.MaxRegisteredClients = -1 },
 		"negative pending cap":   func(c *ServerConfig) { c.MaxPendingAuthorizations = -1 },
+		// 2^62 seconds or days wrap to a 0 duration: a token that expires
+		// at once, a grace that passes the bound, rotation off.
+		"access ttl past a duration":    func(c *ServerConfig) { c.Refresh.AccessTokenTTL = 1 << 62 },
+		"reuse grace past a duration":   func(c *ServerConfig) { c.Refresh.ReuseGraceSeconds = 1 << 62 },
+		"rotation days past a duration": func(c *ServerConfig) { c.Local.KeyRotationDays = 1 << 62 },
 	}
 	for name, edit := range cases {
 		t.Run(name, func(t *testing.T) {
