@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
@@ -310,23 +311,23 @@ func (s *Service) usesPlanSessions(req *mcp.CallToolRequest) bool {
 // call starts the plan as a session; it and every retry answer once the
 // plan finished (the ordinary result) or waits for the client (an
 // input_required result with the questions and the requestState).
-func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, ci CallInfo, in ExecuteInput) *mcp.CallToolResult {
+func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, ci CallInfo, in ExecuteInput) (*mcp.CallToolResult, error) {
 	ps := s.opts.Sessions
 	if err := validateExecute(&in, s.maxScript); err != nil {
-		return errorResult(err)
+		return errorResult(err), nil
 	}
 	var id string
 	if rs := req.Params.RequestState; rs != "" {
 		sid, ok := parsePlanState(rs, in)
 		if ps == nil || !ok {
-			return errorResult(requestStateError("requestState does not belong to this plan; call again without it to run the plan anew"))
+			return errorResult(requestStateError("requestState does not belong to this plan; call again without it to run the plan anew")), nil
 		}
 		st, err := ps.Await(ctx, sid)
 		if err != nil && st == nil {
-			return errorResult(brokerError(err))
+			return errorResult(brokerError(err)), nil
 		}
 		if st == nil || st.Session.UserID != ci.UserID || st.Session.TenantID != ci.TenantID {
-			return errorResult(requestStateError("the plan of this requestState is gone (finished long ago, expired or lost); call again without it to run the plan anew"))
+			return errorResult(requestStateError("the plan of this requestState is gone (finished long ago, expired or lost); call again without it to run the plan anew")), nil
 		}
 		id = sid
 		for _, c := range st.Pending {
@@ -344,12 +345,12 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 				if errors.As(err, &be) && be.Status == http.StatusConflict {
 					continue // a repeated retry: the first one answered it
 				}
-				return errorResult(brokerError(err))
+				return errorResult(brokerError(err)), nil
 			}
 		}
 	} else {
 		if ps == nil {
-			return errorResult(newError(CodeEngineError, "no plan sessions are configured"))
+			return errorResult(newError(CodeEngineError, "no plan sessions are configured")), nil
 		}
 		// Progress reaches the client while this first request waits: the
 		// plan's steps until it finishes or first asks the client. The
@@ -366,7 +367,7 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		}
 		sess, err := ps.Start(ctx, in.Script, opts)
 		if err != nil {
-			return errorResult(brokerError(err))
+			return errorResult(brokerError(err)), nil
 		}
 		id = sess.ID
 	}
@@ -381,18 +382,25 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		if err == nil {
 			err = errors.New("the plan's session vanished")
 		}
-		return errorResult(brokerError(err))
+		return errorResult(brokerError(err)), nil
 	}
 	if st.Session.Status == broker.StatusCompleted || st.Session.Status == broker.StatusError {
 		res, merr := s.sessionOutcome(st.Session)
 		if merr != nil {
-			return errorResult(merr)
+			return errorResult(merr), nil
 		}
 		out, err := s.executeResult(res)
 		if err != nil {
-			return errorResult(err)
+			return errorResult(err), nil
 		}
-		return out
+		return out, nil
+	}
+	if !canElicit(req) {
+		// A retry whose client no longer declares elicitation: asking it
+		// would break the revision's rule, and the plan cannot go on
+		// without the answers. Left waiting, as for a client that does
+		// not retry; a retry declaring elicitation continues it.
+		return nil, missingElicitation("the plan waits for answers asked with elicitation/create")
 	}
 	questions := mcp.InputRequestMap{}
 	for _, c := range st.Pending {
@@ -402,7 +410,19 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		}
 		questions[c.CallID] = answerFormFor(t).params(t, c.Input)
 	}
-	return &mcp.CallToolResult{InputRequests: questions, RequestState: planState(id, in)}
+	return &mcp.CallToolResult{InputRequests: questions, RequestState: planState(id, in)}, nil
+}
+
+// missingElicitation is revision 2026-07-28's
+// MissingRequiredClientCapabilityError (-32021, HTTP 400) for a request
+// that cannot be served without asking its client, which did not declare
+// elicitation: the revision says a server MUST answer so rather than send
+// input requests the client did not declare, or act as if it could.
+func missingElicitation(why string) error {
+	data, _ := json.Marshal(mcp.MissingRequiredClientCapabilityData{
+		RequiredCapabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}}})
+	return &jsonrpc.Error{Code: mcp.CodeMissingRequiredClientCapabilities,
+		Message: why + "; declare the elicitation capability in _meta[\"" + mcp.MetaKeyClientCapabilities + "\"]", Data: data}
 }
 
 // sessionOutcome is meta:execute's output for a finished plan session.

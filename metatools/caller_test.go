@@ -3,6 +3,7 @@ package metatools
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 
@@ -314,6 +316,12 @@ func TestCallerAnsweredRequestState(t *testing.T) {
 	if res, raw := retry(first.RequestState, args, nil); !res.NeedsInput() || res.InputRequests[callID] == nil {
 		t.Fatalf("retry without an answer: %s", raw)
 	}
+	// An answer to nothing asked is ignored, as the revision says a server
+	// SHOULD: the question is asked again.
+	stray := mcp.InputResponseMap{"not-asked": &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "stray"}}}
+	if res, raw := retry(first.RequestState, args, stray); !res.NeedsInput() || res.InputRequests[callID] == nil {
+		t.Fatalf("retry with an answer to nothing asked: %s", raw)
+	}
 	// A requestState of another plan or a forged one.
 	other := map[string]any{"script": `return 1`}
 	if res, raw := retry(first.RequestState, other, nil); !res.IsError || !strings.Contains(raw, CodeInvalidRequestState) {
@@ -337,6 +345,23 @@ func TestCallerAnsweredRequestState(t *testing.T) {
 		t.Fatalf("ada of another tenant with ada's state: %s", raw)
 	}
 	rr.header.Del(testTenantHeader)
+	// Ada retrying from a client that does not declare elicitation: the
+	// plan cannot go on without asking, and a server must not send input
+	// requests a client did not declare, so the retry is the revision's
+	// MissingRequiredClientCapabilityError (before: the questions again);
+	// the plan waits on for a retry that can answer.
+	bare, err := mcp.NewClient(&mcp.Implementation{Name: "bare", Version: "1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.URL, HTTPClient: &http.Client{Transport: rr}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	res, err := bare.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: args, RequestState: first.RequestState})
+	checkMissingElicitation(t, "retry without elicitation", res, err)
+	if res, raw := retry(first.RequestState, args, nil); !res.NeedsInput() || res.InputRequests[callID] == nil {
+		t.Fatalf("retry with elicitation after one without: %s", raw)
+	}
 	answer = mcp.InputResponseMap{callID: &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "from ada"}}}
 	if res, raw := retry(first.RequestState, args, answer); res.IsError || !strings.Contains(raw, `"result":"from ada"`) {
 		t.Fatalf("ada's answer: %s", raw)
@@ -366,10 +391,33 @@ func TestCallerAnsweredOlderRevisions(t *testing.T) {
 		if !strings.Contains(text, `"status":"tool_error"`) || !strings.Contains(text, CodeToolNotCallable) {
 			t.Fatalf("%q without elicitation: %s", version, text)
 		}
+		if version == "" {
+			// 2026-07-28: the request cannot be served without asking, so
+			// it is the revision's MissingRequiredClientCapabilityError.
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "meta:invoke",
+				Arguments: map[string]any{"tool": "client:prompt", "input": map[string]any{"question": "?"}}})
+			checkMissingElicitation(t, "2026-07-28 invoke without elicitation", res, err)
+			continue
+		}
 		res, text = callJSON(t, cs, "meta:invoke", map[string]any{"tool": "client:prompt", "input": map[string]any{"question": "?"}})
 		if !res.IsError || !strings.Contains(text, CodeToolNotCallable) {
 			t.Fatalf("%q invoke without elicitation: %s", version, text)
 		}
+	}
+}
+
+// checkMissingElicitation fails unless a call's outcome is revision
+// 2026-07-28's MissingRequiredClientCapabilityError naming elicitation.
+func checkMissingElicitation(t *testing.T, what string, res *mcp.CallToolResult, err error) {
+	t.Helper()
+	var je *jsonrpc.Error
+	if !errors.As(err, &je) || je.Code != mcp.CodeMissingRequiredClientCapabilities {
+		raw, _ := json.Marshal(res)
+		t.Fatalf("%s: %v %s, want error %d", what, err, raw, mcp.CodeMissingRequiredClientCapabilities)
+	}
+	var data mcp.MissingRequiredClientCapabilityData
+	if json.Unmarshal(je.Data, &data) != nil || data.RequiredCapabilities == nil || data.RequiredCapabilities.Elicitation == nil {
+		t.Fatalf("%s: data %s, want requiredCapabilities.elicitation", what, je.Data)
 	}
 }
 

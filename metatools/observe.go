@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -99,7 +100,12 @@ func (s *Service) safeCall(ctx context.Context, metaTool string, h mcp.ToolHandl
 // callOutcome is a meta-tool result's outcome label and error code: ok,
 // input_required, a failed plan's status, or the error code in lower case.
 func callOutcome(metaTool string, res *mcp.CallToolResult, err error) (outcome, code string) {
+	var je *jsonrpc.Error
 	switch {
+	case errors.As(err, &je) && je.Code == mcp.CodeMissingRequiredClientCapabilities:
+		// The client cannot be asked (missingElicitation): what
+		// TOOL_NOT_CALLABLE says in a result.
+		return telemetry.Outcome(CodeToolNotCallable), CodeToolNotCallable
 	case err != nil:
 		return "internal_error", CodeInternalError
 	case res == nil:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -168,6 +169,9 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 					return nil, err
 				}
 			}
+			if err := checkMetaLogLevel(method, req); err != nil {
+				return nil, err
+			}
 			res, err := next(ctx, method, req)
 			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
 				if lt.Meta == nil {
@@ -179,6 +183,31 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 		}
 	})
 	return srv
+}
+
+// checkMetaLogLevel answers a request whose _meta names a log level
+// (io.modelcontextprotocol/logLevel, revision 2026-07-28's per-request
+// level) that is no level of MCP's with -32602 invalid params, as the
+// revision says a server SHOULD; the go-sdk ignored it and served the
+// request.
+func checkMetaLogLevel(method string, req mcp.Request) error {
+	if strings.HasPrefix(method, "notifications/") {
+		return nil // nothing answers a notification
+	}
+	p := req.GetParams()
+	if rv := reflect.ValueOf(p); !rv.IsValid() || rv.Kind() == reflect.Pointer && rv.IsNil() {
+		return nil // a request without params (an older revision's)
+	}
+	v, ok := p.GetMeta()[mcp.MetaKeyLogLevel]
+	if !ok {
+		return nil
+	}
+	if level, _ := v.(string); slices.Contains(logLevels, mcp.LoggingLevel(level)) {
+		return nil
+	}
+	raw, _ := json.Marshal(v)
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
+		Message: fmt.Sprintf("invalid params: _meta %q is %s, not a logging level (want debug, info, notice, warning, error, critical, alert or emergency)", mcp.MetaKeyLogLevel, clip(string(raw), 64))}
 }
 
 // logLevels are the levels of logging/setLevel, MCP's LoggingLevel (the
@@ -460,7 +489,7 @@ func (s *Service) executeHandler() mcp.ToolHandler {
 			return errorResult(err), nil
 		}
 		if s.usesPlanSessions(req) {
-			return s.executeRounds(ctx, req, ci, in), nil
+			return s.executeRounds(ctx, req, ci, in)
 		}
 		h := &host{s: s, ci: &ci, ask: sessionAsker(req), progress: s.progressOf(ctx, req, "")}
 		res, err := s.execute(ctx, in, h)
@@ -500,9 +529,12 @@ func (s *Service) invokeHandler() mcp.ToolHandler {
 		if err := decodeArgs(MetaInvoke, req.Params.Arguments, &in); err != nil {
 			return errorResult(err), nil
 		}
-		if t, ok := s.index.Lookup(in.Tool); ok && t.CallerAnswered && usesMRTR(req) && canElicit(req) && validateInvoke(in) == nil {
+		if t, ok := s.index.Lookup(in.Tool); ok && t.CallerAnswered && usesMRTR(req) && validateInvoke(in) == nil {
 			if verr := s.validateToolInput(in.Tool, in.Input); verr != nil {
 				return errorResult(verr), nil
+			}
+			if !canElicit(req) {
+				return nil, missingElicitation(fmt.Sprintf("%s is answered by the client, asked with elicitation/create", t.Name))
 			}
 			return s.invokeAnswered(req, t, in), nil
 		}
