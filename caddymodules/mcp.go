@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -13,8 +14,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -267,6 +270,9 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	modern, id := h.isModern(r)
 	switch {
 	case modern && h.modern != nil:
+		if !modernHeaders(w, r, id) {
+			return nil
+		}
 		h.modern.ServeHTTP(w, r)
 	case h.legacy != nil:
 		// A modern request when 2026-07-28 is not offered gets the go-sdk's
@@ -292,6 +298,54 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 			map[string]any{"supported": h.offered, "requested": requested})
 	}
 	return nil
+}
+
+// modernHeaders prepares a request of revision 2026-07-28 for the go-sdk,
+// which reads its headers as the older revisions' transport did:
+//
+//   - A Last-Event-ID header is ignored, as the revision says of a header it
+//     removed (no stream is resumable): the go-sdk refused such a POST, 400
+//     -32600 with id null.
+//   - An Mcp-Name in the revision's Base64 sentinel form (=?base64?…?=,
+//     what a client must send for a name or URI that is no plain ASCII
+//     header value) is decoded before the go-sdk compares it with the body,
+//     as the revision requires: the go-sdk compared the encoded text and
+//     answered -32020 HeaderMismatch. One that does not decode is refused
+//     so, 400 -32020, here.
+//
+// It reports false when it answered r.
+func modernHeaders(w http.ResponseWriter, r *http.Request, id json.RawMessage) bool {
+	r.Header.Del("Last-Event-ID")
+	name := r.Header.Get("Mcp-Name")
+	enc, ok := strings.CutPrefix(name, "=?base64?")
+	if !ok {
+		return true
+	}
+	enc, ok = strings.CutSuffix(enc, "?=")
+	var dec []byte
+	var err error
+	if ok {
+		dec, err = base64.StdEncoding.DecodeString(enc)
+	}
+	if !ok || err != nil || !utf8.Valid(dec) {
+		if id == nil && r.Body != nil {
+			id, _ = peekMessage(r)
+		}
+		writeJSONRPCError(w, http.StatusBadRequest, id, mcp.CodeHeaderMismatch,
+			"header mismatch: Mcp-Name "+strconv.Quote(clipHeader(name))+" is not valid =?base64?…?= encoding of UTF-8 text", nil)
+		return false
+	}
+	r.Header.Set("Mcp-Name", string(dec))
+	return true
+}
+
+// clipHeader is a header value as an error message quotes it: at most 64
+// bytes.
+func clipHeader(v string) string {
+	if len(v) > 64 {
+		return v[:64] + "…"
+	}
+	return v
 }
 
 // unsupportedVersion answers a request whose MCP-Protocol-Version header

@@ -92,6 +92,11 @@ func (w *mcpWriter) WriteHeader(code int) {
 		w.Header().Del("Content-Length")
 	}
 	w.wrote, w.status = true, code
+	if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
+		// The 2026-07-28 transport: a proxy such as nginx must not buffer
+		// an SSE stream (progress would reach the client in one lump).
+		w.Header().Set("X-Accel-Buffering", "no")
+	}
 	if code < 400 && w.stops != nil {
 		w.stopCancelled()
 	}
