@@ -15,7 +15,10 @@
 //   - ping: {} in the legacy era; 2026-07-28 removed it, so the SDK refuses
 //     it itself, and the gateway answers a raw one 404 with -32601 as the
 //     revision's transport says for any method it does not implement;
-//   - resources/list, resources/templates/list, prompts/list: empty lists.
+//   - resources/list, resources/templates/list, prompts/list: empty lists;
+//   - meta:invoke of a tool only the caller answers (client:prompt), by this
+//     client, which declares no elicitation: -32021 in the modern era, a
+//     TOOL_NOT_CALLABLE result in the legacy one.
 //
 //   node errors.mjs <mcp url> <caddy binary> <Caddyfile for stdio>
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
@@ -74,6 +77,18 @@ async function exercise(where, era, transport) {
 	x = await call({ name: 'meta:execute', arguments: { script: 'let s = 0; for (;;) s++; return s' } });
 	check(`${where}: a script past the step limit is a result with status runtime_error`,
 		status(x) === 'runtime_error' && errorText(x).includes('step limit'), show(x));
+
+	// A tool only the caller answers, from a client without elicitation:
+	// 2026-07-28's MissingRequiredClientCapabilityError (-32021, naming
+	// elicitation); the older revisions' isError result TOOL_NOT_CALLABLE.
+	x = await call({ name: 'meta:invoke', arguments: { tool: 'client:prompt', input: { question: '?' } } });
+	if (era === 'modern') {
+		check(`${where}: a caller-answered tool without elicitation is JSON-RPC error -32021`,
+			x.error?.code === -32021 && JSON.stringify(x.error?.data ?? {}).includes('elicitation'), show(x));
+	} else {
+		check(`${where}: a caller-answered tool without elicitation is a result with TOOL_NOT_CALLABLE`,
+			x.result?.isError === true && JSON.stringify(x.result).includes('TOOL_NOT_CALLABLE'), show(x));
+	}
 
 	const ac = new AbortController();
 	const cancelled = call({ name: 'meta:execute', arguments: { script: 'const a = "x".repeat(1 << 20); let k = 0; for (let i = 0; i < 90000; i++) k += a.indexOf("y"); return k' } },

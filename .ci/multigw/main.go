@@ -569,6 +569,10 @@ func (h *harness) gatewayKilled(ctx context.Context, tok string) {
 		h.fatal("gateway killed", fmt.Errorf("no session ran on %s", holder))
 	}
 	defer closer.Close()
+	// A 2026-07-28 plan waiting for its MCP client's answer (multi
+	// round-trip requests) on the same gateway.
+	manual, plan, args := h.mrtrWaitingOn(ctx, tok, holder)
+	defer manual.Close()
 	idx := strings.TrimPrefix(holder, "gw")
 	killedAt := time.Now()
 	h.kill("gw" + idx)
@@ -586,8 +590,21 @@ func (h *harness) gatewayKilled(ctx context.Context, tok string) {
 		fmt.Sprint(code, " ", body))
 	last := lastLine(sc)
 	h.check("killed gateway: the caller's stream was cut without a final event", !strings.Contains(last, `"type":"result"`), last)
+	// The MCP client's retry with its answer reaches a live gateway: the
+	// plan's outcome is unknown, which the result says (a transient tool
+	// error), never a success nor a hang.
+	var answer mcp.InputResponseMap = map[string]mcp.InputResponse{}
+	for id := range plan.InputRequests {
+		answer[id] = &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "late"}}
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	res, err := manual.CallTool(rctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: args, RequestState: plan.RequestState, InputResponses: answer})
+	cancel()
+	raw, _ := json.Marshal(res)
+	h.check("killed gateway: a 2026-07-28 retry of its waiting plan is told OWNER_LOST", err == nil && res.IsError && strings.Contains(string(raw), "OWNER_LOST"),
+		fmt.Sprint(err, " ", string(raw)))
 
-	_, err := old.ListTools(ctx, nil)
+	_, err = old.ListTools(ctx, nil)
 	if err == nil {
 		_, err = old.ListTools(ctx, nil) // the first may land on a live gateway that forwards... to the dead one
 	}
@@ -601,6 +618,43 @@ func (h *harness) gatewayKilled(ctx context.Context, tok string) {
 	text, isErr, err := callText(ctx, modern, "meta:invoke", map[string]any{"tool": "math:add", "input": map[string]any{"a": 1, "b": 1}})
 	h.check("killed gateway: 2026-07-28 calls go on", err == nil && !isErr && strings.Contains(text, `"sum":2`), text+fmt.Sprint(err))
 	modern.Close()
+}
+
+// mrtrWaitingOn starts, through the load balancer, 2026-07-28 meta:execute
+// plans whose script waits for the MCP client's answer until one runs on
+// gateway gw (the gateway that answered the first request runs it), and
+// returns the client, which answers input requests itself, the interim
+// result (input_required) and the call's arguments.
+func (h *harness) mrtrWaitingOn(ctx context.Context, tok, gw string) (*mcp.ClientSession, *mcp.CallToolResult, map[string]any) {
+	rec := &recorder{token: tok}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "multigw-mrtr", Version: "1"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) { return nil, errors.New("unused") },
+		MultiRoundTrip:     &mcp.MultiRoundTripOptions{Disabled: true},
+	}).Connect(cctx, &mcp.StreamableClientTransport{Endpoint: h.lb + "/mcp", HTTPClient: &http.Client{Transport: rec}},
+		&mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		h.fatal("MCP connect 2026-07-28", err)
+	}
+	args := map[string]any{"script": `return await callTool("client:prompt", {question: "?"})`}
+	for range 6 {
+		rec.mu.Lock()
+		n := len(rec.seq)
+		rec.mu.Unlock()
+		res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: args})
+		if err != nil || !res.NeedsInput() {
+			h.fatal("2026-07-28 plan waiting for its client", fmt.Errorf("%v %+v", err, res))
+		}
+		rec.mu.Lock()
+		runner := rec.seq[n]
+		rec.mu.Unlock()
+		if runner == gw {
+			return cs, res, args
+		}
+	}
+	h.fatal("2026-07-28 plan waiting for its client", fmt.Errorf("no plan ran on %s", gw))
+	return nil, nil, nil
 }
 
 // redisRestart: the redis-server restarts empty (no persistence) while a
