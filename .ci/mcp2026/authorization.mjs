@@ -47,7 +47,8 @@ const reg = await fetch(metadata.registration_endpoint, {
 		response_types: ['code'], token_endpoint_auth_method: 'none' }),
 });
 const client = await reg.json();
-check('dynamic registration of the suite\'s public client', reg.status === 201 && client.client_id, `${reg.status} ${JSON.stringify(client)}`);
+check('dynamic registration of the suite\'s public client', reg.status === 201 && client.client_id && client.token_endpoint_auth_method === 'none',
+	`${reg.status} ${client.client_id ?? JSON.stringify(client)}`);
 
 const out = mkdtempSync(join(tmpdir(), 'conformance-authorization-'));
 const child = spawn(process.execPath, [suite, 'authorization', '--url', issuer, '--client-id', client.client_id,
