@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"mime"
 	"net/http"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -18,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/internal/notify"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
@@ -97,7 +101,58 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 		}
 	}
 	telemetry.Inject(r.Context(), r.Header)
-	return h.base.RoundTrip(r)
+	resp, err := h.base.RoundTrip(r)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	// The go-sdk reads a JSON answer whole (io.ReadAll) and bounds only
+	// server-sent events (mcp.DefaultMaxEventSize): a JSON answer, or a
+	// gzip one the transport inflates, is cut at the same bound.
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
+		c, _ := r.Context().Value(answerCapKey{}).(*answerCap)
+		resp.Body = &cappedBody{ReadCloser: resp.Body, left: MaxUpstreamMessageBytes, cap: c}
+	}
+	return resp, nil
+}
+
+// MaxUpstreamMessageBytes bounds one message from a URL upstream: a JSON
+// answer (after the transport inflates a gzip one) is cut past it, as the
+// go-sdk cuts a server-sent event (mcp.DefaultMaxEventSize). The call gets
+// RESPONSE_TOO_LARGE and the connection is opened again.
+const MaxUpstreamMessageBytes = mcp.DefaultMaxEventSize
+
+// errUpstreamMessageTooLarge is the read error of a cut answer.
+var errUpstreamMessageTooLarge = fmt.Errorf("upstream answer exceeds %d bytes", MaxUpstreamMessageBytes)
+
+// answerCap, in a call's context, learns that the call's answer was cut.
+type answerCap struct{ exceeded atomic.Bool }
+
+type answerCapKey struct{}
+
+// cappedBody is a response body that fails once more than left bytes are
+// read.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+	cap  *answerCap
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errUpstreamMessageTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		if b.cap != nil {
+			b.cap.exceeded.Store(true)
+		}
+		return n, errUpstreamMessageTooLarge
+	}
+	return n, err
 }
 
 // Validate checks the config.
@@ -466,7 +521,8 @@ func (u *Upstream) Call(ctx context.Context, name string, input json.RawMessage)
 	if timeout <= 0 {
 		timeout = DefaultUpstreamCallTimeout
 	}
-	callCtx, cancel := context.WithTimeout(ctx, timeout)
+	ac := &answerCap{}
+	callCtx, cancel := context.WithTimeout(context.WithValue(ctx, answerCapKey{}, ac), timeout)
 	defer cancel()
 	res, err := cs.CallTool(callCtx, params)
 	if err != nil {
@@ -474,6 +530,12 @@ func (u *Upstream) Call(ctx context.Context, name string, input json.RawMessage)
 		if errors.As(err, &me) { // the user's credential, refused on the way out
 			telemetry.EndSpan(span, me.Code)
 			return nil, me
+		}
+		if ac.exceeded.Load() {
+			u.logger.Warn("upstream MCP answer over the bound; reconnecting", zap.String("tool", name), zap.Int64("max_bytes", MaxUpstreamMessageBytes))
+			e := &Error{Code: catalog.CodeResponseTooLarge, Message: fmt.Sprintf("upstream %q answered %s with more than %d bytes", u.cfg.Name, name, MaxUpstreamMessageBytes)}
+			telemetry.EndSpan(span, e.Code)
+			return nil, e
 		}
 		e := u.callError(ctx, callCtx, name, timeout, err)
 		telemetry.EndSpan(span, e.Code)
