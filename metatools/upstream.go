@@ -192,6 +192,9 @@ type Upstream struct {
 	version   string
 	tools     []Tool
 	listeners notify.Set
+	// refreshing: a read of the tool list after a list_changed
+	// notification runs; refreshAgain: another came meanwhile.
+	refreshing, refreshAgain bool
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -349,16 +352,7 @@ func (u *Upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 func (u *Upstream) dial(ctx context.Context, authorize func(*http.Request) error) (*mcp.ClientSession, string, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "codemode-gateway", Version: "v1"}, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			u.mu.Lock()
-			cs := u.session
-			u.mu.Unlock()
-			if cs != nil {
-				go func() {
-					if err := u.refresh(ctx, cs); err != nil {
-						u.logger.Warn("refreshing upstream tools failed", zap.Error(err))
-					}
-				}()
-			}
+			u.refreshSoon(ctx)
 		},
 	})
 	var t mcp.Transport
@@ -451,6 +445,47 @@ func (u *Upstream) refresh(ctx context.Context, cs *mcp.ClientSession) error {
 	u.mu.Unlock()
 	u.notify()
 	return nil
+}
+
+// refreshSoon re-reads the tool list after a list_changed notification.
+// One read runs at a time: notifications that come while it runs ask for
+// one more read after it. Each notification started its own read, and an
+// upstream sending 20,000 of them had the gateway hold 13,000 goroutines
+// and 8,500 tools/list requests open against it at once.
+func (u *Upstream) refreshSoon(ctx context.Context) {
+	u.mu.Lock()
+	if u.refreshing {
+		u.refreshAgain = true
+		u.mu.Unlock()
+		return
+	}
+	u.refreshing = true
+	u.mu.Unlock()
+	go func() {
+		for {
+			u.mu.Lock()
+			cs := u.session
+			u.refreshAgain = false
+			if cs == nil || ctx.Err() != nil {
+				u.refreshing = false
+				u.mu.Unlock()
+				return
+			}
+			u.mu.Unlock()
+			if err := u.refresh(ctx, cs); err != nil {
+				u.logger.Warn("refreshing upstream tools failed", zap.Error(err))
+			}
+			u.mu.Lock()
+			again := u.refreshAgain
+			if !again {
+				u.refreshing = false
+			}
+			u.mu.Unlock()
+			if !again {
+				return
+			}
+		}
+	}()
 }
 
 func (u *Upstream) toolOf(t *mcp.Tool) Tool {
