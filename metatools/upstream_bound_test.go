@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -81,14 +81,9 @@ func TestUpstreamAnswerBounded(t *testing.T) {
 		}
 		io.WriteString(w, head+strings.Repeat("a", n)+`"}]}}`)
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: h}
-	go hs.Serve(ln)
+	hs := httptest.NewServer(h)
 	t.Cleanup(func() { hs.Close() })
-	u, err := NewUpstream(UpstreamConfig{Name: "hostile", URL: "http://" + ln.Addr().String() + "/mcp"}, nil)
+	u, err := NewUpstream(UpstreamConfig{Name: "hostile", URL: hs.URL + "/mcp"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

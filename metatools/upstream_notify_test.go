@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -91,16 +91,11 @@ func TestUpstreamListChangedFloodCoalesced(t *testing.T) {
 			answer(`"error":{"code":-32601,"message":"method not found"}`)
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: h}
-	go hs.Serve(ln)
+	hs := httptest.NewServer(h)
 	var once sync.Once
 	letGo := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(func() { letGo(); hs.Close() })
-	u, err := NewUpstream(UpstreamConfig{Name: "noisy", URL: "http://" + ln.Addr().String() + "/mcp"}, nil)
+	u, err := NewUpstream(UpstreamConfig{Name: "noisy", URL: hs.URL + "/mcp"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
