@@ -105,20 +105,50 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
-	// The go-sdk reads a JSON answer whole (io.ReadAll) and bounds only
-	// server-sent events (mcp.DefaultMaxEventSize): a JSON answer, or a
-	// gzip one the transport inflates, is cut at the same bound.
+	// The go-sdk reads a JSON answer whole (io.ReadAll): a JSON answer, or
+	// a gzip one the transport inflates, is cut at MaxUpstreamMessageBytes.
+	// A server-sent event is cut by the go-sdk (the transport's
+	// MaxEventSize); sseWatch tells the call why its connection failed.
+	c, _ := r.Context().Value(answerCapKey{}).(*answerCap)
 	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "text/event-stream" {
-		c, _ := r.Context().Value(answerCapKey{}).(*answerCap)
 		resp.Body = &cappedBody{ReadCloser: resp.Body, left: MaxUpstreamMessageBytes, cap: c}
+	} else if c != nil {
+		resp.Body = &sseWatch{ReadCloser: resp.Body, cap: c}
 	}
 	return resp, nil
 }
 
+// sseWatch marks its call's answerCap when an event of the stream grows
+// past MaxUpstreamMessageBytes (the go-sdk then fails the connection).
+type sseWatch struct {
+	io.ReadCloser
+	cap     *answerCap
+	event   int64 // bytes of the current event
+	newline bool  // the last byte but '\r' was '\n'
+}
+
+func (s *sseWatch) Read(p []byte) (int, error) {
+	n, err := s.ReadCloser.Read(p)
+	for _, b := range p[:n] {
+		switch {
+		case b == '\r':
+			continue
+		case b == '\n' && s.newline: // an empty line ends an event
+			s.event = 0
+			continue
+		}
+		s.newline = b == '\n'
+		if s.event++; s.event > MaxUpstreamMessageBytes {
+			s.cap.exceeded.Store(true)
+		}
+	}
+	return n, err
+}
+
 // MaxUpstreamMessageBytes bounds one message from a URL upstream: a JSON
-// answer (after the transport inflates a gzip one) is cut past it, as the
-// go-sdk cuts a server-sent event (mcp.DefaultMaxEventSize). The call gets
-// RESPONSE_TOO_LARGE and the connection is opened again.
+// answer (after the transport inflates a gzip one) or a server-sent event
+// past it fails the call with RESPONSE_TOO_LARGE, and the connection is
+// opened again. It is the go-sdk's mcp.DefaultMaxEventSize.
 const MaxUpstreamMessageBytes = mcp.DefaultMaxEventSize
 
 // errUpstreamMessageTooLarge is the read error of a cut answer.
@@ -368,7 +398,9 @@ func (u *Upstream) dial(ctx context.Context, authorize func(*http.Request) error
 		}
 		c.Transport = headerTransport{base: base, headers: u.cfg.Headers, authorize: authorize}
 		hc = c
-		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc}
+		// MaxEventSize set: the go-sdk's 0 reads an event without a bound,
+		// though its comment says 0 selects DefaultMaxEventSize.
+		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: MaxUpstreamMessageBytes}
 	} else {
 		cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
 		if len(u.cfg.Env) > 0 {

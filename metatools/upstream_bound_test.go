@@ -18,11 +18,12 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 )
 
-// TestUpstreamAnswerBounded: a URL upstream that answers a call with JSON of
-// more than MaxUpstreamMessageBytes, plain or as a small gzip body the
-// transport inflates, fails that call with RESPONSE_TOO_LARGE; the gateway
-// read the whole answer into memory before (a 1.5 GB answer from a hostile
-// upstream took the gateway to 6 GB resident). An answer within the bound
+// TestUpstreamAnswerBounded: a URL upstream that answers a call with more
+// than MaxUpstreamMessageBytes, as JSON, as a small gzip body the transport
+// inflates or as one server-sent event, fails that call with
+// RESPONSE_TOO_LARGE; the gateway read the whole answer into memory before
+// (a 1.5 GB answer from a hostile upstream took the gateway to 6 GB
+// resident as JSON, 11 GB as an event). An answer within the bound
 // passes, and the upstream is reconnected for the next call.
 func TestUpstreamAnswerBounded(t *testing.T) {
 	old := upstreamMinBackoff
@@ -43,7 +44,8 @@ func TestUpstreamAnswerBounded(t *testing.T) {
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	// The calls of huge, bomb and fits are answered here, as JSON, with a
 	// text of the given size.
-	sizes := map[string]int{"huge": MaxUpstreamMessageBytes + 1<<20, "bomb": MaxUpstreamMessageBytes + 1<<20, "fits": 1 << 20}
+	sizes := map[string]int{"huge": MaxUpstreamMessageBytes + 1<<20, "bomb": MaxUpstreamMessageBytes + 1<<20,
+		"event": MaxUpstreamMessageBytes + 1<<20, "fits": 1 << 20}
 	// The bomb is two gzip members (a reader reads on into the next): the
 	// answer's head with its id, compressed per call, and the rest,
 	// compressed once here, before any call's deadline runs.
@@ -72,6 +74,11 @@ func TestUpstreamAnswerBounded(t *testing.T) {
 			return
 		}
 		head := `{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"result":{"content":[{"type":"text","text":"`
+		if msg.Params.Name == "event" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: message\ndata: "+head+strings.Repeat("a", n)+`"}]}}`+"\n\n")
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		if msg.Params.Name == "bomb" {
 			w.Header().Set("Content-Encoding", "gzip")
@@ -107,7 +114,7 @@ func TestUpstreamAnswerBounded(t *testing.T) {
 	if out, err := call("fits"); err != nil || len(out) != sizes["fits"]+2 {
 		t.Fatalf("an answer of 1 MiB: %d bytes, %v", len(out), err)
 	}
-	for _, tool := range []string{"huge", "bomb"} {
+	for _, tool := range []string{"huge", "bomb", "event"} {
 		out, err := call(tool)
 		var me *Error
 		if !errors.As(err, &me) || me.Code != catalog.CodeResponseTooLarge {
