@@ -1,7 +1,6 @@
 package metatools
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -178,6 +176,11 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 					lt.Meta = mcp.Meta{}
 				}
 				lt.Meta[MetaKeyToolIndexVersion] = s.index.Version()
+			}
+			// Every meta-tool's answer reaches the client without the HTML
+			// escaping the go-sdk's encoding of it adds.
+			if cr, ok := res.(*mcp.CallToolResult); ok && err == nil {
+				return unescapedResult{cr}, nil
 			}
 			return res, err
 		}
@@ -373,105 +376,35 @@ func (s *Service) handler(metaTool string, fn func(context.Context, json.RawMess
 }
 
 // successResult is a meta-tool's output as structuredContent and the same
-// JSON as text. It is encoded without HTML escaping, which wrote each "<",
-// ">" and "&" as six bytes (the go-sdk writes the envelope without it too,
-// but the text content's string with it: see executeResult).
+// JSON as text, encoded without HTML escaping (encodeJSON).
 func successResult(metaTool string, out any) (*mcp.CallToolResult, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(out); err != nil {
+	raw, err := encodeJSON(out)
+	if err != nil {
 		return nil, fmt.Errorf("encoding %s result: %w", metaTool, err)
 	}
-	raw := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	return &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: string(raw)}},
 		StructuredContent: json.RawMessage(raw),
 	}, nil
 }
 
-// executeResult is meta:execute's success. The go-sdk encodes a tool's
-// answer with HTML escaping: each "<", ">" and "&" of structuredContent is
-// six bytes on the wire, and MCP's text copy of it (a tool returning
-// structuredContent SHOULD also return it as JSON text) is a JSON string,
-// so its quotes and backslashes double too. The result bound holds for
-// what the client receives: a result whose structuredContent is larger
-// than the bound as encoded ends the plan with runtime_error, as the
-// sandbox ends one larger before encoding; a text copy larger than the
-// bound as encoded is replaced by a note pointing to structuredContent. An
-// answer is so at most twice the bound. docs/metatools.md, "The four tools".
+// executeResult is meta:execute's success, held to the result bound as a
+// client receives it (answerOverBound): a result whose structuredContent is
+// larger ends the plan with runtime_error, as the sandbox ends one larger
+// before encoding (its envelope, the logs, U+2028 escaped, add to it).
+// docs/metatools.md, "What a client receives".
 func (s *Service) executeResult(res *sandbox.Result) (*mcp.CallToolResult, error) {
 	out, err := successResult(MetaExecute, res)
 	if err != nil {
 		return nil, err
 	}
-	bound := s.resultBound()
-	if bound <= 0 {
-		return out, nil
-	}
-	raw := out.StructuredContent.(json.RawMessage)
-	if n := escapedSize(raw); n > bound && res.Status == sandbox.StatusOK {
+	if n, bound := s.answerOverBound(out, res.Status); n > 0 && res.Status == sandbox.StatusOK {
 		return successResult(MetaExecute, &sandbox.Result{Status: sandbox.StatusRuntimeError, Logs: res.Logs, Error: &sandbox.ScriptError{
 			Code: sandbox.CodeExecutionError, Source: "script", Name: "RangeError",
-			Message: fmt.Sprintf("the script result is %d bytes of JSON as an MCP client receives it (each <, > and & escaped to six bytes), more than the limit of %d bytes", n, bound),
+			Message: fmt.Sprintf("the script result is %d bytes of JSON as an MCP client receives it, more than the limit of %d bytes", n, bound),
 		}})
 	}
-	if n := quotedSize(raw); n > bound {
-		out.Content = []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(
-			`{"status":%q,"note":"the result is in structuredContent only: as JSON text here it would be %d bytes, more than the result bound of %d bytes"}`,
-			res.Status, n, bound)}}
-	}
 	return out, nil
-}
-
-// escapedSize is the length of the JSON text b (compact, not HTML-escaped)
-// as encoding/json writes a json.RawMessage with HTML escaping: <, >, &,
-// U+2028 and U+2029 take six bytes.
-func escapedSize(b []byte) int {
-	n := len(b)
-	for i, c := range b {
-		switch {
-		case c == '<' || c == '>' || c == '&':
-			n += 5
-		case c == 0xe2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xa8 || b[i+2] == 0xa9):
-			n += 3
-		}
-	}
-	return n
-}
-
-// quotedSize is the length of b written as a JSON string by encoding/json
-// with HTML escaping (the go-sdk's text content): quotes and backslashes
-// take two bytes, <, >, & and control characters other than \n, \r, \t
-// six, U+2028 and U+2029 six for their three, invalid UTF-8 six per byte.
-func quotedSize(b []byte) int {
-	n := 2
-	for i := 0; i < len(b); {
-		c := b[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
-				n += 2
-			case c < 0x20 || c == '<' || c == '>' || c == '&':
-				n += 6
-			default:
-				n++
-			}
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(b[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			n += 6
-		case r == '\u2028' || r == '\u2029':
-			n += 6
-		default:
-			n += size
-		}
-		i += size
-	}
-	return n
 }
 
 // executeHandler is meta:execute. A plan's calls of tools only the caller

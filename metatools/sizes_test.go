@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -19,10 +21,26 @@ const maxAnswerBytes = 6 << 10
 
 // answerClient serves the meta-tools over the GitHub catalog (1,223 tools)
 // to a go-sdk client on in-memory transports.
-func answerClient(t *testing.T) (*mcp.ClientSession, *evalCatalog, *Service) {
+func answerClient(t *testing.T) (*sizedClient, *evalCatalog, *Service) {
 	t.Helper()
 	c := loadEvalCatalog(t, "github")
 	svc := c.service(t, nil)
+	return connectSized(t, svc), c, svc
+}
+
+// sizedClient is a go-sdk client session that keeps the "result" of the
+// last response it read, byte for byte as it received it.
+type sizedClient struct {
+	*mcp.ClientSession
+	mu   sync.Mutex
+	last json.RawMessage
+}
+
+// connectSized connects a sizedClient to the meta-tools of svc on
+// in-memory transports (which carry the JSON the server encodes, as HTTP
+// does).
+func connectSized(t *testing.T, svc *Service) *sizedClient {
+	t.Helper()
 	st, ct := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := NewServer(svc, nil).Connect(ctx, st, nil)
@@ -30,17 +48,44 @@ func answerClient(t *testing.T) (*mcp.ClientSession, *evalCatalog, *Service) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sizes", Version: "v1"}, nil).Connect(ctx, ct, nil)
+	sc := &sizedClient{}
+	sc.ClientSession, err = mcp.NewClient(&mcp.Implementation{Name: "sizes", Version: "v1"}, nil).Connect(ctx, &resultTap{ct, sc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cs.Close() })
-	return cs, c, svc
+	t.Cleanup(func() { sc.Close() })
+	return sc
+}
+
+// resultTap is the transport of a sizedClient.
+type resultTap struct {
+	mcp.Transport
+	sc *sizedClient
+}
+
+func (rt *resultTap) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := rt.Transport.Connect(ctx)
+	return &tapConn{c, rt.sc}, err
+}
+
+type tapConn struct {
+	mcp.Connection
+	sc *sizedClient
+}
+
+func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	m, err := c.Connection.Read(ctx)
+	if r, ok := m.(*jsonrpc.Response); ok && err == nil {
+		c.sc.mu.Lock()
+		c.sc.last = r.Result
+		c.sc.mu.Unlock()
+	}
+	return m, err
 }
 
 // resultBytes calls a meta-tool and returns the JSON of the result the
-// client received (the JSON-RPC response's "result").
-func resultBytes(t *testing.T, cs *mcp.ClientSession, name string, args any) []byte {
+// client received (the JSON-RPC response's "result"), as it received it.
+func resultBytes(t *testing.T, cs *sizedClient, name string, args any) []byte {
 	t.Helper()
 	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
@@ -49,11 +94,9 @@ func resultBytes(t *testing.T, cs *mcp.ClientSession, name string, args any) []b
 	if res.IsError {
 		t.Fatalf("%s: %s", name, text(res))
 	}
-	raw, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.last
 }
 
 // TestSearchAnswerSize holds meta:search at topK 10 over a 1,223-tool
@@ -151,17 +194,7 @@ func TestDescribeAnswerSizeManyFields(t *testing.T) {
 	if err := ix.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := NewServer(NewService(ix, nil), nil).Connect(context.Background(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "sizes", Version: "v1"}, nil).Connect(context.Background(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := connectSized(t, NewService(ix, nil))
 	raw := resultBytes(t, cs, MetaDescribe, map[string]any{"toolNames": []string{tool.Name}})
 	if len(raw) > maxAnswerBytes {
 		t.Errorf("describe: %d bytes, budget %d", len(raw), maxAnswerBytes)

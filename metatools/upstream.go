@@ -664,16 +664,18 @@ func resultJSON(res *mcp.CallToolResult) (json.RawMessage, error) {
 		}
 		return nil, &Error{Code: CodeToolExecutionError, Message: text, Transient: true}
 	}
+	// Without HTML escaping: the answer is the invoked tool's on the wire
+	// (invokeResult) and a script's value.
 	if res.StructuredContent != nil {
-		return json.Marshal(res.StructuredContent)
+		return encodeJSON(res.StructuredContent)
 	}
 	if len(texts) == 1 && json.Valid([]byte(text)) {
 		return json.RawMessage(text), nil
 	}
 	if len(texts) == 0 && len(res.Content) > 0 {
-		return json.Marshal(res.Content)
+		return encodeJSON(res.Content)
 	}
-	return json.Marshal(text)
+	return encodeJSON(text)
 }
 
 // userSession returns the user's own connection, opening it when there is

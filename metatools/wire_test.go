@@ -67,10 +67,11 @@ func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
 // client over HTTP in at most twice the sandbox's result bound (its
 // structuredContent and the text copy) plus a little. A result of 900 KB
 // of "<&>" was 11.7 MB on the wire: each character HTML-escaped to six
-// bytes, twice; it is now refused as a result over the bound as the client
-// receives it. The text copy of a result within the bound whose text
-// would not be is a note pointing to structuredContent; a result of HTML
-// within the bound keeps both.
+// bytes, twice; it is now 1.8 MB, both copies unescaped (unescapedResult).
+// A result within the sandbox's bound that is over it as the client
+// receives it (U+2028, which encoding/json always escapes to six bytes) is
+// refused. The text copy of a result within the bound whose text would
+// not be is a note pointing to structuredContent.
 func TestExecuteAnswerWithinResultBound(t *testing.T) {
 	wc := &wireCounter{}
 	f := newFixture(t, fixtureOptions{transport: wc})
@@ -84,7 +85,8 @@ func TestExecuteAnswerWithinResultBound(t *testing.T) {
 		status     string
 		textCopy   bool
 	}{
-		{"900 KB of <&>", `"<&>".repeat(307200)`, 900 << 10, "runtime_error", false},
+		{"900 KB of <&>", `"<&>".repeat(307200)`, 900 << 10, "ok", true},
+		{"900 KB of U+2028", `"\u2028".repeat(307200)`, 900 << 10, "runtime_error", false},
 		{"150 KB of <&>", `"<&>".repeat(51200)`, 150 << 10, "ok", true},
 		{"900 KB of a", `"a".repeat(921600)`, 900 << 10, "ok", true},
 		{"500 KB of quotes", `"\"".repeat(512000)`, 500 << 10, "ok", false},

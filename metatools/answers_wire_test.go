@@ -1,0 +1,230 @@
+package metatools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// webUpstream is a real MCP server over HTTP whose tools answer HTML, as a
+// web page or a documentation tool does: web:page as text, web:doc as
+// structuredContent {"body": ...} (and its JSON text, as the go-sdk writes
+// a typed tool's answer). Each repeats unit n times.
+func webUpstream(t *testing.T) *Upstream {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "web", Version: "v1"}, nil)
+	type in struct {
+		Unit string `json:"unit"`
+		N    int    `json:"n"`
+	}
+	type docOut struct {
+		Body string `json:"body"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "page", Description: "Fetch a web page as HTML"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in in) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat(in.Unit, in.N)}}}, nil, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "doc", Description: "Fetch a documentation page as an object"},
+		func(_ context.Context, _ *mcp.CallToolRequest, in in) (*mcp.CallToolResult, docOut, error) {
+			return nil, docOut{Body: strings.Repeat(in.Unit, in.N)}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	u, err := NewUpstream(UpstreamConfig{Name: "web", URL: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := u.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	return u
+}
+
+// htmlRow is one line of an HTML page: every kind of character HTML
+// escaping rewrites.
+const htmlRow = `<tr><td><a href="/items?id=42&amp;sort=asc">Item 42</a></td><td>&lt;b&gt; &amp; &quot;</td></tr>` + "\n"
+
+// receivedResult returns the "result" of the last tools/call answer rec
+// holds, byte for byte as the client received it.
+func receivedResult(t *testing.T, rec *mcpRecorder) []byte {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i := len(rec.answers) - 1; i >= 0; i-- {
+		if rec.answers[i].req.Method != "tools/call" {
+			continue
+		}
+		var msg struct {
+			Result json.RawMessage `json:"result"`
+		}
+		if err := json.Unmarshal(rec.answers[i].raw, &msg); err != nil || msg.Result == nil {
+			t.Fatalf("tools/call answer: %v %.200s", err, rec.answers[i].raw)
+		}
+		return msg.Result
+	}
+	t.Fatal("no tools/call answer recorded")
+	return nil
+}
+
+// htmlEscapes counts the HTML escapes of Go's encoding/json in b.
+func htmlEscapes(b []byte) int {
+	n := 0
+	for _, e := range []string{`\u003c`, `\u003e`, `\u0026`} {
+		n += strings.Count(string(b), e)
+	}
+	return n
+}
+
+// TestAnswersAsReceived measures the tools/call results of meta:search
+// (topK 10, every GitHub evaluation query), meta:describe (GitHub's largest
+// operation) and meta:invoke (an HTML page of a real upstream) as a go-sdk
+// client receives them over HTTP, and holds them to what a model should
+// pay: no HTML escaping (Go's writes each <, > and & as six bytes) and
+// issue 13's budget. go test -run TestAnswersAsReceived -v ./metatools/
+// prints the sizes.
+func TestAnswersAsReceived(t *testing.T) {
+	gh := loadEvalCatalog(t, "github")
+	rec := newMCPRecorder()
+	f := newFixture(t, fixtureOptions{transport: rec, extra: []ToolSource{&StaticSource{List: gh.tools}, webUpstream(t)}})
+	call := func(name string, args any) (*mcp.CallToolResult, []byte) {
+		t.Helper()
+		res := f.call(t, name, args)
+		raw := receivedResult(t, rec)
+		if n := htmlEscapes(raw); n > 0 {
+			t.Errorf("%s: %d HTML escapes in the %d bytes received: %.300s", name, n, len(raw), raw)
+		}
+		return res, raw
+	}
+
+	var sizes []int
+	for _, q := range gh.set.Queries {
+		_, raw := call("meta:search", map[string]any{"queries": []string{q.Q}, "topK": 10})
+		if len(raw) > maxAnswerBytes {
+			t.Errorf("search %q: %d bytes received, budget %d", q.Q, len(raw), maxAnswerBytes)
+		}
+		sizes = append(sizes, len(raw))
+	}
+	sort.Ints(sizes)
+	t.Logf("meta:search topK 10, %d GitHub queries: median %d bytes received, max %d", len(sizes), sizes[len(sizes)/2], sizes[len(sizes)-1])
+
+	largest := largestOperation(t, gh, f.svc)
+	_, raw := call("meta:describe", map[string]any{"toolNames": []string{largest}})
+	if len(raw) > maxAnswerBytes {
+		t.Errorf("describe %s: %d bytes received, budget %d", largest, len(raw), maxAnswerBytes)
+	}
+	t.Logf("meta:describe %s (GitHub's largest operation): %d bytes received", largest, len(raw))
+
+	page := "<!doctype html><html><head><title>Items</title></head><body><table>\n" + strings.Repeat(htmlRow, 200) + "</table></body></html>\n"
+	res, raw := call("meta:invoke", map[string]any{"tool": "web:page", "input": map[string]any{"unit": page, "n": 1}})
+	if res.IsError || text(res) != page {
+		t.Fatalf("invoke web:page: %.300s", text(res))
+	}
+	t.Logf("meta:invoke web:page, an HTML page of %d bytes: %d bytes received", len(page), len(raw))
+	res, raw = call("meta:invoke", map[string]any{"tool": "web:doc", "input": map[string]any{"unit": page, "n": 1}})
+	var doc struct{ Body string }
+	structured(t, res, &doc)
+	if doc.Body != page {
+		t.Fatalf("invoke web:doc: body %.300s", doc.Body)
+	}
+	t.Logf("meta:invoke web:doc, the same page as structuredContent and its text: %d bytes received", len(raw))
+}
+
+// largestOperation is the tool of c whose full description (detail
+// "full") is the largest.
+func largestOperation(t *testing.T, c *evalCatalog, svc *Service) string {
+	t.Helper()
+	name, size := "", 0
+	for _, tl := range c.tools {
+		out, err := svc.Describe(context.Background(), DescribeInput{ToolNames: []string{tl.Name}, Detail: DetailFull})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(out)
+		if len(raw) > size {
+			name, size = tl.Name, len(raw)
+		}
+	}
+	if name == "" {
+		t.Fatalf("%s: no tools", c.name)
+	}
+	return name
+}
+
+// TestHTMLUnescape: the HTML escapes of encoding/json become their
+// characters, and nothing else moves: an escaped backslash followed by
+// "u003c" is text, other escapes stay.
+func TestHTMLUnescape(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"a":"\u003cb\u003e \u0026"}`, `{"a":"<b> &"}`},
+		{`"\\u003c"`, `"\\u003c"`},
+		{`"\\\u003c"`, `"\\<"`},
+		{`"\\\\u003c\u003E\u003C"`, `"\\\\u003c><"`},
+		{`"\"\u003c\"\n\u0001\u2028\u0027\ud83d\ude00"`, `"\"<\"\n\u0001\u2028\u0027\ud83d\ude00"`},
+		{`"no escapes <>&"`, `"no escapes <>&"`},
+		{`"\u003"`, `"\u003"`},
+		{`"\`, `"\`},
+	} {
+		got := string(htmlUnescape([]byte(tc.in)))
+		if got != tc.want {
+			t.Errorf("htmlUnescape(%s) = %s, want %s", tc.in, got, tc.want)
+			continue
+		}
+		if !json.Valid([]byte(tc.in)) {
+			continue
+		}
+		var a, b any
+		if json.Unmarshal([]byte(tc.in), &a) != nil || json.Unmarshal([]byte(got), &b) != nil || fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Errorf("htmlUnescape(%s) changed the value: %v, %v", tc.in, a, b)
+		}
+	}
+}
+
+// TestWireSizes: wireSizes counts what the go-sdk and unescapedResult
+// write, for structuredContent with its text copy and for text alone. (The
+// go-sdk's JSON-RPC encoder, like encodeJSON, leaves HTML alone; json.Marshal
+// would escape the result again.)
+func TestWireSizes(t *testing.T) {
+	size := func(res *mcp.CallToolResult) int {
+		b, err := encodeJSON(unescapedResult{res})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(b)
+	}
+	both := func(raw string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: raw}}, StructuredContent: json.RawMessage(raw)}
+	}
+	textOnly := func(s string) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+	}
+	baseBoth, baseText := size(both("0"))-1-3, size(textOnly(""))-2
+	for _, raw := range []string{
+		`{"html":"<p class=\"x\">a &amp; b</p>"}`,
+		`{"s":"tab\tnl\nquote\"back\\slash\\u003c"}`,
+		"{\"ls\":\"a\u2028b\u2029c\",\"emoji\":\"\U0001F600\",\"fffd\":\"\uFFFD\"}",
+		`[1,2.5,true,null,"x"]`,
+	} {
+		s, tx := wireSizes([]byte(raw))
+		if got, want := size(both(raw)), baseBoth+s+tx; got != want {
+			t.Errorf("%s: %d bytes written, wireSizes says %d (structured %d, text %d)", raw, got, want, s, tx)
+		}
+	}
+	for _, s := range []string{
+		"<html>&amp;</html>", "ctl \x00\x01\x1f \b\f\n\r\t", "bad \xff\xfe utf-8 \xe2\x80", "\u2028\u2029", `"\`,
+	} {
+		if _, tx := wireSizes([]byte(s)); size(textOnly(s)) != baseText+tx {
+			t.Errorf("%q: %d bytes written, wireSizes says %d", s, size(textOnly(s)), baseText+tx)
+		}
+	}
+}
