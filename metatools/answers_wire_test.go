@@ -228,3 +228,68 @@ func TestWireSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestInvokeAnswerWithinResultBound: meta:invoke's answer, an upstream MCP
+// server's over a real socket, reaches a go-sdk client over HTTP held to
+// the result bound of meta:execute's plans, as the client receives it: a
+// page of 900 KB of "<&>" in 0.9 MB (5.4 MB HTML-escaped before), a result
+// over the bound is RESPONSE_TOO_LARGE, and the text copy of a
+// structuredContent within the bound whose text would not be is a note.
+func TestInvokeAnswerWithinResultBound(t *testing.T) {
+	wc := &wireCounter{}
+	f := newFixture(t, fixtureOptions{transport: wc, extra: []ToolSource{webUpstream(t)}})
+	bound := f.svc.resultBound()
+	if bound != 1<<20 {
+		t.Fatalf("result bound %d, want the standard preset's 1 MiB", bound)
+	}
+	for _, tc := range []struct {
+		name, tool, unit string
+		n                int
+		tooLarge         bool
+		textCopy         bool // the text is the result (web:page) or its JSON (web:doc)
+	}{
+		{"page of 900 KB of <&>", "web:page", "<&>", 307200, false, true},
+		{"page of 1.1 MB", "web:page", "a", 1100 << 10, true, false},
+		{"doc of 600 KB of <&>", "web:doc", "<&>", 204800, false, true},
+		{"doc of 400 KB of quotes", "web:doc", `"`, 400 << 10, false, false},
+		{"doc of 1.1 MB", "web:doc", "a", 1100 << 10, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := wc.n.Load()
+			res := f.call(t, "meta:invoke", map[string]any{"tool": tc.tool, "input": map[string]any{"unit": tc.unit, "n": tc.n}})
+			wire := wc.n.Load() - before
+			t.Logf("a result of %d bytes: %d bytes on the wire, isError %v %.200s", len(tc.unit)*tc.n, wire, res.IsError, text(res))
+			limit := int64(bound + 4096)
+			if tc.tool == "web:doc" {
+				limit += int64(bound) // structuredContent and its text copy
+			}
+			if wire > limit {
+				t.Errorf("%d bytes on the wire, over %d", wire, limit)
+			}
+			if tc.tooLarge {
+				if e := errorOf(t, res); e.Code != "RESPONSE_TOO_LARGE" || e.Transient || !strings.Contains(e.Message, "as an MCP client receives it") {
+					t.Errorf("error %+v", e)
+				}
+				return
+			}
+			want := strings.Repeat(tc.unit, tc.n)
+			if tc.tool == "web:page" {
+				if res.IsError || text(res) != want {
+					t.Fatalf("text of %d bytes, want %d", len(text(res)), len(want))
+				}
+				return
+			}
+			var doc struct{ Body string }
+			structured(t, res, &doc)
+			if doc.Body != want {
+				t.Fatalf("structuredContent body of %d bytes, want %d", len(doc.Body), len(want))
+			}
+			if got := strings.Contains(text(res), want[:30]); got != tc.textCopy {
+				t.Errorf("text copy of the result: %v, want %v (%.200s)", got, tc.textCopy, text(res))
+			}
+			if !tc.textCopy && !strings.Contains(text(res), "structuredContent only") {
+				t.Errorf("the text does not point to structuredContent: %.200s", text(res))
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
@@ -535,13 +536,20 @@ func (s *Service) invoke(ctx context.Context, in InvokeInput, ask askFunc) (*mcp
 }
 
 // invokeResult is meta:invoke's success: the tool's result as text, and as
-// structuredContent when it is a JSON object.
-func (s *Service) invokeResult(_ string, out json.RawMessage) *mcp.CallToolResult {
+// structuredContent when it is a JSON object. It is held to the result
+// bound of meta:execute's plans as a client receives it (answerOverBound):
+// a larger result is RESPONSE_TOO_LARGE, as an OpenAPI source's answer over
+// its max_response_size; a text copy over it is a note.
+func (s *Service) invokeResult(name string, out json.RawMessage) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: textOf(out)}}}
 	// MCP (up to revision 2025-11-25) allows only an object as
 	// structuredContent; any other value is in the text alone.
 	if isJSONObject(out) {
 		res.StructuredContent = out
+	}
+	if n, bound := s.answerOverBound(res, sandbox.StatusOK); n > 0 {
+		return errorResult(newError(catalog.CodeResponseTooLarge, fmt.Sprintf(
+			"the result of %s is %d bytes of JSON as an MCP client receives it, more than the result bound of %d bytes", clip(name, 128), n, bound)))
 	}
 	return res
 }
