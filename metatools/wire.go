@@ -105,16 +105,8 @@ func htmlEscaped(b []byte) byte {
 func wireSizes(raw []byte) (structured, text int) {
 	structured, text = len(raw), 2
 	for i := 0; i < len(raw); {
-		c := raw[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
-				text += 2
-			case c < 0x20:
-				text += 6
-			default:
-				text++
-			}
+		if c := raw[i]; c < utf8.RuneSelf {
+			text += int(quotedASCII[c])
 			i++
 			continue
 		}
@@ -132,6 +124,22 @@ func wireSizes(raw []byte) (structured, text int) {
 	}
 	return structured, text
 }
+
+// quotedASCII is the size of each ASCII character in a JSON string as
+// encoding/json writes it.
+var quotedASCII = func() (t [utf8.RuneSelf]uint8) {
+	for c := range utf8.RuneSelf {
+		switch {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+			t[c] = 2
+		case c < 0x20:
+			t[c] = 6
+		default:
+			t[c] = 1
+		}
+	}
+	return t
+}()
 
 // answerOverBound holds the answer res of meta:execute or meta:invoke to
 // the result bound (resultBound) as a client receives it. It returns the
