@@ -12,11 +12,27 @@ import "bytes"
 // call's input) passes here, so every client reads the same U+FFFD. An
 // escaped pair (a high surrogate followed by a low one) is kept; the
 // replacement is as long as the escape, so nothing moves.
+//
+// The text is searched once, for the first "\u" before a d or D; the
+// rewrite starts at the run of backslashes that "\u" ends. In JSON a
+// backslash is found only in a string and always starts an escape, and the
+// byte before such a run ends a character or an escape, so an escape
+// starts there.
 func replaceLoneSurrogates(b []byte) []byte {
-	if !bytes.Contains(b, []byte(`\ud`)) && !bytes.Contains(b, []byte(`\uD`)) {
+	start := surrogateEscapeIndex(b)
+	if start < 0 {
 		return b
 	}
-	for i := 0; i < len(b); i++ {
+	for start > 0 && b[start-1] == '\\' {
+		start--
+	}
+	return replaceFrom(b, start)
+}
+
+// replaceFrom is replaceLoneSurrogates of b from start, where an escape
+// or a character starts.
+func replaceFrom(b []byte, start int) []byte {
+	for i := start; i < len(b); i++ {
 		if b[i] != '\\' {
 			continue
 		}
@@ -33,6 +49,21 @@ func replaceLoneSurrogates(b []byte) []byte {
 		}
 	}
 	return b
+}
+
+// surrogateEscapeIndex is the index of the first "\u" of b followed by d
+// or D, -1 when there is none.
+func surrogateEscapeIndex(b []byte) int {
+	for off := 0; ; {
+		i := bytes.Index(b[off:], []byte(`\u`))
+		if i < 0 {
+			return -1
+		}
+		off += i + 2
+		if off < len(b) && (b[off] == 'd' || b[off] == 'D') {
+			return off - 2
+		}
+	}
 }
 
 // surrogateAt says whether b[i:] is the "uXXXX" of an escape of a high
