@@ -293,3 +293,12 @@ func TestInvokeAnswerWithinResultBound(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorResultUnescaped: an error's text is JSON without HTML escaping,
+// so "<" is one byte of it (and one on the wire), not the six of \u003c.
+func TestErrorResultUnescaped(t *testing.T) {
+	const msg = `limit: want <= 100 & > 0`
+	if got := text(errorResult(newError(CodeValidationError, msg))); !strings.Contains(got, msg) {
+		t.Errorf("error text %s", got)
+	}
+}

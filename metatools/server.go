@@ -443,7 +443,7 @@ func errorResult(err error) *mcp.CallToolResult {
 	if !errors.As(err, &me) {
 		me = newError(CodeToolExecutionError, err.Error())
 	}
-	raw, _ := json.Marshal(map[string]any{"error": me})
+	raw, _ := encodeJSON(map[string]any{"error": me})
 	return &mcp.CallToolResult{
 		Content: []mcp.Content{&mcp.TextContent{Text: string(raw)}},
 		IsError: true,

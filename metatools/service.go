@@ -641,12 +641,13 @@ func (snap *snapshot) describe(idx int, full bool) DescribeEntry {
 	return e
 }
 
-// wireSize is what an entry costs in a tools/call result: its JSON, and
-// that JSON again as a JSON string in the text content.
+// wireSize is what an entry costs in a tools/call result as a client
+// receives it: its JSON, and that JSON again as a JSON string in the text
+// content.
 func wireSize(v any) int {
-	raw, _ := json.Marshal(v)
-	s, _ := json.Marshal(string(raw))
-	return len(raw) + len(s)
+	raw, _ := encodeJSON(v)
+	structured, text := wireSizes(raw)
+	return structured + text
 }
 
 // ExecuteInput is meta:execute's input. Context is the earlier contract's
