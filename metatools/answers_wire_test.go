@@ -118,7 +118,7 @@ func TestAnswersAsReceived(t *testing.T) {
 	sort.Ints(sizes)
 	t.Logf("meta:search topK 10, %d GitHub queries: median %d bytes received, max %d", len(sizes), sizes[len(sizes)/2], sizes[len(sizes)-1])
 
-	largest := largestOperation(t, gh, f.svc)
+	largest := largestOperation(t, gh)
 	_, raw := call("meta:describe", map[string]any{"toolNames": []string{largest}})
 	if len(raw) > maxAnswerBytes {
 		t.Errorf("describe %s: %d bytes received, budget %d", largest, len(raw), maxAnswerBytes)
@@ -140,19 +140,15 @@ func TestAnswersAsReceived(t *testing.T) {
 	t.Logf("meta:invoke web:doc, the same page as structuredContent and its text: %d bytes received", len(raw))
 }
 
-// largestOperation is the tool of c whose full description (detail
-// "full") is the largest.
-func largestOperation(t *testing.T, c *evalCatalog, svc *Service) string {
+// largestOperation is the tool of c with the largest schemas (GitHub's:
+// github_repos_update, also the largest with detail "full",
+// TestDescribeAnswerSize).
+func largestOperation(t *testing.T, c *evalCatalog) string {
 	t.Helper()
 	name, size := "", 0
 	for _, tl := range c.tools {
-		out, err := svc.Describe(context.Background(), DescribeInput{ToolNames: []string{tl.Name}, Detail: DetailFull})
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, _ := json.Marshal(out)
-		if len(raw) > size {
-			name, size = tl.Name, len(raw)
+		if n := len(tl.InputSchema) + len(tl.OutputSchema); n > size {
+			name, size = tl.Name, n
 		}
 	}
 	if name == "" {
@@ -231,16 +227,18 @@ func TestWireSizes(t *testing.T) {
 
 // TestInvokeAnswerWithinResultBound: meta:invoke's answer, an upstream MCP
 // server's over a real socket, reaches a go-sdk client over HTTP held to
-// the result bound of meta:execute's plans, as the client receives it: a
-// page of 900 KB of "<&>" in 0.9 MB (5.4 MB HTML-escaped before), a result
-// over the bound is RESPONSE_TOO_LARGE, and the text copy of a
-// structuredContent within the bound whose text would not be is a note.
+// the result bound of meta:execute's plans (here lowered to 128 KiB by the
+// meta-tools' limits), as the client receives it: a page of 100 KB of
+// "<&>" in 0.1 MB (0.6 MB HTML-escaped before), a result over the bound is
+// RESPONSE_TOO_LARGE, and the text copy of a structuredContent within the
+// bound whose text would not be is a note.
 func TestInvokeAnswerWithinResultBound(t *testing.T) {
 	wc := &wireCounter{}
-	f := newFixture(t, fixtureOptions{transport: wc, extra: []ToolSource{webUpstream(t)}})
+	f := newFixture(t, fixtureOptions{transport: wc, extra: []ToolSource{webUpstream(t)},
+		options: func(o *Options) { o.Limits.MaxResultBytes = 128 << 10 }})
 	bound := f.svc.resultBound()
-	if bound != 1<<20 {
-		t.Fatalf("result bound %d, want the standard preset's 1 MiB", bound)
+	if bound != 128<<10 {
+		t.Fatalf("result bound %d, want the 128 KiB of Options.Limits", bound)
 	}
 	for _, tc := range []struct {
 		name, tool, unit string
@@ -248,11 +246,11 @@ func TestInvokeAnswerWithinResultBound(t *testing.T) {
 		tooLarge         bool
 		textCopy         bool // the text is the result (web:page) or its JSON (web:doc)
 	}{
-		{"page of 900 KB of <&>", "web:page", "<&>", 307200, false, true},
-		{"page of 1.1 MB", "web:page", "a", 1100 << 10, true, false},
-		{"doc of 600 KB of <&>", "web:doc", "<&>", 204800, false, true},
-		{"doc of 400 KB of quotes", "web:doc", `"`, 400 << 10, false, false},
-		{"doc of 1.1 MB", "web:doc", "a", 1100 << 10, true, false},
+		{"page of 100 KB of <&>", "web:page", "<&>", 100 << 10 / 3, false, true},
+		{"page of 140 KB", "web:page", "a", 140 << 10, true, false},
+		{"doc of 75 KB of <&>", "web:doc", "<&>", 25 << 10, false, true},
+		{"doc of 50 KB of quotes", "web:doc", `"`, 50 << 10, false, false},
+		{"doc of 140 KB", "web:doc", "a", 140 << 10, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := wc.n.Load()

@@ -121,7 +121,9 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 		default:
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Setup only: a large extra source's index under -race on loaded
+	// cores took more than 30 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := u.Start(ctx); err != nil {
 		t.Fatal(err)
