@@ -108,6 +108,8 @@ var domainRelated = map[string][]string{
 	"lately": {"recent", "activity"},
 	// Hiding a comment or a post is moderation (YouTube's comment moderation status, forums' hidden posts).
 	"hide": {"hidden", "moderation"},
+	// A cert is a certificate; an SSL or TLS one is what hosting, CDN and key-management APIs keep as certificates.
+	"cert": {"certificate"}, "ssl": {"certificate", "tls"}, "tls": {"certificate", "ssl"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -3574,3 +3574,16 @@ func TestHideModeration(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"hide a rude comment": "m:youtube.comments.setModerationStatus"})
 }
+
+// TestCertCertificate: a cert is a certificate, and an SSL or TLS one is
+// what hosting, CDN and key-management APIs keep as certificates (Netlify's
+// TLS certificates, Key Vault's certificates).
+func TestCertCertificate(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:createCertificate", AppID: "m", Description: "Creates a new certificate.", Path: "/certificates", Method: "POST", FieldNames: "policy attributes tags"},
+		{Name: "m:createKey", AppID: "m", Description: "Creates a new key.", Path: "/keys", Method: "POST", FieldNames: "kty key_size attributes tags"},
+		{Name: "m:createDomain", AppID: "m", Description: "Adds a custom domain to a site.", Path: "/domains", Method: "POST", FieldNames: "hostname site_id"},
+		{Name: "m:getDomain", AppID: "m", Description: "Gets a custom domain.", Path: "/domains/{name}", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"request a new SSL cert for my domain": "m:createCertificate", "order a TLS cert for www.example.com": "m:createCertificate"})
+}
