@@ -136,6 +136,9 @@ var domainPhrases = map[[2]string][]weighted{
 	{"how", "long"}:       {{"length", 0.5}, {"duration", 0.5}},
 	{"how", "far"}:        {{"progress", 0.5}, {"status", 0.3}},
 	{"who", "can"}:        {{"permission", 0.5}, {"access", 0.4}},
+	// A certificate authority is the issuer of certificates (Key Vault's certificate issuers, cert-manager's Issuers, ACME CAs).
+	{"certificate", "authority"}:   {{"certificate", 1}, {"issuer", 1}, {"authority", 0.5}},
+	{"certificate", "authorities"}: {{"certificate", 1}, {"issuer", 1}, {"authority", 0.5}},
 }
 
 // questionTerms are what a question word asks about: "who" asks for people.

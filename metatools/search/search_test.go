@@ -3587,3 +3587,15 @@ func TestCertCertificate(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"request a new SSL cert for my domain": "m:createCertificate", "order a TLS cert for www.example.com": "m:createCertificate"})
 }
+
+// TestCertificateAuthorityIssuer: a certificate authority is the issuer of
+// certificates (Key Vault's certificate issuers, cert-manager's Issuers).
+func TestCertificateAuthorityIssuer(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:listCertificateIssuers", AppID: "m", Description: "List certificate issuers for a vault.", Path: "/certificates/issuers", Method: "GET"},
+		{Name: "m:listCertificates", AppID: "m", Description: "List certificates in a vault.", Path: "/certificates", Method: "GET"},
+		{Name: "m:listCertificateVersions", AppID: "m", Description: "List the versions of a certificate.", Path: "/certificates/{name}/versions", Method: "GET"},
+		{Name: "m:getCertificatePolicy", AppID: "m", Description: "Gets the policy of a certificate.", Path: "/certificates/{name}/policy", Method: "GET", FieldNames: "issuer key_props lifetime_actions"},
+	}
+	wantFirst(t, docs, map[string]string{"which certificate authorities are configured?": "m:listCertificateIssuers", "list the certificate authorities": "m:listCertificateIssuers"})
+}
