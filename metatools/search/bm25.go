@@ -505,6 +505,9 @@ func NewBM25(docs []Doc) *BM25 {
 		if act := pathAction(local, d.Method, d.Path); act != "" {
 			intents = []Intent{intentWords[act]}
 		}
+		if setsNamedItem(local, d.Method, d.Path, intents) {
+			intents = append(intents, IntentCreate)
+		}
 		methodDeletes := len(intents) == 0 && strings.EqualFold(d.Method, "delete")
 		if methodDeletes {
 			// "Detach a file", "Unassign a driver": a verb no intent

@@ -396,3 +396,26 @@ func appendListedIntents(out []Intent, summary string) []Intent {
 	}
 	return out
 }
+
+// setsNamedItem reports whether a tool that sets a thing does so
+// with a PUT to the thing's own path, a parameter naming it ("SetSecret":
+// PUT /secrets/{secret-name}): such a call creates the thing when the name
+// is new and replaces it otherwise, as PUT does, so a request to add or
+// store one is met as a request to change it is.
+func setsNamedItem(local, method, path string, intents []Intent) bool {
+	if !strings.EqualFold(method, "put") || len(intents) != 1 || intents[0] != IntentUpdate {
+		return false
+	}
+	segs := pathSegments(path)
+	if len(segs) < 2 || !strings.HasPrefix(segs[len(segs)-1], "{") {
+		return false
+	}
+	for _, t := range Tokenize(local) {
+		if intentWords[t] != IntentNone {
+			// Not "put": a name made of the method and the path
+			// ("PutChecksID") says only the method.
+			return t == "set"
+		}
+	}
+	return false
+}

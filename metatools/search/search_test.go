@@ -3599,3 +3599,33 @@ func TestCertificateAuthorityIssuer(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"which certificate authorities are configured?": "m:listCertificateIssuers", "list the certificate authorities": "m:listCertificateIssuers"})
 }
+
+// TestSetNamedItemCreates: a tool that sets a thing with a PUT to the
+// thing's own path creates it when the name is new (Key Vault's SetSecret,
+// PUT /secrets/{secret-name}, "adds a secret"), so a request to save or add
+// one meets it; a name made of the method ("PutChecksID") or a PUT to a
+// collection ("setLabels") is no such call.
+func TestSetNamedItemCreates(t *testing.T) {
+	for _, c := range []struct {
+		local, method, path string
+		want                bool
+	}{
+		{"SetSecret", "PUT", "/secrets/{secret-name}", true},
+		{"setUserProperty", "PUT", "/user/properties/{propertyKey}", true},
+		{"PutChecksID", "PUT", "/checks/{checkID}", false},
+		{"setLabels", "PUT", "/repos/{owner}/{repo}/issues/{issue_number}/labels", false},
+		{"SetSecret", "POST", "/secrets/{secret-name}", false},
+	} {
+		in := ToolIntents(c.local, "")
+		if got := setsNamedItem(c.local, c.method, c.path, in); got != c.want {
+			t.Errorf("setsNamedItem(%q, %s %s) = %v, want %v", c.local, c.method, c.path, got, c.want)
+		}
+	}
+	docs := []Doc{
+		{Name: "m:SetSecret", AppID: "m", Description: "Sets a secret in a specified key vault.", Path: "/secrets/{secret-name}", Method: "PUT", FieldNames: "value tags contentType attributes"},
+		{Name: "m:BackupSecret", AppID: "m", Description: "Backs up the specified secret.", Path: "/secrets/{secret-name}/backup", Method: "POST"},
+		{Name: "m:RestoreSecret", AppID: "m", Description: "Restores a backed up secret to a vault.", Path: "/secrets/restore", Method: "POST", FieldNames: "value"},
+		{Name: "m:CreateKey", AppID: "m", Description: "Creates a new key, stores it, then returns key parameters.", Path: "/keys/{key-name}/create", Method: "POST", FieldNames: "kty key_size tags attributes"},
+	}
+	wantFirst(t, docs, map[string]string{"save the database connection string as a secret": "m:SetSecret", "add a new secret to the vault": "m:SetSecret"})
+}
