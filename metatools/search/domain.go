@@ -110,6 +110,8 @@ var domainRelated = map[string][]string{
 	"hide": {"hidden", "moderation"},
 	// A cert is a certificate; an SSL or TLS one is what hosting, CDN and key-management APIs keep as certificates.
 	"cert": {"certificate"}, "ssl": {"certificate", "tls"}, "tls": {"certificate", "ssl"},
+	// What sits in the trash or the recycle bin has been deleted and can come back (Box's trashed items, soft-deleted secrets).
+	"trash": {"delete", "deleted"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words
@@ -137,6 +139,7 @@ var domainPhrases = map[[2]string][]weighted{
 	{"how", "far"}:        {{"progress", 0.5}, {"status", 0.3}},
 	{"who", "can"}:        {{"permission", 0.5}, {"access", 0.4}},
 	// A certificate authority is the issuer of certificates (Key Vault's certificate issuers, cert-manager's Issuers, ACME CAs).
+	{"recycle", "bin"}:             {{"delete", 1}, {"trash", 0.7}},
 	{"certificate", "authority"}:   {{"certificate", 1}, {"issuer", 1}, {"authority", 0.5}},
 	{"certificate", "authorities"}: {{"certificate", 1}, {"issuer", 1}, {"authority", 0.5}},
 }

@@ -3629,3 +3629,14 @@ func TestSetNamedItemCreates(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"save the database connection string as a secret": "m:SetSecret", "add a new secret to the vault": "m:SetSecret"})
 }
+
+// TestTrashDeleted: what sits in the trash or the recycle bin has been
+// deleted (Box's trashed items, Key Vault's soft-deleted secrets).
+func TestTrashDeleted(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:GetDeletedSecrets", AppID: "m", Description: "Lists deleted secrets for the specified vault.", Path: "/deletedsecrets", Method: "GET"},
+		{Name: "m:GetSecrets", AppID: "m", Description: "List secrets in a specified key vault.", Path: "/secrets", Method: "GET"},
+		{Name: "m:GetSecretVersions", AppID: "m", Description: "List all versions of the specified secret.", Path: "/secrets/{secret-name}/versions", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"which secrets are sitting in the recycle bin?": "m:GetDeletedSecrets", "show the secrets in the trash": "m:GetDeletedSecrets"})
+}
