@@ -112,6 +112,8 @@ var domainRelated = map[string][]string{
 	"cert": {"certificate"}, "ssl": {"certificate", "tls"}, "tls": {"certificate", "ssl"},
 	// What sits in the trash or the recycle bin has been deleted and can come back (Box's trashed items, soft-deleted secrets).
 	"trash": {"delete", "deleted"},
+	// Deleting a thing for good or forever is a permanent deletion: a purge (soft-delete APIs: Key Vault, Azure, GCP's KMS).
+	"forever": {"permanently", "purge"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words
@@ -139,6 +141,7 @@ var domainPhrases = map[[2]string][]weighted{
 	{"how", "far"}:        {{"progress", 0.5}, {"status", 0.3}},
 	{"who", "can"}:        {{"permission", 0.5}, {"access", 0.4}},
 	// A certificate authority is the issuer of certificates (Key Vault's certificate issuers, cert-manager's Issuers, ACME CAs).
+	{"for", "good"}:                {{"permanently", 1}, {"purge", 0.7}},
 	{"recycle", "bin"}:             {{"delete", 1}, {"trash", 0.7}},
 	{"certificate", "authority"}:   {{"certificate", 1}, {"issuer", 1}, {"authority", 0.5}},
 	{"certificate", "authorities"}: {{"certificate", 1}, {"issuer", 1}, {"authority", 0.5}},

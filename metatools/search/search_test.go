@@ -3640,3 +3640,18 @@ func TestTrashDeleted(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"which secrets are sitting in the recycle bin?": "m:GetDeletedSecrets", "show the secrets in the trash": "m:GetDeletedSecrets"})
 }
+
+// TestForGoodPurge: deleting a thing for good or forever is a permanent
+// deletion, a purge of what a soft delete kept (Key Vault's purge of a
+// deleted secret, against its delete and its recovery).
+func TestForGoodPurge(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:DeleteSecret", AppID: "m", Description: "Deletes a secret.", Path: "/secrets/{secret-name}", Method: "DELETE"},
+		{Name: "m:GetSecret", AppID: "m", Description: "Get a specified secret from a given key vault.", Path: "/secrets/{secret-name}/{secret-version}", Method: "GET"},
+		{Name: "m:DeleteKey", AppID: "m", Description: "Deletes a key of any type from storage.", Path: "/keys/{key-name}", Method: "DELETE"},
+		{Name: "m:GetSecrets", AppID: "m", Description: "List secrets in a specified key vault.", Path: "/secrets", Method: "GET"},
+		{Name: "m:PurgeDeletedSecret", AppID: "m", Description: "Permanently deletes the specified secret.", Path: "/deletedsecrets/{secret-name}", Method: "DELETE"},
+		{Name: "m:RecoverDeletedSecret", AppID: "m", Description: "Recovers the deleted secret to the latest version.", Path: "/deletedsecrets/{secret-name}/recover", Method: "POST"},
+	}
+	wantFirst(t, docs, map[string]string{"delete a secret": "m:DeleteSecret", "delete a secret for good": "m:PurgeDeletedSecret", "get rid of a deleted secret for good": "m:PurgeDeletedSecret"})
+}
