@@ -31,7 +31,7 @@ var domainRelated = map[string][]string{
 	"open": {"state"}, "resolve": {"resolution", "transition"},
 	"approve": {"approval", "review", "approved", "moderation"}, "reject": {"decline", "deny"}, "deny": {"reject", "decline", "blocklist", "denylist"},
 	"publish": {"draft", "published", "release"}, "unpublish": {"draft"}, "archive": {"archived"},
-	"unarchive": {"archived", "archive"}, "restore": {"undelete", "recover", "trash"}, "undelete": {"restore"},
+	"unarchive": {"archived", "archive"}, "restore": {"undelete", "recover", "trash"}, "undelete": {"restore", "recover"},
 	"copy": {"duplicate", "clone"}, "duplicate": {"copy", "clone"}, "clone": {"copy", "fork"}, "fork": {"copy"},
 	"rename": {"name"}, "log": {"audit", "history", "activity"}, "history": {"log", "changelog", "event", "activity"},
 	"audit": {"log"}, "activity": {"event", "log"}, "event": {"activity"}, "rerun": {"run", "retry"},
@@ -114,6 +114,8 @@ var domainRelated = map[string][]string{
 	"trash": {"delete", "deleted"},
 	// Deleting a thing for good or forever is a permanent deletion: a purge (soft-delete APIs: Key Vault, Azure, GCP's KMS).
 	"forever": {"permanently", "purge"},
+	// Undoing a change or a deletion reverts or recovers what it changed or deleted (soft-delete recovery, a deploy's rollback).
+	"undo": {"revert", "recover", "restore", "undelete"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

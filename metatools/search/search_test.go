@@ -3655,3 +3655,18 @@ func TestForGoodPurge(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"delete a secret": "m:DeleteSecret", "delete a secret for good": "m:PurgeDeletedSecret", "get rid of a deleted secret for good": "m:PurgeDeletedSecret"})
 }
+
+// TestUndeleteRecovers: undeleting a thing, or undoing its deletion,
+// recovers it (Key Vault's recovery of a soft-deleted certificate), as
+// restoring it does.
+func TestUndeleteRecovers(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:SetSecret", AppID: "m", Description: "Sets a secret in a specified key vault.", Path: "/secrets/{secret-name}", Method: "PUT", FieldNames: "value tags attributes"},
+		{Name: "m:UpdateSecret", AppID: "m", Description: "Updates the attributes associated with a specified secret.", Path: "/secrets/{secret-name}/{secret-version}", Method: "PATCH", FieldNames: "tags attributes"},
+		{Name: "m:BackupSecret", AppID: "m", Description: "Backs up the specified secret.", Path: "/secrets/{secret-name}/backup", Method: "POST"},
+		{Name: "m:GetDeletedSecret", AppID: "m", Description: "Gets the specified deleted secret.", Path: "/deletedsecrets/{secret-name}", Method: "GET"},
+		{Name: "m:RecoverDeletedSecret", AppID: "m", Description: "Recovers the deleted secret to the latest version.", Path: "/deletedsecrets/{secret-name}/recover", Method: "POST"},
+		{Name: "m:PurgeDeletedSecret", AppID: "m", Description: "Permanently deletes the specified secret.", Path: "/deletedsecrets/{secret-name}", Method: "DELETE"},
+	}
+	wantFirst(t, docs, map[string]string{"undelete a secret": "m:RecoverDeletedSecret", "undo the deletion of a secret": "m:RecoverDeletedSecret", "undo deleting a secret": "m:RecoverDeletedSecret"})
+}
