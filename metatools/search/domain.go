@@ -19,7 +19,7 @@ var domainRelated = map[string][]string{
 	"note": {"comment"}, "memo": {"note"}, "remark": {"comment"}, "config": {"configuration", "setting"},
 	"configuration": {"setting", "config"}, "setting": {"configuration", "preference"}, "preference": {"setting"},
 	"permission": {"access", "role", "scope"}, "access": {"permission"}, "credential": {"token", "key", "secret"},
-	"token": {"key", "credential", "authorization"}, "password": {"credential"}, "avatar": {"photo", "image", "picture"},
+	"token": {"key", "credential", "authorization"}, "password": {"credential", "secret"}, "avatar": {"photo", "image", "picture"},
 	"picture": {"photo", "avatar", "image"}, "photo": {"avatar", "picture", "image"}, "image": {"avatar", "photo"},
 	"customer": {"client", "contact"}, "client": {"customer", "contact"},
 	"card": {"payment", "source"}, "pay": {"payment"}, "payment": {"charge"}, "charge": {"payment"},

@@ -3670,3 +3670,16 @@ func TestUndeleteRecovers(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"undelete a secret": "m:RecoverDeletedSecret", "undo the deletion of a secret": "m:RecoverDeletedSecret", "undo deleting a secret": "m:RecoverDeletedSecret"})
 }
+
+// TestPasswordSecret: a password kept by an API is a secret (Key Vault's,
+// GitHub Actions' and Kubernetes' secrets), as it is a credential.
+func TestPasswordSecret(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:SetSecret", AppID: "m", Description: "Sets a secret in a specified key vault.", Path: "/secrets/{secret-name}", Method: "PUT", FieldNames: "value tags contentType attributes"},
+		{Name: "m:CreateKey", AppID: "m", Description: "Creates a new key, stores it, then returns key parameters and attributes to the client.", Path: "/keys/{key-name}/create", Method: "POST", FieldNames: "kty key_size tags attributes"},
+		{Name: "m:CreateCertificate", AppID: "m", Description: "Creates a new certificate.", Path: "/certificates/{certificate-name}/create", Method: "POST", FieldNames: "policy tags attributes"},
+		{Name: "m:SetStorageAccount", AppID: "m", Description: "Creates or updates a new storage account.", Path: "/storage/{storage-account-name}", Method: "PUT", FieldNames: "resourceId activeKeyName autoRegenerateKey"},
+		{Name: "m:SetCertificateIssuer", AppID: "m", Description: "Sets the specified certificate issuer.", Path: "/certificates/issuers/{issuer-name}", Method: "PUT", FieldNames: "provider credentials org_details"},
+	}
+	wantFirst(t, docs, map[string]string{"store a new password in the vault": "m:SetSecret", "save my database password": "m:SetSecret", "add a password": "m:SetSecret"})
+}
