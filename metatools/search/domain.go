@@ -151,7 +151,7 @@ var domainPhrases = map[[2]string][]weighted{
 
 // questionTerms are what a question word asks about: "who" asks for people.
 var questionTerms = map[string][]weighted{
-	"who":   {{"user", 0.5}, {"member", 0.4}, {"people", 0.4}, {"participant", 0.4}},
+	"who":   {{"user", 0.5}, {"member", 0.4}, {"people", 0.4}, {"participant", 0.4}, {"contact", 0.4}},
 	"whom":  {{"user", 0.5}, {"member", 0.4}},
 	"whose": {{"user", 0.4}, {"owner", 0.4}},
 	"when":  {{"date", 0.4}, {"time", 0.4}},

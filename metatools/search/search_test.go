@@ -3683,3 +3683,16 @@ func TestPasswordSecret(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"store a new password in the vault": "m:SetSecret", "save my database password": "m:SetSecret", "add a password": "m:SetSecret"})
 }
+
+// TestWhoContact: "who" asks for people, and the people an API keeps to
+// reach about a thing are its contacts (Key Vault's certificate contacts,
+// a domain registrar's contacts).
+func TestWhoContact(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:GetCertificate", AppID: "m", Description: "Gets information about a certificate.", Path: "/certificates/{certificate-name}/{certificate-version}", Method: "GET"},
+		{Name: "m:GetCertificateVersions", AppID: "m", Description: "List the versions of a certificate.", Path: "/certificates/{certificate-name}/versions", Method: "GET"},
+		{Name: "m:GetCertificateContacts", AppID: "m", Description: "Lists the certificate contacts for a specified key vault.", Path: "/certificates/contacts", Method: "GET"},
+		{Name: "m:GetCertificatePolicy", AppID: "m", Description: "Lists the policy for a certificate.", Path: "/certificates/{certificate-name}/policy", Method: "GET", FieldNames: "lifetime_actions days_before_expiry"},
+	}
+	wantFirst(t, docs, map[string]string{"who is told when certificates expire?": "m:GetCertificateContacts"})
+}
