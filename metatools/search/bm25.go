@@ -287,6 +287,10 @@ type BM25 struct {
 	// switches says whether a tool's name opens with a verb that turns
 	// something on (1: enable, activate) or off (-1: disable, deactivate).
 	switches []int8
+	// onDeleted marks the tools whose name qualifies their thing as
+	// deleted ("GetDeletedSecret", "PurgeDeletedKey"): they act on what a
+	// soft delete keeps (see deletedWords).
+	onDeleted []bool
 	// pluralHead says whether the name writes its head in the plural
 	// (`getGoals`, `listPods`).
 	pluralHead []bool
@@ -485,7 +489,7 @@ func NewBM25(docs []Doc) *BM25 {
 	vocab := map[string]bool{} // every term of every field
 	locals := make([]string, n)
 	ix := &BM25{postings: map[string][]posting{}, idf: map[string]float64{}, n: n,
-		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), switches: make([]int8, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headIdx: make([]int32, n), headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
+		families: make([][]Intent, n), required: make([]bool, n), requiredTerms: make([][][]string, n), deprecated: make([]bool, n), access: make([]Access, n), titles: make([][][]string, n), states: make([]map[string]bool, n), words: map[string]bool{}, heads: make([]string, n), switches: make([]int8, n), onDeleted: make([]bool, n), pluralHead: make([]bool, n), headSet: map[string]bool{}, headIdx: make([]int32, n), headFields: map[string]map[string]bool{}, apps: make([]string, n), appSet: map[string]bool{},
 		byName: map[string][]int{}, paths: make([][]string, n), methods: make([]string, n), queryKeys: make([][]string, n), queryPairs: make([][]string, n), itemPath: make([]bool, n), listPath: make([]bool, n)}
 	headNums := map[string]int32{}
 	for i, d := range docs {
@@ -594,6 +598,11 @@ func NewBM25(docs []Doc) *BM25 {
 			}
 		}
 		ix.heads[i] = nameHead(hname)
+		for k, t := range Tokenize(local) {
+			if k > 0 && (t == "deleted" || t == "trashed") {
+				ix.onDeleted[i] = true
+			}
+		}
 		for _, t := range Tokenize(local) {
 			if sw := switchWords[t]; sw != 0 {
 				ix.switches[i] = sw
@@ -1627,6 +1636,9 @@ type queryPlan struct {
 	// headNamed says, for a list request that is not a question (nil
 	// otherwise), which of the index's heads (headNames) the request names.
 	headNamed []bool
+	// deleted says the request speaks of deleted things beside its verb
+	// (see deletedWords).
+	deleted bool
 }
 
 // plan analyses a query: its term groups, the score they could reach, its
@@ -1687,6 +1699,11 @@ func (ix *BM25) plan(query string) *queryPlan {
 			case "off":
 				qp.turn = -1
 			}
+		}
+	}
+	for i, t := range itoks {
+		for _, l := range Lemmas(t) {
+			qp.deleted = qp.deleted || !intentToks[i] && deletedWords[l]
 		}
 	}
 	for _, in := range qIntents {
@@ -2025,6 +2042,9 @@ func (ix *BM25) factor(d int, qp *queryPlan, explain bool) (float64, string) {
 		case a == AccessWrite && len(qp.families) == 1 && qp.families[IntentGet]:
 			note("intent-mismatch", intentMismatch)
 		}
+	}
+	if ix.onDeleted[d] && !qp.deleted {
+		note("not-deleted", notDeletedFactor)
 	}
 	if title := ix.titles[d]; len(title) > 0 {
 		// A request whose verb is one of the tool's states ("archive a
@@ -2589,3 +2609,17 @@ func catalogAliases(descs, locals []string) map[string][]string {
 	}
 	return out
 }
+
+// A soft-delete API keeps its deleted things apart and names the calls on
+// them so: "GetDeletedSecret", "RecoverDeletedKey", "PurgeDeletedCertificate"
+// beside "GetSecret" and "DeleteKey" (Key Vault; Box's trashed items). Their
+// names share the request's words — its verb's "delete" meets their
+// "deleted" — so that "delete a signing key" found the purge of a deleted
+// key first and "get the details of a storage account" the deleted one. A
+// request about deleted things says so beside its verb (deletedWords: "a
+// deleted key", "the trash", "undelete", "for good"); without such a word,
+// a tool on deleted things counts for notDeletedFactor.
+var deletedWords = map[string]bool{"delete": true, "deletion": true, "remove": true, "removal": true, "trash": true,
+	"recycle": true, "purge": true, "undelete": true, "undo": true, "recover": true, "permanently": true, "forever": true, "good": true}
+
+const notDeletedFactor = 0.7

@@ -3696,3 +3696,35 @@ func TestWhoContact(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"who is told when certificates expire?": "m:GetCertificateContacts"})
 }
+
+// TestNotDeletedTwin: a soft-delete API's calls on deleted things
+// ("GetDeletedStorageAccount", "PurgeDeletedKey") meet a request's verb
+// "delete" and its thing's words; a request that says nothing of deleted
+// things beside its verb wants the live thing's call.
+func TestNotDeletedTwin(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:GetDeletedStorageAccount", AppID: "m", Description: "Gets the specified deleted storage account.", Path: "/deletedstorage/{storage-account-name}", Method: "GET"},
+		{Name: "m:GetStorageAccount", AppID: "m", Description: "Gets information about a specified storage account.", Path: "/storage/{storage-account-name}", Method: "GET"},
+		{Name: "m:PurgeDeletedKey", AppID: "m", Description: "Permanently deletes the specified key.", Path: "/deletedkeys/{key-name}", Method: "DELETE"},
+		{Name: "m:DeleteKey", AppID: "m", Description: "Deletes a key of any type from storage.", Path: "/keys/{key-name}", Method: "DELETE"},
+	}
+	ix := NewBM25(docs)
+	for _, c := range []struct {
+		q    string
+		doc  int
+		want bool
+	}{
+		{"get the details of a storage account", 0, true},
+		{"get the details of a storage account", 1, false},
+		{"delete a key", 2, true},
+		{"delete a key", 3, false},
+		{"show a deleted storage account", 0, false},
+		{"which storage accounts were removed?", 0, false},
+		{"erase a key for good", 2, false},
+		{"list what is in the trash", 0, false},
+	} {
+		if got := strings.Contains(ix.Explain(c.q, c.doc), "not-deleted"); got != c.want {
+			t.Errorf("%q on %s: not-deleted %v, want %v", c.q, docs[c.doc].Name, got, c.want)
+		}
+	}
+}
