@@ -291,6 +291,9 @@ type BM25 struct {
 	// deleted ("GetDeletedSecret", "PurgeDeletedKey"): they act on what a
 	// soft delete keeps (see deletedWords).
 	onDeleted []bool
+	// anyDeleted says some tool is onDeleted: only then does a request's
+	// plan look for words of deleted things.
+	anyDeleted bool
 	// pluralHead says whether the name writes its head in the plural
 	// (`getGoals`, `listPods`).
 	pluralHead []bool
@@ -600,7 +603,7 @@ func NewBM25(docs []Doc) *BM25 {
 		ix.heads[i] = nameHead(hname)
 		for k, t := range Tokenize(local) {
 			if k > 0 && (t == "deleted" || t == "trashed") {
-				ix.onDeleted[i] = true
+				ix.onDeleted[i], ix.anyDeleted = true, true
 			}
 		}
 		for _, t := range Tokenize(local) {
@@ -1702,8 +1705,11 @@ func (ix *BM25) plan(query string) *queryPlan {
 		}
 	}
 	for i, t := range itoks {
+		if !ix.anyDeleted || intentToks[i] {
+			continue
+		}
 		for _, l := range Lemmas(t) {
-			qp.deleted = qp.deleted || !intentToks[i] && deletedWords[l]
+			qp.deleted = qp.deleted || deletedWords[l]
 		}
 	}
 	for _, in := range qIntents {
