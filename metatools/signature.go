@@ -503,8 +503,10 @@ func schemaTypes(s map[string]any) []string {
 	return nil
 }
 
+// jsonLit writes v as one line of JSON, a literal of TypeScript and
+// JavaScript alike, without the HTML escaping of json.Marshal.
 func jsonLit(v any) string {
-	b, err := json.Marshal(v)
+	b, err := encodeJSON(v)
 	if err != nil {
 		return "unknown"
 	}

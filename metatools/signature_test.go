@@ -129,3 +129,30 @@ func TestSingular(t *testing.T) {
 		}
 	}
 }
+
+// TestLiteralsNotHTMLEscaped: the literals of a signature (enums, defaults)
+// and of a usage example are written as a model reads them, "<" and "&" and
+// not "\u003c" and "\u0026" (six bytes each, which json.Marshal wrote).
+func TestLiteralsNotHTMLEscaped(t *testing.T) {
+	tool := Tool{Name: "web:render&go", Description: "Render a page.",
+		InputSchema: json.RawMessage(`{"type":"object","required":["mode"],"properties":{
+			"mode":{"type":"string","enum":["<b>","a&b"]},
+			"wrap":{"type":"string","default":"<p>"}}}`)}
+	sig, _ := Signature(tool, nil)
+	for _, want := range []string{`"<b>" | "a&b"`, `default "<p>"`} {
+		if !strings.Contains(sig, want) {
+			t.Errorf("signature lacks %s:\n%s", want, sig)
+		}
+	}
+	schema := compileSchema(tool.InputSchema)
+	for _, full := range []bool{false, true} {
+		ex := usageExamples(tool, schema, full)
+		if len(ex) == 0 {
+			t.Fatalf("full %v: no example", full)
+		}
+		code := ex[0].Code
+		if strings.Contains(code, `\u00`) || !strings.Contains(code, `"web:render&go"`) || !strings.Contains(code, `"<b>"`) {
+			t.Errorf("full %v: example %s", full, code)
+		}
+	}
+}
