@@ -1,83 +1,320 @@
 // Command confclient is the client the MCP conformance suite's client
-// scenarios judge: the gateway's own upstream MCP client (metatools.Upstream,
-// configured as `meta { upstream conf { url ... } }` configures it) connects
-// to the scenario's test server, lists its tools and calls each one, as a
-// script's callTool("conf:<tool>") would. The suite runs it as
+// scenarios judge: a real gateway. It starts the Caddy binary it is given
+// (built from the checkout) on gateway.Caddyfile, whose one upstream MCP
+// server `conf` is the scenario's test server, and then works through the
+// gateway's own /mcp as a user's MCP client would: tools/list, meta:search
+// for the upstream's tools, meta:describe, and a call of each tool by
+// meta:invoke or by a meta:execute script's callTool("conf:<tool>"). What
+// the test server sees is the gateway's upstream client (metatools.Upstream,
+// the go-sdk client) doing what a deployed gateway does. The suite runs it as
 //
-//	conformance client --command "confclient" --scenario NAME
+//	conformance client --command "confclient -caddy PATH [-via execute]" --scenario NAME
 //
 // appending the server's URL and naming the scenario in
 // MCP_CONFORMANCE_SCENARIO; a scenario's calls, when it gives them, come in
 // MCP_CONFORMANCE_CONTEXT ({"toolCalls":[{"name":...,"arguments":{...}}]}),
 // else each tool is called with arguments made from its input schema. It
-// exits non-zero when it cannot connect or a call fails at the transport (a tool's own error answer is what some scenarios ask for).
+// exits non-zero when the gateway does not start, a meta-tool fails, or a
+// call fails otherwise than with the tool's own error (which some scenarios
+// ask for). An upstream the gateway could not connect to leaves its index
+// empty; the scenario's own checks then fail.
 package main
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
-	"go.uber.org/zap"
-
-	"github.com/codemode-gateway/caddy-codemode/metatools"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// gatewayCaddyfile is the gateway the scenarios judge; CONF_URL and
+// CONF_PORT come from the environment of the Caddy process.
+//
+//go:embed gateway.Caddyfile
+var gatewayCaddyfile []byte
+
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: confclient <server url> (run by conformance client --command)")
+	caddyBin := flag.String("caddy", "", "the Caddy binary to run (built from the checkout: go build ./cmd/caddy)")
+	via := flag.String("via", "invoke", "how the upstream's tools are called: invoke (meta:invoke, one call each) or execute (one meta:execute script calling each)")
+	flag.Parse()
+	if *caddyBin == "" || flag.NArg() != 1 || *via != "invoke" && *via != "execute" {
+		fmt.Fprintln(os.Stderr, "usage: confclient -caddy PATH [-via invoke|execute] <server url> (run by conformance client --command)")
 		os.Exit(2)
 	}
-	if err := run(os.Args[len(os.Args)-1]); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *caddyBin, *via, flag.Arg(0)); err != nil {
 		fmt.Fprintln(os.Stderr, "confclient:", err)
+		stop()
 		os.Exit(1)
 	}
 }
 
-func run(url string) error {
-	logger, _ := zap.NewDevelopment()
-	up, err := metatools.NewUpstream(metatools.UpstreamConfig{Name: "conf", URL: url, CallTimeout: 15 * time.Second}, logger)
+func run(ctx context.Context, caddyBin, via, upstreamURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	gw, err := startGateway(ctx, caddyBin, upstreamURL)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
-	defer cancel()
-	if err := up.Start(ctx); err != nil {
+	defer gw.stop()
+
+	client := mcp.NewClient(&mcp.Implementation{Name: "ci-confclient", Version: "1.0.0"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.url + "/mcp"}, nil)
+	if err != nil {
+		return fmt.Errorf("connecting to the gateway's /mcp: %w", err)
+	}
+	defer cs.Close()
+	lt, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("tools/list of the gateway: %w", err)
+	}
+	var listed []string
+	for _, t := range lt.Tools {
+		listed = append(listed, t.Name)
+	}
+	fmt.Printf("gateway %s, tools/list: %s\n", cs.InitializeResult().ProtocolVersion, strings.Join(listed, " "))
+	for _, want := range []string{"meta:search", "meta:describe", "meta:invoke", "meta:execute"} {
+		if !contains(listed, want) {
+			return fmt.Errorf("the gateway's tools/list lacks %s", want)
+		}
+	}
+
+	tools, err := upstreamTools(ctx, cs)
+	if err != nil {
 		return err
 	}
-	defer up.Close()
-	if up.ProtocolVersion() == "" {
-		return errors.New("no connection to the upstream (see the log above)")
+	names := make([]string, 0, len(tools))
+	for n := range tools {
+		names = append(names, n)
 	}
-	tools, _ := up.Tools(ctx)
-	fmt.Printf("protocol %s, %d tools\n", up.ProtocolVersion(), len(tools))
+	sort.Strings(names)
+	fmt.Printf("the upstream's tools in the gateway's index: %s\n", strings.Join(names, " "))
+
 	calls, err := contextCalls()
 	if err != nil {
 		return err
 	}
 	if calls == nil {
-		for _, t := range tools {
-			calls = append(calls, call{Name: strings.TrimPrefix(t.Name, "conf:"), Arguments: argumentsFor(t.InputSchema)})
+		for _, n := range names {
+			calls = append(calls, call{Name: strings.TrimPrefix(n, "conf:"), Arguments: argumentsFor(tools[n])})
 		}
 		echoSchema(tools, calls)
 	}
+	if via == "execute" {
+		if calls == nil {
+			calls = []call{} // the script runs with none
+		}
+		return callByScript(ctx, cs, calls)
+	}
 	for _, c := range calls {
-		out, err := up.Call(ctx, "conf:"+c.Name, c.Arguments)
-		var me *metatools.Error
+		input := c.Arguments
+		if len(input) == 0 || string(input) == "null" {
+			input = json.RawMessage(`{}`)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:invoke", Arguments: map[string]any{"tool": "conf:" + c.Name, "input": input}})
+		if err != nil {
+			return fmt.Errorf("meta:invoke of conf:%s: %w", c.Name, err)
+		}
+		text := resultText(res)
+		if res.IsError {
+			// The tool's own error answer passes; the gateway's (the
+			// upstream unreachable, a timeout, a refused input) does not.
+			var e struct {
+				Error struct {
+					Code string `json:"code"`
+				} `json:"error"`
+			}
+			_ = json.Unmarshal(structured(res), &e)
+			if e.Error.Code != "TOOL_EXECUTION_ERROR" {
+				return fmt.Errorf("meta:invoke of conf:%s answered the gateway's error %q: %s", c.Name, e.Error.Code, text)
+			}
+			fmt.Printf("%s: the tool's error: %s\n", c.Name, text)
+			continue
+		}
+		fmt.Printf("%s: %s\n", c.Name, text)
+	}
+	return nil
+}
+
+// upstreamTools finds the upstream's tools as a model would, with meta:search
+// (every tool's name carries its app, conf), and reads each one's input schema
+// with meta:describe detail full. The upstream's first connection ends before
+// Caddy's start returns, so an empty index means it failed.
+func upstreamTools(ctx context.Context, cs *mcp.ClientSession) (map[string]json.RawMessage, error) {
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:search", Arguments: map[string]any{"queries": []string{"conf"}, "appIds": []string{"conf"}, "topK": 100}})
+	if err != nil || res.IsError {
+		return nil, fmt.Errorf("meta:search: %v %s", err, resultText(res))
+	}
+	var found struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+		TotalAvailableTools int `json:"totalAvailableTools"`
+	}
+	if err := json.Unmarshal(structured(res), &found); err != nil {
+		return nil, fmt.Errorf("meta:search's answer: %w", err)
+	}
+	tools := map[string]json.RawMessage{}
+	if len(found.Tools) == 0 {
+		if found.TotalAvailableTools == 0 {
+			fmt.Println("the gateway's index is empty: the upstream lists no tool, or the gateway did not connect (its log is on stderr)")
+		}
+		return tools, nil
+	}
+	var names []string
+	for _, t := range found.Tools {
+		names = append(names, t.Name)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:describe", Arguments: map[string]any{"toolNames": names, "detail": "full"}})
+	if err != nil || res.IsError {
+		return nil, fmt.Errorf("meta:describe: %v %s", err, resultText(res))
+	}
+	var described struct {
+		Tools []struct {
+			Name        string          `json:"name"`
+			InputSchema json.RawMessage `json:"inputSchema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(structured(res), &described); err != nil {
+		return nil, fmt.Errorf("meta:describe's answer: %w", err)
+	}
+	for _, t := range described.Tools {
+		tools[t.Name] = t.InputSchema
+	}
+	return tools, nil
+}
+
+// callByScript makes the calls from one meta:execute script, in order, each
+// answer or tool error returned to the driver.
+func callByScript(ctx context.Context, cs *mcp.ClientSession, calls []call) error {
+	const script = `const out = [];
+for (const c of metaContext.calls) {
+  try {
+    out.push({name: c.name, result: await callTool("conf:" + c.name, c.arguments || {})});
+  } catch (e) {
+    out.push({name: c.name, error: {code: e.code, message: String(e.message)}});
+  }
+}
+return out;`
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{"script": script, "context": map[string]any{"calls": calls}}})
+	if err != nil {
+		return fmt.Errorf("meta:execute: %w", err)
+	}
+	var out struct {
+		Status string `json:"status"`
+		Result []struct {
+			Name   string          `json:"name"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Code    string `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(structured(res), &out); err != nil || out.Status != "ok" {
+		return fmt.Errorf("meta:execute did not run the calls (%v): %s", err, resultText(res))
+	}
+	for _, r := range out.Result {
 		switch {
-		case errors.As(err, &me) && me.Code == metatools.CodeToolExecutionError:
-			fmt.Printf("%s: the tool's error: %s\n", c.Name, me.Message)
-		case err != nil:
-			return fmt.Errorf("calling %s: %w", c.Name, err)
+		case r.Error != nil && r.Error.Code == "TOOL_EXECUTION_ERROR":
+			fmt.Printf("%s: the tool's error: %s\n", r.Name, r.Error.Message)
+		case r.Error != nil:
+			return fmt.Errorf("callTool(conf:%s) in meta:execute failed with the gateway's error %q: %s", r.Name, r.Error.Code, r.Error.Message)
 		default:
-			fmt.Printf("%s: %s\n", c.Name, out)
+			fmt.Printf("%s: %s\n", r.Name, r.Result)
 		}
 	}
 	return nil
+}
+
+// gateway is a running Caddy process.
+type gateway struct {
+	url  string
+	cmd  *exec.Cmd
+	done chan error
+	dir  string
+}
+
+// startGateway runs caddyBin on gatewayCaddyfile with the upstream at
+// upstreamURL, on a free loopback port, and waits for it to answer.
+func startGateway(ctx context.Context, caddyBin, upstreamURL string) (*gateway, error) {
+	dir, err := os.MkdirTemp("", "confclient-")
+	if err != nil {
+		return nil, err
+	}
+	config := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(config, gatewayCaddyfile, 0o600); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(caddyBin, "run", "--config", config, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "CONF_URL="+upstreamURL, "CONF_PORT="+strconv.Itoa(port), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr // the suite prints them when a scenario fails
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", caddyBin, err)
+	}
+	g := &gateway{url: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan error, 1), dir: dir}
+	go func() { g.done <- cmd.Wait() }()
+	for {
+		resp, err := http.Get(g.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return g, nil
+			}
+		}
+		select {
+		case err := <-g.done:
+			g.done <- err
+			g.stop()
+			return nil, fmt.Errorf("the gateway exited before answering: %v", err)
+		case <-ctx.Done():
+			g.stop()
+			return nil, errors.New("the gateway did not answer /healthz in time")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// stop ends the gateway as an operator would (SIGTERM, Caddy's graceful
+// stop), killing it after 10 s.
+func (g *gateway) stop() {
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(10 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.done
+	}
+	os.RemoveAll(g.dir)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 type call struct {
@@ -102,16 +339,16 @@ func contextCalls() ([]call, error) {
 }
 
 // echoSchema gives a tool named json_schema_echo (json-schema-2020-12-
-// preservation) the input schema the gateway holds for the other tool listed,
-// as meta:describe would show it, so the scenario sees what survived.
-func echoSchema(tools []metatools.Tool, calls []call) {
+// preservation) the input schema meta:describe showed for the other tool
+// listed, so the scenario sees what survived the gateway.
+func echoSchema(tools map[string]json.RawMessage, calls []call) {
 	for i, c := range calls {
 		if c.Name != "json_schema_echo" {
 			continue
 		}
-		for _, t := range tools {
-			if t.Name != "conf:json_schema_echo" && len(t.InputSchema) > 0 {
-				calls[i].Arguments, _ = json.Marshal(map[string]json.RawMessage{"schema": t.InputSchema})
+		for n, s := range tools {
+			if n != "conf:json_schema_echo" && len(s) > 0 {
+				calls[i].Arguments, _ = json.Marshal(map[string]json.RawMessage{"schema": s})
 			}
 		}
 	}
@@ -119,46 +356,101 @@ func echoSchema(tools []metatools.Tool, calls []call) {
 
 // argumentsFor makes arguments that satisfy a plain object schema: each
 // required property (all of them when none is marked) with a value of its
-// type.
+// type, objects filled the same way and local $refs ("#/$defs/address")
+// followed: the gateway validates a call's input against the tool's schema
+// before it leaves.
 func argumentsFor(schema json.RawMessage) json.RawMessage {
-	var s struct {
-		Properties map[string]struct {
-			Type any   `json:"type"`
-			Enum []any `json:"enum"`
-		} `json:"properties"`
-		Required []string `json:"required"`
-	}
-	_ = json.Unmarshal(schema, &s)
-	names := s.Required
-	if len(names) == 0 {
-		for n := range s.Properties {
-			names = append(names, n)
-		}
-	}
-	args := map[string]any{}
-	for _, n := range names {
-		p := s.Properties[n]
-		if len(p.Enum) > 0 {
-			args[n] = p.Enum[0]
-			continue
-		}
-		typ, _ := p.Type.(string)
-		if l, ok := p.Type.([]any); ok && len(l) > 0 {
-			typ, _ = l[0].(string)
-		}
-		switch typ {
-		case "number", "integer":
-			args[n] = 1
-		case "boolean":
-			args[n] = true
-		case "array":
-			args[n] = []any{}
-		case "object":
-			args[n] = map[string]any{}
-		default:
-			args[n] = "conformance"
-		}
-	}
-	b, _ := json.Marshal(args)
+	var root map[string]any
+	_ = json.Unmarshal(schema, &root)
+	b, _ := json.Marshal(valueFor(root, root, 0))
 	return b
+}
+
+func valueFor(s, root map[string]any, depth int) any {
+	if ref, ok := s["$ref"].(string); ok && depth < 8 {
+		target := any(root)
+		for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+			m, _ := target.(map[string]any)
+			target = m[part]
+		}
+		if t, ok := target.(map[string]any); ok {
+			return valueFor(t, root, depth+1)
+		}
+	}
+	if c, ok := s["const"]; ok {
+		return c
+	}
+	if e, ok := s["enum"].([]any); ok && len(e) > 0 {
+		return e[0]
+	}
+	typ, _ := s["type"].(string)
+	if l, ok := s["type"].([]any); ok && len(l) > 0 {
+		typ, _ = l[0].(string)
+	}
+	props, _ := s["properties"].(map[string]any)
+	if typ == "" && props != nil {
+		typ = "object"
+	}
+	switch typ {
+	case "number", "integer":
+		return 1
+	case "boolean":
+		return true
+	case "array":
+		return []any{}
+	case "object":
+		var names []string
+		required, _ := s["required"].([]any)
+		for _, n := range required {
+			if n, ok := n.(string); ok {
+				names = append(names, n)
+			}
+		}
+		if len(names) == 0 {
+			for n := range props {
+				names = append(names, n)
+			}
+		}
+		obj := map[string]any{}
+		for _, n := range names {
+			p, _ := props[n].(map[string]any)
+			obj[n] = valueFor(p, root, depth+1)
+		}
+		return obj
+	default:
+		return "conformance"
+	}
+}
+
+// structured is a result's structuredContent, else its first text.
+func structured(res *mcp.CallToolResult) []byte {
+	if res == nil {
+		return nil
+	}
+	if res.StructuredContent != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		return b
+	}
+	return []byte(resultText(res))
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	if res == nil {
+		return ""
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return ""
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
