@@ -168,11 +168,14 @@ func TestCallbackIsPerService(t *testing.T) {
 	h2.connect(t, bob)
 }
 
-// TestIssuerTrailingSlash: the decision of docs/credentials.md: an issuer
-// is compared without a trailing slash, in the metadata's issuer (RFC 8414
-// section 3.3) and in an answer's iss (RFC 9207), whichever side has it
-// (https://as.example and https://as.example/ name the same resource); any
-// other difference is another server.
+// TestIssuerTrailingSlash: the decision of docs/credentials.md: the
+// metadata's issuer is compared with the configured authorization server
+// without a trailing slash (RFC 8414 section 3.3), whichever side has it
+// (https://as.example and https://as.example/ name the same resource), and
+// so is an answer's iss (RFC 9207) with a configured issuer no metadata was
+// read for; an answer's iss is compared exactly with the issuer of the
+// metadata (TestConnectAnswerIssComparedExactly). Any other difference is
+// another server.
 func TestIssuerTrailingSlash(t *testing.T) {
 	cases := []struct {
 		name                string

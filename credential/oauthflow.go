@@ -33,6 +33,9 @@ type asMetadata struct {
 	// authorization response (RFC 9207), so an answer without iss is not
 	// its own.
 	IssParameterSupported bool `json:"authorization_response_iss_parameter_supported,omitempty"`
+	// issuerConfigured: Issuer is the operator's authorization_server, no
+	// metadata document's (every endpoint configured).
+	issuerConfigured bool
 }
 
 // endpoints returns the upstream's authorization, token and revocation
@@ -44,6 +47,7 @@ func (m *Manager) endpoints(ctx context.Context, st *specState) (asMetadata, err
 	conf := asMetadata{AuthorizationEndpoint: o.AuthorizationEndpoint, TokenEndpoint: o.TokenEndpoint, RevocationEndpoint: o.RevocationEndpoint}
 	if conf.AuthorizationEndpoint != "" && conf.TokenEndpoint != "" && (conf.RevocationEndpoint != "" || o.AuthorizationServer == "") {
 		conf.Issuer = o.AuthorizationServer // what an iss in an answer must name
+		conf.issuerConfigured = true
 		return conf, nil
 	}
 	st.mu.Lock()

@@ -75,6 +75,11 @@ type pendingConnect struct {
 	Issuer   string `json:"issuer,omitempty"`
 	// RequireIss: the issuer's metadata says it sends iss (RFC 9207).
 	RequireIss bool `json:"require_iss,omitempty"`
+	// IssuerConfigured: Issuer is the operator's authorization_server
+	// (every endpoint configured, no metadata read), whose trailing slash
+	// is the operator's spelling; an issuer from metadata is compared
+	// exactly.
+	IssuerConfigured bool `json:"issuer_configured,omitempty"`
 	// Redirect is the redirect URI the connection was started with, the
 	// only one its answer is taken at; "" (a connection started before the
 	// sixteenth pass) means the shared one.
@@ -431,7 +436,7 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 	}
 	state, verifier, redirect := m.randomToken(), oauth2.GenerateVerifier(), m.redirectURI(st)
 	p, _ := json.Marshal(pendingConnect{Session: h, Service: st.spec.Service, Verifier: verifier, Issuer: meta.Issuer,
-		RequireIss: meta.Issuer != "" && meta.IssParameterSupported, Redirect: redirect})
+		RequireIss: meta.Issuer != "" && meta.IssParameterSupported, IssuerConfigured: meta.issuerConfigured, Redirect: redirect})
 	if err := m.store.Set(r.Context(), "connect:"+hashOf(state), p, pendingTTL); err != nil {
 		m.fail(w, r, "starting the connection", err)
 		return
@@ -535,10 +540,15 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request, redire
 	// says it names itself must (section 2.4: a client MUST refuse such a
 	// server's answer without iss; it was taken before).
 	// At the redirect URI several services share, iss is the only way to
-	// tell their servers apart: an answer there needs one.
+	// tell their servers apart: an answer there needs one. The comparison
+	// with the issuer of the server's metadata is exact (section 2.4:
+	// simple string comparison, RFC 3986 section 6.2.1); a trailing-slash
+	// variant was taken until the twenty-second pass. Only an issuer the
+	// operator configured without metadata keeps its slash optional.
 	iss := q.Get("iss")
 	shared := started == m.pageURL("/callback")
-	if (iss == "" && (p.RequireIss || shared)) || (shared && p.Issuer == "") || (iss != "" && p.Issuer != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(p.Issuer, "/")) {
+	sameIssuer := iss == p.Issuer || p.IssuerConfigured && strings.TrimSuffix(iss, "/") == strings.TrimSuffix(p.Issuer, "/")
+	if (iss == "" && (p.RequireIss || shared)) || (shared && p.Issuer == "") || (iss != "" && p.Issuer != "" && !sameIssuer) {
 		m.page(w, r, http.StatusForbidden, pageData{Error: "The answer came from another authorization server.", Code: CodeIssuerMismatch})
 		return
 	}
