@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -113,7 +114,7 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 		if err != nil || resource.Host == "" {
 			return asMetadata{}, fmt.Errorf("resource %q is not a URL", st.spec.Resource)
 		}
-		if issuer, err = m.protectedResourceAS(ctx, st.client, st.spec.Resource); err != nil {
+		if issuer, err = m.protectedResourceAS(ctx, st.client, st.spec.Resource, svc); err != nil {
 			return asMetadata{}, err
 		}
 		if err := discoveredURL(svc, "authorization server", issuer, resource); err != nil {
@@ -191,28 +192,88 @@ func (m *Manager) discover(ctx context.Context, client *http.Client, issuer stri
 }
 
 // protectedResourceAS reads an MCP server's RFC 9728 metadata and returns
-// its first authorization server.
-func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, resource string) (string, error) {
+// its first authorization server. The document is looked for where the MCP
+// authorization spec says a client looks: the resource_metadata URL of the
+// server's 401 (RFC 9728 section 5.1), then the path-based well-known URI,
+// then the root one. Until the twenty-second pass only the path-based one
+// was read, and a server whose document is at the root or at a URL only its
+// 401 names could not be connected (the conformance suite's
+// auth/metadata-var2 and auth/metadata-var3). Every document must be the
+// resource's own (section 3.3), wherever it was found.
+func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, resource, service string) (string, error) {
 	u, err := url.Parse(resource)
 	if err != nil || u.Host == "" {
 		return "", fmt.Errorf("resource %q is not a URL", resource)
 	}
-	var doc struct {
-		Resource             string   `json:"resource"`
-		AuthorizationServers []string `json:"authorization_servers"`
+	var candidates []string
+	if named := challengedMetadataURL(ctx, client, u); named != nil {
+		if err := discoveredURL(service, "protected resource metadata", named.String(), u); err != nil {
+			return "", err
+		}
+		candidates = append(candidates, named.String())
 	}
 	path := strings.TrimSuffix(u.Path, "/")
-	if err := getJSON(ctx, client, u.Scheme+"://"+u.Host+"/.well-known/oauth-protected-resource"+path, &doc); err != nil {
-		return "", fmt.Errorf("reading the protected resource metadata of %s: %w", resource, err)
+	candidates = append(candidates, u.Scheme+"://"+u.Host+"/.well-known/oauth-protected-resource"+path)
+	if path != "" {
+		candidates = append(candidates, u.Scheme+"://"+u.Host+"/.well-known/oauth-protected-resource")
 	}
-	// RFC 9728 section 3.3: the document must be the resource's own.
-	if strings.TrimSuffix(doc.Resource, "/") != strings.TrimSuffix(resource, "/") {
-		return "", fmt.Errorf("the protected resource metadata of %s names resource %q", resource, doc.Resource)
+	var errs []error
+	for _, c := range candidates {
+		var doc struct {
+			Resource             string   `json:"resource"`
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		if err := getJSON(ctx, client, c, &doc); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if strings.TrimSuffix(doc.Resource, "/") != strings.TrimSuffix(resource, "/") {
+			errs = append(errs, fmt.Errorf("%s names resource %q", c, doc.Resource))
+			continue
+		}
+		if len(doc.AuthorizationServers) == 0 {
+			errs = append(errs, fmt.Errorf("%s names no authorization server", c))
+			continue
+		}
+		return doc.AuthorizationServers[0], nil
 	}
-	if len(doc.AuthorizationServers) == 0 {
-		return "", fmt.Errorf("the protected resource metadata of %s names no authorization server", resource)
+	return "", fmt.Errorf("reading the protected resource metadata of %s: %w", resource, errors.Join(errs...))
+}
+
+// resourceMetadataParam is the resource_metadata of a WWW-Authenticate
+// challenge (RFC 9728 section 5.1).
+var resourceMetadataParam = regexp.MustCompile(`(?i)resource_metadata="([^"]+)"`)
+
+// challengedMetadataURL asks the MCP server without a token (a JSON-RPC
+// ping, which a server that needs none answers harmlessly) and returns the
+// resource_metadata URL of its 401, resolved against the server's URL, or
+// nil.
+func challengedMetadataURL(ctx context.Context, client *http.Client, resource *url.URL) *url.URL {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resource.String(), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if err != nil {
+		return nil
 	}
-	return doc.AuthorizationServers[0], nil
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		return nil
+	}
+	for _, h := range resp.Header.Values("WWW-Authenticate") {
+		if m := resourceMetadataParam.FindStringSubmatch(h); m != nil {
+			if named, err := resource.Parse(m[1]); err == nil {
+				return named
+			}
+		}
+	}
+	return nil
 }
 
 func getJSON(ctx context.Context, client *http.Client, u string, dst any) error {
