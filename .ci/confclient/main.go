@@ -8,7 +8,7 @@
 // the test server sees is the gateway's upstream client (metatools.Upstream,
 // the go-sdk client) doing what a deployed gateway does. The suite runs it as
 //
-//	conformance client --command "confclient -caddy PATH [-via execute]" --scenario NAME
+//	conformance client --command "confclient -caddy PATH [-via execute] [-oauth]" --scenario NAME
 //
 // appending the server's URL and naming the scenario in
 // MCP_CONFORMANCE_SCENARIO; a scenario's calls, when it gives them, come in
@@ -17,16 +17,22 @@
 // exits non-zero when the gateway does not start, a meta-tool fails, or a
 // call fails otherwise than with the tool's own error (which some scenarios
 // ask for). An upstream the gateway could not connect to leaves its index
-// empty; the scenario's own checks then fail.
+// empty; the scenario's own checks then fail. With -oauth (the auth/
+// scenarios) the gateway is gateway-oauth.Caddyfile, where conf takes each
+// user's own credential: the driver first connects conf on the gateway's
+// connections page as a user would in a browser (oauth.go).
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -36,6 +42,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,34 +55,70 @@ import (
 //go:embed gateway.Caddyfile
 var gatewayCaddyfile []byte
 
+// oauthCaddyfile is the gateway of the auth/ scenarios: conf takes each
+// user's own credential (credential user { oauth { ... } }). Its
+// client_secret line is commented out ("#secret") unless the scenario
+// pre-registers a secret.
+//
+//go:embed gateway-oauth.Caddyfile
+var oauthCaddyfile []byte
+
 func main() {
 	caddyBin := flag.String("caddy", "", "the Caddy binary to run (built from the checkout: go build ./cmd/caddy)")
 	via := flag.String("via", "invoke", "how the upstream's tools are called: invoke (meta:invoke, one call each) or execute (one meta:execute script calling each)")
+	withOAuth := flag.Bool("oauth", false, "the upstream needs OAuth: sign in as a user on the gateway's connections page, connect conf there, then call /mcp with the user's token of the gateway")
 	flag.Parse()
 	if *caddyBin == "" || flag.NArg() != 1 || *via != "invoke" && *via != "execute" {
-		fmt.Fprintln(os.Stderr, "usage: confclient -caddy PATH [-via invoke|execute] <server url> (run by conformance client --command)")
+		fmt.Fprintln(os.Stderr, "usage: confclient -caddy PATH [-via invoke|execute] [-oauth] <server url> (run by conformance client --command)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *caddyBin, *via, flag.Arg(0)); err != nil {
+	if err := run(ctx, *caddyBin, *via, *withOAuth, flag.Arg(0)); err != nil {
 		fmt.Fprintln(os.Stderr, "confclient:", err)
 		stop()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, caddyBin, via, upstreamURL string) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+func run(ctx context.Context, caddyBin, via string, withOAuth bool, upstreamURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, 80*time.Second)
 	defer cancel()
-	gw, err := startGateway(ctx, caddyBin, upstreamURL)
+	config, env := gatewayCaddyfile, []string{"CONF_URL=" + upstreamURL}
+	if withOAuth {
+		var err error
+		if config, env, err = oauthGateway(upstreamURL); err != nil {
+			return err
+		}
+	}
+	gw, err := startGateway(ctx, caddyBin, config, env)
 	if err != nil {
 		return err
 	}
 	defer gw.stop()
 
+	if !withOAuth {
+		// Caddy serves once the upstream connected or connect_timeout (10 s)
+		// passed; on a loaded machine the second comes first.
+		select {
+		case <-gw.connected:
+		case <-ctx.Done():
+			return errors.New("the gateway did not connect to the upstream (its log is on stderr)")
+		}
+	}
+	transport := http.DefaultTransport
+	if withOAuth {
+		if err := connectUpstream(ctx, gw.url); err != nil {
+			return err
+		}
+		token, err := agentToken(ctx, gw.url)
+		if err != nil {
+			return err
+		}
+		transport = bearer{token: token}
+	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "ci-confclient", Version: "1.0.0"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.url + "/mcp"}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.url + "/mcp", HTTPClient: &http.Client{Transport: transport}}, nil)
 	if err != nil {
 		return fmt.Errorf("connecting to the gateway's /mcp: %w", err)
 	}
@@ -157,23 +200,31 @@ func run(ctx context.Context, caddyBin, via, upstreamURL string) error {
 // with meta:describe detail full. The upstream's first connection ends before
 // Caddy's start returns, so an empty index means it failed.
 func upstreamTools(ctx context.Context, cs *mcp.ClientSession) (map[string]json.RawMessage, error) {
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:search", Arguments: map[string]any{"queries": []string{"conf"}, "appIds": []string{"conf"}, "topK": 100}})
-	if err != nil || res.IsError {
-		return nil, fmt.Errorf("meta:search: %v %s", err, resultText(res))
-	}
 	var found struct {
 		Tools []struct {
 			Name string `json:"name"`
 		} `json:"tools"`
 		TotalAvailableTools int `json:"totalAvailableTools"`
 	}
-	if err := json.Unmarshal(structured(res), &found); err != nil {
-		return nil, fmt.Errorf("meta:search's answer: %w", err)
+	// The connection is logged before its tool list reaches the index: an
+	// empty index is asked again for 2 s (some scenarios' servers have no
+	// tool).
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:search", Arguments: map[string]any{"queries": []string{"conf"}, "appIds": []string{"conf"}, "topK": 100}})
+		if err != nil || res.IsError {
+			return nil, fmt.Errorf("meta:search: %v %s", err, resultText(res))
+		}
+		if err := json.Unmarshal(structured(res), &found); err != nil {
+			return nil, fmt.Errorf("meta:search's answer: %w", err)
+		}
+		if found.TotalAvailableTools > 0 || time.Now().After(deadline) {
+			break
+		}
 	}
 	tools := map[string]json.RawMessage{}
 	if len(found.Tools) == 0 {
 		if found.TotalAvailableTools == 0 {
-			fmt.Println("the gateway's index is empty: the upstream lists no tool, or the gateway did not connect (its log is on stderr)")
+			fmt.Println("the gateway's index is empty: the upstream lists no tool")
 		}
 		return tools, nil
 	}
@@ -181,7 +232,7 @@ func upstreamTools(ctx context.Context, cs *mcp.ClientSession) (map[string]json.
 	for _, t := range found.Tools {
 		names = append(names, t.Name)
 	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:describe", Arguments: map[string]any{"toolNames": names, "detail": "full"}})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:describe", Arguments: map[string]any{"toolNames": names, "detail": "full"}})
 	if err != nil || res.IsError {
 		return nil, fmt.Errorf("meta:describe: %v %s", err, resultText(res))
 	}
@@ -249,17 +300,21 @@ type gateway struct {
 	cmd  *exec.Cmd
 	done chan error
 	dir  string
+	// connected is closed when the gateway logs its first connection to
+	// the upstream (its shared one; an auth/ scenario's upstream refuses
+	// that one).
+	connected chan struct{}
 }
 
-// startGateway runs caddyBin on gatewayCaddyfile with the upstream at
-// upstreamURL, on a free loopback port, and waits for it to answer.
-func startGateway(ctx context.Context, caddyBin, upstreamURL string) (*gateway, error) {
+// startGateway runs caddyBin on the Caddyfile caddyfile with env, on a
+// free loopback port (CONF_PORT), and waits for it to answer.
+func startGateway(ctx context.Context, caddyBin string, caddyfile []byte, env []string) (*gateway, error) {
 	dir, err := os.MkdirTemp("", "confclient-")
 	if err != nil {
 		return nil, err
 	}
 	config := filepath.Join(dir, "Caddyfile")
-	if err := os.WriteFile(config, gatewayCaddyfile, 0o600); err != nil {
+	if err := os.WriteFile(config, caddyfile, 0o600); err != nil {
 		return nil, err
 	}
 	port, err := freePort()
@@ -267,13 +322,34 @@ func startGateway(ctx context.Context, caddyBin, upstreamURL string) (*gateway, 
 		return nil, err
 	}
 	cmd := exec.Command(caddyBin, "run", "--config", config, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), "CONF_URL="+upstreamURL, "CONF_PORT="+strconv.Itoa(port), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr // the suite prints them when a scenario fails
+	cmd.Env = append(append(os.Environ(), env...), "CONF_PORT="+strconv.Itoa(port), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
+	// The log goes on to stderr (the suite prints it when a scenario
+	// fails), read on the way for the upstream's first connection.
+	logs, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", caddyBin, err)
 	}
-	g := &gateway{url: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan error, 1), dir: dir}
-	go func() { g.done <- cmd.Wait() }()
+	g := &gateway{url: "http://127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan error, 1), dir: dir, connected: make(chan struct{})}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(logs)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		once := sync.Once{}
+		for sc.Scan() {
+			line := sc.Bytes()
+			if bytes.Contains(line, []byte(`"msg":"connected to upstream MCP server"`)) {
+				once.Do(func() { close(g.connected) })
+			}
+			os.Stderr.Write(append(line, '\n'))
+		}
+		_, _ = io.Copy(os.Stderr, logs)
+	}()
+	go func() { <-copied; g.done <- cmd.Wait() }()
 	for {
 		resp, err := http.Get(g.url + "/healthz")
 		if err == nil {
