@@ -145,10 +145,12 @@ func (s *sseWatch) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// MaxUpstreamMessageBytes bounds one message from a URL upstream: a JSON
-// answer (after the transport inflates a gzip one) or a server-sent event
-// past it fails the call with RESPONSE_TOO_LARGE, and the connection is
-// opened again. It is the go-sdk's mcp.DefaultMaxEventSize.
+// MaxUpstreamMessageBytes bounds one message from an upstream: a JSON
+// answer of a URL upstream (after the transport inflates a gzip one), a
+// server-sent event or a stdio upstream's message line past it fails the
+// call with RESPONSE_TOO_LARGE, and the connection is opened again (a
+// stdio upstream's process is stopped and started again). It is the
+// go-sdk's mcp.DefaultMaxEventSize.
 const MaxUpstreamMessageBytes = mcp.DefaultMaxEventSize
 
 // errUpstreamMessageTooLarge is the read error of a cut answer.
@@ -406,7 +408,7 @@ func (u *Upstream) dial(ctx context.Context, authorize func(*http.Request) error
 		if len(u.cfg.Env) > 0 {
 			cmd.Env = append(cmd.Environ(), u.cfg.Env...)
 		}
-		t = &mcp.CommandTransport{Command: cmd}
+		t = &stdioTransport{cmd: cmd, logger: u.logger, max: MaxUpstreamMessageBytes, grace: stdioStopGrace}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -99,18 +99,7 @@ func TestUpstreamAnswerBounded(t *testing.T) {
 	u.Start(ctx)
 	t.Cleanup(func() { u.Close() })
 
-	call := func(tool string) (json.RawMessage, error) {
-		// The connection a cut answer failed is opened again in the
-		// background: a call in between finds none.
-		for {
-			out, err := u.Call(ctx, "hostile:"+tool, json.RawMessage(`{}`))
-			var me *Error
-			if !errors.As(err, &me) || me.Code != "UPSTREAM_UNAVAILABLE" || ctx.Err() != nil {
-				return out, err
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	call := func(tool string) (json.RawMessage, error) { return callConnected(ctx, u, "hostile:"+tool) }
 	if out, err := call("fits"); err != nil || len(out) != sizes["fits"]+2 {
 		t.Fatalf("an answer of 1 MiB: %d bytes, %v", len(out), err)
 	}

@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		serveStdioForTest()
 		return
 	}
+	if mode := os.Getenv(stdioModeEnv); mode != "" {
+		serveHostileStdioForTest(mode)
+		return
+	}
 	os.Exit(m.Run())
 }
 
@@ -54,14 +58,10 @@ func serveStdioForTest() {
 	srv.Run(context.Background(), &mcp.StdioTransport{})
 }
 
-// TestUpstreamCommandAndReconnect connects an upstream by command (this
-// test binary as a stdio server), calls it, kills it, and checks that the
-// upstream reconnects to a new process and lists its tools again.
-func TestUpstreamCommandAndReconnect(t *testing.T) {
-	old := upstreamMinBackoff
-	upstreamMinBackoff = time.Millisecond
-	t.Cleanup(func() { upstreamMinBackoff = old })
-
+// textUpstream is an upstream by command running this test binary as the
+// stdio server of serveStdioForTest, and an index over it.
+func textUpstream(t *testing.T) (*Upstream, *Index) {
+	t.Helper()
 	u, err := NewUpstream(UpstreamConfig{Name: "text", Command: os.Args[0], Args: []string{"-test.run=^$"},
 		Env: []string{stdioServerEnv + "=1"}}, nil)
 	if err != nil {
@@ -71,6 +71,18 @@ func TestUpstreamCommandAndReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return u, ix
+}
+
+// TestUpstreamCommandAndReconnect connects an upstream by command (this
+// test binary as a stdio server), calls it, kills it, and checks that the
+// upstream reconnects to a new process and lists its tools again.
+func TestUpstreamCommandAndReconnect(t *testing.T) {
+	old := upstreamMinBackoff
+	upstreamMinBackoff = time.Millisecond
+	t.Cleanup(func() { upstreamMinBackoff = old })
+
+	u, ix := textUpstream(t)
 	reloads := make(chan int, 16)
 	ix.OnReload(func(n int) {
 		select {
