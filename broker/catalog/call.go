@@ -346,8 +346,14 @@ func (op *operation) request(ctx context.Context, input json.RawMessage) (*http.
 // whole segment that servers and proxies resolve (RFC 3986 section 5.2.4):
 // /users/{id}/keys with id ".." would reach /keys. Percent-encoded dots
 // count too: WHATWG URLs and many servers decode %2E before they resolve.
+// So do the separators a value's own slashes and backslashes became
+// (%2F, %5C): Caddy, and the proxies and frameworks that decode the path
+// before they clean it, read /greet/{name} with name "../time" (sent as
+// /greet/..%2Ftime) as /time, so a value could leave the operation and
+// the source's base path.
 func dotSegment(path, template string) (string, bool) {
 	first := func(p string) string {
+		p = strings.NewReplacer("%2f", "/", "%2F", "/", "%5c", "/", "%5C", "/").Replace(p)
 		for _, seg := range strings.Split(p, "/") {
 			if s := strings.ReplaceAll(strings.ToLower(seg), "%2e", "."); s == "." || s == ".." {
 				return seg
