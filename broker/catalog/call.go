@@ -290,6 +290,12 @@ func (op *operation) request(ctx context.Context, input json.RawMessage) (*http.
 			if strings.ContainsAny(s, "\r\n") {
 				return nil, validationError("field %q: a header value cannot contain line breaks", p.prop)
 			}
+			// Go's client refuses the other control characters too, as
+			// an error of the transport (UPSTREAM_UNREACHABLE, transient):
+			// the input is at fault, and a retry cannot help.
+			if i := strings.IndexFunc(s, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }); i >= 0 {
+				return nil, validationError("field %q: a header value cannot contain control characters (%U at byte %d)", p.prop, rune(s[i]), i)
+			}
 			header.Set(p.name, s)
 		case "cookie":
 			cookies = append(cookies, p.name+"="+url.QueryEscape(simpleValue(v, false, nil)))
