@@ -273,6 +273,12 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 		if !modernHeaders(w, r, id) {
 			return nil
 		}
+		if msg, ok := peekJSONRPC(r); ok && r.Method == http.MethodPost {
+			if problem := namedParamsProblem(msg.Method, msg.Params); problem != "" {
+				writeJSONRPCError(w, http.StatusBadRequest, msg.ID, rpcInvalidParams, problem, nil)
+				return nil
+			}
+		}
 		h.modern.ServeHTTP(w, r)
 	case h.legacy != nil:
 		// A modern request when 2026-07-28 is not offered gets the go-sdk's

@@ -488,16 +488,68 @@ func initializeParamsProblem(params json.RawMessage) string {
 		if !errors.As(err, &te) {
 			return f.key + ": " + err.Error()
 		}
-		path := f.key
-		if te.Field != "" {
-			path += "." + te.Field
-		}
-		if got := jsonValueKind(valueAt(raw, te.Field)); got != "" {
-			return fmt.Sprintf("%s: got %s, want %s", path, got, jsonKind(te.Type))
-		}
-		return fmt.Sprintf("%s: want %s", path, jsonKind(te.Type))
+		return typeProblem(f.key, raw, te)
 	}
 	return ""
+}
+
+// typeProblem says where in raw (the value of the field named key, "" for
+// params themselves) a value has the JSON type te refused, and which type
+// was wanted: "capabilities.roots: got string, want object".
+func typeProblem(key string, raw json.RawMessage, te *json.UnmarshalTypeError) string {
+	path := key
+	if te.Field != "" {
+		path = strings.TrimPrefix(path+"."+te.Field, ".")
+	}
+	if path == "" {
+		path = "params"
+	}
+	if got := jsonValueKind(valueAt(raw, te.Field)); got != "" {
+		return fmt.Sprintf("%s: got %s, want %s", path, got, jsonKind(te.Type))
+	}
+	return fmt.Sprintf("%s: want %s", path, jsonKind(te.Type))
+}
+
+// namedParamsProblem says what is wrong with the params of a tools/call,
+// prompts/get or resources/read request of revision 2026-07-28 when they do
+// not decode as the go-sdk decodes them, "" when they do or method is
+// another. The go-sdk reads them to compare the name with the Mcp-Name
+// header first, and answered any such request -32020 "failed to extract
+// name from parameters", blaming the header for a requestState of the
+// wrong type or an inputResponses entry of no known shape.
+func namedParamsProblem(method string, params json.RawMessage) string {
+	const flags = sdkjson.DontMatchCaseInsensitiveStructFields
+	var into any
+	switch method {
+	case "tools/call":
+		into = new(mcp.CallToolParams)
+	case "prompts/get":
+		into = new(mcp.GetPromptParams)
+	case "resources/read":
+		into = new(mcp.ReadResourceParams)
+	default:
+		return ""
+	}
+	params = bytes.TrimSpace(params)
+	if len(params) == 0 || bytes.Equal(params, []byte("null")) {
+		return ""
+	}
+	_, err := sdkjson.Parse(params, into, flags)
+	if err == nil {
+		return ""
+	}
+	problem := "a field of params has the wrong type"
+	var te *json.UnmarshalTypeError
+	switch {
+	case strings.HasPrefix(err.Error(), `inputResponses["`):
+		// An entry's own error (its type wrapped, or none): the go-sdk
+		// picks the result type by the entry's keys.
+		key, _, _ := strings.Cut(strings.TrimPrefix(err.Error(), `inputResponses[`), "]")
+		problem = "inputResponses[" + key + "]: want the result of its input request: an object with \"action\" (elicitation), \"role\" (sampling) or \"roots\", of that result's shape"
+	case errors.As(err, &te):
+		problem = typeProblem("", params, te)
+	}
+	return "invalid params: " + method + ": " + problem
 }
 
 // valueAt is the value at a dotted path of object keys in raw (raw itself

@@ -692,6 +692,9 @@ func TestMCPInvalidParamsMessage(t *testing.T) {
 			sid := mcpOpen(t, url, "127.0.0.1")
 			legacy := map[string]string{"Mcp-Session-Id": sid, "Mcp-Protocol-Version": "2025-11-25"}
 			modern := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+			modernCall := func(name string) map[string]string {
+				return map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
+			}
 			for _, tc := range []struct {
 				name, body string
 				header     map[string]string
@@ -701,6 +704,16 @@ func TestMCPInvalidParamsMessage(t *testing.T) {
 				{"params an array", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":[1]}`, legacy, "invalid params: tools/list: params: got array, want object"},
 				{"name a number", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5}}`, legacy, "invalid params: tools/call: name: got number, want string"},
 				{"2026-07-28, cursor a number", `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":5,` + modernMeta + `}}`, modern, "invalid params: tools/list: cursor: got number, want string"},
+				// A tools/call of 2026-07-28 whose params do not decode: the
+				// go-sdk's header check read them first and answered -32020
+				// "failed to extract name from parameters".
+				{"2026-07-28, call name a number", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":5,` + modernMeta + `}}`, modernCall("5"), "invalid params: tools/call: name: got number, want string"},
+				{"2026-07-28, call params a number", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":5}`, modernCall("meta:search"), "invalid params: tools/call: params: got number, want object"},
+				{"2026-07-28, requestState a number", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"meta:search","arguments":{"query":"x"},"requestState":5,` + modernMeta + `}}`, modernCall("meta:search"), "invalid params: tools/call: requestState: got number, want string"},
+				{"2026-07-28, inputResponses a number", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"meta:search","arguments":{"query":"x"},"inputResponses":5,` + modernMeta + `}}`, modernCall("meta:search"), "invalid params: tools/call: inputResponses: got number, want object"},
+				{"2026-07-28, an input response a string", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"meta:search","arguments":{"query":"x"},"inputResponses":{"q1":"yes"},` + modernMeta + `}}`, modernCall("meta:search"), `invalid params: tools/call: inputResponses["q1"]: want the result of its input request: an object with "action" (elicitation), "role" (sampling) or "roots", of that result's shape`},
+				{"2026-07-28, an input response of no known shape", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"meta:search","arguments":{"query":"x"},"inputResponses":{"q1":{"method":"x"}},` + modernMeta + `}}`, modernCall("meta:search"), `invalid params: tools/call: inputResponses["q1"]: want the result of its input request: an object with "action" (elicitation), "role" (sampling) or "roots", of that result's shape`},
+				{"2026-07-28, an elicitation result's content a string", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"meta:search","arguments":{"query":"x"},"inputResponses":{"q1":{"action":"accept","content":"x"}},` + modernMeta + `}}`, modernCall("meta:search"), `invalid params: tools/call: inputResponses["q1"]: want the result of its input request: an object with "action" (elicitation), "role" (sampling) or "roots", of that result's shape`},
 			} {
 				status, _, body := rawMCP(t, url, tc.header, tc.body)
 				var msg rpcErrorReply
