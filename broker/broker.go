@@ -349,7 +349,7 @@ func (b *Broker) GetSession(ctx context.Context, id string) (*Session, error) {
 	o := b.runner(id)
 	s, err := o.store.get(ctx, id)
 	if err != nil {
-		o.storageFailed(err)
+		o.callerStorageFailed(ctx, err)
 		return nil, storageError(err)
 	}
 	return s, nil
@@ -410,7 +410,7 @@ func (b *Broker) SubmitToolResult(ctx context.Context, sessionID string, res Too
 	case errors.Is(err, errOwnerLost):
 		return newError(http.StatusConflict, CodeOwnerLost, "the gateway running this session is gone; the session ended with OWNER_LOST and nothing will read this result")
 	default:
-		b.storageFailed(err)
+		b.callerStorageFailed(ctx, err)
 		return storageError(err)
 	}
 }
@@ -694,14 +694,17 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 			b.wg.Done()
 			cancel()
 			abort(nil)
-			b.storageFailed(err)
-			b.opts.Metrics.sessionRejected(CodeStorageUnavailable)
+			if !errors.Is(ctx.Err(), context.Canceled) {
+				// Not a caller that hung up while the record was written.
+				b.storageFailed(err)
+				b.opts.Metrics.sessionRejected(CodeStorageUnavailable)
+			}
 			return nil, storageError(fmt.Errorf("creating session: %w", err))
 		}
 		// Open: the session runs here; the keep-alive loop writes its
 		// record once the store answers.
 		r.log.Warn("session store unavailable; running the session on this gateway only", zap.Error(err))
-		b.storageFailed(err)
+		b.callerStorageFailed(ctx, err)
 		r.dirty.Store(true)
 	}
 	b.opts.Metrics.executionStarted()

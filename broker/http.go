@@ -819,7 +819,7 @@ func (b *Broker) Health(ctx context.Context) HealthResponse {
 	if p, ok := b.store.(pinger); ok {
 		h.Storage.Kind = "redis"
 		if err := p.ping(ctx); err != nil {
-			b.storageFailed(err)
+			b.callerStorageFailed(ctx, err)
 		} else {
 			b.storageOK()
 		}

@@ -167,6 +167,20 @@ func (b *Broker) storageFailed(err error) {
 	b.live.storageErr = err
 }
 
+// callerStorageFailed is storageFailed for a store operation made for a
+// caller's request: one cut because that caller left (its context
+// cancelled: it hung up mid-request) says nothing about the store. Anyone
+// could otherwise have the gateway log the store unavailable, and report it
+// so on /health, by closing requests (GET /health, a session read) as they
+// reach Redis. A store that does not answer within storage_timeout still
+// counts (the deadline, not a cancellation).
+func (b *Broker) callerStorageFailed(ctx context.Context, err error) {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return
+	}
+	b.storageFailed(err)
+}
+
 func (b *Broker) storageOK() {
 	b.live.mu.Lock()
 	defer b.live.mu.Unlock()

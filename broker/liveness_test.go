@@ -429,3 +429,48 @@ func TestHealthSeesRefusedWrites(t *testing.T) {
 		t.Fatalf("/health once Redis takes writes again: %d %s", code, body)
 	}
 }
+
+// TestCallerHangUpIsNoStoreFailure: a request whose caller hung up while
+// its store operation ran (its context cancelled) leaves the store's status
+// as it was: GET /health, a session read and a tool result made by a
+// caller that left were each logged "session store unavailable" (an error)
+// and reported so on /health until the next store operation succeeded, so
+// anyone could raise that at will by closing requests (a Python client
+// closing 17,114 GET /broker/health requests in 20 s: 276 such errors
+// logged against a Redis that never failed). A store past its deadline
+// still counts.
+func TestCallerHangUpIsNoStoreFailure(t *testing.T) {
+	rdb, prefix := redistest.Client(t)
+	b, _ := newTestBroker(t, onRedis(rdb, prefix, 10*time.Second))
+	gone, hangUp := context.WithCancel(context.Background())
+	hangUp()
+	checks := []struct {
+		name string
+		run  func() error
+	}{
+		{"health", func() error {
+			if h := b.Health(gone); h.Storage.Status != "ok" {
+				return fmt.Errorf("health says %s: %s", h.Storage.Status, h.Storage.Error)
+			}
+			return nil
+		}},
+		{"session read", func() error { _, err := b.GetSession(gone, "0123456789abcdef0123456789abcdef"); return err }},
+		{"tool result", func() error {
+			return b.SubmitToolResult(gone, "0123456789abcdef0123456789abcdef", ToolResult{CallID: "1", Result: json.RawMessage(`1`)})
+		}},
+		{"execute", func() error { _, err := b.Start(gone, "return 1", ExecuteOptions{}); return err }},
+	}
+	for _, c := range checks {
+		b.storageOK() // each check on its own
+		err := c.run()
+		if ok, serr, _ := b.StorageStatus(); !ok {
+			t.Errorf("%s by a caller that left (%v): the store is reported unavailable: %v", c.name, err, serr)
+		}
+	}
+	// A store that does not answer before the deadline is a failure still.
+	late, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	if h := b.Health(late); h.Storage.Status != "unavailable" {
+		t.Fatalf("a ping past its deadline: health says %s", h.Storage.Status)
+	}
+}
