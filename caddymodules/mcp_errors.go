@@ -518,11 +518,13 @@ func typeProblem(key string, raw json.RawMessage, te *json.UnmarshalTypeError) s
 // name from parameters", blaming the header for a requestState of the
 // wrong type or an inputResponses entry of no known shape.
 func namedParamsProblem(method string, params json.RawMessage) string {
-	const flags = sdkjson.DontMatchCaseInsensitiveStructFields
+	const flags = sdkjson.DontMatchCaseInsensitiveStructFields | sdkjson.DontCopyRawMessage // decoded to be thrown away
 	var into any
 	switch method {
 	case "tools/call":
-		into = new(mcp.CallToolParams)
+		// The go-sdk's check decodes mcp.CallToolParams, whose arguments
+		// (any JSON) cannot fail; raw, they are not copied.
+		into = new(mcp.CallToolParamsRaw)
 	case "prompts/get":
 		into = new(mcp.GetPromptParams)
 	case "resources/read":
