@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 	"github.com/codemode-gateway/caddy-codemode/internal/streamdeadline"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/codemode-gateway/caddy-codemode/metatools"
@@ -338,20 +339,11 @@ func modernHeaders(w http.ResponseWriter, r *http.Request, id json.RawMessage) b
 			id, _ = peekMessage(r)
 		}
 		writeJSONRPCError(w, http.StatusBadRequest, id, mcp.CodeHeaderMismatch,
-			"header mismatch: Mcp-Name "+strconv.Quote(clipHeader(name))+" is not valid =?base64?…?= encoding of UTF-8 text", nil)
+			"header mismatch: Mcp-Name "+strconv.Quote(clip.Ellipsis(name, 64))+" is not valid =?base64?…?= encoding of UTF-8 text", nil)
 		return false
 	}
 	r.Header.Set("Mcp-Name", string(dec))
 	return true
-}
-
-// clipHeader is a header value as an error message quotes it: at most 64
-// bytes.
-func clipHeader(v string) string {
-	if len(v) > 64 {
-		return v[:64] + "…"
-	}
-	return v
 }
 
 // unsupportedVersion answers a request whose MCP-Protocol-Version header

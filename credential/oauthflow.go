@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 )
 
 // metadataTTL is how long discovered authorization server metadata is
@@ -382,7 +384,7 @@ func (m *Manager) tokenRequest(ctx context.Context, st *specState, endpoint stri
 		return nil, fmt.Errorf("token endpoint answered %d with a body that is not JSON", resp.StatusCode)
 	}
 	if tr.Error != "" || resp.StatusCode != http.StatusOK {
-		return nil, &oauthError{Status: resp.StatusCode, Code: tr.Error, Description: clip(tr.ErrorDesc, 200)}
+		return nil, &oauthError{Status: resp.StatusCode, Code: tr.Error, Description: clip.Ellipsis(tr.ErrorDesc, 200)}
 	}
 	if tr.AccessToken == "" {
 		return nil, errors.New("token endpoint answered without an access_token")
@@ -455,11 +457,4 @@ func scrubURLError(err error) error {
 		}
 	}
 	return err
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

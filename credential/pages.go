@@ -18,6 +18,8 @@ import (
 
 	"go.uber.org/zap"
 	"golang.org/x/oauth2"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 )
 
 // SignIn tells the connections page who is at the browser: an OpenID
@@ -668,7 +670,7 @@ func oauthCode(s string) string {
 		}
 		return -1
 	}, s)
-	return clip(s, 64)
+	return clip.Ellipsis(s, 64)
 }
 
 func (m *Manager) fail(w http.ResponseWriter, r *http.Request, what string, err error) {

@@ -9,13 +9,13 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 )
 
 // Tools only the caller can answer (CallerAnswered: a broker registry tool
@@ -201,20 +201,13 @@ func primitiveField(s map[string]any) (map[string]any, bool) {
 func (f answerForm) params(t Tool, input json.RawMessage) *mcp.ElicitParams {
 	in := string(input)
 	if len(in) > 2000 {
-		in = truncateUTF8(in, 2000) + "…"
+		in = clip.Ellipsis(in, 2000)
 	}
 	msg := fmt.Sprintf("A plan calls %s, which only you can answer.\nInput: %s", t.Name, in)
 	if d := firstLine(t.Description); d != "" {
 		msg = fmt.Sprintf("A plan calls %s (%s), which only you can answer.\nInput: %s", t.Name, d, in)
 	}
 	return &mcp.ElicitParams{Mode: "form", Message: msg, RequestedSchema: f.schema}
-}
-
-func truncateUTF8(s string, n int) string {
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // toolResult turns the client's elicitation answer into the call's result.

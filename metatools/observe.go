@@ -20,6 +20,7 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
@@ -177,7 +178,7 @@ func (s *Service) observedCall(ctx context.Context, name string, input json.RawM
 	}
 	ctx, span := telemetry.StartSpan(ctx, spanName, trace.SpanKindInternal,
 		attribute.String("gen_ai.operation.name", "execute_tool"),
-		attribute.String("gen_ai.tool.name", clip(name, 128)),
+		attribute.String("gen_ai.tool.name", clip.String(name, 128)),
 		attribute.String("codemode.tool.source", source))
 	start := time.Now()
 	out, err := s.callTool(ctx, name, input, ask)
@@ -191,13 +192,6 @@ func (s *Service) observedCall(ctx context.Context, name string, input json.RawM
 	s.opts.ToolMetrics.ObserveToolCall(source, code, time.Since(start))
 	telemetry.EndSpan(span, code)
 	return out, err
-}
-
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // emit hands a lifecycle event to Options.Listener.

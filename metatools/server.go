@@ -18,6 +18,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
@@ -211,7 +212,7 @@ func checkMetaLogLevel(method string, req mcp.Request) error {
 	}
 	raw, _ := json.Marshal(v)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-		Message: fmt.Sprintf("invalid params: _meta %q is %s, not a logging level (want debug, info, notice, warning, error, critical, alert or emergency)", mcp.MetaKeyLogLevel, clip(string(raw), 64))}
+		Message: fmt.Sprintf("invalid params: _meta %q is %s, not a logging level (want debug, info, notice, warning, error, critical, alert or emergency)", mcp.MetaKeyLogLevel, clip.String(string(raw), 64))}
 }
 
 // logLevels are the levels of logging/setLevel, MCP's LoggingLevel (the
@@ -229,7 +230,7 @@ func checkLogLevel(req mcp.Request) error {
 			level = p.Level
 		}
 		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams,
-			Message: fmt.Sprintf("invalid params: unknown logging level %q (want debug, info, notice, warning, error, critical, alert or emergency)", clip(string(level), 64))}
+			Message: fmt.Sprintf("invalid params: unknown logging level %q (want debug, info, notice, warning, error, critical, alert or emergency)", clip.String(string(level), 64))}
 	}
 	return nil
 }
@@ -520,7 +521,7 @@ func (s *Service) invoke(ctx context.Context, in InvokeInput, ask askFunc) (*mcp
 	if cerr != nil {
 		// The caller sees a bounded message under the sanitization policy.
 		c := *cerr
-		c.Message = s.opts.Sanitize.Text(clip(c.Message, sandbox.MaxErrorBytes))
+		c.Message = s.opts.Sanitize.Text(clip.String(c.Message, sandbox.MaxErrorBytes))
 		cerr = &c
 		if cerr.Code == CodeNotFound {
 			// The spec's shape: one text entry saying not found, pointing to search.
@@ -549,7 +550,7 @@ func (s *Service) invokeResult(name string, out json.RawMessage) *mcp.CallToolRe
 	}
 	if n, bound := s.answerOverBound(res, sandbox.StatusOK); n > 0 {
 		return errorResult(newError(catalog.CodeResponseTooLarge, fmt.Sprintf(
-			"the result of %s is %d bytes of JSON as an MCP client receives it, more than the result bound of %d bytes", clip(name, 128), n, bound)))
+			"the result of %s is %d bytes of JSON as an MCP client receives it, more than the result bound of %d bytes", clip.String(name, 128), n, bound)))
 	}
 	return res
 }

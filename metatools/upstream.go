@@ -23,6 +23,7 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 	"github.com/codemode-gateway/caddy-codemode/internal/notify"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
@@ -628,7 +629,7 @@ func (u *Upstream) callError(ctx, callCtx context.Context, name string, timeout 
 	var we *jsonrpc.Error
 	switch {
 	case errors.As(err, &we) && !sdkLocalError(we.Code) && !errors.Is(err, mcp.ErrConnectionClosed):
-		return &Error{Code: CodeToolExecutionError, Message: fmt.Sprintf("upstream %q refused %s: %s", u.cfg.Name, name, clip(we.Message, 1024))}
+		return &Error{Code: CodeToolExecutionError, Message: fmt.Sprintf("upstream %q refused %s: %s", u.cfg.Name, name, clip.String(we.Message, 1024))}
 	case ctx.Err() != nil:
 		// The caller's own deadline or cancellation: its error, as is.
 		return &Error{Code: sandbox.CodeTimeout, Message: fmt.Sprintf("the call of %s on upstream %q ended with its caller (%v)", name, u.cfg.Name, ctx.Err()), Transient: true}

@@ -3,7 +3,8 @@ package sandbox
 import (
 	"encoding/json"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 )
 
 // Bounds the engine applies whatever the limits: they keep hostile input
@@ -128,11 +129,8 @@ func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("... (%d more bytes)", len(s)-cut)
+	cut := clip.String(s, n)
+	return cut + fmt.Sprintf("... (%d more bytes)", len(s)-len(cut))
 }
 
 // clipName shortens a tool name for a message.

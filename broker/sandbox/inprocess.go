@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox/internal/prelude"
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 )
 
@@ -1169,7 +1170,7 @@ func (x *execution) logFunc() func(goja.FunctionCall) goja.Value {
 		if (maxEntries > 0 && len(x.logs) >= maxEntries) || (maxBytes > 0 && x.logBytes+len(msg) > maxBytes) {
 			if maxBytes > 0 && len(x.logs) < maxEntries && x.logBytes < maxBytes {
 				// Keep what fits of the entry that overflows the budget.
-				msg = truncateUTF8(msg, maxBytes-x.logBytes)
+				msg = clip.String(msg, maxBytes-x.logBytes)
 				x.appendLog(level, msg)
 			}
 			x.logFull = true
@@ -1187,16 +1188,6 @@ func (x *execution) appendLog(level, msg string) {
 	if x.logHost != nil {
 		x.logHost.Log(level, msg)
 	}
-}
-
-func truncateUTF8(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }
 
 // metaToolNames are the meta-tools under their separator-free base names.
