@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -209,6 +210,7 @@ func TestWireSizes(t *testing.T) {
 		`{"html":"<p class=\"x\">a &amp; b</p>"}`,
 		`{"s":"tab\tnl\nquote\"back\\slash\\u003c"}`,
 		"{\"ls\":\"a\u2028b\u2029c\",\"emoji\":\"\U0001F600\",\"fffd\":\"\uFFFD\"}",
+		"{\"dash\":\"a\u2014b\u2026c\u202ad\u2027\"}", // E2 80 xx that are written as is
 		`[1,2.5,true,null,"x"]`,
 	} {
 		s, tx := wireSizes([]byte(raw))
@@ -218,6 +220,7 @@ func TestWireSizes(t *testing.T) {
 	}
 	for _, s := range []string{
 		"<html>&amp;</html>", "ctl \x00\x01\x1f \b\f\n\r\t", "bad \xff\xfe utf-8 \xe2\x80", "\u2028\u2029", `"\`,
+		"ends in half a line separator \xe2\x80", "\u2028 then bad \xe2\x80\xa8\xff",
 	} {
 		if _, tx := wireSizes([]byte(s)); size(textOnly(s)) != baseText+tx {
 			t.Errorf("%q: %d bytes written, wireSizes says %d", s, size(textOnly(s)), baseText+tx)
@@ -298,5 +301,24 @@ func TestErrorResultUnescaped(t *testing.T) {
 	const msg = `limit: want <= 100 & > 0`
 	if got := text(errorResult(newError(CodeValidationError, msg))); !strings.Contains(got, msg) {
 		t.Errorf("error text %s", got)
+	}
+}
+
+func fmtSizes(structured, text int) string { return fmt.Sprintf("%d/%d", structured, text) }
+
+// TestWireSizesValidFastPath: on valid UTF-8, wireSizes's byte loop counts
+// what decoding character by character (the path of invalid text) counts.
+func TestWireSizesValidFastPath(t *testing.T) {
+	runes := []rune{'a', '"', '\\', '\n', 0x01, 0x7f, 'é', 0x7ff, 0x800, '—', '…', 0x2027, 0x2028, 0x2029, 0x202a, 0xe280, 0xffff, 0x10000, 0x1F600, 0x10ffff}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		rs := make([]rune, rng.IntN(40))
+		for i := range rs {
+			rs[i] = runes[rng.IntN(len(runes))]
+		}
+		s := string(rs)
+		if got, want := fmtSizes(wireSizes([]byte(s))), fmtSizes(wireSizesDecoded([]byte(s))); got != want {
+			t.Fatalf("%q: wireSizes %s, decoded %s", s, got, want)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
@@ -65,6 +67,28 @@ func BenchmarkExecuteResult(b *testing.B) {
 			for b.Loop() {
 				if _, err := svc.executeResult(res); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkInvokeTextAnswer: the result bound's check of a text-only
+// answer (an upstream tool's, through meta:invoke) of about 1 MB.
+func BenchmarkInvokeTextAnswer(b *testing.B) {
+	svc := NewService(nil, &Options{Limits: sandbox.Limits{MaxResultBytes: 4 << 20}})
+	for name, res := range answerInputs(b) {
+		var text string
+		if err := json.Unmarshal(res.Result, &text); err != nil {
+			continue // not a string answer
+		}
+		out := &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if size, _ := svc.answerOverBound(out, sandbox.StatusOK); size != 0 {
+					b.Fatal("over the bound")
 				}
 			}
 		})
