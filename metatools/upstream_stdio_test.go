@@ -44,7 +44,8 @@ const (
 // echo, over (answers with a line over the bound), endless (a line that
 // never ends) and shout (8 MiB on stderr, then an answer). mode
 // "stderr-flood" writes 16 MiB to stderr before serving; "stubborn"
-// ignores SIGTERM and stays after its stdin closes.
+// ignores SIGTERM and stays after its stdin closes; "lingering" stays
+// after its stdin closes until a signal ends it.
 func serveHostileStdioForTest(mode string) {
 	if f := os.Getenv(stdioPidsEnv); f != "" {
 		if pf, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
@@ -73,7 +74,7 @@ func serveHostileStdioForTest(mode string) {
 	text("endless", endlessMarker, nil)
 	text("shout", "ok", func() { floodStderr(8 << 20) })
 	srv.Run(context.Background(), &mcp.IOTransport{Reader: os.Stdin, Writer: fillingWriter{os.Stdout}})
-	if mode == "stubborn" {
+	if mode == "stubborn" || mode == "lingering" {
 		for {
 			time.Sleep(time.Hour)
 		}

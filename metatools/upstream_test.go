@@ -26,6 +26,10 @@ func TestMain(m *testing.M) {
 		serveStdioForTest()
 		return
 	}
+	if pids := os.Getenv(stdioGatewayEnv); pids != "" {
+		serveStdioGatewayForTest(pids)
+		return
+	}
 	if mode := os.Getenv(stdioModeEnv); mode != "" {
 		serveHostileStdioForTest(mode)
 		return
