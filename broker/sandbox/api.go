@@ -15,8 +15,6 @@ import (
 	"context"
 	"encoding/json"
 	"time"
-
-	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // Status is the outcome class of a script, as in the meta:execute output table.
@@ -32,17 +30,21 @@ const (
 	StatusTimeout       Status = "timeout"
 )
 
-// Script error codes (meta-tools spec, "Errors"). The codes every tool
-// source shares are internal/tool's.
+// Script error codes (meta-tools spec, "Errors"). CodeValidationError,
+// CodeToolNotFound and CodeToolExecutionError are the codes every tool
+// source shares, internal/tool's (a test checks they are the same): spelt
+// out here because importing that package would link its JSON Schema
+// validator, whose package init compiles the meta-schemas (~4.5 ms of CPU),
+// into every worker, which never validates a tool input.
 const (
 	CodeSyntaxError          = "SYNTAX_ERROR"
-	CodeValidationError      = tool.CodeValidationError
+	CodeValidationError      = "VALIDATION_ERROR"
 	CodeSelfReferenceBlocked = "SELF_REFERENCE_BLOCKED"
-	CodeToolNotFound         = tool.CodeToolNotFound
+	CodeToolNotFound         = "TOOL_NOT_FOUND"
 	CodeAccessDenied         = "ACCESS_DENIED"
 	CodeExecutionError       = "EXECUTION_ERROR"
 	CodeTimeout              = "TIMEOUT"
-	CodeToolExecutionError   = tool.CodeToolExecutionError
+	CodeToolExecutionError   = "TOOL_EXECUTION_ERROR"
 )
 
 // Engine and worker-pool error codes (meta-tools spec, "Worker pool errors").
