@@ -6,6 +6,10 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	// A worker the pool starts as `caddy codemode-worker` is served from
+	// workerinit's init, before the rest of Caddy initialises; the command
+	// below serves the same worker otherwise (run by hand).
+	_ "github.com/codemode-gateway/caddy-codemode/broker/sandbox/workerinit"
 )
 
 func init() {

@@ -35,8 +35,12 @@ var caddyBinary = sync.OnceValues(func() (string, error) {
 })
 
 // workerBinary builds ./cmd/codemode-worker, the standalone sandbox worker,
-// once per test binary.
+// once per test binary; CODEMODE_WORKER_BINARY names a prebuilt one instead
+// (as CODEMODE_CADDY_BINARY does for ./cmd/caddy).
 var workerBinary = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("CODEMODE_WORKER_BINARY"); bin != "" {
+		return bin, nil
+	}
 	return buildProgram("./cmd/codemode-worker")
 })
 
@@ -72,15 +76,19 @@ func removeCaddyBinary() {
 	}
 }
 
-// initTrace runs bin as a sandbox worker with GODEBUG=inittrace=1 and
-// returns its package inits, slowest first, and their total.
-func initTrace(t testing.TB, bin string) (lines []initLine, total float64) {
+// initTrace runs command with GODEBUG=inittrace=1, as a sandbox worker the
+// pool started when worker is set, and returns its package inits, slowest
+// first, and their total.
+func initTrace(t testing.TB, command []string, worker bool) (lines []initLine, total float64) {
 	t.Helper()
-	cmd := exec.Command(bin, sandbox.WorkerCommandName)
-	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1", "CODEMODE_SANDBOX_WORKER=1")
+	cmd := exec.Command(command[0], command[1:]...)
+	cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+	if worker {
+		cmd.Env = append(cmd.Env, "CODEMODE_SANDBOX_WORKER=1")
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	_ = cmd.Run() // stdin is empty: the worker exits at once
+	_ = cmd.Run() // stdin is empty: a worker exits at once
 	sc := bufio.NewScanner(&stderr)
 	for sc.Scan() {
 		// init <pkg> @<start> ms, <clock> ms clock, <bytes> bytes, <allocs> allocs
@@ -108,13 +116,18 @@ type initLine struct {
 // checks what does not depend on the machine's speed: no package of ours
 // allocates more than 256 KiB at init (a template parsed, a table built, a
 // key derived: the bcrypt stand-in hash allocated 4 KiB but took 58 ms, so
-// the clock times are logged for the reader too).
+// the clock times are logged for the reader too), in a Caddy process that
+// initialises everything (`caddy version`). And a worker initialises less:
+// a Caddy-binary worker is served from the init of broker/sandbox/workerinit,
+// before Caddy's commands and this module's Caddy modules initialise, and
+// the standalone worker links no JSON Schema validator (whose init compiles
+// its meta-schemas).
 func TestWorkerInitTrace(t *testing.T) {
 	bin, err := caddyBinary()
 	if err != nil {
 		t.Fatalf("building ./cmd/caddy: %v", err)
 	}
-	lines, total := initTrace(t, bin)
+	lines, total := initTrace(t, []string{bin, "version"}, false)
 	if len(lines) == 0 {
 		t.Fatal("no inittrace output")
 	}
@@ -126,7 +139,34 @@ func TestWorkerInitTrace(t *testing.T) {
 			t.Errorf("%s allocates %d bytes at init", l.pkg, l.bytes)
 		}
 	}
-	t.Logf("all package inits: %.1f ms", total)
+	t.Logf("all package inits of caddy version: %.1f ms", total)
+
+	const sandboxPkg = "github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	worker, total := initTrace(t, []string{bin, sandbox.WorkerCommandName}, true)
+	if !slices.ContainsFunc(worker, func(l initLine) bool { return l.pkg == sandboxPkg }) {
+		t.Fatalf("a Caddy-binary worker did not initialise %s (%d inits)", sandboxPkg, len(worker))
+	}
+	for _, l := range worker {
+		if l.pkg == "github.com/caddyserver/caddy/v2/cmd" || strings.HasPrefix(l.pkg, "github.com/codemode-gateway/caddy-codemode/caddymodules") {
+			t.Errorf("a Caddy-binary worker initialised %s: it is served before", l.pkg)
+		}
+	}
+	t.Logf("a Caddy-binary worker: %d package inits of %d, %.1f ms", len(worker), len(lines), total)
+
+	standalone, err := workerBinary()
+	if err != nil {
+		t.Fatalf("building ./cmd/codemode-worker: %v", err)
+	}
+	worker, total = initTrace(t, []string{standalone}, true)
+	if !slices.ContainsFunc(worker, func(l initLine) bool { return l.pkg == sandboxPkg }) {
+		t.Fatalf("the standalone worker did not initialise %s (%d inits)", sandboxPkg, len(worker))
+	}
+	for _, l := range worker {
+		if strings.HasPrefix(l.pkg, "github.com/santhosh-tekuri/") {
+			t.Errorf("the standalone worker initialised %s", l.pkg)
+		}
+	}
+	t.Logf("the standalone worker: %d package inits, %.1f ms", len(worker), total)
 }
 
 // BenchmarkWorkerStart measures a Caddy-binary sandbox worker's start, what
