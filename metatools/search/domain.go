@@ -116,6 +116,8 @@ var domainRelated = map[string][]string{
 	"forever": {"permanently", "purge"},
 	// Undoing a change or a deletion reverts or recovers what it changed or deleted (soft-delete recovery, a deploy's rollback).
 	"undo": {"revert", "recover", "restore", "undelete"},
+	// A signer is a recipient of what is sent for signing (DocuSign's, Dropbox Sign's and Adobe Sign's recipients).
+	"signer": {"recipient"}, "signatory": {"signer", "recipient"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -3728,3 +3728,16 @@ func TestNotDeletedTwin(t *testing.T) {
 		}
 	}
 }
+
+// TestSignerRecipient: a signer is a recipient of what is sent for signing
+// (DocuSign's, Dropbox Sign's and Adobe Sign's recipients), so a request
+// about signers meets the recipients' calls.
+func TestSignerRecipient(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:addRecipients", AppID: "m", Description: "Adds one or more recipients to an envelope.", Path: "/envelopes/{envelopeId}/recipients", Method: "POST"},
+		{Name: "m:addDocuments", AppID: "m", Description: "Adds one or more documents to an existing envelope.", Path: "/envelopes/{envelopeId}/documents", Method: "PUT"},
+		{Name: "m:createEnvelope", AppID: "m", Description: "Creates an envelope.", Path: "/envelopes", Method: "POST", FieldNames: "documents status email_subject"},
+		{Name: "m:addSigningGroupMembers", AppID: "m", Description: "Adds members to a signing group.", Path: "/signing_groups/{signingGroupId}/users", Method: "PUT"},
+	}
+	wantFirst(t, docs, map[string]string{"add a signer to an envelope": "m:addRecipients", "add another signatory to the envelope": "m:addRecipients"})
+}
