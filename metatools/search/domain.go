@@ -118,6 +118,8 @@ var domainRelated = map[string][]string{
 	"undo": {"revert", "recover", "restore", "undelete"},
 	// A signer is a recipient of what is sent for signing (DocuSign's, Dropbox Sign's and Adobe Sign's recipients).
 	"signer": {"recipient"}, "signatory": {"signer", "recipient"},
+	// A link an API hands out is a URL (DocuSign's views, presigned and share URLs).
+	"link": {"url"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

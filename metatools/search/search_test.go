@@ -3741,3 +3741,16 @@ func TestSignerRecipient(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"add a signer to an envelope": "m:addRecipients", "add another signatory to the envelope": "m:addRecipients"})
 }
+
+// TestLinkURL: a link an API hands out is a URL (a signing view's, a
+// presigned download's, a share's), so a request for a link meets the
+// calls that return one.
+func TestLinkURL(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:createRecipientView", AppID: "m", Description: "Returns a URL to the recipient view UI.", Path: "/envelopes/{envelopeId}/views/recipient", Method: "POST"},
+		{Name: "m:getConnectConfig", AppID: "m", Description: "Gets the details about a Connect configuration.", Path: "/connect/{connectId}", Method: "GET"},
+		{Name: "m:getEnvelope", AppID: "m", Description: "Gets the status of a single envelope.", Path: "/envelopes/{envelopeId}", Method: "GET"},
+		{Name: "m:createEnvelope", AppID: "m", Description: "Creates an envelope.", Path: "/envelopes", Method: "POST"},
+	}
+	wantFirst(t, docs, map[string]string{"get a signing link for a recipient": "m:createRecipientView", "get a link to the recipient's signing page": "m:createRecipientView"})
+}
