@@ -151,6 +151,8 @@ var domainPhrases = map[[2]string][]weighted{
 	{"recycle", "bin"}:             {{"delete", 1}, {"trash", 0.7}},
 	{"certificate", "authority"}:   {{"certificate", 1}, {"issuer", 1}, {"authority", 0.5}},
 	{"certificate", "authorities"}: {{"certificate", 1}, {"issuer", 1}, {"authority", 0.5}},
+	// An address book is a list of contacts (DocuSign's, Google's and Microsoft Graph's contacts).
+	{"address", "book"}: {{"contact", 1}},
 }
 
 // questionTerms are what a question word asks about: "who" asks for people.

@@ -3754,3 +3754,16 @@ func TestLinkURL(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"get a signing link for a recipient": "m:createRecipientView", "get a link to the recipient's signing page": "m:createRecipientView"})
 }
+
+// TestAddressBookContacts: an address book is a list of contacts, so a
+// request about it meets the contacts' calls rather than those on
+// addresses or books.
+func TestAddressBookContacts(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:addContacts", AppID: "m", Description: "Add contacts to a contacts list.", Path: "/contacts", Method: "POST", FieldNames: "emails name organization"},
+		{Name: "m:addEmailSettings", AppID: "m", Description: "Adds email setting overrides to an envelope.", Path: "/envelopes/{envelopeId}/email_settings", Method: "POST", FieldNames: "reply_email_address_override bcc_email_addresses"},
+		{Name: "m:addBccArchive", AppID: "m", Description: "Creates a BCC email archive configuration.", Path: "/settings/bcc_email_archives", Method: "POST", FieldNames: "email"},
+		{Name: "m:getBook", AppID: "m", Description: "Gets a book.", Path: "/books/{bookId}", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"add an email address to the address book": "m:addContacts", "put a new person in the address book": "m:addContacts"})
+}
