@@ -120,6 +120,8 @@ var domainRelated = map[string][]string{
 	"signer": {"recipient"}, "signatory": {"signer", "recipient"},
 	// A link an API hands out is a URL (DocuSign's views, presigned and share URLs).
 	"link": {"url"},
+	// Acting on someone's behalf is a delegated authorization (DocuSign's user authorizations, Gmail's delegates).
+	"behalf": {"authorization", "delegate", "agent"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

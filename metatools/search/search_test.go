@@ -3767,3 +3767,16 @@ func TestAddressBookContacts(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"add an email address to the address book": "m:addContacts", "put a new person in the address book": "m:addContacts"})
 }
+
+// TestBehalfAuthorization: letting someone act on one's behalf is a
+// delegated authorization (DocuSign's user authorizations, Gmail's
+// delegates), not the act itself.
+func TestBehalfAuthorization(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:createUserAuthorization", AppID: "m", Description: "Creates the user authorization.", Path: "/users/{userId}/authorization", Method: "POST", FieldNames: "agent_user permission start_date end_date"},
+		{Name: "m:createEnvelope", AppID: "m", Description: "Creates an envelope.", Path: "/envelopes", Method: "POST", FieldNames: "documents recipients status"},
+		{Name: "m:lockEnvelope", AppID: "m", Description: "Locks an envelope.", Path: "/envelopes/{envelopeId}/lock", Method: "POST"},
+		{Name: "m:registerNotary", AppID: "m", Description: "Registers the current user as a notary.", Path: "/current_user/notary", Method: "POST"},
+	}
+	wantFirst(t, docs, map[string]string{"let another user send envelopes on my behalf": "m:createUserAuthorization", "allow my assistant to sign on my behalf": "m:createUserAuthorization"})
+}
