@@ -122,6 +122,8 @@ var domainRelated = map[string][]string{
 	"link": {"url"},
 	// Acting on someone's behalf is a delegated authorization (DocuSign's user authorizations, Gmail's delegates).
 	"behalf": {"authorization", "delegate", "agent"},
+	// A drive (Google Drive, Microsoft's) is a cloud storage provider.
+	"drive": {"storage", "cloud"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

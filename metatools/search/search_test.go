@@ -3780,3 +3780,15 @@ func TestBehalfAuthorization(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"let another user send envelopes on my behalf": "m:createUserAuthorization", "allow my assistant to sign on my behalf": "m:createUserAuthorization"})
 }
+
+// TestDriveCloudStorage: a drive (Google Drive, Microsoft's) is a cloud
+// storage provider, so a request about one meets the cloud storage calls.
+func TestDriveCloudStorage(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:listCloudStorageFolder", AppID: "m", Description: "Retrieves a list of all the items in a specified folder from the specified cloud storage provider.", Path: "/users/{userId}/cloud_storage/{serviceId}/folders", Method: "GET"},
+		{Name: "m:listWorkspaceFolder", AppID: "m", Description: "List workspace folder contents.", Path: "/workspaces/{workspaceId}/folders/{folderId}", Method: "GET"},
+		{Name: "m:listFolders", AppID: "m", Description: "Gets a list of the folders for the account.", Path: "/folders", Method: "GET"},
+		{Name: "m:getDocument", AppID: "m", Description: "Retrieves a single document from an envelope.", Path: "/envelopes/{envelopeId}/documents/{documentId}", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"list a folder of my Google Drive": "m:listCloudStorageFolder", "what is in my drive folder?": "m:listCloudStorageFolder"})
+}
