@@ -124,6 +124,8 @@ var domainRelated = map[string][]string{
 	"behalf": {"authorization", "delegate", "agent"},
 	// A drive (Google Drive, Microsoft's) is a cloud storage provider.
 	"drive": {"storage", "cloud"},
+	// A screen of an app is a view of its UI (DocuSign's sender and recipient views).
+	"screen": {"view", "ui"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

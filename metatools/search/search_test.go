@@ -3792,3 +3792,15 @@ func TestDriveCloudStorage(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"list a folder of my Google Drive": "m:listCloudStorageFolder", "what is in my drive folder?": "m:listCloudStorageFolder"})
 }
+
+// TestScreenView: a screen of an app is a view of its UI (DocuSign's sender
+// and recipient views, returned as URLs).
+func TestScreenView(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:createSenderView", AppID: "m", Description: "Returns a URL to the sender view UI.", Path: "/envelopes/{envelopeId}/views/sender", Method: "POST"},
+		{Name: "m:createEnvelope", AppID: "m", Description: "Creates an envelope.", Path: "/envelopes", Method: "POST", FieldNames: "documents recipients status sender"},
+		{Name: "m:createHtmlPreview", AppID: "m", Description: "Creates a preview of the responsive versions of all of the documents in an envelope.", Path: "/envelopes/{envelopeId}/responsive_html_preview", Method: "POST"},
+		{Name: "m:getEnvelope", AppID: "m", Description: "Gets the status of a single envelope.", Path: "/envelopes/{envelopeId}", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"open the sender's screen for an envelope": "m:createSenderView", "get the sender screen of an envelope": "m:createSenderView"})
+}
