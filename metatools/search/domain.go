@@ -126,6 +126,8 @@ var domainRelated = map[string][]string{
 	"drive": {"storage", "cloud"},
 	// A screen of an app is a view of its UI (DocuSign's sender and recipient views).
 	"screen": {"view", "ui"},
+	// A contract or an agreement sent for signing is a document (DocuSign's envelopes' documents, Adobe Sign's agreements).
+	"contract": {"agreement", "document"}, "agreement": {"contract", "document"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

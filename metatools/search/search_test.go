@@ -3804,3 +3804,15 @@ func TestScreenView(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"open the sender's screen for an envelope": "m:createSenderView", "get the sender screen of an envelope": "m:createSenderView"})
 }
+
+// TestContractDocument: a contract or an agreement sent for signing is a
+// document (DocuSign's envelopes' documents, Adobe Sign's agreements).
+func TestContractDocument(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:getDocument", AppID: "m", Description: "Retrieves a single document or all documents from an envelope.", Path: "/envelopes/{envelopeId}/documents/{documentId}", Method: "GET"},
+		{Name: "m:getWorkspaceFile", AppID: "m", Description: "Gets a workspace file.", Path: "/workspaces/{workspaceId}/folders/{folderId}/files/{fileId}", Method: "GET"},
+		{Name: "m:getCommentsTranscript", AppID: "m", Description: "Gets a PDF transcript of all of the comments in an envelope.", Path: "/envelopes/{envelopeId}/comments/transcript", Method: "GET"},
+		{Name: "m:getEnvelope", AppID: "m", Description: "Gets the status of a single envelope.", Path: "/envelopes/{envelopeId}", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"download the signed contract": "m:getDocument", "download the signed PDF of an agreement": "m:getDocument"})
+}
