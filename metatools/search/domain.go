@@ -61,7 +61,7 @@ var domainRelated = map[string][]string{
 	"every": {"all"}, "all": {"every"}, "cap": {"limit", "quota"},
 	"autocomplete": {"typeahead", "suggestion"}, "typeahead": {"autocomplete", "suggestion"},
 	"depend": {"dependency"}, "dependency": {"depend"},
-	"activate": {"enable", "active"}, "deactivate": {"disable", "inactive"}, "suspend": {"disable", "deactivate", "pause"},
+	"activate": {"enable", "active"}, "deactivate": {"disable", "inactive", "close"}, "suspend": {"disable", "deactivate", "pause"},
 	"enable": {"activate"}, "disable": {"deactivate", "suspend"},
 	"active": {"status", "state"}, "inactive": {"status", "state"},
 	"collaborator": {"contributor"}, "contributor": {"collaborator"},

@@ -3816,3 +3816,16 @@ func TestContractDocument(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"download the signed contract": "m:getDocument", "download the signed PDF of an agreement": "m:getDocument"})
 }
+
+// TestDeactivateCloses: an API that keeps a deactivated user or account
+// closes it (DocuSign closes users, banks and billing APIs close
+// accounts), so deactivating one meets the call that closes it.
+func TestDeactivateCloses(t *testing.T) {
+	docs := []Doc{
+		{Name: "m:closeUsers", AppID: "m", Description: "Closes one or more users in the account.", Path: "/users", Method: "DELETE"},
+		{Name: "m:updateUserSignature", AppID: "m", Description: "Updates the user signature for a specified user.", Path: "/users/{userId}/signatures/{signatureId}", Method: "PUT"},
+		{Name: "m:updateUser", AppID: "m", Description: "Updates user information for the specified user.", Path: "/users/{userId}", Method: "PUT"},
+		{Name: "m:listUsers", AppID: "m", Description: "Retrieves the list of users for the specified account.", Path: "/users", Method: "GET"},
+	}
+	wantFirst(t, docs, map[string]string{"deactivate a user who left the company": "m:closeUsers", "deactivate a user": "m:closeUsers"})
+}
