@@ -149,7 +149,7 @@ var notCodes = map[string]bool{
 	"EPOLL_CTL_MOD": true, "HTTPS_PROXY": true, "IDP_CLIENT_ID": true, "IDP_CLIENT_SECRET": true,
 	"IDP_EXPECTED_AUDIENCE": true, "IDP_PROVIDER_URL": true, "JWT_SIGNING_KEY": true,
 	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true, "REDIS_HOST": true, "REDIS_PASSWORD": true,
-	"REDIS_PORT": true, "RLIMIT_DATA": true, "SCHED_FIFO": true, "SO_REUSEPORT": true,
+	"REDIS_PORT": true, "RLIMIT_DATA": true, "SCHED_FIFO": true, "SO_LINGER": true, "SO_REUSEPORT": true,
 	"VAULT_CORRUPT": true,
 }
 
