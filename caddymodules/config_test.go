@@ -105,6 +105,8 @@ func placeholderValue(name string, port int) string {
 	switch {
 	case strings.HasSuffix(name, "PORT"):
 		return strconv.Itoa(port)
+	case strings.HasSuffix(name, "URL"):
+		return "http://127.0.0.1:" + strconv.Itoa(port) + "/mcp"
 	case strings.Contains(name, "ISSUER"):
 		return "http://127.0.0.1:" + strconv.Itoa(port)
 	case strings.Contains(name, "HOST"):
