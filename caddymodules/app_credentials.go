@@ -108,12 +108,18 @@ type CredentialOAuth struct {
 	// RevocationEndpoint (RFC 7009) revokes tokens on disconnect. Default
 	// from the metadata; without one, tokens are only forgotten.
 	RevocationEndpoint string `json:"revocation_endpoint,omitempty"`
-	// ClientID is the gateway's client id there. Required.
+	// ClientID is the gateway's client id there. Default: a client the
+	// gateway registers (RFC 7591) at the registration_endpoint of the
+	// authorization server's metadata, kept in the credential storage per
+	// service and server, registered again when the server changes;
+	// required when both endpoints are configured.
 	ClientID string `json:"client_id,omitempty"`
 	// ClientSecret makes the client confidential (HTTP Basic). Default
 	// none: a public client with PKCE. Never logged.
 	ClientSecret string `json:"client_secret,omitempty"`
-	// Scopes are requested when a user connects. Default none.
+	// Scopes are requested when a user connects. Default: for an MCP
+	// upstream, the scope of its 401 challenge, else its protected
+	// resource metadata's scopes_supported; else none.
 	Scopes []string `json:"scopes,omitempty"`
 	// Resource is sent as the RFC 8707 resource indicator. Default: the
 	// URL of an MCP upstream; none for an OpenAPI source.

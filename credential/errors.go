@@ -28,6 +28,14 @@ const (
 	// change. A load error when configured; at discovery the call, the
 	// connection or its refresh fails and nothing is sent there.
 	CodeEndpointRefused = "UPSTREAM_ENDPOINT_REFUSED"
+	// CodeRegistrationFailed: a service configured without a client_id,
+	// whose authorization server the gateway could not register at (RFC
+	// 7591): the server's metadata has no registration_endpoint, the
+	// endpoint refused or did not answer in 15 s, or its answer was over
+	// 64 KiB, not JSON, without a client_id, or registered a token
+	// endpoint method other than none, client_secret_basic and
+	// client_secret_post. The connection is not started.
+	CodeRegistrationFailed = "UPSTREAM_REGISTRATION_FAILED"
 )
 
 // Stable codes of the connections page's refusals, shown on the error page

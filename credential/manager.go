@@ -104,6 +104,9 @@ type specState struct {
 	meta   asMetadata
 	metaAt time.Time
 	warned map[string]warned // by log message: upstreamWarn's last line
+	// regMu serializes this gateway's registrations for the spec (one
+	// client for a burst of first connections).
+	regMu sync.Mutex
 }
 
 type warned struct {
@@ -557,11 +560,28 @@ func (m *Manager) refreshLocked(ctx context.Context, owner string, st *specState
 		}
 		return nil, unavailable(svc, err)
 	}
+	// A refresh token is the client's at the server that issued it: when
+	// the MCP server now names another authorization server, or the
+	// gateway's registration there changed, it is not sent, and the user
+	// connects again (SEP-2352).
+	client, err := m.client(ctx, st, meta)
+	if err == nil && !cur.issuedBy(meta.Issuer, client.ID) {
+		err = m.required(svc, "your "+svc+" connection was made with another authorization server or client", errRegistrationChanged)
+		m.log.Info("a connection's authorization server or client changed; the user must connect again", zap.String("service", svc))
+		_, _ = m.store.CompareAndSwap(ctx, vaultKeyOf(owner, svc), sealed, nil, 0)
+		return nil, err
+	}
+	if err != nil {
+		if !m.expired(cur) {
+			return cur, nil
+		}
+		return nil, err
+	}
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {cur.RefreshToken}}
 	if r := m.resource(st); r != "" {
 		form.Set("resource", r)
 	}
-	tr, err := m.tokenRequest(ctx, st, meta.TokenEndpoint, form)
+	tr, err := m.tokenRequest(ctx, st, client, meta.TokenEndpoint, form)
 	if err != nil {
 		if ErrorCode(err) == CodeEndpointRefused {
 			m.logRefused(st, err)
@@ -627,11 +647,15 @@ func (m *Manager) revokeRecord(ctx context.Context, st *specState, rec *Record) 
 	if err != nil || meta.RevocationEndpoint == "" {
 		return
 	}
+	client, err := m.client(ctx, st, meta)
+	if err != nil || !rec.issuedBy(meta.Issuer, client.ID) {
+		return // another server's tokens are not shown to this one
+	}
 	// The refresh token first: revoking it ends the grant at most servers.
-	if err := m.revoke(ctx, st, meta.RevocationEndpoint, rec.RefreshToken, "refresh_token"); err != nil {
+	if err := m.revoke(ctx, st, client, meta.RevocationEndpoint, rec.RefreshToken, "refresh_token"); err != nil {
 		m.log.Info("revoking an upstream refresh token failed", zap.String("service", st.spec.Service), zap.Error(err))
 	}
-	if err := m.revoke(ctx, st, meta.RevocationEndpoint, rec.AccessToken, "access_token"); err != nil {
+	if err := m.revoke(ctx, st, client, meta.RevocationEndpoint, rec.AccessToken, "access_token"); err != nil {
 		m.log.Info("revoking an upstream access token failed", zap.String("service", st.spec.Service), zap.Error(err))
 	}
 }

@@ -299,17 +299,20 @@ func TestSpecValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, mutate := range map[string]func(*Spec){
-		"no service":     func(s *Spec) { s.Service = "" },
-		"reserved":       func(s *Spec) { s.Service = "callback" },
-		"static mode":    func(s *Spec) { s.Mode = ModeStatic },
-		"bad kind":       func(s *Spec) { s.Kind = "password" },
-		"no client":      func(s *Spec) { s.OAuth.ClientID = "" },
-		"no server":      func(s *Spec) { s.OAuth.AuthorizationServer = "" },
-		"relative url":   func(s *Spec) { s.OAuth.TokenEndpoint = "/token" },
-		"header+query":   func(s *Spec) { s.Apply = Apply{Header: "X", Query: "q"} },
-		"bad header":     func(s *Spec) { s.Apply.Header = "X Y" },
-		"api_key+oauth":  func(s *Spec) { s.Kind = KindAPIKey },
-		"scheme with sp": func(s *Spec) { s.Apply.Scheme = "a b" },
+		"no service":  func(s *Spec) { s.Service = "" },
+		"reserved":    func(s *Spec) { s.Service = "callback" },
+		"static mode": func(s *Spec) { s.Mode = ModeStatic },
+		"bad kind":    func(s *Spec) { s.Kind = "password" },
+		"no client, endpoints configured": func(s *Spec) {
+			s.OAuth.ClientID, s.OAuth.AuthorizationEndpoint, s.OAuth.TokenEndpoint = "", "https://a.test/authorize", "https://a.test/token"
+		},
+		"secret, no client": func(s *Spec) { s.OAuth.ClientID, s.OAuth.ClientSecret = "", "s" },
+		"no server":         func(s *Spec) { s.OAuth.AuthorizationServer = "" },
+		"relative url":      func(s *Spec) { s.OAuth.TokenEndpoint = "/token" },
+		"header+query":      func(s *Spec) { s.Apply = Apply{Header: "X", Query: "q"} },
+		"bad header":        func(s *Spec) { s.Apply.Header = "X Y" },
+		"api_key+oauth":     func(s *Spec) { s.Kind = KindAPIKey },
+		"scheme with sp":    func(s *Spec) { s.Apply.Scheme = "a b" },
 	} {
 		s := ok
 		o := *ok.OAuth
@@ -318,6 +321,11 @@ func TestSpecValidate(t *testing.T) {
 		if err := s.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	registers := ok
+	registers.OAuth = &OAuthClient{AuthorizationServer: "https://github.com"}
+	if err := registers.Validate(); err != nil {
+		t.Errorf("no client_id, metadata to register from: %v", err)
 	}
 	if _, err := NewManager([]Spec{ok, ok}, &Options{Store: NewMemoryStore(nil), Keys: keyring(t, newKey(t))}); err == nil {
 		t.Error("a service configured twice")

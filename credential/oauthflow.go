@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,16 @@ type asMetadata struct {
 	// authorization response (RFC 9207), so an answer without iss is not
 	// its own.
 	IssParameterSupported bool `json:"authorization_response_iss_parameter_supported,omitempty"`
+	// RegistrationEndpoint is where a gateway without a configured
+	// client_id registers one (RFC 7591), with a token endpoint method
+	// among TokenEndpointAuthMethods (registration.go).
+	RegistrationEndpoint     string   `json:"registration_endpoint,omitempty"`
+	TokenEndpointAuthMethods []string `json:"token_endpoint_auth_methods_supported,omitempty"`
+	// resourceScopes are the scopes an MCP server asks for: the scope of
+	// its 401's challenge, else its RFC 9728 document's scopes_supported
+	// (the MCP authorization spec's scope selection), requested when the
+	// operator configured none.
+	resourceScopes []string
 	// issuerConfigured: Issuer is the operator's authorization_server, no
 	// metadata document's (every endpoint configured).
 	issuerConfigured bool
@@ -111,12 +122,13 @@ func (m *Manager) logRefused(st *specState, err error) {
 func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, error) {
 	o, svc := st.spec.OAuth, st.spec.Service
 	issuer := o.AuthorizationServer
+	var scopes []string
 	if issuer == "" {
 		resource, err := url.Parse(st.spec.Resource)
 		if err != nil || resource.Host == "" {
 			return asMetadata{}, fmt.Errorf("resource %q is not a URL", st.spec.Resource)
 		}
-		if issuer, err = m.protectedResourceAS(ctx, st.client, st.spec.Resource, svc); err != nil {
+		if issuer, scopes, err = m.protectedResourceAS(ctx, st.client, st.spec.Resource, svc); err != nil {
 			return asMetadata{}, err
 		}
 		if err := discoveredURL(svc, "authorization server", issuer, resource); err != nil {
@@ -135,6 +147,7 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 		{"authorization_endpoint", o.AuthorizationEndpoint, meta.AuthorizationEndpoint},
 		{"token_endpoint", o.TokenEndpoint, meta.TokenEndpoint},
 		{"revocation_endpoint", o.RevocationEndpoint, meta.RevocationEndpoint},
+		{"registration_endpoint", "", meta.RegistrationEndpoint},
 	} {
 		if c.conf != "" || c.found == "" {
 			continue // configured ones win and were checked at load
@@ -143,6 +156,7 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 			return asMetadata{}, err
 		}
 	}
+	meta.resourceScopes = scopes
 	return meta, nil
 }
 
@@ -159,6 +173,8 @@ func merge(conf, meta asMetadata) asMetadata {
 	conf.Issuer = meta.Issuer
 	conf.CodeChallengeMethodsSupported = meta.CodeChallengeMethodsSupported
 	conf.IssParameterSupported = meta.IssParameterSupported
+	conf.RegistrationEndpoint, conf.TokenEndpointAuthMethods = meta.RegistrationEndpoint, meta.TokenEndpointAuthMethods
+	conf.resourceScopes = meta.resourceScopes
 	return conf
 }
 
@@ -194,7 +210,8 @@ func (m *Manager) discover(ctx context.Context, client *http.Client, issuer stri
 }
 
 // protectedResourceAS reads an MCP server's RFC 9728 metadata and returns
-// its first authorization server. The document is looked for where the MCP
+// its first authorization server, and the scopes to ask for: the scope of
+// the server's 401 challenge, else the document's scopes_supported. The document is looked for where the MCP
 // authorization spec says a client looks: the resource_metadata URL of the
 // server's 401 (RFC 9728 section 5.1), then the path-based well-known URI,
 // then the root one. Until the twenty-second pass only the path-based one
@@ -202,15 +219,16 @@ func (m *Manager) discover(ctx context.Context, client *http.Client, issuer stri
 // 401 names could not be connected (the conformance suite's
 // auth/metadata-var2 and auth/metadata-var3). Every document must be the
 // resource's own (section 3.3), wherever it was found.
-func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, resource, service string) (string, error) {
+func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, resource, service string) (string, []string, error) {
 	u, err := url.Parse(resource)
 	if err != nil || u.Host == "" {
-		return "", fmt.Errorf("resource %q is not a URL", resource)
+		return "", nil, fmt.Errorf("resource %q is not a URL", resource)
 	}
 	var candidates []string
-	if named := challengedMetadataURL(ctx, client, u); named != nil {
+	named, challenged := challenge(ctx, client, u)
+	if named != nil {
 		if err := discoveredURL(service, "protected resource metadata", named.String(), u); err != nil {
-			return "", err
+			return "", nil, err
 		}
 		candidates = append(candidates, named.String())
 	}
@@ -224,6 +242,7 @@ func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, 
 		var doc struct {
 			Resource             string   `json:"resource"`
 			AuthorizationServers []string `json:"authorization_servers"`
+			ScopesSupported      []string `json:"scopes_supported"`
 		}
 		if err := getJSON(ctx, client, c, &doc); err != nil {
 			errs = append(errs, err)
@@ -237,45 +256,81 @@ func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, 
 			errs = append(errs, fmt.Errorf("%s names no authorization server", c))
 			continue
 		}
-		return doc.AuthorizationServers[0], nil
+		if challenged == nil {
+			challenged = scopeList(doc.ScopesSupported)
+		}
+		return doc.AuthorizationServers[0], challenged, nil
 	}
-	return "", fmt.Errorf("reading the protected resource metadata of %s: %w", resource, errors.Join(errs...))
+	return "", nil, fmt.Errorf("reading the protected resource metadata of %s: %w", resource, errors.Join(errs...))
 }
 
 // resourceMetadataParam is the resource_metadata of a WWW-Authenticate
-// challenge (RFC 9728 section 5.1).
-var resourceMetadataParam = regexp.MustCompile(`(?i)resource_metadata="([^"]+)"`)
+// challenge (RFC 9728 section 5.1), scopeParam its scope (RFC 6750
+// section 3).
+var (
+	resourceMetadataParam = regexp.MustCompile(`(?i)resource_metadata="([^"]+)"`)
+	scopeParam            = regexp.MustCompile(`(?i)(?:^|[\s,])scope="([^"]*)"`)
+)
 
-// challengedMetadataURL asks the MCP server without a token (a JSON-RPC
-// ping, which a server that needs none answers harmlessly) and returns the
-// resource_metadata URL of its 401, resolved against the server's URL, or
-// nil.
-func challengedMetadataURL(ctx context.Context, client *http.Client, resource *url.URL) *url.URL {
+// maxScopes and maxScope bound the scopes taken from an upstream's
+// challenge or metadata (they go into the authorization request).
+const (
+	maxScopes = 32
+	maxScope  = 128
+)
+
+// scopeList keeps the scopes of an upstream that are RFC 6749 scope tokens
+// (printable ASCII but space, quote and backslash), at most maxScopes of
+// at most maxScope bytes each; nil when none is left.
+func scopeList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if s == "" || len(s) > maxScope || len(out) == maxScopes || slices.Contains(out, s) {
+			continue
+		}
+		if strings.IndexFunc(s, func(r rune) bool { return r <= 0x20 || r > 0x7e || r == '"' || r == '\\' }) >= 0 {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// challenge asks the MCP server without a token (a JSON-RPC ping, which a
+// server that needs none answers harmlessly) and returns the
+// resource_metadata URL of its 401, resolved against the server's URL, and
+// the scopes it names; nil for either that it does not name.
+func challenge(ctx context.Context, client *http.Client, resource *url.URL) (*url.URL, []string) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, resource.String(), strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
-		return nil
+		return nil, nil
 	}
+	var named *url.URL
+	var scopes []string
 	for _, h := range resp.Header.Values("WWW-Authenticate") {
-		if m := resourceMetadataParam.FindStringSubmatch(h); m != nil {
-			if named, err := resource.Parse(m[1]); err == nil {
-				return named
+		if m := resourceMetadataParam.FindStringSubmatch(h); m != nil && named == nil {
+			if u, err := resource.Parse(m[1]); err == nil {
+				named = u
 			}
 		}
+		if m := scopeParam.FindStringSubmatch(h); m != nil && scopes == nil {
+			scopes = scopeList(strings.Fields(m[1]))
+		}
 	}
-	return nil
+	return named, scopes
 }
 
 func getJSON(ctx context.Context, client *http.Client, u string, dst any) error {
@@ -346,24 +401,18 @@ func refused(err error) bool {
 }
 
 // tokenRequest posts a grant to the token endpoint with the client's
-// authentication: HTTP Basic for a confidential client (RFC 6749 2.3.1),
-// client_id in the form for a public one.
-func (m *Manager) tokenRequest(ctx context.Context, st *specState, endpoint string, form url.Values) (*tokenResponse, error) {
-	o := st.spec.OAuth
+// authentication (oauthClient.authenticate): HTTP Basic or the secret in
+// the form for a confidential client, client_id alone for a public one.
+func (m *Manager) tokenRequest(ctx context.Context, st *specState, c oauthClient, endpoint string, form url.Values) (*tokenResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if o.ClientSecret == "" {
-		form.Set("client_id", o.ClientID)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	c.authenticate(req, form)
+	setForm(req, form)
 	req.Header.Set("Accept", "application/json")
-	if o.ClientSecret != "" {
-		req.SetBasicAuth(url.QueryEscape(o.ClientID), url.QueryEscape(o.ClientSecret))
-	}
 	resp, err := st.client.Do(req)
 	if err != nil {
 		return nil, scrubURLError(err)
@@ -415,25 +464,19 @@ func (m *Manager) record(tr *tokenResponse, prev *Record) *Record {
 }
 
 // revoke asks the upstream to revoke token (RFC 7009); best effort.
-func (m *Manager) revoke(ctx context.Context, st *specState, endpoint, token, hint string) error {
-	o := st.spec.OAuth
+func (m *Manager) revoke(ctx context.Context, st *specState, c oauthClient, endpoint, token, hint string) error {
 	if endpoint == "" || token == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	form := url.Values{"token": {token}, "token_type_hint": {hint}}
-	if o.ClientSecret == "" {
-		form.Set("client_id", o.ClientID)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	if o.ClientSecret != "" {
-		req.SetBasicAuth(url.QueryEscape(o.ClientID), url.QueryEscape(o.ClientSecret))
-	}
+	form := url.Values{"token": {token}, "token_type_hint": {hint}}
+	c.authenticate(req, form)
+	setForm(req, form)
 	resp, err := st.client.Do(req)
 	if err != nil {
 		return scrubURLError(err)
@@ -444,6 +487,15 @@ func (m *Manager) revoke(ctx context.Context, st *specState, endpoint, token, hi
 		return fmt.Errorf("revocation endpoint answered %s", resp.Status)
 	}
 	return nil
+}
+
+// setForm makes form the body of req.
+func setForm(req *http.Request, form url.Values) {
+	body := form.Encode()
+	req.Body = io.NopCloser(strings.NewReader(body))
+	req.ContentLength = int64(len(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(body)), nil }
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 }
 
 // scrubURLError drops the query of the URL in a transport error: it may

@@ -86,6 +86,11 @@ type pendingConnect struct {
 	// only one its answer is taken at; "" (a connection started before the
 	// sixteenth pass) means the shared one.
 	Redirect string `json:"redirect,omitempty"`
+	// ClientID is the gateway's client the connection started with (the
+	// configured or the registered one); its code is redeemed only by it.
+	ClientID string `json:"client_id,omitempty"`
+	// Scope is the scope asked for.
+	Scope string `json:"scope,omitempty"`
 }
 
 func hashOf(s string) string {
@@ -436,18 +441,29 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 		m.upstreamUnavailable(w, r, st, err)
 		return
 	}
+	client, err := m.client(r.Context(), st, meta)
+	if err != nil {
+		m.upstreamUnavailable(w, r, st, err)
+		return
+	}
+	// The configured scopes, else those the MCP server asks for (its 401's
+	// scope, else its scopes_supported), else none.
+	scope := strings.Join(st.spec.OAuth.Scopes, " ")
+	if scope == "" {
+		scope = strings.Join(meta.resourceScopes, " ")
+	}
 	state, verifier, redirect := m.randomToken(), oauth2.GenerateVerifier(), m.redirectURI(st)
 	p, _ := json.Marshal(pendingConnect{Session: h, Service: st.spec.Service, Verifier: verifier, Issuer: meta.Issuer,
-		RequireIss: meta.Issuer != "" && meta.IssParameterSupported, IssuerConfigured: meta.issuerConfigured, Redirect: redirect})
+		RequireIss: meta.Issuer != "" && meta.IssParameterSupported, IssuerConfigured: meta.issuerConfigured, Redirect: redirect,
+		ClientID: client.ID, Scope: scope})
 	if err := m.store.Set(r.Context(), "connect:"+hashOf(state), p, pendingTTL); err != nil {
 		m.fail(w, r, "starting the connection", err)
 		return
 	}
-	o := st.spec.OAuth
-	v := url.Values{"response_type": {"code"}, "client_id": {o.ClientID}, "redirect_uri": {redirect},
+	v := url.Values{"response_type": {"code"}, "client_id": {client.ID}, "redirect_uri": {redirect},
 		"state": {state}, "code_challenge": {oauth2.S256ChallengeFromVerifier(verifier)}, "code_challenge_method": {"S256"}}
-	if len(o.Scopes) > 0 {
-		v.Set("scope", strings.Join(o.Scopes, " "))
+	if scope != "" {
+		v.Set("scope", scope)
 	}
 	if res := m.resource(st); res != "" {
 		v.Set("resource", res)
@@ -469,6 +485,12 @@ func (m *Manager) upstreamUnavailable(w http.ResponseWriter, r *http.Request, st
 	if ErrorCode(err) == CodeEndpointRefused {
 		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in points somewhere this gateway does not send credentials; tell the gateway's operator.",
 			Code: CodeEndpointRefused})
+		return
+	}
+	if ErrorCode(err) == CodeRegistrationFailed {
+		m.upstreamWarn(st, "connections page: registering at the upstream's authorization server failed", err, zap.String("code", CodeRegistrationFailed))
+		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + "'s sign-in cannot be used by this gateway (registering at its authorization server failed); tell the gateway's operator.",
+			Code: CodeRegistrationFailed})
 		return
 	}
 	m.upstreamWarn(st, "connections page: upstream authorization server unavailable", err)
@@ -559,12 +581,25 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request, redire
 		m.upstreamUnavailable(w, r, st, err)
 		return
 	}
+	client, err := m.client(r.Context(), st, meta)
+	if err != nil {
+		m.upstreamUnavailable(w, r, st, err)
+		return
+	}
+	// The code is the client's the connection started with, at the server
+	// it started at: not shown to another server, nor redeemed by another
+	// client (a registration replaced meanwhile).
+	if meta.Issuer != p.Issuer || p.ClientID != "" && client.ID != p.ClientID {
+		m.log.Info("connections page: the authorization server or the gateway's client there changed during a connection", zap.String("service", st.spec.Service))
+		m.page(w, r, http.StatusConflict, pageData{Error: st.spec.title() + "'s authorization server changed during the connection; start again from the connections page."})
+		return
+	}
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")}, "redirect_uri": {started},
 		"code_verifier": {p.Verifier}}
 	if res := m.resource(st); res != "" {
 		form.Set("resource", res)
 	}
-	tr, err := m.tokenRequest(r.Context(), st, meta.TokenEndpoint, form)
+	tr, err := m.tokenRequest(r.Context(), st, client, meta.TokenEndpoint, form)
 	if err != nil {
 		if ErrorCode(err) == CodeEndpointRefused {
 			m.logRefused(st, err)
@@ -575,7 +610,9 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request, redire
 		m.page(w, r, http.StatusBadGateway, pageData{Error: st.spec.title() + " did not give a token; start again from the connections page."})
 		return
 	}
-	if err := m.vault.Put(r.Context(), s.owner().Key(), st.spec.Service, m.record(tr, nil)); err != nil {
+	rec := m.record(tr, nil)
+	rec.Issuer, rec.ClientID = meta.Issuer, client.ID
+	if err := m.vault.Put(r.Context(), s.owner().Key(), st.spec.Service, rec); err != nil {
 		m.fail(w, r, "saving the connection", err)
 		return
 	}

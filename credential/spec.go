@@ -85,9 +85,12 @@ type OAuthClient struct {
 	RevocationEndpoint string
 	// ClientID and ClientSecret are the gateway's client at the upstream
 	// (a public client when the secret is empty: PKCE only). Never logged.
+	// Without a ClientID the gateway registers a client at the
+	// authorization server the metadata names (RFC 7591, registration.go).
 	ClientID     string
 	ClientSecret string
-	// Scopes are requested at authorization.
+	// Scopes are requested at authorization. None: an MCP server's own
+	// (the scope of its 401, else its RFC 9728 scopes_supported).
 	Scopes []string
 	// Resource is sent as the RFC 8707 resource indicator (MCP servers
 	// need it); default the MCP server's URL, none for OpenAPI sources.
@@ -148,8 +151,16 @@ func (s Spec) Validate() error {
 		}
 	case KindOAuth:
 		o := s.OAuth
-		if o == nil || o.ClientID == "" {
-			return fmt.Errorf("credential %q: oauth needs a client_id", s.Service)
+		if o == nil {
+			return fmt.Errorf("credential %q: oauth settings are required", s.Service)
+		}
+		// Without a client_id the gateway registers one (RFC 7591) at the
+		// server its metadata names: there must be metadata to read.
+		if o.ClientID == "" && o.AuthorizationEndpoint != "" && o.TokenEndpoint != "" {
+			return fmt.Errorf("credential %q: oauth with authorization_endpoint and token_endpoint configured needs a client_id (the gateway registers one only from an authorization server's metadata)", s.Service)
+		}
+		if o.ClientID == "" && o.ClientSecret != "" {
+			return fmt.Errorf("credential %q: oauth has a client_secret without a client_id", s.Service)
 		}
 		if o.AuthorizationServer == "" && (o.AuthorizationEndpoint == "" || o.TokenEndpoint == "") && s.Resource == "" {
 			return fmt.Errorf("credential %q: oauth needs authorization_server, or authorization_endpoint and token_endpoint", s.Service)

@@ -179,6 +179,17 @@ type Record struct {
 	// ConnectedAt is when the user connected; RefreshedAt the last refresh.
 	ConnectedAt time.Time `json:"connected_at"`
 	RefreshedAt time.Time `json:"refreshed_at,omitzero"`
+	// Issuer and ClientID are the authorization server that issued the
+	// OAuth tokens and the gateway's client there (a record made before
+	// the twenty-third pass has neither).
+	Issuer   string `json:"issuer,omitempty"`
+	ClientID string `json:"client_id,omitempty"`
+}
+
+// issuedBy reports whether the record's tokens may go to the server issuer
+// as client clientID: a record that names neither (older) is taken.
+func (r *Record) issuedBy(issuer, clientID string) bool {
+	return (r.Issuer == "" || r.Issuer == issuer) && (r.ClientID == "" || r.ClientID == clientID)
 }
 
 // Vault keeps users' upstream credentials sealed with AES-256-GCM, one

@@ -57,8 +57,9 @@ var gatewayCaddyfile []byte
 
 // oauthCaddyfile is the gateway of the auth/ scenarios: conf takes each
 // user's own credential (credential user { oauth { ... } }). Its
-// client_secret line is commented out ("#secret") unless the scenario
-// pre-registers a secret.
+// client_id and client_secret lines are commented out ("#client",
+// "#secret") unless the scenario pre-registers a client; without one the
+// gateway registers at the scenario's authorization server.
 //
 //go:embed gateway-oauth.Caddyfile
 var oauthCaddyfile []byte

@@ -19,9 +19,8 @@ import (
 
 // oauthGateway is the Caddyfile and environment of the auth/ scenarios'
 // gateway: the client id the scenario pre-registers (auth/pre-registration
-// gives one, with a secret, in MCP_CONFORMANCE_CONTEXT), else one of the
-// gateway's own, which the scenario's authorization server takes as any
-// other.
+// gives one, with a secret, in MCP_CONFORMANCE_CONTEXT), else none, and the
+// gateway registers one at the scenario's authorization server (RFC 7591).
 func oauthGateway(upstreamURL string) ([]byte, []string, error) {
 	var c struct {
 		ClientID     string `json:"client_id"`
@@ -32,11 +31,12 @@ func oauthGateway(upstreamURL string) ([]byte, []string, error) {
 			return nil, nil, fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
 		}
 	}
-	if c.ClientID == "" {
-		c.ClientID = "codemode-gateway"
-	}
 	config := oauthCaddyfile
-	env := []string{"CONF_URL=" + upstreamURL, "CONF_CLIENT_ID=" + c.ClientID}
+	env := []string{"CONF_URL=" + upstreamURL}
+	if c.ClientID != "" {
+		config = bytes.ReplaceAll(config, []byte("#client\t"), nil)
+		env = append(env, "CONF_CLIENT_ID="+c.ClientID)
+	}
 	if c.ClientSecret != "" {
 		config = bytes.ReplaceAll(config, []byte("#secret\t"), nil)
 		env = append(env, "CONF_CLIENT_SECRET="+c.ClientSecret)

@@ -44,6 +44,19 @@ type Fake struct {
 	// meta and resourceMeta replace keys of the metadata documents.
 	meta, resourceMeta map[string]any
 	tokenRequests      int
+	// clients are the clients registered at /register (RFC 7591), by id;
+	// registrations their requests' bodies.
+	clients       map[string]Registered
+	registrations []map[string]any
+	// authorizations are the query strings /authorize received.
+	authorizations []url.Values
+	// challengeScope is the scope of the MCP server's 401, "" for none.
+	challengeScope string
+}
+
+// Registered is a client registered at the fake.
+type Registered struct {
+	ID, Secret, Method string
 }
 
 // Seen is one credential the API or MCP server received.
@@ -90,10 +103,11 @@ func newFake() *Fake {
 	mux.HandleFunc("GET /authorize", f.authorize)
 	mux.HandleFunc("POST /token", f.token)
 	mux.HandleFunc("POST /revoke", f.revoke)
+	mux.HandleFunc("POST /register", f.register)
 	mux.HandleFunc("GET /openapi.json", f.openapi)
 	mux.HandleFunc("GET /api/whoami", f.whoami)
 	mux.HandleFunc("GET /api/key/whoami", f.keyWhoami)
-	mux.Handle("/mcp", f.mcpHandler())
+	mux.Handle("/mcp", f.challenged(f.mcpHandler()))
 	f.Server = httptest.NewUnstartedServer(mux)
 	return f
 }
@@ -119,6 +133,110 @@ func (f *Fake) SetResourceMetadata(key string, value any) {
 		f.resourceMeta = map[string]any{}
 	}
 	f.resourceMeta[key] = value
+}
+
+// EnableRegistration advertises the fake's /register (RFC 7591) in its
+// metadata, with methods as token_endpoint_auth_methods_supported (none
+// given: the key is left out). A registration gets the method the request
+// asks for when it is among methods (or methods is empty), else the
+// first of methods, and a secret unless that method is none.
+func (f *Fake) EnableRegistration(methods ...string) {
+	f.SetMetadata("registration_endpoint", f.URL+"/register")
+	if len(methods) > 0 {
+		f.SetMetadata("token_endpoint_auth_methods_supported", methods)
+	}
+}
+
+// Registrations returns the bodies of the registration requests received.
+func (f *Fake) Registrations() []map[string]any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]map[string]any(nil), f.registrations...)
+}
+
+// Clients returns the clients registered, in no order.
+func (f *Fake) Clients() []Registered {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]Registered, 0, len(f.clients))
+	for _, c := range f.clients {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Authorizations returns the query strings of the authorization requests
+// received.
+func (f *Fake) Authorizations() []url.Values {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]url.Values(nil), f.authorizations...)
+}
+
+// SetChallengeScope makes the MCP server's 401 to a request without a
+// token name scope in its WWW-Authenticate challenge ("" for none).
+func (f *Fake) SetChallengeScope(scope string) {
+	f.mu.Lock()
+	f.challengeScope = scope
+	f.mu.Unlock()
+}
+
+func (f *Fake) challenged(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		scope := f.challengeScope
+		f.mu.Unlock()
+		if scope != "" && r.Header.Get("Authorization") == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+f.URL+`/.well-known/oauth-protected-resource/mcp", scope="`+scope+`"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_token"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (f *Fake) register(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_client_metadata"})
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.registrations = append(f.registrations, body)
+	var methods []string
+	if m, ok := f.meta["token_endpoint_auth_methods_supported"].([]string); ok {
+		methods = m
+	}
+	method, _ := body["token_endpoint_auth_method"].(string)
+	if len(methods) > 0 && !contains(methods, method) {
+		method = methods[0]
+	}
+	if method == "" {
+		method = "client_secret_basic"
+	}
+	c := Registered{ID: random("client-"), Method: method}
+	if method != "none" {
+		c.Secret = random("secret-")
+	}
+	if f.clients == nil {
+		f.clients = map[string]Registered{}
+	}
+	f.clients[c.ID] = c
+	ans := map[string]any{"client_id": c.ID, "token_endpoint_auth_method": method, "redirect_uris": body["redirect_uris"]}
+	if c.Secret != "" {
+		ans["client_secret"] = c.Secret
+	}
+	writeJSON(w, http.StatusCreated, ans)
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
 }
 
 // TokenRequests counts the requests the token endpoint received.
@@ -243,8 +361,10 @@ func (f *Fake) authorize(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f.mu.Lock()
 	f.redirects = append(f.redirects, q.Get("redirect_uri"))
+	f.authorizations = append(f.authorizations, q)
+	_, registered := f.clients[q.Get("client_id")]
 	f.mu.Unlock()
-	if q.Get("client_id") != f.ClientID || q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" ||
+	if q.Get("client_id") != f.ClientID && !registered || q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" ||
 		len(q.Get("code_challenge")) != 43 || q.Get("state") == "" || q.Get("redirect_uri") == "" {
 		http.Error(w, "bad authorization request", http.StatusBadRequest)
 		return
@@ -276,11 +396,29 @@ func (f *Fake) authorize(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, q.Get("redirect_uri")+"?"+v.Encode(), http.StatusFound)
 }
 
+// clientOK checks the client's authentication: the configured client by
+// HTTP Basic (or client_id alone when it has no secret), a registered one
+// by the method it registered with, and nothing else.
 func (f *Fake) clientOK(r *http.Request) bool {
-	id, secret, ok := r.BasicAuth()
-	if ok {
+	id, secret, basic := r.BasicAuth()
+	if basic {
 		id, _ = url.QueryUnescape(id)
 		secret, _ = url.QueryUnescape(secret)
+	}
+	f.mu.Lock()
+	c, registered := f.clients[r.PostForm.Get("client_id")]
+	if basic {
+		c, registered = f.clients[id]
+	}
+	f.mu.Unlock()
+	switch {
+	case registered && c.Method == "client_secret_basic":
+		return basic && secret == c.Secret && r.PostForm.Get("client_secret") == ""
+	case registered && c.Method == "client_secret_post":
+		return !basic && r.PostForm.Get("client_secret") == c.Secret
+	case registered:
+		return !basic && r.PostForm.Get("client_secret") == ""
+	case basic:
 		return id == f.ClientID && secret == f.ClientSecret
 	}
 	return r.PostForm.Get("client_id") == f.ClientID && f.ClientSecret == ""
