@@ -554,6 +554,21 @@ func upstreamCredential(mgr *credential.Manager, name string) func(context.Conte
 	}
 }
 
+// credentialTransport is an upstream's transport on the credential manager
+// (credential.Manager.Transport: a 401 or a step-up 403 to a user's token
+// acted on), its refusals as the tool source's errors.
+type credentialTransport struct{ rt http.RoundTripper }
+
+func (t credentialTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.rt.RoundTrip(r)
+	var ce *credential.Error
+	if err != nil && errors.As(err, &ce) {
+		code, msg, transient := credentialError(err)
+		return nil, &metatools.Error{Code: code, Message: msg, Transient: transient}
+	}
+	return resp, err
+}
+
 // CredentialManager returns the manager of users' upstream credentials, or
 // nil when no source takes them.
 func (a *App) CredentialManager() *credential.Manager { return a.credentials.mgr }

@@ -227,6 +227,7 @@ func (a *App) provisionMeta(ctx caddy.Context) error {
 		if mgr != nil {
 			if _, user = mgr.Spec(u.Name); user {
 				uc.Credential = upstreamCredential(mgr, u.Name)
+				uc.HTTPClient = &http.Client{Transport: credentialTransport{mgr.Transport(u.Name, http.DefaultTransport)}}
 				uc.ToolCache = toolCache{store: mgr.Store(), key: "tools:" + u.Name}
 			}
 		}

@@ -93,6 +93,7 @@ type Manager struct {
 	mu           sync.Mutex
 	flights      map[string]*flight
 	touched      map[string]time.Time
+	placed       map[string]Owner // hash of service and secret: whose (Transport)
 	listeners    map[int]func(service, user string, authorize func(*http.Request) error)
 	nextListener int
 }
@@ -145,7 +146,7 @@ func NewManager(specs []Spec, opts *Options) (*Manager, error) {
 		o.Logger = zap.NewNop()
 	}
 	m := &Manager{specs: make(map[string]*specState, len(specs)), store: o.Store, opts: o, log: o.Logger,
-		now: o.Now, rand: o.Rand, flights: map[string]*flight{}, touched: map[string]time.Time{},
+		now: o.Now, rand: o.Rand, flights: map[string]*flight{}, touched: map[string]time.Time{}, placed: map[string]Owner{},
 		listeners: map[int]func(string, string, func(*http.Request) error){}}
 	client := o.HTTPClient
 	if client == nil {
@@ -344,6 +345,9 @@ func (m *Manager) authorizer(o Owner, st *specState) func(*http.Request) error {
 		}
 		if err != nil {
 			return err
+		}
+		if st.spec.Kind == KindOAuth {
+			m.remember(st, o, secret)
 		}
 		apply(r, st.spec.Apply, secret)
 		return nil

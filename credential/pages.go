@@ -428,7 +428,7 @@ func (m *Manager) checkPost(w http.ResponseWriter, r *http.Request) (*browserSes
 }
 
 func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specState) {
-	_, h, ok := m.checkPost(w, r)
+	s, h, ok := m.checkPost(w, r)
 	if !ok {
 		return
 	}
@@ -451,6 +451,11 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 	scope := strings.Join(st.spec.OAuth.Scopes, " ")
 	if scope == "" {
 		scope = strings.Join(meta.resourceScopes, " ")
+	}
+	// Step-up: the upstream asked this user's connection for more scopes
+	// (Transport); the new one asks for all of them.
+	if rec, err := m.vault.Get(r.Context(), s.owner().Key(), st.spec.Service); err == nil && rec.StepUpScope != "" {
+		scope = strings.Join(scopeList(slices.Concat(strings.Fields(scope), strings.Fields(rec.StepUpScope))), " ")
 	}
 	state, verifier, redirect := m.randomToken(), oauth2.GenerateVerifier(), m.redirectURI(st)
 	p, _ := json.Marshal(pendingConnect{Session: h, Service: st.spec.Service, Verifier: verifier, Issuer: meta.Issuer,
@@ -611,7 +616,7 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request, redire
 		return
 	}
 	rec := m.record(tr, nil)
-	rec.Issuer, rec.ClientID = meta.Issuer, client.ID
+	rec.Issuer, rec.ClientID, rec.RequestedScope = meta.Issuer, client.ID, p.Scope
 	if err := m.vault.Put(r.Context(), s.owner().Key(), st.spec.Service, rec); err != nil {
 		m.fail(w, r, "saving the connection", err)
 		return

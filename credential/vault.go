@@ -184,6 +184,11 @@ type Record struct {
 	// the twenty-third pass has neither).
 	Issuer   string `json:"issuer,omitempty"`
 	ClientID string `json:"client_id,omitempty"`
+	// RequestedScope is the scope the connection asked for; StepUpScope
+	// the scopes the user's next connection asks for, when the upstream
+	// answered 403 insufficient_scope for one not asked for (Transport).
+	RequestedScope string `json:"requested_scope,omitempty"`
+	StepUpScope    string `json:"step_up_scope,omitempty"`
 }
 
 // issuedBy reports whether the record's tokens may go to the server issuer

@@ -738,6 +738,15 @@ func (u *Upstream) openUser(ctx context.Context, user string, c *userConn, autho
 		// the cache, on the other gateways.
 		if err := u.refresh(ctx, cs); err != nil {
 			u.logger.Info("listing tools over a user's connection failed", zap.Error(err))
+			var me *Error
+			if errors.As(err, &me) {
+				// The user's credential was refused on the way (the
+				// upstream refused the token): the connection is closed,
+				// so that the user's next one, connected again, lists.
+				u.dropUser(user, c)
+				_ = cs.Close()
+				return
+			}
 		} else if c := u.cfg.ToolCache; c != nil {
 			u.mu.Lock()
 			b, _ := json.Marshal(u.tools)

@@ -1,11 +1,14 @@
 package metatools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,5 +110,66 @@ func TestUpstreamPerUserConnections(t *testing.T) {
 	}
 	if out, err := up.Call(context.WithValue(ctx, callerKey{}, "bob"), "fake:whoami", nil); err != nil {
 		t.Fatalf("bob after alice's disconnect: %s %v", out, err)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestUpstreamUserListingRefusedCloses: a user's connection whose tool
+// listing is refused with the credential's error (the upstream refused the
+// token and the user must connect again) is closed, so that the user's next
+// connection lists the tools; before, it stayed open and the next one was
+// never made.
+func TestUpstreamUserListingRefusedCloses(t *testing.T) {
+	fake := credentialtest.New()
+	defer fake.Close()
+	token := fake.IssueToken("gh-alice")
+	required := &Error{Code: "CREDENTIAL_REQUIRED", Message: "connect at https://gw/connections/fake"}
+	var refuse atomic.Bool
+	refuse.Store(true)
+	authorize := func(r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+	up, err := NewUpstream(UpstreamConfig{Name: "fake", URL: fake.URL + "/mcp",
+		HTTPClient: &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if refuse.Load() && r.Body != nil && r.Header.Get("Authorization") != "" {
+				b, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(b))
+				if bytes.Contains(b, []byte(`"tools/list"`)) {
+					return nil, required
+				}
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		})},
+		Credential: func(context.Context) (string, func(*http.Request) error, error) { return "alice", authorize, nil }}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := up.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	up.Prime("alice", authorize)
+	for up.UserConnections() != 0 || len(fake.Seen()) == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("the refused connection stays open (%d)", up.UserConnections())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	refuse.Store(false)
+	up.Prime("alice", authorize)
+	for {
+		if tools, _ := up.Tools(ctx); len(tools) == 1 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the user's next connection did not list the tools")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -143,6 +143,24 @@ func run(ctx context.Context, caddyBin, via string, withOAuth bool, upstreamURL 
 	if err != nil {
 		return err
 	}
+	// What a user does when the upstream refused the connection just made
+	// (its server moved: auth/authorization-server-migration): the page
+	// shows conf not connected, and the user connects it again, once.
+	reconnects := 1
+	if withOAuth && len(tools) == 0 {
+		if ok, err := stillConnected(ctx, gw.url); err != nil {
+			return err
+		} else if !ok {
+			fmt.Println("conf is no longer connected on the page: connecting it again")
+			reconnects--
+			if err := connectUpstream(ctx, gw.url); err != nil {
+				return err
+			}
+			if tools, err = upstreamTools(ctx, cs); err != nil {
+				return err
+			}
+		}
+	}
 	names := make([]string, 0, len(tools))
 	for n := range tools {
 		names = append(names, n)
@@ -185,6 +203,26 @@ func run(ctx context.Context, caddyBin, via string, withOAuth bool, upstreamURL 
 				} `json:"error"`
 			}
 			_ = json.Unmarshal(structured(res), &e)
+			// CREDENTIAL_REQUIRED (the upstream asked for more scopes:
+			// auth/scope-step-up) is what a user answers by connecting
+			// again, once, before the call is made again.
+			if e.Error.Code == "CREDENTIAL_REQUIRED" && withOAuth && reconnects > 0 {
+				fmt.Printf("%s: %s: connecting conf again\n", c.Name, text)
+				reconnects--
+				if err := connectUpstream(ctx, gw.url); err != nil {
+					return err
+				}
+				res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "meta:invoke", Arguments: map[string]any{"tool": "conf:" + c.Name, "input": input}})
+				if err != nil {
+					return fmt.Errorf("meta:invoke of conf:%s: %w", c.Name, err)
+				}
+				text, e.Error.Code = resultText(res), ""
+				if !res.IsError {
+					fmt.Printf("%s: %s\n", c.Name, text)
+					continue
+				}
+				_ = json.Unmarshal(structured(res), &e)
+			}
 			if e.Error.Code != "TOOL_EXECUTION_ERROR" {
 				return fmt.Errorf("meta:invoke of conf:%s answered the gateway's error %q: %s", c.Name, e.Error.Code, text)
 			}

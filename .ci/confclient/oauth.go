@@ -89,6 +89,22 @@ func connectUpstream(ctx context.Context, base string) error {
 	return nil
 }
 
+// stillConnected opens the connections page as demo and reports whether
+// conf is shown connected (a Disconnect button): the gateway forgets a
+// connection whose token the upstream refused.
+func stillConnected(ctx context.Context, base string) (bool, error) {
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 20 * time.Second}
+	final, page, err := signIn(ctx, browser, base+"/connections/conf")
+	if err != nil {
+		return false, fmt.Errorf("connections page sign-in: %w", err)
+	}
+	if final.Path != "/connections/conf" {
+		return false, fmt.Errorf("connections page sign-in ended at %s: %.2000s", final, page)
+	}
+	return strings.Contains(page, `/conf/disconnect"`), nil
+}
+
 // agentToken signs demo in as the MCP client "agent" (authorization code
 // with PKCE) and returns its access token for /mcp.
 func agentToken(ctx context.Context, base string) (string, error) {
