@@ -123,12 +123,22 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 	o, svc := st.spec.OAuth, st.spec.Service
 	issuer := o.AuthorizationServer
 	var scopes []string
+	var noPRM error // the RFC 9728 document's absence, when the origin stands in
 	if issuer == "" {
 		resource, err := url.Parse(st.spec.Resource)
 		if err != nil || resource.Host == "" {
 			return asMetadata{}, fmt.Errorf("resource %q is not a URL", st.spec.Resource)
 		}
-		if issuer, scopes, err = m.protectedResourceAS(ctx, st.client, st.spec.Resource, svc); err != nil {
+		issuer, scopes, err = m.protectedResourceAS(ctx, st.client, st.spec.Resource, svc)
+		if errors.Is(err, errNoResourceMetadata) {
+			// A server of the 2025-03-26 revision publishes no RFC 9728
+			// document: its origin is its authorization server, whose
+			// RFC 8414 metadata names the endpoints (and must name the
+			// origin as its issuer). A document found and refused (another
+			// resource's) is not passed over so.
+			issuer, noPRM, err = resource.Scheme+"://"+resource.Host, err, nil
+		}
+		if err != nil {
 			return asMetadata{}, err
 		}
 		if err := discoveredURL(svc, "authorization server", issuer, resource); err != nil {
@@ -141,7 +151,7 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 	}
 	meta, err := m.discover(ctx, st.client, issuer)
 	if err != nil {
-		return asMetadata{}, err
+		return asMetadata{}, errors.Join(noPRM, err)
 	}
 	for _, c := range []struct{ what, conf, found string }{
 		{"authorization_endpoint", o.AuthorizationEndpoint, meta.AuthorizationEndpoint},
@@ -238,6 +248,7 @@ func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, 
 		candidates = append(candidates, u.Scheme+"://"+u.Host+"/.well-known/oauth-protected-resource")
 	}
 	var errs []error
+	read := false
 	for _, c := range candidates {
 		var doc struct {
 			Resource             string   `json:"resource"`
@@ -248,6 +259,7 @@ func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, 
 			errs = append(errs, err)
 			continue
 		}
+		read = true
 		if strings.TrimSuffix(doc.Resource, "/") != strings.TrimSuffix(resource, "/") {
 			errs = append(errs, fmt.Errorf("%s names resource %q", c, doc.Resource))
 			continue
@@ -261,8 +273,15 @@ func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, 
 		}
 		return doc.AuthorizationServers[0], challenged, nil
 	}
+	if !read {
+		errs = append(errs, errNoResourceMetadata)
+	}
 	return "", nil, fmt.Errorf("reading the protected resource metadata of %s: %w", resource, errors.Join(errs...))
 }
+
+// errNoResourceMetadata: no protected resource metadata document could be
+// read at any of the places looked at.
+var errNoResourceMetadata = errors.New("no protected resource metadata document")
 
 // resourceMetadataParam is the resource_metadata of a WWW-Authenticate
 // challenge (RFC 9728 section 5.1), scopeParam its scope (RFC 6750

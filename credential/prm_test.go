@@ -78,3 +78,47 @@ func TestProtectedResourceMetadataLocations(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoveryWithoutResourceMetadata: an MCP server of the 2025-03-26
+// revision, which publishes no RFC 9728 document, has its origin as its
+// authorization server (the conformance suite's
+// auth/2025-03-26-oauth-metadata-backcompat); a server whose document is
+// found but names another resource is refused, not passed over so.
+func TestDiscoveryWithoutResourceMetadata(t *testing.T) {
+	for _, otherResource := range []bool{false, true} {
+		var srv *httptest.Server
+		srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/mcp":
+				w.WriteHeader(http.StatusUnauthorized)
+			case "/.well-known/oauth-authorization-server":
+				_ = json.NewEncoder(w).Encode(map[string]any{"issuer": srv.URL, "authorization_endpoint": srv.URL + "/oauth/authorize",
+					"token_endpoint": srv.URL + "/oauth/token", "registration_endpoint": srv.URL + "/oauth/register"})
+			case "/.well-known/oauth-protected-resource":
+				if otherResource {
+					_ = json.NewEncoder(w).Encode(map[string]any{"resource": "https://other.example/mcp", "authorization_servers": []string{srv.URL}})
+					return
+				}
+				http.NotFound(w, r)
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		defer srv.Close()
+		m, err := NewManager([]Spec{{Service: "conf", Mode: ModeUser, Kind: KindOAuth, Resource: srv.URL + "/mcp", OAuth: &OAuthClient{}}},
+			&Options{Store: NewMemoryStore(nil), Keys: keyring(t, newKey(t))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		meta, err := m.endpoints(context.Background(), m.specs["conf"])
+		if otherResource {
+			if err == nil {
+				t.Fatalf("another resource's document passed over: %+v", meta)
+			}
+			continue
+		}
+		if err != nil || meta.Issuer != srv.URL || meta.TokenEndpoint != srv.URL+"/oauth/token" || meta.RegistrationEndpoint != srv.URL+"/oauth/register" {
+			t.Fatalf("got %+v, %v", meta, err)
+		}
+	}
+}
