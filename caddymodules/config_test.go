@@ -335,11 +335,12 @@ var dependentKeys = map[string]string{
 	"credentials_full.caddyfiletest/broker/openapi/#0/credential/oauth":                        "a user credential needs a way to connect",
 	"credentials_full.caddyfiletest/broker/openapi/#0/credential/oauth/authorization_endpoint": "without metadata both endpoints are needed",
 	"credentials_full.caddyfiletest/broker/openapi/#0/credential/oauth/token_endpoint":         "without metadata both endpoints are needed",
-	"credentials_full.caddyfiletest/broker/openapi/#0/credential/oauth/client_id":              "the gateway's client at the upstream is required",
-	"credentials_full.caddyfiletest/broker/openapi/#1/credential/api_key":                      "a user credential needs a way to connect",
-	"credentials_full.caddyfiletest/broker/openapi/#2/credential/api_key":                      "a user credential needs a way to connect",
-	"credentials_full.caddyfiletest/meta/upstreams/#0/credential/oauth":                        "a user credential needs a way to connect",
-	"credentials_full.caddyfiletest/meta/upstreams/#0/credential/oauth/client_id":              "the gateway's client at the upstream is required",
+	// Without a client_id the gateway registers one, from metadata: the
+	// tracker upstream's (an authorization_server) may leave it out.
+	"credentials_full.caddyfiletest/broker/openapi/#0/credential/oauth/client_id": "with both endpoints configured there is no metadata to register from",
+	"credentials_full.caddyfiletest/broker/openapi/#1/credential/api_key":         "a user credential needs a way to connect",
+	"credentials_full.caddyfiletest/broker/openapi/#2/credential/api_key":         "a user credential needs a way to connect",
+	"credentials_full.caddyfiletest/meta/upstreams/#0/credential/oauth":           "a user credential needs a way to connect",
 }
 
 // optionalPaths lists the paths of the removable fields of v (objects and
