@@ -36,11 +36,15 @@ type Error = tool.Error
 // Transient reports whether an error code denotes a failure that may pass on
 // retry. NOT_FOUND, VALIDATION_ERROR and SELF_REFERENCE_BLOCKED never do,
 // nor does a catalog's NO_BASE_URL (its configuration) or
-// RESPONSE_TOO_LARGE (the same request gets the same answer).
+// RESPONSE_TOO_LARGE (the same request gets the same answer), nor a
+// credential's CREDENTIAL_REQUIRED or UPSTREAM_ENDPOINT_REFUSED (the user
+// or the operator must act first; package credential, which this one does
+// not import).
 func Transient(code string) bool {
 	switch code {
 	case CodeNotFound, CodeValidationError, CodeSelfReferenceBlocked, tool.CodeToolNotFound, "ACCESS_DENIED",
-		CodeToolNotCallable, CodeInvalidRequestState, catalog.CodeNoBaseURL, catalog.CodeResponseTooLarge:
+		CodeToolNotCallable, CodeInvalidRequestState, catalog.CodeNoBaseURL, catalog.CodeResponseTooLarge,
+		"CREDENTIAL_REQUIRED", "UPSTREAM_ENDPOINT_REFUSED":
 		return false
 	}
 	return true

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
@@ -95,11 +96,50 @@ func TestCatalogFaultsNotTransient(t *testing.T) {
 	}
 }
 
+// TestCredentialFaultsNotTransient: a call that needs the user to connect
+// (CREDENTIAL_REQUIRED) or whose refresh would go where the gateway does not
+// send credentials (UPSTREAM_ENDPOINT_REFUSED) fails as not transient, as
+// credentials.md says: a retry gets the same answer until the user acts.
+// Both were marked transient (every code Transient did not list was), so a
+// client retried them; CREDENTIAL_UNAVAILABLE (the storage or the token
+// endpoint unreachable) stays transient.
+func TestCredentialFaultsNotTransient(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{}`)
+	}))
+	defer hs.Close()
+	spec := t.TempDir() + "/api.json"
+	doc := `{"openapi":"3.0.3","info":{"title":"s","version":"1"},"servers":[{"url":"` + hs.URL + `"}],
+		"paths":{"/me":{"get":{"operationId":"me","responses":{"200":{"description":"ok"}}}}}}`
+	if err := os.WriteFile(spec, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var code atomic.Value
+	_, s := catalogServiceWith(t, []catalog.Source{{Name: "api", SpecURL: spec}}, &catalog.Options{PollInterval: -1,
+		Authorize: func(ctx context.Context, service string, r *http.Request) error {
+			return &catalog.Error{Code: code.Load().(string), Message: "connect at https://gw/connections/" + service}
+		}})
+	for c, transient := range map[string]bool{"CREDENTIAL_REQUIRED": false, "UPSTREAM_ENDPOINT_REFUSED": false, "CREDENTIAL_UNAVAILABLE": true} {
+		code.Store(c)
+		_, e := s.CallTool(context.Background(), "api_me", nil)
+		if e == nil || e.Code != c || e.Transient != transient {
+			t.Errorf("%s: %#v, want transient %v", c, e, transient)
+		}
+	}
+}
+
 // catalogService is the meta-tools' service over a started catalog of
 // sources (closed when the test ends).
 func catalogService(t *testing.T, sources []catalog.Source) (*catalog.Catalog, *Service) {
 	t.Helper()
-	cat, err := catalog.New(sources, &catalog.Options{PollInterval: -1})
+	return catalogServiceWith(t, sources, &catalog.Options{PollInterval: -1})
+}
+
+// catalogServiceWith is catalogService with the catalog's options.
+func catalogServiceWith(t *testing.T, sources []catalog.Source, opts *catalog.Options) (*catalog.Catalog, *Service) {
+	t.Helper()
+	cat, err := catalog.New(sources, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
