@@ -338,7 +338,9 @@ func (p *PartitionKey) UnmarshalJSON(b []byte) error {
 type PartitionKeyContext struct {
 	// SessionID identifies the session (MCP session id).
 	SessionID string
-	// ClientIP is the client's address; empty when unknown.
+	// ClientIP is the client's address keyed by ClientPrefixes.Key (an
+	// IPv6 address's /64, by default), the value of the ip partition;
+	// empty when unknown. An address passed unkeyed is its own partition.
 	ClientIP string
 	// UserID is the authenticated user; empty when anonymous.
 	UserID string
