@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard"
 )
 
 // TestRequestLimitsAreCeilings: a caller may lower the timeout, maxToolCalls
@@ -204,6 +205,64 @@ func TestSessionsPerPrincipal(t *testing.T) {
 	}
 	if _, err := b.start(ctx, code, ExecuteOptions{ClientIP: "203.0.113.2"}); err != nil {
 		t.Fatalf("another caller: %v", err)
+	}
+}
+
+// TestPrincipalIsTheIPv6Prefix: an anonymous caller rotating the
+// addresses of its /64 is one principal (MaxSessionsPerPrincipal) and one
+// bucket (RateLimiting, over the HTTP handler); the next /64 is another;
+// ClientPrefixes set another prefix length.
+func TestPrincipalIsTheIPv6Prefix(t *testing.T) {
+	for _, tc := range []struct {
+		prefixes guard.ClientPrefixes
+		same     string // an address of the first caller's prefix
+		other    string // an address of another prefix
+	}{
+		{guard.ClientPrefixes{}, "2001:db8:1:2:ffff::9", "2001:db8:1:3::1"},
+		{guard.ClientPrefixes{IPv6: 48}, "2001:db8:1:ff::9", "2001:db8:2::1"},
+	} {
+		b, _ := newTestBroker(t, func(o *BrokerOptions) {
+			o.MaxSessionsPerPrincipal = 2
+			o.ClientPrefixes = tc.prefixes
+			o.RateLimiting = &RateLimitConfig{WindowMs: time.Hour.Milliseconds(), MaxRequests: 3}
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		code := `return await callTool("client:prompt", {question: "q"})`
+		for _, ip := range []string{"2001:db8:1:2::1", "[2001:db8:1:2::2]:443"} {
+			if _, err := b.start(ctx, code, ExecuteOptions{ClientIP: ip}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := b.start(ctx, code, ExecuteOptions{ClientIP: tc.same})
+		var be *Error
+		if !errors.As(err, &be) || be.Code != CodeSessionLimit {
+			t.Fatalf("%+v: third session from %s: %v", tc.prefixes, tc.same, err)
+		}
+		if _, err := b.start(ctx, code, ExecuteOptions{ClientIP: tc.other}); err != nil {
+			t.Fatalf("%+v: another prefix %s: %v", tc.prefixes, tc.other, err)
+		}
+		cancel()
+
+		h := b.Handler()
+		get := func(ip string) int {
+			r := httptest.NewRequest(http.MethodGet, "/sessions/x", nil)
+			r.RemoteAddr = "10.0.0.1:4000" // the load balancer
+			r = r.WithContext(WithClientIP(r.Context(), ip))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w.Code
+		}
+		for i := range 3 {
+			if c := get(fmt.Sprintf("2001:db8:1:2::%x", 0x100+i)); c != http.StatusNotFound {
+				t.Fatalf("%+v: request %d: %d", tc.prefixes, i+1, c)
+			}
+		}
+		if c := get(tc.same); c != http.StatusTooManyRequests {
+			t.Fatalf("%+v: fourth request of the prefix, from %s: %d, want 429", tc.prefixes, tc.same, c)
+		}
+		if c := get(tc.other); c != http.StatusNotFound {
+			t.Fatalf("%+v: another prefix %s: %d", tc.prefixes, tc.other, c)
+		}
 	}
 }
 

@@ -594,7 +594,7 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 		maxCalls = b.opts.DefaultMaxToolCalls
 	}
 	maxCalls = min(maxCalls, b.opts.DefaultMaxToolCalls)
-	principal := Principal(opts.Auth, opts.ClientIP)
+	principal := Principal(opts.Auth, b.opts.ClientPrefixes.Key(opts.ClientIP))
 	var ctxJSON json.RawMessage
 	if opts.Context != nil {
 		var err error

@@ -372,7 +372,7 @@ func (h *httpHandler) authFailure(r *http.Request) error {
 		rl = &RateLimitConfig{MaxRequests: h.b.opts.MaxAuthFailures, WindowMs: time.Minute.Milliseconds()}
 		entity = "broker:auth-failures"
 	}
-	key := "ip:" + clientIP(r)
+	key := "ip:" + h.b.opts.ClientPrefixes.Key(clientIP(r))
 	cfg := &guard.RateLimitConfig{MaxRequests: rl.MaxRequests, WindowMs: rl.WindowMs,
 		PartitionBy: guard.PartitionKey{Func: func(guard.PartitionKeyContext) string { return key }}}
 	res, err := h.b.rateGuard().CheckRateLimit(r.Context(), entity, cfg, guard.PartitionKeyContext{})
@@ -409,7 +409,7 @@ func (h *httpHandler) rateLimit(r *http.Request, auth *AuthResult) error {
 		// The same user id in two tenants is two principals.
 		key = "user:" + auth.TenantID + "/" + auth.UserID
 	default:
-		key = "ip:" + clientIP(r)
+		key = "ip:" + h.b.opts.ClientPrefixes.Key(clientIP(r))
 	}
 	m := h.b.rateGuard()
 	cfg := &guard.RateLimitConfig{MaxRequests: rl.MaxRequests, WindowMs: rl.WindowMs,

@@ -120,6 +120,12 @@ type BrokerOptions struct {
 	// else on their own; past it requests get 429 RATE_LIMIT instead of
 	// 401. Default 20; negative means no bound.
 	MaxAuthFailures int64
+	// ClientPrefixes key an anonymous caller's address wherever the
+	// broker counts per address (principals, RateLimiting's and
+	// MaxAuthFailures' buckets, ip partitions of tool limits): every
+	// address of an IPv6 /64 is one caller by default
+	// (guard.ClientPrefixes.Key). The zero value is the defaults.
+	ClientPrefixes guard.ClientPrefixes
 	// MaxBodyBytes caps request bodies; larger ones get 413. Default 1 MiB.
 	MaxBodyBytes int64
 	// Directory, when set, lists this broker's running sessions so that
@@ -200,8 +206,11 @@ func WithRequestID(ctx context.Context, id string) context.Context {
 
 // Principal names who a request acts for, for fair sharing and buckets:
 // "user:<tenant>/<user>" for an authenticated caller, else
-// "ip:<address>" (the client address Caddy determined, behind trusted
-// proxies the original client's).
+// "ip:<address key>": clientIP, the client address Caddy determined
+// (behind trusted proxies the original client's), keyed by
+// guard.ClientPrefixes.Key ("ip:2001:db8:1:2::/64", "ip:203.0.113.7").
+// The broker keys it with its ClientPrefixes; an address given unkeyed
+// is its own principal.
 func Principal(auth *AuthResult, clientIP string) string {
 	if auth != nil && auth.UserID != "" {
 		return "user:" + auth.TenantID + "/" + auth.UserID

@@ -379,7 +379,7 @@ func (b *Broker) guarded(ctx context.Context, name string, tg ToolGuard, ic *inv
 	if tg.Timeout == nil {
 		tg.Timeout = b.opts.ToolDefaults.Timeout
 	}
-	pc := guard.PartitionKeyContext{SessionID: ic.sessionID, ClientIP: ic.clientIP}
+	pc := guard.PartitionKeyContext{SessionID: ic.sessionID, ClientIP: b.opts.ClientPrefixes.Key(ic.clientIP)}
 	if ic.auth != nil {
 		// The same user id in two tenants is two principals.
 		pc.UserID = ic.auth.UserID

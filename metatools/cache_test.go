@@ -122,6 +122,11 @@ func TestSessionPartition(t *testing.T) {
 		{CallInfo{UserID: "ada", ClientIP: "10.0.0.1"}, "user:ada"},
 		{CallInfo{UserID: "ada", TenantID: "t1", ClientIP: "10.0.0.1"}, "user:t1/ada"},
 		{CallInfo{ClientIP: "10.0.0.1"}, "ip:10.0.0.1"},
+		// An IPv6 host is its /64 (the default prefix), or the key the
+		// front end computed with its own prefixes.
+		{CallInfo{ClientIP: "2001:db8:1:2::7"}, "ip:2001:db8:1:2::/64"},
+		{CallInfo{ClientIP: "::ffff:10.0.0.1"}, "ip:10.0.0.1"},
+		{CallInfo{ClientIP: "2001:db8:1:2::7", ClientKey: "2001:db8:1::/48"}, "ip:2001:db8:1::/48"},
 		{CallInfo{}, ""},
 	} {
 		if got := tc.ci.SessionPartition(); got != tc.want {

@@ -18,6 +18,10 @@ type Identity struct {
 	TenantID string
 	// ClientIP is the client address, when known.
 	ClientIP string
+	// ClientKey is ClientIP's key in per-address limits
+	// (guard.ClientPrefixes.Key with the front end's prefixes: an IPv6
+	// address's /64 by default); empty means the default prefixes'.
+	ClientKey string
 }
 
 type identityKey struct{}

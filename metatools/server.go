@@ -337,7 +337,7 @@ func callInfo(metaTool string, req *mcp.CallToolRequest) CallInfo {
 		// The identity of the HTTP request (WithIdentity, HTTPHandler);
 		// never a header a client could have set.
 		if id, ok := identityOf(ci.Header); ok {
-			ci.ClientIP, ci.TenantID = id.ClientIP, id.TenantID
+			ci.ClientIP, ci.ClientKey, ci.TenantID = id.ClientIP, id.ClientKey, id.TenantID
 			if ci.UserID == "" {
 				ci.UserID = id.UserID
 			}

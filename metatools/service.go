@@ -17,6 +17,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/guard"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 	"github.com/codemode-gateway/caddy-codemode/metatools/search"
@@ -47,6 +48,9 @@ type CallInfo struct {
 	// ClientIP is the client address from the request's Identity, when
 	// known.
 	ClientIP string
+	// ClientKey is ClientIP's key in per-address limits, from the
+	// request's Identity; see AddressKey.
+	ClientKey string
 	// Header is the HTTP request header (nil over stdio).
 	Header http.Header
 }
@@ -61,10 +65,20 @@ func (ci CallInfo) SessionPartition() string {
 		return ci.SessionID
 	case ci.UserID != "":
 		return "user:" + ci.UserPartition()
-	case ci.ClientIP != "":
-		return "ip:" + ci.ClientIP
+	case ci.ClientIP != "" || ci.ClientKey != "":
+		return "ip:" + ci.AddressKey()
 	}
 	return ""
+}
+
+// AddressKey is the caller's address in per-address limits: ClientKey,
+// else ClientIP keyed with the default prefixes (guard.ClientPrefixes:
+// every address of an IPv6 /64 is one caller).
+func (ci CallInfo) AddressKey() string {
+	if ci.ClientKey != "" {
+		return ci.ClientKey
+	}
+	return guard.ClientPrefixes{}.Key(ci.ClientIP)
 }
 
 // UserPartition names the caller's user for rate-limit partitions: the
@@ -82,14 +96,14 @@ func (ci CallInfo) UserPartition() string {
 // as the broker names it (the user within its tenant, else the client
 // address); "" when neither is known (stdio: the one local client).
 func (ci CallInfo) principal() string {
-	if ci.UserID == "" && ci.ClientIP == "" {
+	if ci.UserID == "" && ci.ClientIP == "" && ci.ClientKey == "" {
 		return ""
 	}
 	var auth *broker.AuthResult
 	if ci.UserID != "" {
 		auth = &broker.AuthResult{Valid: true, UserID: ci.UserID, TenantID: ci.TenantID}
 	}
-	return broker.Principal(auth, ci.ClientIP)
+	return broker.Principal(auth, ci.AddressKey())
 }
 
 // Limiter enforces the per-meta-tool rate limit rules. A non-nil error
