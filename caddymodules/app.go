@@ -11,6 +11,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/guard"
 )
 
 func init() {
@@ -61,6 +63,12 @@ type App struct {
 	// `credential user` or `user_or_static`.
 	Credentials *CredentialsConfig `json:"credentials,omitempty"`
 
+	// AddressPrefixes key a client address in every per-address limit of
+	// the app (ip partitions of the throttle and the meta-tools, the
+	// broker's anonymous callers, the auth endpoints and connections
+	// pages): ipv6_prefix (default 64) and ipv4_prefix (default 32).
+	AddressPrefixes
+
 	// Run-time state of each area, declared in its app_<area>.go.
 	storage     Storage
 	storageSet  bool // the config names the app's storage
@@ -70,6 +78,7 @@ type App struct {
 	meta        metaState
 	auth        authState
 	credentials credentialsState
+	prefixes    guard.ClientPrefixes // AddressPrefixes
 
 	held   holder // component keys, released by Cleanup
 	ctx    caddy.Context
@@ -95,6 +104,10 @@ func (App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.logger = ctx.Logger()
+	if err := a.AddressPrefixes.validate(); err != nil {
+		return fmt.Errorf("codemode: %w", err)
+	}
+	a.prefixes = a.clientPrefixes()
 	steps := []func(caddy.Context) error{
 		a.provisionTelemetry,
 		a.provisionStorage,
@@ -168,3 +181,7 @@ var (
 	_ caddy.Provisioner  = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )
+
+// clientKey is the key of a client address in the app's per-address
+// limits (guard.ClientPrefixes.Key with the app's prefixes).
+func (a *App) clientKey(ip string) string { return a.prefixes.Key(ip) }

@@ -378,7 +378,7 @@ func (a *App) SharedBroker() (*broker.Broker, error) {
 	if a.credentials.key != "" {
 		deps = append(deps, a.credentials.key) // the catalog puts users' credentials on calls
 	}
-	key, err := componentKey("broker", cfg.withDefaults(), append(deps, store.key())...)
+	key, err := componentKey("broker", cfg.withDefaults(), append(deps, store.key(), fmt.Sprint(a.prefixes))...)
 	if err != nil {
 		return nil, err
 	}
@@ -436,6 +436,7 @@ func (a *App) newSharedBroker(cfg *BrokerConfig, deps []string) (_ *sharedBroker
 		MaxFinishedBytes:        cfg.MaxFinishedBytes,
 		ToolTimeout:             time.Duration(cfg.ToolTimeout),
 		MaxAuthFailures:         cfg.MaxAuthFailures,
+		ClientPrefixes:          a.prefixes,
 		MaxBodyBytes:            cfg.MaxBodySize,
 		Tools:                   broker.NewToolRegistry(),
 		Engine:                  a.sandbox.engine,

@@ -28,6 +28,8 @@ func init() {
 //			meta     { ... }
 //			auth     { ... }
 //			credentials { ... }
+//			ipv4_prefix <bits>   # default 32
+//			ipv6_prefix <bits>   # default 64
 //		}
 //	}
 //
@@ -50,6 +52,12 @@ func parseAppCaddyfile(d *caddyfile.Dispenser, existing any) (any, error) {
 		// two imported snippets) would replace the first one whole.
 		if appBlockSet(app, d.Val()) {
 			return nil, d.Errf("%s: set twice in the codemode global option; write one %s block", d.Val(), d.Val())
+		}
+		if ok, err := app.AddressPrefixes.unmarshalCaddyfileOption(d); ok {
+			if err != nil {
+				return nil, err
+			}
+			continue
 		}
 		var err error
 		switch d.Val() {

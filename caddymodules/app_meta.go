@@ -378,7 +378,7 @@ func (l *metaLimiter) Check(ctx context.Context, ci metatools.CallInfo) error {
 	if rc == nil {
 		return nil
 	}
-	pc := guard.PartitionKeyContext{SessionID: ci.SessionPartition(), ClientIP: ci.ClientIP, UserID: ci.UserPartition()}
+	pc := guard.PartitionKeyContext{SessionID: ci.SessionPartition(), ClientIP: ci.AddressKey(), UserID: ci.UserPartition()}
 	res, err := l.m.CheckRateLimit(ctx, ci.MetaTool, rc, pc)
 	if err != nil {
 		var ge *guard.GuardError

@@ -39,7 +39,7 @@ func TestCaddyfileKeysDocumented(t *testing.T) {
 		{"auth.md", "### `auth` (inside the `codemode` global option)", []string{"parseAuth", "parseLocal", "parseRefresh", "parseClientIDMetadata", "parseClient"}},
 		{"auth.md", "### `codemode_oauth`", []string{"OAuthHandler.UnmarshalCaddyfile"}},
 		{"auth.md", "### `codemode_auth`", []string{"BearerAuth.UnmarshalCaddyfile"}},
-		{"guard.md", "## `codemode_guard` (HTTP handler, ID `http.handlers.codemode_guard`)", []string{"Guard.UnmarshalCaddyfile", "parseGuardIPFilter"}},
+		{"guard.md", "## `codemode_guard` (HTTP handler, ID `http.handlers.codemode_guard`)", []string{"Guard.UnmarshalCaddyfile", "parseGuardIPFilter", "AddressPrefixes.unmarshalCaddyfileOption"}},
 		{"guard.md", "## `throttle` (the codemode app's GuardConfig)", []string{"parseThrottle"}},
 		{"storage.md", "## `codemode.storage.redis`", []string{"RedisStorage.UnmarshalCaddyfile"}},
 		{"credentials.md", "## Caddyfile and JSON reference", []string{"parseSourceCredential"}},

@@ -75,7 +75,7 @@ func (h *ConnectionsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, n
 	}
 	r = withRequestID(w, r)
 	sh := h.app.auth.shared
-	res, err := sh.limiter.CheckRateLimit(r.Context(), "connections", h.app.auth.tokenLimit, guard.PartitionKeyContext{ClientIP: remoteHost(r)})
+	res, err := sh.limiter.CheckRateLimit(r.Context(), "connections", h.app.auth.tokenLimit, guard.PartitionKeyContext{ClientIP: h.app.clientKey(remoteHost(r))})
 	if err != nil {
 		h.logger.Error("connections page rate limit check failed", zap.Error(err))
 	} else if !res.Allowed {

@@ -95,6 +95,11 @@ type Guard struct {
 	// false: the fields are sent.
 	HideRateLimitHeaders bool `json:"hide_rate_limit_headers,omitempty"`
 
+	// AddressPrefixes key the ip partition: every address of one IPv6 /64
+	// (ipv6_prefix, default 64) or IPv4 /32 (ipv4_prefix, default 32)
+	// shares a counter. The IP filter matches the exact address.
+	AddressPrefixes
+
 	manager     *guard.GuardManager
 	storeKey    string
 	server      *caddyhttp.Server // whose ordinals named the default zone
@@ -106,6 +111,8 @@ type Guard struct {
 	needUser    bool
 	needRepl    bool // a partition needs the request's replacer
 	needIP      bool // the IP filter or a partition needs the client address
+	keyIP       bool // a partition needs the client address's key
+	prefixes    guard.ClientPrefixes
 	// admitFunc is g.admit: called as a function value, its receiver is
 	// not an argument, so ServeHTTP reserves spill space for three words.
 	admitFunc func(http.ResponseWriter, *http.Request) (*guardHold, bool, error)
@@ -273,13 +280,14 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		}
 		g.sems = append(g.sems, s)
 	}
-	g.needIP = g.IPFilter != nil
+	g.keyIP, g.prefixes = false, g.clientPrefixes()
 	for _, p := range g.rates {
-		g.needIP = g.needIP || p.part.needsIP()
+		g.keyIP = g.keyIP || p.part.needsIP()
 	}
 	for _, p := range g.sems {
-		g.needIP = g.needIP || p.part.needsIP()
+		g.keyIP = g.keyIP || p.part.needsIP()
 	}
+	g.needIP = g.IPFilter != nil || g.keyIP
 	key, store, err := guardStorageOn(backend, cfg.KeyPrefix, g.logger)
 	if err != nil {
 		return fmt.Errorf("codemode_guard: %w", err)
@@ -358,6 +366,9 @@ func (g *Guard) Validate() error {
 	}
 	if err := g.IPFilter.validate(); err != nil {
 		return fmt.Errorf("codemode_guard: ip_filter: %w", err)
+	}
+	if err := g.AddressPrefixes.validate(); err != nil {
+		return fmt.Errorf("codemode_guard: %w", err)
 	}
 	return nil
 }
@@ -515,8 +526,8 @@ func (g *Guard) admit(w http.ResponseWriter, r *http.Request) (h *guardHold, ok 
 func (g *Guard) check(w http.ResponseWriter, r *http.Request, h *guardHold) (bool, error) {
 	ctx := r.Context()
 	var ip string
+	var addr netip.Addr
 	if g.needIP { // else neither Caddy's variables nor the address are read
-		var addr netip.Addr
 		ip, addr = g.clientIP(r)
 		if res := g.manager.CheckIpFilterAddr(ip, addr); res != nil && !res.Allowed {
 			return false, g.deny(w, r, res.Err(ip))
@@ -526,7 +537,10 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, h *guardHold) (boo
 	if g.needRepl {
 		repl, _ = ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	}
-	pc := guard.PartitionKeyContext{ClientIP: ip}
+	var pc guard.PartitionKeyContext
+	if g.keyIP {
+		pc.ClientIP = g.prefixes.KeyAddr(ip, addr)
+	}
 	if g.needSession {
 		if v := r.Header[g.sessionKey]; len(v) > 0 {
 			pc.SessionID = v[0]

@@ -44,11 +44,14 @@ func parseGuardCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, e
 //		session_header <header>
 //		user <placeholder>
 //		hide_rate_limit_headers
+//		ipv4_prefix <bits>                  # default 32
+//		ipv6_prefix <bits>                  # default 64
 //	}
 //
 // rate_limit and concurrency may repeat; the one without a name is the
 // global limit. <partition> is global (default), ip, session, userId or any
-// string with placeholders, e.g. {http.request.header.X-Agent}.
+// string with placeholders, e.g. {http.request.header.X-Agent}. The ip
+// partition keys an address on its prefix (ipv4_prefix, ipv6_prefix).
 func (g *Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // directive name
 	if d.NextArg() {
@@ -60,6 +63,12 @@ func (g *Guard) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 		sub := d.Val()
+		if ok, err := g.AddressPrefixes.unmarshalCaddyfileOption(d); ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		var err error
 		switch sub {
 		case "zone":

@@ -400,6 +400,8 @@ func TestGuardValidate(t *testing.T) {
 		{Guard{IPFilter: &GuardIPFilter{Allow: []string{"x"}}}, "ip_filter: allow[0]"},
 		{Guard{IPFilter: &GuardIPFilter{DefaultAction: "maybe"}}, "ip_filter: default_action"},
 		{Guard{Timeout: -1}, "timeout"},
+		{Guard{AddressPrefixes: AddressPrefixes{IPv6Prefix: 129}}, "ipv6_prefix 129: must be 1 to 128 bits"},
+		{Guard{AddressPrefixes: AddressPrefixes{IPv4Prefix: 33}}, "ipv4_prefix 33: must be 1 to 32 bits"},
 	}
 	for _, tt := range tests {
 		if err := tt.g.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -678,4 +680,72 @@ http://127.0.0.1:%d {
 	want(base+"/b", 200)
 	want(base+"/b", 429)
 	want(other, 429)
+}
+
+// TestGuardHandlerIPv6Prefix: over a real socket, with the client address
+// read from X-Forwarded-For, a host rotating through 100 addresses of its
+// /64 gets one ip partition's requests (memory and Redis storage); the
+// next /64 has its own; an IPv4-mapped address counts as its IPv4
+// address; a zone is stripped. The deny rule still matches the exact
+// address, not its /64. With ipv6_prefix 128 each address is its own.
+func TestGuardHandlerIPv6Prefix(t *testing.T) {
+	freezeGuardClock(t)
+	c, prefix := redistest.Client(t)
+	for _, backend := range []string{"memory", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			newGuard := func(prefixes AddressPrefixes) *Guard {
+				g := &Guard{
+					Zone:            "v6" + fmt.Sprint(prefixes.IPv6Prefix),
+					RateLimits:      []GuardRateLimit{{Name: "per_ip", RateLimit: RateLimit{MaxRequests: 10, PartitionBy: "ip"}}},
+					IPFilter:        &GuardIPFilter{Deny: []string{"2001:db8:1:2::bad"}, TrustProxy: true},
+					AddressPrefixes: prefixes,
+				}
+				if backend == "redis" {
+					g.StorageRaw, _ = json.Marshal(map[string]any{"module": "redis", "address": c.Options().Addr})
+					g.KeyPrefix = prefix
+				}
+				return g
+			}
+			srv := guardServer(t, newGuard(AddressPrefixes{}), nil)
+			from := func(ip string) guardReply { return guardGet(t, srv.URL, map[string]string{"X-Forwarded-For": ip}) }
+			if r := from("2001:db8:1:2::bad"); r.status != 403 || r.code != "IP_BLOCKED" {
+				t.Fatalf("denied address: %d %s", r.status, r.code)
+			}
+			statuses := map[int]int{}
+			for i := range 100 {
+				statuses[from(fmt.Sprintf("2001:db8:1:2:%x::%x", i, 0xbad0+i)).status]++
+			}
+			if statuses[200] != 10 || statuses[429] != 90 {
+				t.Fatalf("100 addresses of one /64: %v, want 10 allowed and 90 refused", statuses)
+			}
+			if r := from("2001:db8:1:3::1"); r.status != 200 || rateLimitField(t, r.header).remaining != 9 {
+				t.Fatalf("the next /64: %d %v", r.status, r.header)
+			}
+			if r := from("fe80::1%eth0"); r.status != 200 || rateLimitField(t, r.header).remaining != 9 {
+				t.Fatalf("a zoned address: %d %v", r.status, r.header)
+			}
+			if r := from("fe80::2%eth1"); r.status != 200 || rateLimitField(t, r.header).remaining != 8 {
+				t.Fatalf("another zoned address of fe80::/64: %d %v", r.status, r.header)
+			}
+			for i, ip := range []string{"198.51.100.9", "::ffff:198.51.100.9"} {
+				if r := from(ip); r.status != 200 || rateLimitField(t, r.header).remaining != int64(9-i) {
+					t.Fatalf("%s: %d %v", ip, r.status, r.header)
+				}
+			}
+			if backend == "redis" {
+				key := prefix + "v60%3Aper_ip:2001%3Adb8%3A1%3A2%3A%3A/64:rate" // zone v60, limit per_ip
+				if n, err := c.Exists(context.Background(), key).Result(); err != nil || n != 1 {
+					keys, _ := c.Keys(context.Background(), prefix+"v6*").Result()
+					t.Fatalf("key %q: %d %v; keys %q", key, n, err, keys)
+				}
+			}
+
+			exact := guardServer(t, newGuard(AddressPrefixes{IPv6Prefix: 128}), nil)
+			for i := range 12 {
+				if r := guardGet(t, exact.URL, map[string]string{"X-Forwarded-For": fmt.Sprintf("2001:db8:1:2::%x", i+1)}); r.status != 200 {
+					t.Fatalf("ipv6_prefix 128, address %d: %d", i+1, r.status)
+				}
+			}
+		})
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/codemode-gateway/caddy-codemode/guard"
 )
@@ -122,4 +123,51 @@ func checkPartition(p string, placeholders bool) (string, error) {
 		return "", fmt.Errorf("partition %q is not global, ip, session, userId or a placeholder", p)
 	}
 	return "", fmt.Errorf("partition %q is not global, ip, session or userId", p)
+}
+
+// AddressPrefixes are the prefix lengths that key a client address in
+// per-address limits (guard.ClientPrefixes): every address of one prefix
+// counts as one client. An IPv6 host holds a whole /64 (often a /56 or a
+// /48), so keying it on its full address let it rotate past every limit.
+// IP filter rules still match the exact address. Embedded by the
+// codemode_guard handler and by the codemode app (for the throttle, the
+// meta-tools, the broker's per-caller bounds and the auth endpoints).
+type AddressPrefixes struct {
+	// IPv4Prefix is the prefix length in bits that keys an IPv4 address,
+	// 1 to 32. Default 32 (each address on its own).
+	IPv4Prefix int `json:"ipv4_prefix,omitempty"`
+	// IPv6Prefix is the prefix length in bits that keys an IPv6 address,
+	// 1 to 128. Default 64. An IPv4-mapped IPv6 address is keyed as IPv4.
+	IPv6Prefix int `json:"ipv6_prefix,omitempty"`
+}
+
+// clientPrefixes is the guard's form of p.
+func (p AddressPrefixes) clientPrefixes() guard.ClientPrefixes {
+	return guard.ClientPrefixes{IPv4: p.IPv4Prefix, IPv6: p.IPv6Prefix}
+}
+
+// validate refuses a length out of range.
+func (p AddressPrefixes) validate() error { return p.clientPrefixes().Validate() }
+
+// unmarshalCaddyfileOption reads `ipv4_prefix <bits>` or `ipv6_prefix
+// <bits>` at d; ok is false when d is at neither.
+func (p *AddressPrefixes) unmarshalCaddyfileOption(d *caddyfile.Dispenser) (ok bool, err error) {
+	dst := &p.IPv4Prefix
+	switch d.Val() {
+	case "ipv4_prefix":
+	case "ipv6_prefix":
+		dst = &p.IPv6Prefix
+	default:
+		return false, nil
+	}
+	if *dst != 0 {
+		return true, d.Errf("%s: given twice; write it once", d.Val())
+	}
+	if err := positiveIntArg(d, dst); err != nil {
+		return true, err
+	}
+	if err := p.validate(); err != nil {
+		return true, d.Err(err.Error())
+	}
+	return true, nil
 }

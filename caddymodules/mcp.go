@@ -233,6 +233,9 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
 		who.ClientIP = ip
 	}
+	if who.ClientIP != "" {
+		who.ClientKey = h.app.clientKey(who.ClientIP)
+	}
 	ctx := metatools.WithIdentity(r.Context(), who)
 	if r.Method == http.MethodGet {
 		// A GET stream lasts as long as its session; the process's exit
@@ -290,7 +293,7 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 		if pb, ok := r.Body.(*peekedBody); ok && pb.ok {
 			mw.body = pb // legacyPrecheck may have peeked it first
 		}
-		h.serveLegacy(mw, r, mcpClientKey(who.UserID, who.TenantID, who.ClientIP))
+		h.serveLegacy(mw, r, mcpClientKey(who.UserID, who.TenantID, who.ClientKey))
 	case r.Method != http.MethodPost:
 		// Revision 2026-07-28 has no GET stream and no session to DELETE.
 		w.Header().Set("Allow", http.MethodPost)

@@ -220,10 +220,10 @@ func closeMCPSession(server *mcp.Server, id string) {
 }
 
 // mcpClientKey is whom a session is counted against: the authenticated
-// user, else the client address.
-func mcpClientKey(userID, tenantID, clientIP string) string {
+// user, else the client address's key (App.clientKey: its /64 for IPv6).
+func mcpClientKey(userID, tenantID, clientKey string) string {
 	if userID != "" {
 		return "user:" + tenantID + "/" + userID
 	}
-	return "ip:" + clientIP
+	return "ip:" + clientKey
 }

@@ -366,3 +366,38 @@ func TestMCPSessionDuringReload(t *testing.T) {
 		t.Fatalf("the old config's handler after its Cleanup: route %v, want %v", r, mcpRouteOtherConfig)
 	}
 }
+
+// TestMCPSessionsPerIPv6Prefix: max_sessions_per_client counts a host by
+// its prefix: the codemode app's ipv6_prefix (56 here), so sessions opened
+// from four addresses of one /56 are one client's three, and another /56
+// is another client.
+func TestMCPSessionsPerIPv6Prefix(t *testing.T) {
+	port := freePort(t)
+	var cfg map[string]any
+	if err := json.Unmarshal(mcpSessionsConfig(port, map[string]any{"max_sessions_per_client": 3}), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["apps"].(map[string]any)["codemode"].(map[string]any)["ipv6_prefix"] = 56
+	raw, _ := json.Marshal(cfg)
+	startCaddy(t, raw)
+	url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	// Unique to the run: the session table is the process's.
+	nextMCPTestNet()
+	hi := (mcpTestNet%255 + 1) << 8 // the 4th group's byte inside the /56
+	addr := func(net, low int, iid string) string { return fmt.Sprintf("2001:db8:%x:%x::%s", net, hi|low, iid) }
+	first := mcpOpen(t, url, addr(6, 1, "1"))
+	for _, a := range []string{addr(6, 2, "1"), addr(6, 0xff, "2"), addr(6, 1, "3")} {
+		mcpOpen(t, url, "["+a+"]:1234")
+	}
+	key := fmt.Sprintf("ip:2001:db8:6:%x::/56", hi)
+	if _, mine := mcpSessions.count(key); mine != 3 {
+		t.Fatalf("%s holds %d sessions, want 3", key, mine)
+	}
+	if status, body := mcpPing(t, url, addr(6, 0x42, "9"), first); status != http.StatusNotFound {
+		t.Fatalf("the prefix's first session after its fourth initialize: %d %s, want 404", status, body)
+	}
+	mcpOpen(t, url, addr(7, 0, "1"))
+	if _, mine := mcpSessions.count(fmt.Sprintf("ip:2001:db8:7:%x::/56", hi)); mine != 1 {
+		t.Fatalf("another /56 holds %d sessions, want 1", mine)
+	}
+}

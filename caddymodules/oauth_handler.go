@@ -166,7 +166,7 @@ func (h *OAuthHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, next ca
 	}
 	if withGet, limited := rateLimitedPaths[p]; limited && r.Method != http.MethodOptions && (r.Method != http.MethodGet || withGet) {
 		res, err := sh.limiter.CheckRateLimit(r.Context(), "oauth_endpoints", h.app.auth.tokenLimit,
-			guard.PartitionKeyContext{ClientIP: remoteHost(r)})
+			guard.PartitionKeyContext{ClientIP: h.app.clientKey(remoteHost(r))})
 		if err != nil {
 			h.logger.Error("token endpoint rate limit check failed", zap.Error(err))
 		} else if !res.Allowed {
