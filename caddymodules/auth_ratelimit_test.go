@@ -2,6 +2,11 @@ package caddymodules
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -61,5 +66,62 @@ func TestTokenRateLimitSharedThroughRedis(t *testing.T) {
 	keys, err := rc.Keys(ctx, prefix+"auth:ratelimit:*").Result()
 	if err != nil || len(keys) == 0 {
 		t.Fatalf("no rate-limit keys under the storage prefix: %v %v", keys, err)
+	}
+}
+
+// TestTokenRateLimitPerIPv6Prefix: the authorization server's endpoints,
+// in Caddy behind a trusted proxy, count a client by its address's key:
+// POSTs to /oauth/token from 20 addresses of one /64 are held to the
+// token_rate_limit of 5, another /64 has its own, and with the app's
+// ipv6_prefix 128 each address is its own again.
+func TestTokenRateLimitPerIPv6Prefix(t *testing.T) {
+	freezeGuardClock(t)
+	for _, tc := range []struct {
+		prefix  int // the codemode app's ipv6_prefix; 0 = default
+		allowed int // of the 20 requests
+	}{{0, 5}, {128, 20}} {
+		port := freePort(t)
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		var cfg map[string]any
+		if err := json.Unmarshal(caddyConfig(port, map[string]any{
+			"development": true, "issuer": base,
+			"token_rate_limit": map[string]any{"max_requests": 5, "window": "1m"},
+		}, standardRoutes(nil)), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		apps := cfg["apps"].(map[string]any)
+		if tc.prefix != 0 {
+			apps["codemode"].(map[string]any)["ipv6_prefix"] = tc.prefix
+		}
+		apps["http"].(map[string]any)["servers"].(map[string]any)["test"].(map[string]any)["trusted_proxies"] =
+			map[string]any{"source": "static", "ranges": []string{"127.0.0.1/32"}}
+		raw, _ := json.Marshal(cfg)
+		t.Run(fmt.Sprintf("ipv6_prefix_%d", tc.prefix), func(t *testing.T) {
+			startCaddy(t, raw)
+			post := func(client string) int {
+				req, _ := http.NewRequest(http.MethodPost, base+"/oauth/token", strings.NewReader("grant_type=refresh_token&refresh_token=nope&client_id=cli"))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				req.Header.Set("X-Forwarded-For", client)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			allowed := 0
+			for i := range 20 {
+				if post(fmt.Sprintf("2001:db8:%x:1:%x::1", 0xa000+tc.prefix, i)) != http.StatusTooManyRequests {
+					allowed++
+				}
+			}
+			if allowed != tc.allowed {
+				t.Fatalf("20 addresses of one /64: %d not refused, want %d", allowed, tc.allowed)
+			}
+			if s := post(fmt.Sprintf("2001:db8:%x:2::1", 0xa000+tc.prefix)); s == http.StatusTooManyRequests {
+				t.Fatalf("another /64: %d", s)
+			}
+		})
 	}
 }
