@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,24 @@ func BenchmarkGuardServeHTTP(b *testing.B) {
 			serve()
 		}
 	})
+	// per_ip: every feature but the timeout, from an IPv4 and an IPv6
+	// client: the per-IP limit's partition is the address's key (the
+	// IPv4 address itself, the IPv6 address's /64).
+	for _, remote := range []string{"127.0.0.1:5555", "[2001:db8:1:2::7]:5555"} {
+		name := "per_ip_ipv4"
+		if strings.HasPrefix(remote, "[") {
+			name = "per_ip_ipv6"
+		}
+		b.Run(name, func(b *testing.B) {
+			g := everyFeatureConfig(0)
+			g.IPFilter.Allow = append(g.IPFilter.Allow, "2001:db8::/32")
+			serve := servingGuardFrom(b, g, remote)
+			b.ReportAllocs()
+			for b.Loop() {
+				serve()
+			}
+		})
+	}
 }
 
 // BenchmarkGuardRoundTrip serves requests through the handler with every
@@ -120,14 +139,17 @@ func everyFeatureConfig(timeout time.Duration) *Guard {
 
 // servingGuard provisions g; the function it returns serves one request
 // from 127.0.0.1 through it, the same request and recorder each time.
-func servingGuard(tb testing.TB, g *Guard) func() {
+func servingGuard(tb testing.TB, g *Guard) func() { return servingGuardFrom(tb, g, "127.0.0.1:5555") }
+
+// servingGuardFrom is servingGuard of a request from remote (host:port).
+func servingGuardFrom(tb testing.TB, g *Guard, remote string) func() {
 	provisionGuard(tb, g)
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return nil })
 	repl := caddy.NewReplacer()
 	c := context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl)
 	c = context.WithValue(c, caddyhttp.VarsCtxKey, map[string]any{})
 	req := httptest.NewRequest("GET", "/", nil).WithContext(c)
-	req.RemoteAddr = "127.0.0.1:5555"
+	req.RemoteAddr = remote
 	w := httptest.NewRecorder()
 	return func() {
 		// One slot: a request finding it still taken would be refused.

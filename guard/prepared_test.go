@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -312,6 +313,38 @@ func TestMemoryKeyFollowsResetAndSweep(t *testing.T) {
 		t.Fatalf("after the release: %v", err)
 	}
 	_ = tk.Release(ctx)
+}
+
+// BenchmarkPreparedCheckClientKey is BenchmarkPreparedCheckPartition
+// with the partition computed from the address as codemode_guard does
+// (ClientPrefixes.KeyAddr of the parsed address): the IPv4 address is
+// its own key, the IPv6 one is written as its /64.
+func BenchmarkPreparedCheckClientKey(b *testing.B) {
+	ctx := context.Background()
+	st := NewMemoryStorage(&MemoryStorageOptions{SweepInterval: -1})
+	defer st.Close()
+	m, err := NewGuardManager(ctx, GuardConfig{Enabled: true}, &ManagerOptions{Storage: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := m.PrepareRateLimit("zone:per_ip", RateLimitConfig{MaxRequests: 1 << 40, PartitionBy: PartitionKey{Strategy: PartitionIP}})
+	var prefixes ClientPrefixes
+	for _, ip := range []string{"203.0.113.7", "2001:db8:85a3::8a2e:370:7334"} {
+		name := "ipv4"
+		if strings.Contains(ip, ":") {
+			name = "ipv6"
+		}
+		a := netip.MustParseAddr(ip)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			now := m.Now()
+			for b.Loop() {
+				if r, err := p.Check(ctx, prefixes.KeyAddr(ip, a), now); err != nil || !r.Allowed {
+					b.Fatal(r, err)
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkPreparedCheckPartition is a prepared per-IP rate-limit check on
