@@ -172,17 +172,23 @@ func TestClientIPFromTheFrontEnd(t *testing.T) {
 	b, _ := newTestBroker(t, func(o *BrokerOptions) {
 		o.RateLimiting = &RateLimitConfig{WindowMs: time.Hour.Milliseconds(), MaxRequests: 1}
 	})
-	h := b.Handler()
-	get := func(ip string) int {
+	get := getBehindBalancer(b.Handler())
+	if a, c := get("203.0.113.1"), get("203.0.113.2"); a != http.StatusNotFound || c != http.StatusNotFound {
+		t.Fatalf("two clients behind one balancer: %d %d", a, c)
+	}
+}
+
+// getBehindBalancer returns a function that GETs an unknown session
+// through h as the client ip behind a load balancer (the address the
+// front end determined, WithClientIP) and returns the status.
+func getBehindBalancer(h http.Handler) func(ip string) int {
+	return func(ip string) int {
 		r := httptest.NewRequest(http.MethodGet, "/sessions/x", nil)
 		r.RemoteAddr = "10.0.0.1:4000" // the load balancer
 		r = r.WithContext(WithClientIP(r.Context(), ip))
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		return w.Code
-	}
-	if a, c := get("203.0.113.1"), get("203.0.113.2"); a != http.StatusNotFound || c != http.StatusNotFound {
-		t.Fatalf("two clients behind one balancer: %d %d", a, c)
 	}
 }
 
@@ -243,15 +249,7 @@ func TestPrincipalIsTheIPv6Prefix(t *testing.T) {
 		}
 		cancel()
 
-		h := b.Handler()
-		get := func(ip string) int {
-			r := httptest.NewRequest(http.MethodGet, "/sessions/x", nil)
-			r.RemoteAddr = "10.0.0.1:4000" // the load balancer
-			r = r.WithContext(WithClientIP(r.Context(), ip))
-			w := httptest.NewRecorder()
-			h.ServeHTTP(w, r)
-			return w.Code
-		}
+		get := getBehindBalancer(b.Handler())
 		for i := range 3 {
 			if c := get(fmt.Sprintf("2001:db8:1:2::%x", 0x100+i)); c != http.StatusNotFound {
 				t.Fatalf("%+v: request %d: %d", tc.prefixes, i+1, c)
