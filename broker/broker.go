@@ -106,7 +106,7 @@ type ExecuteOptions struct {
 	// Types).
 	Filter *EventFilter
 	// AllowedTools, when non-nil, is the whitelist of tools the script may
-	// call (ACCESS_DENIED otherwise).
+	// call (ACCESS_DENIED otherwise), at most MaxAllowedTools names.
 	AllowedTools []string
 	// Auth is the caller's identity; the session belongs to Auth.UserID.
 	Auth *AuthResult
@@ -370,6 +370,11 @@ type ToolResultError struct {
 	Code    string `json:"code,omitempty"`
 }
 
+// MaxAllowedTools bounds a script's allowedTools: a whitelist names the
+// few tools a plan may call (it makes at most max_tool_calls, 100 by
+// default), and each name is looked up on every call of the script.
+const MaxAllowedTools = 1000
+
 // SubmitToolResult answers a tool call that a session is waiting on. It
 // fails, changing nothing, with NOT_FOUND (404) for an unknown session or
 // call, CALL_ALREADY_ANSWERED (409) for a second answer, CALL_ABANDONED
@@ -580,6 +585,9 @@ func (b *Broker) startRun(ctx context.Context, code string, opts ExecuteOptions,
 	}
 	if code == "" {
 		return nil, newError(http.StatusBadRequest, CodeValidationError, "code is required")
+	}
+	if n := len(opts.AllowedTools); n > MaxAllowedTools {
+		return nil, newError(http.StatusBadRequest, CodeValidationError, fmt.Sprintf("allowedTools has %d names, more than the limit of %d", n, MaxAllowedTools))
 	}
 	// The configured values are ceilings: a request may lower them only
 	// (the HTTP handler refuses more with LIMIT_EXCEEDED; library callers

@@ -23,6 +23,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/internal/jsonbound"
 	"github.com/codemode-gateway/caddy-codemode/internal/streamdeadline"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"go.uber.org/zap"
@@ -484,8 +485,8 @@ func ForeignCharset(contentType string) (string, bool) {
 }
 
 // readJSON decodes a JSON object body strictly, mapping failures to 400,
-// 413 and 415.
-func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+// 413 and 415; a body passing shape (jsonbound) is a VALIDATION_ERROR.
+func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any, shape jsonbound.Limits) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
@@ -506,6 +507,11 @@ func (h *httpHandler) readJSON(w http.ResponseWriter, r *http.Request, v any) er
 			return newError(http.StatusRequestEntityTooLarge, CodePayloadTooLarge, fmt.Sprintf("body exceeds %d bytes", limit))
 		}
 		return newError(http.StatusBadRequest, CodeInvalidRequest, "reading body: "+err.Error())
+	}
+	// Counted before decoding: within the byte limit, 100,000s of keys or
+	// items cost the decoder and the validators far more than their bytes.
+	if e := jsonbound.Check(body, shape); e != nil {
+		return newError(http.StatusBadRequest, CodeValidationError, e.Error())
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -585,7 +591,7 @@ type executeRequest struct {
 
 func (h *httpHandler) execute(w http.ResponseWriter, r *http.Request, auth *AuthResult) {
 	var req executeRequest
-	if err := h.readJSON(w, r, &req); err != nil {
+	if err := h.readJSON(w, r, &req, jsonbound.Request); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
@@ -750,8 +756,12 @@ func (h *httpHandler) getSession(w http.ResponseWriter, r *http.Request, auth *A
 }
 
 func (h *httpHandler) toolResult(w http.ResponseWriter, r *http.Request, auth *AuthResult) {
+	// A result is kept as the bytes it came in (json.RawMessage): the
+	// gateway only scans it, whatever its shape, and the script that reads
+	// it parses it within the sandbox's limits. Its members and items are
+	// not bounded, so a caller's large data set comes through.
 	var req ToolResult
-	if err := h.readJSON(w, r, &req); err != nil {
+	if err := h.readJSON(w, r, &req, jsonbound.Limits{}); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/internal/clip"
+	"github.com/codemode-gateway/caddy-codemode/internal/jsonbound"
 	"github.com/codemode-gateway/caddy-codemode/internal/streamdeadline"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/codemode-gateway/caddy-codemode/metatools"
@@ -262,7 +263,7 @@ func (h *MCPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyht
 	defer context.AfterFunc(plansExit, func() { mw.deadline.Limit(time.Now().Add(streamdeadline.Grace)) })()
 	defer mw.finish(h.logger, r, rid)
 	w = mw
-	if h.unsupportedVersion(w, r) || refuseCharset(w, r) || refuseBadID(w, r) {
+	if h.unsupportedVersion(w, r) || refuseCharset(w, r) || refuseLargeBody(w, r) || refuseBadID(w, r) {
 		return nil
 	}
 	if pb, ok := r.Body.(*peekedBody); ok && pb.ok {
@@ -689,44 +690,9 @@ func peekBody(r *http.Request) ([]byte, bool) {
 // nestsDeeper reports whether the JSON text buf nests arrays and objects
 // deeper than limit, by the go-sdk's own rule (brackets counted outside
 // strings, whatever the syntax), so that what it passes the go-sdk's
-// decoder takes too. Most messages have fewer opening brackets than the
-// limit, which a count at memory speed tells; the others are scanned,
-// strings skipped to their closing quote.
+// decoder takes too.
 func nestsDeeper(buf []byte, limit int) bool {
-	if bytes.Count(buf, []byte{'['})+bytes.Count(buf, []byte{'{'}) <= limit {
-		return false
-	}
-	depth := 0
-	for i := 0; i < len(buf); i++ {
-		switch buf[i] {
-		case '"':
-			// The string ends at the next quote after an even run of
-			// backslashes (an odd one escapes it).
-			for {
-				j := bytes.IndexByte(buf[i+1:], '"')
-				if j < 0 {
-					return false
-				}
-				i += 1 + j
-				k := i - 1
-				for buf[k] == '\\' {
-					k--
-				}
-				if (i-1-k)%2 == 0 {
-					break
-				}
-			}
-		case '{', '[':
-			if depth++; depth > limit {
-				return true
-			}
-		case '}', ']':
-			if depth > 0 {
-				depth--
-			}
-		}
-	}
-	return false
+	return jsonbound.Check(buf, jsonbound.Limits{Depth: limit}) != nil
 }
 
 // peekedBody is a request body whose start was read by peekBody.

@@ -3,6 +3,8 @@ package metatools
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/codemode-gateway/caddy-codemode/broker"
 )
 
 // The JSON Schemas of the four meta-tools, as listed by tools/list. The
@@ -19,14 +21,14 @@ var (
       "description": "Natural-language queries, e.g. [\"create a github issue\"]; each returns up to topK tools."},
     "query": {"type": "string", "minLength": 1, "maxLength": 1000, "description": "Earlier contract: a single query (merged into queries)."},
     "topK": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10, "description": "Maximum results per query."},
-    "appIds": {"type": "array", "items": {"type": "string"}, "description": "Only tools of these apps."},
-    "excludeToolNames": {"type": "array", "items": {"type": "string"}, "description": "Tools to leave out."},
+    "appIds": {"type": "array", "items": {"type": "string"}, "maxItems": 1000, "description": "Only tools of these apps."},
+    "excludeToolNames": {"type": "array", "items": {"type": "string"}, "maxItems": 1000, "description": "Tools to leave out."},
     "minRelevanceScore": {"type": "number", "minimum": 0, "maximum": 1, "description": "Drop results scoring below this (0..1)."},
-    "tags": {"type": "array", "items": {"type": "string"}, "description": "Only tools with one of these tags (case-insensitive)."},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1000, "description": "Only tools with one of these tags (case-insensitive)."},
     "readOnly": {"type": "boolean", "description": "Only tools whose readOnlyHint is this (undeclared counts as false)."},
     "destructive": {"type": "boolean", "description": "Only tools whose destructiveHint is this (undeclared counts as true unless read-only)."},
-    "filter": {"type": "object", "properties": {"appIds": {"type": "array", "items": {"type": "string"}},
-        "tags": {"type": "array", "items": {"type": "string"}}, "readOnly": {"type": "boolean"}, "destructive": {"type": "boolean"}},
+    "filter": {"type": "object", "properties": {"appIds": {"type": "array", "items": {"type": "string"}, "maxItems": 1000},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1000}, "readOnly": {"type": "boolean"}, "destructive": {"type": "boolean"}},
       "description": "Earlier contract: filter.appIds (merged into appIds); also takes tags, readOnly, destructive."}
   }
 }`)
@@ -137,7 +139,7 @@ func executeInputSchema(maxScript int) json.RawMessage {
   "properties": {
     "script": {"type": "string", "minLength": 1, "maxLength": ` + strconv.Itoa(maxScript) + `,
       "description": "JavaScript: the body of an async function. Use await callTool(name, input, {throwOnError}), await searchTools(query, options), await describeTool(name), getTool(name), metaContext, __safe_parallel(fns, {maxConcurrency}) and, when enabled, console. Return the result."},
-    "allowedTools": {"type": "array", "items": {"type": "string"}, "description": "Whitelist of tool names the script may call."},
+    "allowedTools": {"type": "array", "items": {"type": "string"}, "maxItems": ` + strconv.Itoa(broker.MaxAllowedTools) + `, "description": "Whitelist of tool names the script may call."},
     "context": {"type": "object", "description": "Earlier contract: read-only object exposed to the script as metaContext."}
   }
 }`)

@@ -34,6 +34,11 @@ const (
 	lowRelevanceScore = 0.15
 )
 
+// MaxFilterNames bounds each of meta:search's lists of apps, tags and
+// excluded tools: a filter names a few, and the excluded names not in the
+// index are echoed back in a warning.
+const MaxFilterNames = 1000
+
 // CallInfo describes a meta-tool call for the Limiter.
 type CallInfo struct {
 	// MetaTool is the spec name ("meta:search"), whatever the naming option.
@@ -331,6 +336,18 @@ func (s *Service) Search(ctx context.Context, in SearchInput) (res *SearchOutput
 		minScore = *in.MinRelevanceScore
 		if minScore < 0 || minScore > 1 {
 			return nil, validationError("minRelevanceScore", fmt.Sprintf("must be between 0 and 1, got %g", minScore))
+		}
+	}
+	var filter SearchFilter
+	if in.Filter != nil {
+		filter = *in.Filter
+	}
+	for _, l := range []struct {
+		field string
+		names []string
+	}{{"appIds", in.AppIDs}, {"tags", in.Tags}, {"excludeToolNames", in.ExcludeToolNames}, {"filter.appIds", filter.AppIDs}, {"filter.tags", filter.Tags}} {
+		if len(l.names) > MaxFilterNames {
+			return nil, validationError(l.field, fmt.Sprintf("at most %d names are allowed, got %d", MaxFilterNames, len(l.names)))
 		}
 	}
 	appIDs := append([]string(nil), in.AppIDs...)
@@ -702,6 +719,9 @@ func validateExecute(in *ExecuteInput, maxScript int) error {
 	}
 	if string(in.Context) == "null" {
 		in.Context = nil
+	}
+	if n := len(in.AllowedTools); n > broker.MaxAllowedTools {
+		return validationError("allowedTools", fmt.Sprintf("at most %d names are allowed, got %d", broker.MaxAllowedTools, n))
 	}
 	if len(in.Context) > 0 && !isJSONObject(in.Context) {
 		return validationError("context", "must be a JSON object")
