@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -210,6 +212,69 @@ func (f answerForm) params(t Tool, input json.RawMessage) *mcp.ElicitParams {
 	return &mcp.ElicitParams{Mode: "form", Message: msg, RequestedSchema: f.schema}
 }
 
+// typeProblem names the first field of an accepted answer whose JSON type
+// is not its form field's ("result: got number, want string"), "" when
+// they all fit. A client must answer in the form's types (a form cannot
+// produce a number in a text field); a retry of 2026-07-28 with a number
+// for client:prompt's text was taken as the number. No type is coerced.
+// (Older revisions' answers the go-sdk checks against the form itself.)
+func (f answerForm) typeProblem(er *mcp.ElicitResult) string {
+	if er.Action != "accept" {
+		return ""
+	}
+	props, _ := f.schema["properties"].(map[string]any)
+	names := make([]string, 0, len(props))
+	for name := range props {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v, ok := er.Content[name]
+		if !ok {
+			continue
+		}
+		field, _ := props[name].(map[string]any)
+		want, _ := field["type"].(string)
+		var fits bool
+		switch n, isNumber := v.(float64); want {
+		case "string":
+			_, fits = v.(string)
+		case "boolean":
+			_, fits = v.(bool)
+		case "number":
+			fits = isNumber
+		case "integer":
+			fits = isNumber && n == math.Trunc(n)
+		default:
+			fits = true
+		}
+		if !fits {
+			return fmt.Sprintf("%s: got %s, want %s", name, answerType(v), want)
+		}
+	}
+	return ""
+}
+
+// answerType names the JSON type of a decoded answer value.
+func answerType(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "string"
+	case bool:
+		return "boolean"
+	case float64:
+		if v == math.Trunc(v) {
+			return "integer"
+		}
+		return "number"
+	case []any:
+		return "array"
+	}
+	return "object"
+}
+
 // toolResult turns the client's elicitation answer into the call's result.
 // complete is false when an accepted answer does not fit (ask again).
 func (f answerForm) toolResult(callID string, t Tool, er *mcp.ElicitResult) (broker.ToolResult, bool) {
@@ -323,6 +388,15 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 			return errorResult(requestStateError("the plan of this requestState is gone (finished long ago, expired or lost); call again without it to run the plan anew")), nil
 		}
 		id = sid
+		for _, c := range st.Pending {
+			if er, ok := req.Params.InputResponses[c.CallID].(*mcp.ElicitResult); ok {
+				t, _ := s.index.Lookup(c.Tool)
+				if p := answerFormFor(t).typeProblem(er); p != "" {
+					// Nothing of this retry is taken; the plan waits on.
+					return errorResult(validationError(fmt.Sprintf("inputResponses[%q].content", c.CallID), fmt.Sprintf("inputResponses[%q].content.%s (the form of %s)", c.CallID, p, t.Name))), nil
+				}
+			}
+		}
 		for _, c := range st.Pending {
 			er, ok := req.Params.InputResponses[c.CallID].(*mcp.ElicitResult)
 			if !ok {
@@ -468,6 +542,9 @@ func (s *Service) invokeAnswered(req *mcp.CallToolRequest, t Tool, in InvokeInpu
 			return errorResult(requestStateError("requestState does not belong to this call; call again without it"))
 		}
 		if er, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok {
+			if p := f.typeProblem(er); p != "" {
+				return errorResult(validationError(fmt.Sprintf("inputResponses[%q].content", key), fmt.Sprintf("inputResponses[%q].content.%s (the form of %s)", key, p, t.Name)))
+			}
 			if tr, complete := f.toolResult("", t, er); complete {
 				if tr.Error != nil {
 					return errorResult(&Error{Code: tr.Error.Code, Message: tr.Error.Message})
