@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/internal/jsonbound"
 )
 
@@ -15,10 +17,15 @@ import (
 // jsonbound.Request are refused before they are decoded (400
 // VALIDATION_ERROR naming the bound), and allowedTools is bounded at
 // MaxAllowedTools names. A caller's tool result is not bounded by shape:
-// 90,000 keys reach the script. The broker answers an ordinary script
+// 30,000 keys reach the script. The broker answers an ordinary script
 // after them all.
 func TestLargeBodiesRefused(t *testing.T) {
-	_, srv := newTestBroker(t, nil)
+	// The scripts read 120,000 values: generous limits for -race on a
+	// loaded machine.
+	_, srv := newTestBroker(t, func(o *BrokerOptions) {
+		o.Engine = sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: 2 * time.Minute, CPUTime: time.Minute}})
+		o.DefaultTimeout, o.MaxTimeout = 2*time.Minute, 2*time.Minute
+	})
 	names := func(n int) string { return `[` + strings.Repeat(`"math:add",`, n-1) + `"math:add"]` }
 	manyKeys := `{` + strings.Repeat(`"a":0,`, 150_000) + `"b":0}`
 	for _, tc := range []struct {
@@ -49,7 +56,7 @@ func TestLargeBodiesRefused(t *testing.T) {
 		t.Errorf("within the bounds: %s %s", last.Type, last.Payload)
 	}
 
-	// A tool result of 90,000 keys (different ones: the script counts them).
+	// A tool result of 30,000 keys (different ones: the script counts them).
 	s = startExecute(t, srv.URL, map[string]any{"code": `return Object.keys(await callTool("client:prompt", {question: "data?"})).length`}, nil)
 	var sess Session
 	s.next().decode(t, &sess)
@@ -57,15 +64,15 @@ func TestLargeBodiesRefused(t *testing.T) {
 	s.next().decode(t, &call)
 	var result strings.Builder
 	result.WriteString(`{"callId":"` + call.CallID + `","result":{"k0":0`)
-	for i := 1; i < 90_000; i++ {
+	for i := 1; i < 30_000; i++ {
 		fmt.Fprintf(&result, `,"%x":0`, i)
 	}
 	result.WriteString(`}}`)
 	if code, _, body := do(t, http.MethodPost, srv.URL+"/sessions/"+sess.ID+"/tool-result", result.String(), nil); code != http.StatusOK {
-		t.Fatalf("tool result of 90,000 keys: %d %s", code, body)
+		t.Fatalf("tool result of 30,000 keys: %d %s", code, body)
 	}
 	evs = s.rest()
-	if last := evs[len(evs)-1]; last.Type != EventResult || !strings.Contains(string(last.Payload), `90000`) {
+	if last := evs[len(evs)-1]; last.Type != EventResult || !strings.Contains(string(last.Payload), `30000`) {
 		t.Errorf("the script's count of the result's keys: %s %s", last.Type, last.Payload)
 	}
 
