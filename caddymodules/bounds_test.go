@@ -1,8 +1,10 @@
 package caddymodules
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -118,4 +120,43 @@ func clipBody(s string) string {
 		return s[:300] + "…"
 	}
 	return s
+}
+
+// TestMCPStdioLargeInputsRefused: over stdio, a line whose JSON passes the
+// bound on array items or object members is answered -32602 with its id,
+// as over HTTP, and the session goes on.
+func TestMCPStdioLargeInputsRefused(t *testing.T) {
+	inW, outR, _ := stdioSession(t, "{\n\tadmin off\n\tcodemode {\n\t\tmeta\n\t}\n}\n", 0)
+	t.Cleanup(func() {
+		inW.Close()
+		go io.Copy(io.Discard, outR)
+	})
+	replies := bufio.NewScanner(outR)
+	replies.Buffer(nil, 8<<20)
+	send := func(line string) batchAnswer {
+		t.Helper()
+		if _, err := io.WriteString(inW, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+		if !replies.Scan() {
+			t.Fatalf("no reply: %v", replies.Err())
+		}
+		var r batchAnswer
+		if err := json.Unmarshal(replies.Bytes(), &r); err != nil {
+			t.Fatalf("reply %q: %v", replies.Text(), err)
+		}
+		return r
+	}
+	for bound, args := range map[string]string{
+		"array items":    `{"query":"x","appIds":` + stringsArray(300_000, "a") + `}`,
+		"object members": `{"tool":"math:add","input":` + keysObject(200_000) + `}`,
+	} {
+		r := send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"meta:search","arguments":` + args + `}}`)
+		if r.Error == nil || r.Error.Code != -32602 || string(r.ID) != "9" || !strings.Contains(r.Error.Message, bound) {
+			t.Errorf("%s: reply id %s error %+v", bound, r.ID, r.Error)
+		}
+	}
+	if r := send(`{"jsonrpc":"2.0","id":10,"method":"ping"}`); r.Error != nil || string(r.ID) != "10" {
+		t.Errorf("ping after: id %s error %+v", r.ID, r.Error)
+	}
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/jsonbound"
 )
 
 func init() {
@@ -257,10 +259,17 @@ func checkLines(in io.Reader, pass *io.PipeWriter, out io.Writer, maxLine int, c
 		}
 		msg := bytes.TrimSpace(line)
 		var reply []byte
+		var excess *jsonbound.Excess
+		if !tooLong {
+			excess = jsonbound.Check(msg, jsonbound.Request)
+		}
 		switch {
 		case tooLong:
 			reply = rpcError(nil, rpcInvalidRequest, fmt.Sprintf("Invalid Request: a message line is longer than %d bytes", maxLine))
 		case len(msg) == 0:
+		case excess != nil:
+			// As over HTTP (refuseLargeBody), before anything decodes it.
+			reply = rpcError(requestID(msg), rpcInvalidParams, "invalid params: "+excess.Error())
 		default:
 			// A message is decoded here and again by the go-sdk; only a
 			// line that fails is scanned once more, for its error code.
