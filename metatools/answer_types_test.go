@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // TestCallerAnswerTypes: an answer must have its form field's JSON type,
@@ -51,7 +53,7 @@ func TestCallerAnswerTypes(t *testing.T) {
 	}
 	for _, bad := range []any{5.0, true, map[string]any{"a": 1}, nil} {
 		res, raw := call("meta:execute", args, first.RequestState, accept(id, map[string]any{"result": bad}))
-		want := fmt.Sprintf(`inputResponses[%q].content.result: got %s, want string`, id, answerType(bad))
+		want := fmt.Sprintf(`inputResponses[%q].content.result: got %s, want string`, id, tool.JSONType(bad))
 		if !res.IsError || !strings.Contains(raw, `"code":"VALIDATION_ERROR"`) || !strings.Contains(raw, strings.ReplaceAll(want, `"`, `\"`)) {
 			t.Errorf("a %T for the text field: %s, want VALIDATION_ERROR %s", bad, raw, want)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/internal/clip"
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // Tools only the caller can answer (CallerAnswered: a broker registry tool
@@ -249,30 +250,10 @@ func (f answerForm) typeProblem(er *mcp.ElicitResult) string {
 			fits = true
 		}
 		if !fits {
-			return fmt.Sprintf("%s: got %s, want %s", name, answerType(v), want)
+			return fmt.Sprintf("%s: got %s, want %s", name, tool.JSONType(v), want)
 		}
 	}
 	return ""
-}
-
-// answerType names the JSON type of a decoded answer value.
-func answerType(v any) string {
-	switch v := v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "string"
-	case bool:
-		return "boolean"
-	case float64:
-		if v == math.Trunc(v) {
-			return "integer"
-		}
-		return "number"
-	case []any:
-		return "array"
-	}
-	return "object"
 }
 
 // toolResult turns the client's elicitation answer into the call's result.

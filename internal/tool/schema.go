@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,7 +92,7 @@ func (s *Schema) Validate(input json.RawMessage, opts *ValidateOptions) (json.Ra
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, Invalid("input", "input must be a JSON object, got "+jsonType(v))
+		return nil, Invalid("input", "input must be a JSON object, got "+JSONType(v))
 	}
 	applyDefaults(s.doc, obj)
 	var f faults
@@ -299,7 +300,9 @@ func cloneJSON(v any) any {
 	return v
 }
 
-func jsonType(v any) string {
+// JSONType names the JSON type of a decoded value ("integer" for a number
+// without a fraction), as json.Unmarshal or the validator decode it.
+func JSONType(v any) string {
 	switch t := v.(type) {
 	case nil:
 		return "null"
@@ -313,6 +316,11 @@ func jsonType(v any) string {
 		return "object"
 	case json.Number:
 		if _, err := strconv.ParseInt(string(t), 10, 64); err == nil {
+			return "integer"
+		}
+		return "number"
+	case float64:
+		if t == math.Trunc(t) {
 			return "integer"
 		}
 		return "number"
