@@ -2,7 +2,7 @@
 // is decoded: how many object members (keys) and array items it holds in
 // all, and how deep it nests. Decoding, validating against a schema and
 // re-encoding cost far more per key or item than per byte of a string (4 µs a
-// key against 20 ns a string byte in the tool-input validator), so a body
+// key against 18 ns a string byte in the tool-input validator), so a body
 // within the byte limit could still cost seconds of CPU: a meta:invoke
 // whose arguments held 200,000 keys cost the gateway 2.7 s. One pass over
 // the bytes, before any decoding, refuses such a text.
