@@ -145,7 +145,7 @@ func ToolIntents(name, summary string) []Intent {
 	if len(out) == 0 || method {
 		for _, t := range Tokenize(summary) {
 			if in := intentWords[t]; in != IntentNone {
-				if method && in != out[0] && !httpMethods[t] {
+				if method && in != out[0] && !httpMethods[t] && methodCarries(out[0], in) {
 					return []Intent{in}
 				}
 				if !method {
@@ -156,6 +156,23 @@ func ToolIntents(name, summary string) []Intent {
 		}
 	}
 	return out
+}
+
+// methodCarries reports whether a call whose name opens with the HTTP
+// method word of intent method can do what a summary's intent word says:
+// a POST, PUT or PATCH may create, update, search or act ("PostCustomers…":
+// "Updates the specified customer"), a GET only reads, lists or searches,
+// and a DELETE only deletes. A summary shared by every call of a resource
+// ("Used to create new and read existing statement exports.", on its
+// DELETE too) does not make a DELETE create.
+func methodCarries(method, in Intent) bool {
+	switch method {
+	case IntentDelete:
+		return in == IntentDelete
+	case IntentGet:
+		return in == IntentGet || in == IntentList || in == IntentSearch
+	}
+	return true
 }
 
 // methodYields is the HTTP method word that opens a tool's local name when
@@ -174,7 +191,7 @@ func methodYields(local, summary string) string {
 	}
 	for _, t := range Tokenize(summary) {
 		if in := intentWords[t]; in != IntentNone {
-			if in != intentWords[first] && !httpMethods[t] {
+			if in != intentWords[first] && !httpMethods[t] && methodCarries(intentWords[first], in) {
 				return first
 			}
 			return ""

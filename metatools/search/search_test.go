@@ -3829,3 +3829,35 @@ func TestDeactivateCloses(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"deactivate a user who left the company": "m:closeUsers", "deactivate a user": "m:closeUsers"})
 }
+
+// TestDeleteNameKeepsIntent: a DELETE only deletes and a GET only reads,
+// whatever a summary shared by every call of the resource says (bunq's
+// DELETE_CustomerStatement_for_User_MonetaryAccount: "Used to create new and
+// read existing statement exports."); a POST still yields to its summary's
+// verb (Stripe's PostCustomersCustomer: "Updates the specified customer").
+func TestDeleteNameKeepsIntent(t *testing.T) {
+	shared := "Used to create new and read existing statement exports."
+	for _, c := range []struct {
+		name, summary string
+		want          Intent
+	}{
+		{"DELETE_CustomerStatement_for_User_MonetaryAccount", shared, IntentDelete},
+		{"GET_CustomerStatement_for_User_MonetaryAccount", "Used to create new statement exports.", IntentGet},
+		{"GetCustomersSearch", "Search for customers you've previously created.", IntentSearch},
+		{"PostCustomersCustomer", "Updates the specified customer", IntentUpdate},
+	} {
+		if got := ToolIntents(c.name, c.summary); len(got) != 1 || got[0] != c.want {
+			t.Errorf("ToolIntents(%q, %q) = %v, want %s", c.name, c.summary, got, c.want)
+		}
+	}
+	if m := methodYields("DELETE_CustomerStatement_for_User_MonetaryAccount", shared); m != "" {
+		t.Errorf("methodYields: DELETE yields to %q", m)
+	}
+	ix := NewBM25([]Doc{
+		{Name: "b_DELETE_CustomerStatement_for_User_MonetaryAccount", AppID: "b", Description: shared},
+		{Name: "b_CREATE_CustomerStatement_for_User_MonetaryAccount", AppID: "b", Description: shared},
+	})
+	if hits := rankOf(t, ix, "delete an old statement export", 2); len(hits) == 0 || hits[0].Doc != 0 {
+		t.Errorf("delete an old statement export: %v, want the DELETE first", hits)
+	}
+}
