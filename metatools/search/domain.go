@@ -66,7 +66,7 @@ var domainRelated = map[string][]string{
 	"active": {"status", "state"}, "inactive": {"status", "state"},
 	"collaborator": {"contributor"}, "contributor": {"collaborator"},
 	"scan": {"analysis", "analyze"}, "cve": {"vulnerability"}, "vulnerability": {"cve"},
-	"automatically": {"rule", "timer", "automation"}, "automatic": {"rule", "timer", "automation"},
+	"automatically": {"rule", "timer", "automation", "auto"}, "automatic": {"rule", "timer", "automation", "auto"},
 	"check": {"verify", "validate", "test"}, "validate": {"check"}, "verify": {"check"}, "test": {"check"}, "spec": {"specification"}, "specification": {"spec"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 	"estimate": {"quote"}, "quote": {"estimate"}, "phone": {"contact"},
 	"vendor": {"supplier", "provider"}, "supplier": {"vendor", "provider"}, "provider": {"vendor", "supplier"},

@@ -46,6 +46,17 @@ func queryIntent(toks []string) (intents []Intent, words map[int]bool) {
 	if len(toks) > 0 && questionWords[toks[0]] {
 		return []Intent{IntentGet}, nil
 	}
+	// An adverb before the verb ("automatically move part of every
+	// payment", "permanently delete a file") says how, not what: the
+	// request opens with the verb after it.
+	if len(toks) > 2 && mannerAdverb(toks[0]) && isVerb(Lemmas(toks[1])[len(Lemmas(toks[1]))-1]) {
+		in, words := queryIntent(toks[1:])
+		shifted := map[int]bool{}
+		for i := range words {
+			shifted[i+1] = true
+		}
+		return in, shifted
+	}
 	// A request that opens with a verb of its own takes its intent from
 	// that verb (or a phrasal verb), never from a later intent word: the
 	// later one is its object or a modifier ("schedule a job to run every
@@ -208,6 +219,12 @@ var openingIntents = map[string]Intent{"record": IntentCreate, "fix": IntentUpda
 // clauseOpeners open a clause after a verb ("record that …", "fix what
 // …").
 var clauseOpeners = map[string]bool{"that": true, "what": true, "how": true, "when": true, "whether": true, "if": true}
+
+// mannerAdverb reports whether w is an adverb of manner ("automatically",
+// "permanently"): an -ly word that WordNet knows as an adverb only.
+func mannerAdverb(w string) bool {
+	return strings.HasSuffix(w, "ly") && lex().pos[w] == posAdv
+}
 
 // ceaseVerbs end the activity their gerund names.
 var ceaseVerbs = map[string]bool{"stop": true, "quit": true, "cease": true}

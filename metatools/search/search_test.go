@@ -3861,3 +3861,23 @@ func TestDeleteNameKeepsIntent(t *testing.T) {
 		t.Errorf("delete an old statement export: %v, want the DELETE first", hits)
 	}
 }
+
+// TestMannerAdverbIntent: an adverb before the verb says how, not what
+// ("automatically move part of every incoming payment to savings" does
+// not list, though "every" is a list word), and what is done automatically
+// is what APIs name "auto" (bunq's PaymentAutoAllocate, GitHub's
+// auto-merge).
+func TestMannerAdverbIntent(t *testing.T) {
+	if got := QueryIntents("automatically move part of every incoming payment to savings"); len(got) != 0 {
+		t.Errorf("automatically move part of every incoming payment: %v, want no intent", got)
+	}
+	if got := QueryIntents("permanently delete a file that's in the trash"); len(got) != 1 || got[0] != IntentDelete {
+		t.Errorf("permanently delete a file: %v, want delete", got)
+	}
+	docs := []Doc{
+		{Name: "b:CREATE_PaymentAutoAllocate", AppID: "b", Description: "Manage a user's payment auto allocation settings.", Method: "POST", Path: "/payment-auto-allocate"},
+		{Name: "b:CREATE_Payment", AppID: "b", Description: "Create a new Payment.", Method: "POST", Path: "/payment"},
+		{Name: "b:READ_Payment", AppID: "b", Description: "Get a specific previous Payment.", Method: "GET", Path: "/payment/{itemId}"},
+	}
+	wantFirst(t, docs, map[string]string{"automatically move part of every payment to savings": "b:CREATE_PaymentAutoAllocate"})
+}
