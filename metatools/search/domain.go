@@ -128,6 +128,8 @@ var domainRelated = map[string][]string{
 	"screen": {"view", "ui"},
 	// A contract or an agreement sent for signing is a document (DocuSign's envelopes' documents, Adobe Sign's agreements).
 	"contract": {"agreement", "document"}, "agreement": {"contract", "document"},
+	// A bank's or a ledger's transactions are its payments (bunq's, Plaid's and open-banking payments).
+	"transaction": {"payment"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

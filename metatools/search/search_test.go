@@ -3881,3 +3881,14 @@ func TestMannerAdverbIntent(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"automatically move part of every payment to savings": "b:CREATE_PaymentAutoAllocate"})
 }
+
+// TestTransactionPayment: a bank's or a ledger's transactions are its
+// payments (bunq's payments, Sinao's).
+func TestTransactionPayment(t *testing.T) {
+	docs := []Doc{
+		{Name: "b:List_all_Payment", AppID: "b", Description: "Get a listing of all Payments performed on a given MonetaryAccount (incoming and outgoing).", Method: "GET", Path: "/monetary-account/{id}/payment"},
+		{Name: "b:List_all_Event", AppID: "b", Description: "Get a collection of events for a given user.", Method: "GET", Path: "/event"},
+		{Name: "b:List_all_MonetaryAccount", AppID: "b", Description: "Get a collection of all your MonetaryAccounts.", Method: "GET", Path: "/monetary-account"},
+	}
+	wantFirst(t, docs, map[string]string{"show the transactions on my account": "b:List_all_Payment", "list my transactions": "b:List_all_Payment"})
+}
