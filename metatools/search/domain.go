@@ -130,6 +130,8 @@ var domainRelated = map[string][]string{
 	"contract": {"agreement", "document"}, "agreement": {"contract", "document"},
 	// A bank's or a ledger's transactions are its payments (bunq's, Plaid's and open-banking payments).
 	"transaction": {"payment"},
+	// What recurs is run on a schedule (bunq's scheduled payments, cron-like schedules of jobs and reports).
+	"recurring": {"schedule", "scheduled"}, "recur": {"schedule", "scheduled"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

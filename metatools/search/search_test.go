@@ -3892,3 +3892,14 @@ func TestTransactionPayment(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"show the transactions on my account": "b:List_all_Payment", "list my transactions": "b:List_all_Payment"})
 }
+
+// TestRecurringSchedule: what recurs is run on a schedule (bunq's scheduled
+// payments; cron-like schedules of jobs and reports).
+func TestRecurringSchedule(t *testing.T) {
+	docs := []Doc{
+		{Name: "b:List_all_SchedulePayment", AppID: "b", Description: "Endpoint for schedule payments.", Method: "GET", Path: "/schedule-payment"},
+		{Name: "b:List_all_Payment", AppID: "b", Description: "List the payments of an account.", Method: "GET", Path: "/payment"},
+		{Name: "b:List_all_PaymentBatch", AppID: "b", Description: "Return all the payment batches for a monetary account.", Method: "GET", Path: "/payment-batch"},
+	}
+	wantFirst(t, docs, map[string]string{"list my recurring payments": "b:List_all_SchedulePayment"})
+}
