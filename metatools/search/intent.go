@@ -152,6 +152,7 @@ func ToolIntents(name, summary string) []Intent {
 	}
 	if len(out) > 0 && !method {
 		out = appendListedIntents(out, summary)
+		out = appendUpdateThatDeletes(out, summary, toks)
 	}
 	if len(out) == 0 || method {
 		for _, t := range Tokenize(summary) {
@@ -396,6 +397,32 @@ func madeState(toks []string) int {
 		return n - 1
 	}
 	return 0
+}
+
+// appendUpdateThatDeletes adds a delete to an update whose summary opens
+// with a verb that deletes the tool's own object: an API that keeps what
+// is revoked or cancelled does it by updating its status
+// ("UPDATE_RequestInquiry": "Revoke a request for payment, by updating the
+// status to REVOKED"). What is deleted must be named by the tool's name,
+// and not as the owner of something else ("ChangeOwner": "Deletes the old
+// owner's grants" changes an owner).
+func appendUpdateThatDeletes(out []Intent, summary string, name []string) []Intent {
+	toks := Tokenize(summary)
+	if len(toks) < 2 || out[0] != IntentUpdate || slices.Contains(out, IntentDelete) {
+		return out
+	}
+	if intentWords[toks[0]] != IntentDelete && intentWords[Lemmas(toks[0])[0]] != IntentDelete {
+		return out
+	}
+	for i := 1; i < len(toks) && i <= 4; i++ {
+		if !stopwords[toks[i]] && (slices.Contains(name, toks[i]) || slices.Contains(name, Lemmas(toks[i])[0])) {
+			if i+1 < len(toks) && toks[i+1] == "s" {
+				return out
+			}
+			return append(out, IntentDelete)
+		}
+	}
+	return out
 }
 
 // appendListedIntents adds to a tool's intents those of a summary that opens

@@ -3903,3 +3903,23 @@ func TestRecurringSchedule(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"list my recurring payments": "b:List_all_SchedulePayment"})
 }
+
+// TestUpdateThatDeletes: an API that keeps what is revoked or cancelled
+// does it by updating its status; an update whose summary opens with a
+// verb that deletes does that delete too (bunq's UPDATE_RequestInquiry:
+// "Revoke a request for payment, by updating the status to REVOKED").
+func TestUpdateThatDeletes(t *testing.T) {
+	got := ToolIntents("UPDATE_RequestInquiry_for_User_MonetaryAccount", "Revoke a request for payment, by updating the status to REVOKED.")
+	if !slices.Contains(got, IntentUpdate) || !slices.Contains(got, IntentDelete) {
+		t.Errorf("UPDATE_RequestInquiry: %v, want update and delete", got)
+	}
+	if got := ToolIntents("UpdateCustomer", "Updates a customer and removes its default source."); len(got) != 1 || got[0] != IntentUpdate {
+		t.Errorf("UpdateCustomer: %v, want update only", got)
+	}
+	docs := []Doc{
+		{Name: "b:UPDATE_RequestInquiry", AppID: "b", Description: "Revoke a request for payment, by updating the status to REVOKED.", Method: "PUT", Path: "/request-inquiry/{itemId}"},
+		{Name: "b:DELETE_NoteText_for_RequestInquiry", AppID: "b", Description: "Delete a note of a request inquiry.", Method: "DELETE", Path: "/request-inquiry/{requestInquiryID}/note-text/{itemId}"},
+		{Name: "b:DELETE_Session", AppID: "b", Description: "Deletes the current session.", Method: "DELETE", Path: "/session/{itemId}"},
+	}
+	wantFirst(t, docs, map[string]string{"revoke a payment request I sent": "b:UPDATE_RequestInquiry"})
+}
