@@ -132,6 +132,8 @@ var domainRelated = map[string][]string{
 	"transaction": {"payment"},
 	// What recurs is run on a schedule (bunq's scheduled payments, cron-like schedules of jobs and reports).
 	"recurring": {"schedule", "scheduled"}, "recur": {"schedule", "scheduled"},
+	// A sum in euros, dollars or pounds is an amount of a currency (payments, conversions, exchange rates).
+	"euro": {"currency", "amount"}, "dollar": {"currency", "amount"}, "pound": {"currency", "amount"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

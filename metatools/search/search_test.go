@@ -3923,3 +3923,14 @@ func TestUpdateThatDeletes(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"revoke a payment request I sent": "b:UPDATE_RequestInquiry"})
 }
+
+// TestCurrencyAmount: a sum in euros, dollars or pounds is an amount of a
+// currency (bunq's currency conversion quotes, exchange rates).
+func TestCurrencyAmount(t *testing.T) {
+	docs := []Doc{
+		{Name: "b:CREATE_CurrencyConversionQuote", AppID: "b", Description: "Endpoint to create a quote for currency conversions.", Method: "POST", Path: "/currency-conversion-quote"},
+		{Name: "b:List_all_Limit", AppID: "b", Description: "Get all limits for the authenticated user.", Method: "GET", Path: "/limit"},
+		{Name: "b:List_all_Insights", AppID: "b", Description: "Used to get insights about transactions between given time range.", Method: "GET", Path: "/insights"},
+	}
+	wantFirst(t, docs, map[string]string{"how much would 500 euros be in pounds?": "b:CREATE_CurrencyConversionQuote", "what is 20 dollars in euros?": "b:CREATE_CurrencyConversionQuote"})
+}
