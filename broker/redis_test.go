@@ -246,13 +246,26 @@ func TestRedisFinishedSessionsBounded(t *testing.T) {
 // it at a later finish instead of counting against the bound, which made a
 // live record trimmed in their place; and a total made wrong from outside
 // (an evicted or edited key) is rebuilt once its records expire.
+//
+// The records expire by the fake clock only: the gateway gives Redis a TTL
+// of ExpiresAt minus its (frozen) clock, the session timeout, which Redis
+// counts in real time. With a timeout of a minute, a run slower than that
+// (its 1 MB scripts under -race on a loaded machine) found session 0
+// expired by Redis and failed, as a 4 s timeout does at load 16 every
+// time; an hour is far beyond any run.
 func TestRedisFinishedIndexHeals(t *testing.T) {
+	const timeout = time.Hour
 	rdb, prefix := redistest.Client(t)
+	ctx := context.Background()
+	t.Cleanup(func() { // after the broker's close: the records live an hour
+		if keys := rdb.Keys(ctx, prefix+"*").Val(); len(keys) > 0 {
+			rdb.Del(ctx, keys...)
+		}
+	})
 	clock := &fakeClock{t: time.Now()}
 	_, srv := newTestBroker(t, func(o *BrokerOptions) {
-		o.Engine, o.Redis, o.KeyPrefix, o.MaxFinishedBytes, o.Now, o.SessionTimeout = bigResultEngine(), rdb, prefix, 3<<20, clock.Now, time.Minute
+		o.Engine, o.Redis, o.KeyPrefix, o.MaxFinishedBytes, o.Now, o.SessionTimeout = bigResultEngine(), rdb, prefix, 3<<20, clock.Now, timeout
 	})
-	ctx := context.Background()
 	run := func(i int) string {
 		code, hdr, body := do(t, http.MethodPost, srv.URL+"/execute", map[string]any{"code": fmt.Sprintf(`return "x".repeat(1000000) + %d`, i)}, nil)
 		if code != 200 {
@@ -274,7 +287,7 @@ func TestRedisFinishedIndexHeals(t *testing.T) {
 
 	// A total wrong by 1 GiB heals once the records it counts expired.
 	rdb.HIncrBy(ctx, prefix+"finished:size", "total", 1<<30)
-	clock.Add(time.Minute)
+	clock.Add(timeout)
 	last := run(4)
 	kept, total, sum = finishedIndex(t, rdb, prefix)
 	if len(kept) != 1 || kept[0] != last || total != sum || total != 1000003 {
