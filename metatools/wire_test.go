@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -72,9 +73,15 @@ func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
 // receives it (U+2028, which encoding/json always escapes to six bytes) is
 // refused. The text copy of a result within the bound whose text would
 // not be is a note pointing to structuredContent.
+//
+// The bound is the subject, not time: building and encoding 900 KB under
+// -race at load 20 ran past the fixture's 1 s of running time (status
+// "timeout" in most rounds), so the engine here allows a minute.
 func TestExecuteAnswerWithinResultBound(t *testing.T) {
 	wc := &wireCounter{}
-	f := newFixture(t, fixtureOptions{transport: wc})
+	engine := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: time.Minute, CPUTime: time.Minute}})
+	t.Cleanup(func() { engine.Close() })
+	f := newFixture(t, fixtureOptions{transport: wc, options: func(o *Options) { o.Engine = engine }})
 	bound := f.svc.resultBound()
 	if bound != 1<<20 {
 		t.Fatalf("result bound %d, want the standard preset's 1 MiB", bound)
@@ -93,7 +100,7 @@ func TestExecuteAnswerWithinResultBound(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := wc.n.Load()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			res, err := f.session.CallTool(ctx, &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{"script": "return " + tc.expr + ";"}})
 			if err != nil {
