@@ -88,8 +88,10 @@ func TestSerializeCounters(t *testing.T) {
 // TestSerializeStrict: callTool input and the script result are serialized
 // strictly (a BigInt or Symbol anywhere is an error naming its key) and
 // within their own limits, with the errors scripts have always seen.
+// The time limits are backstops: serializing the too-large result up to
+// the 1 MiB bound under -race at load 20 ran past the secure preset's 3.5 s.
 func TestSerializeStrict(t *testing.T) {
-	engine := NewInProcess(nil)
+	engine := NewInProcess(&Options{Limits: Limits{Timeout: 2 * time.Minute, CPUTime: 2 * time.Minute}})
 	t.Cleanup(func() { _ = engine.Close() })
 	cases := []struct{ name, code, want string }{
 		{"input BigInt", `try { await callTool("echo", {a: {n: 1n}}) } catch (e) { return e.name + ": " + e.message }`,
