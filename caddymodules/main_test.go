@@ -1,14 +1,18 @@
 package caddymodules
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
@@ -23,6 +27,15 @@ import (
 // process start, so setting it here changes the workers only.
 func TestMain(m *testing.M) {
 	sandbox.MaybeServeWorker()
+	if os.Getenv(stdioChildEnv) != "" {
+		for { // a stdio server's child: runs until a signal ends it
+			time.Sleep(time.Hour)
+		}
+	}
+	if f := os.Getenv(stdioFamilyEnv); f != "" {
+		serveStdioFamily(f)
+		return
+	}
 	if f := os.Getenv(serveCaddyfileEnv); f != "" {
 		serveCaddyfile(f)
 		return
@@ -56,5 +69,35 @@ func serveCaddyfile(path string) {
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	<-sig
 	_ = caddy.Stop()
+	os.Exit(0)
+}
+
+// stdioFamilyEnv names a file: this test binary is then a stdio MCP server
+// (one tool, ping) that first starts a child (stdioChildEnv: it reads
+// nothing and runs until a signal ends it, as node under npx) and writes
+// its own pid and the child's to the file, one a line. It exits when its
+// stdin ends; the child does not.
+const (
+	stdioFamilyEnv = "CODEMODE_TEST_STDIO_FAMILY"
+	stdioChildEnv  = "CODEMODE_TEST_STDIO_CHILD"
+)
+
+func serveStdioFamily(pids string) {
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), stdioFamilyEnv+"=", stdioChildEnv+"=1") // the child is no server
+	if err := child.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := os.WriteFile(pids, fmt.Appendf(nil, "%d\n%d\n", os.Getpid(), child.Process.Pid), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	srv := mcp.NewServer(&mcp.Implementation{Name: "family", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "ping", Description: "Answer pong"},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, map[string]string, error) {
+			return nil, map[string]string{"pong": "yes"}, nil
+		})
+	_ = srv.Run(context.Background(), &mcp.StdioTransport{})
 	os.Exit(0)
 }

@@ -406,7 +406,6 @@ func (u *Upstream) dial(ctx context.Context, authorize func(*http.Request) error
 		t = &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: hc, MaxEventSize: MaxUpstreamMessageBytes}
 	} else {
 		cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
-		cmd.SysProcAttr = stdioSysProcAttr()
 		if len(u.cfg.Env) > 0 {
 			cmd.Env = append(cmd.Environ(), u.cfg.Env...)
 		}

@@ -31,6 +31,9 @@ const (
 	// exiting is read, and a process it left behind holding the pipes
 	// cannot keep the connection open.
 	stdioExitDrain = time.Second
+	// stdioGroupPoll is how often Close looks whether the processes a
+	// server left in its group have ended.
+	stdioGroupPoll = 50 * time.Millisecond
 	// stderrPiece bounds one log entry of an upstream's stderr: a longer
 	// line is logged in pieces.
 	stderrPiece = 4 << 10
@@ -47,7 +50,8 @@ const (
 // go-sdk's json.Decoder buffered it; stderr is drained and logged in
 // bounded pieces, where the go-sdk sent it to /dev/null; a write to a
 // server that stopped reading ends with its call's context. Close follows
-// the stdio lifecycle: close stdin, wait, SIGTERM, wait, SIGKILL; the
+// the stdio lifecycle: close stdin, wait, SIGTERM, wait, SIGKILL (to the
+// server's process group on Linux, waiting for the group); the
 // process is reaped and no goroutine is left.
 type stdioTransport struct {
 	cmd    *exec.Cmd // env and working directory as configured
@@ -91,6 +95,7 @@ func (t *stdioTransport) Connect(context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	t.cmd.Stdin, t.cmd.Stdout, t.cmd.Stderr = inR, outW, errW
+	t.cmd.SysProcAttr = stdioSysProcAttr() // its own process group, which Close signals
 	if err := t.cmd.Start(); err != nil {
 		closeAll()
 		return nil, err
@@ -408,7 +413,8 @@ func (c *stdioConn) wait() {
 
 // Close ends the process as the MCP stdio lifecycle says (close stdin,
 // wait; SIGTERM, wait; SIGKILL), reaps it and ends the connection's
-// goroutines.
+// goroutines. The signals go to the server's process group and the waits
+// are for the group (on Linux): what the server started ends with it.
 func (c *stdioConn) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.closing)
@@ -422,30 +428,61 @@ func (c *stdioConn) Close() error {
 }
 
 func (c *stdioConn) stop() error {
-	exited := func() bool {
-		t := time.NewTimer(c.grace)
-		defer t.Stop()
+	pid := c.cmd.Process.Pid
+	if c.ended() {
+		return nil
+	}
+	c.warnStop("its stdin closed", "SIGTERM")
+	signalStdioServer(c.cmd.Process, syscall.SIGTERM) // an error: nothing left to signal, which ended sees
+	if c.ended() {
+		return nil
+	}
+	c.warnStop("SIGTERM", "SIGKILL")
+	signalStdioServer(c.cmd.Process, syscall.SIGKILL)
+	if c.ended() {
+		return nil
+	}
+	if left := stdioGroupLeft(pid); len(left) > 0 {
+		return fmt.Errorf("upstream MCP server (pid %d) left processes %v after SIGKILL", pid, left)
+	}
+	return fmt.Errorf("upstream MCP server (pid %d) did not exit after SIGKILL", pid)
+}
+
+// ended waits up to a grace for the server to end: the process reaped and
+// no process left in its group (where the system tells).
+func (c *stdioConn) ended() bool {
+	t := time.NewTimer(c.grace)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+	case <-t.C:
+		return false
+	}
+	tick := time.NewTicker(stdioGroupPoll)
+	defer tick.Stop()
+	for len(stdioGroupLeft(c.cmd.Process.Pid)) > 0 {
 		select {
-		case <-c.exited:
-			return true
+		case <-tick.C:
 		case <-t.C:
-			return false
+			return len(stdioGroupLeft(c.cmd.Process.Pid)) == 0
 		}
 	}
-	if exited() {
-		return nil
+	return true
+}
+
+// warnStop logs that Close sends signal to the server's group since it is
+// still there after what: the server itself, or (once it has exited) the
+// processes it left in its group.
+func (c *stdioConn) warnStop(after, signal string) {
+	pid := c.cmd.Process.Pid
+	fields := []zap.Field{zap.Int("pid", pid), zap.Duration("grace", c.grace)}
+	select {
+	case <-c.exited:
+		fields = append(fields, zap.Ints("left_in_group", stdioGroupLeft(pid)))
+		c.logger.Warn("upstream MCP server exited, processes it started did not after "+after+"; sending "+signal+" to its group", fields...)
+	default:
+		c.logger.Warn("upstream MCP server did not exit after "+after+"; sending "+signal, fields...)
 	}
-	pid := zap.Int("pid", c.cmd.Process.Pid)
-	c.logger.Warn("upstream MCP server did not exit after its stdin closed; sending SIGTERM", pid, zap.Duration("grace", c.grace))
-	if c.cmd.Process.Signal(syscall.SIGTERM) == nil && exited() {
-		return nil
-	}
-	c.logger.Warn("upstream MCP server did not exit after SIGTERM; sending SIGKILL", pid, zap.Duration("grace", c.grace))
-	c.cmd.Process.Kill()
-	if exited() {
-		return nil
-	}
-	return fmt.Errorf("upstream MCP server (pid %d) did not exit after SIGKILL", c.cmd.Process.Pid)
 }
 
 var _ mcp.Transport = (*stdioTransport)(nil)

@@ -13,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/proctest"
 )
 
 // stdioGatewayEnv makes the test binary a gateway of one stdio upstream
@@ -75,7 +79,7 @@ func TestStdioUpstreamEndsWithItsGateway(t *testing.T) {
 	}
 	gw.Wait()
 	deadline := time.Now().Add(30 * time.Second)
-	for processRunning(pid) {
+	for proctest.Running(pid) {
 		if time.Now().After(deadline) {
 			syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("upstream %d still runs 30 s after its gateway was killed", pid)
@@ -84,13 +88,54 @@ func TestStdioUpstreamEndsWithItsGateway(t *testing.T) {
 	}
 }
 
-// processRunning reports whether pid is a process that has not ended (an
-// orphan's end is reaped by whoever adopts it; a zombie has ended).
-func processRunning(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
+// TestStdioServerGroupEnds: closing a stdio upstream ends what the server
+// started too (npx starting node): a well-behaved server exits when its
+// stdin closes, and the child it left gets SIGTERM after the grace; a
+// stubborn server and its stubborn child both get SIGTERM, then SIGKILL.
+// Before, only the server was signalled and its child ran on.
+func TestStdioServerGroupEnds(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		signals []string // the warnings' signals, in order
+	}{
+		{"parent", []string{"SIGTERM"}},
+		{"stubborn-parent", []string{"SIGTERM", "SIGKILL"}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			pids := filepath.Join(t.TempDir(), "pids")
+			t.Cleanup(func() { proctest.KillLeftovers(t, proctest.PidFile(t, pids)) })
+			core, logs := observer.New(zap.InfoLevel)
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(cmd.Environ(), stdioModeEnv+"="+tc.mode, stdioPidsEnv+"="+pids)
+			tr := &stdioTransport{cmd: cmd, logger: zap.New(core), max: MaxUpstreamMessageBytes, grace: 200 * time.Millisecond}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v1"}, nil).Connect(ctx, tr, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo"}); err != nil || res.IsError {
+				t.Fatalf("echo: %v %v", res, err)
+			}
+			started := proctest.PidFile(t, pids)
+			if len(started) != 2 {
+				t.Fatalf("pids %v, want the server's and its child's", started)
+			}
+			if err := cs.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			for _, pid := range started {
+				if proctest.Running(pid) {
+					t.Errorf("process %d of %v runs on after the close", pid, started)
+				}
+			}
+			var sent []string
+			for _, e := range logs.FilterMessageSnippet("sending SIG").All() {
+				sent = append(sent, e.Message[strings.LastIndex(e.Message, "SIG"):][:7])
+			}
+			if strings.Join(sent, " ") != strings.Join(tc.signals, " ") {
+				t.Errorf("signals sent %v, want %v", sent, tc.signals)
+			}
+		})
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }

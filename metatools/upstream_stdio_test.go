@@ -45,11 +45,37 @@ const (
 // never ends) and shout (8 MiB on stderr, then an answer). mode
 // "stderr-flood" writes 16 MiB to stderr before serving; "stubborn"
 // ignores SIGTERM and stays after its stdin closes; "lingering" stays
-// after its stdin closes until a signal ends it.
+// after its stdin closes until a signal ends it. "parent" and
+// "stubborn-parent" first start a child (mode "child" or "stubborn-child":
+// it reads nothing and runs until a signal ends it, the stubborn one
+// ignoring SIGTERM), as npx starts node, and write its pid too; then
+// "parent" serves as a well-behaved server and "stubborn-parent" as a
+// stubborn one.
 func serveHostileStdioForTest(mode string) {
+	if strings.HasSuffix(mode, "child") {
+		if mode == "stubborn-child" {
+			signal.Ignore(syscall.SIGTERM)
+		}
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
+	pids := []int{os.Getpid()}
+	if strings.HasSuffix(mode, "parent") {
+		child := exec.Command(os.Args[0], "-test.run=^$")
+		child.Env = append(os.Environ(), stdioModeEnv+"="+strings.TrimSuffix(mode, "parent")+"child")
+		if err := child.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		pids = append(pids, child.Process.Pid)
+		mode = strings.TrimSuffix(strings.TrimSuffix(mode, "parent"), "-")
+	}
 	if f := os.Getenv(stdioPidsEnv); f != "" {
 		if pf, err := os.OpenFile(f, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
-			fmt.Fprintln(pf, os.Getpid())
+			for _, pid := range pids {
+				fmt.Fprintln(pf, pid)
+			}
 			pf.Close()
 		}
 	}
