@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -28,6 +27,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/oauth2"
 
+	"github.com/codemode-gateway/caddy-codemode/internal/nettest"
 	"github.com/codemode-gateway/caddy-codemode/oauth"
 )
 
@@ -35,15 +35,8 @@ import (
 // replaces the process-wide config.
 var caddyMu sync.Mutex
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
+// freePort is a free loopback port for a test's gateway.
+var freePort = nettest.Port
 
 // caddyConfig is a whole Caddy JSON config with one HTTP server on
 // 127.0.0.1:port running routes, and the codemode app's auth.

@@ -120,12 +120,7 @@ func silentRedis(t *testing.T) string {
 // redisStartTimeout with STORAGE_UNAVAILABLE, the code its requests get
 // while Redis is down.
 func TestRedisStorageStartUnanswered(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // nothing listens there
 	for _, tc := range []struct {
 		name, addr, areas, site, wantErr string
 	}{
@@ -178,12 +173,7 @@ http://127.0.0.1:0 {
 // and how long it waited, for a closed port and for a Redis that never
 // answers (whose ping waited for the client's read timeout, an hour here).
 func TestRedisStartPingWarns(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := ln.Addr().String()
-	ln.Close()
+	closed := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // nothing listens there
 	for name, addr := range map[string]string{"closed port": closed, "silent": silentRedis(t)} {
 		t.Run(name, func(t *testing.T) {
 			core, logs := observer.New(zapcore.WarnLevel)

@@ -29,7 +29,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +39,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/nettest"
 )
 
 // figure is one line of the table: a metric of a Go benchmark or of a
@@ -501,7 +502,7 @@ func (b *builder) build(sel []figure) error {
 
 // startCaddy runs the gateway of .ci/bench/broker/Caddyfile on a free port.
 func (b *builder) startCaddy() error {
-	port, err := freePort()
+	port, err := nettest.FreePort()
 	if err != nil {
 		return err
 	}
@@ -791,13 +792,4 @@ func loadAvg() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -33,7 +33,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -47,6 +46,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/nettest"
 )
 
 // gatewayCaddyfile is the gateway the scenarios judge; CONF_URL and
@@ -356,7 +357,7 @@ func startGateway(ctx context.Context, caddyBin string, caddyfile []byte, env []
 	if err := os.WriteFile(config, caddyfile, 0o600); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := nettest.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -421,15 +422,6 @@ func (g *gateway) stop() {
 		<-g.done
 	}
 	os.RemoveAll(g.dir)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 type call struct {

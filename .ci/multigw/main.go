@@ -23,7 +23,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -40,6 +39,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/oauth2"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/nettest"
 )
 
 type harness struct {
@@ -108,12 +109,11 @@ func (h *harness) fatal(name string, err error) {
 }
 
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := nettest.FreePort()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func (h *harness) start(name string, env []string, args ...string) {

@@ -21,7 +21,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -31,6 +30,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/nettest"
 )
 
 func main() {
@@ -78,12 +79,11 @@ func (h *harness) check(name string, ok bool, detail string) {
 }
 
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := nettest.FreePort()
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func (h *harness) start(name string, env []string, args ...string) (*exec.Cmd, error) {

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -32,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/codemode-gateway/caddy-codemode/internal/dashboard"
+	"github.com/codemode-gateway/caddy-codemode/internal/nettest"
 )
 
 // TestObservabilityOfTheBuiltBinary builds this command, runs it with
@@ -57,7 +57,7 @@ func TestObservabilityOfTheBuiltBinary(t *testing.T) {
 	otlp := newOTLPReceiver(t)
 	api := newItemsAPI(t)
 	upstream := newUpstreamMCP(t)
-	port, admin := freePort(t), freePort(t)
+	port, admin := nettest.Port(t), nettest.Port(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	hash, _ := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
 	cfg := fmt.Sprintf(`{
@@ -415,16 +415,6 @@ return {ok, limited};`, upperLoop))
 var documentedEventKeys = map[string]bool{
 	"path": true, "session_id": true, "status": true, "tool_calls": true, "user_id": true, "tenant_id": true,
 	"duration_ms": true, "script_status": true, "tool": true, "call_id": true, "outcome": true, "error_code": true,
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // eventuallyT polls cond for up to 60 s (a loaded machine; the span

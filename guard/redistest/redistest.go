@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/nettest"
 )
 
 // EnvAddr names the environment variable holding a shared server's address.
@@ -75,7 +77,7 @@ func Start(tb testing.TB) *Server {
 	}
 	s := &Server{tb: tb, dir: tb.TempDir()}
 	for attempt := 0; ; attempt++ {
-		s.port = freePort(tb)
+		s.port = nettest.Port(tb)
 		if err := s.run(bin); err == nil {
 			break
 		} else if attempt == 4 {
@@ -150,13 +152,4 @@ func (s *Server) run(bin string) error {
 	_ = cmd.Wait()
 	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
 	return fmt.Errorf("redis-server did not listen on %s: %s", addr, log)
-}
-
-func freePort(tb testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

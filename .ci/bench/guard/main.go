@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -40,6 +39,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	_ "github.com/codemode-gateway/caddy-codemode/caddymodules"
+	"github.com/codemode-gateway/caddy-codemode/internal/nettest"
 )
 
 func main() {
@@ -266,10 +266,9 @@ func (t *target) run(d time.Duration, profileDir string) {
 }
 
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := nettest.FreePort()
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
