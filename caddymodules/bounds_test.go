@@ -1,10 +1,8 @@
 package caddymodules
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -127,26 +125,8 @@ func clipBody(s string) string {
 // as over HTTP, and the session goes on.
 func TestMCPStdioLargeInputsRefused(t *testing.T) {
 	inW, outR, _ := stdioSession(t, "{\n\tadmin off\n\tcodemode {\n\t\tmeta\n\t}\n}\n", 0)
-	t.Cleanup(func() {
-		inW.Close()
-		go io.Copy(io.Discard, outR)
-	})
-	replies := bufio.NewScanner(outR)
-	replies.Buffer(nil, 8<<20)
-	send := func(line string) batchAnswer {
-		t.Helper()
-		if _, err := io.WriteString(inW, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		if !replies.Scan() {
-			t.Fatalf("no reply: %v", replies.Err())
-		}
-		var r batchAnswer
-		if err := json.Unmarshal(replies.Bytes(), &r); err != nil {
-			t.Fatalf("reply %q: %v", replies.Text(), err)
-		}
-		return r
-	}
+	sendLine, _ := stdioLines(t, inW, outR)
+	send := func(line string) batchAnswer { t.Helper(); return stdioAnswer(t, sendLine(line)) }
 	for bound, args := range map[string]string{
 		"array items":    `{"query":"x","appIds":` + stringsArray(300_000, "a") + `}`,
 		"object members": `{"tool":"math:add","input":` + keysObject(200_000) + `}`,

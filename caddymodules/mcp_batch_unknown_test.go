@@ -1,7 +1,6 @@
 package caddymodules
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -139,22 +138,7 @@ func batchUnknownRequest(t *testing.T, url string, jsonResponse bool) {
 // one line, the batch's answers in one array.
 func TestMCPStdioBatchUnknownRequest(t *testing.T) {
 	inW, outR, done := stdioSession(t, "{\n\tadmin off\n\tcodemode\n}\n", 0)
-	t.Cleanup(func() {
-		inW.Close()
-		go io.Copy(io.Discard, outR)
-	})
-	replies := bufio.NewScanner(outR)
-	replies.Buffer(nil, 8<<20)
-	send := func(line string) []byte {
-		t.Helper()
-		if _, err := io.WriteString(inW, line+"\n"); err != nil {
-			t.Fatalf("writing %.40q: %v", line, err)
-		}
-		if !replies.Scan() {
-			t.Fatalf("no reply to %.60q: %v", line, replies.Err())
-		}
-		return replies.Bytes()
-	}
+	send, replies := stdioLines(t, inW, outR)
 	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"); err != nil {
 		t.Fatal(err)

@@ -36,26 +36,8 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 	inW, outR, done := stdioSession(t, caddyfile, 4096)
 	// On a failure too, standard input ends, so that the session ends and
 	// lets the upstream's test server close (it waited for ever).
-	t.Cleanup(func() {
-		inW.Close()
-		go io.Copy(io.Discard, outR)
-	})
-	replies := bufio.NewScanner(outR)
-	replies.Buffer(nil, 8<<20)
-	type reply = batchAnswer
-	send := func(line string) (r reply) {
-		t.Helper()
-		if _, err := io.WriteString(inW, line+"\n"); err != nil {
-			t.Fatalf("writing %.40q: %v", line, err)
-		}
-		if !replies.Scan() {
-			t.Fatalf("no reply to %.40q: %v", line, replies.Err())
-		}
-		if err := json.Unmarshal(replies.Bytes(), &r); err != nil {
-			t.Fatalf("reply %q: %v", replies.Text(), err)
-		}
-		return r
-	}
+	sendLine, _ := stdioLines(t, inW, outR)
+	send := func(line string) batchAnswer { t.Helper(); return stdioAnswer(t, sendLine(line)) }
 	wantError := func(line string, code int, id string) {
 		t.Helper()
 		r := send(line)
@@ -146,13 +128,7 @@ func TestMCPStdioAnswersBadLines(t *testing.T) {
 		`[{"jsonrpc":"2.0","method":"notifications/no_such"},{"jsonrpc":"2.0","id":"b1","method":"ping"}]`,
 		`[{"jsonrpc":"2.0","id":"b1","method":"ping"},{"jsonrpc":"2.0","method":"notifications/roots/list_changed"},{"jsonrpc":"2.0","method":"notifications/no_such"}]`,
 	} {
-		if _, err := io.WriteString(inW, line+"\n"); err != nil {
-			t.Fatal(err)
-		}
-		if !replies.Scan() {
-			t.Fatalf("no reply to %s", line)
-		}
-		if got := replies.Text(); got != `[{"jsonrpc":"2.0","id":"b1","result":{}}]` {
+		if got := string(sendLine(line)); got != `[{"jsonrpc":"2.0","id":"b1","result":{}}]` {
 			t.Fatalf("%s: %s", line, got)
 		}
 	}
@@ -189,6 +165,38 @@ func stdioSession(t *testing.T, caddyfile string, maxLine int) (in *io.PipeWrite
 		outW.Close()
 	}()
 	return inW, outR, ended
+}
+
+// stdioLines ends a stdio session's input when the test ends (on a failure
+// too, so that the session ends) and returns send, which writes line to
+// the session and returns its one reply line, and the scanner of the
+// replies for a test that reads more itself.
+func stdioLines(t *testing.T, in *io.PipeWriter, out *io.PipeReader) (send func(line string) []byte, replies *bufio.Scanner) {
+	t.Cleanup(func() {
+		in.Close()
+		go io.Copy(io.Discard, out)
+	})
+	replies = bufio.NewScanner(out)
+	replies.Buffer(nil, 8<<20)
+	return func(line string) []byte {
+		t.Helper()
+		if _, err := io.WriteString(in, line+"\n"); err != nil {
+			t.Fatalf("writing %.40q: %v", line, err)
+		}
+		if !replies.Scan() {
+			t.Fatalf("no reply to %.60q: %v", line, replies.Err())
+		}
+		return replies.Bytes()
+	}, replies
+}
+
+// stdioAnswer decodes one reply line of a stdio session.
+func stdioAnswer(t *testing.T, line []byte) (r batchAnswer) {
+	t.Helper()
+	if err := json.Unmarshal(line, &r); err != nil {
+		t.Fatalf("reply %q: %v", line, err)
+	}
+	return r
 }
 
 // stdioEnded waits for a stdio session whose input has ended to return.
