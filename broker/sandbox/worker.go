@@ -782,30 +782,33 @@ func (w *worker) callTool(st *execState, m *wireMsg) {
 	if callID == "" {
 		callID = strconv.FormatUint(m.Call, 10)
 	}
-	reply := &wireMsg{T: msgResult, ID: st.id, Call: m.Call}
+	var data json.RawMessage
+	var toolErr *wireToolErr
 	if m.Oversize {
-		reply.Err = &wireToolErr{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool input exceeds the worker message limit of %d bytes", w.p.opts.MaxMessageBytes)}
+		toolErr = &wireToolErr{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool input exceeds the worker message limit of %d bytes", w.p.opts.MaxMessageBytes)}
 	} else {
 		began := time.Now()
-		data, err := safeCall(st.ctx, st.host, ToolCall{ID: callID, Name: m.Name, Input: m.Input})
+		var err error
+		data, err = safeCall(st.ctx, st.host, ToolCall{ID: callID, Name: m.Name, Input: m.Input})
 		st.timed(m.Name, time.Since(began))
 		if err != nil {
-			reply.Err = toWireToolErr(err)
+			data, toolErr = nil, toWireToolErr(err)
 		} else {
 			if len(data) == 0 {
 				data = json.RawMessage("null")
 			}
-			reply.Data = data
-			reply.checked = true // safeCall scanned it
 			// The frame of a result is its data plus a small envelope.
 			if len(data)+256 > w.p.opts.MaxMessageBytes {
-				reply.Data = nil
-				reply.Err = &wireToolErr{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool %s returned more than the worker message limit of %d bytes", clipName(m.Name), w.p.opts.MaxMessageBytes)}
+				data, toolErr = nil, &wireToolErr{Code: CodeToolExecutionError, Message: fmt.Sprintf("tool %s returned more than the worker message limit of %d bytes", clipName(m.Name), w.p.opts.MaxMessageBytes)}
 			}
 		}
 	}
+	// The call's message becomes the reply: nothing holds it once the call
+	// is made (the host has the input, not the message), and one message
+	// fewer per call is one allocation fewer on the awaited call's path.
+	*m = wireMsg{T: msgResult, ID: st.id, Call: m.Call, Data: data, Err: toolErr, checked: data != nil} // safeCall scanned data
 	st.pending.Add(-1)
-	w.p.deliverResult(st, reply)
+	w.p.deliverResult(st, m)
 }
 
 func toWireToolErr(err error) *wireToolErr {
