@@ -150,6 +150,12 @@ func TestWorkerInitTrace(t *testing.T) {
 		if l.pkg == "github.com/caddyserver/caddy/v2/cmd" || strings.HasPrefix(l.pkg, "github.com/codemode-gateway/caddy-codemode/caddymodules") {
 			t.Errorf("a Caddy-binary worker initialised %s: it is served before", l.pkg)
 		}
+		// The sandbox's own init runs in every worker before its
+		// handshake: its sanitizer's regexps compile on first use (they
+		// were 55 KiB and 0.4 M instructions of the init here).
+		if l.pkg == sandboxPkg && l.bytes > 32<<10 {
+			t.Errorf("a Caddy-binary worker's init of %s allocates %d bytes", l.pkg, l.bytes)
+		}
 	}
 	t.Logf("a Caddy-binary worker: %d package inits of %d, %.1f ms", len(worker), len(lines), total)
 

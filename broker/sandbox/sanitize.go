@@ -3,6 +3,7 @@ package sandbox
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Sanitization is the one policy for what a script or its caller may learn
@@ -35,7 +36,7 @@ func (s Sanitization) Text(t string) string {
 		return t
 	}
 	if s.RemoveEnvValues {
-		t = envValueRE.ReplaceAllString(t, "${1}${2}=[redacted]")
+		t = envValueRE().ReplaceAllString(t, "${1}${2}=[redacted]")
 	}
 	if s.RemoveHosts {
 		t = removeHosts(t)
@@ -44,7 +45,7 @@ func (s Sanitization) Text(t string) string {
 		t = RemoveFilePaths(t)
 	}
 	if s.RemoveTypeNames {
-		t = goTypeRE.ReplaceAllString(t, "[type]")
+		t = goTypeRE().ReplaceAllString(t, "[type]")
 	}
 	return t
 }
@@ -68,33 +69,41 @@ func RemoveFilePaths(s string) string {
 	if s == "" {
 		return s
 	}
-	return filePathRE.ReplaceAllString(s, "${1}[path]")
+	return filePathRE().ReplaceAllString(s, "${1}[path]")
 }
 
 var (
 	// filePathRE matches file URLs, Windows paths and absolute Unix paths
 	// of at least two components that start a word.
-	filePathRE = regexp.MustCompile(`(^|[\s'"(=,\[<])(file://[^\s'"()<>]+|[A-Za-z]:\\[^\s'"()<>]+|/(?:[\w.@+~-]+/)+[\w.@+~-]*)`)
+	filePathRE = lazyRegexp(`(^|[\s'"(=,\[<])(file://[^\s'"()<>]+|[A-Za-z]:\\[^\s'"()<>]+|/(?:[\w.@+~-]+/)+[\w.@+~-]*)`)
 	// envValueRE matches NAME=value with an upper-case name of two
 	// characters or more; the value is quoted or runs to a space.
-	envValueRE = regexp.MustCompile(`(^|[^\w.])([A-Z][A-Z0-9_]+)=("[^"]*"|'[^']*'|[^\s,;'"]+)`)
+	envValueRE = lazyRegexp(`(^|[^\w.])([A-Z][A-Z0-9_]+)=("[^"]*"|'[^']*'|[^\s,;'"]+)`)
 	// urlRE matches a URL with a scheme other than file (file URLs are
 	// paths).
-	urlRE = regexp.MustCompile(`\b(?:[a-zA-Z][a-zA-Z0-9+.-]*)://[^\s'"<>]+`)
+	urlRE = lazyRegexp(`\b(?:[a-zA-Z][a-zA-Z0-9+.-]*)://[^\s'"<>]+`)
 	// hostPortRE matches IPv4 addresses (port optional), bracketed IPv6
 	// with an optional port, and name:port where the name is localhost or
 	// has a dot. The second group is a second ":n", which makes the match
 	// a script position (plan.js:3:7), kept as is.
-	hostPortRE = regexp.MustCompile(`\b(?:\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?|(?:localhost|[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)+):(\d{1,5})(:\d+)?)\b|\[[0-9a-fA-F:.]*:[0-9a-fA-F:.]*\](?::\d{1,5})?`)
+	hostPortRE = lazyRegexp(`\b(?:\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?|(?:localhost|[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)+):(\d{1,5})(:\d+)?)\b|\[[0-9a-fA-F:.]*:[0-9a-fA-F:.]*\](?::\d{1,5})?`)
 	// goTypeRE matches package-qualified Go type names with their pointer,
 	// slice and map decorations, and the empty interface.
-	goTypeRE = regexp.MustCompile(`(?:\*|\[\]|map\[[^\]\s]*\])*(?:\b[a-z][a-z0-9]+\.[A-Z]\w*\b|\binterface \{\})`)
+	goTypeRE = lazyRegexp(`(?:\*|\[\]|map\[[^\]\s]*\])*(?:\b[a-z][a-z0-9]+\.[A-Z]\w*\b|\binterface \{\})`)
 )
+
+// lazyRegexp compiles expr on first use: package initialisation runs in
+// every worker before its handshake, and compiling these five there was
+// ~0.4 M instructions of each start; a worker pays it now when it first
+// sanitizes an error, after it is ready.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // removeHosts replaces URLs and addresses; file URLs stay for
 // RemoveFilePaths.
 func removeHosts(t string) string {
-	t = urlRE.ReplaceAllStringFunc(t, func(u string) string {
+	t = urlRE().ReplaceAllStringFunc(t, func(u string) string {
 		if strings.HasPrefix(strings.ToLower(u), "file://") {
 			return u
 		}
@@ -102,7 +111,7 @@ func removeHosts(t string) string {
 	})
 	var b strings.Builder
 	last := 0
-	for _, m := range hostPortRE.FindAllStringSubmatchIndex(t, -1) {
+	for _, m := range hostPortRE().FindAllStringSubmatchIndex(t, -1) {
 		if m[4] >= 0 {
 			continue // name:line:column, a position in a script
 		}
