@@ -406,7 +406,7 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		// steps (during retries, maybe on another gateway) are not reported.
 		p := s.progressOf(ctx, req, "")
 		defer p.stop()
-		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci, allowed: allowedSet(in.AllowedTools), progress: p}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
+		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci, questions: callerQuestionsOf(req), allowed: allowedSet(in.AllowedTools), progress: p}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
 		if len(in.Context) > 0 {
 			_ = json.Unmarshal(in.Context, &opts.Context) // an object: validated above
 		}

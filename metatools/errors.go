@@ -44,7 +44,7 @@ func Transient(code string) bool {
 	switch code {
 	case CodeNotFound, CodeValidationError, CodeSelfReferenceBlocked, tool.CodeToolNotFound, "ACCESS_DENIED",
 		CodeToolNotCallable, CodeInvalidRequestState, catalog.CodeNoBaseURL, catalog.CodeResponseTooLarge,
-		"CREDENTIAL_REQUIRED", "UPSTREAM_ENDPOINT_REFUSED":
+		"CREDENTIAL_REQUIRED", "UPSTREAM_ENDPOINT_REFUSED", CodeUpstreamQuestionRefused:
 		return false
 	}
 	return true

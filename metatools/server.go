@@ -426,7 +426,7 @@ func (s *Service) executeHandler() mcp.ToolHandler {
 		if s.usesPlanSessions(req) {
 			return s.executeRounds(ctx, req, ci, in)
 		}
-		h := &host{s: s, ci: &ci, ask: sessionAsker(req), progress: s.progressOf(ctx, req, "")}
+		h := &host{s: s, ci: &ci, ask: sessionAsker(req), questions: callerQuestionsOf(req), progress: s.progressOf(ctx, req, "")}
 		res, err := s.execute(ctx, in, h)
 		h.progress.stop() // no notification after the result
 		if err != nil {
@@ -477,7 +477,7 @@ func (s *Service) invokeHandler() mcp.ToolHandler {
 		// tool runs (a slow tool outlives its request timeout otherwise);
 		// they stop before the result is sent.
 		p := s.progressOf(ctx, req, in.Tool)
-		res, err := s.invoke(ctx, in, sessionAsker(req))
+		res, err := s.invoke(withCallerQuestions(ctx, callerQuestionsOf(req)), in, sessionAsker(req))
 		p.stop()
 		if err != nil {
 			return errorResult(err), nil

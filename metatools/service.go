@@ -881,10 +881,12 @@ func (s *Service) validateToolInput(name string, input json.RawMessage) *Error {
 // allowed, when set, is the script's allowedTools: discovery answers only
 // with those.
 type host struct {
-	s       *Service
-	ci      *CallInfo
-	ask     askFunc
-	allowed map[string]bool
+	s   *Service
+	ci  *CallInfo
+	ask askFunc
+	// questions is who an upstream's question during a call goes to.
+	questions questionsCarrier
+	allowed   map[string]bool
 	// plan, when set, is the session whose tool events this host emits (a
 	// plan run by the service's engine; the broker emits its own).
 	plan *planSession
@@ -979,6 +981,7 @@ func scriptMessage(e *Error) string {
 func (h *host) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMessage, error) {
 	if h.ci != nil {
 		ctx = context.WithValue(ctx, callInfoKey{}, *h.ci)
+		ctx = withCallerQuestions(ctx, h.questions)
 	}
 	if h.plan != nil {
 		h.plan.calls.Add(1)

@@ -235,6 +235,11 @@ type Upstream struct {
 
 	// users are the per-user connections (Credential), by user key.
 	users map[string]*userConn
+
+	// calls are the calls in flight on each session, whose callers an
+	// upstream's question goes to (upstream_question.go).
+	callsMu sync.Mutex
+	calls   map[*mcp.ClientSession]map[*upstreamCall]struct{}
 }
 
 // userConn is one user's connection to an upstream that takes user
@@ -387,6 +392,9 @@ func (u *Upstream) dial(ctx context.Context, authorize func(*http.Request) error
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 			u.refreshSoon(ctx)
 		},
+		// Form elicitation is declared (the go-sdk's default for this
+		// handler): an upstream's question goes to the gateway's caller.
+		ElicitationHandler: u.elicit,
 	})
 	var t mcp.Transport
 	if u.cfg.URL != "" {
@@ -592,10 +600,25 @@ func (u *Upstream) Call(ctx context.Context, name string, input json.RawMessage)
 		timeout = DefaultUpstreamCallTimeout
 	}
 	ac := &answerCap{}
-	callCtx, cancel := context.WithTimeout(context.WithValue(ctx, answerCapKey{}, ac), timeout)
+	uc := newUpstreamCall(ctx, u.cfg.Name, name)
+	callCtx, cancel := context.WithTimeout(context.WithValue(context.WithValue(ctx, answerCapKey{}, ac), upstreamCallKey{}, uc), timeout)
 	defer cancel()
+	uc.ctx = callCtx
+	untrack := u.track(cs, uc)
 	res, err := cs.CallTool(callCtx, params)
+	untrack()
+	if err == nil && res.IsError {
+		if e := uc.refusal(clip.String(resultText(res), 1024)); e != nil {
+			telemetry.EndSpan(span, e.Code)
+			return nil, e
+		}
+	}
 	if err != nil {
+		if e := uc.refusal(""); e != nil {
+			u.logger.Info("upstream call failed after a question its caller was not asked or did not answer", zap.String("tool", name), zap.Error(err))
+			telemetry.EndSpan(span, e.Code)
+			return nil, e
+		}
 		var me *Error
 		if errors.As(err, &me) { // the user's credential, refused on the way out
 			telemetry.EndSpan(span, me.Code)
@@ -654,12 +677,7 @@ func sdkLocalError(code int64) bool {
 // resultJSON turns an MCP call result into the JSON a script sees: the
 // structured content when present, else the text (parsed when it is JSON).
 func resultJSON(res *mcp.CallToolResult) (json.RawMessage, error) {
-	var texts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			texts = append(texts, tc.Text)
-		}
-	}
+	texts := resultTexts(res)
 	text := strings.Join(texts, "\n")
 	if res.IsError {
 		if text == "" {
@@ -680,6 +698,18 @@ func resultJSON(res *mcp.CallToolResult) (json.RawMessage, error) {
 	}
 	return encodeJSON(text)
 }
+
+func resultTexts(res *mcp.CallToolResult) []string {
+	var texts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			texts = append(texts, tc.Text)
+		}
+	}
+	return texts
+}
+
+func resultText(res *mcp.CallToolResult) string { return strings.Join(resultTexts(res), "\n") }
 
 // userSession returns the user's own connection, opening it when there is
 // none (one attempt at a time per user). The connection's requests carry
