@@ -21,10 +21,22 @@ import (
 // MaxUpstreamQuestionBytes). They ask the 2026-07-28 way (an input_required
 // result, the answer on the retry with the requestState); the go-sdk server
 // asks a client of an older revision with elicitation/create instead. states
-// records the requestState of each retry.
-func askingUpstream(ru *revisionUpstream) (states func() []string) {
+// records the requestState of each retry. "hold" answers once release is
+// called, and says on started that it runs.
+func askingUpstream(ru *revisionUpstream) (states func() []string, started <-chan struct{}, release func()) {
 	var mu sync.Mutex
 	var seen []string
+	held, running := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	ru.srv.AddTool(&mcp.Tool{Name: "hold", Description: "Answer when released", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			running <- struct{}{}
+			select {
+			case <-held:
+			case <-ctx.Done():
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"held":true}`}}}, nil
+		})
 	schema := map[string]any{"type": "object", "properties": map[string]any{
 		"name": map[string]any{"type": "string", "title": "Name"}}, "required": []string{"name"}}
 	ask := func(message string) mcp.ToolHandler {
@@ -54,16 +66,17 @@ func askingUpstream(ru *revisionUpstream) (states func() []string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), seen...)
-	}
+	}, running, func() { once.Do(func() { close(held) }) }
 }
 
 // questionGateway serves meta-tools over one upstream ("up") of the given
 // era over real HTTP; it returns the gateway's URLs (with sessions, and
 // stateless for 2026-07-28) and the states the upstream's retries carried.
-func questionGateway(t *testing.T, modernUpstream bool) ([2]string, func() []string) {
+func questionGateway(t *testing.T, modernUpstream bool) ([2]string, func() []string, <-chan struct{}, func()) {
 	t.Helper()
 	ru := newRevisionUpstream(t, modernUpstream)
-	states := askingUpstream(ru)
+	states, started, release := askingUpstream(ru)
+	t.Cleanup(release)
 	u, err := NewUpstream(UpstreamConfig{Name: "up", URL: "http://" + ru.addr, CallTimeout: time.Minute}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +104,7 @@ func questionGateway(t *testing.T, modernUpstream bool) ([2]string, func() []str
 		t.Cleanup(hs.Close)
 		urls[i] = hs.URL
 	}
-	return urls, states
+	return urls, states, started, release
 }
 
 // askVia calls up:<tool> by meta:invoke or from a meta:execute script and
@@ -145,7 +158,7 @@ func TestUpstreamQuestionsReachTheCaller(t *testing.T) {
 	for _, modern := range []bool{false, true} {
 		era := map[bool]string{false: "2025-11-25 upstream", true: "2026-07-28 upstream"}[modern]
 		t.Run(era, func(t *testing.T) {
-			urls, states := questionGateway(t, modern)
+			urls, states, started, release := questionGateway(t, modern)
 			var mu sync.Mutex
 			reply := &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}}
 			var asked []string
@@ -176,6 +189,7 @@ func TestUpstreamQuestionsReachTheCaller(t *testing.T) {
 				return cs
 			}
 			cs := connect(handler, "2025-11-25")
+			other := connect(handler, "2025-11-25")
 			cannot := map[string]*mcp.ClientSession{"2025-11-25": connect(nil, "2025-11-25"), "2026-07-28": connect(handler, "2026-07-28")}
 			// Goroutines are counted with every session open and the
 			// engine's workers started (a first plan), without idle HTTP
@@ -240,6 +254,31 @@ func TestUpstreamQuestionsReachTheCaller(t *testing.T) {
 				if m := len(states()); m != n {
 					t.Errorf("%s caller: the upstream got %d answers made up by the gateway", version, m-n)
 				}
+			}
+
+			// A question while another call is in flight: a 2026-07-28
+			// upstream's comes back on its call and is passed on; over a
+			// 2025-11-25 session nothing says which call asked, and the
+			// gateway does not guess. The other call is not failed by it.
+			held := make(chan string, 1)
+			go func() {
+				res, err := other.CallTool(ctx, &mcp.CallToolParams{Name: MetaInvoke, Arguments: map[string]any{"tool": "up:hold", "input": map[string]any{}}})
+				if err != nil {
+					held <- err.Error()
+					return
+				}
+				b, _ := json.Marshal(res.Content)
+				held <- string(b)
+			}()
+			<-started
+			setReply(&mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}})
+			ans, code := askVia(t, cs, "invoke", "ask")
+			if want := map[bool]string{false: CodeUpstreamQuestionRefused, true: ""}[modern]; code != want || (code == "" && ans["action"] != "accept") {
+				t.Errorf("a question while another call is in flight: %v, code %q, want code %q", ans, code, want)
+			}
+			release()
+			if h := <-held; !strings.Contains(h, `{\"held\":true}`) {
+				t.Errorf("the call in flight answered %s", h)
 			}
 
 			deadline := time.Now().Add(10 * time.Second)
