@@ -134,6 +134,10 @@ var domainRelated = map[string][]string{
 	"recurring": {"schedule", "scheduled"}, "recur": {"schedule", "scheduled"},
 	// A sum in euros, dollars or pounds is an amount of a currency (payments, conversions, exchange rates).
 	"euro": {"currency", "amount"}, "dollar": {"currency", "amount"}, "pound": {"currency", "amount"},
+	// Network gear is what inventory and monitoring APIs keep as devices (NetBox, Meraki, LibreNMS, Nautobot).
+	"router": {"device"}, "switch": {"device"}, "firewall": {"device"},
+	// A VM is a virtual machine; a NIC is a machine's network interface.
+	"vm": {"virtual", "machine"}, "nic": {"interface"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

@@ -3934,3 +3934,21 @@ func TestCurrencyAmount(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"how much would 500 euros be in pounds?": "b:CREATE_CurrencyConversionQuote", "what is 20 dollars in euros?": "b:CREATE_CurrencyConversionQuote"})
 }
+
+// TestNetworkGearDevice: routers, switches and firewalls are what inventory
+// and monitoring APIs keep as devices; a VM is a virtual machine and a NIC
+// its network interface (NetBox's dcim devices and virtualization interfaces).
+func TestNetworkGearDevice(t *testing.T) {
+	docs := []Doc{
+		{Name: "n:dcim_racks_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/dcim/racks/"},
+		{Name: "n:dcim_console-server-ports_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/dcim/console-server-ports/"},
+		{Name: "n:dcim_devices_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/dcim/devices/"},
+		{Name: "n:virtualization_virtual-machines_create", AppID: "n", Method: "POST", Path: "/virtualization/virtual-machines/"},
+		{Name: "n:virtualization_clusters_create", AppID: "n", Method: "POST", Path: "/virtualization/clusters/"},
+		{Name: "n:virtualization_interfaces_create", AppID: "n", Method: "POST", Path: "/virtualization/interfaces/"},
+	}
+	wantFirst(t, docs, map[string]string{
+		"list the switches": "n:dcim_devices_list", "list every firewall": "n:dcim_devices_list", "list the routers": "n:dcim_devices_list",
+		"add a VM to a cluster": "n:virtualization_virtual-machines_create", "add a NIC": "n:virtualization_interfaces_create",
+	})
+}
