@@ -69,7 +69,7 @@ var domainRelated = map[string][]string{
 	"automatically": {"rule", "timer", "automation", "auto"}, "automatic": {"rule", "timer", "automation", "auto"},
 	"check": {"verify", "validate", "test"}, "validate": {"check"}, "verify": {"check"}, "test": {"check"}, "spec": {"specification"}, "specification": {"spec"}, "tracker": {"device"}, "gadget": {"device"}, "machine": {"node", "host", "server", "instance"}, "computer": {"node", "host", "server", "instance"}, "disk": {"volume", "storage"},
 	"estimate": {"quote"}, "quote": {"estimate"}, "phone": {"contact"},
-	"vendor": {"supplier", "provider"}, "supplier": {"vendor", "provider"}, "provider": {"vendor", "supplier"},
+	"vendor": {"supplier", "provider", "manufacturer"}, "supplier": {"vendor", "provider"}, "provider": {"vendor", "supplier"},
 	// Education APIs keep classes as courses (Google Classroom, Canvas, Moodle).
 	"class": {"course"}, "course": {"class"},
 	// Dashboards are made of panels (Grafana), widgets (Datadog) or cells (InfluxDB).
@@ -138,6 +138,9 @@ var domainRelated = map[string][]string{
 	"router": {"device"}, "switch": {"device"}, "firewall": {"device"},
 	// A VM is a virtual machine; a NIC is a machine's network interface.
 	"vm": {"virtual", "machine"}, "nic": {"interface"},
+	// An IP network is kept as a prefix (NetBox's and Nautobot's prefixes, BGP and route tables), a cabinet as a
+	// rack, a telecom carrier as a provider, and hardware comes from its manufacturer.
+	"subnet": {"prefix"}, "cabinet": {"rack"}, "carrier": {"provider"},
 }
 
 // domainPhrases are two-word expressions that mean one thing; their words

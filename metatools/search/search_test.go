@@ -3952,3 +3952,22 @@ func TestNetworkGearDevice(t *testing.T) {
 		"add a VM to a cluster": "n:virtualization_virtual-machines_create", "add a NIC": "n:virtualization_interfaces_create",
 	})
 }
+
+// TestNetworkInventoryNouns: an IP network is kept as a prefix, a cabinet as
+// a rack, a telecom carrier as a provider, and hardware comes from its
+// manufacturer (NetBox's ipam prefixes, dcim racks and manufacturers,
+// circuit providers).
+func TestNetworkInventoryNouns(t *testing.T) {
+	docs := []Doc{
+		{Name: "n:dcim_sites_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/dcim/sites/"},
+		{Name: "n:ipam_prefixes_create", AppID: "n", Method: "POST", Path: "/ipam/prefixes/"},
+		{Name: "n:dcim_racks_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/dcim/racks/"},
+		{Name: "n:circuits_providers_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/circuits/providers/"},
+		{Name: "n:circuits_providers_create", AppID: "n", Method: "POST", Path: "/circuits/providers/"},
+		{Name: "n:dcim_manufacturers_create", AppID: "n", Method: "POST", Path: "/dcim/manufacturers/"},
+	}
+	wantFirst(t, docs, map[string]string{
+		"create a subnet": "n:ipam_prefixes_create", "list the cabinets at a site": "n:dcim_racks_list",
+		"list our carriers": "n:circuits_providers_list", "add a hardware vendor": "n:dcim_manufacturers_create",
+	})
+}
