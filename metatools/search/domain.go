@@ -174,6 +174,15 @@ var domainPhrases = map[[2]string][]weighted{
 	{"certificate", "authorities"}: {{"certificate", 1}, {"issuer", 1}, {"authority", 0.5}},
 	// An address book is a list of contacts (DocuSign's, Google's and Microsoft Graph's contacts).
 	{"address", "book"}: {{"contact", 1}},
+	// A data center is a site (NetBox's and DCIM tools' sites); a network or switch port is an interface; an
+	// operating system is a platform (NetBox's platforms, CI runners' and device fleets' platforms).
+	{"data", "center"}:     {{"site", 1}, {"datacenter", 0.7}},
+	{"network", "port"}:    {{"interface", 1}, {"port", 0.5}},
+	{"network", "ports"}:   {{"interface", 1}, {"port", 0.5}},
+	{"switch", "port"}:     {{"interface", 1}, {"port", 0.5}},
+	{"switch", "ports"}:    {{"interface", 1}, {"port", 0.5}},
+	{"operate", "system"}:  {{"platform", 1}, {"os", 0.7}},
+	{"operate", "systems"}: {{"platform", 1}, {"os", 0.7}},
 }
 
 // questionTerms are what a question word asks about: "who" asks for people.

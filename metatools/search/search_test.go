@@ -3971,3 +3971,21 @@ func TestNetworkInventoryNouns(t *testing.T) {
 		"list our carriers": "n:circuits_providers_list", "add a hardware vendor": "n:dcim_manufacturers_create",
 	})
 }
+
+// TestNetworkInventoryPhrases: a data center is a site, a network or switch
+// port an interface, an operating system a platform (NetBox's dcim sites,
+// interfaces and platforms).
+func TestNetworkInventoryPhrases(t *testing.T) {
+	docs := []Doc{
+		{Name: "n:dcim_front-ports_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/dcim/front-ports/"},
+		{Name: "n:dcim_devices_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/dcim/devices/"},
+		{Name: "n:dcim_interfaces_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/dcim/interfaces/"},
+		{Name: "n:dcim_platforms_list", AppID: "n", Description: "Call to super to allow for caching", Method: "GET", Path: "/dcim/platforms/"},
+		{Name: "n:extras_config-contexts_create", AppID: "n", Method: "POST", Path: "/extras/config-contexts/"},
+		{Name: "n:dcim_sites_create", AppID: "n", Method: "POST", Path: "/dcim/sites/"},
+	}
+	wantFirst(t, docs, map[string]string{
+		"add a new data center": "n:dcim_sites_create", "list the network ports of a switch": "n:dcim_interfaces_list",
+		"list the operating systems": "n:dcim_platforms_list",
+	})
+}
