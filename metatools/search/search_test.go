@@ -3989,3 +3989,18 @@ func TestNetworkInventoryPhrases(t *testing.T) {
 		"list the operating systems": "n:dcim_platforms_list",
 	})
 }
+
+// TestReleaseDeletes: to release what was reserved or allocated (a rack
+// reservation, an IP address, a phone number, a lock) is to delete it, and
+// to unplug a cable is to delete the connection it records.
+func TestReleaseDeletes(t *testing.T) {
+	docs := []Doc{
+		{Name: "n:dcim_rack-reservations_create", AppID: "n", Method: "POST", Path: "/dcim/rack-reservations/"},
+		{Name: "n:dcim_rack-reservations_update", AppID: "n", Method: "PUT", Path: "/dcim/rack-reservations/{id}/"},
+		{Name: "n:dcim_rack-reservations_delete", AppID: "n", Method: "DELETE", Path: "/dcim/rack-reservations/{id}/"},
+		{Name: "n:dcim_cables_create", AppID: "n", Method: "POST", Path: "/dcim/cables/"},
+		{Name: "n:dcim_cables_update", AppID: "n", Method: "PUT", Path: "/dcim/cables/{id}/"},
+		{Name: "n:dcim_cables_delete", AppID: "n", Method: "DELETE", Path: "/dcim/cables/{id}/"},
+	}
+	wantFirst(t, docs, map[string]string{"release a rack reservation": "n:dcim_rack-reservations_delete", "unplug the cable": "n:dcim_cables_delete"})
+}

@@ -109,6 +109,7 @@ var intentWords = map[string]Intent{
 	"drop": IntentDelete, "del": IntentDelete, "deletes": IntentDelete, "removes": IntentDelete,
 	"purge": IntentDelete, "clear": IntentDelete, "revoke": IntentDelete, "unregister": IntentDelete,
 	"kill": IntentDelete, "cancel": IntentDelete, "terminate": IntentDelete, "discard": IntentDelete, "trash": IntentDelete,
+	"release": IntentDelete, "unplug": IntentDelete,
 
 	"search": IntentSearch, "find": IntentSearch, "query": IntentSearch, "lookup": IntentSearch,
 	"filter": IntentSearch, "look": IntentSearch, "searches": IntentSearch, "locate": IntentSearch,
