@@ -1111,6 +1111,15 @@ func TestCaddyAuthIssuerMismatchCode(t *testing.T) {
 	respond "through"
 }
 `, tc.provider, base))
+			// The counters live for the whole process (observability.go):
+			// this request's share is what they gained during it.
+			app, err := caddy.ActiveContext().App("codemode")
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := app.(*App).auth.metrics
+			mismatches := counterValue(t, m.failures.WithLabelValues("issuer_mismatch"))
+			outages := counterValue(t, m.failures.WithLabelValues("unavailable"))
 			resp, body := get(t, base+"/mcp", idp.token(t, nil))
 			var e struct {
 				Error struct{ Code string } `json:"error"`
@@ -1120,17 +1129,12 @@ func TestCaddyAuthIssuerMismatchCode(t *testing.T) {
 				t.Errorf("provider %s: %d %q %s, want %s and %s", tc.provider, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body, tc.code, tc.challenge)
 			}
 			// The refusal is counted under a reason of its own, not as an outage.
-			app, err := caddy.ActiveContext().App("codemode")
-			if err != nil {
-				t.Fatal(err)
-			}
-			m := app.(*App).auth.metrics
 			if tc.code == oauth.CodeIssuerMismatch {
-				if got := counterValue(t, m.failures.WithLabelValues("issuer_mismatch")); got != 1 {
-					t.Errorf("issuer_mismatch = %v, want 1", got)
+				if got := counterValue(t, m.failures.WithLabelValues("issuer_mismatch")) - mismatches; got != 1 {
+					t.Errorf("issuer_mismatch grew by %v, want 1", got)
 				}
-				if got := counterValue(t, m.failures.WithLabelValues("unavailable")); got != 0 {
-					t.Errorf("unavailable = %v, want 0", got)
+				if got := counterValue(t, m.failures.WithLabelValues("unavailable")) - outages; got != 0 {
+					t.Errorf("unavailable grew by %v, want 0", got)
 				}
 			}
 		})

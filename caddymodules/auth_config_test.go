@@ -260,7 +260,10 @@ func TestIsLoopbackListener(t *testing.T) {
 }
 
 // TestCaddyAuthMetrics checks that refused tokens are counted by reason
-// in the registry Caddy's metrics endpoint serves.
+// in the registry Caddy's metrics endpoint serves. The counters live for
+// the whole process (observability.go), so the test reads what its own
+// requests added: with -count=2 a ">= n" would pass on the first round's
+// counts alone.
 func TestCaddyAuthMetrics(t *testing.T) {
 	idp := newFakeIDP(t)
 	port := freePort(t)
@@ -268,19 +271,21 @@ func TestCaddyAuthMetrics(t *testing.T) {
 	startCaddy(t, caddyConfig(port, map[string]any{
 		"mode": "transparent", "development": true, "provider_url": idp.srv.URL, "expected_audience": base + "/private",
 	}, standardRoutes(nil)))
-	get(t, base+"/private", "")
-	get(t, base+"/private", "")
-	get(t, base+"/private", idp.token(t, nil)) // wrong audience
 	app, err := caddy.ActiveContext().App("codemode")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := app.(*App).auth.metrics
-	if got := counterValue(t, m.failures.WithLabelValues(oauth.ReasonMissing)); got < 2 {
-		t.Errorf("missing_token = %v, want >= 2", got)
+	missing := counterValue(t, m.failures.WithLabelValues(oauth.ReasonMissing))
+	audience := counterValue(t, m.failures.WithLabelValues(oauth.ReasonWrongAudience))
+	get(t, base+"/private", "")
+	get(t, base+"/private", "")
+	get(t, base+"/private", idp.token(t, nil)) // wrong audience
+	if got := counterValue(t, m.failures.WithLabelValues(oauth.ReasonMissing)) - missing; got != 2 {
+		t.Errorf("missing_token grew by %v, want 2", got)
 	}
-	if got := counterValue(t, m.failures.WithLabelValues(oauth.ReasonWrongAudience)); got < 1 {
-		t.Errorf("wrong_audience = %v, want >= 1", got)
+	if got := counterValue(t, m.failures.WithLabelValues(oauth.ReasonWrongAudience)) - audience; got != 1 {
+		t.Errorf("wrong_audience grew by %v, want 1", got)
 	}
 }
 
