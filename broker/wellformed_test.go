@@ -84,7 +84,10 @@ return {s: "\ud800", pair: "\ud83d\ude00", ["k\udfff"]: ["\udc00\ud800"]};`, Eve
 // size: encoding/json's HTML escaping wrote each "<" as \u003c, six bytes,
 // and the stream carried 5.4 MB for it.
 func TestHTTPStreamResultNotInflated(t *testing.T) {
-	_, srv := newTestBroker(t, nil)
+	// bigResultEngine: building the 900 KiB result under -race on a loaded
+	// machine ran past the secure preset's 3.5 s (TIMEOUT, -count=2 of
+	// ./... at load 20-25); a time limit is not what this test is about.
+	_, srv := newTestBroker(t, func(o *BrokerOptions) { o.Engine = bigResultEngine() })
 	const n = 900 << 10
 	code, _, body := do(t, http.MethodPost, srv.URL+"/execute", map[string]any{"code": `return "<&>".repeat(` + fmt.Sprint(n/3) + `);`}, nil)
 	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
@@ -104,7 +107,7 @@ func TestHTTPStreamResultNotInflated(t *testing.T) {
 		t.Fatalf("result of %d bytes, want %d", len(res.Result), n)
 	}
 	t.Logf("a result of %d bytes: %d bytes of NDJSON", n, wire)
-	if limit := testEngine().(sandbox.LimitsReporter).Limits().MaxResultBytes; wire > limit {
+	if limit := bigResultEngine().(sandbox.LimitsReporter).Limits().MaxResultBytes; wire > limit {
 		t.Errorf("%d bytes on the wire for a %d-byte result, over the %d-byte result bound", wire, n, limit)
 	}
 }
