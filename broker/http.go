@@ -688,7 +688,7 @@ events:
 		// abortWriteGrace once Close has aborted the session.
 		deadline.Extend(time.Now())
 		if err := enc.Encode(ev); err != nil {
-			stalled(run, err)
+			stalled(run, err, deadline)
 			break
 		}
 		if len(run.events) > 0 || ev.Type == EventResult || ev.Type == EventError {
@@ -699,7 +699,7 @@ events:
 			continue
 		}
 		if err := rc.Flush(); err != nil {
-			stalled(run, err)
+			stalled(run, err, deadline)
 			break
 		}
 		deadline.Sent()
@@ -712,9 +712,13 @@ events:
 // stalled ends run with errCallerStalled when err is a write that missed its
 // deadline: the caller kept its connection but stopped reading (a write
 // failed for another reason, or at the broker's close, keeps the cause
-// already given).
-func stalled(run *run, err error) {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
+// already given). Over HTTP/2 the missed deadline resets the stream and
+// the write fails with the stream's error, not os.ErrDeadlineExceeded: the
+// deadline being past is what tells. Only the request context's callback
+// told before, and on a loaded machine the handler returned first and its
+// detach gave the run errCallerLeft ("the caller closed the event stream").
+func stalled(run *run, err error, deadline *streamdeadline.Deadline) {
+	if errors.Is(err, os.ErrDeadlineExceeded) || deadline.Missed(time.Now()) {
 		run.abortRun(errCallerStalled)
 	}
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/codemode-gateway/caddy-codemode/internal/streamdeadline"
 )
 
 // TestCloseEndsStreamOfClientThatStopsReading: a client that stops reading
@@ -86,6 +89,36 @@ func TestStalledHTTP2ReaderEndsItsSession(t *testing.T) {
 	resp := postHTTP2(t, b, time.Second, `{"code":"for (let i = 0; i < 90; i++) await callTool(\"test:big\", {}); return 1"}`)
 	defer resp.Body.Close() // never read
 	wantStalledSession(t, b)
+}
+
+// TestStalledWriteIsTheCallersStall: a write that fails once its deadline
+// has passed ends the run as the caller's stall, whatever the error: over
+// HTTP/2 the deadline resets the stream and the write fails with the
+// stream's error, not os.ErrDeadlineExceeded. Only the request context's
+// callback said stall before, and when the handler returned first (a
+// loaded machine: TestStalledHTTP2ReaderEndsItsSession, 1 run in 12 at
+// load 20-25) the run ended "the caller closed the event stream". A write
+// that fails before its deadline (a client that hung up) is not a stall.
+func TestStalledWriteIsTheCallersStall(t *testing.T) {
+	h2 := httptest.NewRequest(http.MethodPost, "/execute", nil)
+	h2.ProtoMajor = 2
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+		want  error
+	}{
+		{"deadline passed", time.Second, errCallerStalled},
+		{"deadline ahead", time.Hour, nil},
+	} {
+		d := streamdeadline.New(httptest.NewRecorder(), h2, tc.every)
+		d.Extend(time.Now().Add(-time.Minute))
+		ctx, abort := context.WithCancelCause(context.Background())
+		stalled(&run{abortRun: abort}, errors.New("http2: stream closed"), d)
+		if got := context.Cause(ctx); got != tc.want {
+			t.Errorf("%s: the run's cause %v, want %v", tc.name, got, tc.want)
+		}
+		abort(nil)
+	}
 }
 
 // postHTTP2 posts body to b's /execute over HTTP/2 (TLS, as Caddy serves
