@@ -59,8 +59,10 @@ const (
 	// sees when the client's user declines or dismisses the question.
 	CodeCallerDeclined  = "CALLER_DECLINED"
 	CodeCallerCancelled = "CALLER_CANCELLED"
-	// CodeCallerAnswerInvalid: the answer does not fit the tool's result
-	// (older revisions; 2026-07-28 asks again instead).
+	// CodeCallerAnswerInvalid: the answer does not fit its form (a field's
+	// type, enum, bounds, a required field) or the tool's result; the plan
+	// sees it at older revisions, a 2026-07-28 retry gets it and its plan
+	// waits on.
 	CodeCallerAnswerInvalid = "CALLER_ANSWER_INVALID"
 	// CodeInvalidRequestState: a retry's requestState does not belong to
 	// this call or its plan is gone (finished long ago, expired, its
@@ -99,7 +101,19 @@ func sessionAsker(req *mcp.CallToolRequest) askFunc {
 		f := answerFormFor(t)
 		er, err := ss.Elicit(ctx, f.params(t, input))
 		if err != nil {
+			if isSchemaRefusal(err) {
+				// The answer came, and did not fit the form: the go-sdk
+				// checks it on both ends (the client's refusal arrives as
+				// its -32602). It was TOOL_NOT_CALLABLE, as if the client
+				// could not be asked.
+				return nil, &Error{Code: CodeCallerAnswerInvalid, Transient: Transient(CodeCallerAnswerInvalid),
+					Message: fmt.Sprintf("the client's answer to %s does not fit its form: %v", t.Name, err)}
+			}
 			return nil, &Error{Code: CodeToolNotCallable, Message: fmt.Sprintf("%s needs the client's answer and asking it failed: %v", t.Name, err)}
+		}
+		if p := f.answerProblem(er); p != "" {
+			return nil, &Error{Code: CodeCallerAnswerInvalid, Transient: Transient(CodeCallerAnswerInvalid),
+				Message: fmt.Sprintf("the client's answer to %s does not fit its form: %s", t.Name, p)}
 		}
 		tr, complete := f.toolResult("", t, er)
 		if !complete {
@@ -110,6 +124,19 @@ func sessionAsker(req *mcp.CallToolRequest) askFunc {
 		}
 		return tr.Result, nil
 	}
+}
+
+// isSchemaRefusal tells whether asking the client failed because its
+// answer does not fit the requested schema: the go-sdk's server checks the
+// answer ("elicitation result content does not match requested schema"),
+// and so do the go-sdk's and the TypeScript SDK's clients before they send
+// it, answering -32602 with the same words. The go-sdk gives no sentinel
+// error to match; TestCallerAnswerInvalidOlderRevisions pins both ends.
+func isSchemaRefusal(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return strings.Contains(strings.ToLower(err.Error()), "does not match requested schema")
 }
 
 // answerForm is how a caller-answered tool's result is asked for: an
@@ -218,7 +245,6 @@ func (f answerForm) params(t Tool, input json.RawMessage) *mcp.ElicitParams {
 // they all fit. A client must answer in the form's types (a form cannot
 // produce a number in a text field); a retry of 2026-07-28 with a number
 // for client:prompt's text was taken as the number. No type is coerced.
-// (Older revisions' answers the go-sdk checks against the form itself.)
 func (f answerForm) typeProblem(er *mcp.ElicitResult) string {
 	if er.Action != "accept" {
 		return ""
@@ -254,6 +280,48 @@ func (f answerForm) typeProblem(er *mcp.ElicitResult) string {
 		}
 	}
 	return ""
+}
+
+// answerProblem says why an accepted answer does not fit its form, "" when
+// it does: a field of another JSON type (typeProblem), then the form's
+// schema (a required field missing, a value outside its enum, bounds or
+// lengths). Both eras check answers with it, so an answer one takes the
+// other takes too; at 2026-07-28 only the types were checked, and
+// client:pick took a choice outside its enum.
+func (f answerForm) answerProblem(er *mcp.ElicitResult) string {
+	if er.Action != "accept" {
+		return ""
+	}
+	if p := f.typeProblem(er); p != "" {
+		return p
+	}
+	raw, err := json.Marshal(f.schema)
+	if err != nil {
+		return ""
+	}
+	schema, err := tool.CompileSchema(raw)
+	if err != nil {
+		return "" // not a form the gateway builds
+	}
+	content, err := json.Marshal(er.Content)
+	if err != nil {
+		return err.Error()
+	}
+	if _, verr := schema.Validate(content, nil); verr != nil {
+		return verr.Message
+	}
+	return ""
+}
+
+// retryAnswerInvalid is the error of a 2026-07-28 retry whose answer to
+// the input request key does not fit t's form: CALLER_ANSWER_INVALID, as
+// older revisions' plans see it (it was a VALIDATION_ERROR), naming the
+// answer. Not transient: the same retry fails again; the same requestState
+// takes a fitting answer.
+func retryAnswerInvalid(key string, t Tool, problem string) *Error {
+	field := fmt.Sprintf("inputResponses[%q].content", key)
+	return &Error{Code: CodeCallerAnswerInvalid, Field: field, Fields: []string{field},
+		Message: fmt.Sprintf("%s: %s (the form of %s)", field, problem, t.Name)}
 }
 
 // toolResult turns the client's elicitation answer into the call's result.
@@ -372,9 +440,9 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		for _, c := range st.Pending {
 			if er, ok := req.Params.InputResponses[c.CallID].(*mcp.ElicitResult); ok {
 				t, _ := s.index.Lookup(c.Tool)
-				if p := answerFormFor(t).typeProblem(er); p != "" {
+				if p := answerFormFor(t).answerProblem(er); p != "" {
 					// Nothing of this retry is taken; the plan waits on.
-					return errorResult(validationError(fmt.Sprintf("inputResponses[%q].content", c.CallID), fmt.Sprintf("inputResponses[%q].content.%s (the form of %s)", c.CallID, p, t.Name))), nil
+					return errorResult(retryAnswerInvalid(c.CallID, t, p)), nil
 				}
 			}
 		}
@@ -523,8 +591,8 @@ func (s *Service) invokeAnswered(req *mcp.CallToolRequest, t Tool, in InvokeInpu
 			return errorResult(requestStateError("requestState does not belong to this call; call again without it"))
 		}
 		if er, ok := req.Params.InputResponses[key].(*mcp.ElicitResult); ok {
-			if p := f.typeProblem(er); p != "" {
-				return errorResult(validationError(fmt.Sprintf("inputResponses[%q].content", key), fmt.Sprintf("inputResponses[%q].content.%s (the form of %s)", key, p, t.Name)))
+			if p := f.answerProblem(er); p != "" {
+				return errorResult(retryAnswerInvalid(key, t, p))
 			}
 			if tr, complete := f.toolResult("", t, er); complete {
 				if tr.Error != nil {
