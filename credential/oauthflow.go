@@ -452,6 +452,9 @@ func (m *Manager) tokenRequest(ctx context.Context, st *specState, c oauthClient
 		return nil, fmt.Errorf("token endpoint answered %d with a body that is not JSON", resp.StatusCode)
 	}
 	if tr.Error != "" || resp.StatusCode != http.StatusOK {
+		if tr.Error == "invalid_client" {
+			m.forgetRegistration(ctx, st, c)
+		}
 		return nil, &oauthError{Status: resp.StatusCode, Code: tr.Error, Description: clip.Ellipsis(tr.ErrorDesc, 200)}
 	}
 	if tr.AccessToken == "" {

@@ -41,8 +41,11 @@ type oauthClient struct {
 	// Method is how the token endpoint authenticates the client: none,
 	// client_secret_basic or client_secret_post.
 	Method string
-	// registered: from dynamic registration, not the configuration.
-	registered bool
+	// key and stored, for a client from dynamic registration: where and
+	// as what it is kept, so that a refusal deletes exactly that one
+	// (forgetRegistration); stored is nil when it could not be kept.
+	key    string
+	stored []byte
 }
 
 // authenticate puts the client's authentication on a token or revocation
@@ -99,21 +102,41 @@ func (m *Manager) client(ctx context.Context, st *specState, meta asMetadata) (o
 	if c, ok := m.storedClient(ctx, key, aad); ok {
 		return c, nil
 	}
+	if raw, err := m.store.Get(ctx, key); err == nil && m.staleRegistration(raw) {
+		// Its secret expired (kept without a time to live before the
+		// twenty-fourth pass, or this clock is ahead of the one that
+		// stored it): replaced below, else SetNX would keep it and every
+		// connection register anew.
+		_, _ = m.store.CompareAndSwap(ctx, key, raw, nil, 0)
+	}
 	if meta.RegistrationEndpoint == "" {
 		return oauthClient{}, registrationFailed(svc, "the authorization server "+meta.Issuer+
 			" offers no dynamic client registration (registration_endpoint); configure client_id", nil)
 	}
-	c, reg, err := m.register(ctx, st, meta, redirect, aad)
-	if err != nil {
-		return oauthClient{}, err
+	// A secret that has expired when it arrives (client_secret_expires_at
+	// not after now) is no client: registered again once, and never kept.
+	var c oauthClient
+	var reg registration
+	var ttl time.Duration
+	for attempt := 1; ; attempt++ {
+		var err error
+		if c, reg, err = m.register(ctx, st, meta, redirect, aad); err != nil {
+			return oauthClient{}, err
+		}
+		if reg.ExpiresAt.IsZero() {
+			break // 0: the secret does not expire; kept without a time to live
+		}
+		if ttl = reg.ExpiresAt.Sub(m.now()); ttl > 0 {
+			break
+		}
+		if attempt == 2 {
+			return oauthClient{}, registrationFailed(svc, fmt.Sprintf("the authorization server registered client secrets that had already expired (client_secret_expires_at %s), twice",
+				reg.ExpiresAt.UTC().Format(time.RFC3339)), nil)
+		}
 	}
 	b, _ := json.Marshal(reg)
-	var ttl time.Duration
-	if !reg.ExpiresAt.IsZero() {
-		ttl = reg.ExpiresAt.Sub(m.now())
-	}
 	// Another gateway may have registered meanwhile: the first stored wins,
-	// so every gateway uses the same client.
+	// so every gateway uses the same client. Kept until its secret expires.
 	stored, err := m.store.SetNX(ctx, key, b, ttl)
 	if err != nil {
 		return oauthClient{}, unavailable(svc, err)
@@ -122,6 +145,8 @@ func (m *Manager) client(ctx context.Context, st *specState, meta asMetadata) (o
 		if theirs, ok := m.storedClient(ctx, key, aad); ok {
 			return theirs, nil
 		}
+	} else {
+		c.key, c.stored = key, b
 	}
 	m.log.Info("registered a client at the upstream's authorization server", zap.String("service", svc),
 		zap.String("issuer", meta.Issuer), zap.String("token_endpoint_auth_method", c.Method))
@@ -135,11 +160,12 @@ func (m *Manager) storedClient(ctx context.Context, key string, aad []byte) (oau
 	if err != nil {
 		return oauthClient{}, false
 	}
-	var reg registration
-	if json.Unmarshal(b, &reg) != nil || reg.ClientID == "" || !reg.ExpiresAt.IsZero() && !m.now().Before(reg.ExpiresAt) {
+	if m.staleRegistration(b) {
 		return oauthClient{}, false
 	}
-	c := oauthClient{ID: reg.ClientID, Method: reg.Method, registered: true}
+	var reg registration
+	_ = json.Unmarshal(b, &reg) // valid: staleRegistration
+	c := oauthClient{ID: reg.ClientID, Method: reg.Method, key: key, stored: b}
 	if len(reg.SealedSecret) > 0 {
 		plain, _, err := m.opts.Keys.open(reg.SealedSecret, aad)
 		if err != nil {
@@ -148,6 +174,29 @@ func (m *Manager) storedClient(ctx context.Context, key string, aad []byte) (oau
 		c.Secret = string(plain)
 	}
 	return c, true
+}
+
+// staleRegistration reports whether a stored registration can no longer be
+// used by any gateway: not one (no JSON, no client id) or its secret
+// expired.
+func (m *Manager) staleRegistration(b []byte) bool {
+	var reg registration
+	return json.Unmarshal(b, &reg) != nil || reg.ClientID == "" || !reg.ExpiresAt.IsZero() && !m.now().Before(reg.ExpiresAt)
+}
+
+// forgetRegistration deletes the registration c, which the authorization
+// server no longer knows (it answered invalid_client to its
+// authentication), so that the next connection registers anew instead of
+// failing the same way until the store is cleared. Only if it is still
+// the one stored: a gateway that registered meanwhile keeps its own.
+func (m *Manager) forgetRegistration(ctx context.Context, st *specState, c oauthClient) {
+	if c.key == "" || c.stored == nil {
+		return
+	}
+	if ok, err := m.store.CompareAndSwap(context.WithoutCancel(ctx), c.key, c.stored, nil, 0); err == nil && ok {
+		m.log.Info("the upstream's authorization server refused the gateway's registered client (invalid_client); the next connection registers anew",
+			zap.String("service", st.spec.Service))
+	}
 }
 
 // register asks the authorization server for a client (RFC 7591): a web
@@ -230,7 +279,9 @@ func (m *Manager) register(ctx context.Context, st *specState, meta asMetadata, 
 		return oauthClient{}, registration{}, registrationFailed(svc, "the server registered "+ans.Method+" without a client_secret", nil)
 	}
 	reg := registration{ClientID: ans.ClientID, Method: ans.Method}
-	if ans.ExpiresAt > 0 {
+	// client_secret_expires_at is the secret's (RFC 7591 section 3.2.1):
+	// a public client has none to expire.
+	if ans.ExpiresAt > 0 && ans.ClientSecret != "" {
 		reg.ExpiresAt = time.Unix(ans.ExpiresAt, 0)
 	}
 	if ans.ClientSecret != "" {
@@ -238,7 +289,7 @@ func (m *Manager) register(ctx context.Context, st *specState, meta asMetadata, 
 			return oauthClient{}, registration{}, registrationFailed(svc, "sealing the client secret", err)
 		}
 	}
-	return oauthClient{ID: ans.ClientID, Secret: ans.ClientSecret, Method: ans.Method, registered: true}, reg, nil
+	return oauthClient{ID: ans.ClientID, Secret: ans.ClientSecret, Method: ans.Method}, reg, nil
 }
 
 func registrationFailed(service, why string, cause error) *Error {

@@ -52,6 +52,9 @@ type Fake struct {
 	authorizations []url.Values
 	// challengeScope is the scope of the MCP server's 401, "" for none.
 	challengeScope string
+	// secretExpiry are the client_secret_expires_at of the next
+	// registrations with a secret, in turn; the last one stays.
+	secretExpiry []time.Time
 }
 
 // Registered is a client registered at the fake.
@@ -147,6 +150,23 @@ func (f *Fake) EnableRegistration(methods ...string) {
 	}
 }
 
+// SetSecretExpiry makes the next registrations that get a secret answer
+// client_secret_expires_at: the first the first time, and so on, the last
+// for every one after it.
+func (f *Fake) SetSecretExpiry(at ...time.Time) {
+	f.mu.Lock()
+	f.secretExpiry = at
+	f.mu.Unlock()
+}
+
+// ForgetClients deletes every registered client, as a server that expired
+// or revoked them: their token requests get invalid_client.
+func (f *Fake) ForgetClients() {
+	f.mu.Lock()
+	clear(f.clients)
+	f.mu.Unlock()
+}
+
 // Registrations returns the bodies of the registration requests received.
 func (f *Fake) Registrations() []map[string]any {
 	f.mu.Lock()
@@ -226,6 +246,12 @@ func (f *Fake) register(w http.ResponseWriter, r *http.Request) {
 	ans := map[string]any{"client_id": c.ID, "token_endpoint_auth_method": method, "redirect_uris": body["redirect_uris"]}
 	if c.Secret != "" {
 		ans["client_secret"] = c.Secret
+		if n := len(f.secretExpiry); n > 0 {
+			ans["client_secret_expires_at"] = f.secretExpiry[0].Unix()
+			if n > 1 {
+				f.secretExpiry = f.secretExpiry[1:]
+			}
+		}
 	}
 	writeJSON(w, http.StatusCreated, ans)
 }
