@@ -561,7 +561,8 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, h *guardHold) (boo
 	}
 	for i := range g.rates {
 		rl := &g.rates[i]
-		res, err := rl.limit.Check(ctx, rl.part.value(repl, &pc), now)
+		key := rl.part.value(repl, &pc)
+		res, err := rl.limit.Check(ctx, key, now)
 		if err != nil {
 			return false, g.deny(w, r, err)
 		}
@@ -572,7 +573,7 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, h *guardHold) (boo
 			if !g.HideRateLimitHeaders {
 				g.setRateLimitHeaders(w.Header(), rl, res)
 			}
-			return false, g.deny(w, r, res.Err(g.displayName(rl.entity)))
+			return false, g.denyIn(w, r, res.Err(g.displayName(rl.entity)), ip, &rl.part, key)
 		}
 	}
 	if tightestRate != nil && !g.HideRateLimitHeaders {
@@ -581,14 +582,15 @@ func (g *Guard) check(w http.ResponseWriter, r *http.Request, h *guardHold) (boo
 
 	for i := range g.sems {
 		s := &g.sems[i]
-		if err := s.sem.AcquireAt(ctx, s.part.value(repl, &pc), now, &h.tickets[i]); err != nil {
+		key := s.part.value(repl, &pc)
+		if err := s.sem.AcquireAt(ctx, key, now, &h.tickets[i]); err != nil {
 			var ge *guard.GuardError
 			if errors.As(err, &ge) && ge.EntityName != "" {
 				name := g.displayName(ge.EntityName)
 				ge.Message = strings.ReplaceAll(ge.Message, strconv.Quote(ge.EntityName), strconv.Quote(name))
 				ge.EntityName = name
 			}
-			return false, g.deny(w, r, err)
+			return false, g.denyIn(w, r, err, ip, &s.part, key)
 		}
 	}
 	return true, nil
@@ -682,6 +684,14 @@ func (g *Guard) clientIP(r *http.Request) (string, netip.Addr) {
 // deny answers a guard error. Non-guard errors (a cancelled request) are
 // returned as they are.
 func (g *Guard) deny(w http.ResponseWriter, r *http.Request, err error) error {
+	return g.denyIn(w, r, err, "", nil, "")
+}
+
+// denyIn is deny of a limit's refusal in its partition key (part's value
+// for this request); ip is the client address when the checks read it.
+// Its debug line names the client address and the partition, which it
+// works out only then: the allow path pays nothing for them.
+func (g *Guard) denyIn(w http.ResponseWriter, r *http.Request, err error, ip string, part *guardPartition, key string) error {
 	var ge *guard.GuardError
 	if !errors.As(err, &ge) {
 		return err
@@ -702,7 +712,14 @@ func (g *Guard) deny(w http.ResponseWriter, r *http.Request, err error) error {
 		g.logger.Error("request refused: guard unavailable", append(telemetry.LogFields(r.Context()),
 			zap.String("code", ge.Code), zap.Int("status", ge.StatusCode), zap.Error(ge))...)
 	} else if c := g.logger.Check(zap.DebugLevel, "request denied by guard"); c != nil {
-		c.Write(zap.String("code", ge.Code), zap.String("client_ip", ge.ClientIP), zap.String("entity", ge.EntityName))
+		if ip == "" {
+			ip = ge.ClientIP
+		}
+		if ip == "" { // the checks did not need it (the rate limits' errors never carried it)
+			ip, _ = g.clientIP(r)
+		}
+		c.Write(zap.String("code", ge.Code), zap.String("client_ip", ip), zap.String("entity", ge.EntityName),
+			zap.String("partition", part.logged(key)))
 	}
 	if hasErrorRoutes(r) {
 		return caddyhttp.Error(ge.StatusCode, ge) // handle_errors writes the response
@@ -877,6 +894,20 @@ func (p *guardPartition) value(repl *caddy.Replacer, pc *guard.PartitionKeyConte
 		return v
 	}
 	return guard.ResolvePartitionKey(p.key, *pc)
+}
+
+// logged is a partition key as the deny log shows it: a session's is
+// its fingerprint (a session id is the client's to keep), "" for no
+// partition (the IP filter).
+func (p *guardPartition) logged(key string) string {
+	if p == nil {
+		return ""
+	}
+	if p.src == partitionOther && p.key.Func == nil && p.key.Strategy == guard.PartitionSession && key != "" {
+		sum := sha256.Sum256([]byte(key))
+		return "session#" + hex.EncodeToString(sum[:6])
+	}
+	return key
 }
 
 // validate checks the rules, named by their JSON keys.
