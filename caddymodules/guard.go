@@ -173,6 +173,22 @@ type guardPartition struct {
 	src  partitionSource
 	tmpl string             // placeholder partition (partitionTemplate)
 	key  guard.PartitionKey // any other (partitionOther)
+	// addr: tmpl is the client's address alone (clientAddressPlaceholders),
+	// keyed as the ip partition is, by prefixes.
+	addr     bool
+	prefixes guard.ClientPrefixes
+}
+
+// clientAddressPlaceholders are the placeholders whose value is the
+// client's address (the Caddyfile's {remote_host}, {remote}, {client_ip}):
+// a partition that is one of them alone counts an IPv6 client by its /64,
+// as partition_by ip and every other per-address limit do; it counted each
+// address apart, so a host with a /64 had 2^64 partitions.
+// {http.request.remote.host/V4,V6} names its own prefixes and is kept.
+var clientAddressPlaceholders = map[string]bool{
+	"{http.request.remote.host}": true,
+	"{http.request.remote}":      true,
+	"{http.vars.client_ip}":      true,
 }
 
 type partitionSource uint8
@@ -198,10 +214,14 @@ const (
 
 // newGuardPartition is the source of a limit partitioned by partitionBy
 // (its config's key p).
-func newGuardPartition(partitionBy string, p guard.PartitionKey) guardPartition {
+func newGuardPartition(partitionBy string, p guard.PartitionKey, prefixes guard.ClientPrefixes) guardPartition {
 	switch {
 	case isPlaceholderPartition(partitionBy):
-		return guardPartition{src: partitionTemplate, tmpl: partitionBy}
+		gp := guardPartition{src: partitionTemplate, tmpl: partitionBy}
+		if clientAddressPlaceholders[strings.TrimSpace(partitionBy)] {
+			gp.addr, gp.prefixes = true, prefixes
+		}
+		return gp
 	case p.Func == nil && (p.Strategy == "" || p.Strategy == guard.PartitionGlobal):
 		return guardPartition{src: partitionGlobal}
 	case p.Func == nil && p.Strategy == guard.PartitionIP:
@@ -257,13 +277,14 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 		g.needUser = g.needUser || p == guard.PartitionUserID
 	}
 	g.needRepl = g.needUser
+	g.prefixes = g.clientPrefixes()
 	var policies []string
 	for _, rl := range g.RateLimits {
 		r := guardRate{entity: g.entity(rl.Name), cfg: *rl.config()}
 		name := sfString(g.displayName(r.entity))
 		r.item = name + ";r="
 		policies = append(policies, rateLimitPolicy(name, r.cfg.MaxRequests, r.cfg.Window()))
-		r.part = newGuardPartition(rl.PartitionBy, r.cfg.PartitionBy)
+		r.part = newGuardPartition(rl.PartitionBy, r.cfg.PartitionBy, g.prefixes)
 		if r.part.src == partitionTemplate {
 			r.cfg.PartitionBy = perRequestPartition
 			g.needRepl = true
@@ -273,14 +294,14 @@ func (g *Guard) Provision(ctx caddy.Context) error {
 	g.policy = strings.Join(policies, ", ")
 	for _, cc := range g.Concurrency {
 		s := guardSem{entity: g.entity(cc.Name), cfg: *cc.config()}
-		s.part = newGuardPartition(cc.PartitionBy, s.cfg.PartitionBy)
+		s.part = newGuardPartition(cc.PartitionBy, s.cfg.PartitionBy, g.prefixes)
 		if s.part.src == partitionTemplate {
 			s.cfg.PartitionBy = perRequestPartition
 			g.needRepl = true
 		}
 		g.sems = append(g.sems, s)
 	}
-	g.keyIP, g.prefixes = false, g.clientPrefixes()
+	g.keyIP = false
 	for _, p := range g.rates {
 		g.keyIP = g.keyIP || p.part.needsIP()
 	}
@@ -872,8 +893,9 @@ func sfString(name string) string {
 var perRequestPartition = guard.PartitionKey{Func: func(guard.PartitionKeyContext) string { return "unknown" }}
 
 // value is the request's partition of a limit: the placeholder partition
-// resolved by Caddy's replacer ("unknown" when empty), else the strategy's
-// value from pc (guard.ResolvePartitionKey's).
+// resolved by Caddy's replacer ("unknown" when empty; the client address's
+// key when it is the address), else the strategy's value from pc
+// (guard.ResolvePartitionKey's).
 func (p *guardPartition) value(repl *caddy.Replacer, pc *guard.PartitionKeyContext) string {
 	switch p.src {
 	case partitionGlobal:
@@ -889,7 +911,10 @@ func (p *guardPartition) value(repl *caddy.Replacer, pc *guard.PartitionKeyConte
 			v = repl.ReplaceAll(p.tmpl, "")
 		}
 		if v == "" {
-			v = "unknown"
+			return "unknown"
+		}
+		if p.addr {
+			return p.prefixes.Key(v)
 		}
 		return v
 	}

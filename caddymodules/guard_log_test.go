@@ -1,10 +1,16 @@
 package caddymodules
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -75,6 +81,58 @@ func TestGuardDenyLogNamesClientAndPartition(t *testing.T) {
 			}
 			if tc.notLogged != "" && strings.Contains(fmt.Sprint(f), tc.notLogged) {
 				t.Fatalf("the session id is logged: %v", f)
+			}
+		})
+	}
+}
+
+// TestGuardPlaceholderAddressPartition: a partition that is the client's
+// address as a placeholder ({http.vars.client_ip}, {http.request.remote.host},
+// {http.request.remote}) keys an IPv6 client by its /64, as partition_by ip
+// does: callers of one /64 share the limit, the next /64 has its own, IPv4
+// addresses stay apart (each address counted apart before). Another
+// placeholder is its text. Over real sockets; the address is set as
+// Caddy's server sets it (the peer address, or client_ip after
+// trusted_proxies).
+func TestGuardPlaceholderAddressPartition(t *testing.T) {
+	freezeGuardClock(t)
+	for _, placeholder := range []string{"{http.vars.client_ip}", "{http.request.remote.host}", "{http.request.remote}"} {
+		t.Run(placeholder, func(t *testing.T) {
+			g := &Guard{Zone: "addr-" + placeholder, RateLimits: []GuardRateLimit{{Name: "per_addr", RateLimit: RateLimit{MaxRequests: 3, PartitionBy: placeholder}}}}
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			t.Cleanup(cancel)
+			if err := g.Provision(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = g.Cleanup() })
+			ok := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error { return nil })
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				addr := r.Header.Get("X-Test-Client")
+				r.RemoteAddr = net.JoinHostPort(addr, "40000")
+				r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{caddyhttp.ClientIPVarKey: addr}))
+				r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, caddyhttp.NewTestReplacer(r)))
+				if err := g.ServeHTTP(w, r, ok); err != nil {
+					t.Logf("handler error: %v", err)
+				}
+			}))
+			t.Cleanup(srv.Close)
+			from := func(addr string) int {
+				return guardGet(t, srv.URL, map[string]string{"X-Test-Client": addr}).status
+			}
+			statuses := map[int]int{}
+			for i := range 6 {
+				statuses[from(fmt.Sprintf("2001:db8:7:1:%x::1", i))]++
+			}
+			if statuses[200] != 3 || statuses[429] != 3 {
+				t.Fatalf("six addresses of one /64: %v, want 3 allowed and 3 refused", statuses)
+			}
+			if s := from("2001:db8:7:2::1"); s != 200 {
+				t.Fatalf("the next /64: %d", s)
+			}
+			for i := range 4 {
+				if s := from(fmt.Sprintf("198.51.100.%d", i+1)); s != 200 {
+					t.Fatalf("IPv4 address %d: %d", i+1, s)
+				}
 			}
 		})
 	}
