@@ -34,6 +34,18 @@ func lifetimeStores() map[string]func(t *testing.T, now func() time.Time) (Store
 	}
 }
 
+// registeringHarness is a gateway registering at a fake authorization
+// server (HTTP Basic) on the store newStore makes, on the harness's clock.
+func registeringHarness(t *testing.T, newStore func(*testing.T, func() time.Time) (Store, func(string) time.Duration)) (*harness, *credentialtest.Fake, func(string) time.Duration) {
+	fake := credentialtest.New()
+	t.Cleanup(fake.Close)
+	fake.EnableRegistration(authBasic)
+	var h *harness
+	store, pttl := newStore(t, func() time.Time { return h.clock.now() })
+	h = newHarnessWith(t, store, nil, fake, registeringSpecs(fake), nil)
+	return h, fake, pttl
+}
+
 // registrationKey is where h's gateway keeps its forge registration.
 func registrationKey(t *testing.T, h *harness) string {
 	t.Helper()
@@ -71,12 +83,7 @@ func storedRegistration(t *testing.T, h *harness, key string) *registration {
 func TestRegistrationLifetime(t *testing.T) {
 	for name, newStore := range lifetimeStores() {
 		t.Run(name, func(t *testing.T) {
-			fake := credentialtest.New()
-			t.Cleanup(fake.Close)
-			fake.EnableRegistration(authBasic)
-			var h *harness
-			store, pttl := newStore(t, func() time.Time { return h.clock.now() })
-			h = newHarnessWith(t, store, nil, fake, registeringSpecs(fake), nil)
+			h, fake, pttl := registeringHarness(t, newStore)
 			key := registrationKey(t, h)
 
 			// The first secret has expired when it arrives: one more
@@ -156,12 +163,7 @@ func TestRegistrationExpiredTwice(t *testing.T) {
 func TestRegistrationStaleEntryReplaced(t *testing.T) {
 	for name, newStore := range lifetimeStores() {
 		t.Run(name, func(t *testing.T) {
-			fake := credentialtest.New()
-			t.Cleanup(fake.Close)
-			fake.EnableRegistration(authBasic)
-			var h *harness
-			store, _ := newStore(t, func() time.Time { return h.clock.now() })
-			h = newHarnessWith(t, store, nil, fake, registeringSpecs(fake), nil)
+			h, fake, _ := registeringHarness(t, newStore)
 			key := registrationKey(t, h)
 			stale, _ := json.Marshal(registration{ClientID: "stale-client", Method: authNone, ExpiresAt: h.clock.now().Add(-time.Hour)})
 			if err := h.store.Set(t.Context(), key, stale, 0); err != nil {
@@ -187,12 +189,7 @@ func TestRegistrationStaleEntryReplaced(t *testing.T) {
 func TestRegistrationRefusedIsForgotten(t *testing.T) {
 	for name, newStore := range lifetimeStores() {
 		t.Run(name, func(t *testing.T) {
-			fake := credentialtest.New()
-			t.Cleanup(fake.Close)
-			fake.EnableRegistration(authBasic)
-			var h *harness
-			store, _ := newStore(t, func() time.Time { return h.clock.now() })
-			h = newHarnessWith(t, store, nil, fake, registeringSpecs(fake), nil)
+			h, fake, _ := registeringHarness(t, newStore)
 			key := registrationKey(t, h)
 			c := h.browser(t, "alice", "gh-alice")
 			h.connect(t, c)
