@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -147,7 +146,7 @@ func (c *upstreamCall) question(p *mcp.ElicitParams) (*mcp.ElicitResult, error) 
 	if err != nil {
 		// The go-sdk checks the caller's answer against the requested
 		// schema and fails the request when it does not fit.
-		if strings.Contains(err.Error(), "does not match requested schema") {
+		if isSchemaRefusal(err) {
 			return nil, c.refuse(CodeCallerAnswerInvalid, fmt.Sprintf("%s; the caller's answer does not fit its requested schema", who))
 		}
 		if c.ctx.Err() != nil {
