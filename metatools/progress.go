@@ -323,9 +323,3 @@ func (p *planProgress) stop() {
 		time.Sleep(wait)
 	}
 }
-
-// progressHost is a plan's host when its client asked for progress: it
-// also sees the plan's console lines as they are written.
-type progressHost struct{ *host }
-
-func (h progressHost) Log(_, message string) { h.progress.logged(message) }

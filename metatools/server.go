@@ -426,7 +426,7 @@ func (s *Service) executeHandler() mcp.ToolHandler {
 		if s.usesPlanSessions(req) {
 			return s.executeRounds(ctx, req, ci, in)
 		}
-		h := &host{s: s, ci: &ci, ask: sessionAsker(req), questions: callerQuestionsOf(req), progress: s.progressOf(ctx, req, "")}
+		h := &host{s: s, ci: &ci, ask: sessionAsker(req), questions: callerQuestionsOf(req), progress: s.progressOf(ctx, req, ""), log: sessionLogger(ctx, req)}
 		res, err := s.execute(ctx, in, h)
 		h.progress.stop() // no notification after the result
 		if err != nil {

@@ -752,10 +752,10 @@ func (s *Service) execute(ctx context.Context, in ExecuteInput, h *host) (*sandb
 	h.plan = s.startPlan(h.ci)
 	ctx = telemetry.WithSessionID(ctx, h.plan.sess.ID)
 	var sh sandbox.Host = h
-	if h.progress != nil {
-		// Only a plan whose client asked for progress streams its console
-		// lines (one more message per line from a worker).
-		sh = progressHost{h}
+	if h.progress != nil || h.log != nil {
+		// Only a plan whose client can be told streams its console lines
+		// (one more message per line from a worker).
+		sh = consoleHost{h}
 	}
 	res, err := s.opts.Engine.Execute(ctx, req, sh)
 	if err != nil {
@@ -892,6 +892,9 @@ type host struct {
 	plan *planSession
 	// progress, when set, reports the plan's steps to the MCP client.
 	progress *planProgress
+	// log, when set, sends the plan's console lines to the MCP client as
+	// log messages.
+	log consoleLogger
 }
 
 // LookupTool answers getTool (and callTool's existence check) with the

@@ -1,0 +1,113 @@
+package metatools
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+)
+
+// logLines collects the log messages a client received.
+type logLines struct {
+	mu   sync.Mutex
+	got  []mcp.LoggingMessageParams
+	seen chan struct{}
+}
+
+func (l *logLines) handle(_ context.Context, req *mcp.LoggingMessageRequest) {
+	l.mu.Lock()
+	l.got = append(l.got, *req.Params)
+	l.mu.Unlock()
+	select {
+	case l.seen <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor returns the first n messages once the client has them.
+func (l *logLines) waitFor(t *testing.T, n int) []mcp.LoggingMessageParams {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		l.mu.Lock()
+		if len(l.got) >= n {
+			got := append([]mcp.LoggingMessageParams(nil), l.got[:n]...)
+			l.mu.Unlock()
+			return got
+		}
+		have := len(l.got)
+		l.mu.Unlock()
+		select {
+		case <-l.seen:
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("%d log messages after waiting, want %d", have, n)
+		}
+	}
+}
+
+// TestConsoleLinesAreLogMessages: a plan's console lines reach the client
+// as notifications/message at or above the level it asked for — none
+// before it asked — in both protocol eras (logging/setLevel; at 2026-07-28
+// the request's _meta). console.debug and info are the sandbox's "log",
+// so info.
+func TestConsoleLinesAreLogMessages(t *testing.T) {
+	script := `console.debug("d"); console.log("l"); console.info("i"); console.warn("w"); console.error("e"); return 1`
+	for _, era := range []struct {
+		version  string
+		setLevel func(t *testing.T, f *fixture, p *mcp.CallToolParams, level mcp.LoggingLevel)
+	}{
+		{"2025-11-25", func(t *testing.T, f *fixture, _ *mcp.CallToolParams, level mcp.LoggingLevel) {
+			if err := f.session.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"2026-07-28", func(_ *testing.T, _ *fixture, p *mcp.CallToolParams, level mcp.LoggingLevel) {
+			p.Meta = mcp.Meta{mcp.MetaKeyLogLevel: string(level)}
+		}},
+	} {
+		t.Run(era.version, func(t *testing.T) {
+			lines := &logLines{seen: make(chan struct{}, 1)}
+			f := newFixture(t, fixtureOptions{protocolVersion: era.version,
+				client: &mcp.ClientOptions{LoggingMessageHandler: lines.handle},
+				options: func(o *Options) {
+					e := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: time.Minute, AllowConsole: true}})
+					t.Cleanup(func() { e.Close() })
+					o.Engine = e
+				}})
+			run := func(tag string, level mcp.LoggingLevel) {
+				t.Helper()
+				p := &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{"script": fmt.Sprintf(`console.info(%q); `, tag) + script}}
+				if level != "" {
+					era.setLevel(t, f, p, level)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				res, err := f.session.CallTool(ctx, p)
+				if err != nil || res.IsError {
+					t.Fatalf("meta:execute: %v %v", err, res)
+				}
+			}
+			// No level asked for: nothing is sent. The next plan's lines
+			// come after, so a line of this one would be the first seen.
+			run("unasked", "")
+			run("warning", "warning")
+			run("info", "info")
+			got := lines.waitFor(t, 2+6)
+			want := []struct {
+				level mcp.LoggingLevel
+				data  string
+			}{{"warning", "w"}, {"error", "e"}, {"info", "info"}, {"info", "d"}, {"info", "l"}, {"info", "i"}, {"warning", "w"}, {"error", "e"}}
+			for i, w := range want {
+				if got[i].Level != w.level || got[i].Data != w.data || got[i].Logger != MetaExecute {
+					t.Errorf("message %d: %s %q from %q, want %s %q from %q", i, got[i].Level, got[i].Data, got[i].Logger, w.level, w.data, MetaExecute)
+				}
+			}
+		})
+	}
+}
