@@ -3,7 +3,6 @@ package metatools
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,34 +13,21 @@ import (
 
 // logLines collects the log messages a client received.
 type logLines struct {
-	mu   sync.Mutex
-	got  []mcp.LoggingMessageParams
-	seen chan struct{}
+	*received[mcp.LoggingMessageParams]
 }
 
-func (l *logLines) handle(_ context.Context, req *mcp.LoggingMessageRequest) {
-	l.mu.Lock()
-	l.got = append(l.got, *req.Params)
-	l.mu.Unlock()
-	select {
-	case l.seen <- struct{}{}:
-	default:
-	}
-}
+func (l logLines) handle(_ context.Context, req *mcp.LoggingMessageRequest) { l.add(*req.Params) }
 
 // waitFor returns the first n messages once the client has them.
-func (l *logLines) waitFor(t *testing.T, n int) []mcp.LoggingMessageParams {
+func (l logLines) waitFor(t *testing.T, n int) []mcp.LoggingMessageParams {
 	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for {
-		l.mu.Lock()
-		if len(l.got) >= n {
-			got := append([]mcp.LoggingMessageParams(nil), l.got[:n]...)
-			l.mu.Unlock()
-			return got
+		got := l.all()
+		if len(got) >= n {
+			return got[:n]
 		}
-		have := len(l.got)
-		l.mu.Unlock()
+		have := len(got)
 		select {
 		case <-l.seen:
 		case <-time.After(20 * time.Millisecond):
@@ -72,7 +58,7 @@ func TestConsoleLinesAreLogMessages(t *testing.T) {
 		}},
 	} {
 		t.Run(era.version, func(t *testing.T) {
-			lines := &logLines{seen: make(chan struct{}, 1)}
+			lines := logLines{newReceived[mcp.LoggingMessageParams]()}
 			f := newFixture(t, fixtureOptions{protocolVersion: era.version,
 				client: &mcp.ClientOptions{LoggingMessageHandler: lines.handle},
 				options: func(o *Options) {

@@ -19,18 +19,18 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
-// progressLog records the notifications/progress a go-sdk client receives.
-type progressLog struct {
+// received records the notifications of one kind a go-sdk client receives.
+type received[P any] struct {
 	mu   sync.Mutex
-	got  []mcp.ProgressNotificationParams
+	got  []P
 	seen chan struct{} // a notification arrived
 }
 
-func newProgressLog() *progressLog { return &progressLog{seen: make(chan struct{}, 1)} }
+func newReceived[P any]() *received[P] { return &received[P]{seen: make(chan struct{}, 1)} }
 
-func (l *progressLog) handle(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+func (l *received[P]) add(p P) {
 	l.mu.Lock()
-	l.got = append(l.got, *req.Params)
+	l.got = append(l.got, p)
 	l.mu.Unlock()
 	select {
 	case l.seen <- struct{}{}:
@@ -38,10 +38,23 @@ func (l *progressLog) handle(_ context.Context, req *mcp.ProgressNotificationCli
 	}
 }
 
-func (l *progressLog) all() []mcp.ProgressNotificationParams {
+func (l *received[P]) all() []P {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]mcp.ProgressNotificationParams(nil), l.got...)
+	return append([]P(nil), l.got...)
+}
+
+// progressLog records the notifications/progress a go-sdk client receives.
+type progressLog struct {
+	*received[mcp.ProgressNotificationParams]
+}
+
+func newProgressLog() *progressLog {
+	return &progressLog{newReceived[mcp.ProgressNotificationParams]()}
+}
+
+func (l *progressLog) handle(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+	l.add(*req.Params)
 }
 
 // waitFor waits (generously) until at least n notifications whose message
