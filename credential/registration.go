@@ -99,15 +99,16 @@ func (m *Manager) client(ctx context.Context, st *specState, meta asMetadata) (o
 	// first connections makes one client, not one each.
 	st.regMu.Lock()
 	defer st.regMu.Unlock()
-	if c, ok := m.storedClient(ctx, key, aad); ok {
+	c, stale, ok := m.storedClient(ctx, key, aad)
+	if ok {
 		return c, nil
 	}
-	if raw, err := m.store.Get(ctx, key); err == nil && m.staleRegistration(raw) {
+	if stale != nil {
 		// Its secret expired (kept without a time to live before the
 		// twenty-fourth pass, or this clock is ahead of the one that
 		// stored it): replaced below, else SetNX would keep it and every
 		// connection register anew.
-		_, _ = m.store.CompareAndSwap(ctx, key, raw, nil, 0)
+		_, _ = m.store.CompareAndSwap(ctx, key, stale, nil, 0)
 	}
 	if meta.RegistrationEndpoint == "" {
 		return oauthClient{}, registrationFailed(svc, "the authorization server "+meta.Issuer+
@@ -115,7 +116,6 @@ func (m *Manager) client(ctx context.Context, st *specState, meta asMetadata) (o
 	}
 	// A secret that has expired when it arrives (client_secret_expires_at
 	// not after now) is no client: registered again once, and never kept.
-	var c oauthClient
 	var reg registration
 	var ttl time.Duration
 	for attempt := 1; ; attempt++ {
@@ -142,7 +142,7 @@ func (m *Manager) client(ctx context.Context, st *specState, meta asMetadata) (o
 		return oauthClient{}, unavailable(svc, err)
 	}
 	if !stored {
-		if theirs, ok := m.storedClient(ctx, key, aad); ok {
+		if theirs, _, ok := m.storedClient(ctx, key, aad); ok {
 			return theirs, nil
 		}
 	} else {
@@ -153,35 +153,38 @@ func (m *Manager) client(ctx context.Context, st *specState, meta asMetadata) (o
 	return c, nil
 }
 
-// storedClient reads a registration kept under key; false when there is
-// none, it expired, or the vault key can no longer open its secret.
-func (m *Manager) storedClient(ctx context.Context, key string, aad []byte) (oauthClient, bool) {
+// storedClient reads a registration kept under key; ok is false when there
+// is none, it is stale, or the vault key can no longer open its secret.
+// stale is the stored value of a registration no gateway can use (to be
+// replaced), nil otherwise.
+func (m *Manager) storedClient(ctx context.Context, key string, aad []byte) (c oauthClient, stale []byte, ok bool) {
 	b, err := m.store.Get(ctx, key)
 	if err != nil {
-		return oauthClient{}, false
+		return oauthClient{}, nil, false
 	}
-	if m.staleRegistration(b) {
-		return oauthClient{}, false
+	reg, usable := m.usableRegistration(b)
+	if !usable {
+		return oauthClient{}, b, false
 	}
-	var reg registration
-	_ = json.Unmarshal(b, &reg) // valid: staleRegistration
-	c := oauthClient{ID: reg.ClientID, Method: reg.Method, key: key, stored: b}
+	c = oauthClient{ID: reg.ClientID, Method: reg.Method, key: key, stored: b}
 	if len(reg.SealedSecret) > 0 {
 		plain, _, err := m.opts.Keys.open(reg.SealedSecret, aad)
 		if err != nil {
-			return oauthClient{}, false
+			return oauthClient{}, nil, false
 		}
 		c.Secret = string(plain)
 	}
-	return c, true
+	return c, nil, true
 }
 
-// staleRegistration reports whether a stored registration can no longer be
-// used by any gateway: not one (no JSON, no client id) or its secret
-// expired.
-func (m *Manager) staleRegistration(b []byte) bool {
+// usableRegistration decodes a stored registration; false when no gateway
+// can use it: not one (no JSON, no client id) or its secret expired.
+func (m *Manager) usableRegistration(b []byte) (registration, bool) {
 	var reg registration
-	return json.Unmarshal(b, &reg) != nil || reg.ClientID == "" || !reg.ExpiresAt.IsZero() && !m.now().Before(reg.ExpiresAt)
+	if json.Unmarshal(b, &reg) != nil || reg.ClientID == "" || !reg.ExpiresAt.IsZero() && !m.now().Before(reg.ExpiresAt) {
+		return registration{}, false
+	}
+	return reg, true
 }
 
 // forgetRegistration deletes the registration c, which the authorization

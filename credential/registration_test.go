@@ -76,7 +76,7 @@ func TestDynamicRegistration(t *testing.T) {
 				t.Fatal(err)
 			}
 			regKey := "registration:" + hashOf("forge\x00"+meta.Issuer+"\x00"+a.m.redirectURI(a.m.specs["forge"]))
-			got, ok := b.m.storedClient(t.Context(), regKey, []byte("caddy-codemode registration\x00"+regKey))
+			got, _, ok := b.m.storedClient(t.Context(), regKey, []byte("caddy-codemode registration\x00"+regKey))
 			if !ok || got.ID != clients[0].ID || got.Secret != clients[0].Secret || got.Method != method {
 				t.Fatalf("gateway b read the registration as %+v %v, want %+v", got, ok, clients[0])
 			}
