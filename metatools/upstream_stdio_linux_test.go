@@ -13,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/codemode-gateway/caddy-codemode/internal/proctest"
 )
@@ -104,19 +102,9 @@ func TestStdioServerGroupEnds(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			pids := filepath.Join(t.TempDir(), "pids")
 			t.Cleanup(func() { proctest.KillLeftovers(t, proctest.PidFile(t, pids)) })
-			core, logs := observer.New(zap.InfoLevel)
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(cmd.Environ(), stdioModeEnv+"="+tc.mode, stdioPidsEnv+"="+pids)
-			tr := &stdioTransport{cmd: cmd, logger: zap.New(core), max: MaxUpstreamMessageBytes, grace: 200 * time.Millisecond}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v1"}, nil).Connect(ctx, tr, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo"}); err != nil || res.IsError {
-				t.Fatalf("echo: %v %v", res, err)
-			}
+			cs, _, logs := startStdioEcho(ctx, t, 200*time.Millisecond, stdioModeEnv+"="+tc.mode, stdioPidsEnv+"="+pids)
 			started := proctest.PidFile(t, pids)
 			if len(started) != 2 {
 				t.Fatalf("pids %v, want the server's and its child's", started)

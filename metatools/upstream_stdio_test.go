@@ -275,6 +275,26 @@ func TestStdioUpstreamStderrDrained(t *testing.T) {
 	}
 }
 
+// startStdioEcho starts this test binary as a stdio server (env: the
+// environment it adds, its mode first), connects a go-sdk client over the
+// transport with the grace given and checks that the server's echo tool
+// answers; logs holds what the transport logged.
+func startStdioEcho(ctx context.Context, t *testing.T, grace time.Duration, env ...string) (cs *mcp.ClientSession, cmd *exec.Cmd, logs *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zap.InfoLevel)
+	cmd = exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(cmd.Environ(), env...)
+	tr := &stdioTransport{cmd: cmd, logger: zap.New(core), max: MaxUpstreamMessageBytes, grace: grace}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v1"}, nil).Connect(ctx, tr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo"}); err != nil || res.IsError {
+		t.Fatalf("echo: %v %v", res, err)
+	}
+	return cs, cmd, logs
+}
+
 // TestStdioTransportShutdown: closing a stdio upstream closes its stdin;
 // a server that exits then is not signalled, one that ignores both its
 // stdin closing and SIGTERM is killed with SIGKILL after two graces. The
@@ -286,20 +306,10 @@ func TestStdioTransportShutdown(t *testing.T) {
 	for _, mode := range []string{"well-behaved", "stubborn"} {
 		grace := graces[mode]
 		t.Run(mode, func(t *testing.T) {
-			core, logs := observer.New(zap.InfoLevel)
 			goroutines := runtime.NumGoroutine()
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(cmd.Environ(), stdioModeEnv+"="+mode)
-			tr := &stdioTransport{cmd: cmd, logger: zap.New(core), max: MaxUpstreamMessageBytes, grace: grace}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "v1"}, nil).Connect(ctx, tr, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo"}); err != nil || res.IsError {
-				t.Fatalf("echo: %v %v", res, err)
-			}
+			cs, cmd, logs := startStdioEcho(ctx, t, grace, stdioModeEnv+"="+mode)
 			start := time.Now()
 			if err := cs.Close(); err != nil {
 				t.Errorf("close: %v", err)
