@@ -121,8 +121,9 @@ type CredentialOAuth struct {
 	// upstream, the scope of its 401 challenge, else its protected
 	// resource metadata's scopes_supported; else none.
 	Scopes []string `json:"scopes,omitempty"`
-	// Resource is sent as the RFC 8707 resource indicator. Default: the
-	// URL of an MCP upstream; none for an OpenAPI source.
+	// Resource is sent as the RFC 8707 resource indicator. Default for an
+	// MCP upstream: the resource its protected resource metadata names
+	// (exactly as published), else its URL; none for an OpenAPI source.
 	Resource string `json:"resource,omitempty"`
 	// Callback is the redirect URI the gateway sends: "service" (the
 	// default), the service's own <connect_url>/callback/<name>; or
@@ -231,9 +232,6 @@ func (c *SourceCredential) spec(service, resource string, repl *caddy.Replacer) 
 			s.OAuth.SharedCallback = true
 		default:
 			return s, fmt.Errorf("credential: oauth callback %q must be service or shared", o.Callback)
-		}
-		if resource != "" && s.OAuth.Resource == "" {
-			s.OAuth.Resource = resource
 		}
 	case c.APIKey != nil:
 		s.Kind = credential.KindAPIKey

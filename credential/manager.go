@@ -582,7 +582,7 @@ func (m *Manager) refreshLocked(ctx context.Context, owner string, st *specState
 		return nil, err
 	}
 	form := url.Values{"grant_type": {"refresh_token"}, "refresh_token": {cur.RefreshToken}}
-	if r := m.resource(st); r != "" {
+	if r := m.resource(st, meta); r != "" {
 		form.Set("resource", r)
 	}
 	tr, err := m.tokenRequest(ctx, st, client, meta.TokenEndpoint, form)
@@ -634,10 +634,17 @@ func (m *Manager) refreshLocked(ctx context.Context, owner string, st *specState
 	return nil, unavailable(svc, errors.New("the connection kept changing during a refresh"))
 }
 
-// resource is the RFC 8707 resource indicator sent to the upstream.
-func (m *Manager) resource(st *specState) string {
+// resource is the RFC 8707 resource indicator sent to the upstream: the
+// configured one, else the resource identifier the MCP server's RFC 9728
+// document names, exactly as published (a document at the root names the
+// origin: ownDocument), else the MCP server's URL; none for an OpenAPI
+// source without one configured.
+func (m *Manager) resource(st *specState, meta asMetadata) string {
 	if st.spec.OAuth != nil && st.spec.OAuth.Resource != "" {
 		return st.spec.OAuth.Resource
+	}
+	if meta.resource != "" {
+		return meta.resource
 	}
 	return st.spec.Resource
 }

@@ -47,6 +47,14 @@ type asMetadata struct {
 	// (the MCP authorization spec's scope selection), requested when the
 	// operator configured none.
 	resourceScopes []string
+	// resource is the resource identifier the MCP server's RFC 9728
+	// document names, sent as the RFC 8707 resource indicator exactly as
+	// published (Manager.resource); "" without a document.
+	resource string
+	// endpointFallback: no metadata exists at all, and the endpoints are
+	// the 2025-03-26 revision's defaults at the MCP server's origin
+	// (fallbackEndpoints).
+	endpointFallback bool
 	// issuerConfigured: Issuer is the operator's authorization_server, no
 	// metadata document's (every endpoint configured).
 	issuerConfigured bool
@@ -123,13 +131,16 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 	o, svc := st.spec.OAuth, st.spec.Service
 	issuer := o.AuthorizationServer
 	var scopes []string
-	var noPRM error // the RFC 9728 document's absence, when the origin stands in
+	var published string // the resource the RFC 9728 document names
+	var noPRM error      // the RFC 9728 document's absence, when the origin stands in
 	if issuer == "" {
 		resource, err := url.Parse(st.spec.Resource)
 		if err != nil || resource.Host == "" {
 			return asMetadata{}, fmt.Errorf("resource %q is not a URL", st.spec.Resource)
 		}
-		issuer, scopes, err = m.protectedResourceAS(ctx, st.client, st.spec.Resource, svc)
+		var prm resourceMetadata
+		prm, err = m.protectedResourceAS(ctx, st.client, st.spec.Resource, svc)
+		issuer, scopes, published = prm.AuthorizationServer, prm.Scopes, prm.Resource
 		if errors.Is(err, errNoResourceMetadata) {
 			// A server of the 2025-03-26 revision publishes no RFC 9728
 			// document: its origin is its authorization server, whose
@@ -150,6 +161,13 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 		return asMetadata{}, fmt.Errorf("authorization server %q is not a URL", issuer)
 	}
 	meta, err := m.discover(ctx, st.client, issuer)
+	if err != nil && noPRM != nil && onlyNotFound(noPRM) && onlyNotFound(err) {
+		// No metadata of any kind: every document the gateway looked for
+		// answered 404 (not a failure, which must not change the flow).
+		m.log.Info("the upstream publishes no OAuth metadata; using the 2025-03-26 revision's default endpoints at its origin",
+			zap.String("service", svc), zap.String("origin", issuer))
+		return fallbackEndpoints(issuer), nil
+	}
 	if err != nil {
 		return asMetadata{}, errors.Join(noPRM, err)
 	}
@@ -166,8 +184,49 @@ func (m *Manager) discoverFor(ctx context.Context, st *specState) (asMetadata, e
 			return asMetadata{}, err
 		}
 	}
-	meta.resourceScopes = scopes
+	meta.resourceScopes, meta.resource = scopes, published
 	return meta, nil
+}
+
+// fallbackEndpoints are the endpoints of an MCP server that publishes no
+// metadata at all, as the 2025-03-26 revision of the MCP authorization
+// spec tells its clients to use them: /authorize, /token and /register at
+// the MCP server's origin (the "authorization base URL"). Only the origin
+// the operator configured, only when every metadata location answered
+// 404, and with PKCE S256 like every connection; the origin is the
+// authorization server, so an iss in an answer must name it. The revision
+// after it (2025-06-18) dropped the fallback; servers of that revision and
+// later publish metadata and never get here. docs/credentials.md gives the
+// reasoning.
+func fallbackEndpoints(origin string) asMetadata {
+	return asMetadata{Issuer: origin, AuthorizationEndpoint: origin + "/authorize", TokenEndpoint: origin + "/token",
+		RegistrationEndpoint: origin + "/register", CodeChallengeMethodsSupported: []string{"S256"}, endpointFallback: true, issuerConfigured: true}
+}
+
+// notFoundError is a metadata document's 404: the document does not exist.
+type notFoundError struct{ url string }
+
+func (e *notFoundError) Error() string { return "GET " + e.url + ": status 404 Not Found" }
+
+// onlyNotFound reports whether err says only that documents do not exist:
+// each error joined or wrapped in it is a 404 or errNoResourceMetadata.
+func onlyNotFound(err error) bool {
+	switch e := err.(type) {
+	case nil:
+		return false
+	case *notFoundError:
+		return true
+	case interface{ Unwrap() []error }:
+		for _, c := range e.Unwrap() {
+			if !onlyNotFound(c) {
+				return false
+			}
+		}
+		return true
+	case interface{ Unwrap() error }:
+		return onlyNotFound(e.Unwrap())
+	}
+	return err == errNoResourceMetadata
 }
 
 func merge(conf, meta asMetadata) asMetadata {
@@ -184,7 +243,11 @@ func merge(conf, meta asMetadata) asMetadata {
 	conf.CodeChallengeMethodsSupported = meta.CodeChallengeMethodsSupported
 	conf.IssParameterSupported = meta.IssParameterSupported
 	conf.RegistrationEndpoint, conf.TokenEndpointAuthMethods = meta.RegistrationEndpoint, meta.TokenEndpointAuthMethods
-	conf.resourceScopes = meta.resourceScopes
+	conf.resourceScopes, conf.resource = meta.resourceScopes, meta.resource
+	conf.endpointFallback = meta.endpointFallback
+	if meta.issuerConfigured {
+		conf.issuerConfigured = true
+	}
 	return conf
 }
 
@@ -219,26 +282,36 @@ func (m *Manager) discover(ctx context.Context, client *http.Client, issuer stri
 	return asMetadata{}, fmt.Errorf("discovering authorization server %s: %w", issuer, errors.Join(errs...))
 }
 
-// protectedResourceAS reads an MCP server's RFC 9728 metadata and returns
-// its first authorization server, and the scopes to ask for: the scope of
-// the server's 401 challenge, else the document's scopes_supported. The document is looked for where the MCP
+// resourceMetadata is what the connect flow takes from an MCP server's
+// RFC 9728 document: its first authorization server, the resource
+// identifier as published, and the scopes to ask for.
+type resourceMetadata struct {
+	AuthorizationServer string
+	Resource            string
+	Scopes              []string
+}
+
+// protectedResourceAS reads an MCP server's RFC 9728 metadata: its first
+// authorization server, its resource identifier, and the scopes to ask
+// for: the scope of the server's 401 challenge, else the document's
+// scopes_supported. The document is looked for where the MCP
 // authorization spec says a client looks: the resource_metadata URL of the
 // server's 401 (RFC 9728 section 5.1), then the path-based well-known URI,
 // then the root one. Until the twenty-second pass only the path-based one
 // was read, and a server whose document is at the root or at a URL only its
 // 401 names could not be connected (the conformance suite's
 // auth/metadata-var2 and auth/metadata-var3). Every document must be the
-// resource's own (section 3.3), wherever it was found.
-func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, resource, service string) (string, []string, error) {
+// resource's own (section 3.3), wherever it was found (ownDocument).
+func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, resource, service string) (resourceMetadata, error) {
 	u, err := url.Parse(resource)
 	if err != nil || u.Host == "" {
-		return "", nil, fmt.Errorf("resource %q is not a URL", resource)
+		return resourceMetadata{}, fmt.Errorf("resource %q is not a URL", resource)
 	}
 	var candidates []string
 	named, challenged := challenge(ctx, client, u)
 	if named != nil {
 		if err := discoveredURL(service, "protected resource metadata", named.String(), u); err != nil {
-			return "", nil, err
+			return resourceMetadata{}, err
 		}
 		candidates = append(candidates, named.String())
 	}
@@ -260,7 +333,7 @@ func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, 
 			continue
 		}
 		read = true
-		if strings.TrimSuffix(doc.Resource, "/") != strings.TrimSuffix(resource, "/") {
+		if !ownDocument(u, c, doc.Resource) {
 			errs = append(errs, fmt.Errorf("%s names resource %q", c, doc.Resource))
 			continue
 		}
@@ -271,12 +344,39 @@ func (m *Manager) protectedResourceAS(ctx context.Context, client *http.Client, 
 		if challenged == nil {
 			challenged = scopeList(doc.ScopesSupported)
 		}
-		return doc.AuthorizationServers[0], challenged, nil
+		return resourceMetadata{AuthorizationServer: doc.AuthorizationServers[0], Resource: doc.Resource, Scopes: challenged}, nil
 	}
 	if !read {
 		errs = append(errs, errNoResourceMetadata)
 	}
-	return "", nil, fmt.Errorf("reading the protected resource metadata of %s: %w", resource, errors.Join(errs...))
+	return resourceMetadata{}, fmt.Errorf("reading the protected resource metadata of %s: %w", resource, errors.Join(errs...))
+}
+
+// ownDocument reports whether a protected resource metadata document read
+// at docURL, naming named as its resource, is the MCP server's at mcp:
+// it names the MCP server's URL (a trailing slash aside), or it names a
+// resource that contains the server (the same scheme and host, the
+// server's path at or below its path: the origin, typically) and was read
+// at exactly the well-known URI derived from that resource (RFC 9728
+// section 3.3: the resource value is the identifier into which the
+// well-known string was inserted). So a document at the root naming the
+// origin is the origin's, and the MCP server is part of it (the
+// conformance suite's auth/metadata-var2); a document naming another
+// resource, or naming the origin from another URL, is not
+// (auth/resource-mismatch).
+func ownDocument(mcp *url.URL, docURL, named string) bool {
+	if strings.TrimSuffix(named, "/") == strings.TrimSuffix(mcp.String(), "/") {
+		return true
+	}
+	r, err := url.Parse(named)
+	if err != nil || r.Scheme != mcp.Scheme || r.Host != mcp.Host || r.RawQuery != "" || r.Fragment != "" || r.User != nil {
+		return false
+	}
+	path := strings.TrimSuffix(r.Path, "/")
+	if mcp.Path != path && !strings.HasPrefix(mcp.Path, path+"/") {
+		return false
+	}
+	return docURL == r.Scheme+"://"+r.Host+"/.well-known/oauth-protected-resource"+path
 }
 
 // errNoResourceMetadata: no protected resource metadata document could be
@@ -365,6 +465,9 @@ func getJSON(ctx context.Context, client *http.Client, u string, dst any) error 
 		return scrubURLError(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return &notFoundError{url: u}
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: status %s", u, resp.Status)
 	}

@@ -91,6 +91,9 @@ type pendingConnect struct {
 	ClientID string `json:"client_id,omitempty"`
 	// Scope is the scope asked for.
 	Scope string `json:"scope,omitempty"`
+	// Resource is the resource indicator asked for (RFC 8707), sent again
+	// with the code.
+	Resource string `json:"resource,omitempty"`
 }
 
 func hashOf(s string) string {
@@ -460,7 +463,7 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 	state, verifier, redirect := m.randomToken(), oauth2.GenerateVerifier(), m.redirectURI(st)
 	p, _ := json.Marshal(pendingConnect{Session: h, Service: st.spec.Service, Verifier: verifier, Issuer: meta.Issuer,
 		RequireIss: meta.Issuer != "" && meta.IssParameterSupported, IssuerConfigured: meta.issuerConfigured, Redirect: redirect,
-		ClientID: client.ID, Scope: scope})
+		ClientID: client.ID, Scope: scope, Resource: m.resource(st, meta)})
 	if err := m.store.Set(r.Context(), "connect:"+hashOf(state), p, pendingTTL); err != nil {
 		m.fail(w, r, "starting the connection", err)
 		return
@@ -470,7 +473,7 @@ func (m *Manager) startConnect(w http.ResponseWriter, r *http.Request, st *specS
 	if scope != "" {
 		v.Set("scope", scope)
 	}
-	if res := m.resource(st); res != "" {
+	if res := m.resource(st, meta); res != "" {
 		v.Set("resource", res)
 	}
 	target := meta.AuthorizationEndpoint
@@ -601,7 +604,14 @@ func (m *Manager) connectCallback(w http.ResponseWriter, r *http.Request, redire
 	}
 	form := url.Values{"grant_type": {"authorization_code"}, "code": {q.Get("code")}, "redirect_uri": {started},
 		"code_verifier": {p.Verifier}}
-	if res := m.resource(st); res != "" {
+	// The resource asked for at authorization, in the token request too
+	// (RFC 8707 section 2.2); a connection started before the twenty-fifth
+	// pass kept none.
+	res := p.Resource
+	if res == "" {
+		res = m.resource(st, meta)
+	}
+	if res != "" {
 		form.Set("resource", res)
 	}
 	tr, err := m.tokenRequest(r.Context(), st, client, meta.TokenEndpoint, form)

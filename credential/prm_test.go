@@ -65,7 +65,8 @@ func TestProtectedResourceMetadataLocations(t *testing.T) {
 				_ = json.NewEncoder(w).Encode(map[string]any{"resource": resource, "authorization_servers": []string{d[1]}})
 			}))
 			defer srv.Close()
-			got, _, err := (&Manager{}).protectedResourceAS(context.Background(), srv.Client(), srv.URL+"/mcp", "conf")
+			prm, err := (&Manager{}).protectedResourceAS(context.Background(), srv.Client(), srv.URL+"/mcp", "conf")
+			got := prm.AuthorizationServer
 			if c.wantErr {
 				if err == nil {
 					t.Fatalf("found %q, want an error", got)

@@ -55,6 +55,12 @@ type Fake struct {
 	// secretExpiry are the client_secret_expires_at of the next
 	// registrations with a secret, in turn; the last one stays.
 	secretExpiry []time.Time
+	// metadataStatus, when not 0, is the answer of every metadata
+	// document (RFC 8414 and RFC 9728) instead of the document.
+	metadataStatus int
+	// rootResource: the RFC 9728 document is at the root well-known URI,
+	// naming the origin, and not at the path-based one.
+	rootResource bool
 }
 
 // Registered is a client registered at the fake.
@@ -102,6 +108,7 @@ func newFake() *Fake {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", f.metadata)
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", f.resourceMetadata)
+	mux.HandleFunc("GET /.well-known/oauth-protected-resource", f.resourceMetadata)
 	mux.HandleFunc("GET /login", f.login)
 	mux.HandleFunc("GET /authorize", f.authorize)
 	mux.HandleFunc("POST /token", f.token)
@@ -156,6 +163,25 @@ func (f *Fake) EnableRegistration(methods ...string) {
 func (f *Fake) SetSecretExpiry(at ...time.Time) {
 	f.mu.Lock()
 	f.secretExpiry = at
+	f.mu.Unlock()
+}
+
+// SetMetadataStatus makes every metadata document (the authorization
+// server's and the MCP server's) answer status with no document; 0 serves
+// them again. 404 is a server that publishes none (the 2025-03-26
+// revision's server without metadata).
+func (f *Fake) SetMetadataStatus(status int) {
+	f.mu.Lock()
+	f.metadataStatus = status
+	f.mu.Unlock()
+}
+
+// SetResourceMetadataAtRoot moves the MCP server's protected resource
+// metadata to the root well-known URI, naming the origin (f.URL) as the
+// resource; the path-based URI then answers 404.
+func (f *Fake) SetResourceMetadataAtRoot() {
+	f.mu.Lock()
+	f.rootResource = true
 	f.mu.Unlock()
 }
 
@@ -358,7 +384,14 @@ func random(prefix string) string {
 	return prefix + base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (f *Fake) metadata(w http.ResponseWriter, _ *http.Request) {
+func (f *Fake) metadata(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	status := f.metadataStatus
+	f.mu.Unlock()
+	if status != 0 {
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
 	writeJSON(w, http.StatusOK, f.override(map[string]any{
 		"issuer": f.URL, "authorization_endpoint": f.URL + "/authorize", "token_endpoint": f.URL + "/token",
 		"revocation_endpoint": f.URL + "/revoke", "code_challenge_methods_supported": []string{"S256"},
@@ -367,8 +400,23 @@ func (f *Fake) metadata(w http.ResponseWriter, _ *http.Request) {
 	}, false))
 }
 
-func (f *Fake) resourceMetadata(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, f.override(map[string]any{"resource": f.URL + "/mcp", "authorization_servers": []string{f.URL}}, true))
+func (f *Fake) resourceMetadata(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	status, root := f.metadataStatus, f.rootResource
+	f.mu.Unlock()
+	atRoot := r.URL.Path == "/.well-known/oauth-protected-resource"
+	if status == 0 && atRoot != root {
+		status = http.StatusNotFound
+	}
+	if status != 0 {
+		http.Error(w, http.StatusText(status), status)
+		return
+	}
+	resource := f.URL + "/mcp"
+	if root {
+		resource = f.URL
+	}
+	writeJSON(w, http.StatusOK, f.override(map[string]any{"resource": resource, "authorization_servers": []string{f.URL}}, true))
 }
 
 // login signs a browser in at the fake (a cookie naming the account), as
