@@ -53,6 +53,16 @@ type CredentialsConfig struct {
 	// transparent mode.
 	ConnectURL string `json:"connect_url,omitempty"`
 
+	// ClientMetadataURL is the https URL of the gateway's client metadata
+	// document (a Client ID Metadata Document; codemode_connections
+	// serves it at <connect_url>/client-metadata.json): with an upstream
+	// authorization server that advertises
+	// client_id_metadata_document_supported, the gateway's client_id
+	// there instead of registering (a configured client_id still wins).
+	// https, with a path, no fragment; checked at load. Default none: the
+	// gateway registers a client (RFC 7591).
+	ClientMetadataURL string `json:"client_metadata_url,omitempty"`
+
 	// ConnectionTTL is how long a connection is kept after it was last
 	// made, refreshed or used. Default 30d.
 	ConnectionTTL caddy.Duration `json:"connection_ttl,omitempty"`
@@ -459,6 +469,7 @@ func (a *App) buildCredentials(specs []credential.Spec, cfg CredentialsConfig, k
 	mgr, err := credential.NewManager(specs, &credential.Options{
 		Store: store, Keys: keys, ConnectURL: cfg.ConnectURL, SignIn: signIn, Logger: logger, Development: a.auth.cfg.Development,
 		ConnectionTTL: time.Duration(cfg.ConnectionTTL), RefreshBefore: time.Duration(cfg.RefreshBefore), SessionTTL: time.Duration(cfg.SessionTTL),
+		ClientMetadataURL: caddy.NewReplacer().ReplaceAll(cfg.ClientMetadataURL, ""),
 	})
 	if err != nil {
 		return nil, err
@@ -709,6 +720,7 @@ func parseSourceCredential(d *caddyfile.Dispenser) (*SourceCredential, error) {
 //		key            <base64-or-hex-32-bytes>   # {env.CODEMODE_VAULT_KEY}
 //		previous_key   <key...>                   # still opens, re-sealed with key
 //		connect_url    <url>                      # default <issuer>/connections
+//		client_metadata_url <https-url>           # publish and use a client metadata document
 //		connection_ttl <duration>                 # default 30d
 //		refresh_before <duration>                 # default 1m
 //		session_ttl    <duration>                 # default 1h
@@ -737,6 +749,10 @@ func parseCredentials(d *caddyfile.Dispenser) (*CredentialsConfig, error) {
 			c.PreviousKeys = append(c.PreviousKeys, args...)
 		case "connect_url":
 			if err := oneArg(d, &c.ConnectURL); err != nil {
+				return nil, err
+			}
+		case "client_metadata_url":
+			if err := oneArg(d, &c.ClientMetadataURL); err != nil {
 				return nil, err
 			}
 		case "connection_ttl":

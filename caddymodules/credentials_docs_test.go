@@ -95,6 +95,18 @@ func TestDocsGitHubCaddyfile(t *testing.T) {
 		t.Fatalf("a plain http token endpoint: %v", err)
 	}
 	oauthCfg["token_endpoint"] = "https://github.com/login/oauth/access_token"
+	// A client metadata URL an authorization server would refuse as a
+	// client_id (not https, or no path) fails the load; a good one is
+	// the client_id of the document the pages serve.
+	creds := app["credentials"].(map[string]any)
+	for _, bad := range []string{"http://gw.example.com/connections/client-metadata.json", "https://gw.example.com"} {
+		creds["client_metadata_url"] = bad
+		raw, _ = json.Marshal(app)
+		if _, _, err := loadApp(raw); err == nil || !strings.Contains(err.Error(), "client metadata URL") {
+			t.Fatalf("client_metadata_url %s: %v", bad, err)
+		}
+	}
+	creds["client_metadata_url"] = "https://gw.example.com/connections/client-metadata.json"
 	raw, _ = json.Marshal(app)
 	a, unload, err := loadApp(raw)
 	if err != nil {
@@ -104,6 +116,9 @@ func TestDocsGitHubCaddyfile(t *testing.T) {
 	mgr := a.credentials.mgr
 	if mgr == nil {
 		t.Fatal("no credential manager")
+	}
+	if doc := string(mgr.ClientMetadata()); !strings.Contains(doc, `"client_id":"https://gw.example.com/connections/client-metadata.json"`) {
+		t.Fatalf("client metadata document %s", doc)
 	}
 	if s, ok := mgr.Spec("github"); !ok || s.Mode != credential.ModeUser || s.OAuth == nil || s.OAuth.ClientID != "Iv1.docs" {
 		t.Fatalf("github spec: %+v", s)

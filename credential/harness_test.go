@@ -87,8 +87,9 @@ func newHarness(t testing.TB, store Store, keys *Keyring, fake *credentialtest.F
 }
 
 // newHarnessWith is newHarness with the specs and the client the manager
-// talks to upstreams with (nil: the default).
-func newHarnessWith(t testing.TB, store Store, keys *Keyring, fake *credentialtest.Fake, specs []Spec, client *http.Client) *harness {
+// talks to upstreams with (nil: the default); each of opts changes the
+// manager's options before it is made.
+func newHarnessWith(t testing.TB, store Store, keys *Keyring, fake *credentialtest.Fake, specs []Spec, client *http.Client, opts ...func(*Options)) *harness {
 	t.Helper()
 	if store == nil {
 		store = NewMemoryStore(nil)
@@ -102,8 +103,12 @@ func newHarnessWith(t testing.TB, store Store, keys *Keyring, fake *credentialte
 	mux := http.NewServeMux()
 	h.gw = httptest.NewServer(mux)
 	t.Cleanup(h.gw.Close)
-	m, err := NewManager(specs, &Options{Store: store, Keys: keys, ConnectURL: h.gw.URL + "/connections",
-		SignIn: testSignIn{base: h.gw.URL}, Logger: zap.New(core), Now: h.clock.now, HTTPClient: client})
+	o := &Options{Store: store, Keys: keys, ConnectURL: h.gw.URL + "/connections",
+		SignIn: testSignIn{base: h.gw.URL}, Logger: zap.New(core), Now: h.clock.now, HTTPClient: client}
+	for _, f := range opts {
+		f(o)
+	}
+	m, err := NewManager(specs, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,6 +70,15 @@ type Options struct {
 	// loopback address): the token request carries the client secret and
 	// the user's code or refresh token.
 	Development bool
+	// ClientMetadataURL is the https URL where the gateway's client
+	// metadata document (Manager.ClientMetadata, served by the connections
+	// pages at <ConnectURL>/client-metadata.json) is published: with an
+	// authorization server whose metadata says
+	// client_id_metadata_document_supported, it is the gateway's client_id
+	// there instead of a registration (a configured client_id still wins).
+	// It must reach the document the pages serve. Default none: the
+	// gateway registers (RFC 7591).
+	ClientMetadataURL string
 	// Now and Rand are the clock and randomness; tests inject them.
 	Now  func() time.Time
 	Rand io.Reader
@@ -158,6 +167,14 @@ func NewManager(specs []Spec, opts *Options) (*Manager, error) {
 			return nil, fmt.Errorf("credential: connect URL %q is not an absolute http(s) URL", o.ConnectURL)
 		}
 		m.connect = u
+	}
+	if o.ClientMetadataURL != "" {
+		if err := checkClientMetadataURL(o.ClientMetadataURL); err != nil {
+			return nil, err
+		}
+		if m.connect == nil {
+			return nil, errors.New("credential: a client metadata URL needs the connect URL (its document lists the connections' redirect URIs)")
+		}
 	}
 	for _, s := range specs {
 		if err := s.Validate(); err != nil {

@@ -42,6 +42,11 @@ type asMetadata struct {
 	// among TokenEndpointAuthMethods (registration.go).
 	RegistrationEndpoint     string   `json:"registration_endpoint,omitempty"`
 	TokenEndpointAuthMethods []string `json:"token_endpoint_auth_methods_supported,omitempty"`
+	// CIMDSupported: the server takes an https URL of a client metadata
+	// document as client_id (a Client ID Metadata Document), which the
+	// gateway uses instead of registering when it publishes one
+	// (Options.ClientMetadataURL, registration.go).
+	CIMDSupported bool `json:"client_id_metadata_document_supported,omitempty"`
 	// resourceScopes are the scopes an MCP server asks for: the scope of
 	// its 401's challenge, else its RFC 9728 document's scopes_supported
 	// (the MCP authorization spec's scope selection), requested when the
@@ -244,7 +249,7 @@ func merge(conf, meta asMetadata) asMetadata {
 	conf.IssParameterSupported = meta.IssParameterSupported
 	conf.RegistrationEndpoint, conf.TokenEndpointAuthMethods = meta.RegistrationEndpoint, meta.TokenEndpointAuthMethods
 	conf.resourceScopes, conf.resource = meta.resourceScopes, meta.resource
-	conf.endpointFallback = meta.endpointFallback
+	conf.CIMDSupported, conf.endpointFallback = meta.CIMDSupported, meta.endpointFallback
 	if meta.issuerConfigured {
 		conf.issuerConfigured = true
 	}

@@ -162,6 +162,7 @@ func (m *Manager) redirectURI(st *specState) string {
 //	POST {base}/{service}/api_key     store a pasted key (form, CSRF)
 //	POST {base}/{service}/disconnect  revoke and forget (form, CSRF)
 //	POST {base}/signout               end the page's sign-in
+//	GET  {base}/client-metadata.json  the gateway's client metadata document (cimd.go)
 func (m *Manager) Handler() http.Handler {
 	return http.HandlerFunc(m.serve)
 }
@@ -175,6 +176,10 @@ func (m *Manager) serve(w http.ResponseWriter, r *http.Request) {
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if m.connect != nil && r.URL.Path == strings.TrimSuffix(m.basePath(), "/")+"/"+clientMetadataName {
+		m.serveClientMetadata(w, r) // public: an authorization server reads it, signed in or not
+		return
+	}
 	if m.connect == nil || m.opts.SignIn == nil {
 		m.page(w, r, http.StatusServiceUnavailable, pageData{Error: "Connections are not configured on this gateway."})
 		return

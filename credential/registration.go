@@ -88,6 +88,15 @@ func (m *Manager) client(ctx context.Context, st *specState, meta asMetadata) (o
 		}
 		return oauthClient{ID: o.ClientID, Method: authNone}, nil
 	}
+	// The MCP authorization spec's order (2025-11-25, "Client
+	// Registration Approaches"): a pre-registered client, then a Client ID
+	// Metadata Document where the server takes one, then dynamic
+	// registration. The document's URL is the client_id: nothing to
+	// register or keep, and every gateway publishing the same document is
+	// the same public client.
+	if u := m.opts.ClientMetadataURL; u != "" && meta.CIMDSupported {
+		return oauthClient{ID: u, Method: authNone}, nil
+	}
 	svc := st.spec.Service
 	if meta.Issuer == "" {
 		return oauthClient{}, registrationFailed(svc, "no authorization server metadata to register from; configure client_id", nil)

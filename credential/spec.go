@@ -106,7 +106,7 @@ type OAuthClient struct {
 }
 
 // reservedServices are path segments of the connections pages.
-var reservedServices = []string{"signin", "signout", "callback", "static"}
+var reservedServices = []string{"signin", "signout", "callback", "static", clientMetadataName}
 
 // header is where the credential goes: name and scheme ("" for none).
 func (a Apply) header() (name, scheme string) {

@@ -185,6 +185,17 @@ func (f *Fake) SetResourceMetadataAtRoot() {
 	f.mu.Unlock()
 }
 
+// AllowClient makes id a public client of the fake (no secret, PKCE), as
+// a server that took id as a Client ID Metadata Document URL would.
+func (f *Fake) AllowClient(id string) {
+	f.mu.Lock()
+	if f.clients == nil {
+		f.clients = map[string]Registered{}
+	}
+	f.clients[id] = Registered{ID: id, Method: "none"}
+	f.mu.Unlock()
+}
+
 // ForgetClients deletes every registered client, as a server that expired
 // or revoked them: their token requests get invalid_client.
 func (f *Fake) ForgetClients() {
