@@ -21,6 +21,10 @@ import (
 // gateway: the client id the scenario pre-registers (auth/pre-registration
 // gives one, with a secret, in MCP_CONFORMANCE_CONTEXT), else none, and the
 // gateway registers one at the scenario's authorization server (RFC 7591).
+// For auth/basic-cimd the gateway's client metadata URL is the one that
+// scenario expects as client_id (its authorization server does not fetch
+// it: no gateway can serve that host); the other scenarios run without
+// one, as a gateway whose operator configured none.
 func oauthGateway(upstreamURL string) ([]byte, []string, error) {
 	var c struct {
 		ClientID     string `json:"client_id"`
@@ -40,6 +44,9 @@ func oauthGateway(upstreamURL string) ([]byte, []string, error) {
 	if c.ClientSecret != "" {
 		config = bytes.ReplaceAll(config, []byte("#secret\t"), nil)
 		env = append(env, "CONF_CLIENT_SECRET="+c.ClientSecret)
+	}
+	if os.Getenv("MCP_CONFORMANCE_SCENARIO") == "auth/basic-cimd" {
+		config = bytes.ReplaceAll(config, []byte("#cimd\t"), nil)
 	}
 	return config, env, nil
 }
