@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -515,7 +516,7 @@ func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMess
 		}
 		if r.host != nil && !b.callerAnswered(call.Name) {
 			announce(false)
-			out, err = r.host.CallTool(ctx, call)
+			out, err = r.host.CallTool(context.WithValue(ctx, hostCallKey{}, &hostCall{r: r, id: call.ID}), call)
 		} else {
 			out, err = b.invoke(ctx, call.Name, call.Input, ic)
 		}
@@ -535,6 +536,36 @@ func (r *run) CallTool(ctx context.Context, call sandbox.ToolCall) (json.RawMess
 		return nil, err
 	}
 	return out, nil
+}
+
+// hostCall is a Host's tool call, in the context the Host gets, for its
+// questions to the caller (AskCaller).
+type hostCall struct {
+	r     *run
+	id    string
+	asked atomic.Int32
+}
+
+type hostCallKey struct{}
+
+// ErrNoCaller is AskCaller's error outside a Host's tool call of a session.
+var ErrNoCaller = errors.New("not a tool call of a session whose caller can be asked")
+
+// AskCaller makes a Host's tool call (ctx is the one CallTool got) wait for
+// the session's caller to answer question (metatools: an upstream MCP
+// server's elicitation request during that call): the question is one more
+// pending call of the session, id "<call id>.<n>", Tool the tool called,
+// with Question set; Await on any broker reports it, and SubmitToolResult
+// on any broker answers it (its Result is the answer), as for a tool the
+// caller answers. It waits until the answer or ctx's end (the call's
+// deadline, the execution's); ErrNoCaller outside such a call.
+func AskCaller(ctx context.Context, tool string, question json.RawMessage) (json.RawMessage, error) {
+	hc, _ := ctx.Value(hostCallKey{}).(*hostCall)
+	if hc == nil {
+		return nil, ErrNoCaller
+	}
+	id := hc.id + "." + strconv.Itoa(int(hc.asked.Add(1)))
+	return hc.r.awaitCaller(ctx, PendingCall{CallID: id, Tool: tool, Question: question}, func(bool) {})
 }
 
 // awaitCaller registers the call as pending, announces it and waits for the

@@ -89,6 +89,10 @@ type PendingCall struct {
 	CallID string          `json:"callId"`
 	Tool   string          `json:"tool"`
 	Input  json.RawMessage `json:"input"`
+	// Question, when set, is a question a Host's call of Tool asks the
+	// caller (AskCaller) instead of a call the caller answers: its id is
+	// "<call id>.<n>" and its answer is the question's.
+	Question json.RawMessage `json:"question,omitempty"`
 }
 
 // runCalls is what a restore writes of a running session's calls: those

@@ -319,9 +319,15 @@ func (f answerForm) answerProblem(er *mcp.ElicitResult) string {
 // answer. Not transient: the same retry fails again; the same requestState
 // takes a fitting answer.
 func retryAnswerInvalid(key string, t Tool, problem string) *Error {
+	return retryAnswerMisfit(key, problem, "the form of "+t.Name)
+}
+
+// retryAnswerMisfit is retryAnswerInvalid for the answer to what (a form,
+// an upstream's question).
+func retryAnswerMisfit(key, problem, what string) *Error {
 	field := fmt.Sprintf("inputResponses[%q].content", key)
 	return &Error{Code: CodeCallerAnswerInvalid, Field: field, Fields: []string{field},
-		Message: fmt.Sprintf("%s: %s (the form of %s)", field, problem, t.Name)}
+		Message: fmt.Sprintf("%s: %s (%s)", field, problem, what)}
 }
 
 // toolResult turns the client's elicitation answer into the call's result.
@@ -411,7 +417,7 @@ func (s *Service) usesPlanSessions(req *mcp.CallToolRequest) bool {
 	if req.Params.RequestState != "" {
 		return true
 	}
-	return s.opts.Sessions != nil && usesMRTR(req) && canElicit(req) && s.index.hasCallerAnswered()
+	return s.opts.Sessions != nil && usesMRTR(req) && canElicit(req) && s.index.mayAskCaller()
 }
 
 // executeRounds is meta:execute over multi round-trip requests: the first
@@ -439,6 +445,12 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		id = sid
 		for _, c := range st.Pending {
 			if er, ok := req.Params.InputResponses[c.CallID].(*mcp.ElicitResult); ok {
+				if c.Question != nil {
+					if p := upstreamAnswerProblem(c.Question, er); p != "" {
+						return errorResult(retryAnswerMisfit(c.CallID, p, "the question of "+c.Tool)), nil
+					}
+					continue
+				}
 				t, _ := s.index.Lookup(c.Tool)
 				if p := answerFormFor(t).answerProblem(er); p != "" {
 					// Nothing of this retry is taken; the plan waits on.
@@ -451,10 +463,25 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 			if !ok {
 				continue // not answered: asked again below
 			}
-			t, _ := s.index.Lookup(c.Tool)
-			tr, complete := answerFormFor(t).toolResult(c.CallID, t, er)
-			if !complete {
-				continue
+			var tr broker.ToolResult
+			if c.Question != nil {
+				// Passed upstream as it is: the action, and the content
+				// of an accepted answer.
+				a := &mcp.ElicitResult{Action: er.Action}
+				if er.Action == "accept" {
+					a.Content = er.Content
+				}
+				raw, err := json.Marshal(a)
+				if err != nil {
+					return errorResult(retryAnswerMisfit(c.CallID, err.Error(), "the question of "+c.Tool)), nil
+				}
+				tr = broker.ToolResult{CallID: c.CallID, Result: raw}
+			} else {
+				t, _ := s.index.Lookup(c.Tool)
+				var complete bool
+				if tr, complete = answerFormFor(t).toolResult(c.CallID, t, er); !complete {
+					continue
+				}
 			}
 			if err := ps.SubmitToolResult(ctx, id, tr); err != nil {
 				var be *broker.Error
@@ -474,7 +501,11 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		// steps (during retries, maybe on another gateway) are not reported.
 		p := s.progressOf(ctx, req, "")
 		defer p.stop()
-		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci, questions: callerQuestionsOf(req), allowed: allowedSet(in.AllowedTools), progress: p}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
+		questions := callerQuestionsOf(req)
+		if usesMRTR(req) && canElicit(req) {
+			questions = planQuestions()
+		}
+		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci, questions: questions, allowed: allowedSet(in.AllowedTools), progress: p}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
 		if len(in.Context) > 0 {
 			_ = json.Unmarshal(in.Context, &opts.Context) // an object: validated above
 		}
@@ -520,6 +551,13 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 	}
 	questions := mcp.InputRequestMap{}
 	for _, c := range st.Pending {
+		if c.Question != nil {
+			var p mcp.ElicitParams
+			if err := json.Unmarshal(c.Question, &p); err == nil {
+				questions[c.CallID] = &p
+				continue
+			}
+		}
 		t, ok := s.index.Lookup(c.Tool)
 		if !ok {
 			t = Tool{Name: c.Tool}

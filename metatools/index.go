@@ -120,7 +120,11 @@ type snapshot struct {
 	changed time.Time
 	// callerAnswered is true when a tool needs the MCP client's answer.
 	callerAnswered bool
-	tools          []Tool
+	// mayAsk is true when a tool comes from an upstream MCP server, whose
+	// calls may ask the MCP client a question.
+	mayAsk bool
+
+	tools []Tool
 	// summaries are the tools' one-line summaries for search results.
 	summaries []string
 	source    []int // source index per tool
@@ -278,6 +282,9 @@ func (ix *Index) build(prev *snapshot) *snapshot {
 				continue
 			}
 			s.callerAnswered = s.callerAnswered || t.CallerAnswered
+			if _, up := ix.sources[si].(*Upstream); up {
+				s.mayAsk = true
+			}
 			s.byName[t.Name] = len(s.tools)
 			s.tools = append(s.tools, t)
 			s.summaries = append(s.summaries, summaryOf(t))
@@ -324,9 +331,13 @@ func (ix *Index) Version() string { return ix.snap.Load().version }
 // ChangedAt is when Version last changed (the index's creation at first).
 func (ix *Index) ChangedAt() time.Time { return ix.snap.Load().changed }
 
-// hasCallerAnswered reports whether a tool of the index needs the MCP
-// client's answer.
-func (ix *Index) hasCallerAnswered() bool { return ix.snap.Load().callerAnswered }
+// mayAskCaller reports whether a tool of the index needs the MCP client's
+// answer or comes from an upstream MCP server, which may ask it a question
+// during a call.
+func (ix *Index) mayAskCaller() bool {
+	s := ix.snap.Load()
+	return s.callerAnswered || s.mayAsk
+}
 
 // Len is the number of tools in the index.
 func (ix *Index) Len() int { return len(ix.snap.Load().tools) }

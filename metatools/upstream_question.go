@@ -10,7 +10,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 )
 
 // An upstream MCP server's question during a tool call (elicitation/create
@@ -21,6 +23,12 @@ import (
 // caller's answer goes back upstream. The gateway answers nothing itself: a
 // question it cannot pass on gets a JSON-RPC error, and a call that then
 // fails carries the reason's code.
+//
+// A caller of 2026-07-28 has no session to be asked over; a plan it runs
+// (meta:execute as a broker session) holds the upstream call open while
+// the question waits in the plan's session as one more pending input
+// request (planQuestions), and the caller's retry, on any gateway, answers
+// it as it answers client:prompt.
 //
 // Which call asked: at 2026-07-28 the question comes back on the call
 // itself (its context); over an older revision's session it comes on the
@@ -42,8 +50,9 @@ const (
 // session with several calls in flight) and the call failed.
 const CodeUpstreamQuestionRefused = "UPSTREAM_QUESTION_REFUSED"
 
-// questionFunc asks the gateway's caller an upstream's question.
-type questionFunc func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
+// questionFunc asks the gateway's caller an upstream's question during a
+// call of tool.
+type questionFunc func(ctx context.Context, tool string, p *mcp.ElicitParams) (*mcp.ElicitResult, error)
 
 // callerQuestions is the caller's questionFunc in a meta-tool call's
 // context: set, possibly nil, by meta:invoke and meta:execute.
@@ -73,9 +82,70 @@ func callerQuestionsOf(req *mcp.CallToolRequest) questionsCarrier {
 		return questionsCarrier{reason: "this client declared no form elicitation capability"}
 	}
 	ss := req.Session
-	return questionsCarrier{ask: func(ctx context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return questionsCarrier{ask: func(ctx context.Context, _ string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 		return ss.Elicit(ctx, p)
 	}}
+}
+
+// planQuestions is the caller of a plan session that speaks 2026-07-28 and
+// declared elicitation (executeRounds): the question waits in the plan's
+// session as a pending call with the question (broker.AskCaller) and comes
+// back to the caller in the plan's input_required result; the retry's
+// answer, checked there (upstreamAnswerProblem), is the call's.
+func planQuestions() questionsCarrier {
+	return questionsCarrier{ask: func(ctx context.Context, name string, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		q, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := broker.AskCaller(ctx, name, q)
+		if err != nil {
+			return nil, err
+		}
+		var er mcp.ElicitResult
+		if err := json.Unmarshal(raw, &er); err != nil {
+			return nil, fmt.Errorf("decoding the caller's answer: %w", err)
+		}
+		return &er, nil
+	}}
+}
+
+// upstreamAnswerProblem says why a 2026-07-28 caller's answer to an
+// upstream's question does not fit it, "" when it does: an unknown action,
+// accepted content over MaxUpstreamQuestionBytes or outside the question's
+// requested schema (what the go-sdk checks of an older caller's answer).
+func upstreamAnswerProblem(question json.RawMessage, er *mcp.ElicitResult) string {
+	switch er.Action {
+	case "accept":
+	case "decline", "cancel":
+		return ""
+	default:
+		return fmt.Sprintf("action %q is none of accept, decline, cancel", er.Action)
+	}
+	content, err := json.Marshal(er.Content)
+	if err != nil {
+		return err.Error()
+	}
+	if er.Content == nil {
+		content = []byte("{}")
+	}
+	if len(content) > MaxUpstreamQuestionBytes {
+		return fmt.Sprintf("%d bytes, more than the bound of %d", len(content), MaxUpstreamQuestionBytes)
+	}
+	var q struct {
+		RequestedSchema json.RawMessage `json:"requestedSchema"`
+	}
+	if json.Unmarshal(question, &q) != nil || len(q.RequestedSchema) == 0 || string(q.RequestedSchema) == "null" {
+		return ""
+	}
+	schema, err := tool.CompileSchema(q.RequestedSchema)
+	if err != nil {
+		return "" // the upstream's schema; its own check stands
+	}
+	if _, verr := schema.Validate(content, nil); verr != nil {
+		return verr.Message
+	}
+	return ""
 }
 
 // upstreamCall is one call of an upstream's tool, for its questions.
@@ -142,7 +212,7 @@ func (c *upstreamCall) question(p *mcp.ElicitParams) (*mcp.ElicitResult, error) 
 	if c.q.ask == nil {
 		return nil, c.refuse(CodeToolNotCallable, fmt.Sprintf("%s, and its caller cannot be asked: %s", who, c.q.reason))
 	}
-	er, err := c.q.ask(c.ctx, fwd)
+	er, err := c.q.ask(c.ctx, c.tool, fwd)
 	if err != nil {
 		// The go-sdk checks the caller's answer against the requested
 		// schema and fails the request when it does not fit.

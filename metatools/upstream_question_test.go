@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
@@ -74,6 +75,14 @@ func askingUpstream(ru *revisionUpstream) (states func() []string, started <-cha
 // stateless for 2026-07-28) and the states the upstream's retries carried.
 func questionGateway(t *testing.T, modernUpstream bool) ([2]string, func() []string, <-chan struct{}, func()) {
 	t.Helper()
+	return questionGatewayWith(t, modernUpstream, nil)
+}
+
+// questionGatewayWith is questionGateway whose meta:execute runs the plans
+// of 2026-07-28 callers as sessions of b (when not nil), served as
+// codemode_mcp serves them (cancellation propagated, testIdentity).
+func questionGatewayWith(t *testing.T, modernUpstream bool, b *broker.Broker) ([2]string, func() []string, <-chan struct{}, func()) {
+	t.Helper()
 	ru := newRevisionUpstream(t, modernUpstream)
 	states, started, release := askingUpstream(ru)
 	t.Cleanup(release)
@@ -94,13 +103,17 @@ func questionGateway(t *testing.T, modernUpstream bool) ([2]string, func() []str
 	}
 	engine := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: time.Minute, MaxSteps: 1 << 40}})
 	t.Cleanup(func() { engine.Close() })
-	svc := NewService(ix, &Options{Engine: engine})
+	opts := &Options{Engine: engine}
+	if b != nil {
+		opts.Sessions = b
+	}
+	svc := NewService(ix, opts)
 	// Revision 2026-07-28 has no sessions: codemode_mcp serves it with a
 	// stateless handler, as the second server here.
 	var urls [2]string
 	for i, stateless := range []bool{false, true} {
-		hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return NewServer(svc, nil) },
-			&mcp.StreamableHTTPOptions{Stateless: stateless}))
+		hs := httptest.NewServer(testIdentity(HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return NewServer(svc, nil) },
+			&mcp.StreamableHTTPOptions{Stateless: stateless, PropagateRequestCancellation: stateless}))))
 		t.Cleanup(hs.Close)
 		urls[i] = hs.URL
 	}
@@ -195,11 +208,7 @@ func TestUpstreamQuestionsReachTheCaller(t *testing.T) {
 			// engine's workers started (a first plan), without idle HTTP
 			// connections.
 			callJSON(t, cs, MetaExecute, map[string]any{"script": `return 1;`})
-			goroutines := func() int {
-				http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-				return runtime.NumGoroutine()
-			}
-			before := goroutines()
+			before := goroutineCount()
 			for _, via := range []string{"invoke", "execute"} {
 				setReply(&mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}})
 				ans, code := askVia(t, cs, via, "ask")
@@ -281,14 +290,28 @@ func TestUpstreamQuestionsReachTheCaller(t *testing.T) {
 				t.Errorf("the call in flight answered %s", h)
 			}
 
-			deadline := time.Now().Add(10 * time.Second)
-			for goroutines() > before && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-			}
-			if n := goroutines(); n > before {
-				buf := make([]byte, 1<<20)
-				t.Errorf("%d goroutines after the calls, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-			}
+			noGoroutinesLeft(t, before, 10*time.Second)
 		})
+	}
+}
+
+// goroutineCount is the number of goroutines, without idle HTTP
+// connections'.
+func goroutineCount() int {
+	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+	return runtime.NumGoroutine()
+}
+
+// noGoroutinesLeft fails t when, within wait, the goroutines do not come
+// back to before.
+func noGoroutinesLeft(t *testing.T, before int, wait time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for goroutineCount() > before && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := goroutineCount(); n > before {
+		buf := make([]byte, 1<<20)
+		t.Errorf("%d goroutines after the calls, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
