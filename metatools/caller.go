@@ -435,62 +435,10 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		if ps == nil || !ok {
 			return errorResult(requestStateError("requestState does not belong to this plan; call again without it to run the plan anew")), nil
 		}
-		st, err := ps.Await(ctx, sid)
-		if err != nil && st == nil {
-			return errorResult(brokerError(err)), nil
-		}
-		if st == nil || st.Session.UserID != ci.UserID || st.Session.TenantID != ci.TenantID {
-			return errorResult(requestStateError("the plan of this requestState is gone (finished long ago, expired or lost); call again without it to run the plan anew")), nil
+		if res := s.answerPlan(ctx, req, ci, sid); res != nil {
+			return res, nil
 		}
 		id = sid
-		for _, c := range st.Pending {
-			if er, ok := req.Params.InputResponses[c.CallID].(*mcp.ElicitResult); ok {
-				if c.Question != nil {
-					if p := upstreamAnswerProblem(c.Question, er); p != "" {
-						return errorResult(retryAnswerMisfit(c.CallID, p, "the question of "+c.Tool)), nil
-					}
-					continue
-				}
-				t, _ := s.index.Lookup(c.Tool)
-				if p := answerFormFor(t).answerProblem(er); p != "" {
-					// Nothing of this retry is taken; the plan waits on.
-					return errorResult(retryAnswerInvalid(c.CallID, t, p)), nil
-				}
-			}
-		}
-		for _, c := range st.Pending {
-			er, ok := req.Params.InputResponses[c.CallID].(*mcp.ElicitResult)
-			if !ok {
-				continue // not answered: asked again below
-			}
-			var tr broker.ToolResult
-			if c.Question != nil {
-				// Passed upstream as it is: the action, and the content
-				// of an accepted answer.
-				a := &mcp.ElicitResult{Action: er.Action}
-				if er.Action == "accept" {
-					a.Content = er.Content
-				}
-				raw, err := json.Marshal(a)
-				if err != nil {
-					return errorResult(retryAnswerMisfit(c.CallID, err.Error(), "the question of "+c.Tool)), nil
-				}
-				tr = broker.ToolResult{CallID: c.CallID, Result: raw}
-			} else {
-				t, _ := s.index.Lookup(c.Tool)
-				var complete bool
-				if tr, complete = answerFormFor(t).toolResult(c.CallID, t, er); !complete {
-					continue
-				}
-			}
-			if err := ps.SubmitToolResult(ctx, id, tr); err != nil {
-				var be *broker.Error
-				if errors.As(err, &be) && be.Status == http.StatusConflict {
-					continue // a repeated retry: the first one answered it
-				}
-				return errorResult(brokerError(err)), nil
-			}
-		}
 	} else {
 		if ps == nil {
 			return errorResult(newError(CodeEngineError, "no plan sessions are configured")), nil
@@ -518,6 +466,24 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		}
 		id = sess.ID
 	}
+	return s.planRound(ctx, req, id, planState(id, in), func(sess *broker.Session) *mcp.CallToolResult {
+		res, merr := s.sessionOutcome(sess)
+		if merr != nil {
+			return errorResult(merr)
+		}
+		out, err := s.executeResult(res)
+		if err != nil {
+			return errorResult(err)
+		}
+		return out
+	})
+}
+
+// planRound answers a request of plan session id once the plan finished
+// (finish gives its result) or waits for its caller (an input_required
+// result with the questions and state).
+func (s *Service) planRound(ctx context.Context, req *mcp.CallToolRequest, id, state string, finish func(*broker.Session) *mcp.CallToolResult) (*mcp.CallToolResult, error) {
+	ps := s.opts.Sessions
 	st, err := ps.Await(ctx, id)
 	if req.Params.RequestState == "" && ctx.Err() != nil {
 		// The client left (cancelled, disconnected) before it got the
@@ -532,15 +498,7 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		return errorResult(brokerError(err)), nil
 	}
 	if st.Session.Status == broker.StatusCompleted || st.Session.Status == broker.StatusError {
-		res, merr := s.sessionOutcome(st.Session)
-		if merr != nil {
-			return errorResult(merr), nil
-		}
-		out, err := s.executeResult(res)
-		if err != nil {
-			return errorResult(err), nil
-		}
-		return out, nil
+		return finish(st.Session), nil
 	}
 	if !canElicit(req) {
 		// A retry whose client no longer declares elicitation: asking it
@@ -564,7 +522,71 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		}
 		questions[c.CallID] = answerFormFor(t).params(t, c.Input)
 	}
-	return &mcp.CallToolResult{InputRequests: questions, RequestState: planState(id, in)}, nil
+	return &mcp.CallToolResult{InputRequests: questions, RequestState: state}, nil
+}
+
+// answerPlan hands a retry's answers to the waiting calls of plan session
+// sid (its caller's: ci's user), and is nil when it took them, else the
+// retry's error result: a gone or foreign plan, an answer that does not
+// fit (nothing of the retry is taken then).
+func (s *Service) answerPlan(ctx context.Context, req *mcp.CallToolRequest, ci CallInfo, sid string) *mcp.CallToolResult {
+	ps := s.opts.Sessions
+	st, err := ps.Await(ctx, sid)
+	if err != nil && st == nil {
+		return errorResult(brokerError(err))
+	}
+	if st == nil || st.Session.UserID != ci.UserID || st.Session.TenantID != ci.TenantID {
+		return errorResult(requestStateError("the plan of this requestState is gone (finished long ago, expired or lost); call again without it to run the plan anew"))
+	}
+	for _, c := range st.Pending {
+		if er, ok := req.Params.InputResponses[c.CallID].(*mcp.ElicitResult); ok {
+			if c.Question != nil {
+				if p := upstreamAnswerProblem(c.Question, er); p != "" {
+					return errorResult(retryAnswerMisfit(c.CallID, p, "the question of "+c.Tool))
+				}
+				continue
+			}
+			t, _ := s.index.Lookup(c.Tool)
+			if p := answerFormFor(t).answerProblem(er); p != "" {
+				// Nothing of this retry is taken; the plan waits on.
+				return errorResult(retryAnswerInvalid(c.CallID, t, p))
+			}
+		}
+	}
+	for _, c := range st.Pending {
+		er, ok := req.Params.InputResponses[c.CallID].(*mcp.ElicitResult)
+		if !ok {
+			continue // not answered: asked again below
+		}
+		var tr broker.ToolResult
+		if c.Question != nil {
+			// Passed upstream as it is: the action, and the content
+			// of an accepted answer.
+			a := &mcp.ElicitResult{Action: er.Action}
+			if er.Action == "accept" {
+				a.Content = er.Content
+			}
+			raw, err := json.Marshal(a)
+			if err != nil {
+				return errorResult(retryAnswerMisfit(c.CallID, err.Error(), "the question of "+c.Tool))
+			}
+			tr = broker.ToolResult{CallID: c.CallID, Result: raw}
+		} else {
+			t, _ := s.index.Lookup(c.Tool)
+			var complete bool
+			if tr, complete = answerFormFor(t).toolResult(c.CallID, t, er); !complete {
+				continue
+			}
+		}
+		if err := ps.SubmitToolResult(ctx, sid, tr); err != nil {
+			var be *broker.Error
+			if errors.As(err, &be) && be.Status == http.StatusConflict {
+				continue // a repeated retry: the first one answered it
+			}
+			return errorResult(brokerError(err))
+		}
+	}
+	return nil
 }
 
 // missingElicitation is revision 2026-07-28's

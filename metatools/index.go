@@ -331,6 +331,21 @@ func (ix *Index) Version() string { return ix.snap.Load().version }
 // ChangedAt is when Version last changed (the index's creation at first).
 func (ix *Index) ChangedAt() time.Time { return ix.snap.Load().changed }
 
+// fromUpstream reports whether tool name comes from an upstream MCP
+// server.
+func (ix *Index) fromUpstream(name string) bool {
+	s := ix.snap.Load()
+	if !s.mayAsk {
+		return false
+	}
+	i, ok := s.byName[name]
+	if !ok {
+		return false
+	}
+	_, up := ix.sources[s.source[i]].(*Upstream)
+	return up
+}
+
 // mayAskCaller reports whether a tool of the index needs the MCP client's
 // answer or comes from an upstream MCP server, which may ask it a question
 // during a call.

@@ -477,6 +477,11 @@ func (s *Service) invokeHandler() mcp.ToolHandler {
 		// tool runs (a slow tool outlives its request timeout otherwise);
 		// they stop before the result is sent.
 		p := s.progressOf(ctx, req, in.Tool)
+		if s.holdsInvoke(req, in) {
+			res, err := s.invokeHeld(ctx, req, callInfo(MetaInvoke, req), in)
+			p.stop()
+			return res, err
+		}
 		res, err := s.invoke(withCallerQuestions(ctx, callerQuestionsOf(req)), in, sessionAsker(req))
 		p.stop()
 		if err != nil {

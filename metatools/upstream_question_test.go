@@ -19,7 +19,7 @@ import (
 
 // askingUpstream adds to ru's server the tools "ask" (one form question,
 // its answer returned as {"action", "content"}) and "big" (a question over
-// MaxUpstreamQuestionBytes). They ask the 2026-07-28 way (an input_required
+// MaxUpstreamQuestionBytes), and "quiet" asks nothing. They ask the 2026-07-28 way (an input_required
 // result, the answer on the retry with the requestState); the go-sdk server
 // asks a client of an older revision with elicitation/create instead. states
 // records the requestState of each retry. "hold" answers once release is
@@ -61,6 +61,10 @@ func askingUpstream(ru *revisionUpstream) (states func() []string, started <-cha
 	t1, t2 := *in, *in
 	t1.Name, t1.Description = "ask", "Ask for a name"
 	t2.Name, t2.Description = "big", "Ask an oversize question"
+	ru.srv.AddTool(&mcp.Tool{Name: "quiet", Description: "Answer without asking", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"quiet":true}`}}}, nil
+		})
 	ru.srv.AddTool(&t1, ask("Your name?"))
 	ru.srv.AddTool(&t2, ask(strings.Repeat("x", MaxUpstreamQuestionBytes+1)))
 	return func() []string {
@@ -73,7 +77,7 @@ func askingUpstream(ru *revisionUpstream) (states func() []string, started <-cha
 // questionGateway serves meta-tools over one upstream ("up") of the given
 // era over real HTTP; it returns the gateway's URLs (with sessions, and
 // stateless for 2026-07-28) and the states the upstream's retries carried.
-func questionGateway(t *testing.T, modernUpstream bool) ([2]string, func() []string, <-chan struct{}, func()) {
+func questionGateway(t testing.TB, modernUpstream bool) ([2]string, func() []string, <-chan struct{}, func()) {
 	t.Helper()
 	return questionGatewayWith(t, modernUpstream, nil)
 }
@@ -81,7 +85,7 @@ func questionGateway(t *testing.T, modernUpstream bool) ([2]string, func() []str
 // questionGatewayWith is questionGateway whose meta:execute runs the plans
 // of 2026-07-28 callers as sessions of b (when not nil), served as
 // codemode_mcp serves them (cancellation propagated, testIdentity).
-func questionGatewayWith(t *testing.T, modernUpstream bool, b *broker.Broker) ([2]string, func() []string, <-chan struct{}, func()) {
+func questionGatewayWith(t testing.TB, modernUpstream bool, b *broker.Broker) ([2]string, func() []string, <-chan struct{}, func()) {
 	t.Helper()
 	ru := newRevisionUpstream(t, modernUpstream)
 	states, started, release := askingUpstream(ru)
@@ -252,7 +256,8 @@ func TestUpstreamQuestionsReachTheCaller(t *testing.T) {
 			}
 
 			// Callers that cannot be asked: no elicitation declared, or
-			// revision 2026-07-28 (no session to ask over).
+			// revision 2026-07-28 on a gateway without plan sessions (no
+			// session to ask over, none to wait in).
 			for version, c := range cannot {
 				n := len(states())
 				for _, via := range []string{"invoke", "execute"} {

@@ -18,7 +18,7 @@ import (
 // a test can stop and start again: stateless and speaking only 2026-07-28
 // (modern), or through the handshake with revisions up to 2025-11-25.
 type revisionUpstream struct {
-	t       *testing.T
+	t       testing.TB
 	modern  bool
 	addr    string
 	srv     *mcp.Server
@@ -27,7 +27,7 @@ type revisionUpstream struct {
 	methods []string // MCP methods received, in order
 }
 
-func newRevisionUpstream(t *testing.T, modern bool) *revisionUpstream {
+func newRevisionUpstream(t testing.TB, modern bool) *revisionUpstream {
 	t.Helper()
 	versions := []string{"2025-11-25", "2025-06-18"}
 	if modern {
