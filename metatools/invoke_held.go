@@ -28,8 +28,12 @@ import (
 
 // holdsInvoke tells whether meta:invoke of in.Tool by this caller runs as
 // a heldInvoke: a 2026-07-28 caller that declared elicitation, a tool of an
-// upstream MCP server, a gateway with plan sessions.
+// upstream MCP server, a gateway with plan sessions; or a retry with a
+// held call's requestState (never run anew).
 func (s *Service) holdsInvoke(req *mcp.CallToolRequest, in InvokeInput) bool {
+	if strings.HasPrefix(req.Params.RequestState, requestStatePrefix+"v.") {
+		return true
+	}
 	return s.opts.Sessions != nil && usesMRTR(req) && canElicit(req) && s.index.fromUpstream(in.Tool)
 }
 
@@ -59,7 +63,7 @@ type heldInvoke struct {
 func (s *Service) invokeHeld(ctx context.Context, req *mcp.CallToolRequest, ci CallInfo, in InvokeInput) (*mcp.CallToolResult, error) {
 	if rs := req.Params.RequestState; rs != "" {
 		sid, ok := parseHeldState(rs, in)
-		if !ok {
+		if s.opts.Sessions == nil || !ok {
 			return errorResult(requestStateError("requestState does not belong to this call; call again without it")), nil
 		}
 		if res := s.answerPlan(ctx, req, ci, sid); res != nil {

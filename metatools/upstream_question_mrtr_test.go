@@ -185,8 +185,19 @@ func askA2026Caller(t *testing.T, modern bool, via string) {
 			t.Fatalf("%s: %s", what, raw)
 		}
 	}
+	// A retry from a client that declares no elicitation: the call
+	// cannot go on without asking, and is not run anew.
+	bare, err := mcp.NewClient(&mcp.Implementation{Name: "bare", Version: "1"}, &mcp.ClientOptions{
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+	}).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: urls[1], HTTPClient: hc}, &mcp.ClientSessionOptions{ProtocolVersion: firstMRTRRevision})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
 	n := len(states())
-	res, raw := call(first.RequestState, args, good)
+	res, err := bare.CallTool(ctx, &mcp.CallToolParams{Name: meta, Arguments: args, RequestState: first.RequestState})
+	checkMissingElicitation(t, via+" retry without elicitation", res, err)
+	res, raw = call(first.RequestState, args, good)
 	if res.IsError || res.NeedsInput() || !strings.Contains(raw, `"name":"Grace"`) {
 		t.Fatalf("the fitting answer: %s", raw)
 	}
