@@ -47,15 +47,7 @@ func callerGatewayWith(t *testing.T, rdb redis.UniversalClient, prefix string, e
 	}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.New(&broker.BrokerOptions{Tools: reg, Engine: sandbox.NewInProcess(nil), Redis: rdb, KeyPrefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		b.Close(ctx)
-	})
+	b := newTestBroker(t, &broker.BrokerOptions{Tools: reg, Engine: sandbox.NewInProcess(nil), Redis: rdb, KeyPrefix: prefix})
 	calc := &StaticSource{
 		List: []Tool{{Name: "calc:double", AppID: "calc", Description: "Double a number",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"number"}},"required":["n"]}`)}},

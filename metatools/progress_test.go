@@ -339,15 +339,7 @@ func TestExecuteProgressOverMRTR(t *testing.T) {
 	for _, d := range broker.DemoTools() {
 		reg.Register(d)
 	}
-	b, err := broker.New(&broker.BrokerOptions{Tools: reg, Engine: sandbox.NewInProcess(nil)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		b.Close(ctx)
-	})
+	b := newTestBroker(t, &broker.BrokerOptions{Tools: reg, Engine: sandbox.NewInProcess(nil)})
 	log := newProgressLog()
 	ix, err := NewIndex([]ToolSource{&BrokerSource{B: b}, gateTools(log)}, nil)
 	if err != nil {

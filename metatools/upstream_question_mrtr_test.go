@@ -22,7 +22,13 @@ import (
 // timeout, in memory or on rdb.
 func questionBroker(t testing.TB, timeout time.Duration, rdb redis.UniversalClient, prefix string) *broker.Broker {
 	t.Helper()
-	b, err := broker.New(&broker.BrokerOptions{Tools: broker.NewToolRegistry(), Engine: sandbox.NewInProcess(nil), DefaultTimeout: timeout, Redis: rdb, KeyPrefix: prefix})
+	return newTestBroker(t, &broker.BrokerOptions{Tools: broker.NewToolRegistry(), Engine: sandbox.NewInProcess(nil), DefaultTimeout: timeout, Redis: rdb, KeyPrefix: prefix})
+}
+
+// newTestBroker is a broker of opts, closed when the test ends.
+func newTestBroker(t testing.TB, opts *broker.BrokerOptions) *broker.Broker {
+	t.Helper()
+	b, err := broker.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
