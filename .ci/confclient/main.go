@@ -22,8 +22,10 @@
 // user's own credential: the driver first connects conf on the gateway's
 // connections page as a user would in a browser (oauth.go). With -answer
 // (the scenarios whose test server asks its client a question during a
-// call) the driver speaks 2025-11-25 to the gateway and declares
-// elicitation: the gateway passes the upstream's question on to it, and it
+// call) the driver speaks 2025-11-25 to the gateway (or the revision of
+// -answer-revision) and declares elicitation: the gateway passes the
+// upstream's question on to it (over its session; at 2026-07-28 as its own
+// input_required result, which its go-sdk answers by retrying), and it
 // accepts with the form's defaults.
 package main
 
@@ -72,23 +74,30 @@ var oauthCaddyfile []byte
 func main() {
 	caddyBin := flag.String("caddy", "", "the Caddy binary to run (built from the checkout: go build ./cmd/caddy)")
 	via := flag.String("via", "invoke", "how the upstream's tools are called: invoke (meta:invoke, one call each) or execute (one meta:execute script calling each)")
-	answer := flag.Bool("answer", false, "the driver is a user's client of revision 2025-11-25 that declares elicitation and accepts every question the gateway passes on from the upstream, with the form's defaults (its go-sdk fills them in)")
+	answer := flag.Bool("answer", false, "the driver is a user's client of revision 2025-11-25 (or -answer-revision) that declares elicitation and accepts every question the gateway passes on from the upstream, with the form's defaults (its go-sdk fills them in)")
+	answerRevision := flag.String("answer-revision", "2025-11-25", "the MCP revision the driver speaks with -answer: 2025-11-25 (asked over its session) or 2026-07-28 (asked in its input_required results)")
 	withOAuth := flag.Bool("oauth", false, "the upstream needs OAuth: sign in as a user on the gateway's connections page, connect conf there, then call /mcp with the user's token of the gateway")
 	flag.Parse()
 	if *caddyBin == "" || flag.NArg() != 1 || *via != "invoke" && *via != "execute" {
-		fmt.Fprintln(os.Stderr, "usage: confclient -caddy PATH [-via invoke|execute] [-oauth] [-answer] <server url> (run by conformance client --command)")
+		fmt.Fprintln(os.Stderr, "usage: confclient -caddy PATH [-via invoke|execute] [-oauth] [-answer [-answer-revision R]] <server url> (run by conformance client --command)")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *caddyBin, *via, *withOAuth, *answer, flag.Arg(0)); err != nil {
+	revision := ""
+	if *answer {
+		revision = *answerRevision
+	}
+	if err := run(ctx, *caddyBin, *via, *withOAuth, revision, flag.Arg(0)); err != nil {
 		fmt.Fprintln(os.Stderr, "confclient:", err)
 		stop()
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, caddyBin, via string, withOAuth, answer bool, upstreamURL string) error {
+// run drives the gateway; answerRevision, when set, is the revision of a
+// driver that answers the upstream's questions (-answer).
+func run(ctx context.Context, caddyBin, via string, withOAuth bool, answerRevision, upstreamURL string) error {
 	ctx, cancel := context.WithTimeout(ctx, 80*time.Second)
 	defer cancel()
 	config, env := gatewayCaddyfile, []string{"CONF_URL=" + upstreamURL}
@@ -126,15 +135,16 @@ func run(ctx context.Context, caddyBin, via string, withOAuth, answer bool, upst
 	}
 	var copts *mcp.ClientOptions
 	var sopts *mcp.ClientSessionOptions
-	if answer {
+	if answerRevision != "" {
 		// The gateway passes an upstream's question on to a caller of an
-		// older revision over its session (docs/metatools.md, "An
-		// upstream's questions").
+		// older revision over its session, and to one of 2026-07-28 as its
+		// own input_required result (docs/metatools.md, "An upstream's
+		// questions").
 		copts = &mcp.ClientOptions{ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			fmt.Printf("the gateway passed on the question %q: accepting it with the form's defaults\n", req.Params.Message)
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
 		}}
-		sopts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: answerRevision}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "ci-confclient", Version: "1.0.0"}, copts)
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gw.url + "/mcp", HTTPClient: &http.Client{Transport: transport}}, sopts)
@@ -142,6 +152,9 @@ func run(ctx context.Context, caddyBin, via string, withOAuth, answer bool, upst
 		return fmt.Errorf("connecting to the gateway's /mcp: %w", err)
 	}
 	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; answerRevision != "" && v != answerRevision {
+		return fmt.Errorf("the driver speaks %s with the gateway, not %s", v, answerRevision)
+	}
 	lt, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("tools/list of the gateway: %w", err)
