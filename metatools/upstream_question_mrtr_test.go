@@ -213,7 +213,7 @@ func askA2026Caller(t *testing.T, modern bool, via string) {
 
 	// A caller that never retries: the plan's time ends the
 	// upstream call, and nothing is left.
-	before := goroutineCount()
+	before, _ := goroutineCount()
 	if first, raw := call("", args, nil); !first.NeedsInput() {
 		t.Fatalf("first call: %s", raw)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/internal/goroutinetest"
 )
 
 // askingUpstream adds to ru's server the tools "ask" (one form question,
@@ -212,7 +212,7 @@ func TestUpstreamQuestionsReachTheCaller(t *testing.T) {
 			// engine's workers started (a first plan), without idle HTTP
 			// connections.
 			callJSON(t, cs, MetaExecute, map[string]any{"script": `return 1;`})
-			before := goroutineCount()
+			before, _ := goroutineCount()
 			for _, via := range []string{"invoke", "execute"} {
 				setReply(&mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "Ada"}})
 				ans, code := askVia(t, cs, via, "ask")
@@ -301,10 +301,10 @@ func TestUpstreamQuestionsReachTheCaller(t *testing.T) {
 }
 
 // goroutineCount is the number of goroutines, without idle HTTP
-// connections'.
-func goroutineCount() int {
+// connections', and their stacks.
+func goroutineCount() (int, string) {
 	http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-	return runtime.NumGoroutine()
+	return goroutinetest.Count()
 }
 
 // noGoroutinesLeft fails t when, within wait, the goroutines do not come
@@ -312,11 +312,15 @@ func goroutineCount() int {
 func noGoroutinesLeft(t *testing.T, before int, wait time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(wait)
-	for goroutineCount() > before && time.Now().Before(deadline) {
+	for {
+		n, stacks := goroutineCount()
+		if n <= before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%d goroutines after the calls, %d before:\n%s", n, before, stacks)
+			return
+		}
 		time.Sleep(50 * time.Millisecond)
-	}
-	if n := goroutineCount(); n > before {
-		buf := make([]byte, 1<<20)
-		t.Errorf("%d goroutines after the calls, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
 	}
 }
