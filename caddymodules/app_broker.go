@@ -100,7 +100,8 @@ type BrokerConfig struct {
 	PollInterval caddy.Duration `json:"poll_interval,omitempty"`
 	// OwnerTimeout (with Redis): a gateway that has not renewed its
 	// liveness for this long is gone, and its running sessions end with
-	// error OWNER_LOST on every gateway. Default 15s.
+	// error OWNER_LOST on every gateway. Default 15s; at least 3 ×
+	// StorageTimeout (a renewal every OwnerTimeout/3 may wait that long).
 	OwnerTimeout caddy.Duration `json:"owner_timeout,omitempty"`
 	// StorageTimeout bounds each operation on the session store, so that
 	// no request waits longer on an unreachable Redis. Default 2s.
@@ -281,6 +282,21 @@ func (c *BrokerConfig) withDefaults() BrokerConfig {
 	return d
 }
 
+// validateOwnerTimeout refuses an owner_timeout under 3 × storage_timeout
+// (defaults applied). A gateway renews its liveness every owner_timeout/3
+// and each renewal may wait storage_timeout on the store: with a shorter
+// interval than that wait, one slow renewal or two let the owner key expire
+// and the other gateways end the live gateway's sessions OWNER_LOST.
+func (c *BrokerConfig) validateOwnerTimeout() error {
+	d := c.withDefaults()
+	if d.OwnerTimeout < 3*d.StorageTimeout {
+		return fmt.Errorf("codemode broker: owner_timeout (%v) must be at least 3 × storage_timeout (%v): "+
+			"a gateway renews its liveness every owner_timeout/3 and each renewal may wait storage_timeout",
+			time.Duration(d.OwnerTimeout), 3*time.Duration(d.StorageTimeout))
+	}
+	return nil
+}
+
 // validateBroker checks the broker block without building the broker.
 func (a *App) validateBroker() error {
 	c := a.Broker
@@ -304,6 +320,9 @@ func (a *App) validateBroker() error {
 		if f.v < 0 {
 			return fmt.Errorf("codemode broker: %s must not be negative", f.name)
 		}
+	}
+	if err := c.validateOwnerTimeout(); err != nil {
+		return err
 	}
 	switch c.StorageFailureMode {
 	case "", broker.StorageFailClosed, broker.StorageFailOpen:
@@ -685,7 +704,7 @@ func (a *App) stopBroker() error { return nil }
 //			max_response_size <size>
 //		}
 //		poll_interval <duration>            # default 5m
-//		owner_timeout <duration>            # default 15s (with redis)
+//		owner_timeout <duration>            # default 15s (with redis); at least 3 × storage_timeout
 //		storage_timeout <duration>          # default 2s
 //		storage_failure_mode open|closed    # default closed
 //	}

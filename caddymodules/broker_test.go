@@ -323,6 +323,53 @@ func TestBrokerNegativeValuesRefused(t *testing.T) {
 	}
 }
 
+// TestBrokerOwnerTimeoutBound: an owner_timeout under 3 × storage_timeout
+// (defaults applied) fails at load, in JSON and in a Caddyfile, naming the
+// bound; a renewal every owner_timeout/3 may wait storage_timeout, and a
+// shorter interval would let a live gateway's key expire.
+func TestBrokerOwnerTimeoutBound(t *testing.T) {
+	s := caddy.Duration(time.Second)
+	for _, tc := range []struct {
+		cfg  BrokerConfig
+		want string
+	}{
+		{BrokerConfig{OwnerTimeout: 5 * s}, "owner_timeout (5s) must be at least 3 × storage_timeout (6s)"}, // storage_timeout's default 2s
+		{BrokerConfig{OwnerTimeout: 2 * s, StorageTimeout: s}, "owner_timeout (2s) must be at least 3 × storage_timeout (3s)"},
+		{BrokerConfig{StorageTimeout: 6 * s}, "owner_timeout (15s) must be at least 3 × storage_timeout (18s)"}, // owner_timeout's default 15s
+		{BrokerConfig{OwnerTimeout: 3 * s, StorageTimeout: s}, ""},
+		{BrokerConfig{OwnerTimeout: 6 * s}, ""},
+		{BrokerConfig{}, ""},
+	} {
+		err := (&App{Broker: &tc.cfg}).validateBroker()
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%+v: %v", tc.cfg, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	cfg, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(`{
+	admin off
+	persist_config off
+	codemode {
+		broker {
+			owner_timeout 1s
+			storage_timeout 500ms
+		}
+	}
+}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loadErr(t, cfg); err == nil || !strings.Contains(err.Error(), "owner_timeout (1s) must be at least 3 × storage_timeout (1.5s)") {
+		t.Fatalf("Caddyfile: %v", err)
+	}
+}
+
 // TestBrokerKeyUserInAccessLog: a request the broker authenticated with a
 // key that names a user shows that user in Caddy's access log (user_id),
 // as a request authenticated by codemode_auth or basic_auth does. Caddy
