@@ -141,6 +141,52 @@ func TestOwnerLost(t *testing.T) {
 		})
 	})
 
+	t.Run("a lost session keeps no call inputs or answers", func(t *testing.T) {
+		// The inputs of its calls and the caller's answers (a script's
+		// secrets, as a finished record: TestFinishedSessionKeepsNoAnswers)
+		// do not outlive the run: the record, the calls' states and the
+		// closed mark answer everything after the loss.
+		a, aSrv := newTestBroker(t, onRedis(rdb, prefix+"l:", ownerTimeout))
+		newTestBroker(t, onRedis(rdb, prefix+"l:", ownerTimeout)) // a live gateway, whose reaper runs
+		s := startExecute(t, aSrv.URL, map[string]any{"timeout": 30000, "code": `
+const key = await callTool("client:prompt", {question: "input-secret-1"});
+return await callTool("client:prompt", {question: "input-secret-2 " + key});`}, nil)
+		var sess Session
+		s.next().decode(t, &sess)
+		var call ToolCallPayload
+		s.next().decode(t, &call)
+		if code, _, body := do(t, http.MethodPost, aSrv.URL+"/sessions/"+sess.ID+"/tool-result", map[string]any{"callId": call.CallID, "result": "answer-secret"}, nil); code != http.StatusOK {
+			t.Fatalf("answer: %d %s", code, body)
+		}
+		for ev := s.next(); ev.Type != EventToolCall; ev = s.next() {
+		}
+		calls := prefix + "l:calls:" + sess.ID
+		bodies := func() []string {
+			var out []string
+			for k, v := range rdb.HGetAll(context.Background(), calls).Val() {
+				if !strings.HasPrefix(k, "c:") && k != "closed" {
+					out = append(out, k+"="+v)
+				}
+			}
+			return out
+		}
+		if len(bodies()) == 0 {
+			t.Fatal("the running session's calls hash holds no input: the check below would prove nothing")
+		}
+		crash(a)
+		waitUntil(t, "the reaper to end the session", func() bool {
+			var got Session
+			raw, _ := rdb.Get(context.Background(), prefix+"l:session:"+sess.ID).Bytes()
+			return json.Unmarshal(raw, &got) == nil && got.Status == StatusError && got.Error.Code == CodeOwnerLost
+		})
+		if b := bodies(); len(b) != 0 {
+			t.Errorf("the lost session's calls hash keeps %v", b)
+		}
+		if rdb.HExists(context.Background(), calls, "closed").Val() != true {
+			t.Error("the lost session's calls are not closed")
+		}
+	})
+
 	t.Run("a finished session is never changed", func(t *testing.T) {
 		a, aSrv := newTestBroker(t, onRedis(rdb, prefix+"f:", ownerTimeout))
 		_, bSrv := newTestBroker(t, onRedis(rdb, prefix+"f:", ownerTimeout))

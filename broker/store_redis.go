@@ -173,7 +173,7 @@ return 0
 // before trimming, those of the oldest 4 whose record is gone: an entry
 // without a record counts until its expiry at the latest, and none at the
 // head of the queue makes a live record trimmed in its place.
-var putScript = redis.NewScript(`
+var putScript = redis.NewScript(dropCallBodies + `
 local cur = redis.call('GET', KEYS[1])
 if cur then
 	local ok, s = pcall(cjson.decode, cur)
@@ -184,13 +184,7 @@ if ARGV[4] ~= '' then
 	if ARGV[3] == '1' then redis.call('SREM', KEYS[2], ARGV[5]) else redis.call('SADD', KEYS[2], ARGV[5]) end
 end
 if ARGV[3] ~= '1' then return 1 end
-local bodies = {}
-for _, f in ipairs(redis.call('HKEYS', KEYS[6])) do
-	if string.sub(f, 1, 2) == 'i:' or string.sub(f, 1, 3) == 'ac:' then bodies[#bodies + 1] = f end
-end
-for i = 1, #bodies, 500 do
-	redis.call('HDEL', KEYS[6], unpack(bodies, i, math.min(i + 499, #bodies)))
-end
+drop_call_bodies(KEYS[6])
 local fin, exp, size, id, p = KEYS[3], KEYS[4], KEYS[5], ARGV[5], ARGV[10]
 local function drop(d)
 	local n = tonumber(redis.call('HGET', size, d) or 0)
@@ -229,14 +223,34 @@ end
 return 1
 `)
 
+// dropCallBodies defines drop_call_bodies(key): it deletes the calls' inputs
+// and the caller's answers ("i:", "ac:") from the calls hash key, keeping
+// the calls' states and the closed mark, which answer everything once the
+// session has ended.
+const dropCallBodies = `
+local function drop_call_bodies(key)
+	local bodies = {}
+	for _, f in ipairs(redis.call('HKEYS', key)) do
+		if string.sub(f, 1, 2) == 'i:' or string.sub(f, 1, 3) == 'ac:' then bodies[#bodies + 1] = f end
+	end
+	for i = 1, #bodies, 500 do
+		redis.call('HDEL', key, unpack(bodies, i, math.min(i + 499, #bodies)))
+	end
+end
+`
+
 // loseScript ends a session whose owner is gone: when the owner key
 // (KEYS[3]) is missing and the record is still exactly ARGV[1] (not
-// finished meanwhile), the record becomes ARGV[2] and its calls close.
-var loseScript = redis.NewScript(`
+// finished meanwhile), the record becomes ARGV[2] and its calls close,
+// dropping their inputs and answers as a finished record's do: a retry or
+// a late answer gets OWNER_LOST from the record, and the script's secrets
+// do not outlive its run.
+var loseScript = redis.NewScript(dropCallBodies + `
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
 redis.call('HSET', KEYS[2], 'closed', '1')
+drop_call_bodies(KEYS[2])
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
 return 1
