@@ -3,6 +3,7 @@ package metatools
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,71 @@ func (l logLines) waitFor(t *testing.T, n int) []mcp.LoggingMessageParams {
 	}
 }
 
+// logLevelEras are the two ways a client sets its log level: the
+// session's logging/setLevel, and at 2026-07-28 the request's _meta.
+var logLevelEras = []struct {
+	version  string
+	setLevel func(t *testing.T, f *fixture, p *mcp.CallToolParams, level mcp.LoggingLevel)
+}{
+	{"2025-11-25", func(t *testing.T, f *fixture, _ *mcp.CallToolParams, level mcp.LoggingLevel) {
+		if err := f.session.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+			t.Fatal(err)
+		}
+	}},
+	{"2026-07-28", func(_ *testing.T, _ *fixture, p *mcp.CallToolParams, level mcp.LoggingLevel) {
+		p.Meta = mcp.Meta{mcp.MetaKeyLogLevel: string(level)}
+	}},
+}
+
+// logHostProbe is an engine that records whether the host of its last
+// script took console lines (a sandbox.LogHost: a worker sends every line
+// to such a host).
+type logHostProbe struct {
+	sandbox.Engine
+	streamed atomic.Bool
+}
+
+func (p *logHostProbe) Execute(ctx context.Context, req sandbox.Request, host sandbox.Host) (*sandbox.Result, error) {
+	_, ok := host.(sandbox.LogHost)
+	p.streamed.Store(ok)
+	return p.Engine.Execute(ctx, req, host)
+}
+
+// TestConsoleLinesStreamOnlyWhenTaken: a plan whose client takes no console
+// line (no level set, or a level above error) and asked for no progress
+// runs on a host that is no LogHost, so a worker sends none of its lines;
+// it used to stream them all to a go-sdk that dropped them. A level of
+// error or below streams them, in both eras.
+func TestConsoleLinesStreamOnlyWhenTaken(t *testing.T) {
+	for _, era := range logLevelEras {
+		t.Run(era.version, func(t *testing.T) {
+			probe := &logHostProbe{}
+			f := newFixture(t, fixtureOptions{protocolVersion: era.version,
+				options: func(o *Options) {
+					e := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: time.Minute, AllowConsole: true}})
+					t.Cleanup(func() { e.Close() })
+					probe.Engine = e
+					o.Engine = probe
+				}})
+			for _, tc := range []struct {
+				level  mcp.LoggingLevel
+				stream bool
+			}{{"", false}, {"critical", false}, {"emergency", false}, {"error", true}, {"debug", true}} {
+				p := &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{"script": `console.error("e"); return 1`}}
+				if tc.level != "" {
+					era.setLevel(t, f, p, tc.level)
+				}
+				if res, err := f.session.CallTool(context.Background(), p); err != nil || res.IsError {
+					t.Fatalf("meta:execute: %v %v", err, res)
+				}
+				if got := probe.streamed.Load(); got != tc.stream {
+					t.Errorf("level %q: console lines streamed %v, want %v", tc.level, got, tc.stream)
+				}
+			}
+		})
+	}
+}
+
 // TestConsoleLinesAreLogMessages: a plan's console lines reach the client
 // as notifications/message at or above the level it asked for — none
 // before it asked — in both protocol eras (logging/setLevel; at 2026-07-28
@@ -44,19 +110,7 @@ func (l logLines) waitFor(t *testing.T, n int) []mcp.LoggingMessageParams {
 // so info.
 func TestConsoleLinesAreLogMessages(t *testing.T) {
 	script := `console.debug("d"); console.log("l"); console.info("i"); console.warn("w"); console.error("e"); return 1`
-	for _, era := range []struct {
-		version  string
-		setLevel func(t *testing.T, f *fixture, p *mcp.CallToolParams, level mcp.LoggingLevel)
-	}{
-		{"2025-11-25", func(t *testing.T, f *fixture, _ *mcp.CallToolParams, level mcp.LoggingLevel) {
-			if err := f.session.SetLoggingLevel(context.Background(), &mcp.SetLoggingLevelParams{Level: level}); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"2026-07-28", func(_ *testing.T, _ *fixture, p *mcp.CallToolParams, level mcp.LoggingLevel) {
-			p.Meta = mcp.Meta{mcp.MetaKeyLogLevel: string(level)}
-		}},
-	} {
+	for _, era := range logLevelEras {
 		t.Run(era.version, func(t *testing.T) {
 			lines := logLines{newReceived[mcp.LoggingMessageParams]()}
 			f := newFixture(t, fixtureOptions{protocolVersion: era.version,

@@ -173,6 +173,10 @@ func NewServer(s *Service, opts *ServerOptions) *mcp.Server {
 				return nil, err
 			}
 			res, err := next(ctx, method, req)
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && method == "logging/setLevel" && err == nil {
+				// Kept for the plans: which console lines to stream.
+				s.levels.set(ss, req.GetParams().(*mcp.SetLoggingLevelParams).Level)
+			}
 			if lt, ok := res.(*mcp.ListToolsResult); ok && err == nil {
 				if lt.Meta == nil {
 					lt.Meta = mcp.Meta{}
@@ -426,7 +430,7 @@ func (s *Service) executeHandler() mcp.ToolHandler {
 		if s.usesPlanSessions(req) {
 			return s.executeRounds(ctx, req, ci, in)
 		}
-		h := &host{s: s, ci: &ci, ask: sessionAsker(req), questions: callerQuestionsOf(req), progress: s.progressOf(ctx, req, ""), log: sessionLogger(ctx, req)}
+		h := &host{s: s, ci: &ci, ask: sessionAsker(req), questions: callerQuestionsOf(req), progress: s.progressOf(ctx, req, ""), log: s.sessionLogger(ctx, req)}
 		res, err := s.execute(ctx, in, h)
 		h.progress.stop() // no notification after the result
 		if err != nil {

@@ -183,6 +183,8 @@ type Service struct {
 	maxScript     int
 	executeSchema json.RawMessage
 	executeInput  func() (*tool.Schema, error)
+	// levels are the sessions' logging/setLevel levels.
+	levels sessionLevels
 }
 
 // NewService returns the meta-tools over index.
