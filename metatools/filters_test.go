@@ -2,6 +2,8 @@ package metatools
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -75,5 +77,49 @@ func TestSearchFiltersOverMCP(t *testing.T) {
 		"filter": map[string]any{"destructive": false}}), &out)
 	if len(out.Tools) != 1 || out.Tools[0].Name != "crm:listContacts" || out.Tools[0].MatchedQueries != nil {
 		t.Fatalf("filtered search: %+v", out.Tools)
+	}
+}
+
+// TestExcludedNotFoundEchoIsBounded: the excluded_tool_not_found warning
+// quotes at most MaxEchoedNames of the caller's names, each cut to
+// MaxEchoedNameBytes, once each, and counts them all in its message; it
+// used to echo 1,000 names of any length (a 4 MiB request, a 4 MiB warning).
+func TestExcludedNotFoundEchoIsBounded(t *testing.T) {
+	ix, err := NewIndex([]ToolSource{&StaticSource{List: []Tool{{Name: "crm:listContacts", AppID: "crm", Description: "List contacts"}}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := NewService(ix, nil)
+	long := strings.Repeat("x", 4000)
+	excluded := []string{"crm:listContacts", "nope:a", "nope:a"} // an existing name and a repeat: not echoed
+	for i := range MaxFilterNames - len(excluded) {
+		excluded = append(excluded, fmt.Sprintf("%s%d", long, i))
+	}
+	out, err := s.Search(context.Background(), SearchInput{Queries: []string{"contacts"}, ExcludeToolNames: excluded})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w *Warning
+	for i := range out.Warnings {
+		if out.Warnings[i].Type == "excluded_tool_not_found" {
+			w = &out.Warnings[i]
+		}
+	}
+	if w == nil {
+		t.Fatalf("no excluded_tool_not_found warning: %+v", out.Warnings)
+	}
+	if want := fmt.Sprintf("%d excluded tool name(s) are not in the index; the first %d are listed", MaxFilterNames-2, MaxEchoedNames); w.Message != want {
+		t.Errorf("message %q, want %q", w.Message, want)
+	}
+	if len(w.AffectedTools) != MaxEchoedNames || w.AffectedTools[0] != "nope:a" || w.AffectedTools[1] != long[:MaxEchoedNameBytes]+"…" {
+		t.Fatalf("affectedTools: %d names, first two %.40q", len(w.AffectedTools), w.AffectedTools[:min(2, len(w.AffectedTools))])
+	}
+	for _, n := range w.AffectedTools {
+		if len(n) > MaxEchoedNameBytes+len("…") {
+			t.Errorf("an echoed name of %d bytes", len(n))
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/codemode-gateway/caddy-codemode/broker/catalog"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 	"github.com/codemode-gateway/caddy-codemode/guard"
+	"github.com/codemode-gateway/caddy-codemode/internal/clip"
 	"github.com/codemode-gateway/caddy-codemode/internal/telemetry"
 	"github.com/codemode-gateway/caddy-codemode/internal/tool"
 	"github.com/codemode-gateway/caddy-codemode/metatools/search"
@@ -38,6 +39,35 @@ const (
 // excluded tools: a filter names a few, and the excluded names not in the
 // index are echoed back in a warning.
 const MaxFilterNames = 1000
+
+// MaxEchoedNames and MaxEchoedNameBytes bound the caller's names a warning
+// quotes back (excluded_tool_not_found's affectedTools): excludeToolNames
+// takes 1,000 names of any length within the request body, and a warning
+// that repeated them all cost the model reading it as much again. A tool
+// name is at most 128 characters (MCP's rule for names), so a longer one
+// names no tool and is cut.
+const (
+	MaxEchoedNames     = 20
+	MaxEchoedNameBytes = 128
+)
+
+// echoNames is names without repeats, the first MaxEchoedNames of them, each
+// cut to MaxEchoedNameBytes (with an ellipsis), and the number of distinct
+// names.
+func echoNames(names []string) ([]string, int) {
+	seen := make(map[string]bool, len(names))
+	var out []string
+	for _, n := range names {
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		if len(out) < MaxEchoedNames {
+			out = append(out, clip.Ellipsis(n, MaxEchoedNameBytes))
+		}
+	}
+	return out, len(seen)
+}
 
 // CallInfo describes a meta-tool call for the Limiter.
 type CallInfo struct {
@@ -385,9 +415,12 @@ func (s *Service) Search(ctx context.Context, in SearchInput) (res *SearchOutput
 		}
 	}
 	if len(missing) > 0 {
-		out.Warnings = append(out.Warnings, Warning{Type: "excluded_tool_not_found",
-			Message:       fmt.Sprintf("%d excluded tool name(s) are not in the index", len(missing)),
-			AffectedTools: missing})
+		echoed, n := echoNames(missing)
+		msg := fmt.Sprintf("%d excluded tool name(s) are not in the index", n)
+		if len(echoed) < n {
+			msg += fmt.Sprintf("; the first %d are listed", len(echoed))
+		}
+		out.Warnings = append(out.Warnings, Warning{Type: "excluded_tool_not_found", Message: msg, AffectedTools: echoed})
 	}
 	allow := func(i int) bool {
 		t := &snap.tools[i]
