@@ -332,6 +332,26 @@ func TestCaddyOrchestratedFlow(t *testing.T) {
 		"clients":          []any{map[string]any{"id": "cli", "redirect_uris": []string{redirect}}},
 		"token_rate_limit": map[string]any{"max_requests": 14, "window": "1m", "partition_by": "ip"},
 	}, standardRoutes(nil)))
+	// The window does not slide between the flow's requests: exactly 4
+	// token requests pass after the flow's 10.
+	freezeGuardClock(t)
+	// The auth counters are the process's (processTelemetry, kept across
+	// configs): the checks at the end read what this flow added.
+	app, err := caddy.ActiveContext().App("codemode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := app.(*App).auth.metrics
+	issued := func(grant string) uint64 {
+		t.Helper()
+		var dm dto.Metric
+		if err := m.tokenLatency.WithLabelValues(grant, "2xx").(prometheus.Histogram).Write(&dm); err != nil {
+			t.Fatal(err)
+		}
+		return dm.GetHistogram().GetSampleCount()
+	}
+	codesBefore, refreshesBefore := issued("authorization_code"), issued("refresh_token")
+	limitedBefore := counterValue(t, m.rateLimited)
 
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -445,9 +465,8 @@ func TestCaddyOrchestratedFlow(t *testing.T) {
 	}
 
 	// Rate limit of the token endpoint: 14 per minute per IP in this config;
-	// 10 went to authorize, login, consent and token so far, so at least 4
-	// more pass (more if a window boundary passed meanwhile: the window
-	// slides).
+	// 10 went to authorize, login, consent and token so far (the clock is
+	// frozen), so exactly 4 more pass and the fifth is refused.
 	var last *http.Response
 	var lastBody []byte
 	passed := 0
@@ -464,28 +483,22 @@ func TestCaddyOrchestratedFlow(t *testing.T) {
 		}
 		passed++
 	}
-	if passed < 4 || last.StatusCode != http.StatusTooManyRequests || last.Header.Get("Retry-After") == "" ||
+	if passed != 4 || last.StatusCode != http.StatusTooManyRequests || last.Header.Get("Retry-After") == "" ||
 		!strings.Contains(string(lastBody), `"error":"temporarily_unavailable"`) {
 		t.Fatalf("rate limit after %d: %d Retry-After=%q %s", passed, last.StatusCode, last.Header.Get("Retry-After"), lastBody)
 	}
 
-	// Token issuance latency was observed per grant type.
-	app, err := caddy.ActiveContext().App("codemode")
-	if err != nil {
-		t.Fatal(err)
+	// Token issuance latency was observed per grant type, once per token
+	// issued: two codes exchanged, one refresh (the reused one and the
+	// "nope"s answered 4xx).
+	if got := issued("authorization_code") - codesBefore; got != 2 {
+		t.Errorf("authorization_code issuances observed: %d, want 2", got)
 	}
-	m := app.(*App).auth.metrics
-	for _, grant := range []string{"authorization_code", "refresh_token"} {
-		var dm dto.Metric
-		if err := m.tokenLatency.WithLabelValues(grant, "2xx").(prometheus.Histogram).Write(&dm); err != nil {
-			t.Fatal(err)
-		}
-		if dm.GetHistogram().GetSampleCount() == 0 {
-			t.Errorf("no %s issuance latency observed", grant)
-		}
+	if got := issued("refresh_token") - refreshesBefore; got != 1 {
+		t.Errorf("refresh_token issuances observed: %d, want 1", got)
 	}
-	if counterValue(t, m.rateLimited) < 1 {
-		t.Error("rate-limited requests not counted")
+	if got := counterValue(t, m.rateLimited) - limitedBefore; got != 1 {
+		t.Errorf("rate-limited requests counted: %v, want 1", got)
 	}
 }
 
