@@ -356,13 +356,21 @@ func TestTimeoutWhileToolPending(t *testing.T) {
 		hostCtxDone.Store(true)
 		return nil, ctx.Err()
 	}}
-	r, err := NewInProcess(&Options{Limits: Limits{Timeout: 100 * time.Millisecond, AllowConsole: true}}).Execute(context.Background(),
+	// The script must reach the tool within its limit: with 100 ms, a
+	// script compiled on a starved core under -race timed out before it
+	// called the tool, and the wait below, then unbounded, hung the
+	// package until go test's timeout (44 min in a -count=2 run at load 20-30).
+	r, err := NewInProcess(&Options{Limits: Limits{Timeout: 2 * time.Second, AllowConsole: true}}).Execute(context.Background(),
 		Request{Code: `console.log("calling"); await callTool("block", {})`}, blocking)
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-started
-	if r.Status != StatusTimeout || r.Error.Message != "script exceeded the time limit of 100 ms" || r.Error.Code != CodeTimeout {
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second): // a backstop: the call was made, or never will be
+		t.Fatalf("the tool was never called: %s", describeResult(r))
+	}
+	if r.Status != StatusTimeout || r.Error.Message != "script exceeded the time limit of 2000 ms" || r.Error.Code != CodeTimeout {
 		t.Errorf("result: %s", describeResult(r))
 	}
 	if len(r.Logs) != 1 || r.Logs[0] != "calling" {
