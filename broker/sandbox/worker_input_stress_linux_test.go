@@ -254,8 +254,12 @@ func TestWorkerInputManyExecutions(t *testing.T) {
 	// (a 100 ms script took 470 ms of wall time at load 10-14 under -race):
 	// 4 runs in 29 ended with the worker replaced after a cancel or a
 	// timeout (WORKER_TIMEOUT) it would have answered.
+	// The engine's time limit is a backstop too (the cases that time out
+	// set their own 100 ms): under the secure preset's 3.5 s, the spin
+	// meant to end by its 2,000-step limit ended TIMEOUT after 1,223 steps
+	// on a starved core (-race, load 27).
 	pool, err := NewWorkerPool(&PoolOptions{RuntimePoolOptions: RuntimePoolOptions{MinSize: 1, MaxSize: 1}, SpareWorkers: -1,
-		WatchdogGrace: 10 * time.Second})
+		WatchdogGrace: 10 * time.Second, Engine: &Options{Limits: Limits{Timeout: time.Minute}}})
 	if err != nil {
 		t.Fatal(err)
 	}
