@@ -33,7 +33,7 @@ type evalSet struct {
 
 // evalCatalogs are the vendored catalogs in the order the docs report them:
 // the tuning ones first.
-var evalCatalogs = []string{"jira", "gitea", "square", "kubernetes", "asana", "launchdarkly", "telnyx", "discourse", "slicebox", "traccar", "airflow", "s3", "sinao", "osf", "route53", "anchore", "airbyte", "xtrf", "apideck", "cognito", "classroom", "influxdb", "netlify", "youtube", "keyvault", "docusign", "bunq", "netbox", "stripe", "slack", "github", "twilio", "box", "zoom", "reverb"}
+var evalCatalogs = []string{"jira", "gitea", "square", "kubernetes", "asana", "launchdarkly", "telnyx", "discourse", "slicebox", "traccar", "airflow", "s3", "sinao", "osf", "route53", "anchore", "airbyte", "xtrf", "apideck", "cognito", "classroom", "influxdb", "netlify", "youtube", "keyvault", "docusign", "bunq", "netbox", "superset", "stripe", "slack", "github", "twilio", "box", "zoom", "reverb"}
 
 var (
 	evalMu    sync.Mutex
