@@ -54,7 +54,7 @@ var domainRelated = map[string][]string{
 	"blocklist": {"blacklist", "denylist"}, "blacklist": {"blocklist", "denylist"}, "denylist": {"blocklist", "blacklist"},
 	"appointment": {"booking", "reservation"}, "booking": {"appointment", "reservation"}, "reservation": {"booking"}, "invite": {"invitation"}, "join": {"member"},
 	"leave": {"remove"}, "schedule": {"scheduled"},
-	"cancel": {"cancellation"}, "stop": {"cancel", "disable"}, "pause": {"disable"}, "resume": {"enable"},
+	"renew": {"refresh"}, "cancel": {"cancellation"}, "stop": {"cancel", "disable"}, "pause": {"disable"}, "resume": {"enable"},
 	"secret": {"credential"}, "key": {"token"}, "sign": {"auth"}, "auth": {"authentication"},
 	"whoami": {"authenticated", "current"}, "many": {"bulk", "multiple", "batch"}, "multiple": {"bulk", "batch"},
 	"batch": {"bulk", "multiple"}, "bulk": {"batch", "multiple"}, "several": {"bulk", "multiple"}, "profile": {"user"}, "account": {"user"},

@@ -4004,3 +4004,15 @@ func TestReleaseDeletes(t *testing.T) {
 	}
 	wantFirst(t, docs, map[string]string{"release a rack reservation": "n:dcim_rack-reservations_delete", "unplug the cable": "n:dcim_cables_delete"})
 }
+
+// TestRenewRefreshes: to renew a token, a certificate or a lease is to
+// refresh it (Superset's, OAuth servers' and Vault's refresh calls).
+func TestRenewRefreshes(t *testing.T) {
+	docs := []Doc{
+		{Name: "s:get_security_csrf_token", AppID: "s", Description: "Fetch the CSRF token", Method: "GET", Path: "/security/csrf_token/"},
+		{Name: "s:post_security_refresh", AppID: "s", Description: "Use the refresh token to get a new JWT access token", Method: "POST", Path: "/security/refresh"},
+		{Name: "s:post_security_login", AppID: "s", Description: "Authenticate and get a JWT access and refresh token", Method: "POST", Path: "/security/login"},
+	}
+	wantFirst(t, docs, map[string]string{"my token expired, renew it": "s:post_security_refresh"})
+}
+
