@@ -294,6 +294,11 @@ type BM25 struct {
 	// anyDeleted says some tool is onDeleted: only then does a request's
 	// plan look for words of deleted things.
 	anyDeleted bool
+	// undoesJoins says some tool's name undoes a join (detach,
+	// disassociate, disconnect, unassign, unlink): only then does a
+	// request that opens with such a verb ask for that call rather than a
+	// delete (see requestIntent).
+	undoesJoins bool
 	// pluralHead says whether the name writes its head in the plural
 	// (`getGoals`, `listPods`).
 	pluralHead []bool
@@ -611,6 +616,9 @@ func NewBM25(docs []Doc) *BM25 {
 				ix.switches[i] = sw
 				break
 			}
+		}
+		for _, t := range Tokenize(local) {
+			ix.undoesJoins = ix.undoesJoins || undoVerbs[t] && intentWords[t] == IntentNone
 		}
 		if w := nameHeadWord(hname); w != ix.heads[i] && strings.HasSuffix(w, "s") {
 			ix.pluralHead[i] = true
@@ -1082,7 +1090,7 @@ func (ix *BM25) known(w string) bool {
 // the query's intent.
 func (ix *BM25) queryGroups(query string) []termGroup {
 	toks := ix.queryTokens(query)
-	intents, intentTok := queryIntent(toks)
+	intents, intentTok := ix.requestIntent(toks)
 	var groups []termGroup
 	presentIDF := 0.0
 	for _, t := range toks {
@@ -1679,7 +1687,7 @@ func (ix *BM25) plan(query string) *queryPlan {
 		qp.upper += gUpper
 	}
 	itoks := Tokenize(query)
-	qIntents, intentToks := queryIntent(itoks)
+	qIntents, intentToks := ix.requestIntent(itoks)
 	if len(itoks) > 0 && undoVerbs[itoks[0]] {
 		qp.turn = -1
 	}
@@ -1936,6 +1944,19 @@ var switchWords = map[string]int8{"enable": 1, "enables": 1, "activate": 1, "act
 // join ("detach a VPC from a zone", "remove an attached file").
 var undoVerbs = map[string]bool{"detach": true, "disassociate": true, "disconnect": true, "unassign": true,
 	"unlink": true, "remove": true, "delete": true}
+
+// requestIntent is queryIntent over the index: a request that opens with a
+// verb undoing a join ("disconnect a database", "unlink an account",
+// "detach a disk") where no call's name undoes one deletes the thing, as
+// unplugging a cable does: the API keeps the join as the thing itself (a
+// database connection, a linked account), and removing it is its delete.
+func (ix *BM25) requestIntent(toks []string) ([]Intent, map[int]bool) {
+	intents, words := queryIntent(toks)
+	if len(intents) == 0 && len(toks) > 1 && undoVerbs[toks[0]] && !ix.undoesJoins {
+		return []Intent{IntentDelete}, map[int]bool{0: true}
+	}
+	return intents, words
+}
 
 // undoesCreate reports whether a request opens with a verb that "un"
 // makes of another ("unsubscribe", "unfollow") whose base or one of its

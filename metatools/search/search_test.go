@@ -4016,3 +4016,23 @@ func TestRenewRefreshes(t *testing.T) {
 	wantFirst(t, docs, map[string]string{"my token expired, renew it": "s:post_security_refresh"})
 }
 
+// TestUndoJoinDeletes: where no call's name undoes a join, a request to
+// disconnect, detach or unlink a thing deletes it (Superset keeps a
+// connected database as the database itself); where one does, the request
+// asks for that call.
+func TestUndoJoinDeletes(t *testing.T) {
+	docs := []Doc{
+		{Name: "s:post_database", AppID: "s", Description: "Create a new Database.", Method: "POST", Path: "/database/"},
+		{Name: "s:post_database_import", AppID: "s", Method: "POST", Path: "/database/import/"},
+		{Name: "s:delete_database_by_pk", AppID: "s", Description: "Deletes a Database.", Method: "DELETE", Path: "/database/{pk}"},
+		{Name: "s:put_database_by_pk", AppID: "s", Description: "Changes a Database.", Method: "PUT", Path: "/database/{pk}"},
+	}
+	wantFirst(t, docs, map[string]string{"disconnect a database": "s:delete_database_by_pk"})
+	joined := []Doc{
+		{Name: "c:create_disk", AppID: "c", Description: "Create a disk", Method: "POST", Path: "/disks"},
+		{Name: "c:delete_disk", AppID: "c", Description: "Delete a disk", Method: "DELETE", Path: "/disks/{id}"},
+		{Name: "c:attach_disk", AppID: "c", Description: "Attach a disk to a server", Method: "POST", Path: "/servers/{id}/disks"},
+		{Name: "c:detach_disk", AppID: "c", Description: "Detach a disk from a server", Method: "DELETE", Path: "/servers/{id}/disks/{disk}"},
+	}
+	wantFirst(t, joined, map[string]string{"detach a disk from the server": "c:detach_disk"})
+}
