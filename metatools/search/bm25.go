@@ -299,6 +299,10 @@ type BM25 struct {
 	// request that opens with such a verb ask for that call rather than a
 	// delete (see requestIntent).
 	undoesJoins bool
+	// turnsOnOff says some tool's name turns a thing on or off (enable,
+	// disable, pause, …): then a request to do so asks for that call, not
+	// for an update's boolean field (see onOffVerbs).
+	turnsOnOff bool
 	// pluralHead says whether the name writes its head in the plural
 	// (`getGoals`, `listPods`).
 	pluralHead []bool
@@ -619,6 +623,9 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		for _, t := range Tokenize(local) {
 			ix.undoesJoins = ix.undoesJoins || undoVerbs[t] && intentWords[t] == IntentNone
+			for _, l := range Lemmas(t) {
+				ix.turnsOnOff = ix.turnsOnOff || onOffVerbs[l] || l == "enable" || l == "disable"
+			}
 		}
 		if w := nameHeadWord(hname); w != ix.heads[i] && strings.HasSuffix(w, "s") {
 			ix.pluralHead[i] = true
@@ -1324,6 +1331,14 @@ func (ix *BM25) queryGroups(query string) []termGroup {
 					g.add("="+rest, stateWeight*derivedWeight)
 				}
 			}
+			if onOffVerbs[v] && !ix.turnsOnOff {
+				// "pause the revenue alert", "resume a schedule": an API
+				// with no call to turn things on and off does it through
+				// a boolean field (active, enabled) of an update.
+				for _, t := range Terms(onOffFields) {
+					g.add("="+t, stateWeight*derivedWeight)
+				}
+			}
 			groups = append(groups, g)
 		}
 	}
@@ -1944,6 +1959,13 @@ var switchWords = map[string]int8{"enable": 1, "enables": 1, "activate": 1, "act
 // join ("detach a VPC from a zone", "remove an attached file").
 var undoVerbs = map[string]bool{"detach": true, "disassociate": true, "disconnect": true, "unassign": true,
 	"unlink": true, "remove": true, "delete": true}
+
+// onOffVerbs turn a thing on or off without a CRUD verb of their own; the
+// boolean fields of onOffFields are how an update says it.
+var onOffVerbs = map[string]bool{"pause": true, "unpause": true, "resume": true, "suspend": true,
+	"unsuspend": true, "activate": true, "deactivate": true, "mute": true, "unmute": true}
+
+const onOffFields = "active enabled disabled paused"
 
 // requestIntent is queryIntent over the index: a request that opens with a
 // verb undoing a join ("disconnect a database", "unlink an account",

@@ -4036,3 +4036,20 @@ func TestUndoJoinDeletes(t *testing.T) {
 	}
 	wantFirst(t, joined, map[string]string{"detach a disk from the server": "c:detach_disk"})
 }
+
+// TestOnOffByField: where no call turns things on or off, pausing or
+// resuming a thing is the update that sets its boolean field (Superset's
+// report schedules and InfluxDB's tasks are "active"); where one does, the
+// request asks for that call.
+func TestOnOffByField(t *testing.T) {
+	docs := []Doc{
+		{Name: "s:post_report", AppID: "s", Description: "Create a report schedule", Method: "POST", Path: "/report/"},
+		{Name: "s:delete_report_by_pk", AppID: "s", Description: "Delete a report schedule", Method: "DELETE", Path: "/report/{pk}"},
+		{Name: "s:put_report_by_pk", AppID: "s", Description: "Update a report schedule", Method: "PUT", Path: "/report/{pk}", States: "active"},
+		{Name: "s:get_report_by_pk", AppID: "s", Description: "Get a report schedule", Method: "GET", Path: "/report/{pk}"},
+	}
+	wantFirst(t, docs, map[string]string{"pause the report schedule": "s:put_report_by_pk"})
+	switched := append(docs[:len(docs):len(docs)],
+		Doc{Name: "s:disable_report", AppID: "s", Description: "Disable a report schedule", Method: "POST", Path: "/report/{pk}/disable"})
+	wantFirst(t, switched, map[string]string{"suspend the report schedule": "s:disable_report"})
+}
