@@ -303,6 +303,10 @@ type BM25 struct {
 	// disable, pause, …): then a request to do so asks for that call, not
 	// for an update's boolean field (see onOffVerbs).
 	turnsOnOff bool
+	// makesJoins says some tool's name makes a join (attach, associate,
+	// bind, connect, assign, link): only then does a request that opens with
+	// such a verb ask for that call rather than a create.
+	makesJoins bool
 	// pluralHead says whether the name writes its head in the plural
 	// (`getGoals`, `listPods`).
 	pluralHead []bool
@@ -623,6 +627,7 @@ func NewBM25(docs []Doc) *BM25 {
 		}
 		for _, t := range Tokenize(local) {
 			ix.undoesJoins = ix.undoesJoins || undoVerbs[t] && intentWords[t] == IntentNone
+			ix.makesJoins = ix.makesJoins || joinVerbs[t] || t == "attach" || t == "bind"
 			for _, l := range Lemmas(t) {
 				ix.turnsOnOff = ix.turnsOnOff || onOffVerbs[l] || l == "enable" || l == "disable"
 			}
@@ -1977,8 +1982,17 @@ func (ix *BM25) requestIntent(toks []string) ([]Intent, map[int]bool) {
 	if len(intents) == 0 && len(toks) > 1 && undoVerbs[toks[0]] && !ix.undoesJoins {
 		return []Intent{IntentDelete}, map[int]bool{0: true}
 	}
+	if len(intents) == 0 && len(toks) > 1 && joinVerbs[toks[0]] && !ix.makesJoins {
+		// "connect a new Postgres database": the join is the thing.
+		return []Intent{IntentCreate}, map[int]bool{0: true}
+	}
 	return intents, words
 }
+
+// joinVerbs are the opening verbs of a request that join two things, the
+// counterparts of undoVerbs. Not "attach": to attach a policy or a file is
+// as often to set it on the thing (S3's PutBucketPolicy) as to make one.
+var joinVerbs = map[string]bool{"associate": true, "connect": true, "assign": true, "link": true}
 
 // undoesCreate reports whether a request opens with a verb that "un"
 // makes of another ("unsubscribe", "unfollow") whose base or one of its

@@ -4053,3 +4053,30 @@ func TestOnOffByField(t *testing.T) {
 		Doc{Name: "s:disable_report", AppID: "s", Description: "Disable a report schedule", Method: "POST", Path: "/report/{pk}/disable"})
 	wantFirst(t, switched, map[string]string{"suspend the report schedule": "s:disable_report"})
 }
+
+// TestJoinCreates: where no call's name joins two things, a request to
+// connect, link, associate or assign one makes it (Superset's database
+// connection is the database; Traccar's and Airbyte's links are
+// permissions and sources).
+func TestJoinCreates(t *testing.T) {
+	docs := []Doc{
+		{Name: "s:post_database", AppID: "s", Description: "Create a new Database.", Method: "POST", Path: "/database/"},
+		{Name: "s:post_database_test_connection", AppID: "s", Description: "Tests a database connection", Method: "POST", Path: "/database/test_connection"},
+		{Name: "s:post_database_validate_parameters", AppID: "s", Description: "Validates parameters used to connect to a database", Method: "POST", Path: "/database/validate_parameters"},
+		{Name: "s:put_database_by_pk", AppID: "s", Description: "Changes a Database.", Method: "PUT", Path: "/database/{pk}"},
+		{Name: "s:get_database", AppID: "s", Description: "Get a list of models", Method: "GET", Path: "/database/"},
+		{Name: "s:get_database_by_pk", AppID: "s", Description: "Get an item model", Method: "GET", Path: "/database/{pk}"},
+		{Name: "s:get_database_available", AppID: "s", Description: "Get names of databases currently available", Method: "GET", Path: "/database/available/"},
+		{Name: "s:get_database_by_pk_schemas", AppID: "s", Description: "Get all schemas from a database", Method: "GET", Path: "/database/{pk}/schemas/"},
+		{Name: "s:delete_database_by_pk", AppID: "s", Description: "Deletes a Database.", Method: "DELETE", Path: "/database/{pk}"},
+		{Name: "s:post_dataset", AppID: "s", Description: "Create a new Dataset", Method: "POST", Path: "/dataset/"},
+		{Name: "s:get_dataset", AppID: "s", Description: "Get a list of models", Method: "GET", Path: "/dataset/"},
+	}
+	for _, thing := range []string{"chart", "dashboard", "report", "saved_query", "css_template", "annotation_layer"} {
+		docs = append(docs,
+			Doc{Name: "s:post_" + thing, AppID: "s", Description: "Create a " + thing, Method: "POST", Path: "/" + thing + "/"},
+			Doc{Name: "s:get_" + thing, AppID: "s", Description: "Get a list of " + thing + "s", Method: "GET", Path: "/" + thing + "/"},
+			Doc{Name: "s:delete_" + thing + "_by_pk", AppID: "s", Description: "Delete a " + thing, Method: "DELETE", Path: "/" + thing + "/{pk}"})
+	}
+	wantFirst(t, docs, map[string]string{"connect a new Postgres database": "s:post_database"})
+}
