@@ -236,8 +236,8 @@ func itoa(i int) string {
 var qualityFloors = map[string][2]float64{
 	"jira": {0.94, 0.89}, "gitea": {0.98, 0.93}, "square": {0.96, 0.88}, "kubernetes": {0.82, 0.75},
 	"asana": {0.93, 0.82}, "launchdarkly": {0.89, 0.85}, "telnyx": {0.86, 0.78}, "discourse": {0.94, 0.88}, "slicebox": {0.90, 0.85}, "traccar": {0.95, 0.88}, "airflow": {0.98, 0.90},
-	"s3": {0.92, 0.76}, "sinao": {0.96, 0.82}, "osf": {0.89, 0.74}, "route53": {0.99, 0.85}, "anchore": {0.90, 0.77}, "airbyte": {0.90, 0.78}, "xtrf": {0.87, 0.79}, "apideck": {0.95, 0.93}, "cognito": {0.92, 0.76}, "classroom": {0.94, 0.87}, "influxdb": {0.91, 0.80}, "netlify": {0.91, 0.77}, "youtube": {0.95, 0.84}, "keyvault": {0.96, 0.75}, "docusign": {0.88, 0.71}, "bunq": {0.74, 0.56}, "netbox": {0.68, 0.59},
-	"stripe": {0.88, 0.74}, "slack": {0.88, 0.81}, "github": {0.95, 0.83}, "twilio": {0.83, 0.70}, "box": {0.83, 0.71},
+	"s3": {0.92, 0.76}, "sinao": {0.96, 0.82}, "osf": {0.89, 0.74}, "route53": {0.99, 0.85}, "anchore": {0.90, 0.77}, "airbyte": {0.91, 0.80}, "xtrf": {0.87, 0.79}, "apideck": {0.95, 0.93}, "cognito": {0.92, 0.76}, "classroom": {0.94, 0.87}, "influxdb": {0.91, 0.81}, "netlify": {0.91, 0.77}, "youtube": {0.95, 0.84}, "keyvault": {0.96, 0.75}, "docusign": {0.88, 0.71}, "bunq": {0.74, 0.56}, "netbox": {0.68, 0.59}, "superset": {0.88, 0.76},
+	"stripe": {0.88, 0.74}, "slack": {0.88, 0.81}, "github": {0.95, 0.83}, "twilio": {0.83, 0.70}, "box": {0.83, 0.72},
 	"zoom": {0.88, 0.77}, "reverb": {0.65, 0.58},
 }
 
