@@ -472,9 +472,13 @@ func (r *run) changed(ctx context.Context) {
 	}
 }
 
-// Log implements sandbox.LogHost: console entries become log events.
+// Log implements sandbox.LogHost: console entries become log events, and
+// reach the session's Host too when it takes them.
 func (r *run) Log(level, message string) {
 	r.send(StreamEvent{Type: EventLog, Payload: &LogPayload{Level: level, Message: message}})
+	if lh, ok := r.host.(sandbox.LogHost); ok {
+		lh.Log(level, message)
+	}
 }
 
 // CallTool implements sandbox.Host: the call is counted, validated,

@@ -453,7 +453,15 @@ func (s *Service) executeRounds(ctx context.Context, req *mcp.CallToolRequest, c
 		if usesMRTR(req) && canElicit(req) {
 			questions = planQuestions()
 		}
-		opts := broker.ExecuteOptions{Host: &host{s: s, ci: &ci, questions: questions, allowed: allowedSet(in.AllowedTools), progress: p}, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
+		h := &host{s: s, ci: &ci, questions: questions, allowed: allowedSet(in.AllowedTools), progress: p, log: s.sessionLogger(ctx, req)}
+		var ph sandbox.Host = h
+		if h.progress != nil || h.log != nil {
+			// Console lines reach this first request's client as they
+			// reach a plan's outside a session: as progress and as log
+			// messages; lines after it answered are in the result only.
+			ph = consoleHost{h}
+		}
+		opts := broker.ExecuteOptions{Host: ph, ClientIP: ci.ClientIP, AllowedTools: in.AllowedTools}
 		if len(in.Context) > 0 {
 			_ = json.Unmarshal(in.Context, &opts.Context) // an object: validated above
 		}

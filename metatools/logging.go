@@ -45,7 +45,9 @@ func (s *Service) sessionLogger(ctx context.Context, req *mcp.CallToolRequest) c
 	}
 	return func(l, message string) {
 		ml := consoleLevel(l)
-		if !takesLevel(level(), ml) {
+		if ctx.Err() != nil || !takesLevel(level(), ml) {
+			// Also a plan session's line after the request that started
+			// it answered: the rest is in the result.
 			return
 		}
 		// The result's logs mark a warning or error line with its level

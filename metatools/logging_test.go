@@ -3,12 +3,15 @@ package metatools
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
@@ -149,5 +152,68 @@ func TestConsoleLinesAreLogMessages(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlanSessionConsoleLinesAreLogMessages: a plan run as a broker
+// session (a 2026-07-28 caller who may be asked) sends the console lines of
+// its first request as log messages, at or above the request's level, as a
+// plan outside a session does; lines after that request answered are in
+// the result only.
+func TestPlanSessionConsoleLinesAreLogMessages(t *testing.T) {
+	reg := broker.NewToolRegistry()
+	for _, d := range broker.DemoTools() {
+		reg.Register(d) // client:prompt: answered by the caller
+	}
+	e := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: time.Minute, AllowConsole: true}})
+	t.Cleanup(func() { e.Close() })
+	b := newTestBroker(t, &broker.BrokerOptions{Tools: reg, Engine: e})
+	ix, err := NewIndex([]ToolSource{&BrokerSource{B: b}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Reload(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	srv := NewServer(NewService(ix, &Options{Engine: e, Sessions: b}), nil)
+	hs := httptest.NewServer(HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{Stateless: true})))
+	t.Cleanup(hs.Close)
+	lines := logLines{newReceived[mcp.LoggingMessageParams]()}
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: lines.handle,
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"result": "Ada"}}, nil
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: hs.URL}, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	p := &mcp.CallToolParams{Name: "meta:execute", Arguments: map[string]any{"script": `console.info("quiet"); console.warn("before");
+		const name = await callTool("client:prompt", {question: "name?"}); console.error("after " + name); return name`}}
+	p.Meta = mcp.Meta{mcp.MetaKeyLogLevel: "warning"}
+	res, err := cs.CallTool(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Status string
+		Result any
+		Logs   []string
+	}
+	structured(t, res, &out)
+	if out.Status != "ok" || out.Result != "Ada" || len(out.Logs) != 3 {
+		t.Fatalf("plan: %+v", out)
+	}
+	got := lines.waitFor(t, 1)
+	if got[0].Level != "warning" || got[0].Data != "before" || got[0].Logger != MetaExecute {
+		t.Errorf("first log message %s %q from %q, want warning \"before\" from %q", got[0].Level, got[0].Data, got[0].Logger, MetaExecute)
+	}
+	if all := lines.all(); len(all) != 1 {
+		t.Errorf("log messages %+v, want the first request's one line at or above warning", all)
 	}
 }
