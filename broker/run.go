@@ -63,8 +63,9 @@ type run struct {
 	waiters map[string]chan *toolAnswer
 	pending map[string]PendingCall // calls waiting for the caller, for restores
 	// abandoned and answered are the ids of the calls that stopped waiting
-	// and of those answered, for restores: at most maxCalls, as every call
-	// counts towards that limit.
+	// and of those answered, for restores: at most maxCalls (every call
+	// counts towards that limit) plus the questions a Host asked through
+	// AskCaller, which the Host bounds (metatools: 10 per upstream call).
 	abandoned, answered []string
 	// ended: the script is over, its calls are closed or being closed
 	// (restores write them closed); callsClosed: the store holds them so.
