@@ -345,8 +345,9 @@ func TestMCPSearchQueryLengthInCharacters(t *testing.T) {
 func TestMCPDescribe(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	var out DescribeOutput
-	structured(t, f.call(t, "meta:describe", map[string]any{"toolNames": []string{"crm:createContact", "crm:listContacts", "math:add", "meta:execute", "meta_search", "nope"}}), &out)
-	if strings.Join(out.NotFound, ",") != "meta:execute,meta_search,nope" {
+	long := strings.Repeat("n", 100_000)
+	structured(t, f.call(t, "meta:describe", map[string]any{"toolNames": []string{"crm:createContact", "crm:listContacts", "math:add", "meta:execute", "meta_search", "nope", long}}), &out)
+	if strings.Join(out.NotFound, ",") != "meta:execute,meta_search,nope,"+long[:MaxEchoedNameBytes]+"…" {
 		t.Errorf("notFound = %v", out.NotFound)
 	}
 	if len(out.Tools) != 3 {

@@ -41,7 +41,8 @@ const (
 const MaxFilterNames = 1000
 
 // MaxEchoedNames and MaxEchoedNameBytes bound the caller's names a warning
-// quotes back (excluded_tool_not_found's affectedTools): excludeToolNames
+// quotes back (excluded_tool_not_found's affectedTools; meta:describe's
+// notFound is cut to MaxEchoedNameBytes too): excludeToolNames
 // takes 1,000 names of any length within the request body, and a warning
 // that repeated them all cost the model reading it as much again. A tool
 // name is at most 128 characters (MCP's rule for names), so a longer one
@@ -636,7 +637,9 @@ func (s *Service) Describe(ctx context.Context, in DescribeInput) (*DescribeOutp
 		seen[name] = true
 		idx, ok := snap.byName[name]
 		if !ok || IsMetaToolName(name) {
-			out.NotFound = append(out.NotFound, name)
+			// Echoed cut, as a warning's names are: a name longer than a
+			// tool name can be names nothing.
+			out.NotFound = append(out.NotFound, clip.Ellipsis(name, MaxEchoedNameBytes))
 			continue
 		}
 		if in.Detail == DetailFull {
