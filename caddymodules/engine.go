@@ -401,9 +401,9 @@ func (w *WorkerEngine) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("codemode.engines.worker: %w", err)
 	}
 	logger := ctx.Logger()
-	eo.Logger = logger
+	eo.Logger = sandbox.ZapLogger(logger)
 	po := w.Pool.poolOptions(eo, w.MemoryBytes)
-	po.Logger = logger
+	po.Logger = eo.Logger
 	po.Metrics = processTelemetry().sandbox
 	key, err := componentKey("engine", struct {
 		Engine string
@@ -465,7 +465,7 @@ func (p *InProcessEngine) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("codemode.engines.inprocess: %w", err)
 	}
-	eo.Logger = ctx.Logger()
+	eo.Logger = sandbox.ZapLogger(ctx.Logger())
 	eo.Metrics = processTelemetry().sandbox
 	key, err := componentKey("engine", struct {
 		Engine string

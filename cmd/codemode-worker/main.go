@@ -19,15 +19,15 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox/workerinit"
 )
 
 func main() {
 	// Like `caddy codemode-worker`, it takes no arguments but that name
 	// (so that the same `command` line works with either program).
-	if len(os.Args) > 2 || len(os.Args) == 2 && os.Args[1] != sandbox.WorkerCommandName {
+	if len(os.Args) > 2 || len(os.Args) == 2 && os.Args[1] != workerinit.CommandName {
 		fmt.Fprintf(os.Stderr, "usage: %s\n\nServes one sandbox worker on stdin and stdout; the codemode app starts it\n(sandbox pool `command`), there is no reason to run it by hand.\n", os.Args[0])
 		os.Exit(2)
 	}
-	os.Exit(sandbox.ServeWorkerStdio())
+	os.Exit(workerinit.ServeStdio())
 }

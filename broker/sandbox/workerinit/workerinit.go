@@ -18,18 +18,28 @@ package workerinit
 import (
 	"os"
 
-	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
+	"github.com/codemode-gateway/caddy-codemode/broker/sandbox/internal/engine"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox/internal/threads"
 )
 
 func init() {
-	if os.Getenv(threads.WorkerEnvVar) != "1" || len(os.Args) != 2 || os.Args[1] != sandbox.WorkerCommandName {
+	if os.Getenv(threads.WorkerEnvVar) != "1" || len(os.Args) != 2 || os.Args[1] != engine.WorkerCommandName {
 		return
 	}
 	// Go runs package initialisation on the main goroutine locked to the
 	// main thread: served there, every frame would wake that one thread.
 	// The worker runs on a goroutine of its own, as from main.
 	code := make(chan int)
-	go func() { code <- sandbox.ServeWorkerStdio() }()
+	go func() { code <- engine.ServeWorkerStdio() }()
 	os.Exit(<-code)
 }
+
+// CommandName is the argument a pool starts a worker program with
+// (sandbox.WorkerCommandName).
+const CommandName = engine.WorkerCommandName
+
+// ServeStdio serves the worker protocol on stdin and stdout and returns the
+// process exit code (sandbox.ServeWorkerStdio): the main of a worker
+// program that imports nothing else of the sandbox, and so initialises no
+// more than this package does (cmd/codemode-worker).
+func ServeStdio() int { return engine.ServeWorkerStdio() }

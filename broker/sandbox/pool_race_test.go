@@ -1,7 +1,0 @@
-//go:build race
-
-package sandbox
-
-// raceEnabled: the race runtime maps shadow memory for the heap, which
-// RLIMIT_DATA counts, so worker memory caps bite several times earlier.
-const raceEnabled = true
