@@ -493,13 +493,15 @@ func TestPoolScaling(t *testing.T) {
 	wantOK(t, mustRun(t, p, "ok 1", h), "1")
 }
 
-// TestSpareTakesOverAfterRecycleAndCrash: a recycle and a worker death hand
-// the next script to a worker that was already up (the spare), never to
-// one started for it; the spare is replaced in the background.
+// TestSpareTakesOverAfterRecycleAndCrash: a recycle, a worker death and a
+// memory kill hand the next script to a worker that was already up (the
+// spare), never to one started for it; the spare is replaced in the
+// background.
 func TestSpareTakesOverAfterRecycleAndCrash(t *testing.T) {
 	p, _ := newFakePool(t, PoolOptions{
 		RuntimePoolOptions:     RuntimePoolOptions{MinSize: 1, MaxSize: 1},
 		MaxExecutionsPerWorker: 3,
+		MemoryBytes:            64 << 20,
 	})
 	h := newBlockingHost()
 	pid := func(code string) int {
@@ -543,6 +545,16 @@ func TestSpareTakesOverAfterRecycleAndCrash(t *testing.T) {
 	e := pid("pid")
 	if e == d || !before[e] {
 		t.Fatalf("after %d crashed the script ran on %d, want the spare from %v", d, e, before)
+	}
+	// A worker killed at its memory cap: the same.
+	before = settled()
+	res, err = p.Execute(context.Background(), Request{Code: "alloc"}, h)
+	if err != nil || res.Error == nil || res.Error.Code != CodeWorkerMemoryExceeded {
+		t.Fatalf("alloc: %+v %v, want WORKER_MEMORY_EXCEEDED", res, err)
+	}
+	f := pid("pid")
+	if f == e || !before[f] {
+		t.Fatalf("after %d went over its memory cap the script ran on %d, want the spare from %v", e, f, before)
 	}
 	settled()
 }
