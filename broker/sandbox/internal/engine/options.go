@@ -224,11 +224,13 @@ type Options struct {
 	Limits Limits
 	// Sanitization of error details. Default: keep stacks and paths.
 	Sanitization Sanitization
-	// Logger receives engine diagnostics (never script data). Default nop.
+	// Logger receives engine diagnostics (never script data): a
+	// *zap.Logger through sandbox.ZapLogger. Default none.
 	Logger Logger
 	// Metrics, when set, counts the in-process engine's scripts (workers
 	// never get it; a pool counts with PoolOptions.Metrics). Nil records
-	// nothing.
+	// nothing (sandbox.NewInProcess makes spans still); sandbox.Metrics
+	// implement it.
 	Metrics Recorder
 }
 

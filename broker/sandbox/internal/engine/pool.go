@@ -144,11 +144,13 @@ type PoolOptions struct {
 	// Go runtime variables GOMAXPROCS, GODEBUG, GOTRACEBACK, GORACE and
 	// GOCOVERDIR when set, the worker marker variable, and Env.
 	Env []string
-	// Logger receives worker deaths and their stderr. Nil means no logging.
+	// Logger receives worker deaths and their stderr: a *zap.Logger
+	// through sandbox.ZapLogger. Nil means no logging.
 	Logger Logger
 	// Metrics, when set, counts scripts, queue waits, worker starts and
 	// deaths, and reports the pool's workers and queue when collected.
-	// Several engines may share one. Nil records nothing.
+	// Several engines may share one (sandbox.Metrics). Nil records
+	// nothing (sandbox.NewWorkerPool makes spans still).
 	Metrics Recorder
 }
 
