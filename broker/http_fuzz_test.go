@@ -250,7 +250,7 @@ func (fb *fuzzBroker) iterate(t *testing.T, exec []byte, ct, id string, result [
 // script (sandbox.maxIdleRunners), a bounded reserve, not a leak. It also
 // returns the stacks it counted.
 func goroutines() (int, string) {
-	return goroutinetest.Count("sandbox.(*runners).serve")
+	return goroutinetest.Count("engine.(*runners).serve")
 }
 
 func isPrintable(s string) bool {
