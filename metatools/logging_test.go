@@ -3,15 +3,12 @@ package metatools
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/codemode-gateway/caddy-codemode/broker"
 	"github.com/codemode-gateway/caddy-codemode/broker/sandbox"
 )
 
@@ -161,24 +158,9 @@ func TestConsoleLinesAreLogMessages(t *testing.T) {
 // plan outside a session does; lines after that request answered are in
 // the result only.
 func TestPlanSessionConsoleLinesAreLogMessages(t *testing.T) {
-	reg := broker.NewToolRegistry()
-	for _, d := range broker.DemoTools() {
-		reg.Register(d) // client:prompt: answered by the caller
-	}
 	e := sandbox.NewInProcess(&sandbox.Options{Limits: sandbox.Limits{Timeout: time.Minute, AllowConsole: true}})
 	t.Cleanup(func() { e.Close() })
-	b := newTestBroker(t, &broker.BrokerOptions{Tools: reg, Engine: e})
-	ix, err := NewIndex([]ToolSource{&BrokerSource{B: b}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ix.Reload(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	srv := NewServer(NewService(ix, &Options{Engine: e, Sessions: b}), nil)
-	hs := httptest.NewServer(HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{Stateless: true})))
-	t.Cleanup(hs.Close)
+	hs := planSessionServer(t, e, &Options{})
 	lines := logLines{newReceived[mcp.LoggingMessageParams]()}
 	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
 		LoggingMessageHandler: lines.handle,

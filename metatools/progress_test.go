@@ -330,28 +330,39 @@ func TestProgressMessage(t *testing.T) {
 	}
 }
 
-// On revision 2026-07-28 a client that can elicit runs plans over multi
-// round-trip requests when the catalog has caller-answered tools: the
-// first request reports the plan's steps until the plan first asks the
-// client, then answers input_required; no notification follows it.
-func TestExecuteProgressOverMRTR(t *testing.T) {
+// planSessionServer serves meta-tools with plan sessions over stateless
+// Streamable HTTP: a broker of the demo tools (client:prompt answered by
+// the caller) on engine e, whose tools and extra's the index holds; opts
+// gets the engine and the broker.
+func planSessionServer(t *testing.T, e sandbox.Engine, opts *Options, extra ...ToolSource) *httptest.Server {
+	t.Helper()
 	reg := broker.NewToolRegistry()
 	for _, d := range broker.DemoTools() {
 		reg.Register(d)
 	}
-	b := newTestBroker(t, &broker.BrokerOptions{Tools: reg, Engine: sandbox.NewInProcess(nil)})
-	log := newProgressLog()
-	ix, err := NewIndex([]ToolSource{&BrokerSource{B: b}, gateTools(log)}, nil)
+	b := newTestBroker(t, &broker.BrokerOptions{Tools: reg, Engine: e})
+	ix, err := NewIndex(append([]ToolSource{&BrokerSource{B: b}}, extra...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ix.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	srv := NewServer(NewService(ix, &Options{Engine: sandbox.NewInProcess(nil), Sessions: b, ProgressInterval: 10 * time.Millisecond}), nil)
+	opts.Engine, opts.Sessions = e, b
+	srv := NewServer(NewService(ix, opts), nil)
 	hs := httptest.NewServer(HTTPHandler(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
 		&mcp.StreamableHTTPOptions{Stateless: true})))
 	t.Cleanup(hs.Close)
+	return hs
+}
+
+// On revision 2026-07-28 a client that can elicit runs plans over multi
+// round-trip requests when the catalog has caller-answered tools: the
+// first request reports the plan's steps until the plan first asks the
+// client, then answers input_required; no notification follows it.
+func TestExecuteProgressOverMRTR(t *testing.T) {
+	log := newProgressLog()
+	hs := planSessionServer(t, sandbox.NewInProcess(nil), &Options{ProgressInterval: 10 * time.Millisecond}, gateTools(log))
 	var asked int
 	var mu sync.Mutex
 	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
